@@ -1,0 +1,1 @@
+//! Layered configuration (TOML file + SQLGRADE__… env) via the config crate. (Skeleton.)

@@ -1,0 +1,264 @@
+//! The output contract: one [`EvaluationRow`] per (event, metric), and [`DeadLetter`]s for
+//! payloads that could not be decoded. These names are public interface (dashboards and scripts
+//! depend on them); see the README's output reference.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::Event;
+
+/// Which metric a row carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Schema-free production score, 0–100.
+    Stef,
+    /// Execution accuracy.
+    Ex,
+    /// Spider exact set matching.
+    Esm,
+    /// Enhanced exact set matching.
+    EsmPlus,
+    /// BADGER hybrid execution accuracy.
+    HybridEx,
+    /// FLEX LLM judge.
+    Flex,
+    /// ROSE Prover–Refuter judge.
+    Rose,
+}
+
+impl Metric {
+    /// The metric's name as stored in the `metric` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Stef => "stef",
+            Metric::Ex => "ex",
+            Metric::Esm => "esm",
+            Metric::EsmPlus => "esm_plus",
+            Metric::HybridEx => "hybrid_ex",
+            Metric::Flex => "flex",
+            Metric::Rose => "rose",
+        }
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a row's value is what it is: `ok`, or the reason the metric could not be computed normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowStatus {
+    /// Scored normally.
+    Ok,
+    /// The SQL is empty or could not be parsed in any dialect of the fallback chain.
+    ParseError,
+    /// The SQL is a statement other than a query (INSERT, DROP, …).
+    NotAQuery,
+    /// The SQL holds more than one statement.
+    MultipleStatements,
+    /// The SQL exceeds the configured maximum size and was not parsed.
+    SqlTooLarge,
+    /// The LLM judge failed; the deterministic judge scored the event instead.
+    JudgeFallback,
+    /// The predicted SQL failed to execute.
+    ExecError,
+    /// The gold SQL failed to execute: reported, not scored as a model failure.
+    GoldError,
+    /// Gold data is incomplete (e.g. unknown `db_id`), so the metric was not computed.
+    GoldUnavailable,
+    /// Execution hit the time limit.
+    Timeout,
+}
+
+impl RowStatus {
+    /// The status as stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowStatus::Ok => "ok",
+            RowStatus::ParseError => "parse_error",
+            RowStatus::NotAQuery => "not_a_query",
+            RowStatus::MultipleStatements => "multiple_statements",
+            RowStatus::SqlTooLarge => "sql_too_large",
+            RowStatus::JudgeFallback => "judge_fallback",
+            RowStatus::ExecError => "exec_error",
+            RowStatus::GoldError => "gold_error",
+            RowStatus::GoldUnavailable => "gold_unavailable",
+            RowStatus::Timeout => "timeout",
+        }
+    }
+}
+
+impl std::fmt::Display for RowStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One scored (event, metric) pair: a line of the JSONL sink, a row of ClickHouse `evaluations`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationRow {
+    /// The event's idempotency key.
+    pub event_id: String,
+    /// Event time (RFC 3339): the event's `ts`, or the time it was received.
+    pub ts: String,
+    /// Application id.
+    pub app_id: Option<String>,
+    /// Agent id.
+    pub agent_id: Option<String>,
+    /// Agent version.
+    pub agent_version: Option<String>,
+    /// Model.
+    pub model: Option<String>,
+    /// Backfill/benchmark run id.
+    pub run_id: Option<String>,
+    /// Metric of this row.
+    pub metric: Metric,
+    /// 0–100 for STEF, 0–1 for every other metric.
+    pub value: f64,
+    /// Binary verdict where the metric has one.
+    pub verdict: Option<bool>,
+    /// `ok` or the reason the metric could not be computed normally.
+    pub status: RowStatus,
+    /// Metric-specific diagnosis (JSON object).
+    pub details: Value,
+    /// STEF-only columns; absent for other metrics.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub stef: Option<StefColumns>,
+}
+
+/// The extra columns a `metric = "stef"` row carries (flattened into the row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StefColumns {
+    /// `excellent` | `good` | `marginal` | `poor`.
+    pub quality_tier: String,
+    /// `fully_applied` | `fully_applied_with_extras` | `partially_applied` | `not_applied`.
+    pub filter_status: String,
+    /// `correct` | `likely_correct` | `potentially_incorrect` | `incorrect`.
+    pub semantic_verdict: String,
+    /// Judge confidence γ ∈ [0, 1].
+    pub confidence: f64,
+    /// `high` | `moderate` | `low`.
+    pub confidence_tier: String,
+    /// σ_filters ∈ {0, 3, 4, 5}.
+    pub sigma_filters: u8,
+    /// σ_verdict ∈ {0, 2, 3, 5}.
+    pub sigma_verdict: u8,
+    /// δ_lenient ∈ {0, 1}.
+    pub leniency: u8,
+    /// Production normalization rules that fired.
+    pub rules_fired: Vec<String>,
+    /// `absent` | `faithful` | `adds_constraints` | `drops_constraints` | `drifted`.
+    pub enrichment_status: String,
+    /// `deterministic` or `llm:<model>`.
+    pub judge: String,
+    /// Whether the judge verdict came from a cache.
+    pub judge_cached: bool,
+    /// Version (hash) of the judge prompt, when an LLM judge was used.
+    pub prompt_version: Option<String>,
+    /// Version (content hash) of the app rule profile.
+    pub rules_version: String,
+    /// LLM prompt tokens spent on this row (0 for deterministic).
+    pub prompt_tokens: u64,
+    /// LLM completion tokens spent on this row (0 for deterministic).
+    pub completion_tokens: u64,
+    /// Scoring latency in microseconds.
+    pub latency_us: u64,
+}
+
+impl EvaluationRow {
+    /// A row carrying the event's identity and labels; metric fields are filled by the caller.
+    pub fn for_event(event: &Event, ts: &str, metric: Metric) -> EvaluationRow {
+        EvaluationRow {
+            event_id: event.event_id.clone(),
+            ts: event.ts.clone().unwrap_or_else(|| ts.to_string()),
+            app_id: event.app_id.clone(),
+            agent_id: event.agent_id.clone(),
+            agent_version: event.agent_version.clone(),
+            model: event.model.clone(),
+            run_id: event.run_id.clone(),
+            metric,
+            value: 0.0,
+            verdict: None,
+            status: RowStatus::Ok,
+            details: Value::Object(Default::default()),
+            stef: None,
+        }
+    }
+}
+
+/// A payload that could not be decoded or validated, kept losslessly with the reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// When sqlgrade received the payload (RFC 3339).
+    pub received_at: String,
+    /// Where it came from: `file:<path>:<line>`, `kafka:<topic>/<partition>@<offset>`, `stdin`, ….
+    pub source: String,
+    /// Why it was rejected.
+    pub reason: String,
+    /// The original bytes: verbatim when UTF-8, base64 otherwise (see `payload_encoding`).
+    pub payload: String,
+    /// `utf8` or `base64`.
+    pub payload_encoding: String,
+}
+
+impl DeadLetter {
+    /// Build a dead letter from the original bytes, choosing a lossless encoding.
+    pub fn new(source: impl Into<String>, reason: impl Into<String>, payload: &[u8]) -> DeadLetter {
+        let (payload, payload_encoding) = match std::str::from_utf8(payload) {
+            Ok(s) => (s.to_string(), "utf8"),
+            Err(_) => (
+                base64::engine::general_purpose::STANDARD.encode(payload),
+                "base64",
+            ),
+        };
+        DeadLetter {
+            received_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            source: source.into(),
+            reason: reason.into(),
+            payload,
+            payload_encoding: payload_encoding.to_string(),
+        }
+    }
+
+    /// The original bytes back.
+    pub fn payload_bytes(&self) -> Vec<u8> {
+        if self.payload_encoding == "base64" {
+            base64::engine::general_purpose::STANDARD
+                .decode(&self.payload)
+                .unwrap_or_default()
+        } else {
+            self.payload.clone().into_bytes()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letter_is_lossless() {
+        let bytes = b"\xff\x00abc";
+        let dl = DeadLetter::new("stdin", "not utf8", bytes);
+        assert_eq!(dl.payload_encoding, "base64");
+        assert_eq!(dl.payload_bytes(), bytes);
+        let dl = DeadLetter::new("stdin", "bad", b"{oops");
+        assert_eq!(dl.payload, "{oops");
+        assert_eq!(dl.payload_bytes(), b"{oops");
+    }
+
+    #[test]
+    fn non_stef_rows_have_no_stef_columns() {
+        let e = Event::decode(br#"{"question":"q","sql":"SELECT 1"}"#).unwrap();
+        let row = EvaluationRow::for_event(&e, "2026-01-01T00:00:00Z", Metric::Ex);
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["metric"], "ex");
+        assert_eq!(json["status"], "ok");
+        assert!(json.get("quality_tier").is_none());
+    }
+}

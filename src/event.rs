@@ -1,0 +1,326 @@
+//! The input contract: one JSON object per Kafka message or JSONL line (see `DESIGN.md`).
+//!
+//! Decoding never panics: every byte string either becomes a validated [`Event`] or a
+//! [`DecodeError`] whose message is the dead-letter reason.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Largest accepted encoded event, in bytes. Larger payloads are dead-lettered unread.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// One agent interaction to be scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Idempotency key; derived from a content hash when the producer omits it.
+    pub event_id: String,
+    /// When the agent produced the SQL (RFC 3339), if the producer said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts: Option<String>,
+    /// Application the agent serves; selects the STEF rule profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<String>,
+    /// Agent identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// Agent release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// Model behind the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The user's original question (Qu).
+    pub question: String,
+    /// The agent's reformulation of the question (Qe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enriched_question: Option<String>,
+    /// The SQL the agent produced (S).
+    pub sql: String,
+    /// SQL dialect of `sql` (overrides the app profile's dialect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
+    /// Batch/backfill run this event belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Reference data that switches on the gold metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gold: Option<Gold>,
+    /// Unknown fields, kept for forward compatibility.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Gold (reference) data attached to an event.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Gold {
+    /// Reference SQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql: Option<String>,
+    /// Database in the executor catalogue (`<db_id>/<db_id>.sqlite`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_id: Option<String>,
+    /// External knowledge / hint (BIRD evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// Schema text, when the producer supplies it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Benchmark difficulty/hardness label, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difficulty: Option<String>,
+    /// Unknown fields, kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Why a payload could not become an [`Event`]; its `Display` is the dead-letter reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DecodeError {
+    /// Payload exceeds the configured maximum size.
+    #[error("payload too large: {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Size of the payload.
+        size: usize,
+        /// Configured limit.
+        limit: usize,
+    },
+    /// Payload is not valid UTF-8.
+    #[error("payload is not valid UTF-8: {0}")]
+    NotUtf8(String),
+    /// Payload is empty or whitespace.
+    #[error("empty payload")]
+    Empty,
+    /// Payload is not a JSON document.
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    /// Payload is JSON but not an object.
+    #[error("event must be a JSON object, got {0}")]
+    NotAnObject(&'static str),
+    /// A required field is absent or null.
+    #[error("missing required field `{0}`")]
+    MissingField(&'static str),
+    /// A field has the wrong type or an invalid value.
+    #[error("invalid field `{field}`: {reason}")]
+    InvalidField {
+        /// Field name.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Event {
+    /// Decode and validate one payload with the default size limit.
+    pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+        Self::decode_with_limit(bytes, DEFAULT_MAX_EVENT_BYTES)
+    }
+
+    /// Decode and validate one payload, rejecting payloads larger than `max_bytes`.
+    pub fn decode_with_limit(bytes: &[u8], max_bytes: usize) -> Result<Event, DecodeError> {
+        if bytes.len() > max_bytes {
+            return Err(DecodeError::TooLarge {
+                size: bytes.len(),
+                limit: max_bytes,
+            });
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| DecodeError::NotUtf8(e.to_string()))?;
+        if text.trim().is_empty() {
+            return Err(DecodeError::Empty);
+        }
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| DecodeError::MalformedJson(e.to_string()))?;
+        Self::from_value(value)
+    }
+
+    /// Validate an already-parsed JSON value.
+    pub fn from_value(value: Value) -> Result<Event, DecodeError> {
+        let mut obj = match value {
+            Value::Object(map) => map,
+            other => return Err(DecodeError::NotAnObject(json_type_name(&other))),
+        };
+        let question = required_string(&mut obj, "question")?;
+        if question.trim().is_empty() {
+            return Err(DecodeError::InvalidField {
+                field: "question",
+                reason: "must not be empty".into(),
+            });
+        }
+        // Empty SQL is a valid event: STEF scores it 0 with status `parse_error`.
+        let sql = required_string(&mut obj, "sql")?;
+        let mut event = Event {
+            event_id: optional_string(&mut obj, "event_id")?.unwrap_or_default(),
+            ts: optional_string(&mut obj, "ts")?,
+            app_id: optional_string(&mut obj, "app_id")?,
+            agent_id: optional_string(&mut obj, "agent_id")?,
+            agent_version: optional_string(&mut obj, "agent_version")?,
+            model: optional_string(&mut obj, "model")?,
+            question,
+            enriched_question: optional_string(&mut obj, "enriched_question")?,
+            sql,
+            dialect: optional_string(&mut obj, "dialect")?,
+            run_id: optional_string(&mut obj, "run_id")?,
+            gold: None,
+            extra: Map::new(),
+        };
+        if let Some(ts) = &event.ts {
+            chrono::DateTime::parse_from_rfc3339(ts).map_err(|e| DecodeError::InvalidField {
+                field: "ts",
+                reason: format!("not an RFC 3339 timestamp ({e})"),
+            })?;
+        }
+        match obj.remove("gold") {
+            None | Some(Value::Null) => {}
+            Some(v @ Value::Object(_)) => {
+                let gold: Gold =
+                    serde_json::from_value(v).map_err(|e| DecodeError::InvalidField {
+                        field: "gold",
+                        reason: e.to_string(),
+                    })?;
+                event.gold = Some(gold);
+            }
+            Some(other) => {
+                return Err(DecodeError::InvalidField {
+                    field: "gold",
+                    reason: format!("expected an object, got {}", json_type_name(&other)),
+                });
+            }
+        }
+        event.extra = obj;
+        if event.event_id.trim().is_empty() {
+            event.event_id = event.content_hash();
+        }
+        Ok(event)
+    }
+
+    /// Stable content hash used as `event_id` when the producer sends none: SHA-256 over the
+    /// identity-bearing fields, hex, first 32 characters.
+    pub fn content_hash(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            Some(self.question.as_str()),
+            self.enriched_question.as_deref(),
+            Some(self.sql.as_str()),
+            self.app_id.as_deref(),
+            self.agent_id.as_deref(),
+            self.agent_version.as_deref(),
+            self.model.as_deref(),
+            self.ts.as_deref(),
+            self.run_id.as_deref(),
+            self.gold.as_ref().and_then(|g| g.sql.as_deref()),
+            self.gold.as_ref().and_then(|g| g.db_id.as_deref()),
+        ] {
+            match part {
+                Some(s) => {
+                    h.update([1u8]);
+                    h.update((s.len() as u64).to_le_bytes());
+                    h.update(s.as_bytes());
+                }
+                None => h.update([0u8]),
+            }
+        }
+        let digest = hex::encode(h.finalize());
+        digest[..32].to_string()
+    }
+}
+
+fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn required_string(
+    obj: &mut Map<String, Value>,
+    field: &'static str,
+) -> Result<String, DecodeError> {
+    optional_string(obj, field)?.ok_or(DecodeError::MissingField(field))
+}
+
+fn optional_string(
+    obj: &mut Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, DecodeError> {
+    match obj.remove(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        // Numeric ids are common (benchmark question ids); accept them as strings.
+        Some(Value::Number(n)) if field.ends_with("_id") || field == "agent_version" => {
+            Ok(Some(n.to_string()))
+        }
+        Some(other) => Err(DecodeError::InvalidField {
+            field,
+            reason: format!("expected a string, got {}", json_type_name(&other)),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_event_gets_a_content_hash_id() {
+        let e = Event::decode(br#"{"question":"How many?","sql":"SELECT 1"}"#).unwrap();
+        assert_eq!(e.event_id.len(), 32);
+        let again = Event::decode(br#"{ "sql":"SELECT 1", "question":"How many?" }"#).unwrap();
+        assert_eq!(e.event_id, again.event_id);
+        let other = Event::decode(br#"{"question":"How many?","sql":"SELECT 2"}"#).unwrap();
+        assert_ne!(e.event_id, other.event_id);
+    }
+
+    #[test]
+    fn unknown_fields_are_kept() {
+        let e = Event::decode(
+            br#"{"question":"q","sql":"s","tenant":"t1","gold":{"db_id":"x","foo":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(e.extra.get("tenant"), Some(&Value::String("t1".into())));
+        assert_eq!(e.gold.unwrap().extra.get("foo"), Some(&Value::from(1)));
+    }
+
+    #[test]
+    fn bad_inputs_have_reasons() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"{not json", "malformed JSON"),
+            (b"[1,2]", "JSON object"),
+            (b"   ", "empty payload"),
+            (
+                br#"{"sql":"SELECT 1"}"#,
+                "missing required field `question`",
+            ),
+            (br#"{"question":"q"}"#, "missing required field `sql`"),
+            (br#"{"question":"q","sql":42}"#, "invalid field `sql`"),
+            (
+                br#"{"question":"  ","sql":"x"}"#,
+                "invalid field `question`",
+            ),
+            (
+                br#"{"question":"q","sql":"x","ts":"yesterday"}"#,
+                "invalid field `ts`",
+            ),
+            (
+                br#"{"question":"q","sql":"x","gold":"nope"}"#,
+                "invalid field `gold`",
+            ),
+            (b"\xff\xfe{}", "not valid UTF-8"),
+        ];
+        for (bytes, want) in cases {
+            let err = Event::decode(bytes).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+        let big = vec![b' '; 100];
+        assert!(matches!(
+            Event::decode_with_limit(&big, 10),
+            Err(DecodeError::TooLarge {
+                size: 100,
+                limit: 10
+            })
+        ));
+    }
+}

@@ -1,0 +1,15 @@
+//! sqlgrade: continuous quality scoring for text-to-SQL agents.
+//!
+//! The crate is a pipeline of *sources → scorer → sinks* (see `DESIGN.md`). Domain code
+//! ([`sqlspec`], [`stef`], [`metrics`]) is pure and synchronous; everything that performs I/O
+//! (sources, sinks, judge clients, executors) lives at the edges behind small traits.
+
+pub mod config;
+pub mod evaluation;
+pub mod event;
+pub mod judge;
+pub mod pipeline;
+pub mod sink;
+pub mod source;
+pub mod sqlspec;
+pub mod stef;

@@ -1,0 +1,5 @@
+//! sqlgrade command line (thin: everything lives in the library).
+
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}

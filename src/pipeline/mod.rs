@@ -1,0 +1,1 @@
+//! Pipeline topology: sources → scorer → sinks. (Skeleton.)

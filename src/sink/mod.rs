@@ -1,0 +1,1 @@
+//! Sinks for evaluation rows and dead letters. (Skeleton.)

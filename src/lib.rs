@@ -7,7 +7,9 @@
 pub mod config;
 pub mod evaluation;
 pub mod event;
+pub mod exec;
 pub mod judge;
+pub mod metrics;
 pub mod pipeline;
 pub mod sink;
 pub mod source;

@@ -1,1 +1,54 @@
-//! Sinks for evaluation rows and dead letters. (Skeleton.)
+//! Sinks for evaluation rows and dead letters (JSONL, stdout, ClickHouse).
+
+use async_trait::async_trait;
+
+use crate::evaluation::{DeadLetter, EvaluationRow};
+
+/// A batch handed to a sink: rows and dead letters written together.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    /// Evaluation rows.
+    pub rows: Vec<EvaluationRow>,
+    /// Dead letters.
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+impl Batch {
+    /// Whether the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.dead_letters.is_empty()
+    }
+}
+
+/// Why a sink failed permanently (after its own retries).
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// Local I/O.
+    #[error("sink I/O error on {what}: {source}")]
+    Io {
+        /// What was being written.
+        what: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serialization.
+    #[error("sink serialization error: {0}")]
+    Serialize(String),
+    /// Remote store error.
+    #[error("sink store error: {0}")]
+    Store(String),
+}
+
+/// Durable destination. `write` returns only when the batch is durably stored (retrying transient
+/// failures internally); the pipeline acknowledges the batch's messages after it returns `Ok`.
+#[async_trait]
+pub trait Sink: Send {
+    /// Store one batch.
+    async fn write(&mut self, batch: Batch) -> Result<(), SinkError>;
+
+    /// Flush any buffered state (called at shutdown).
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}

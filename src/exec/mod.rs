@@ -1,0 +1,1 @@
+//! SQL executors for gold metrics (SQLite, read-only, time- and row-limited). (Skeleton.)

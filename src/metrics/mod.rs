@@ -1,0 +1,1 @@
+//! Gold metrics: EX, ESM, ESM+, Hybrid-EX, FLEX, ROSE. (Skeleton.)

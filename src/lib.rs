@@ -15,3 +15,4 @@ pub mod sink;
 pub mod source;
 pub mod sqlspec;
 pub mod stef;
+pub mod testdata;

@@ -209,17 +209,10 @@ impl Summary {
         let _ = writeln!(out, "  {:<18}{}", "messages", self.messages);
         let _ = writeln!(out, "  {:<18}{}", "events scored", self.events);
         let _ = writeln!(out, "  {:<18}{}", "rows written", self.rows);
-        let _ = writeln!(
-            out,
-            "  {:<18}{}{}",
-            "dead letters",
-            self.dead_letters,
-            if self.dead_letter_reasons.is_empty() {
-                String::new()
-            } else {
-                format!("  ({})", counts(&self.dead_letter_reasons))
-            }
-        );
+        let _ = writeln!(out, "  {:<18}{}", "dead letters", self.dead_letters);
+        for (reason, n) in &self.dead_letter_reasons {
+            let _ = writeln!(out, "    {n:>6}  {reason}");
+        }
         let _ = writeln!(out, "  {:<18}{secs:.2} s ({rate:.0} messages/s)", "elapsed");
         let stef = &self.stef;
         if stef.count > 0 {
@@ -418,6 +411,7 @@ mod tests {
         assert_eq!(s.dead_letter_reasons["malformed JSON"], 2);
         let text = s.render("t");
         assert!(text.contains("exec_error 1"), "{text}");
+        assert!(text.contains("     2  malformed JSON"), "{text}");
         assert!(text.contains("verdict true 66.7%"), "{text}");
         assert!(s.stef.percentile(50.0).is_none());
     }

@@ -16,7 +16,8 @@ use crate::evaluation::{EvaluationRow, RowStatus};
 use crate::event::{Event, Gold};
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
-use crate::sqlspec::SpecError;
+use crate::sqlspec::{self, ExtractOptions};
+use crate::stef::rules::{RulesStore, RulesWatcher};
 use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
 /// Looks up the rule profile Rapp of an app (hot-reloaded stores implement this).
@@ -32,6 +33,36 @@ pub struct SingleProfile(pub Arc<RuleProfile>);
 impl ProfileLookup for SingleProfile {
     fn profile_for(&self, _app_id: Option<&str>) -> Arc<RuleProfile> {
         Arc::clone(&self.0)
+    }
+}
+
+impl ProfileLookup for RulesStore {
+    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
+        self.get(app_id)
+    }
+}
+
+/// A [`RulesStore`] kept fresh by its background watcher; the watcher stops when this is dropped
+/// (i.e. with the scorer that holds it).
+pub struct WatchedRules {
+    store: RulesStore,
+    _watcher: RulesWatcher,
+}
+
+impl WatchedRules {
+    /// Start watching `store` every `interval`.
+    pub fn new(store: RulesStore, interval: std::time::Duration) -> WatchedRules {
+        let watcher = store.watch(interval);
+        WatchedRules {
+            store,
+            _watcher: watcher,
+        }
+    }
+}
+
+impl ProfileLookup for WatchedRules {
+    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
+        self.store.get(app_id)
     }
 }
 
@@ -124,15 +155,12 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        if event.sql.len() > self.options.max_sql_bytes {
-            let error = SpecError::TooLarge {
-                size: event.sql.len(),
-                limit: self.options.max_sql_bytes,
-            };
-            return stef::non_scorable_row(event, ts, &error, profile);
-        }
-        let prepared = match stef::prepare(event, profile) {
-            Ok(prepared) => prepared,
+        // As `stef::prepare`, with the configured SQL size limit.
+        let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
+        let mut extract_options = ExtractOptions::for_dialect(dialect);
+        extract_options.max_sql_bytes = self.options.max_sql_bytes;
+        let prepared = match sqlspec::extract_with(&event.sql, &extract_options) {
+            Ok(sql_spec) => stef::prepare_with_spec(event, profile, sql_spec),
             Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
         };
         let request = JudgeRequest {

@@ -244,7 +244,9 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
 }
 
 async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
-    let config = load_config(config_path.as_ref())?;
+    let mut config = load_config(config_path.as_ref())?;
+    // One event: no need to watch the rules directory.
+    config.rules.reload_interval_ms = 0;
     let scorer = build_scorer(&config)?;
     let limit = config.pipeline.max_event_bytes;
     let mut payload = Vec::new();
@@ -274,7 +276,9 @@ async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
 }
 
 async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Result<ExitCode> {
-    let config = load_config(config_path.as_ref())?;
+    let mut config = load_config(config_path.as_ref())?;
+    // A batch is scored under one version of the rule profiles (no hot reload mid-run).
+    config.rules.reload_interval_ms = 0;
     let plan = BackfillPlan::prepare(&request, &config)?;
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(plan.total());

@@ -218,7 +218,13 @@ impl Walker {
                     order_limit: false,
                 };
                 self.walk_set_expr(left, depth, left_role, union);
-                self.walk_set_expr(right, depth, Role::NESTED, union);
+                // EXCEPT's right branch removes rows: its filters describe what is excluded, like
+                // the subquery of `NOT IN (…)`, so they sit one level deeper.
+                let right_depth = match op {
+                    SetOperator::Except | SetOperator::Minus => depth + 1,
+                    _ => depth,
+                };
+                self.walk_set_expr(right, right_depth, Role::NESTED, union);
             }
             SetExpr::Values(values) => {
                 for row in &values.rows {
@@ -346,6 +352,9 @@ impl Walker {
         if !select.named_window.is_empty() {
             self.spec.window_functions = true;
         }
+        if role.projections && role.order_limit {
+            self.lift_order_limit(select);
+        }
     }
 
     fn walk_table_with_joins(&mut self, table: &TableWithJoins, depth: u32, disj: bool) {
@@ -397,42 +406,18 @@ impl Walker {
 
     // ---------------------------------------------------------------- GROUP BY / ORDER BY
 
-    /// A projection addressed by a 1-based ordinal or by its alias.
-    fn projection_ref(&self, expr: &Expr) -> Option<&Projection> {
-        match strip_nested(expr) {
-            Expr::Value(v) => match &v.value {
-                Value::Number(n, _) => {
-                    let idx: usize = n.parse().ok()?;
-                    self.spec.projections.get(idx.checked_sub(1)?)
-                }
-                _ => None,
-            },
-            Expr::Identifier(ident) => {
-                let name = ident_name(ident);
-                self.spec
-                    .projections
-                    .iter()
-                    .find(|p| p.alias.as_deref() == Some(name.as_str()))
-            }
-            _ => None,
-        }
-    }
-
     fn group_item(&mut self, expr: &Expr) -> String {
-        if let Some(p) = self.projection_ref(expr) {
+        if let Some(p) = projection_ref(&self.spec.projections, expr) {
             return p.expr.clone();
         }
         self.render(expr)
     }
 
     fn order_item(&mut self, item: &OrderByExpr, depth: u32) -> OrderItem {
-        let dir = match item.options.sort {
-            Some(OrderBySort::Desc) => SortDir::Desc,
-            _ => SortDir::Asc,
-        };
+        let dir = sort_dir(item);
         let mut first = None;
         self.scan_expr(&item.expr, depth, true, None, &mut first);
-        if let Some(p) = self.projection_ref(&item.expr) {
+        if let Some(p) = projection_ref(&self.spec.projections, &item.expr) {
             return OrderItem {
                 expr: p.expr.clone(),
                 dir,
@@ -444,6 +429,104 @@ impl Walker {
             dir,
             aggregate: first,
         }
+    }
+
+    /// `SELECT x FROM (SELECT x, … ORDER BY … LIMIT k) AS t` is a top-k query: when the outermost
+    /// SELECT only passes rows through from one derived table (no join, WHERE, GROUP BY, HAVING,
+    /// aggregate, nor ORDER BY / LIMIT of its own), the derived query's ORDER BY / LIMIT are the
+    /// spec's. Called after the outermost SELECT's projections are known.
+    fn lift_order_limit(&mut self, select: &Select) {
+        let [table] = select.from.as_slice() else {
+            return;
+        };
+        let TableFactor::Derived { subquery, .. } = &table.relation else {
+            return;
+        };
+        let passes_through = table.joins.is_empty()
+            && select.selection.is_none()
+            && select.having.is_none()
+            && matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty())
+            && self.spec.projections.iter().all(|p| p.aggregate.is_none())
+            && self.spec.order_by.is_empty()
+            && self.spec.limit.is_none();
+        if !passes_through {
+            return;
+        }
+        let Some(inner) = leftmost_select(&subquery.body) else {
+            return;
+        };
+        // The inner projections, for alias / ordinal resolution (rendered without side effects:
+        // the normal walk already recorded the inner query's aggregates and filters).
+        let mut scope = Vec::with_capacity(inner.projection.len());
+        for item in &inner.projection {
+            let (expr, alias) = match item {
+                SelectItem::UnnamedExpr(expr) => (expr, None),
+                SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
+                SelectItem::ExprWithAliases { expr, aliases } => (expr, aliases.first()),
+                _ => {
+                    scope.push(Projection {
+                        expr: "*".to_string(),
+                        alias: None,
+                        aggregate: None,
+                        columns: Vec::new(),
+                    });
+                    continue;
+                }
+            };
+            let text = self.render(expr);
+            let aggregate = self.find_aggregate(expr);
+            scope.push(Projection {
+                expr: text,
+                alias: alias.map(ident_name),
+                aggregate,
+                columns: Vec::new(),
+            });
+        }
+        if let Some(order_by) = &subquery.order_by
+            && let OrderByKind::Expressions(items) = &order_by.kind
+        {
+            for item in items {
+                let dir = sort_dir(item);
+                let order_item = match projection_ref(&scope, &item.expr) {
+                    Some(p) => OrderItem {
+                        expr: p.expr.clone(),
+                        dir,
+                        aggregate: p.aggregate.clone(),
+                    },
+                    None => OrderItem {
+                        expr: self.render(&item.expr),
+                        dir,
+                        aggregate: self.find_aggregate(&item.expr),
+                    },
+                };
+                self.spec.order_by.push(order_item);
+            }
+        }
+        self.spec.limit = limit_of(subquery.limit_clause.as_ref(), subquery.fetch.as_ref());
+    }
+
+    /// The first aggregate call in `expr` (subqueries excluded), without recording anything.
+    fn find_aggregate(&mut self, expr: &Expr) -> Option<Aggregation> {
+        if !self.enter() {
+            return None;
+        }
+        let found = stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
+            if let Expr::Function(function) = expr
+                && function.over.is_none()
+                && let Some(func) = aggregate_func(function)
+            {
+                return Some(self.aggregation(function, func));
+            }
+            let mut found = None;
+            visit_children(expr, &mut |child| {
+                if found.is_none() {
+                    found = self.find_aggregate(child);
+                }
+            });
+            found
+        });
+        self.leave();
+        found
     }
 
     // ---------------------------------------------------------------- boolean structure
@@ -541,6 +624,9 @@ impl Walker {
 
     /// One predicate (no AND/OR/NOT at its root) → zero or more filters.
     fn atomic(&mut self, expr: &Expr, ctx: BoolCtx<'_>, g: u32) {
+        self.atomic_filters(expr, ctx, g);
+        // Then aggregates (HAVING), window functions and subqueries inside the predicate, so
+        // that a predicate's own filter precedes those of its subqueries.
         let mut first = None;
         self.scan_expr(
             expr,
@@ -549,6 +635,9 @@ impl Walker {
             None,
             &mut first,
         );
+    }
+
+    fn atomic_filters(&mut self, expr: &Expr, ctx: BoolCtx<'_>, g: u32) {
         let neg = ctx.negated;
         match expr {
             Expr::BinaryOp { left, op, right } => {
@@ -773,7 +862,9 @@ impl Walker {
             return;
         };
         let pattern = normalize_text_value(&raw);
-        let is_wild = |c: char| c == '%' || c == '_';
+        // Only `%` counts as a wildcard: LLM-written SQL uses `_` as a literal underscore in ids
+        // (`LIKE 'TR009_%'`) far more often than as a one-character wildcard.
+        let is_wild = |c: char| c == '%';
         if !pattern.contains(is_wild) {
             let op = if negated {
                 FilterOp::NotEq
@@ -1718,6 +1809,46 @@ fn visit_children(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
             }
         }
         _ => {}
+    }
+}
+
+/// A projection addressed by a 1-based ordinal or by its alias.
+fn projection_ref<'p>(projections: &'p [Projection], expr: &Expr) -> Option<&'p Projection> {
+    match strip_nested(expr) {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => {
+                let idx: usize = n.parse().ok()?;
+                projections.get(idx.checked_sub(1)?)
+            }
+            _ => None,
+        },
+        Expr::Identifier(ident) => {
+            let name = ident_name(ident);
+            projections
+                .iter()
+                .find(|p| p.alias.as_deref() == Some(name.as_str()))
+        }
+        _ => None,
+    }
+}
+
+fn sort_dir(item: &OrderByExpr) -> SortDir {
+    match item.options.sort {
+        Some(OrderBySort::Desc) => SortDir::Desc,
+        _ => SortDir::Asc,
+    }
+}
+
+/// The left-most SELECT of a set expression (through parenthesized queries).
+fn leftmost_select(body: &SetExpr) -> Option<&Select> {
+    let mut body = body;
+    loop {
+        match body {
+            SetExpr::Select(select) => return Some(select),
+            SetExpr::Query(query) => body = &query.body,
+            SetExpr::SetOperation { left, .. } => body = left,
+            _ => return None,
+        }
     }
 }
 

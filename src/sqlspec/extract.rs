@@ -28,7 +28,7 @@ pub const DEFAULT_MAX_SQL_BYTES: usize = 256 * 1024;
 
 /// Maximum parser recursion depth (nested parentheses, subqueries, prefix operators). Deeper
 /// input is a parse error ("recursion limit exceeded"), never a stack overflow.
-pub const PARSER_RECURSION_LIMIT: usize = 50;
+pub const PARSER_RECURSION_LIMIT: usize = 128;
 
 /// Inputs above this size run on a dedicated stack (see the module docs).
 const LARGE_INPUT_BYTES: usize = 4 * 1024;

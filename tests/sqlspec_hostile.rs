@@ -31,7 +31,15 @@ fn spec(sql: &str) -> SqlSpec {
 
 #[test]
 fn empty_and_whitespace_are_empty() {
-    for sql in ["", " ", "\n\t  \r\n", ";", ";;  ;", "-- only a comment", "/* nothing */"] {
+    for sql in [
+        "",
+        " ",
+        "\n\t  \r\n",
+        ";",
+        ";;  ;",
+        "-- only a comment",
+        "/* nothing */",
+    ] {
         let err = extract(sql, None).unwrap_err();
         assert_eq!(err, SpecError::Empty, "{sql:?}");
         assert_eq!(err.status(), RowStatus::ParseError);
@@ -48,7 +56,10 @@ fn non_queries_are_not_a_query() {
         ("DELETE FROM t WHERE a = 1", "DELETE"),
         ("CREATE TABLE t (a INT)", "CREATE TABLE"),
         ("ALTER TABLE t ADD COLUMN b INT", "ALTER TABLE"),
-        ("WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", "INSERT"),
+        (
+            "WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x",
+            "INSERT",
+        ),
         ("SELECT * INTO t2 FROM t", "SELECT INTO"),
         ("EXPLAIN SELECT 1", "EXPLAIN"),
         ("  -- a comment first\n TRUNCATE TABLE t", "TRUNCATE"),
@@ -112,7 +123,10 @@ fn deep_subqueries_and_prefix_operators_are_clean_errors() {
     // Each is a parse error (for the NOT chain sqlparser backtracks past its recursion error
     // and reports the token where it gave up).
     for result in results {
-        assert!(matches!(&result, Err(SpecError::Parse { .. })), "{result:?}");
+        assert!(
+            matches!(&result, Err(SpecError::Parse { .. })),
+            "{result:?}"
+        );
     }
 }
 
@@ -158,7 +172,10 @@ fn one_megabyte_sql_is_too_large_under_the_default_limit() {
     assert_eq!(err.status(), RowStatus::SqlTooLarge);
     // The limit is checked before anything else (even for blank input).
     let blank = " ".repeat(DEFAULT_MAX_SQL_BYTES + 1);
-    assert!(matches!(extract(&blank, None), Err(SpecError::TooLarge { .. })));
+    assert!(matches!(
+        extract(&blank, None),
+        Err(SpecError::TooLarge { .. })
+    ));
 }
 
 #[test]
@@ -205,7 +222,9 @@ fn one_megabyte_of_arithmetic_chain_is_a_clean_error() {
 
 #[test]
 fn non_ascii_identifiers_and_values_are_lowercased() {
-    let spec = spec("SELECT \"Straße\", 名前, ÉCOLE FROM 顧客 WHERE 都市 = 'TŌKYŌ' AND \"Città\" LIKE '%MILANO%'");
+    let spec = spec(
+        "SELECT \"Straße\", 名前, ÉCOLE FROM 顧客 WHERE 都市 = 'TŌKYŌ' AND \"Città\" LIKE '%MILANO%'",
+    );
     let exprs: Vec<&str> = spec.projections.iter().map(|p| p.expr.as_str()).collect();
     assert_eq!(exprs, ["straße", "名前", "école"]);
     assert_eq!(spec.tables, ["顧客"]);
@@ -220,8 +239,7 @@ fn non_ascii_identifiers_and_values_are_lowercased() {
 fn comments_and_strings_with_injection_text_are_inert() {
     let spec1 = spec("SELECT name FROM users -- ; DROP TABLE users");
     assert_eq!(spec1.tables, ["users"]);
-    let spec2 =
-        spec("SELECT name FROM users /* '; DROP TABLE users; -- */ WHERE id = 1 -- OR 1=1");
+    let spec2 = spec("SELECT name FROM users /* '; DROP TABLE users; -- */ WHERE id = 1 -- OR 1=1");
     assert_eq!(spec2.filters.len(), 1);
     assert_eq!(spec2.filters[0].lhs, "id");
     let spec3 = spec("SELECT name FROM users WHERE name = 'x''; DROP TABLE users; --'");
@@ -279,8 +297,14 @@ fn dialect_chain_and_names() {
     let spec = extract("SELECT [Full Name] FROM [t]", Some("postgres")).unwrap();
     assert_eq!(spec.dialect, "sqlite");
     // Unknown names fall back to generic.
-    assert_eq!(extract("SELECT 1", Some("no-such-db")).unwrap().dialect, "generic");
-    assert_eq!(extract("SELECT 1", Some("Snowflake")).unwrap().dialect, "snowflake");
+    assert_eq!(
+        extract("SELECT 1", Some("no-such-db")).unwrap().dialect,
+        "generic"
+    );
+    assert_eq!(
+        extract("SELECT 1", Some("Snowflake")).unwrap().dialect,
+        "snowflake"
+    );
     for (name, canonical) in [
         ("generic", "generic"),
         ("ansi", "ansi"),
@@ -318,8 +342,11 @@ fn dialect_chain_and_names() {
         "redshift",
         "databricks",
     ] {
-        let spec = extract("SELECT a, COUNT(*) FROM t WHERE b = 'x' GROUP BY a", Some(name))
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let spec = extract(
+            "SELECT a, COUNT(*) FROM t WHERE b = 'x' GROUP BY a",
+            Some(name),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(spec.dialect, canonical_dialect(name));
         assert_eq!(spec.group_by, ["a"]);
     }
@@ -328,7 +355,10 @@ fn dialect_chain_and_names() {
 #[test]
 fn huge_identifiers_and_literals_are_fine() {
     let long_name = "c".repeat(100_000);
-    let sql = format!("SELECT {long_name} FROM t WHERE x = '{}'", "v".repeat(100_000));
+    let sql = format!(
+        "SELECT {long_name} FROM t WHERE x = '{}'",
+        "v".repeat(100_000)
+    );
     let spec = extract(&sql, None).unwrap();
     assert_eq!(spec.projections[0].expr.len(), 100_000);
     assert_eq!(spec.filters[0].rhs, FilterValue::Text("v".repeat(100_000)));

@@ -8,6 +8,8 @@
 //! Names are normalized for schema-free alignment: lowercased, quotes removed, table qualifiers
 //! dropped (`T1."Name"` → `name`). Literal values are normalized too (case, whitespace, quotes).
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use crate::evaluation::RowStatus;
@@ -289,5 +291,76 @@ impl SpecError {
             SpecError::NotAQuery { .. } => RowStatus::NotAQuery,
             SpecError::MultipleStatements { .. } => RowStatus::MultipleStatements,
         }
+    }
+}
+
+impl AggFunc {
+    /// Lowercase SQL name of the family (`sum`, `avg`, …; `Other` keeps its own name).
+    pub fn name(&self) -> &str {
+        match self {
+            AggFunc::Sum => "sum",
+            AggFunc::Avg => "avg",
+            AggFunc::Count => "count",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+            AggFunc::Other(name) => name,
+        }
+    }
+}
+
+/// `count(distinct id)`: the normalized call.
+impl fmt::Display for Aggregation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let distinct = if self.distinct { "distinct " } else { "" };
+        write!(f, "{}({distinct}{})", self.func.name(), self.arg)
+    }
+}
+
+/// Text form used in `lhs op rhs` renderings: `'text'`, `507`, `('a', 'b')`, a bare column
+/// name, `(subquery)`, `null`, or the expression text.
+impl fmt::Display for FilterValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterValue::Text(text) => write!(f, "'{text}'"),
+            FilterValue::Number(n) => f.write_str(n),
+            FilterValue::List(items) => {
+                f.write_str("(")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str(")")
+            }
+            FilterValue::Column(name) => f.write_str(name),
+            FilterValue::Subquery => f.write_str("(subquery)"),
+            FilterValue::Null => f.write_str("null"),
+            FilterValue::Expr(text) => f.write_str(text),
+        }
+    }
+}
+
+/// `lhs op rhs` (`country = 'china'`, `year(d) = 2023`, `name is_null`): the normalized form
+/// rule profiles (`benign_filters`) are compared against.
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.op {
+            FilterOp::IsNull | FilterOp::IsNotNull => {
+                write!(f, "{} {}", self.lhs, self.op.symbol())
+            }
+            op => write!(f, "{} {} {}", self.lhs, op.symbol(), self.rhs),
+        }
+    }
+}
+
+/// `expr asc|desc`.
+impl fmt::Display for OrderItem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = match self.dir {
+            SortDir::Asc => "asc",
+            SortDir::Desc => "desc",
+        };
+        write!(f, "{} {dir}", self.expr)
     }
 }

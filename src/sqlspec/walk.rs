@@ -96,6 +96,8 @@ pub(crate) struct Walker {
     next_group: u32,
     nesting: u32,
     too_deep: bool,
+    /// Set while walking subqueries of a predicate under OR: their filters are alternatives too.
+    in_alternative: bool,
     /// Treat a double-quoted single identifier used as a value as a string literal (SQLite,
     /// MySQL and generic SQL written for them use `"x"` for strings).
     dquote_strings: bool,
@@ -109,6 +111,7 @@ pub(crate) fn spec_of_query(query: &Query, dquote_strings: bool) -> Result<SqlSp
         next_group: 0,
         nesting: 0,
         too_deep: false,
+        in_alternative: false,
         dquote_strings,
     };
     walker.walk_query(query, 0, Role::TOP);
@@ -245,8 +248,10 @@ impl Walker {
     }
 
     fn walk_select(&mut self, select: &Select, depth: u32, role: Role, union_branch: bool) {
+        // Filters of a UNION branch, or of a subquery inside an OR, are alternatives.
+        let disj = union_branch || self.in_alternative;
         for table in &select.from {
-            self.walk_table_with_joins(table, depth, union_branch);
+            self.walk_table_with_joins(table, depth, disj);
         }
 
         let mut aliases: Vec<AliasEntry> = Vec::new();
@@ -315,7 +320,7 @@ impl Walker {
                 clause: Clause::Where,
                 depth,
                 join: false,
-                disj: union_branch,
+                disj,
                 negated: false,
                 aliases: &aliases,
             };
@@ -338,7 +343,7 @@ impl Walker {
                 clause: Clause::Having,
                 depth,
                 join: false,
-                disj: union_branch,
+                disj,
                 negated: false,
                 aliases: &aliases,
             };
@@ -627,6 +632,8 @@ impl Walker {
         self.atomic_filters(expr, ctx, g);
         // Then aggregates (HAVING), window functions and subqueries inside the predicate, so
         // that a predicate's own filter precedes those of its subqueries.
+        let saved = self.in_alternative;
+        self.in_alternative |= ctx.disj;
         let mut first = None;
         self.scan_expr(
             expr,
@@ -635,6 +642,7 @@ impl Walker {
             None,
             &mut first,
         );
+        self.in_alternative = saved;
     }
 
     fn atomic_filters(&mut self, expr: &Expr, ctx: BoolCtx<'_>, g: u32) {
@@ -987,7 +995,7 @@ impl Walker {
     // ---------------------------------------------------------------- filter sides
 
     fn lhs(&mut self, expr: &Expr, ctx: BoolCtx<'_>) -> Lhs {
-        let expr = strip_wrappers(expr);
+        let expr = strip_date_wrappers(strip_wrappers(expr));
         if let Some(date) = year_arg(expr) {
             return Lhs {
                 text: self.year_text(date),
@@ -1022,7 +1030,7 @@ impl Walker {
 
     fn year_text(&mut self, date: &Expr) -> String {
         let mut out = String::from("year(");
-        self.render_into(date, &mut out);
+        self.render_into(strip_date_wrappers(date), &mut out);
         out.push(')');
         out
     }
@@ -2033,6 +2041,36 @@ fn column_of(expr: &Expr) -> Option<String> {
     }
 }
 
+/// A filter's date column without conversions that keep its identity: `date(d)`,
+/// `datetime(d)`, `substr(d, 1, 10)`, `CAST(d AS DATE)` (BIRD gold writes
+/// `date(SUBSTR(event_date, 1, 10)) BETWEEN …` for `event_date BETWEEN …`).
+fn strip_date_wrappers(mut expr: &Expr) -> &Expr {
+    loop {
+        let inner = match strip_wrappers(expr) {
+            Expr::Function(function)
+                if function.over.is_none()
+                    && (function_name_is(function, "date")
+                        || function_name_is(function, "datetime")) =>
+            {
+                match plain_args(function).as_deref() {
+                    Some([d]) => *d,
+                    _ => return expr,
+                }
+            }
+            Expr::Cast {
+                expr: inner,
+                data_type: DataType::Date | DataType::Datetime(_) | DataType::Timestamp(..),
+                ..
+            } => inner,
+            other => match substr_prefix_arg(other, 10) {
+                Some(d) => d,
+                None => return other,
+            },
+        };
+        expr = inner;
+    }
+}
+
 /// `expr` without parentheses and COLLATE.
 fn strip_wrappers(mut expr: &Expr) -> &Expr {
     loop {
@@ -2106,8 +2144,13 @@ fn is_year_word(expr: &Expr) -> bool {
 /// `substr(d, 1, 4)` / `substring(d from 1 for 4)` → `d` (a year idiom when compared with a
 /// four-digit value).
 fn substr_year_arg(expr: &Expr) -> Option<&Expr> {
+    substr_prefix_arg(expr, 4)
+}
+
+/// `substr(d, 1, len)` (either syntax) → `d`.
+fn substr_prefix_arg(expr: &Expr, len: u64) -> Option<&Expr> {
     let is_one = |e: &Expr| literal_u64(e) == Some(1);
-    let is_four = |e: &Expr| literal_u64(e) == Some(4);
+    let is_four = |e: &Expr| literal_u64(e) == Some(len);
     match strip_wrappers(expr) {
         Expr::Substring {
             expr: inner,
@@ -2302,12 +2345,11 @@ fn push_binary_op(op: &BinaryOperator, out: &mut String) {
     out.push_str(symbol);
 }
 
+/// Literals in expression text: strings normalized like filter values; numbers as written
+/// (`* 1.0` forces float division in SQLite, so it is not canonicalized to `* 1`).
 fn render_value(value: &Value, out: &mut String) {
     match value {
-        Value::Number(n, _) => match canonical_number(n) {
-            Some(c) => out.push_str(&c),
-            None => push_lowercase(out, n),
-        },
+        Value::Number(n, _) => push_lowercase(out, n),
         Value::Null => out.push_str("null"),
         Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Placeholder(p) => out.push_str(p),

@@ -291,3 +291,11 @@ fn min_max_with_two_arguments_are_scalar() {
     assert_eq!(aggs, ["min(c)"]);
     assert!(!spec.projections[0].is_aggregate());
 }
+
+#[test]
+fn constant_conditions_are_not_filters() {
+    assert_eq!(
+        filters("SELECT a FROM t WHERE 1 = 1 AND b = 2 AND TRUE AND 'x' <> 'y'"),
+        ["b = 2"]
+    );
+}

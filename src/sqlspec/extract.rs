@@ -252,6 +252,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
         match dialect.parse(sql) {
             Ok(statements) => return spec_of_statements(statements, dialect, sql),
             Err(err) => {
+                tracing::trace!(dialect = dialect.name(), error = %err, "sqlspec: dialect failed");
                 let stop = matches!(err, ParserError::RecursionLimitExceeded);
                 first_error.get_or_insert((dialect, err));
                 if stop {
@@ -285,6 +286,11 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
         }
         for dialect in dialects {
             if let Ok(statements) = dialect.parse(text) {
+                tracing::debug!(
+                    dialect = dialect.name(),
+                    cleaned = cleaned.is_some(),
+                    "sqlspec: parsed by the lenient retry"
+                );
                 return spec_of_statements(statements, dialect, text);
             }
         }

@@ -820,6 +820,10 @@ impl Walker {
     }
 
     fn comparison(&mut self, left: &Expr, op: FilterOp, right: &Expr, ctx: BoolCtx<'_>, g: u32) {
+        // `1 = 1`, `'a' <> 'b'`: constant conditions constrain nothing.
+        if is_literal(left) && is_literal(right) {
+            return;
+        }
         let (subject, other, mut op) = if is_literal(left) && !is_literal(right) {
             (right, left, flip(op))
         } else {
@@ -930,59 +934,39 @@ impl Walker {
     /// Merge `d >= 'Y-01-01' AND d < 'Y+1-01-01'` (or `<= 'Y-12-31'`) of one AND-group into a
     /// single `year(d) = Y`.
     fn merge_year_ranges(&mut self, start: usize, group: u32) {
-        if self.spec.filters.len() < start + 2 {
-            return;
-        }
         let mut i = start;
-        while i < self.spec.filters.len() {
-            if self.groups.get(i) != Some(&group) {
-                i += 1;
-                continue;
-            }
-            let lower_year = {
-                let f = &self.spec.filters[i];
-                match (&f.op, &f.rhs) {
-                    (FilterOp::GtEq, FilterValue::Text(v)) => date_parts(v)
-                        .filter(|(_, m, d, rest)| *m == 1 && *d == 1 && is_midnight(rest))
-                        .map(|(y, ..)| y),
-                    (FilterOp::Gt, FilterValue::Text(v)) => date_parts(v)
-                        .filter(|(_, m, d, rest)| *m == 12 && *d == 31 && is_end_of_day(rest))
-                        .map(|(y, ..)| y + 1),
-                    _ => None,
-                }
+        while let (Some(filter), Some(&g)) = (self.spec.filters.get(i), self.groups.get(i)) {
+            let lower = if g == group {
+                lower_year_bound(filter)
+            } else {
+                None
             };
-            let Some(year) = lower_year else {
+            let Some(year) = lower else {
                 i += 1;
                 continue;
             };
-            let lhs = self.spec.filters[i].lhs.clone();
-            let upper = (start..self.spec.filters.len()).find(|&j| {
-                let f = &self.spec.filters[j];
-                j != i
-                    && self.groups.get(j) == Some(&group)
-                    && f.lhs == lhs
-                    && match (&f.op, &f.rhs) {
-                        (FilterOp::Lt, FilterValue::Text(v)) => {
-                            date_parts(v).is_some_and(|(y, m, d, rest)| {
-                                y == year + 1 && m == 1 && d == 1 && is_midnight(rest)
-                            })
-                        }
-                        (FilterOp::LtEq, FilterValue::Text(v)) => {
-                            date_parts(v).is_some_and(|(y, m, d, rest)| {
-                                y == year && m == 12 && d == 31 && is_end_of_day(rest)
-                            })
-                        }
-                        _ => false,
-                    }
-            });
+            let lhs = filter.lhs.clone();
+            let upper = self
+                .spec
+                .filters
+                .iter()
+                .zip(&self.groups)
+                .enumerate()
+                .skip(start)
+                .find(|(j, (f, g))| {
+                    *j != i && **g == group && f.lhs == lhs && is_upper_year_bound(f, year)
+                })
+                .map(|(j, _)| j);
             let Some(j) = upper else {
                 i += 1;
                 continue;
             };
-            let merged = &mut self.spec.filters[i];
-            merged.lhs = format!("year({lhs})");
-            merged.op = FilterOp::Eq;
-            merged.rhs = FilterValue::Number(year.to_string());
+            if let Some(merged) = self.spec.filters.get_mut(i) {
+                merged.lhs = format!("year({lhs})");
+                merged.op = FilterOp::Eq;
+                merged.rhs = FilterValue::Number(year.to_string());
+            }
+            // `j` comes from enumerating both vectors, so it is in bounds for each.
             self.spec.filters.remove(j);
             self.groups.remove(j);
             if j < i {
@@ -2400,6 +2384,34 @@ fn render_fallback_text(text: &str, out: &mut String) {
                 out.extend(c.to_lowercase());
             }
         }
+    }
+}
+
+/// `d >= 'Y-01-01'` or `d > 'Y-1-12-31'`: the year whose start it bounds.
+fn lower_year_bound(filter: &Filter) -> Option<u32> {
+    let FilterValue::Text(v) = &filter.rhs else {
+        return None;
+    };
+    let (y, m, d, rest) = date_parts(v)?;
+    match filter.op {
+        FilterOp::GtEq if m == 1 && d == 1 && is_midnight(rest) => Some(y),
+        FilterOp::Gt if m == 12 && d == 31 && is_end_of_day(rest) => y.checked_add(1),
+        _ => None,
+    }
+}
+
+/// `d < 'Y+1-01-01'` or `d <= 'Y-12-31'`.
+fn is_upper_year_bound(filter: &Filter, year: u32) -> bool {
+    let FilterValue::Text(v) = &filter.rhs else {
+        return false;
+    };
+    let Some((y, m, d, rest)) = date_parts(v) else {
+        return false;
+    };
+    match filter.op {
+        FilterOp::Lt => Some(y) == year.checked_add(1) && m == 1 && d == 1 && is_midnight(rest),
+        FilterOp::LtEq => y == year && m == 12 && d == 31 && is_end_of_day(rest),
+        _ => false,
     }
 }
 

@@ -201,6 +201,9 @@ fn limits() {
             .limit,
         Some(3)
     );
+    let top_ordered = extract("SELECT TOP 3 a FROM t ORDER BY a DESC", Some("mssql")).unwrap();
+    assert_eq!(top_ordered.limit, Some(3));
+    assert_eq!(top_ordered.order_by[0].to_string(), "a desc");
     assert_eq!(
         extract("SELECT a FROM t FETCH FIRST 4 ROWS ONLY", Some("postgres"))
             .unwrap()
@@ -227,6 +230,33 @@ fn set_operations_use_the_leftmost_select_and_the_whole_order_limit() {
     assert_eq!(spec.order_by[0].to_string(), "age desc");
     assert!(spec.filters.iter().all(|f| f.in_disjunction));
     assert_eq!(spec.tables, ["a", "b"]);
+    // Parenthesized branches too; INTERSECT branches are all required; EXCEPT's right branch
+    // is one level deeper (like the subquery of NOT IN).
+    let parenthesized = extract(
+        "(SELECT a FROM t WHERE x = 1) UNION (SELECT a FROM t WHERE x = 2)",
+        None,
+    )
+    .unwrap();
+    assert!(parenthesized.filters.iter().all(|f| f.in_disjunction));
+    assert_eq!(parenthesized.filters.len(), 2);
+    let except = extract(
+        "SELECT a FROM t WHERE x = 1 INTERSECT SELECT a FROM t WHERE y = 2 EXCEPT SELECT a FROM u WHERE z = 3",
+        None,
+    )
+    .unwrap();
+    let flags: Vec<(String, bool, u32)> = except
+        .filters
+        .iter()
+        .map(|f| (f.to_string(), f.in_disjunction, f.depth))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            ("x = 1".to_string(), false, 0),
+            ("y = 2".to_string(), false, 0),
+            ("z = 3".to_string(), false, 1)
+        ]
+    );
 }
 
 #[test]

@@ -96,7 +96,8 @@ pub(crate) struct Walker {
     next_group: u32,
     nesting: u32,
     too_deep: bool,
-    /// Set while walking subqueries of a predicate under OR: their filters are alternatives too.
+    /// Set while walking UNION branches and the subqueries of a predicate under OR: filters
+    /// found meanwhile are alternatives.
     in_alternative: bool,
     /// Treat a double-quoted single identifier used as a value as a string literal (SQLite,
     /// MySQL and generic SQL written for them use `"x"` for strings).
@@ -184,7 +185,7 @@ impl Walker {
             projections: role.projections,
             order_limit: role.order_limit && !has_own_order_limit,
         };
-        self.walk_set_expr(&query.body, depth, body_role, false);
+        self.walk_set_expr(&query.body, depth, body_role);
 
         if let Some(order_by) = &query.order_by
             && let OrderByKind::Expressions(items) = &order_by.kind
@@ -199,35 +200,38 @@ impl Walker {
                 }
             }
         }
-        if role.order_limit && has_own_order_limit {
+        if role.order_limit && (query.limit_clause.is_some() || query.fetch.is_some()) {
             self.spec.limit = limit_of(query.limit_clause.as_ref(), query.fetch.as_ref());
         }
     }
 
-    fn walk_set_expr(&mut self, body: &SetExpr, depth: u32, role: Role, union_branch: bool) {
+    fn walk_set_expr(&mut self, body: &SetExpr, depth: u32, role: Role) {
         if !self.enter() {
             return;
         }
         match body {
-            SetExpr::Select(select) => self.walk_select(select, depth, role, union_branch),
+            SetExpr::Select(select) => self.walk_select(select, depth, role),
             SetExpr::Query(query) => self.walk_query(query, depth, role),
             SetExpr::SetOperation {
                 left, op, right, ..
             } => {
                 self.spec.set_operations = true;
-                let union = union_branch || matches!(op, SetOperator::Union);
+                // UNION branches are alternatives: their filters are marked as disjunctive.
+                let saved = self.in_alternative;
+                self.in_alternative |= matches!(op, SetOperator::Union);
                 let left_role = Role {
                     projections: role.projections,
                     order_limit: false,
                 };
-                self.walk_set_expr(left, depth, left_role, union);
+                self.walk_set_expr(left, depth, left_role);
                 // EXCEPT's right branch removes rows: its filters describe what is excluded, like
                 // the subquery of `NOT IN (…)`, so they sit one level deeper.
                 let right_depth = match op {
                     SetOperator::Except | SetOperator::Minus => depth + 1,
                     _ => depth,
                 };
-                self.walk_set_expr(right, right_depth, Role::NESTED, union);
+                self.walk_set_expr(right, right_depth, Role::NESTED);
+                self.in_alternative = saved;
             }
             SetExpr::Values(values) => {
                 for row in &values.rows {
@@ -247,9 +251,9 @@ impl Walker {
         self.leave();
     }
 
-    fn walk_select(&mut self, select: &Select, depth: u32, role: Role, union_branch: bool) {
+    fn walk_select(&mut self, select: &Select, depth: u32, role: Role) {
         // Filters of a UNION branch, or of a subquery inside an OR, are alternatives.
-        let disj = union_branch || self.in_alternative;
+        let disj = self.in_alternative;
         for table in &select.from {
             self.walk_table_with_joins(table, depth, disj);
         }
@@ -304,9 +308,8 @@ impl Walker {
                 select.distinct,
                 Some(Distinct::Distinct) | Some(Distinct::On(_))
             );
-            if let Some(top) = &select.top
-                && role.order_limit
-            {
+            // T-SQL `TOP n` (its ORDER BY, if any, belongs to the enclosing query).
+            if let Some(top) = &select.top {
                 self.spec.limit = match &top.quantity {
                     Some(TopQuantity::Constant(n)) => Some(*n),
                     Some(TopQuantity::Expr(expr)) => literal_u64(expr),

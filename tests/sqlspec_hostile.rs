@@ -4,8 +4,8 @@
 
 use sqlgrade::evaluation::RowStatus;
 use sqlgrade::sqlspec::{
-    DEFAULT_MAX_SQL_BYTES, ExtractOptions, FilterOp, FilterValue, SpecError, SqlDialect, SqlSpec,
-    canonical_dialect, extract, extract_with,
+    DEFAULT_MAX_SQL_BYTES, ExtractOptions, FilterOp, FilterValue, HARD_MAX_SQL_BYTES, SpecError,
+    SqlDialect, SqlSpec, canonical_dialect, extract, extract_with,
 };
 
 /// Run `f` on a thread with a 256 KiB stack (a fraction of the usual 2–8 MiB).
@@ -170,6 +170,15 @@ fn one_megabyte_sql_is_too_large_under_the_default_limit() {
         }
     );
     assert_eq!(err.status(), RowStatus::SqlTooLarge);
+    // The configured limit is capped by the hard ceiling.
+    let (huge, _) = big_in_list(HARD_MAX_SQL_BYTES + 1);
+    assert_eq!(
+        extract_with(&huge, &opts_with_limit(usize::MAX)).unwrap_err(),
+        SpecError::TooLarge {
+            size: huge.len(),
+            limit: HARD_MAX_SQL_BYTES
+        }
+    );
     // The limit is checked before anything else (even for blank input).
     let blank = " ".repeat(DEFAULT_MAX_SQL_BYTES + 1);
     assert!(matches!(

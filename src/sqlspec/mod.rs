@@ -19,8 +19,8 @@ mod normalize;
 mod walk;
 
 pub use extract::{
-    DEFAULT_MAX_SQL_BYTES, ExtractOptions, PARSER_RECURSION_LIMIT, SqlDialect, canonical_dialect,
-    extract, extract_with,
+    DEFAULT_MAX_SQL_BYTES, ExtractOptions, HARD_MAX_SQL_BYTES, PARSER_RECURSION_LIMIT, SqlDialect,
+    canonical_dialect, extract, extract_with,
 };
 pub use normalize::{canonical_number, normalize_name, normalize_text_value};
 

@@ -329,3 +329,13 @@ fn constant_conditions_are_not_filters() {
         ["b = 2"]
     );
 }
+
+#[test]
+fn aliases_resolve_in_having_and_for_computed_columns_in_where() {
+    let spec = spec(
+        "SELECT strftime('%Y', d) AS yr, COUNT(id) AS id FROM t WHERE yr = '2023' AND id > 5 \
+         GROUP BY yr HAVING id > 2",
+    );
+    let rendered: Vec<String> = spec.filters.iter().map(|f| f.to_string()).collect();
+    assert_eq!(rendered, ["year(d) = 2023", "id > 5", "count(id) > 2"]);
+}

@@ -45,6 +45,9 @@ const ELLIPSIS: &str = "…";
 struct AliasEntry {
     alias: String,
     expr: String,
+    /// The aliased expression aggregates: only HAVING can mean it (in WHERE the name must be a
+    /// column).
+    aggregate: bool,
 }
 
 /// How a query level participates in the outermost spec.
@@ -290,6 +293,7 @@ impl Walker {
                 aliases.push(AliasEntry {
                     alias: alias.clone(),
                     expr: text.clone(),
+                    aggregate: first_agg.is_some(),
                 });
             }
             if role.projections {
@@ -992,7 +996,10 @@ impl Walker {
         match expr {
             Expr::Identifier(ident) => {
                 let name = ident_name(ident);
-                if let Some(entry) = ctx.aliases.iter().find(|a| a.alias == name) {
+                let usable = |a: &&AliasEntry| {
+                    a.alias == name && (ctx.clause == Clause::Having || !a.aggregate)
+                };
+                if let Some(entry) = ctx.aliases.iter().find(usable) {
                     let year = entry.expr.starts_with("year(");
                     return Lhs {
                         text: entry.expr.clone(),

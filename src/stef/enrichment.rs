@@ -19,9 +19,12 @@
 //!   - a column mapping: dimensions are compared after Rapp column mappings (`region` ≡
 //!     `RegionName`);
 //!   - an explanatory definition: the constraint sits in a clause of the form `<subject> refers
-//!     to | means | stands for | is defined as | indicates | represents | = <definition>` whose
-//!     subject is mostly (≥ half of its content words) words of Qu — e.g. BIRD evidence
-//!     `non-carcinogenic molecules refers to label = '-'`;
+//!     to | means | stands for | is defined as | indicates | represents | denotes <definition>`
+//!     (either order), or `<multi-word subject> = <formula>` — e.g. BIRD evidence
+//!     `non-carcinogenic molecules refers to label = '-'`. Definitions explain terms; a glossary
+//!     entry about a term Qu does not use is not a constraint either (whether a definition
+//!     becomes a *required filter* is decided by the question extractor: only when its subject
+//!     is made of Qu's words, see [`super::question`]);
 //!   - an aggregation that spells out a computation Qu asks for (percentage, ratio, difference)
 //!     or an ordering Qu implies (a superlative).
 //! - Status: added and dropped → **drifted**; only added → **adds_constraints**; only dropped →
@@ -30,7 +33,7 @@
 use crate::sqlspec::{AggFunc, FilterOp};
 
 use super::align::agg_name;
-use super::question::{COMPUTED, text_constraints};
+use super::question::{COMPUTED, definition_parts, split_clauses, text_constraints};
 use super::text::{
     contains_phrase, lower_collapsed, name_words, render_question_filter, words_match,
 };
@@ -48,7 +51,6 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let qu = text_constraints(question);
     let qu_lower = lower_collapsed(question);
     let qe_lower = lower_collapsed(enriched);
-    let qu_words: Vec<String> = name_words(question);
     let relative_time = RELATIVE_TIME.iter().any(|p| contains_phrase(&qu_lower, p));
 
     // Qe constraints, clause by clause, remembering which come from explanatory definitions.
@@ -56,9 +58,11 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let mut explained_filters: Vec<bool> = Vec::new();
     let mut explained_aggs: Vec<bool> = Vec::new();
     let mut explained_groups: Vec<bool> = Vec::new();
-    for clause in clauses(enriched) {
+    for clause in split_clauses(enriched) {
         let c = text_constraints(clause);
-        let definition = is_definition(clause, &qu_words);
+        // Definitions explain terms; whether their subject is in Qu or not (a glossary entry
+        // about something else), they do not add constraints.
+        let definition = definition_parts(clause).is_some();
         for f in c.filters {
             if !qe.filters.contains(&f) {
                 qe.filters.push(f);
@@ -215,18 +219,6 @@ const RELATIVE_TIME: &[&str] = &[
     "current year",
 ];
 
-const DEFINITION_MARKERS: &[&str] = &[
-    " refers to ",
-    " refer to ",
-    " refers ",
-    " means ",
-    " stands for ",
-    " is defined as ",
-    " indicates ",
-    " represents ",
-    " denotes ",
-];
-
 /// Same constraint: same value with ops of one class (equality-like, lower bound, upper bound,
 /// negation, null tests).
 fn same_constraint(a: &QuestionFilter, b: &QuestionFilter) -> bool {
@@ -259,79 +251,6 @@ fn is_date_like(v: &str) -> bool {
     let b = v.as_bytes();
     b.len() >= 7 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
 }
-
-/// Split Qe into clauses at `;`, newlines and sentence ends (`. `, `? `, `! `).
-fn clauses(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let bytes = text.as_bytes();
-    let mut start = 0usize;
-    let mut i = 0usize;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let end_here = match b {
-            b';' | b'\n' => true,
-            b'.' | b'?' | b'!' => bytes.get(i + 1).is_none_or(|c| c.is_ascii_whitespace()),
-            _ => false,
-        };
-        if end_here {
-            if let Some(piece) = text.get(start..i)
-                && !piece.trim().is_empty()
-            {
-                out.push(piece);
-            }
-            start = i + 1;
-        }
-        i += 1;
-    }
-    if let Some(piece) = text.get(start..)
-        && !piece.trim().is_empty()
-    {
-        out.push(piece);
-    }
-    out
-}
-
-/// Whether a clause is an explanatory definition whose subject is (mostly) made of Qu's words.
-fn is_definition(clause: &str, qu_words: &[String]) -> bool {
-    let lower = format!(" {} ", lower_collapsed(clause));
-    let mut subject: Option<&str> = None;
-    for m in DEFINITION_MARKERS {
-        if let Some(pos) = lower.find(m) {
-            subject = lower.get(..pos);
-            break;
-        }
-    }
-    if subject.is_none()
-        && let Some(pos) = lower.find(" = ")
-    {
-        let s = lower.get(..pos).unwrap_or("");
-        // `label = '-'` is a constraint, not a definition; `average number of atoms = …` is.
-        if s.split_whitespace()
-            .filter(|w| w.chars().any(char::is_alphabetic))
-            .count()
-            >= 2
-        {
-            subject = Some(s);
-        }
-    }
-    let Some(subject) = subject else { return false };
-    let words: Vec<String> = name_words(subject)
-        .into_iter()
-        .filter(|w| w.len() >= 2 && !SUBJECT_STOP.contains(&w.as_str()))
-        .collect();
-    if words.is_empty() {
-        return false;
-    }
-    let found = words
-        .iter()
-        .filter(|w| qu_words.iter().any(|q| words_match(w, q)))
-        .count();
-    found * 2 >= words.len()
-}
-
-const SUBJECT_STOP: &[&str] = &[
-    "the", "of", "a", "an", "and", "or", "in", "to", "for", "is", "are", "with",
-];
 
 #[cfg(test)]
 mod tests {

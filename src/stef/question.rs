@@ -40,6 +40,9 @@ use super::{QuestionAggregation, QuestionFilter, QuestionSpec, RuleProfile};
 /// Name of the computed-expression aggregation family (percentage, ratio, difference, …).
 pub const COMPUTED: &str = "computed";
 
+/// Name of the "total" family: `total <plural noun>` is a SUM or a COUNT.
+pub const TOTAL: &str = "total";
+
 /// Extract the question spec of one event.
 ///
 /// `sql` enables the SQL-literal rule (module doc); `profile` supplies column mappings.
@@ -61,43 +64,430 @@ pub fn extract(
     structure(&qu, &mut spec, &mut qu_used);
 
     let enriched = enriched.filter(|e| !e.trim().is_empty());
-    let qe_tokens;
-    let qe_lower;
-    let qe_doc;
-    let mut qe_used;
+    let mut defined: Vec<(String, String)> = Vec::new();
+    let req_text: String;
+    let req_tokens;
+    let req_lower;
+    let req_doc;
+    let mut req_used;
     let (filter_doc, filter_used) = match enriched {
         Some(e) => {
-            qe_tokens = tokenize(e);
-            qe_lower = e.to_ascii_lowercase();
-            qe_doc = Doc {
-                text: e,
-                lower: &qe_lower,
-                toks: &qe_tokens,
+            let qu_words = word_set(&qu);
+            req_text = required_text(e, &qu_words, &mut defined);
+            req_tokens = tokenize(&req_text);
+            req_lower = req_text.to_ascii_lowercase();
+            req_doc = Doc {
+                text: &req_text,
+                lower: &req_lower,
+                toks: &req_tokens,
             };
-            qe_used = vec![false; qe_tokens.len()];
-            // Numbers that are top-k requests in Qe are not filters either.
+            req_used = vec![false; req_tokens.len()];
+            // Top-k numbers in Qe are not filters either; a DISTINCT instruction counts.
             let mut scratch = QuestionSpec::default();
-            structure(&qe_doc, &mut scratch, &mut qe_used);
-            (&qe_doc, &mut qe_used)
+            structure(&req_doc, &mut scratch, &mut req_used);
+            if (0..req_tokens.len()).any(|i| is_in(DISTINCT_WORDS, req_doc.w(i))) {
+                for a in &mut spec.aggregations {
+                    if a.func == AggFunc::Count {
+                        a.distinct = true;
+                    }
+                }
+            }
+            (&req_doc, &mut req_used)
         }
         None => (&qu, &mut qu_used),
     };
     spec.filters = text_filters(filter_doc, filter_used);
+    // A term a kept definition explains ("hydrogen refers to element = 'h'") is not itself a
+    // value filter: the definition's constraint stands for it.
+    if !defined.is_empty() {
+        spec.filters.retain(|f| {
+            f.lhs.is_some() || !defined.iter().any(|(d, _)| contains_phrase(d, &f.value))
+        });
+        redefine_structure(&mut spec, &defined);
+    }
 
     if let Some(sql) = sql {
         sql_literal_filters(
             question,
-            enriched,
+            enriched.map(|_| filter_doc.text),
             &qu,
             enriched.map(|_| filter_doc),
             sql,
             &mut spec.filters,
         );
     }
+    if let Some(sql) = sql
+        && asks_whether(&qu)
+    {
+        // "Is molecule TR151 carcinogenic?": the predicate is what the user wants to see. A
+        // filter on a column the SQL returns, with a value Qu does not state, is answered by
+        // returning that column rather than by filtering on it.
+        let qu_l = lower_collapsed(question);
+        spec.filters.retain(|f| {
+            let projected = f.lhs.as_deref().is_some_and(|l| {
+                let key = name_key(l);
+                sql.projections
+                    .iter()
+                    .any(|p| p.columns.iter().any(|c| name_key(c) == key))
+            });
+            !projected || phrase_in(&qu, &qu_l, &f.value)
+        });
+    }
     apply_mappings(profile, &mut spec);
     dedup_filters(&mut spec.filters);
     spec
 }
+
+/// Yes/no and "whether" questions: "Is …?", "Does …?", "… whether …", "… or not".
+fn asks_whether(doc: &Doc<'_>) -> bool {
+    let first = doc.w(0);
+    matches!(
+        first,
+        "is" | "are" | "was" | "were" | "does" | "do" | "did" | "has" | "have" | "can"
+    ) || (0..doc.toks.len()).any(|i| {
+        let w = doc.w(i);
+        w == "whether"
+            || (w == "or" && matches!(doc.w(i + 1), "not" | "non"))
+            || (w == "if" && matches!(doc.w(i + 1), "it" | "they" | "he" | "she" | "this"))
+    })
+}
+
+/// The part of Qe that states requirements: every clause that is not a definition, plus the
+/// constraint side of definitions whose subject is (mostly) made of Qu's words. Glossary
+/// definitions about things Qu does not mention (`label = '+' means carcinogenic` for a question
+/// about bond types) are dropped. Subjects of kept definitions are collected in `defined`.
+pub(crate) fn required_text(
+    enriched: &str,
+    qu_words: &[String],
+    defined: &mut Vec<(String, String)>,
+) -> String {
+    let mut out = String::with_capacity(enriched.len());
+    for clause in split_clauses(enriched) {
+        let piece = match definition_parts(clause) {
+            None => declared_value(clause).unwrap_or(clause),
+            Some((subject, definition)) => {
+                if !subject_matches(subject, qu_words) {
+                    continue;
+                }
+                defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+                definition
+            }
+        };
+        if !out.is_empty() {
+            out.push_str(" ; ");
+        }
+        out.push_str(piece.trim());
+    }
+    out
+}
+
+/// `<value> is a|an|the <description>` ("'Vice President' is a position of Student Club",
+/// "TR000 is the molecule id"): only the value is a requirement, the description names its
+/// column. Returns the value part.
+fn declared_value(clause: &str) -> Option<&str> {
+    let lower = clause.to_ascii_lowercase();
+    for m in [
+        " is a ",
+        " is an ",
+        " is the ",
+        " are the ",
+        " are a ",
+        " are ",
+    ] {
+        if let Some(pos) = lower.find(m) {
+            let value = clause.get(..pos)?.trim();
+            // Only short value-like subjects ('President', TR000, Women's Soccer), never prose
+            // ("What is the …", "In how many atoms is …").
+            let first = value
+                .split_whitespace()
+                .next()
+                .map(|w| {
+                    w.trim_matches(|c: char| !c.is_alphanumeric())
+                        .to_ascii_lowercase()
+                })
+                .unwrap_or_default();
+            let value_like = value
+                .chars()
+                .any(|c| c == '\'' || c == '"' || c.is_ascii_digit() || c.is_uppercase());
+            let short = (1..=4).contains(&value.split_whitespace().count());
+            if short && value_like && !has_constraint(value) && !is_in(ENTITY_STOP, &first) {
+                return Some(value);
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Split text into clauses at `;`, newlines and sentence ends (`.`, `?`, `!` before whitespace
+/// or the end), outside parentheses.
+pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        let end_here = match b {
+            b'(' => {
+                depth += 1;
+                false
+            }
+            b')' => {
+                depth -= 1;
+                false
+            }
+            b';' | b'\n' => depth <= 0,
+            b'.' | b'?' | b'!' => {
+                let next_word = bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace());
+                depth <= 0
+                    && bytes.get(i + 1).is_none_or(|c| c.is_ascii_whitespace())
+                    // `element ! = 'br'` is an operator, not a sentence end.
+                    && !(b == b'!' && next_word == Some(&b'='))
+            }
+            _ => false,
+        };
+        if end_here {
+            if let Some(piece) = text.get(start..i)
+                && !piece.trim().is_empty()
+            {
+                out.push(piece);
+            }
+            start = i + 1;
+            depth = 0;
+        }
+    }
+    if let Some(piece) = text.get(start..)
+        && !piece.trim().is_empty()
+    {
+        out.push(piece);
+    }
+    // "element = 'o' means Oxygen, element = 's' means Sulfur": chained definitions in one
+    // clause are split at their commas.
+    let mut split = Vec::with_capacity(out.len());
+    for clause in out {
+        let lower = clause.to_ascii_lowercase();
+        let markers: usize = DEFINITION_MARKERS
+            .iter()
+            .map(|m| lower.matches(m).count())
+            .sum();
+        if markers < 2 {
+            split.push(clause);
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut from = 0usize;
+        for (i, b) in clause.bytes().enumerate() {
+            match b {
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                b',' if depth <= 0 => {
+                    if let Some(piece) = clause.get(from..i)
+                        && !piece.trim().is_empty()
+                    {
+                        split.push(piece);
+                    }
+                    from = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if let Some(piece) = clause.get(from..)
+            && !piece.trim().is_empty()
+        {
+            split.push(piece);
+        }
+    }
+    split
+}
+
+/// Aggregations, superlatives and top-k requests that Qu states with a term a kept definition
+/// explains are replaced by what the definition says: "total number of budget amount refers to
+/// SUM(amount)" turns COUNT into SUM; "fastest refers to attribute_value = 100" drops MAX;
+/// "first 100 molecules refers to molecule_id between …" drops top-k 100.
+fn redefine_structure(spec: &mut QuestionSpec, defined: &[(String, String)]) {
+    for (subject, definition) in defined {
+        let sub = text_structure(subject);
+        if sub.aggregations.is_empty() && sub.top_k.is_none() {
+            continue;
+        }
+        let mut def_funcs = function_calls(definition);
+        // A formula (`DIVIDE(SUM(cost), COUNT(event_id))`) is one computation; any equivalent
+        // SQL (AVG, a ratio of aggregates) implements it.
+        if def_funcs.len() > 1 || definition.contains("divide") || definition.contains('/') {
+            def_funcs = vec![AggFunc::Other(COMPUTED.into())];
+        }
+        let ordered = [
+            "order by", "limit", "top", "desc", "asc", "highest", "lowest",
+        ]
+        .iter()
+        .any(|w| contains_phrase(definition, w));
+        for a in &sub.aggregations {
+            if !def_funcs.contains(&a.func) {
+                spec.aggregations.retain(|x| x.func != a.func);
+            }
+        }
+        for f in def_funcs {
+            push_agg(spec, f, None, false);
+        }
+        if sub.top_k.is_some() && sub.top_k == spec.top_k && !ordered {
+            let max_min = spec
+                .aggregations
+                .iter()
+                .any(|a| matches!(a.func, AggFunc::Max | AggFunc::Min));
+            if !max_min {
+                spec.top_k = None;
+                spec.explicit_order = false;
+            }
+        }
+    }
+}
+
+/// Structure (aggregations, top-k) of a short text.
+fn text_structure(text: &str) -> QuestionSpec {
+    let toks = tokenize(text);
+    let lower = text.to_ascii_lowercase();
+    let doc = Doc {
+        text,
+        lower: &lower,
+        toks: &toks,
+    };
+    let mut spec = QuestionSpec::default();
+    let mut used = vec![false; toks.len()];
+    structure(&doc, &mut spec, &mut used);
+    spec
+}
+
+/// Aggregate functions called in a (lowercase) formula: `max(count(bond_type))` → MAX, COUNT.
+fn function_calls(formula: &str) -> Vec<AggFunc> {
+    let mut out = Vec::new();
+    for (name, func) in [
+        ("sum(", AggFunc::Sum),
+        ("avg(", AggFunc::Avg),
+        ("count(", AggFunc::Count),
+        ("max(", AggFunc::Max),
+        ("min(", AggFunc::Min),
+    ] {
+        let found = formula.match_indices(name).any(|(pos, _)| {
+            formula[..pos]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric() && c != '_')
+        });
+        if found && !out.contains(&func) {
+            out.push(func);
+        }
+    }
+    out
+}
+
+const DEFINITION_MARKERS: &[&str] = &[
+    " refers to ",
+    " refer to ",
+    " refers ",
+    " refer ",
+    " means ",
+    " mean ",
+    " stands for ",
+    " is defined as ",
+    " indicates ",
+    " represents ",
+    " denotes ",
+];
+
+/// Whether a piece of a clause states a constraint or a formula (comparison, function call).
+fn has_constraint(s: &str) -> bool {
+    let l = s.to_ascii_lowercase();
+    l.contains(['=', '<', '>', '('])
+        || l.contains(" like ")
+        || l.contains(" in ")
+        || l.contains(" between ")
+}
+
+/// Split a definition clause into (subject, definition): `<subject> refers to <definition>`,
+/// `<definition> means <subject>`, `<multi-word subject> = <formula>`. `None` for clauses that
+/// are not definitions.
+pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
+    let lower = clause.to_ascii_lowercase();
+    for m in DEFINITION_MARKERS {
+        if let Some(pos) = lower.find(m) {
+            let left = clause.get(..pos)?;
+            let right = clause.get(pos + m.len()..)?;
+            return if has_constraint(right) || !has_constraint(left) {
+                Some((left, right))
+            } else {
+                Some((right, left))
+            };
+        }
+    }
+    // `average number of oxygen atoms = AVG(...)`: a multi-word NL subject before `=`.
+    let pos = lower.find('=')?;
+    let left = clause.get(..pos)?.trim_end_matches(['!', '<', '>']);
+    let words = left
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .count();
+    let identifier_like = left.contains(['_', '.', '(', '\'', '"']);
+    if words >= 2 && !identifier_like && !has_constraint(left) {
+        return Some((left, clause.get(pos + 1..)?));
+    }
+    None
+}
+
+/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole).
+pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
+    let mut words: Vec<String> = (0..doc.toks.len())
+        .map(|i| doc.w(i))
+        .filter(|w| !w.is_empty())
+        .map(stem)
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.
+fn stem(w: &str) -> String {
+    let w = w.trim_end_matches("'s");
+    let base = if w.len() > 5 {
+        w.strip_suffix("ing")
+            .or_else(|| w.strip_suffix("ed"))
+            .unwrap_or(w)
+    } else {
+        w
+    };
+    singular(base)
+}
+
+/// Whether at least two thirds of a subject's content words are words of Qu (a hyphenated
+/// subject word also matches when all of its parts are in Qu; a hyphenated Qu word is not split,
+/// so `carcinogenic` does not match `non-carcinogenic`).
+pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
+    let toks = tokenize(subject);
+    let mut total = 0usize;
+    let mut found = 0usize;
+    for t in &toks {
+        if t.kind != TokenKind::Word {
+            continue;
+        }
+        let w = t.text.to_ascii_lowercase();
+        if w.len() < 2 || is_in(PHRASE_STOP, &w) || is_in(SUBJECT_STOP, &w) {
+            continue;
+        }
+        total += 1;
+        let s = stem(&w);
+        let hit = qu_words.binary_search(&s).is_ok()
+            || (w.contains('-')
+                && w.split('-')
+                    .filter(|p| !p.is_empty())
+                    .all(|p| qu_words.binary_search(&stem(p)).is_ok()));
+        if hit {
+            found += 1;
+        }
+    }
+    total > 0 && found * 3 >= total * 2
+}
+
+const SUBJECT_STOP: &[&str] = &["type", "types", "value", "values", "name", "names"];
 
 /// The constraints one text states on its own (no SQL, no mappings): used by enrichment
 /// validation to compare Qu with Qe.
@@ -556,6 +946,53 @@ const PARTICIPLE_BY: &[&str] = &[
     "represented",
     "identified",
 ];
+/// Nouns that make "<noun> number of X" an attribute, not a count ("phone number of").
+const NUMBER_ATTRIBUTES: &[&str] = &[
+    "phone",
+    "contact",
+    "telephone",
+    "mobile",
+    "serial",
+    "id",
+    "identification",
+    "card",
+    "account",
+    "reference",
+    "version",
+    "model",
+    "zip",
+    "house",
+    "street",
+    "room",
+    "jersey",
+    "part",
+    "order",
+    "case",
+    "file",
+    "line",
+    "page",
+    "flight",
+    "tracking",
+    "registration",
+    "policy",
+    "license",
+    "licence",
+    "passport",
+    "fax",
+    "cell",
+    "social",
+    "security",
+    "member",
+    "student",
+    "employee",
+    "customer",
+    "unit",
+    "seat",
+    "ticket",
+    "invoice",
+    "postal",
+];
+
 const NUMBER_WORDS: &[(&str, u64)] = &[
     ("one", 1),
     ("two", 2),
@@ -619,7 +1056,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             }
             "number" if doc.w(i + 1) == "of" => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                if !is_in(AVG_WORDS, prev) {
+                if !is_in(AVG_WORDS, prev) && !is_in(NUMBER_ATTRIBUTES, prev) {
                     if doc.w(i + 2) == "different" {
                         distinct = true;
                     }
@@ -634,12 +1071,33 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             "total" | "sum" => {
                 let next = doc.w(i + 1);
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                let counting = next == "number" || next == "count";
+                let counting = next == "number" || next == "count" || is_in(AVG_WORDS, next);
                 let in_total = prev == "in";
                 if !(counting || in_total && has_func(spec, &AggFunc::Count)) {
+                    // "total atoms" counts, "total spend" sums: a plural noun after "total"
+                    // accepts either (`Other("total")`).
+                    let plural = w == "total" && {
+                        let mut j = i + 1;
+                        while is_in(COLUMN_SKIP, doc.w(j)) {
+                            j += 1;
+                        }
+                        (j..j + 2).any(|k| {
+                            let noun = doc.w(k);
+                            noun.len() > 3 && !is_in(PHRASE_STOP, noun) && singular(noun) != noun
+                        })
+                    };
                     let col = column_after(doc, i + 1);
-                    push_agg(spec, AggFunc::Sum, col, false);
+                    let func = if plural {
+                        AggFunc::Other(TOTAL.into())
+                    } else {
+                        AggFunc::Sum
+                    };
+                    push_agg(spec, func, col, false);
                 }
+            }
+            _ if generic_superlative(doc, i) => {
+                spec.explicit_order = true;
+                spec.top_k.get_or_insert(1);
             }
             _ if is_in(AVG_WORDS, w) => {
                 let col = column_after(doc, i + 1);
@@ -648,6 +1106,20 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             _ if is_in(DISTINCT_WORDS, w) => distinct = true,
             _ if is_in(COMPUTED_WORDS, w) => {
                 push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
+            }
+            _ if is_in(LIST_VERBS, w) => {
+                // "List (down) (at least) five …": a requested number of rows.
+                let mut j = i + 1;
+                while matches!(doc.w(j), "me" | "out" | "down" | "any" | "only" | "just") {
+                    j += 1;
+                }
+                if doc.w(j) == "at" && matches!(doc.w(j + 1), "least" | "most") {
+                    j += 2;
+                }
+                if let Some(k) = doc.number(j).and_then(|v| v.parse::<u64>().ok()) {
+                    spec.top_k = Some(k);
+                    mark(used, j);
+                }
             }
             "top" | "first" | "last" => {
                 if let Some(k) = doc.number(i + 1).and_then(|v| v.parse::<u64>().ok()) {
@@ -720,6 +1192,26 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
     }
     spec.outputs = outputs(doc);
 }
+
+/// `the <word>est` (dumbest, richest, …) that is not in the explicit lists: an ordering with an
+/// unknown direction.
+fn generic_superlative(doc: &Doc<'_>, i: usize) -> bool {
+    let w = doc.w(i);
+    w.len() >= 6
+        && w.ends_with("est")
+        && i > 0
+        && doc.w(i - 1) == "the"
+        && !is_in(NOT_SUPERLATIVE, w)
+        && !is_in(MAX_WORDS, w)
+        && !is_in(MIN_WORDS, w)
+        && !is_in(ORDER_SUPERLATIVES, w)
+}
+
+const NOT_SUPERLATIVE: &[&str] = &[
+    "interest", "forest", "contest", "request", "protest", "harvest", "conquest", "manifest",
+    "priest", "honest", "modest", "digest", "suggest", "invest", "latest", "earnest", "arrest",
+    "behest", "bequest", "tempest", "inquest",
+];
 
 fn mark(used: &mut [bool], i: usize) {
     if let Some(u) = used.get_mut(i) {
@@ -812,7 +1304,7 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
             }
             _ if is_in(LIST_VERBS, w) && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) => {
                 let mut j = i + 1;
-                if matches!(doc.w(j), "me" | "out") {
+                if matches!(doc.w(j), "me" | "out" | "down") {
                     j += 1;
                 }
                 if doc.w(j) == "all" {
@@ -950,6 +1442,8 @@ fn op_token(doc: &Doc<'_>, i: usize) -> Option<(FilterOp, usize)> {
                 ">=" => FilterOp::GtEq,
                 "<" => FilterOp::Lt,
                 "<=" => FilterOp::LtEq,
+                // `! =` written with a space.
+                "!" if doc.is_punct(i + 1, "=") => return Some((FilterOp::NotEq, 2)),
                 _ => return None,
             };
             Some((op, 1))
@@ -1041,8 +1535,9 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                 (format!("-{num}"), op)
             }
             TokenKind::Word => {
-                // `a = b.c` or `a = f(…)` are joins/expressions, not value filters.
-                if doc.is_punct(v + 1, ".") || doc.is_punct(v + 1, "(") {
+                // `a = b.c`, `a = f(…)`, `a = other_column` are joins/expressions, not value
+                // filters.
+                if doc.is_punct(v + 1, ".") || doc.is_punct(v + 1, "(") || vt.text.contains('_') {
                     continue;
                 }
                 let w = doc.w(v);
@@ -1067,33 +1562,56 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
             }
             value_text = inner;
         }
+        let value = if vt.kind == TokenKind::Quoted {
+            crate::sqlspec::normalize_text_value(value_text)
+        } else {
+            normalize_value(value_text)
+        };
         filters.push(QuestionFilter {
             lhs: Some(lhs.to_string()),
             op,
-            value: normalize_value(value_text),
+            value,
         });
         for k in i - 1..=v {
             mark(used, k);
         }
     }
-    // Pass 2: between a and b.
+    // Pass 2: `[lhs] between a and b`, `from a to b` (numbers, dates, quoted values, codes).
     for i in 0..n {
-        if used[i] || doc.w(i) != "between" || doc.tok(i).is_some_and(|t| t.depth > 0) {
+        let opener = doc.w(i);
+        if used[i]
+            || !matches!(opener, "between" | "from")
+            || doc.tok(i).is_some_and(|t| t.depth > 0)
+        {
             continue;
         }
-        if let (Some(a), "and", Some(b)) = (doc.number(i + 1), doc.w(i + 2), doc.number(i + 3)) {
-            let a = date_or_number(doc, i + 1, a, used);
-            let b = date_or_number(doc, i + 3, b, used);
-            for (op, value) in [(FilterOp::GtEq, a), (FilterOp::LtEq, b)] {
-                filters.push(QuestionFilter {
-                    lhs: None,
-                    op,
-                    value,
-                });
-            }
-            for k in i..=i + 3 {
-                mark(used, k);
-            }
+        let joiner = if opener == "between" { "and" } else { "to" };
+        let (Some(a), true, Some(b)) = (
+            range_value(doc, i + 1, used),
+            doc.w(i + 2) == joiner,
+            range_value(doc, i + 3, used),
+        ) else {
+            continue;
+        };
+        let lhs = if i > 0 && !used[i - 1] {
+            lhs_ident(doc, i - 1)
+                .filter(|w| w.contains('_') || doc.is_punct(i - 2, "."))
+                .map(str::to_string)
+        } else {
+            None
+        };
+        if lhs.is_some() {
+            mark(used, i - 1);
+        }
+        for (op, value) in [(FilterOp::GtEq, a), (FilterOp::LtEq, b)] {
+            filters.push(QuestionFilter {
+                lhs: lhs.clone(),
+                op,
+                value,
+            });
+        }
+        for k in i..=i + 3 {
+            mark(used, k);
         }
     }
     // Pass 3: numbers, quoted values, entities.
@@ -1110,22 +1628,27 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                     || doc.is_punct(i + 1, "*")
                     || doc.is_punct(i + 1, "/");
                 if !arithmetic && let Some(num) = canonical_number(&t.text.replace(',', "")) {
-                    let op = comparative_before(doc, i)
-                        .or_else(|| comparative_after(doc, i))
-                        .unwrap_or(FilterOp::Eq);
+                    let op = comparative_before(doc, i).or_else(|| comparative_after(doc, i));
                     let value = date_or_number(doc, i, num, used);
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op,
-                        value,
-                    });
+                    // A bare number is a requirement only when compared ("over 15"), or when it
+                    // is a year or a date; other numbers ("atom 2", "3 powers") are left to the
+                    // SQL-literal rule, which finds them when the SQL uses them.
+                    let year_or_date = value.contains('-') && value.len() > 4 || is_year(&value);
+                    if op.is_some() || year_or_date {
+                        filters.push(QuestionFilter {
+                            lhs: None,
+                            op: op.unwrap_or(FilterOp::Eq),
+                            value,
+                        });
+                    }
                 }
                 mark(used, i);
                 i += 1;
             }
             TokenKind::Quoted => {
                 let (op, inner) = like_op(t.text);
-                let value = normalize_value(inner);
+                // Quoted text stays text ('09' is not 9), as sqlspec keeps string literals.
+                let value = crate::sqlspec::normalize_text_value(inner);
                 if !value.is_empty() {
                     filters.push(QuestionFilter {
                         lhs: None,
@@ -1145,14 +1668,23 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                         if !value.is_empty() {
                             value.push(' ');
                         }
-                        value.push_str(tk.text.trim_end_matches("'s").trim_end_matches("’s"));
+                        // A possessive ends the name ("Abomination's powers"); inside a name
+                        // it belongs to it ("Women's Soccer").
+                        if k + 1 == end {
+                            value.push_str(tk.text.trim_end_matches("'s").trim_end_matches("’s"));
+                        } else {
+                            value.push_str(tk.text);
+                        }
                         mark(used, k);
                     }
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op: FilterOp::Eq,
-                        value: normalize_value(&value),
-                    });
+                    let value = normalize_value(&value);
+                    if value.chars().count() >= 2 {
+                        filters.push(QuestionFilter {
+                            lhs: None,
+                            op: FilterOp::Eq,
+                            value,
+                        });
+                    }
                     i = end;
                 } else {
                     i += 1;
@@ -1162,6 +1694,26 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
         }
     }
     filters
+}
+
+fn is_year(v: &str) -> bool {
+    v.len() == 4 && v.parse::<u32>().is_ok_and(|y| (1800..=2100).contains(&y))
+}
+
+/// A bound of `between a and b`: a number/date or a quoted value.
+fn range_value(doc: &Doc<'_>, i: usize, used: &mut [bool]) -> Option<String> {
+    let t = doc.tok(i)?;
+    match t.kind {
+        TokenKind::Quoted => Some(crate::sqlspec::normalize_text_value(t.text)),
+        // Codes such as TR000.
+        TokenKind::Word if t.text.chars().any(|c| c.is_ascii_digit()) => {
+            Some(normalize_value(t.text))
+        }
+        _ => {
+            let n = doc.number(i)?;
+            Some(date_or_number(doc, i, n, used))
+        }
+    }
 }
 
 /// A date glued to a year token (`2012-01-05`, `2012/1/5`) becomes one value; otherwise the
@@ -1245,6 +1797,11 @@ fn entity_word(doc: &Doc<'_>, i: usize, used: &[bool]) -> bool {
         return false;
     }
     if !t.is_capitalized() || is_in(ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
+        return false;
+    }
+    // `T1.weight_kg`: a table qualifier.
+    let after = doc.text.get(t.start + t.text.len()..).unwrap_or("");
+    if after.starts_with('.') && after[1..].starts_with(|c: char| c.is_alphanumeric() || c == '_') {
         return false;
     }
     // Identifiers (TotalSpendUSD, eye_colour_id, h2o) are not entities; ALLCAPS words are
@@ -1342,9 +1899,9 @@ fn phrase_in(doc: &Doc<'_>, lower: &str, value: &str) -> bool {
     if value.chars().count() >= 2 && value.chars().any(char::is_alphanumeric) {
         return contains_phrase(lower, value);
     }
-    doc.toks
-        .iter()
-        .any(|t| t.kind == TokenKind::Quoted && normalize_value(t.text) == value)
+    doc.toks.iter().any(|t| {
+        t.kind == TokenKind::Quoted && crate::sqlspec::normalize_text_value(t.text) == value
+    })
 }
 
 /// Replace NL terms by physical columns through the profile's column mappings.
@@ -1404,7 +1961,7 @@ fn dedup_filters(filters: &mut Vec<QuestionFilter>) {
             let subsumed = a.lhs.is_none()
                 && b.lhs.is_some()
                 && (same_value
-                    || (a.value.len() >= 3 && contains_phrase(&b.value, &a.value))
+                    || (a.value.len() >= 2 && contains_phrase(&b.value, &a.value))
                     || (b.value.len() >= 3 && contains_phrase(&a.value, &b.value)));
             if duplicate || subsumed {
                 keep[i] = false;

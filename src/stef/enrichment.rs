@@ -54,15 +54,27 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let relative_time = RELATIVE_TIME.iter().any(|p| contains_phrase(&qu_lower, p));
 
     // Qe constraints, clause by clause, remembering which come from explanatory definitions.
-    let mut qe = QuestionSpec::default();
-    let mut explained_filters: Vec<bool> = Vec::new();
-    let mut explained_aggs: Vec<bool> = Vec::new();
-    let mut explained_groups: Vec<bool> = Vec::new();
-    for clause in split_clauses(enriched) {
-        let c = text_constraints(clause);
+    // When Qe starts with Qu verbatim (question + hints, as BIRD's evidence is appended), Qu's
+    // constraints are all stated and only the appended part is examined.
+    let appended = enriched.trim_start().strip_prefix(question.trim());
+    let qu_included = appended.is_some();
+    let mut qe = if qu_included {
+        qu.clone()
+    } else {
+        QuestionSpec::default()
+    };
+    let mut explained_filters: Vec<bool> = vec![true; qe.filters.len()];
+    let mut explained_aggs: Vec<bool> = vec![true; qe.aggregations.len()];
+    let mut explained_groups: Vec<bool> = vec![true; qe.group_by.len()];
+    for clause in split_clauses(appended.unwrap_or(enriched)) {
         // Definitions explain terms; whether their subject is in Qu or not (a glossary entry
-        // about something else), they do not add constraints.
+        // about something else), they do not add constraints. Their constraints only matter
+        // for recognising that a reformulation kept Qu's constraints.
         let definition = definition_parts(clause).is_some();
+        if definition && qu_included {
+            continue;
+        }
+        let c = text_constraints(clause);
         for f in c.filters {
             if !qe.filters.contains(&f) {
                 qe.filters.push(f);
@@ -90,8 +102,8 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let mut added = Vec::new();
     let mut dropped = Vec::new();
 
-    // Filters.
-    for f in &qu.filters {
+    // Filters (nothing of Qu can be dropped when Qe contains it verbatim).
+    for f in qu.filters.iter().filter(|_| !qu_included) {
         let kept = qe.filters.iter().any(|g| same_constraint(f, g))
             || (!f.value.is_empty() && contains_phrase(&qe_lower, &f.value));
         if !kept {

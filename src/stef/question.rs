@@ -29,6 +29,10 @@
 //! Values are normalized like sqlspec literals ([`normalize_value`]); column mappings of the
 //! profile are applied to every dimension (NL term → physical column).
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::LazyLock;
+
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, SqlSpec};
 
 use super::text::{
@@ -62,6 +66,7 @@ pub fn extract(
     let mut spec = QuestionSpec::default();
     let mut qu_used = vec![false; qu_tokens.len()];
     structure(&qu, &mut spec, &mut qu_used);
+    spec.outputs = outputs(&qu);
 
     let enriched = enriched.filter(|e| !e.trim().is_empty());
     let mut defined: Vec<(String, String)> = Vec::new();
@@ -72,8 +77,7 @@ pub fn extract(
     let mut req_used;
     let (filter_doc, filter_used) = match enriched {
         Some(e) => {
-            let qu_words = word_set(&qu);
-            req_text = required_text(e, &qu_words, &mut defined);
+            req_text = required_text(e, &qu, &mut defined);
             req_tokens = tokenize(&req_text);
             req_lower = req_text.to_ascii_lowercase();
             req_doc = Doc {
@@ -85,7 +89,7 @@ pub fn extract(
             // Top-k numbers in Qe are not filters either; a DISTINCT instruction counts.
             let mut scratch = QuestionSpec::default();
             structure(&req_doc, &mut scratch, &mut req_used);
-            if (0..req_tokens.len()).any(|i| is_in(DISTINCT_WORDS, req_doc.w(i))) {
+            if (0..req_tokens.len()).any(|i| is_in(&DISTINCT_WORDS, req_doc.w(i))) {
                 for a in &mut spec.aggregations {
                     if a.func == AggFunc::Count {
                         a.distinct = true;
@@ -158,14 +162,17 @@ fn asks_whether(doc: &Doc<'_>) -> bool {
 /// about bond types) are dropped. Subjects of kept definitions are collected in `defined`.
 pub(crate) fn required_text(
     enriched: &str,
-    qu_words: &[String],
+    qu: &Doc<'_>,
     defined: &mut Vec<(String, String)>,
 ) -> String {
+    // Qu's words are only needed when Qe holds a definition.
+    let qu_words_cell: std::cell::OnceCell<Vec<String>> = std::cell::OnceCell::new();
     let mut out = String::with_capacity(enriched.len());
     for clause in split_clauses(enriched) {
         let piece = match definition_parts(clause) {
             None => declared_value(clause).unwrap_or(clause),
             Some((subject, definition)) => {
+                let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
                 if !subject_matches(subject, qu_words) {
                     continue;
                 }
@@ -210,7 +217,7 @@ fn declared_value(clause: &str) -> Option<&str> {
                 .chars()
                 .any(|c| c == '\'' || c == '"' || c.is_ascii_digit() || c.is_uppercase());
             let short = (1..=4).contains(&value.split_whitespace().count());
-            if short && value_like && !has_constraint(value) && !is_in(ENTITY_STOP, &first) {
+            if short && value_like && !has_constraint(value) && !is_in(&ENTITY_STOP, &first) {
                 return Some(value);
             }
             return None;
@@ -265,12 +272,7 @@ pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
     // clause are split at their commas.
     let mut split = Vec::with_capacity(out.len());
     for clause in out {
-        let lower = clause.to_ascii_lowercase();
-        let markers: usize = DEFINITION_MARKERS
-            .iter()
-            .map(|m| lower.matches(m).count())
-            .sum();
-        if markers < 2 {
+        if !has_two_markers(clause) {
             split.push(clause);
             continue;
         }
@@ -380,47 +382,76 @@ fn function_calls(formula: &str) -> Vec<AggFunc> {
     out
 }
 
+/// Definition verbs (longest first where one is a prefix of another), matched as whole words.
 const DEFINITION_MARKERS: &[&str] = &[
-    " refers to ",
-    " refer to ",
-    " refers ",
-    " refer ",
-    " means ",
-    " mean ",
-    " stands for ",
-    " is defined as ",
-    " indicates ",
-    " represents ",
-    " denotes ",
+    "refers to",
+    "refer to",
+    "refers",
+    "refer",
+    "means",
+    "mean",
+    "stands for",
+    "is defined as",
+    "indicates",
+    "represents",
+    "denotes",
 ];
+
+/// Byte range (leading and trailing space included) of the first definition marker, scanning
+/// word starts once (ASCII case-insensitive, no allocation).
+fn find_marker(text: &str) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    for i in 1..b.len() {
+        if b[i - 1] != b' ' || !b[i].is_ascii_alphabetic() {
+            continue;
+        }
+        let first = b[i].to_ascii_lowercase();
+        if !matches!(first, b'r' | b'm' | b's' | b'i' | b'd') {
+            continue;
+        }
+        for m in DEFINITION_MARKERS {
+            let end = i + m.len();
+            if end < b.len() && b[end] == b' ' && b[i..end].eq_ignore_ascii_case(m.as_bytes()) {
+                return Some((i - 1, m.len() + 2));
+            }
+        }
+    }
+    None
+}
+
+fn has_two_markers(text: &str) -> bool {
+    let Some((pos, len)) = find_marker(text) else {
+        return false;
+    };
+    text.get(pos + len - 1..)
+        .is_some_and(|rest| find_marker(rest).is_some())
+}
 
 /// Whether a piece of a clause states a constraint or a formula (comparison, function call).
 fn has_constraint(s: &str) -> bool {
-    let l = s.to_ascii_lowercase();
-    l.contains(['=', '<', '>', '('])
-        || l.contains(" like ")
-        || l.contains(" in ")
-        || l.contains(" between ")
+    s.contains(['=', '<', '>', '('])
+        || s.split_ascii_whitespace().any(|w| {
+            w.eq_ignore_ascii_case("like")
+                || w.eq_ignore_ascii_case("in")
+                || w.eq_ignore_ascii_case("between")
+        })
 }
 
 /// Split a definition clause into (subject, definition): `<subject> refers to <definition>`,
 /// `<definition> means <subject>`, `<multi-word subject> = <formula>`. `None` for clauses that
 /// are not definitions.
 pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
-    let lower = clause.to_ascii_lowercase();
-    for m in DEFINITION_MARKERS {
-        if let Some(pos) = lower.find(m) {
-            let left = clause.get(..pos)?;
-            let right = clause.get(pos + m.len()..)?;
-            return if has_constraint(right) || !has_constraint(left) {
-                Some((left, right))
-            } else {
-                Some((right, left))
-            };
-        }
+    if let Some((pos, len)) = find_marker(clause) {
+        let left = clause.get(..pos)?;
+        let right = clause.get(pos + len..)?;
+        return if has_constraint(right) || !has_constraint(left) {
+            Some((left, right))
+        } else {
+            Some((right, left))
+        };
     }
     // `average number of oxygen atoms = AVG(...)`: a multi-word NL subject before `=`.
-    let pos = lower.find('=')?;
+    let pos = clause.find('=')?;
     let left = clause.get(..pos)?.trim_end_matches(['!', '<', '>']);
     let words = left
         .split_whitespace()
@@ -470,7 +501,7 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
             continue;
         }
         let w = t.text.to_ascii_lowercase();
-        if w.len() < 2 || is_in(PHRASE_STOP, &w) || is_in(SUBJECT_STOP, &w) {
+        if w.len() < 2 || is_in(&PHRASE_STOP, &w) || is_in(&SUBJECT_STOP, &w) {
             continue;
         }
         total += 1;
@@ -487,7 +518,8 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
     total > 0 && found * 3 >= total * 2
 }
 
-const SUBJECT_STOP: &[&str] = &["type", "types", "value", "values", "name", "names"];
+static SUBJECT_STOP: Lexicon =
+    LazyLock::new(|| HashSet::from_iter(["type", "types", "value", "values", "name", "names"]));
 
 /// The constraints one text states on its own (no SQL, no mappings): used by enrichment
 /// validation to compare Qu with Qe.
@@ -546,452 +578,474 @@ impl<'a> Doc<'a> {
     }
 }
 
-const MAX_WORDS: &[&str] = &[
-    "highest",
-    "maximum",
-    "max",
-    "most",
-    "largest",
-    "biggest",
-    "greatest",
-    "tallest",
-    "heaviest",
-    "longest",
-    "top",
-    "richest",
-    "strongest",
-    "fastest",
-    "oldest_age",
-];
-const MIN_WORDS: &[&str] = &[
-    "lowest", "minimum", "min", "least", "smallest", "fewest", "shortest", "lightest", "weakest",
-    "slowest", "cheapest",
-];
-const ORDER_SUPERLATIVES: &[&str] = &[
-    "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
-];
-const ORDER_WORDS: &[&str] = &[
-    "ranked",
-    "rank",
-    "ranking",
-    "sorted",
-    "sort",
-    "ordered",
-    "descending",
-    "ascending",
-    "alphabetical",
-    "alphabetically",
-    "chronological",
-    "chronologically",
-    "desc",
-    "asc",
-];
-const COMPUTED_WORDS: &[&str] = &[
-    "percentage",
-    "percent",
-    "ratio",
-    "proportion",
-    "difference",
-    "divide",
-    "divided",
-    "rate",
-];
-const DISTINCT_WORDS: &[&str] = &["distinct", "unique"];
-const AVG_WORDS: &[&str] = &["average", "mean", "avg"];
-const LIST_VERBS: &[&str] = &[
-    "list",
-    "name",
-    "give",
-    "show",
-    "find",
-    "provide",
-    "state",
-    "tell",
-    "identify",
-    "display",
-    "return",
-    "mention",
-    "indicate",
-    "describe",
-    "enumerate",
-];
+static MAX_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "highest",
+        "maximum",
+        "max",
+        "most",
+        "largest",
+        "biggest",
+        "greatest",
+        "tallest",
+        "heaviest",
+        "longest",
+        "top",
+        "richest",
+        "strongest",
+        "fastest",
+        "oldest_age",
+    ])
+});
+static MIN_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "lowest", "minimum", "min", "least", "smallest", "fewest", "shortest", "lightest",
+        "weakest", "slowest", "cheapest",
+    ])
+});
+static ORDER_SUPERLATIVES: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
+    ])
+});
+static ORDER_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "ranked",
+        "rank",
+        "ranking",
+        "sorted",
+        "sort",
+        "ordered",
+        "descending",
+        "ascending",
+        "alphabetical",
+        "alphabetically",
+        "chronological",
+        "chronologically",
+        "desc",
+        "asc",
+    ])
+});
+static COMPUTED_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "percentage",
+        "percent",
+        "ratio",
+        "proportion",
+        "difference",
+        "divide",
+        "divided",
+        "rate",
+    ])
+});
+static DISTINCT_WORDS: Lexicon = LazyLock::new(|| HashSet::from_iter(["distinct", "unique"]));
+static AVG_WORDS: Lexicon = LazyLock::new(|| HashSet::from_iter(["average", "mean", "avg"]));
+static LIST_VERBS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "list",
+        "name",
+        "give",
+        "show",
+        "find",
+        "provide",
+        "state",
+        "tell",
+        "identify",
+        "display",
+        "return",
+        "mention",
+        "indicate",
+        "describe",
+        "enumerate",
+    ])
+});
 /// Words that end a noun phrase (outputs, grouping dimensions, aggregation columns).
-const PHRASE_STOP: &[&str] = &[
-    "of",
-    "for",
-    "from",
-    "with",
-    "in",
-    "who",
-    "that",
-    "which",
-    "whose",
-    "where",
-    "when",
-    "by",
-    "on",
-    "at",
-    "among",
-    "if",
-    "whether",
-    "and",
-    "or",
-    "than",
-    "is",
-    "are",
-    "was",
-    "were",
-    "has",
-    "have",
-    "had",
-    "do",
-    "does",
-    "did",
-    "to",
-    "as",
-    "per",
-    "each",
-    "every",
-    "the",
-    "a",
-    "an",
-    "there",
-    "be",
-    "been",
-    "being",
-    "can",
-    "could",
-    "will",
-    "would",
-    "should",
-    "what",
-    "how",
-    "whom",
-    "why",
-    "it",
-    "its",
-    "their",
-    "they",
-    "them",
-    "this",
-    "these",
-    "those",
-    "all",
-    "any",
-    "not",
-    "no",
-    "into",
-    "over",
-    "under",
-    "between",
-    "after",
-    "before",
-    "during",
-    "within",
-    "refers",
-    "refer",
-    "means",
-    "including",
-    "along",
-    "respectively",
-    "please",
-    "also",
-    "only",
-    "both",
-    "whereas",
-    "while",
-    "but",
-    "so",
-    "such",
-    "belong",
-    "belongs",
-    "got",
-    "get",
-];
+static PHRASE_STOP: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "of",
+        "for",
+        "from",
+        "with",
+        "in",
+        "who",
+        "that",
+        "which",
+        "whose",
+        "where",
+        "when",
+        "by",
+        "on",
+        "at",
+        "among",
+        "if",
+        "whether",
+        "and",
+        "or",
+        "than",
+        "is",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "to",
+        "as",
+        "per",
+        "each",
+        "every",
+        "the",
+        "a",
+        "an",
+        "there",
+        "be",
+        "been",
+        "being",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "what",
+        "how",
+        "whom",
+        "why",
+        "it",
+        "its",
+        "their",
+        "they",
+        "them",
+        "this",
+        "these",
+        "those",
+        "all",
+        "any",
+        "not",
+        "no",
+        "into",
+        "over",
+        "under",
+        "between",
+        "after",
+        "before",
+        "during",
+        "within",
+        "refers",
+        "refer",
+        "means",
+        "including",
+        "along",
+        "respectively",
+        "please",
+        "also",
+        "only",
+        "both",
+        "whereas",
+        "while",
+        "but",
+        "so",
+        "such",
+        "belong",
+        "belongs",
+        "got",
+        "get",
+    ])
+});
 /// Words skipped before an aggregation's column.
-const COLUMN_SKIP: &[&str] = &[
-    "of",
-    "the",
-    "a",
-    "an",
-    "number",
-    "amount",
-    "different",
-    "distinct",
-    "unique",
-    "common",
-    "frequent",
-    "many",
-    "much",
-    "total",
-    "count",
-    "value",
-    "values",
-    "all",
-    "overall",
-];
+static COLUMN_SKIP: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "of",
+        "the",
+        "a",
+        "an",
+        "number",
+        "amount",
+        "different",
+        "distinct",
+        "unique",
+        "common",
+        "frequent",
+        "many",
+        "much",
+        "total",
+        "count",
+        "value",
+        "values",
+        "all",
+        "overall",
+    ])
+});
 /// Capitalised words that are never entities.
-const ENTITY_STOP: &[&str] = &[
-    "what",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "when",
-    "where",
-    "why",
-    "how",
-    "is",
-    "are",
-    "was",
-    "were",
-    "do",
-    "does",
-    "did",
-    "has",
-    "have",
-    "had",
-    "list",
-    "name",
-    "give",
-    "show",
-    "find",
-    "provide",
-    "state",
-    "tell",
-    "identify",
-    "indicate",
-    "mention",
-    "describe",
-    "count",
-    "compute",
-    "calculate",
-    "determine",
-    "return",
-    "write",
-    "display",
-    "among",
-    "for",
-    "in",
-    "of",
-    "the",
-    "a",
-    "an",
-    "and",
-    "or",
-    "if",
-    "then",
-    "also",
-    "only",
-    "all",
-    "each",
-    "every",
-    "between",
-    "from",
-    "to",
-    "with",
-    "by",
-    "on",
-    "at",
-    "as",
-    "that",
-    "this",
-    "these",
-    "those",
-    "it",
-    "its",
-    "they",
-    "their",
-    "there",
-    "here",
-    "i",
-    "id",
-    "ids",
-    "sql",
-    "yes",
-    "no",
-    "true",
-    "false",
-    "null",
-    "refers",
-    "refer",
-    "means",
-    "please",
-    "evidence",
-    "hint",
-    "hints",
-    "note",
-    "question",
-    "answer",
-    "select",
-    "sum",
-    "avg",
-    "max",
-    "min",
-    "divide",
-    "multiply",
-    "subtract",
-    "add",
-    "cast",
-    "real",
-    "iif",
-    "case",
-    "when",
-    "else",
-    "end",
-    "not",
-    "distinct",
-    "where",
-    "group",
-    "order",
-    "limit",
-    "like",
-    "substr",
-    "strftime",
-    "year",
-    "date",
-    "asc",
-    "desc",
-    "percentage",
-    "ratio",
-    "total",
-    "average",
-    "number",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "enumerate",
-    "based",
-    "according",
-    "consider",
-    "considering",
-    "excluding",
-    "including",
-    "top",
-    "most",
-    "least",
-    "highest",
-    "lowest",
-    "other",
-    "others",
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "st",
-    "after",
-    "before",
-    "during",
-    "since",
-    "until",
-    "per",
-    "via",
-    "using",
-    "any",
-    "both",
-    "either",
-    "neither",
-    "over",
-    "under",
-];
-const PARTICIPLE_BY: &[&str] = &[
-    "made",
-    "written",
-    "drawn",
-    "held",
-    "led",
-    "run",
-    "paid",
-    "spent",
-    "bought",
-    "sold",
-    "known",
-    "taken",
-    "given",
-    "done",
-    "seen",
-    "won",
-    "lost",
-    "built",
-    "caused",
-    "owned",
-    "driven",
-    "ridden",
-    "created",
-    "multiply",
-    "divide",
-    "times",
-    "rank",
-    "sort",
-    "order",
-    "group",
-    "followed",
-    "accompanied",
-    "represented",
-    "identified",
-];
+static ENTITY_STOP: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "list",
+        "name",
+        "give",
+        "show",
+        "find",
+        "provide",
+        "state",
+        "tell",
+        "identify",
+        "indicate",
+        "mention",
+        "describe",
+        "count",
+        "compute",
+        "calculate",
+        "determine",
+        "return",
+        "write",
+        "display",
+        "among",
+        "for",
+        "in",
+        "of",
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "if",
+        "then",
+        "also",
+        "only",
+        "all",
+        "each",
+        "every",
+        "between",
+        "from",
+        "to",
+        "with",
+        "by",
+        "on",
+        "at",
+        "as",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "they",
+        "their",
+        "there",
+        "here",
+        "i",
+        "id",
+        "ids",
+        "sql",
+        "yes",
+        "no",
+        "true",
+        "false",
+        "null",
+        "refers",
+        "refer",
+        "means",
+        "please",
+        "evidence",
+        "hint",
+        "hints",
+        "note",
+        "question",
+        "answer",
+        "select",
+        "sum",
+        "avg",
+        "max",
+        "min",
+        "divide",
+        "multiply",
+        "subtract",
+        "add",
+        "cast",
+        "real",
+        "iif",
+        "case",
+        "when",
+        "else",
+        "end",
+        "not",
+        "distinct",
+        "where",
+        "group",
+        "order",
+        "limit",
+        "like",
+        "substr",
+        "strftime",
+        "year",
+        "date",
+        "asc",
+        "desc",
+        "percentage",
+        "ratio",
+        "total",
+        "average",
+        "number",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "enumerate",
+        "based",
+        "according",
+        "consider",
+        "considering",
+        "excluding",
+        "including",
+        "top",
+        "most",
+        "least",
+        "highest",
+        "lowest",
+        "other",
+        "others",
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "st",
+        "after",
+        "before",
+        "during",
+        "since",
+        "until",
+        "per",
+        "via",
+        "using",
+        "any",
+        "both",
+        "either",
+        "neither",
+        "over",
+        "under",
+    ])
+});
+static PARTICIPLE_BY: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "made",
+        "written",
+        "drawn",
+        "held",
+        "led",
+        "run",
+        "paid",
+        "spent",
+        "bought",
+        "sold",
+        "known",
+        "taken",
+        "given",
+        "done",
+        "seen",
+        "won",
+        "lost",
+        "built",
+        "caused",
+        "owned",
+        "driven",
+        "ridden",
+        "created",
+        "multiply",
+        "divide",
+        "times",
+        "rank",
+        "sort",
+        "order",
+        "group",
+        "followed",
+        "accompanied",
+        "represented",
+        "identified",
+    ])
+});
 /// Nouns that make "<noun> number of X" an attribute, not a count ("phone number of").
-const NUMBER_ATTRIBUTES: &[&str] = &[
-    "phone",
-    "contact",
-    "telephone",
-    "mobile",
-    "serial",
-    "id",
-    "identification",
-    "card",
-    "account",
-    "reference",
-    "version",
-    "model",
-    "zip",
-    "house",
-    "street",
-    "room",
-    "jersey",
-    "part",
-    "order",
-    "case",
-    "file",
-    "line",
-    "page",
-    "flight",
-    "tracking",
-    "registration",
-    "policy",
-    "license",
-    "licence",
-    "passport",
-    "fax",
-    "cell",
-    "social",
-    "security",
-    "member",
-    "student",
-    "employee",
-    "customer",
-    "unit",
-    "seat",
-    "ticket",
-    "invoice",
-    "postal",
-];
+static NUMBER_ATTRIBUTES: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "phone",
+        "contact",
+        "telephone",
+        "mobile",
+        "serial",
+        "id",
+        "identification",
+        "card",
+        "account",
+        "reference",
+        "version",
+        "model",
+        "zip",
+        "house",
+        "street",
+        "room",
+        "jersey",
+        "part",
+        "order",
+        "case",
+        "file",
+        "line",
+        "page",
+        "flight",
+        "tracking",
+        "registration",
+        "policy",
+        "license",
+        "licence",
+        "passport",
+        "fax",
+        "cell",
+        "social",
+        "security",
+        "member",
+        "student",
+        "employee",
+        "customer",
+        "unit",
+        "seat",
+        "ticket",
+        "invoice",
+        "postal",
+    ])
+});
 
 const NUMBER_WORDS: &[(&str, u64)] = &[
     ("one", 1),
@@ -1011,8 +1065,35 @@ fn number_word(w: &str) -> Option<u64> {
     NUMBER_WORDS.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
 }
 
-fn is_in(list: &[&str], w: &str) -> bool {
-    !w.is_empty() && list.contains(&w)
+/// A word list, hashed once (FNV-1a: lexicon lookups run for every token, SipHash would
+/// dominate the extractor's profile).
+type Lexicon = LazyLock<HashSet<&'static str, BuildHasherDefault<Fnv1a>>>;
+
+fn is_in(list: &HashSet<&'static str, BuildHasherDefault<Fnv1a>>, w: &str) -> bool {
+    !w.is_empty() && w.len() <= 24 && list.contains(w)
+}
+
+/// FNV-1a, for short static keys (not exposed to untrusted key sets: the lexicons are fixed).
+#[derive(Default)]
+struct Fnv1a(u64);
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
 }
 
 /// Aggregations, ordering, top-k, grouping and outputs of one text. Marks top-k number tokens
@@ -1026,9 +1107,9 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
         if w.is_empty() {
             // Numbers directly before a superlative: "3 tallest", "5 highest".
             if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
-                && (is_in(MAX_WORDS, doc.w(i + 1))
-                    || is_in(MIN_WORDS, doc.w(i + 1))
-                    || is_in(ORDER_SUPERLATIVES, doc.w(i + 1)))
+                && (is_in(&MAX_WORDS, doc.w(i + 1))
+                    || is_in(&MIN_WORDS, doc.w(i + 1))
+                    || is_in(&ORDER_SUPERLATIVES, doc.w(i + 1)))
                 && doc.w(i + 1) != "most"
                 && doc.w(i + 1) != "least"
             {
@@ -1056,7 +1137,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             }
             "number" if doc.w(i + 1) == "of" => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                if !is_in(AVG_WORDS, prev) && !is_in(NUMBER_ATTRIBUTES, prev) {
+                if !is_in(&AVG_WORDS, prev) && !is_in(&NUMBER_ATTRIBUTES, prev) {
                     if doc.w(i + 2) == "different" {
                         distinct = true;
                     }
@@ -1071,19 +1152,19 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             "total" | "sum" => {
                 let next = doc.w(i + 1);
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                let counting = next == "number" || next == "count" || is_in(AVG_WORDS, next);
+                let counting = next == "number" || next == "count" || is_in(&AVG_WORDS, next);
                 let in_total = prev == "in";
                 if !(counting || in_total && has_func(spec, &AggFunc::Count)) {
                     // "total atoms" counts, "total spend" sums: a plural noun after "total"
                     // accepts either (`Other("total")`).
                     let plural = w == "total" && {
                         let mut j = i + 1;
-                        while is_in(COLUMN_SKIP, doc.w(j)) {
+                        while is_in(&COLUMN_SKIP, doc.w(j)) {
                             j += 1;
                         }
                         (j..j + 2).any(|k| {
                             let noun = doc.w(k);
-                            noun.len() > 3 && !is_in(PHRASE_STOP, noun) && singular(noun) != noun
+                            noun.len() > 3 && !is_in(&PHRASE_STOP, noun) && singular(noun) != noun
                         })
                     };
                     let col = column_after(doc, i + 1);
@@ -1099,15 +1180,15 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                 spec.explicit_order = true;
                 spec.top_k.get_or_insert(1);
             }
-            _ if is_in(AVG_WORDS, w) => {
+            _ if is_in(&AVG_WORDS, w) => {
                 let col = column_after(doc, i + 1);
                 push_agg(spec, AggFunc::Avg, col, false);
             }
-            _ if is_in(DISTINCT_WORDS, w) => distinct = true,
-            _ if is_in(COMPUTED_WORDS, w) => {
+            _ if is_in(&DISTINCT_WORDS, w) => distinct = true,
+            _ if is_in(&COMPUTED_WORDS, w) => {
                 push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
             }
-            _ if is_in(LIST_VERBS, w) => {
+            _ if is_in(&LIST_VERBS, w) => {
                 // "List (down) (at least) five …": a requested number of rows.
                 let mut j = i + 1;
                 while matches!(doc.w(j), "me" | "out" | "down" | "any" | "only" | "just") {
@@ -1135,12 +1216,12 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     push_agg(spec, AggFunc::Max, column_after(doc, i + 1), false);
                 }
             }
-            _ if is_in(MAX_WORDS, w) || is_in(MIN_WORDS, w) => {
+            _ if is_in(&MAX_WORDS, w) || is_in(&MIN_WORDS, w) => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
                 // "at most 3" / "at least 3" are comparisons, handled by the filter pass.
                 let comparative = (w == "most" || w == "least") && prev == "at";
                 if !comparative {
-                    let func = if is_in(MAX_WORDS, w) {
+                    let func = if is_in(&MAX_WORDS, w) {
                         AggFunc::Max
                     } else {
                         AggFunc::Min
@@ -1150,11 +1231,11 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     spec.top_k.get_or_insert(1);
                 }
             }
-            _ if is_in(ORDER_SUPERLATIVES, w) => {
+            _ if is_in(&ORDER_SUPERLATIVES, w) => {
                 spec.explicit_order = true;
                 spec.top_k.get_or_insert(1);
             }
-            _ if is_in(ORDER_WORDS, w) => spec.explicit_order = true,
+            _ if is_in(&ORDER_WORDS, w) => spec.explicit_order = true,
             "order" if matches!(doc.w(i + 1), "by" | "of") || doc.w(i.wrapping_sub(1)) == "in" => {
                 spec.explicit_order = true;
             }
@@ -1168,7 +1249,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     || (prev == "down" && i > 1 && doc.w(i - 2) == "broken");
                 let ordering = matches!(prev, "ranked" | "sorted" | "ordered" | "order" | "sort");
                 let participle =
-                    prev.ends_with("ed") || prev.ends_with("en") || is_in(PARTICIPLE_BY, prev);
+                    prev.ends_with("ed") || prev.ends_with("en") || is_in(&PARTICIPLE_BY, prev);
                 let next_is_proper = doc
                     .tok(i + 1)
                     .is_some_and(|t| t.kind != TokenKind::Word || t.is_capitalized());
@@ -1190,7 +1271,6 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             }
         }
     }
-    spec.outputs = outputs(doc);
 }
 
 /// `the <word>est` (dumbest, richest, …) that is not in the explicit lists: an ordering with an
@@ -1201,17 +1281,19 @@ fn generic_superlative(doc: &Doc<'_>, i: usize) -> bool {
         && w.ends_with("est")
         && i > 0
         && doc.w(i - 1) == "the"
-        && !is_in(NOT_SUPERLATIVE, w)
-        && !is_in(MAX_WORDS, w)
-        && !is_in(MIN_WORDS, w)
-        && !is_in(ORDER_SUPERLATIVES, w)
+        && !is_in(&NOT_SUPERLATIVE, w)
+        && !is_in(&MAX_WORDS, w)
+        && !is_in(&MIN_WORDS, w)
+        && !is_in(&ORDER_SUPERLATIVES, w)
 }
 
-const NOT_SUPERLATIVE: &[&str] = &[
-    "interest", "forest", "contest", "request", "protest", "harvest", "conquest", "manifest",
-    "priest", "honest", "modest", "digest", "suggest", "invest", "latest", "earnest", "arrest",
-    "behest", "bequest", "tempest", "inquest",
-];
+static NOT_SUPERLATIVE: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "interest", "forest", "contest", "request", "protest", "harvest", "conquest", "manifest",
+        "priest", "honest", "modest", "digest", "suggest", "invest", "latest", "earnest", "arrest",
+        "behest", "bequest", "tempest", "inquest",
+    ])
+});
 
 fn mark(used: &mut [bool], i: usize) {
     if let Some(u) = used.get_mut(i) {
@@ -1240,7 +1322,7 @@ fn push_agg(spec: &mut QuestionSpec, func: AggFunc, column: Option<String>, dist
 
 /// The noun phrase (≤ 2 content words) after token `i`, skipping articles and quantity words.
 fn column_after(doc: &Doc<'_>, mut i: usize) -> Option<String> {
-    while is_in(COLUMN_SKIP, doc.w(i)) {
+    while is_in(&COLUMN_SKIP, doc.w(i)) {
         i += 1;
     }
     phrase_at(doc, i, 2)
@@ -1253,9 +1335,9 @@ fn phrase_at(doc: &Doc<'_>, i: usize, max: usize) -> Option<String> {
     while words.len() < max {
         let w = doc.w(j);
         if w.is_empty()
-            || is_in(PHRASE_STOP, w)
-            || is_in(MAX_WORDS, w)
-            || is_in(MIN_WORDS, w)
+            || is_in(&PHRASE_STOP, w)
+            || is_in(&MAX_WORDS, w)
+            || is_in(&MIN_WORDS, w)
             || doc.is_punct(j + 1, "(")
         {
             break;
@@ -1302,7 +1384,9 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
                 }
                 j
             }
-            _ if is_in(LIST_VERBS, w) && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) => {
+            _ if is_in(&LIST_VERBS, w)
+                && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) =>
+            {
                 let mut j = i + 1;
                 if matches!(doc.w(j), "me" | "out" | "down") {
                     j += 1;
@@ -1324,17 +1408,17 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
             }
             let first = doc.w(j);
             let aggregate_like = first.is_empty()
-                || is_in(COLUMN_SKIP, first) && first != "value"
-                || is_in(AVG_WORDS, first)
-                || is_in(COMPUTED_WORDS, first)
-                || is_in(MAX_WORDS, first)
-                || is_in(MIN_WORDS, first)
+                || is_in(&COLUMN_SKIP, first) && first != "value"
+                || is_in(&AVG_WORDS, first)
+                || is_in(&COMPUTED_WORDS, first)
+                || is_in(&MAX_WORDS, first)
+                || is_in(&MIN_WORDS, first)
                 || first == "sum"
                 || first == "many";
             let mut len = 0usize;
             while len < 3 {
                 let wj = doc.w(j + len);
-                if wj.is_empty() || is_in(PHRASE_STOP, wj) || doc.is_punct(j + len + 1, "(") {
+                if wj.is_empty() || is_in(&PHRASE_STOP, wj) || doc.is_punct(j + len + 1, "(") {
                     break;
                 }
                 len += 1;
@@ -1391,7 +1475,7 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
         (_, "at", "most") | (_, "up", "to") | ("no", "more", "than") | ("not", "more", "than") => {
             Some(FilterOp::LtEq)
         }
-        (_, less, "than") if is_in(LESS_WORDS, less) => Some(FilterOp::Lt),
+        (_, less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::Lt),
         (_, more, "than") if !more.is_empty() => Some(FilterOp::Gt),
         (_, _, "over" | "above" | "exceeding" | "exceeds" | "exceed" | "after") => {
             Some(FilterOp::Gt)
@@ -1403,10 +1487,12 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     }
 }
 
-const LESS_WORDS: &[&str] = &[
-    "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
-    "lesser", "worse", "below",
-];
+static LESS_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
+        "lesser", "worse", "below",
+    ])
+});
 
 fn comparative_after(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     match (doc.w(i + 1), doc.w(i + 2)) {
@@ -1464,11 +1550,9 @@ fn lhs_ident<'a>(doc: &Doc<'a>, i: usize) -> Option<&'a str> {
         return None;
     }
     let w = doc.w(i);
-    if is_in(
-        &[
-            "and", "or", "not", "is", "where", "than", "if", "when", "then", "else",
-        ],
+    if matches!(
         w,
+        "and" | "or" | "not" | "is" | "where" | "than" | "if" | "when" | "then" | "else"
     ) {
         return None;
     }
@@ -1796,7 +1880,7 @@ fn entity_word(doc: &Doc<'_>, i: usize, used: &[bool]) -> bool {
     if t.kind != TokenKind::Word || t.depth > 0 || used.get(i).copied().unwrap_or(true) {
         return false;
     }
-    if !t.is_capitalized() || is_in(ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
+    if !t.is_capitalized() || is_in(&ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
         return false;
     }
     // `T1.weight_kg`: a table qualifier.

@@ -454,6 +454,18 @@ fn is_alnum_at(s: &str, at: usize) -> bool {
 
 /// Lowercase and collapse whitespace (for phrase search in question text).
 pub fn lower_collapsed(text: &str) -> String {
+    if text.is_ascii() {
+        let mut out = String::with_capacity(text.len());
+        for w in text.split_ascii_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            for b in w.bytes() {
+                out.push(char::from(b.to_ascii_lowercase()));
+            }
+        }
+        return out;
+    }
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
     for ch in text.chars() {

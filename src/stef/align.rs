@@ -36,11 +36,11 @@
 use crate::sqlspec::{AggFunc, Filter, FilterOp, FilterValue, SortDir, SqlSpec};
 
 use super::normalize::{self, Normalization};
-use super::question::COMPUTED;
+use super::question::{COMPUTED, TOTAL};
 use super::rules::CompiledRules;
 use super::text::{
-    contains_phrase, name_key, name_words, render_filter, render_question_filter, value_text,
-    words_match,
+    contains_phrase, name_key, name_words, render_filter, render_question_filter, singular,
+    value_text, words_match,
 };
 use super::{Alignment, ExtraFilter, FilterStatus, QuestionFilter, QuestionSpec, RuleProfile};
 
@@ -96,6 +96,16 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
             near = sql_filters
                 .iter()
                 .position(|f| value_text(&f.rhs).is_some_and(|v| v == q.value));
+        }
+        if hit.is_none()
+            && let Some(expr) = conditional_aggregation(q, sql, rules)
+        {
+            matched += 1;
+            out.matched.push(format!(
+                "{} ~ conditional aggregation {expr}",
+                render_question_filter(q)
+            ));
+            continue;
         }
         match (hit, near) {
             (Some(i), _) => {
@@ -165,6 +175,44 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
     out
 }
 
+/// An equality requirement implemented inside an aggregate (`SUM(CASE WHEN element = 'cl' …)`,
+/// `SUM(IIF(label = '+', 1, 0))`, `COUNT(CASE WHEN …)`): the aggregate argument compares the
+/// required dimension (when known) with the required value.
+fn conditional_aggregation<'s>(
+    q: &QuestionFilter,
+    sql: &'s SqlSpec,
+    rules: &CompiledRules,
+) -> Option<&'s str> {
+    if q.value.is_empty() {
+        return None;
+    }
+    let symbol = match q.op {
+        FilterOp::Eq
+        | FilterOp::Contains
+        | FilterOp::StartsWith
+        | FilterOp::EndsWith
+        | FilterOp::Like => "=",
+        FilterOp::Gt => ">",
+        FilterOp::GtEq => ">=",
+        FilterOp::Lt => "<",
+        FilterOp::LtEq => "<=",
+        _ => return None,
+    };
+    let lhs_key = q.lhs.as_deref().map(|l| rules.dimension_key(l));
+    sql.aggregations.iter().map(|a| a.arg.as_str()).find(|arg| {
+        let comparison = if symbol == "=" {
+            arg.contains('=') || arg.contains(" like ") || arg.contains(" in ")
+        } else {
+            arg.contains(symbol)
+        };
+        let has_lhs = lhs_key.as_deref().is_none_or(|k| {
+            arg.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|w| dims_agree(k, &rules.dimension_key(w)))
+        });
+        comparison && has_lhs && contains_phrase(arg, &q.value)
+    })
+}
+
 /// Dimensions agree when keys are equal or one is the year idiom over the other
 /// (`yearorderdate` vs `orderdate`).
 fn dims_agree(q: &str, s: &str) -> bool {
@@ -179,12 +227,16 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
     match q.op {
         IsNull | IsNotNull => f.op == q.op,
         Eq | Contains | StartsWith | EndsWith | Like => match (&f.op, &f.rhs) {
-            (Eq, rhs) => value_text(rhs).is_some_and(|v| v == q.value),
+            // Also a year answered by a finer date (`strftime('%Y-%m', d) = '2019-09'`).
+            (Eq, rhs) => value_text(rhs).is_some_and(|v| {
+                values_equal(v, &q.value)
+                    || (is_year(&q.value) && v.starts_with(&format!("{}-", q.value)))
+            }),
             (In, FilterValue::List(items)) => items
                 .iter()
-                .any(|it| value_text(it).is_some_and(|v| v == q.value)),
+                .any(|it| value_text(it).is_some_and(|v| values_equal(v, &q.value))),
             (Contains | StartsWith | EndsWith | Like, rhs) => value_text(rhs).is_some_and(|v| {
-                v == q.value
+                values_equal(v, &q.value)
                     || (v.chars().count() >= 3 && contains_phrase(&q.value, v))
                     || (q.op != Eq && contains_phrase(v, &q.value))
                     // A date/year prefix: LIKE '2012%' answers 2012, LIKE '2012-01%' answers 2012-01.
@@ -205,6 +257,16 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
             _ => false,
         },
         Gt | GtEq | Lt | LtEq => {
+            // A date range answered by a coarser equality: `d BETWEEN '2019-09-01' AND
+            // '2019-09-30'` ~ `strftime('%Y-%m', d) = '2019-09'`.
+            if matches!(q.op, GtEq | LtEq)
+                && matches!(f.op, Eq | StartsWith)
+                && value_text(&f.rhs).is_some_and(|v| {
+                    v.len() >= 4 && q.value.starts_with(v) && q.value.len() > v.len()
+                })
+            {
+                return true;
+            }
             let same_op = f.op == q.op;
             // A date bound against a year: `> 2010` ~ `>= '2011-01-01'` is not attempted; only the
             // same value and op match.
@@ -219,6 +281,21 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
             rhs => f.op == Eq && value_text(rhs).is_some_and(|v| v == q.value),
         },
     }
+}
+
+/// Equal normalized values: same text, the same number written differently (`'09'` = `9`), or the same noun in singular and plural (`posters`/`poster`).
+fn values_equal(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    if let (Some(x), Some(y)) = (
+        crate::sqlspec::canonical_number(a),
+        crate::sqlspec::canonical_number(b),
+    ) {
+        // Numbers compare by value: '09' (a month as text) = 9.
+        return x == y;
+    }
+    a.len() > 3 && b.len() > 3 && a.chars().any(char::is_alphabetic) && singular(a) == singular(b)
 }
 
 fn is_year(v: &str) -> bool {
@@ -293,12 +370,30 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
                 present && distinct_ok
             }
             AggFunc::Sum => has(&AggFunc::Sum),
+            // An average written as a ratio of aggregates (`SUM(x) / COUNT(*)`,
+            // `COUNT(a) * 1.0 / COUNT(DISTINCT b)`).
             AggFunc::Avg => {
-                has(&AggFunc::Avg) || (has(&AggFunc::Sum) && (has(&AggFunc::Count) || division))
+                has(&AggFunc::Avg)
+                    || (has(&AggFunc::Sum) && has(&AggFunc::Count))
+                    || (division && !sql.aggregations.is_empty())
             }
-            AggFunc::Max => has(&AggFunc::Max) || ordered(SortDir::Desc) || sql.window_functions,
-            AggFunc::Min => has(&AggFunc::Min) || ordered(SortDir::Asc) || sql.window_functions,
+            // Superlatives: the aggregate, an ordering, a window, or a subquery (`x = (SELECT
+            // MAX(x) …)`, `(SELECT … ORDER BY x DESC LIMIT 1)`) whose inner ordering is not
+            // part of the outer spec.
+            AggFunc::Max => {
+                has(&AggFunc::Max)
+                    || ordered(SortDir::Desc)
+                    || sql.window_functions
+                    || sql.subqueries > 0
+            }
+            AggFunc::Min => {
+                has(&AggFunc::Min)
+                    || ordered(SortDir::Asc)
+                    || sql.window_functions
+                    || sql.subqueries > 0
+            }
             AggFunc::Other(name) if name == COMPUTED => true,
+            AggFunc::Other(name) if name == TOTAL => has(&AggFunc::Sum) || has(&AggFunc::Count),
             other => has(other),
         };
         if !ok {

@@ -69,8 +69,8 @@ enum Command {
         #[arg(long)]
         input: PathBuf,
         /// Input format.
-        #[arg(long, default_value = "events", value_parser = parse_format)]
-        format: BackfillFormat,
+        #[arg(long, value_enum, default_value_t = FormatArg::Events)]
+        format: FormatArg,
         /// Predictions JSONL (question_id, predicted_sql); required for bird/spider.
         #[arg(long)]
         predictions: Option<PathBuf>,
@@ -95,8 +95,25 @@ enum Command {
     },
 }
 
-fn parse_format(s: &str) -> Result<BackfillFormat, String> {
-    s.parse()
+/// `backfill --format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    /// JSONL events in the input contract.
+    Events,
+    /// BIRD dev.jsonl joined with --predictions.
+    Bird,
+    /// Spider dev.jsonl joined with --predictions.
+    Spider,
+}
+
+impl From<FormatArg> for BackfillFormat {
+    fn from(format: FormatArg) -> Self {
+        match format {
+            FormatArg::Events => BackfillFormat::Events,
+            FormatArg::Bird => BackfillFormat::Bird,
+            FormatArg::Spider => BackfillFormat::Spider,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -147,7 +164,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         } => {
             let request = BackfillRequest {
                 input,
-                format,
+                format: format.into(),
                 predictions,
                 run_id,
             };

@@ -4,7 +4,7 @@
 //! loses an event: SQL that cannot be scored becomes a Φ = 0 row with an explicit status
 //! ([`stef::non_scorable_row`]), and a failing judge is replaced by the deterministic judge, the
 //! row then carrying status `judge_fallback` and the judge's error in `details.judge_error`.
-//! Gold metrics plug in through the optional [`GoldScorer`] hook.
+//! Gold metrics plug in through the optional [`GoldMetrics`] hook.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,7 +68,7 @@ impl ProfileLookup for WatchedRules {
 
 /// Hook for gold metrics (EX, ESM, …): called for events that carry `gold`, returns extra rows.
 #[async_trait]
-pub trait GoldScorer: Send + Sync {
+pub trait GoldMetrics: Send + Sync {
     /// Rows for the gold metrics of `event`; `ts` is the row time when the event has none.
     async fn score(&self, event: &Event, gold: &Gold, ts: &str) -> Vec<EvaluationRow>;
 }
@@ -93,7 +93,7 @@ pub struct Scorer {
     judge: Arc<dyn Judge>,
     fallback: DeterministicJudge,
     profiles: Arc<dyn ProfileLookup>,
-    gold: Option<Arc<dyn GoldScorer>>,
+    gold: Option<Arc<dyn GoldMetrics>>,
     options: ScorerOptions,
 }
 
@@ -123,7 +123,7 @@ impl Scorer {
     }
 
     /// Add gold-metric scoring for events that carry `gold`.
-    pub fn with_gold(mut self, gold: Arc<dyn GoldScorer>) -> Scorer {
+    pub fn with_gold(mut self, gold: Arc<dyn GoldMetrics>) -> Scorer {
         self.gold = Some(gold);
         self
     }

@@ -221,11 +221,12 @@ async fn wait_for_signal() {
 /// Print a summary where it does not mix with rows: stderr when rows go to stdout.
 fn print_summary(config: &Config, summary: &Summary, title: &str) {
     let text = summary.render(title);
+    // A closed pipe (`sqlgrade run | head`) must not turn a finished run into a panic.
     if config.sink.kind == SinkKind::Stdout {
-        eprint!("{text}");
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     } else {
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     }
 }
 
@@ -345,8 +346,14 @@ fn check_config(config_path: Option<PathBuf>) -> Result<ExitCode> {
     for warning in config_warnings(&config) {
         eprintln!("warning: {warning}");
     }
-    println!("# sqlgrade effective configuration (secrets redacted)");
-    print!("{}", config.to_redacted_toml()?);
+    let text = format!(
+        "# sqlgrade effective configuration (secrets redacted)\n{}",
+        config.to_redacted_toml()?
+    );
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,29 +5,52 @@
 //! - **Structure** (aggregations, grouping, ordering, top-k, outputs) comes from the user's
 //!   question Qu: it is the intent being graded.
 //! - **Required filters** come from the enriched question Qe when present (it is the agent's
-//!   explicit reading, and carries hints such as BIRD's `label = '-'`), else from Qu.
+//!   explicit reading, and carries hints such as BIRD's `label = '-'`), else from Qu. Qe is read
+//!   clause by clause (`;`, newlines, sentence ends, and commas between chained definitions):
+//!   - a *definition* (`<subject> refers to | means | stands for | indicates | … <definition>`,
+//!     either order, or `<multi-word subject> = <formula>`) contributes its definition side only
+//!     when its subject is made of Qu's words (≥ ⅔ of the content words; `carcinogenic` does not
+//!     match `non-carcinogenic`). Glossary entries about terms Qu does not use are ignored. A
+//!     value-only filter for a term a kept definition explains is dropped (the definition's
+//!     constraint stands for it), and aggregations/superlatives/top-k that Qu states with that
+//!     term are replaced by the definition's functions (a formula with several functions or a
+//!     division is one computation, `Other("computed")`);
+//!   - a *declaration* `<value> is a|an|the <description>` ("'Vice President' is a position of
+//!     Student Club") contributes only the value, and only when Qu mentions it;
+//!   - any other clause contributes everything it states.
 //! - **SQL literals found in the question text**: a literal of one of the SQL's filters that
-//!   appears (as a phrase, or a number token) in Qu or Qe is a required filter with that SQL
-//!   filter's left-hand side. This gives dimensions to values the question states in prose.
+//!   appears (as a phrase, or a number token) in Qu or in the required part of Qe is a required
+//!   filter with that SQL filter's left-hand side. This gives dimensions to values the question
+//!   states in prose.
+//! - **Yes/no and "whether" questions** ("Is molecule TR151 carcinogenic?"): a filter on a
+//!   column the SQL returns, with a value Qu does not state, is answered by returning the column
+//!   and is not required.
 //!
 //! Lexicon:
-//! - total/sum → SUM (`total number of` → COUNT), average/mean/avg → AVG, how many/number of/
-//!   count → COUNT, distinct/unique (and `how many different`) → DISTINCT on the COUNT;
-//!   highest/maximum/most/largest/… → MAX, lowest/minimum/least/fewest/… → MIN (both also set
-//!   `explicit_order` and `top_k = 1` unless a number is given); percentage/ratio/proportion/
-//!   difference/`how many times` → a computed aggregation (`Other("computed")`).
-//! - Ordering: top N, first/last N, N highest…, ranked/sorted/ordered, ascending/descending,
-//!   alphabetical, youngest/oldest/earliest/latest/newest/best/worst.
+//! - total/sum → SUM (`total number of` → COUNT; `total <plural noun>` → SUM or COUNT,
+//!   `Other("total")`), average/mean/avg → AVG, how many/number of/count → COUNT (not `phone
+//!   number of`), distinct/unique (and `how many different`; also a DISTINCT instruction in Qe)
+//!   → DISTINCT on the COUNT; highest/maximum/most/largest/… → MAX, lowest/minimum/least/fewest/…
+//!   → MIN (both also set `explicit_order` and `top_k = 1` unless a number is given);
+//!   percentage/ratio/proportion/difference/`how many times` → a computed aggregation
+//!   (`Other("computed")`).
+//! - Ordering: top N, first/last N, N highest…, `list (at least) N`, ranked/sorted/ordered,
+//!   ascending/descending, alphabetical, youngest/oldest/earliest/latest/newest/best/worst, and
+//!   `the <word>est` (direction unknown: ordering only).
 //! - Grouping: `per X`, `for/in/of each|every X`, `grouped/broken down/split by X`, and `by X`
 //!   unless `by` follows a participle (`published by`, `sorted by`) or X is a proper noun.
 //! - Filters: explicit `lhs op value` (depth 0 only — comparisons inside function calls such as
-//!   `AVG(element = 'o')` are conditional aggregations, not filters), `between a and b`,
-//!   comparatives before numbers (more than/over/at least/under/…, and `>`-style symbols), years,
-//!   dates, other numbers, quoted values, and capitalised entities (runs of capitalised words that
-//!   are not sentence-initial stop words, identifiers, SQL keywords, months or weekdays).
+//!   `AVG(element = 'o')` are conditional aggregations, not filters; `a = other_column` is a join),
+//!   `[lhs] between a and b`, `from a to b`, comparatives before numbers (more than/over/at
+//!   least/under/…, and `>`-style symbols), years, dates, quoted values, and capitalised entities
+//!   (runs of capitalised words that are not sentence-initial stop words, identifiers, table
+//!   qualifiers, SQL keywords, months or weekdays). A bare number that is not compared and not a
+//!   year ("atom 2", "3 powers") is not required on its own: the SQL-literal rule picks it up when
+//!   the SQL uses it.
 //!
-//! Values are normalized like sqlspec literals ([`normalize_value`]); column mappings of the
-//! profile are applied to every dimension (NL term → physical column).
+//! Values are normalized like sqlspec literals ([`normalize_value`]; quoted text stays text:
+//! `'09'` is not `9`); column mappings of the profile are applied to every dimension (NL term →
+//! physical column).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -170,7 +193,17 @@ pub(crate) fn required_text(
     let mut out = String::with_capacity(enriched.len());
     for clause in split_clauses(enriched) {
         let piece = match definition_parts(clause) {
-            None => declared_value(clause).unwrap_or(clause),
+            None => match declared_value(clause) {
+                // A declaration about a value Qu does not mention is glossary, too.
+                Some(value) => {
+                    let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
+                    if !subject_matches(value, qu_words) {
+                        continue;
+                    }
+                    value
+                }
+                None => clause,
+            },
             Some((subject, definition)) => {
                 let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
                 if !subject_matches(subject, qu_words) {
@@ -2244,5 +2277,118 @@ mod tests {
         );
         assert_eq!(s.group_by, vec!["regionname"]);
         assert_eq!(s.filters[0].lhs.as_deref(), Some("regionname"));
+    }
+
+    fn with_qe(q: &str, e: &str) -> QuestionSpec {
+        extract(q, Some(&format!("{q} {e}")), None, &RuleProfile::default())
+    }
+
+    #[test]
+    fn definitions_count_only_when_their_subject_is_in_the_question() {
+        // Glossary entries about terms the question does not use are not requirements.
+        let s = with_qe(
+            "What is the bond type of TR007_4_19?",
+            "double bond refers to bond_type = ' = '; single bond refers to bond_type = '-'; \
+             label = '+' mean molecules are carcinogenic",
+        );
+        assert!(s.filters.is_empty(), "{:?}", s.filters);
+        // A definition whose subject is in Qu is; both orders; `! =` with a space.
+        let s = with_qe(
+            "In how many carcinogenic molecules is there no bromine?",
+            "no bromine refers to element ! = 'br'; label = '+' mean molecules are carcinogenic",
+        );
+        assert_eq!(
+            values(&s),
+            vec![
+                (Some("element"), FilterOp::NotEq, "br"),
+                (Some("label"), FilterOp::Eq, "+")
+            ]
+        );
+        // `non-carcinogenic` does not match the subject `carcinogenic`.
+        let s = with_qe(
+            "How many non-carcinogenic molecules are there?",
+            "label = '+' mean molecules are carcinogenic; label = '-' means molecules are non-carcinogenic",
+        );
+        assert_eq!(values(&s), vec![(Some("label"), FilterOp::Eq, "-")]);
+        // Chained definitions separated by commas.
+        let s = with_qe(
+            "Which atoms are Oxygen?",
+            "element = 'cl' means Chlorine, element = 'o' means Oxygen, element = 's' means Sulfur",
+        );
+        assert_eq!(values(&s), vec![(Some("element"), FilterOp::Eq, "o")]);
+    }
+
+    #[test]
+    fn definitions_replace_the_structure_they_explain() {
+        // "fastest" is defined as a value, not an ordering.
+        let s = with_qe(
+            "Count the fastest superheroes.",
+            "fastest refers to attribute_value = 100 WHERE attribute_name = 'Speed';",
+        );
+        assert!(
+            !s.aggregations.iter().any(|a| a.func == AggFunc::Max),
+            "{s:?}"
+        );
+        assert_eq!(s.top_k, None);
+        // "total number of … refers to SUM(amount)": SUM, not COUNT.
+        let s = with_qe(
+            "Provide the total number of the budget amount for the event.",
+            "total number of budget amount refers to SUM(amount)",
+        );
+        let funcs: Vec<_> = s.aggregations.iter().map(|a| a.func.clone()).collect();
+        assert_eq!(funcs, vec![AggFunc::Sum]);
+    }
+
+    #[test]
+    fn declarations_ranges_and_yes_no_questions() {
+        let s = with_qe(
+            "How many students attended the event Women's Soccer?",
+            "Women's Soccer is an event name; 'President' is a position of Student Club",
+        );
+        assert_eq!(values(&s), vec![(None, FilterOp::Eq, "women's soccer")]);
+        let s = spec(
+            "How many molecules from TR000 to TR030 have molecule_id between 'TR010' and 'TR020'?",
+        );
+        assert_eq!(
+            values(&s),
+            vec![
+                (None, FilterOp::GtEq, "tr000"),
+                (None, FilterOp::LtEq, "tr030"),
+                (Some("molecule_id"), FilterOp::GtEq, "tr010"),
+                (Some("molecule_id"), FilterOp::LtEq, "tr020"),
+            ]
+        );
+        // A bare number is not a requirement; a compared one is.
+        assert!(spec("What are the bonds of atom 2?").filters.is_empty());
+        // Yes/no: a filter on the returned column is the answer, not a requirement.
+        use crate::sqlspec::{Clause, Filter, Projection};
+        let sql = SqlSpec {
+            projections: vec![Projection {
+                expr: "label".into(),
+                alias: None,
+                aggregate: None,
+                columns: vec!["label".into()],
+            }],
+            filters: vec![Filter {
+                lhs: "molecule_id".into(),
+                op: FilterOp::Eq,
+                rhs: FilterValue::Text("tr151".into()),
+                clause: Clause::Where,
+                in_disjunction: false,
+                depth: 0,
+            }],
+            ..SqlSpec::default()
+        };
+        let q = "Is molecule TR151 carcinogenic?";
+        let s = extract(
+            q,
+            Some(&format!("{q} label = '+' mean molecules are carcinogenic")),
+            Some(&sql),
+            &RuleProfile::default(),
+        );
+        assert_eq!(
+            values(&s),
+            vec![(Some("molecule_id"), FilterOp::Eq, "tr151")]
+        );
     }
 }

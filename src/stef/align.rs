@@ -25,8 +25,9 @@
 //!   answer just as much); a subquery filter that implements a required filter is simply matched.
 //!   An extra is benign when it equals a `benign_filters` entry (normalized `lhs op rhs`).
 //! 5. Status exactly as stef.md §2.4, with mismatched filters counting as not matched.
-//! 6. Binary matches: projections (every requested output shares a word with some projection,
-//!    `*` matches all; no outputs recognised → match), aggregations (every requested function is
+//! 6. Binary matches: projections (every requested output shares a word with some projection and
+//!    every projection answers an output, a requested grouping dimension, a requested aggregation,
+//!    or is a constant; `*` matches all; no outputs recognised → match), aggregations (every requested function is
 //!    present — COUNT also as a conditional SUM, AVG also as SUM with COUNT or a division, MAX/MIN
 //!    also as ORDER BY DESC/ASC, DISTINCT counts need a DISTINCT or a grouping; computed
 //!    percentages/ratios accept anything), grouping (every requested dimension grouped, and every
@@ -159,8 +160,10 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
     out.filter_status = Some(status);
     out.required_filters = n_required;
 
-    out.unmatched_outputs = unmatched_outputs(question, sql, rules);
-    out.projections_match = out.unmatched_outputs.is_empty();
+    let (unmatched, extra) = projection_alignment(question, sql, rules);
+    out.unmatched_outputs = unmatched;
+    out.extra_projections = extra;
+    out.projections_match = out.unmatched_outputs.is_empty() && out.extra_projections.is_empty();
     out.missing_aggregations = missing_aggregations(question, sql);
     out.aggregations_match = out.missing_aggregations.is_empty();
     let (missing_groups, unexplained_groups) = grouping(question, sql, &norm, rules);
@@ -313,40 +316,68 @@ fn is_benign(f: &Filter, key: &str, rules: &CompiledRules) -> bool {
     })
 }
 
-fn unmatched_outputs(question: &QuestionSpec, sql: &SqlSpec, rules: &CompiledRules) -> Vec<String> {
+/// (requested outputs no projection answers, projections nothing asked for). Only checked when
+/// outputs were recognised; `SELECT *` answers everything and explains itself.
+fn projection_alignment(
+    question: &QuestionSpec,
+    sql: &SqlSpec,
+    rules: &CompiledRules,
+) -> (Vec<String>, Vec<String>) {
     if question.outputs.is_empty()
         || sql
             .projections
             .iter()
             .any(|p| p.expr.ends_with('*') && p.aggregate.is_none())
     {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let mut proj_words: Vec<String> = Vec::new();
-    for p in &sql.projections {
-        proj_words.extend(name_words(&p.expr));
+    let words_of = |p: &crate::sqlspec::Projection| -> Vec<String> {
+        let mut words = name_words(&p.expr);
         if let Some(a) = &p.alias {
-            proj_words.extend(name_words(a));
+            words.extend(name_words(a));
         }
         for c in &p.columns {
-            proj_words.extend(name_words(c));
-            proj_words.extend(name_words(&rules.dimension_key(c)));
+            words.extend(name_words(c));
+            words.extend(name_words(&rules.dimension_key(c)));
         }
-    }
-    question
+        words
+    };
+    let proj_words: Vec<Vec<String>> = sql.projections.iter().map(words_of).collect();
+    let output_words: Vec<(String, Vec<String>)> = question
         .outputs
         .iter()
-        .filter(|o| {
-            let mapped = rules.dimension_key(o);
-            let words = name_words(o);
-            let hit = words
-                .iter()
-                .any(|w| proj_words.iter().any(|p| words_match(w, p)))
-                || proj_words.contains(&mapped);
-            !hit
+        .map(|o| (rules.dimension_key(o), name_words(o)))
+        .collect();
+    let answers = |pw: &[String], (mapped, ow): &(String, Vec<String>)| {
+        ow.iter().any(|w| pw.iter().any(|p| words_match(w, p))) || pw.contains(mapped)
+    };
+    let unmatched = question
+        .outputs
+        .iter()
+        .zip(&output_words)
+        .filter(|(_, o)| !proj_words.iter().any(|pw| answers(pw, o)))
+        .map(|(o, _)| o.clone())
+        .collect();
+    let group_words: Vec<Vec<String>> = question.group_by.iter().map(|g| name_words(g)).collect();
+    let extra = sql
+        .projections
+        .iter()
+        .zip(&proj_words)
+        .filter(|(p, pw)| {
+            let explained = output_words.iter().any(|o| answers(pw, o))
+                // An aggregate when the question asks for one (or a computation).
+                || (p.is_aggregate() && !question.aggregations.is_empty())
+                // A grouping dimension shown next to its aggregate.
+                || group_words
+                    .iter()
+                    .any(|g| g.iter().all(|w| pw.iter().any(|p| words_match(w, p))))
+                // Constants and CASE labels (`'yes'`) carry no column.
+                || p.columns.is_empty();
+            !explained
         })
-        .cloned()
-        .collect()
+        .map(|(p, _)| p.expr.clone())
+        .collect();
+    (unmatched, extra)
 }
 
 fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {

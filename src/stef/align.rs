@@ -298,7 +298,21 @@ fn values_equal(a: &str, b: &str) -> bool {
         // Numbers compare by value: '09' (a month as text) = 9.
         return x == y;
     }
-    a.len() > 3 && b.len() > 3 && a.chars().any(char::is_alphabetic) && singular(a) == singular(b)
+    if a.len() > 3
+        && b.len() > 3
+        && a.chars().any(char::is_alphabetic)
+        && singular(a) == singular(b)
+    {
+        return true;
+    }
+    // Demonyms and adjectives of single-word names: asian/asia, chinese/china, german/germany.
+    let single = |s: &str| s.chars().all(char::is_alphabetic);
+    if single(a) && single(b) {
+        let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let shorter = a.chars().count().min(b.chars().count());
+        return common >= 4 && common * 4 >= shorter * 3;
+    }
+    false
 }
 
 fn is_year(v: &str) -> bool {
@@ -384,8 +398,50 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
     let has = |func: &AggFunc| sql.aggregations.iter().any(|a| &a.func == func);
     let ordered = |dir: SortDir| sql.order_by.iter().any(|o| o.dir == dir);
     let division = sql.projections.iter().any(|p| p.expr.contains('/'));
+    // Spider-style schemas name columns after aggregates ("Average", "Number_products",
+    // "num_of_staff"): a column carrying the aggregate's word is what the question refers to.
+    let column_named = |words: &[&str]| {
+        let cols = sql
+            .projections
+            .iter()
+            .flat_map(|p| p.columns.iter())
+            .chain(sql.filters.iter().map(|f| &f.lhs))
+            .chain(sql.order_by.iter().map(|o| &o.expr))
+            .chain(sql.aggregations.iter().filter_map(|a| a.column.as_ref()));
+        cols.into_iter()
+            .any(|c| name_words(c).iter().any(|w| words.contains(&w.as_str())))
+    };
     let mut missing = Vec::new();
     for qa in &question.aggregations {
+        // "the number of final tables" vs MAX(Final_Table_Made), ORDER BY Year_of_Work: a
+        // numeric column the SQL aggregates, orders or groups by.
+        let counted_column = qa.func == AggFunc::Count
+            && qa.column.as_deref().is_some_and(|c| {
+                let cw = name_words(c);
+                let numeric_uses = sql
+                    .aggregations
+                    .iter()
+                    .filter(|a| a.func != AggFunc::Count)
+                    .filter_map(|a| a.column.as_deref())
+                    .chain(sql.order_by.iter().map(|o| o.expr.as_str()))
+                    .chain(sql.group_by.iter().map(String::as_str));
+                numeric_uses.into_iter().any(|u| {
+                    let uw = name_words(u);
+                    cw.iter().any(|w| uw.iter().any(|x| words_match(w, x)))
+                })
+            });
+        let named = counted_column
+            || match &qa.func {
+                AggFunc::Count => column_named(&["number", "num", "count", "cnt"]),
+                AggFunc::Avg => column_named(&["average", "avg", "mean"]),
+                AggFunc::Sum => column_named(&["total", "sum"]),
+                AggFunc::Max => column_named(&["max", "maximum", "highest"]),
+                AggFunc::Min => column_named(&["min", "minimum", "lowest"]),
+                AggFunc::Other(_) => false,
+            };
+        if named {
+            continue;
+        }
         let ok = match &qa.func {
             AggFunc::Count => {
                 let present = has(&AggFunc::Count)

@@ -143,6 +143,9 @@ pub fn extract(
             &mut spec.filters,
         );
     }
+    if let Some(sql) = sql {
+        drop_schema_terms(sql, &mut spec.filters);
+    }
     if let Some(sql) = sql
         && asks_whether(&qu)
     {
@@ -163,6 +166,71 @@ pub fn extract(
     apply_mappings(profile, &mut spec);
     dedup_filters(&mut spec.filters);
     spec
+}
+
+/// A capitalised "entity" that names a table or column of the SQL ("TV Channel", "Package
+/// Option") is schema vocabulary, not a value.
+fn drop_schema_terms(sql: &SqlSpec, filters: &mut Vec<QuestionFilter>) {
+    if !filters
+        .iter()
+        .any(|f| f.lhs.is_none() && f.op == FilterOp::Eq)
+    {
+        return;
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut name_words_all: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        let k = name_key(name);
+        if !k.is_empty() {
+            keys.push(k);
+            name_words_all.extend(crate::stef::text::name_words(name));
+        }
+    };
+    for t in &sql.tables {
+        add(t);
+    }
+    for p in &sql.projections {
+        for c in &p.columns {
+            add(c);
+        }
+        if let Some(a) = &p.alias {
+            add(a);
+        }
+    }
+    for f in &sql.filters {
+        add(&f.lhs);
+    }
+    for g in &sql.group_by {
+        add(g);
+    }
+    for o in &sql.order_by {
+        add(&o.expr);
+    }
+    for a in &sql.aggregations {
+        if let Some(c) = &a.column {
+            add(c);
+        }
+    }
+    filters.retain(|f| {
+        if f.lhs.is_some() || f.op != FilterOp::Eq || f.value.contains(|c: char| c.is_ascii_digit())
+        {
+            return true;
+        }
+        let key = name_key(&f.value);
+        let singular_key = name_key(&singular(&f.value));
+        if keys.iter().any(|k| *k == key || *k == singular_key) {
+            return false;
+        }
+        // Every content word of the "entity" is a word of some schema name ("TV" of TV_series,
+        // "Package Option of TV Channel").
+        let words: Vec<String> = crate::stef::text::name_words(&f.value)
+            .into_iter()
+            .filter(|w| !is_in(&PHRASE_STOP, w))
+            .collect();
+        let schema =
+            !words.is_empty() && words.iter().all(|w| name_words_all.iter().any(|s| s == w));
+        !schema
+    });
 }
 
 /// Yes/no and "whether" questions: "Is …?", "Does …?", "… whether …", "… or not".
@@ -1134,21 +1202,27 @@ impl Hasher for Fnv1a {
 fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
     let n = doc.toks.len();
     let mut distinct = false;
+    let mut the_number: Option<(usize, u64)> = None;
     let mut i = 0usize;
     while i < n {
         let w = doc.w(i);
         if w.is_empty() {
-            // Numbers directly before a superlative: "3 tallest", "5 highest".
+            // Numbers directly before a superlative: "3 tallest", "5 highest", "3 most populated".
             if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
                 && (is_in(&MAX_WORDS, doc.w(i + 1))
                     || is_in(&MIN_WORDS, doc.w(i + 1))
                     || is_in(&ORDER_SUPERLATIVES, doc.w(i + 1)))
-                && doc.w(i + 1) != "most"
-                && doc.w(i + 1) != "least"
             {
                 spec.top_k = Some(k);
                 spec.explicit_order = true;
                 mark(used, i);
+            } else if i > 0
+                && doc.w(i - 1) == "the"
+                && let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
+                && doc.tok(i + 1).is_some_and(|t| t.kind == TokenKind::Word)
+            {
+                // "the 3 countries with the fewest people": k rows, if a superlative follows.
+                the_number = Some((i, k));
             }
             i += 1;
             continue;
@@ -1158,6 +1232,12 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                 let next = doc.w(i + 2);
                 if next == "times" || next == "percent" {
                     push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
+                } else if next == "total" {
+                    // "how many total tours": a sum of a count column, or a count.
+                    let col = column_after(doc, i + 3);
+                    push_agg(spec, AggFunc::Other(TOTAL.into()), col, false);
+                    i += 3;
+                    continue;
                 } else {
                     if next == "different" {
                         distinct = true;
@@ -1243,6 +1323,16 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     i += 2;
                     continue;
                 }
+                // "the first student to register", "the last transcript" (not "first name").
+                let ordinal = w != "top"
+                    && i > 0
+                    && doc.w(i - 1) == "the"
+                    && !doc.w(i + 1).is_empty()
+                    && !matches!(doc.w(i + 1), "name" | "names" | "and" | "or" | "of");
+                if ordinal {
+                    spec.explicit_order = true;
+                    spec.top_k.get_or_insert(1);
+                }
                 if w == "top" {
                     spec.explicit_order = true;
                     spec.top_k.get_or_insert(1);
@@ -1296,6 +1386,13 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             _ => {}
         }
         i += 1;
+    }
+    if let Some((at, k)) = the_number
+        && spec.top_k == Some(1)
+        && spec.explicit_order
+    {
+        spec.top_k = Some(k);
+        mark(used, at);
     }
     if distinct {
         for agg in &mut spec.aggregations {
@@ -1481,7 +1578,13 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
 }
 
 /// Comparison words before a number, as (words, op); longest match first.
-fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
+fn comparative_before(doc: &Doc<'_>, mut i: usize) -> Option<FilterOp> {
+    // "after the year 2008", "before year 2000".
+    for _ in 0..2 {
+        if i > 0 && matches!(doc.w(i - 1), "the" | "year" | "years" | "of") {
+            i -= 1;
+        }
+    }
     if i == 0 {
         return None;
     }
@@ -1501,13 +1604,16 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     let w2 = if i >= 2 { doc.w(i - 2) } else { "" };
     let w3 = if i >= 3 { doc.w(i - 3) } else { "" };
     match (w3, w2, w1) {
-        (_, "at", "least")
-        | (_, "no", "less")
-        | ("no", "less", "than")
-        | ("not", "less", "than") => Some(FilterOp::GtEq),
-        (_, "at", "most") | (_, "up", "to") | ("no", "more", "than") | ("not", "more", "than") => {
-            Some(FilterOp::LtEq)
+        (_, "at", "least") | (_, "no", "less") => Some(FilterOp::GtEq),
+        (_, "at", "most") | (_, "up", "to") => Some(FilterOp::LtEq),
+        // "not higher than 4", "no fewer than 3".
+        ("not" | "no", less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::GtEq),
+        ("not" | "no", more, "than") if !more.is_empty() => Some(FilterOp::LtEq),
+        // "do not have more than 3": the negation one word further back.
+        (_, less, "than") if is_in(&LESS_WORDS, less) && negation_at(doc, i, 4) => {
+            Some(FilterOp::GtEq)
         }
+        (_, more, "than") if !more.is_empty() && negation_at(doc, i, 4) => Some(FilterOp::LtEq),
         (_, less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::Lt),
         (_, more, "than") if !more.is_empty() => Some(FilterOp::Gt),
         (_, _, "over" | "above" | "exceeding" | "exceeds" | "exceed" | "after") => {
@@ -1518,6 +1624,10 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
         (_, _, "until" | "till" | "through") => Some(FilterOp::LtEq),
         _ => None,
     }
+}
+
+fn negation_at(doc: &Doc<'_>, i: usize, back: usize) -> bool {
+    i >= back && matches!(doc.w(i - back), "not" | "never" | "no")
 }
 
 static LESS_WORDS: Lexicon = LazyLock::new(|| {
@@ -1732,6 +1842,8 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
         }
     }
     // Pass 3: numbers, quoted values, entities.
+    // A capitalised label right before a quoted value names its dimension: City 'Aberdeen'.
+    let mut label_for_quote: Option<(usize, String)> = None;
     let mut i = 0usize;
     while i < n {
         let Some(t) = doc.tok(i) else { break };
@@ -1763,21 +1875,43 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                 i += 1;
             }
             TokenKind::Quoted => {
-                let (op, inner) = like_op(t.text);
+                let (mut op, inner) = like_op(t.text);
                 // Quoted text stays text ('09' is not 9), as sqlspec keeps string literals.
                 let value = crate::sqlspec::normalize_text_value(inner);
+                if negated_before(doc, i) {
+                    op = if op == FilterOp::Eq {
+                        FilterOp::NotEq
+                    } else {
+                        FilterOp::NotLike
+                    };
+                }
+                let lhs = match label_for_quote.take() {
+                    Some((at, label)) if at == i => Some(label),
+                    _ => None,
+                };
                 if !value.is_empty() {
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op,
-                        value,
-                    });
+                    filters.push(QuestionFilter { lhs, op, value });
                 }
                 mark(used, i);
                 i += 1;
             }
             TokenKind::Word => {
                 let end = entity_end(doc, i, used);
+                if end > i && doc.tok(end).is_some_and(|q| q.kind == TokenKind::Quoted) {
+                    let mut label = String::new();
+                    for k in i..end {
+                        if let Some(tk) = doc.tok(k) {
+                            if !label.is_empty() {
+                                label.push(' ');
+                            }
+                            label.push_str(&tk.text.to_lowercase());
+                        }
+                        mark(used, k);
+                    }
+                    label_for_quote = Some((end, label));
+                    i = end;
+                    continue;
+                }
                 if end > i {
                     let mut value = String::new();
                     for k in i..end {
@@ -1796,9 +1930,14 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                     }
                     let value = normalize_value(&value);
                     if value.chars().count() >= 2 {
+                        let op = if negated_before(doc, i) {
+                            FilterOp::NotEq
+                        } else {
+                            FilterOp::Eq
+                        };
                         filters.push(QuestionFilter {
                             lhs: None,
-                            op: FilterOp::Eq,
+                            op,
                             value,
                         });
                     }
@@ -1815,6 +1954,39 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
 
 fn is_year(v: &str) -> bool {
     v.len() == 4 && v.parse::<u32>().is_ok_and(|y| (1800..=2100).contains(&y))
+}
+
+/// Whether the value at token `i` is negated: "not 'Boril'", "is not X", "other than X",
+/// "except X", "excluding X", "without X", "isn't X" (quote punctuation is skipped).
+fn negated_before(doc: &Doc<'_>, i: usize) -> bool {
+    // Up to four words back, within the clause: "do not have the nationality 'USA'",
+    // "who are not from Russia", "other than 'Member'".
+    let mut j = i;
+    let mut words = 0;
+    while j > 0 && words < 4 {
+        j -= 1;
+        let Some(t) = doc.tok(j) else { return false };
+        match t.kind {
+            TokenKind::Punct if matches!(t.text, "`" | "'" | "\"" | "“" | "‘") => continue,
+            TokenKind::Word => {}
+            _ => return false,
+        }
+        let w = doc.w(j);
+        if matches!(w, "not" | "except" | "excluding" | "without" | "never") || w.ends_with("n't") {
+            return true;
+        }
+        if w == "than" && j > 0 && doc.w(j - 1) == "other" {
+            return true;
+        }
+        if matches!(
+            w,
+            "and" | "or" | "but" | "that" | "which" | "who" | "whose" | "where" | "with"
+        ) {
+            return false;
+        }
+        words += 1;
+    }
+    false
 }
 
 /// A bound of `between a and b`: a number/date or a quoted value.

@@ -25,8 +25,9 @@
 //!   answer just as much); a subquery filter that implements a required filter is simply matched.
 //!   An extra is benign when it equals a `benign_filters` entry (normalized `lhs op rhs`).
 //! 5. Status exactly as stef.md §2.4, with mismatched filters counting as not matched.
-//! 6. Binary matches: projections (every requested output shares a word with some projection,
-//!    `*` matches all; no outputs recognised → match), aggregations (every requested function is
+//! 6. Binary matches: projections (every requested output shares a word with some projection and
+//!    every projection answers an output, a requested grouping dimension, a requested aggregation,
+//!    or is a constant; `*` matches all; no outputs recognised → match), aggregations (every requested function is
 //!    present — COUNT also as a conditional SUM, AVG also as SUM with COUNT or a division, MAX/MIN
 //!    also as ORDER BY DESC/ASC, DISTINCT counts need a DISTINCT or a grouping; computed
 //!    percentages/ratios accept anything), grouping (every requested dimension grouped, and every
@@ -159,8 +160,10 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
     out.filter_status = Some(status);
     out.required_filters = n_required;
 
-    out.unmatched_outputs = unmatched_outputs(question, sql, rules);
-    out.projections_match = out.unmatched_outputs.is_empty();
+    let (unmatched, extra) = projection_alignment(question, sql, rules);
+    out.unmatched_outputs = unmatched;
+    out.extra_projections = extra;
+    out.projections_match = out.unmatched_outputs.is_empty() && out.extra_projections.is_empty();
     out.missing_aggregations = missing_aggregations(question, sql);
     out.aggregations_match = out.missing_aggregations.is_empty();
     let (missing_groups, unexplained_groups) = grouping(question, sql, &norm, rules);
@@ -295,7 +298,21 @@ fn values_equal(a: &str, b: &str) -> bool {
         // Numbers compare by value: '09' (a month as text) = 9.
         return x == y;
     }
-    a.len() > 3 && b.len() > 3 && a.chars().any(char::is_alphabetic) && singular(a) == singular(b)
+    if a.len() > 3
+        && b.len() > 3
+        && a.chars().any(char::is_alphabetic)
+        && singular(a) == singular(b)
+    {
+        return true;
+    }
+    // Demonyms and adjectives of single-word names: asian/asia, chinese/china, german/germany.
+    let single = |s: &str| s.chars().all(char::is_alphabetic);
+    if single(a) && single(b) {
+        let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let shorter = a.chars().count().min(b.chars().count());
+        return common >= 4 && common * 4 >= shorter * 3;
+    }
+    false
 }
 
 fn is_year(v: &str) -> bool {
@@ -313,48 +330,118 @@ fn is_benign(f: &Filter, key: &str, rules: &CompiledRules) -> bool {
     })
 }
 
-fn unmatched_outputs(question: &QuestionSpec, sql: &SqlSpec, rules: &CompiledRules) -> Vec<String> {
+/// (requested outputs no projection answers, projections nothing asked for). Only checked when
+/// outputs were recognised; `SELECT *` answers everything and explains itself.
+fn projection_alignment(
+    question: &QuestionSpec,
+    sql: &SqlSpec,
+    rules: &CompiledRules,
+) -> (Vec<String>, Vec<String>) {
     if question.outputs.is_empty()
         || sql
             .projections
             .iter()
             .any(|p| p.expr.ends_with('*') && p.aggregate.is_none())
     {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let mut proj_words: Vec<String> = Vec::new();
-    for p in &sql.projections {
-        proj_words.extend(name_words(&p.expr));
+    let words_of = |p: &crate::sqlspec::Projection| -> Vec<String> {
+        let mut words = name_words(&p.expr);
         if let Some(a) = &p.alias {
-            proj_words.extend(name_words(a));
+            words.extend(name_words(a));
         }
         for c in &p.columns {
-            proj_words.extend(name_words(c));
-            proj_words.extend(name_words(&rules.dimension_key(c)));
+            words.extend(name_words(c));
+            words.extend(name_words(&rules.dimension_key(c)));
         }
-    }
-    question
+        words
+    };
+    let proj_words: Vec<Vec<String>> = sql.projections.iter().map(words_of).collect();
+    let output_words: Vec<(String, Vec<String>)> = question
         .outputs
         .iter()
-        .filter(|o| {
-            let mapped = rules.dimension_key(o);
-            let words = name_words(o);
-            let hit = words
-                .iter()
-                .any(|w| proj_words.iter().any(|p| words_match(w, p)))
-                || proj_words.contains(&mapped);
-            !hit
+        .map(|o| (rules.dimension_key(o), name_words(o)))
+        .collect();
+    let answers = |pw: &[String], (mapped, ow): &(String, Vec<String>)| {
+        ow.iter().any(|w| pw.iter().any(|p| words_match(w, p))) || pw.contains(mapped)
+    };
+    let unmatched = question
+        .outputs
+        .iter()
+        .zip(&output_words)
+        .filter(|(_, o)| !proj_words.iter().any(|pw| answers(pw, o)))
+        .map(|(o, _)| o.clone())
+        .collect();
+    let group_words: Vec<Vec<String>> = question.group_by.iter().map(|g| name_words(g)).collect();
+    let extra = sql
+        .projections
+        .iter()
+        .zip(&proj_words)
+        .filter(|(p, pw)| {
+            let explained = output_words.iter().any(|o| answers(pw, o))
+                // An aggregate when the question asks for one (or a computation).
+                || (p.is_aggregate() && !question.aggregations.is_empty())
+                // A grouping dimension shown next to its aggregate.
+                || group_words
+                    .iter()
+                    .any(|g| g.iter().all(|w| pw.iter().any(|p| words_match(w, p))))
+                // Constants and CASE labels (`'yes'`) carry no column.
+                || p.columns.is_empty();
+            !explained
         })
-        .cloned()
-        .collect()
+        .map(|(p, _)| p.expr.clone())
+        .collect();
+    (unmatched, extra)
 }
 
 fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
     let has = |func: &AggFunc| sql.aggregations.iter().any(|a| &a.func == func);
     let ordered = |dir: SortDir| sql.order_by.iter().any(|o| o.dir == dir);
     let division = sql.projections.iter().any(|p| p.expr.contains('/'));
+    // Spider-style schemas name columns after aggregates ("Average", "Number_products",
+    // "num_of_staff"): a column carrying the aggregate's word is what the question refers to.
+    let column_named = |words: &[&str]| {
+        let cols = sql
+            .projections
+            .iter()
+            .flat_map(|p| p.columns.iter())
+            .chain(sql.filters.iter().map(|f| &f.lhs))
+            .chain(sql.order_by.iter().map(|o| &o.expr))
+            .chain(sql.aggregations.iter().filter_map(|a| a.column.as_ref()));
+        cols.into_iter()
+            .any(|c| name_words(c).iter().any(|w| words.contains(&w.as_str())))
+    };
     let mut missing = Vec::new();
     for qa in &question.aggregations {
+        // "the number of final tables" vs MAX(Final_Table_Made), ORDER BY Year_of_Work: a
+        // numeric column the SQL aggregates, orders or groups by.
+        let counted_column = qa.func == AggFunc::Count
+            && qa.column.as_deref().is_some_and(|c| {
+                let cw = name_words(c);
+                let numeric_uses = sql
+                    .aggregations
+                    .iter()
+                    .filter(|a| a.func != AggFunc::Count)
+                    .filter_map(|a| a.column.as_deref())
+                    .chain(sql.order_by.iter().map(|o| o.expr.as_str()))
+                    .chain(sql.group_by.iter().map(String::as_str));
+                numeric_uses.into_iter().any(|u| {
+                    let uw = name_words(u);
+                    cw.iter().any(|w| uw.iter().any(|x| words_match(w, x)))
+                })
+            });
+        let named = counted_column
+            || match &qa.func {
+                AggFunc::Count => column_named(&["number", "num", "count", "cnt"]),
+                AggFunc::Avg => column_named(&["average", "avg", "mean"]),
+                AggFunc::Sum => column_named(&["total", "sum"]),
+                AggFunc::Max => column_named(&["max", "maximum", "highest"]),
+                AggFunc::Min => column_named(&["min", "minimum", "lowest"]),
+                AggFunc::Other(_) => false,
+            };
+        if named {
+            continue;
+        }
         let ok = match &qa.func {
             AggFunc::Count => {
                 let present = has(&AggFunc::Count)

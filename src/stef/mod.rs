@@ -261,6 +261,9 @@ pub struct Alignment {
     /// Requested outputs no projection answers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unmatched_outputs: Vec<String>,
+    /// Projections that answer nothing the question asked for (returned in addition).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_projections: Vec<String>,
     /// Requested aggregations the SQL does not compute (`count distinct(hero)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_aggregations: Vec<String>,

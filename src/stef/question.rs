@@ -5,29 +5,52 @@
 //! - **Structure** (aggregations, grouping, ordering, top-k, outputs) comes from the user's
 //!   question Qu: it is the intent being graded.
 //! - **Required filters** come from the enriched question Qe when present (it is the agent's
-//!   explicit reading, and carries hints such as BIRD's `label = '-'`), else from Qu.
+//!   explicit reading, and carries hints such as BIRD's `label = '-'`), else from Qu. Qe is read
+//!   clause by clause (`;`, newlines, sentence ends, and commas between chained definitions):
+//!   - a *definition* (`<subject> refers to | means | stands for | indicates | … <definition>`,
+//!     either order, or `<multi-word subject> = <formula>`) contributes its definition side only
+//!     when its subject is made of Qu's words (≥ ⅔ of the content words; `carcinogenic` does not
+//!     match `non-carcinogenic`). Glossary entries about terms Qu does not use are ignored. A
+//!     value-only filter for a term a kept definition explains is dropped (the definition's
+//!     constraint stands for it), and aggregations/superlatives/top-k that Qu states with that
+//!     term are replaced by the definition's functions (a formula with several functions or a
+//!     division is one computation, `Other("computed")`);
+//!   - a *declaration* `<value> is a|an|the <description>` ("'Vice President' is a position of
+//!     Student Club") contributes only the value, and only when Qu mentions it;
+//!   - any other clause contributes everything it states.
 //! - **SQL literals found in the question text**: a literal of one of the SQL's filters that
-//!   appears (as a phrase, or a number token) in Qu or Qe is a required filter with that SQL
-//!   filter's left-hand side. This gives dimensions to values the question states in prose.
+//!   appears (as a phrase, or a number token) in Qu or in the required part of Qe is a required
+//!   filter with that SQL filter's left-hand side. This gives dimensions to values the question
+//!   states in prose.
+//! - **Yes/no and "whether" questions** ("Is molecule TR151 carcinogenic?"): a filter on a
+//!   column the SQL returns, with a value Qu does not state, is answered by returning the column
+//!   and is not required.
 //!
 //! Lexicon:
-//! - total/sum → SUM (`total number of` → COUNT), average/mean/avg → AVG, how many/number of/
-//!   count → COUNT, distinct/unique (and `how many different`) → DISTINCT on the COUNT;
-//!   highest/maximum/most/largest/… → MAX, lowest/minimum/least/fewest/… → MIN (both also set
-//!   `explicit_order` and `top_k = 1` unless a number is given); percentage/ratio/proportion/
-//!   difference/`how many times` → a computed aggregation (`Other("computed")`).
-//! - Ordering: top N, first/last N, N highest…, ranked/sorted/ordered, ascending/descending,
-//!   alphabetical, youngest/oldest/earliest/latest/newest/best/worst.
+//! - total/sum → SUM (`total number of` → COUNT; `total <plural noun>` → SUM or COUNT,
+//!   `Other("total")`), average/mean/avg → AVG, how many/number of/count → COUNT (not `phone
+//!   number of`), distinct/unique (and `how many different`; also a DISTINCT instruction in Qe)
+//!   → DISTINCT on the COUNT; highest/maximum/most/largest/… → MAX, lowest/minimum/least/fewest/…
+//!   → MIN (both also set `explicit_order` and `top_k = 1` unless a number is given);
+//!   percentage/ratio/proportion/difference/`how many times` → a computed aggregation
+//!   (`Other("computed")`).
+//! - Ordering: top N, first/last N, N highest…, `list (at least) N`, ranked/sorted/ordered,
+//!   ascending/descending, alphabetical, youngest/oldest/earliest/latest/newest/best/worst, and
+//!   `the <word>est` (direction unknown: ordering only).
 //! - Grouping: `per X`, `for/in/of each|every X`, `grouped/broken down/split by X`, and `by X`
 //!   unless `by` follows a participle (`published by`, `sorted by`) or X is a proper noun.
 //! - Filters: explicit `lhs op value` (depth 0 only — comparisons inside function calls such as
-//!   `AVG(element = 'o')` are conditional aggregations, not filters), `between a and b`,
-//!   comparatives before numbers (more than/over/at least/under/…, and `>`-style symbols), years,
-//!   dates, other numbers, quoted values, and capitalised entities (runs of capitalised words that
-//!   are not sentence-initial stop words, identifiers, SQL keywords, months or weekdays).
+//!   `AVG(element = 'o')` are conditional aggregations, not filters; `a = other_column` is a join),
+//!   `[lhs] between a and b`, `from a to b`, comparatives before numbers (more than/over/at
+//!   least/under/…, and `>`-style symbols), years, dates, quoted values, and capitalised entities
+//!   (runs of capitalised words that are not sentence-initial stop words, identifiers, table
+//!   qualifiers, SQL keywords, months or weekdays). A bare number that is not compared and not a
+//!   year ("atom 2", "3 powers") is not required on its own: the SQL-literal rule picks it up when
+//!   the SQL uses it.
 //!
-//! Values are normalized like sqlspec literals ([`normalize_value`]); column mappings of the
-//! profile are applied to every dimension (NL term → physical column).
+//! Values are normalized like sqlspec literals ([`normalize_value`]; quoted text stays text:
+//! `'09'` is not `9`); column mappings of the profile are applied to every dimension (NL term →
+//! physical column).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -120,6 +143,9 @@ pub fn extract(
             &mut spec.filters,
         );
     }
+    if let Some(sql) = sql {
+        drop_schema_terms(sql, &mut spec.filters);
+    }
     if let Some(sql) = sql
         && asks_whether(&qu)
     {
@@ -140,6 +166,71 @@ pub fn extract(
     apply_mappings(profile, &mut spec);
     dedup_filters(&mut spec.filters);
     spec
+}
+
+/// A capitalised "entity" that names a table or column of the SQL ("TV Channel", "Package
+/// Option") is schema vocabulary, not a value.
+fn drop_schema_terms(sql: &SqlSpec, filters: &mut Vec<QuestionFilter>) {
+    if !filters
+        .iter()
+        .any(|f| f.lhs.is_none() && f.op == FilterOp::Eq)
+    {
+        return;
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut name_words_all: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        let k = name_key(name);
+        if !k.is_empty() {
+            keys.push(k);
+            name_words_all.extend(crate::stef::text::name_words(name));
+        }
+    };
+    for t in &sql.tables {
+        add(t);
+    }
+    for p in &sql.projections {
+        for c in &p.columns {
+            add(c);
+        }
+        if let Some(a) = &p.alias {
+            add(a);
+        }
+    }
+    for f in &sql.filters {
+        add(&f.lhs);
+    }
+    for g in &sql.group_by {
+        add(g);
+    }
+    for o in &sql.order_by {
+        add(&o.expr);
+    }
+    for a in &sql.aggregations {
+        if let Some(c) = &a.column {
+            add(c);
+        }
+    }
+    filters.retain(|f| {
+        if f.lhs.is_some() || f.op != FilterOp::Eq || f.value.contains(|c: char| c.is_ascii_digit())
+        {
+            return true;
+        }
+        let key = name_key(&f.value);
+        let singular_key = name_key(&singular(&f.value));
+        if keys.iter().any(|k| *k == key || *k == singular_key) {
+            return false;
+        }
+        // Every content word of the "entity" is a word of some schema name ("TV" of TV_series,
+        // "Package Option of TV Channel").
+        let words: Vec<String> = crate::stef::text::name_words(&f.value)
+            .into_iter()
+            .filter(|w| !is_in(&PHRASE_STOP, w))
+            .collect();
+        let schema =
+            !words.is_empty() && words.iter().all(|w| name_words_all.iter().any(|s| s == w));
+        !schema
+    });
 }
 
 /// Yes/no and "whether" questions: "Is …?", "Does …?", "… whether …", "… or not".
@@ -170,7 +261,17 @@ pub(crate) fn required_text(
     let mut out = String::with_capacity(enriched.len());
     for clause in split_clauses(enriched) {
         let piece = match definition_parts(clause) {
-            None => declared_value(clause).unwrap_or(clause),
+            None => match declared_value(clause) {
+                // A declaration about a value Qu does not mention is glossary, too.
+                Some(value) => {
+                    let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
+                    if !subject_matches(value, qu_words) {
+                        continue;
+                    }
+                    value
+                }
+                None => clause,
+            },
             Some((subject, definition)) => {
                 let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
                 if !subject_matches(subject, qu_words) {
@@ -1101,21 +1202,27 @@ impl Hasher for Fnv1a {
 fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
     let n = doc.toks.len();
     let mut distinct = false;
+    let mut the_number: Option<(usize, u64)> = None;
     let mut i = 0usize;
     while i < n {
         let w = doc.w(i);
         if w.is_empty() {
-            // Numbers directly before a superlative: "3 tallest", "5 highest".
+            // Numbers directly before a superlative: "3 tallest", "5 highest", "3 most populated".
             if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
                 && (is_in(&MAX_WORDS, doc.w(i + 1))
                     || is_in(&MIN_WORDS, doc.w(i + 1))
                     || is_in(&ORDER_SUPERLATIVES, doc.w(i + 1)))
-                && doc.w(i + 1) != "most"
-                && doc.w(i + 1) != "least"
             {
                 spec.top_k = Some(k);
                 spec.explicit_order = true;
                 mark(used, i);
+            } else if i > 0
+                && doc.w(i - 1) == "the"
+                && let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
+                && doc.tok(i + 1).is_some_and(|t| t.kind == TokenKind::Word)
+            {
+                // "the 3 countries with the fewest people": k rows, if a superlative follows.
+                the_number = Some((i, k));
             }
             i += 1;
             continue;
@@ -1125,6 +1232,12 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                 let next = doc.w(i + 2);
                 if next == "times" || next == "percent" {
                     push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
+                } else if next == "total" {
+                    // "how many total tours": a sum of a count column, or a count.
+                    let col = column_after(doc, i + 3);
+                    push_agg(spec, AggFunc::Other(TOTAL.into()), col, false);
+                    i += 3;
+                    continue;
                 } else {
                     if next == "different" {
                         distinct = true;
@@ -1210,6 +1323,16 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     i += 2;
                     continue;
                 }
+                // "the first student to register", "the last transcript" (not "first name").
+                let ordinal = w != "top"
+                    && i > 0
+                    && doc.w(i - 1) == "the"
+                    && !doc.w(i + 1).is_empty()
+                    && !matches!(doc.w(i + 1), "name" | "names" | "and" | "or" | "of");
+                if ordinal {
+                    spec.explicit_order = true;
+                    spec.top_k.get_or_insert(1);
+                }
                 if w == "top" {
                     spec.explicit_order = true;
                     spec.top_k.get_or_insert(1);
@@ -1263,6 +1386,13 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             _ => {}
         }
         i += 1;
+    }
+    if let Some((at, k)) = the_number
+        && spec.top_k == Some(1)
+        && spec.explicit_order
+    {
+        spec.top_k = Some(k);
+        mark(used, at);
     }
     if distinct {
         for agg in &mut spec.aggregations {
@@ -1448,7 +1578,13 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
 }
 
 /// Comparison words before a number, as (words, op); longest match first.
-fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
+fn comparative_before(doc: &Doc<'_>, mut i: usize) -> Option<FilterOp> {
+    // "after the year 2008", "before year 2000".
+    for _ in 0..2 {
+        if i > 0 && matches!(doc.w(i - 1), "the" | "year" | "years" | "of") {
+            i -= 1;
+        }
+    }
     if i == 0 {
         return None;
     }
@@ -1468,13 +1604,16 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     let w2 = if i >= 2 { doc.w(i - 2) } else { "" };
     let w3 = if i >= 3 { doc.w(i - 3) } else { "" };
     match (w3, w2, w1) {
-        (_, "at", "least")
-        | (_, "no", "less")
-        | ("no", "less", "than")
-        | ("not", "less", "than") => Some(FilterOp::GtEq),
-        (_, "at", "most") | (_, "up", "to") | ("no", "more", "than") | ("not", "more", "than") => {
-            Some(FilterOp::LtEq)
+        (_, "at", "least") | (_, "no", "less") => Some(FilterOp::GtEq),
+        (_, "at", "most") | (_, "up", "to") => Some(FilterOp::LtEq),
+        // "not higher than 4", "no fewer than 3".
+        ("not" | "no", less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::GtEq),
+        ("not" | "no", more, "than") if !more.is_empty() => Some(FilterOp::LtEq),
+        // "do not have more than 3": the negation one word further back.
+        (_, less, "than") if is_in(&LESS_WORDS, less) && negation_at(doc, i, 4) => {
+            Some(FilterOp::GtEq)
         }
+        (_, more, "than") if !more.is_empty() && negation_at(doc, i, 4) => Some(FilterOp::LtEq),
         (_, less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::Lt),
         (_, more, "than") if !more.is_empty() => Some(FilterOp::Gt),
         (_, _, "over" | "above" | "exceeding" | "exceeds" | "exceed" | "after") => {
@@ -1485,6 +1624,10 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
         (_, _, "until" | "till" | "through") => Some(FilterOp::LtEq),
         _ => None,
     }
+}
+
+fn negation_at(doc: &Doc<'_>, i: usize, back: usize) -> bool {
+    i >= back && matches!(doc.w(i - back), "not" | "never" | "no")
 }
 
 static LESS_WORDS: Lexicon = LazyLock::new(|| {
@@ -1699,6 +1842,8 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
         }
     }
     // Pass 3: numbers, quoted values, entities.
+    // A capitalised label right before a quoted value names its dimension: City 'Aberdeen'.
+    let mut label_for_quote: Option<(usize, String)> = None;
     let mut i = 0usize;
     while i < n {
         let Some(t) = doc.tok(i) else { break };
@@ -1730,21 +1875,43 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                 i += 1;
             }
             TokenKind::Quoted => {
-                let (op, inner) = like_op(t.text);
+                let (mut op, inner) = like_op(t.text);
                 // Quoted text stays text ('09' is not 9), as sqlspec keeps string literals.
                 let value = crate::sqlspec::normalize_text_value(inner);
+                if negated_before(doc, i) {
+                    op = if op == FilterOp::Eq {
+                        FilterOp::NotEq
+                    } else {
+                        FilterOp::NotLike
+                    };
+                }
+                let lhs = match label_for_quote.take() {
+                    Some((at, label)) if at == i => Some(label),
+                    _ => None,
+                };
                 if !value.is_empty() {
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op,
-                        value,
-                    });
+                    filters.push(QuestionFilter { lhs, op, value });
                 }
                 mark(used, i);
                 i += 1;
             }
             TokenKind::Word => {
                 let end = entity_end(doc, i, used);
+                if end > i && doc.tok(end).is_some_and(|q| q.kind == TokenKind::Quoted) {
+                    let mut label = String::new();
+                    for k in i..end {
+                        if let Some(tk) = doc.tok(k) {
+                            if !label.is_empty() {
+                                label.push(' ');
+                            }
+                            label.push_str(&tk.text.to_lowercase());
+                        }
+                        mark(used, k);
+                    }
+                    label_for_quote = Some((end, label));
+                    i = end;
+                    continue;
+                }
                 if end > i {
                     let mut value = String::new();
                     for k in i..end {
@@ -1763,9 +1930,14 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                     }
                     let value = normalize_value(&value);
                     if value.chars().count() >= 2 {
+                        let op = if negated_before(doc, i) {
+                            FilterOp::NotEq
+                        } else {
+                            FilterOp::Eq
+                        };
                         filters.push(QuestionFilter {
                             lhs: None,
-                            op: FilterOp::Eq,
+                            op,
                             value,
                         });
                     }
@@ -1782,6 +1954,39 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
 
 fn is_year(v: &str) -> bool {
     v.len() == 4 && v.parse::<u32>().is_ok_and(|y| (1800..=2100).contains(&y))
+}
+
+/// Whether the value at token `i` is negated: "not 'Boril'", "is not X", "other than X",
+/// "except X", "excluding X", "without X", "isn't X" (quote punctuation is skipped).
+fn negated_before(doc: &Doc<'_>, i: usize) -> bool {
+    // Up to four words back, within the clause: "do not have the nationality 'USA'",
+    // "who are not from Russia", "other than 'Member'".
+    let mut j = i;
+    let mut words = 0;
+    while j > 0 && words < 4 {
+        j -= 1;
+        let Some(t) = doc.tok(j) else { return false };
+        match t.kind {
+            TokenKind::Punct if matches!(t.text, "`" | "'" | "\"" | "“" | "‘") => continue,
+            TokenKind::Word => {}
+            _ => return false,
+        }
+        let w = doc.w(j);
+        if matches!(w, "not" | "except" | "excluding" | "without" | "never") || w.ends_with("n't") {
+            return true;
+        }
+        if w == "than" && j > 0 && doc.w(j - 1) == "other" {
+            return true;
+        }
+        if matches!(
+            w,
+            "and" | "or" | "but" | "that" | "which" | "who" | "whose" | "where" | "with"
+        ) {
+            return false;
+        }
+        words += 1;
+    }
+    false
 }
 
 /// A bound of `between a and b`: a number/date or a quoted value.
@@ -2244,5 +2449,118 @@ mod tests {
         );
         assert_eq!(s.group_by, vec!["regionname"]);
         assert_eq!(s.filters[0].lhs.as_deref(), Some("regionname"));
+    }
+
+    fn with_qe(q: &str, e: &str) -> QuestionSpec {
+        extract(q, Some(&format!("{q} {e}")), None, &RuleProfile::default())
+    }
+
+    #[test]
+    fn definitions_count_only_when_their_subject_is_in_the_question() {
+        // Glossary entries about terms the question does not use are not requirements.
+        let s = with_qe(
+            "What is the bond type of TR007_4_19?",
+            "double bond refers to bond_type = ' = '; single bond refers to bond_type = '-'; \
+             label = '+' mean molecules are carcinogenic",
+        );
+        assert!(s.filters.is_empty(), "{:?}", s.filters);
+        // A definition whose subject is in Qu is; both orders; `! =` with a space.
+        let s = with_qe(
+            "In how many carcinogenic molecules is there no bromine?",
+            "no bromine refers to element ! = 'br'; label = '+' mean molecules are carcinogenic",
+        );
+        assert_eq!(
+            values(&s),
+            vec![
+                (Some("element"), FilterOp::NotEq, "br"),
+                (Some("label"), FilterOp::Eq, "+")
+            ]
+        );
+        // `non-carcinogenic` does not match the subject `carcinogenic`.
+        let s = with_qe(
+            "How many non-carcinogenic molecules are there?",
+            "label = '+' mean molecules are carcinogenic; label = '-' means molecules are non-carcinogenic",
+        );
+        assert_eq!(values(&s), vec![(Some("label"), FilterOp::Eq, "-")]);
+        // Chained definitions separated by commas.
+        let s = with_qe(
+            "Which atoms are Oxygen?",
+            "element = 'cl' means Chlorine, element = 'o' means Oxygen, element = 's' means Sulfur",
+        );
+        assert_eq!(values(&s), vec![(Some("element"), FilterOp::Eq, "o")]);
+    }
+
+    #[test]
+    fn definitions_replace_the_structure_they_explain() {
+        // "fastest" is defined as a value, not an ordering.
+        let s = with_qe(
+            "Count the fastest superheroes.",
+            "fastest refers to attribute_value = 100 WHERE attribute_name = 'Speed';",
+        );
+        assert!(
+            !s.aggregations.iter().any(|a| a.func == AggFunc::Max),
+            "{s:?}"
+        );
+        assert_eq!(s.top_k, None);
+        // "total number of … refers to SUM(amount)": SUM, not COUNT.
+        let s = with_qe(
+            "Provide the total number of the budget amount for the event.",
+            "total number of budget amount refers to SUM(amount)",
+        );
+        let funcs: Vec<_> = s.aggregations.iter().map(|a| a.func.clone()).collect();
+        assert_eq!(funcs, vec![AggFunc::Sum]);
+    }
+
+    #[test]
+    fn declarations_ranges_and_yes_no_questions() {
+        let s = with_qe(
+            "How many students attended the event Women's Soccer?",
+            "Women's Soccer is an event name; 'President' is a position of Student Club",
+        );
+        assert_eq!(values(&s), vec![(None, FilterOp::Eq, "women's soccer")]);
+        let s = spec(
+            "How many molecules from TR000 to TR030 have molecule_id between 'TR010' and 'TR020'?",
+        );
+        assert_eq!(
+            values(&s),
+            vec![
+                (None, FilterOp::GtEq, "tr000"),
+                (None, FilterOp::LtEq, "tr030"),
+                (Some("molecule_id"), FilterOp::GtEq, "tr010"),
+                (Some("molecule_id"), FilterOp::LtEq, "tr020"),
+            ]
+        );
+        // A bare number is not a requirement; a compared one is.
+        assert!(spec("What are the bonds of atom 2?").filters.is_empty());
+        // Yes/no: a filter on the returned column is the answer, not a requirement.
+        use crate::sqlspec::{Clause, Filter, Projection};
+        let sql = SqlSpec {
+            projections: vec![Projection {
+                expr: "label".into(),
+                alias: None,
+                aggregate: None,
+                columns: vec!["label".into()],
+            }],
+            filters: vec![Filter {
+                lhs: "molecule_id".into(),
+                op: FilterOp::Eq,
+                rhs: FilterValue::Text("tr151".into()),
+                clause: Clause::Where,
+                in_disjunction: false,
+                depth: 0,
+            }],
+            ..SqlSpec::default()
+        };
+        let q = "Is molecule TR151 carcinogenic?";
+        let s = extract(
+            q,
+            Some(&format!("{q} label = '+' mean molecules are carcinogenic")),
+            Some(&sql),
+            &RuleProfile::default(),
+        );
+        assert_eq!(
+            values(&s),
+            vec![(Some("molecule_id"), FilterOp::Eq, "tr151")]
+        );
     }
 }

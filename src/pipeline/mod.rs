@@ -12,7 +12,10 @@
 //! Shutdown: when the shutdown signal fires (or the source ends) the source is stopped, each
 //! stage finishes what it holds and closes its output channel, the batcher writes the last batch,
 //! the sink is flushed and [`Source::finish`] commits. A panic while scoring one event is caught
-//! and turns that event into a dead letter, so one poison message cannot stop the daemon.
+//! and turns that event into a dead letter, so one poison message cannot stop the daemon. A sink
+//! failure ends the run with [`PipelineError::Sink`]: every stage stops (a source idling at EOF
+//! included) and nothing after the last successful write is acknowledged, so sources that track
+//! offsets redeliver it.
 
 pub mod ack;
 pub mod build;

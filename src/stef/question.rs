@@ -59,8 +59,8 @@ use std::sync::LazyLock;
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, SqlSpec};
 
 use super::text::{
-    Token, TokenKind, canonical_number, contains_phrase, lower_collapsed, name_key,
-    normalize_value, singular, tokenize,
+    MAX_TEXT_BYTES, Token, TokenKind, canonical_number, clip, contains_phrase, lower_collapsed,
+    name_key, normalize_value, singular, tokenize,
 };
 use super::{QuestionAggregation, QuestionFilter, QuestionSpec, RuleProfile};
 
@@ -79,6 +79,8 @@ pub fn extract(
     sql: Option<&SqlSpec>,
     profile: &RuleProfile,
 ) -> QuestionSpec {
+    let question = clip(question, MAX_TEXT_BYTES);
+    let enriched = enriched.map(|e| clip(e, MAX_TEXT_BYTES));
     let qu_tokens = tokenize(question);
     let qu_lower = question.to_ascii_lowercase();
     let qu = Doc {
@@ -611,6 +613,7 @@ const SUBJECT_STOP_LIST: &[&str] = &["type", "types", "value", "values", "name",
 /// The constraints one text states on its own (no SQL, no mappings): used by enrichment
 /// validation to compare Qu with Qe.
 pub fn text_constraints(text: &str) -> QuestionSpec {
+    let text = clip(text, MAX_TEXT_BYTES);
     let toks = tokenize(text);
     let lower = text.to_ascii_lowercase();
     let doc = Doc {
@@ -2125,7 +2128,8 @@ fn sql_literal_filters(
 ) {
     let mut qu_lower: Option<String> = None;
     let mut qe_lower: Option<String> = None;
-    for f in &sql.filters {
+    // Bounded: a pathological SQL with thousands of predicates is not searched exhaustively.
+    for f in sql.filters.iter().take(256) {
         let values: &[FilterValue] = match &f.rhs {
             FilterValue::List(items) => items,
             other => std::slice::from_ref(other),
@@ -2242,9 +2246,13 @@ fn apply_mappings(profile: &RuleProfile, spec: &mut QuestionSpec) {
     }
 }
 
+/// At most this many required filters are kept per question (dedup is quadratic).
+const MAX_FILTERS: usize = 64;
+
 /// Remove duplicates and value-only filters subsumed by a filter with a dimension (same value,
 /// or the value is part of the other's value: entity `marvel` vs `publisher = 'marvel comics'`).
 fn dedup_filters(filters: &mut Vec<QuestionFilter>) {
+    filters.truncate(MAX_FILTERS * 2);
     let mut keep = vec![true; filters.len()];
     for i in 0..filters.len() {
         for j in 0..filters.len() {
@@ -2270,10 +2278,11 @@ fn dedup_filters(filters: &mut Vec<QuestionFilter>) {
     }
     let mut k = 0;
     filters.retain(|_| {
-        let r = keep[k];
+        let r = keep.get(k).copied().unwrap_or(false);
         k += 1;
         r
     });
+    filters.truncate(MAX_FILTERS);
 }
 
 #[cfg(test)]
@@ -2572,5 +2581,41 @@ mod tests {
             values(&s),
             vec![(Some("molecule_id"), FilterOp::Eq, "tr151")]
         );
+    }
+
+    /// Hostile text never panics: every prefix of awkward inputs, unbalanced quotes and
+    /// parentheses, non-ASCII, control characters.
+    #[test]
+    fn hostile_text_never_panics() {
+        let samples = [
+            "What's the 'total\" spend (in (China)) per year?? `` Little Lever '' ! = 'x",
+            "Ünïcödé Ärger über „Zitate“ — ‘quoted’ 名前 = '東京' AND x >= 1,000.5%",
+            "\u{0}\u{1b}[31m DROP TABLE; -- refers to refers to = = = '' \"\" ()()(((",
+            "9999999999999999999999999999 top 18446744073709551616 between 'a' and",
+            "first 3-D 2012/13/45 2012-1- .5. ... from TR to ; ; ; is a is the",
+        ];
+        let profile = RuleProfile::default();
+        for sample in samples {
+            for (end, _) in sample
+                .char_indices()
+                .chain(std::iter::once((sample.len(), ' ')))
+            {
+                let prefix = &sample[..end];
+                let _ = extract(prefix, Some(sample), None, &profile);
+                let _ = extract(sample, Some(prefix), None, &profile);
+                let _ = text_constraints(prefix);
+                let _ = crate::stef::enrichment::validate(sample, Some(prefix), &profile);
+            }
+        }
+        let long = "Which hero from 'Marvel' has the highest power? ".repeat(2000);
+        let s = extract(&long, Some(&long), None, &profile);
+        assert!(!s.filters.is_empty());
+        // Megabytes of distinct quoted values: clipped and capped, not quadratic.
+        let huge: String = (0..400_000).map(|i| format!("'v{i}' ")).collect();
+        assert!(huge.len() > 3_000_000);
+        let s = extract(&huge, Some(&huge), None, &profile);
+        assert!(!s.filters.is_empty() && s.filters.len() <= MAX_FILTERS);
+        let e = crate::stef::enrichment::validate(&huge, Some(&huge[1..]), &profile);
+        assert!(e.added.len() <= 2 * MAX_FILTERS);
     }
 }

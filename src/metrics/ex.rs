@@ -65,7 +65,9 @@ pub fn bird_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>]) -> bool {
     g == p
 }
 
-fn multiset<'a>(rows: impl Iterator<Item = &'a Vec<ValueKey>>) -> HashMap<&'a Vec<ValueKey>, usize> {
+fn multiset<'a>(
+    rows: impl Iterator<Item = &'a Vec<ValueKey>>,
+) -> HashMap<&'a Vec<ValueKey>, usize> {
     let mut m = HashMap::new();
     for r in rows {
         *m.entry(r).or_insert(0) += 1;
@@ -118,7 +120,10 @@ pub fn spider_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>], order_matter
         .iter()
         .map(|set| {
             (0..width)
-                .filter(|&j| pred.iter().all(|r| r.get(j).is_some_and(|v| set.contains(v))))
+                .filter(|&j| {
+                    pred.iter()
+                        .all(|r| r.get(j).is_some_and(|v| set.contains(v)))
+                })
                 .collect()
         })
         .collect();
@@ -190,7 +195,12 @@ mod tests {
         let g = rs(vec![vec![SqlValue::Integer(507)]]);
         let p = rs(vec![vec![SqlValue::Real(507.0)]]);
         assert!(results_match(&g, &p, ExConvention::Bird, "SELECT 1"));
-        assert!(results_match(&g, &p, ExConvention::SpiderTestSuite, "SELECT 1"));
+        assert!(results_match(
+            &g,
+            &p,
+            ExConvention::SpiderTestSuite,
+            "SELECT 1"
+        ));
         let t = rs(vec![vec![SqlValue::Text("507".into())]]);
         assert!(!results_match(&g, &t, ExConvention::Bird, "SELECT 1"));
     }
@@ -203,7 +213,12 @@ mod tests {
         assert!(results_match(&g, &p, ExConvention::Bird, ""));
         let swapped = rs(vec![vec![I(2), I(1)], vec![I(4), I(3)]]);
         assert!(!results_match(&g, &swapped, ExConvention::Bird, ""));
-        assert!(results_match(&g, &swapped, ExConvention::SpiderTestSuite, ""));
+        assert!(results_match(
+            &g,
+            &swapped,
+            ExConvention::SpiderTestSuite,
+            ""
+        ));
         assert!(!results_match(&g, &p, ExConvention::SpiderTestSuite, ""));
     }
 
@@ -212,7 +227,12 @@ mod tests {
         use SqlValue::Integer as I;
         let g = rs(vec![vec![I(1)], vec![I(2)]]);
         let p = rs(vec![vec![I(2)], vec![I(1)]]);
-        assert!(results_match(&g, &p, ExConvention::SpiderTestSuite, "SELECT a FROM t"));
+        assert!(results_match(
+            &g,
+            &p,
+            ExConvention::SpiderTestSuite,
+            "SELECT a FROM t"
+        ));
         assert!(!results_match(
             &g,
             &p,

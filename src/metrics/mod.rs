@@ -3,4 +3,5 @@
 //! Everything here is pure and synchronous: execution goes through the
 //! [`crate::exec::Executor`] trait and schemas are loaded at the edge.
 
+pub mod esm;
 pub mod ex;

@@ -1,6 +1,8 @@
 //! Exact set matching: the original Spider ESM ([`spider`], a faithful port of the official
 //! evaluator) and ESM+ ([`plus`], the fixes and equivalence rules of the ESM+ paper).
 
+pub mod ir;
+pub mod plus;
 pub mod schema;
 pub mod spider;
 

@@ -95,3 +95,67 @@ fn spider_esm_agrees_with_the_official_evaluator() {
         assert_eq!(parsed_agree, 1034, "{system}: prediction parse status");
     }
 }
+
+#[test]
+fn spider_esm_plus_runs_over_every_pair() {
+    use sqlgrade::metrics::esm::ir::PlusSchema;
+    use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
+    let data = sqlgrade::testdata::data_dir().join("spider");
+    let mut catalog = SchemaCatalog::load_tables_json(&data.join("tables.json")).unwrap();
+    catalog
+        .introspect_sqlite_dir(&data.join("databases"))
+        .unwrap();
+    let mut schemas: HashMap<String, PlusSchema> = HashMap::new();
+    let dev: Vec<Value> = read_jsonl(&data.join("dev.jsonl"));
+    let verbose = std::env::var_os("ESM_VERBOSE").is_some();
+    let mut gold_failures = Vec::new();
+    for system in ["DAIL-SQL-GPT-4", "SuperSQL", "TA-ACL"] {
+        let preds: HashMap<i64, String> =
+            read_jsonl(&data.join(format!("predictions/{system}.jsonl")))
+                .into_iter()
+                .map(|v| {
+                    (
+                        v["question_id"].as_i64().unwrap(),
+                        v["predicted_sql"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+        let (mut matched, mut unparsed, mut esm_agree) = (0usize, 0usize, 0usize);
+        for item in &dev {
+            let qid = item["question_id"].as_i64().unwrap();
+            let db = item["db_id"].as_str().unwrap();
+            let schema = schemas
+                .entry(db.to_string())
+                .or_insert_with(|| PlusSchema::new(catalog.get(db).unwrap()));
+            let gold = item["gold_sql"].as_str().unwrap();
+            match esm_plus(schema, gold, &preds[&qid], EsmPlusOptions::default()) {
+                Ok(out) => {
+                    matched += usize::from(out.verdict);
+                    unparsed += usize::from(!out.pred_parsed);
+                    let sp = SpiderSchema::new(catalog.get(db).unwrap());
+                    let e = esm(&sp, gold, &preds[&qid], SpiderEvalOptions::default()).unwrap();
+                    esm_agree += usize::from(e.verdict == out.verdict);
+                    if verbose && e.verdict != out.verdict {
+                        println!(
+                            "--- {system} q{qid} ESM {} ESM+ {} {:?} {:?}\n  gold: {gold}\n  pred: {}",
+                            e.verdict,
+                            out.verdict,
+                            out.mismatched,
+                            out.pred_parse_error,
+                            preds[&qid]
+                        );
+                    }
+                }
+                Err(e) => gold_failures.push((qid, e.to_string())),
+            }
+        }
+        println!(
+            "{system}: ESM+ {:.2}% ({matched}/1034), prediction unparseable {unparsed}, same verdict as ESM {esm_agree}/1034",
+            100.0 * matched as f64 / 1034.0
+        );
+    }
+    gold_failures.sort();
+    gold_failures.dedup();
+    println!("gold queries ESM+ cannot parse: {gold_failures:?}");
+    assert!(gold_failures.is_empty());
+}

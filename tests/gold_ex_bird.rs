@@ -75,7 +75,10 @@ fn bird_ex_reproduces_every_reference_verdict() {
             }
         }
         let pct = 100.0 * correct as f64 / 432.0;
-        println!("{system}: EX {pct:.2}% ({correct}/432), mismatches {}", mismatches.len());
+        println!(
+            "{system}: EX {pct:.2}% ({correct}/432), mismatches {}",
+            mismatches.len()
+        );
         assert!(mismatches.is_empty(), "{system}: {mismatches:#?}");
         assert!((pct - expected_pct).abs() < 0.005, "{system}: {pct}");
     }

@@ -97,9 +97,16 @@ fn hostile_sql_ends_with_a_clear_status_and_changes_nothing() {
     assert_eq!(ok.rows.len(), 1);
     exec.shutdown();
     assert!(!evil.exists(), "ATTACH must not create a file");
-    assert!(!dir.path().join("v.db").exists(), "VACUUM INTO must not create a file");
+    assert!(
+        !dir.path().join("v.db").exists(),
+        "VACUUM INTO must not create a file"
+    );
     assert_eq!(sha256(&copy), before, "the copy's checksum changed");
-    assert_eq!(sha256(&shared_db()), original_before, "the shared original changed");
+    assert_eq!(
+        sha256(&shared_db()),
+        original_before,
+        "the shared original changed"
+    );
 }
 
 #[test]
@@ -135,7 +142,10 @@ fn async_execution_does_not_block_the_runtime() {
         let (slow, ticks) = tokio::join!(slow, ticker);
         assert_eq!(ticks, 5);
         assert_eq!(slow.unwrap_err().kind(), "timeout");
-        let fast = exec.execute_async("tox", "SELECT count(*) FROM bond").await.unwrap();
+        let fast = exec
+            .execute_async("tox", "SELECT count(*) FROM bond")
+            .await
+            .unwrap();
         assert_eq!(fast.rows.len(), 1);
     });
 }

@@ -5,3 +5,4 @@
 
 pub mod esm;
 pub mod ex;
+pub mod gold;

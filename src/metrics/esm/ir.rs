@@ -512,7 +512,7 @@ impl Lowerer<'_> {
             }
         }
         if let SetExpr::Select(sel) = cur {
-            let scope = self.from_scope(sel)?;
+            let scope = self.scope_of(sel)?;
             self.scopes.push(scope);
             // Re-register select aliases.
             let mut aliases = HashMap::new();
@@ -597,7 +597,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn from_scope(&mut self, sel: &sa::Select) -> LResult<Scope> {
+    fn scope_of(&mut self, sel: &sa::Select) -> LResult<Scope> {
         let mut scope = Scope::default();
         for twj in &sel.from {
             let (k, b, _) = self.table_binding(&twj.relation)?;

@@ -1161,7 +1161,7 @@ fn rule7_count_star(q: &mut Query, cx: &mut RuleCx<'_>) -> bool {
             && func == "count"
             && matches!(arg.as_ref(), Expr::Col(c) if ok.contains(c))
         {
-            *arg = Box::new(Expr::Star(None));
+            **arg = Expr::Star(None);
             changed = true;
         }
     });

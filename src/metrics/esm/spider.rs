@@ -136,6 +136,7 @@ pub struct Sql {
 pub struct ParseError(pub String);
 
 type PResult<T> = Result<T, ParseError>;
+type SelectList = Vec<(usize, ValUnit)>;
 
 fn perr<T>(msg: impl Into<String>) -> PResult<T> {
     Err(ParseError(msg.into()))
@@ -249,7 +250,7 @@ pub fn tokenize(sql: &str) -> PResult<Vec<String>> {
         .filter(|(_, c)| *c == '"')
         .map(|(i, _)| i)
         .collect();
-    if quote_idxs.len() % 2 != 0 {
+    if !quote_idxs.len().is_multiple_of(2) {
         return perr("Unexpected quote");
     }
     let mut vals: HashMap<String, String> = HashMap::new();
@@ -729,7 +730,7 @@ impl<'a> Parser<'a> {
         &self,
         start: usize,
         default_tables: &[String],
-    ) -> PResult<(usize, bool, Vec<(usize, ValUnit)>)> {
+    ) -> PResult<(usize, bool, SelectList)> {
         let mut idx = start;
         let len = self.toks.len();
         if self.tok(idx)? != "select" {

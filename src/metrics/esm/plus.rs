@@ -143,9 +143,7 @@ pub fn canonical(
         skipped,
     };
     for _ in 0..10 {
-        let before = q.clone();
-        pass(&mut q, &mut cx);
-        if q == before {
+        if !pass(&mut q, &mut cx) {
             break;
         }
     }
@@ -517,10 +515,9 @@ fn pred_visit(p: &mut Pred, f: &mut dyn FnMut(&mut Expr)) {
 }
 
 /// Every column (and `t.*`) mentioned anywhere in the query, subqueries included.
-fn all_columns(q: &Query) -> Vec<String> {
-    let mut q = q.clone();
+fn all_columns(q: &mut Query) -> Vec<String> {
     let mut out = Vec::new();
-    collect_cols(&mut q, &mut out);
+    collect_cols(q, &mut out);
     out
 }
 
@@ -563,14 +560,13 @@ fn from_conjuncts(mut v: Vec<Pred>) -> Option<Pred> {
 }
 
 fn has_agg(e: &Expr) -> bool {
-    let mut e = e.clone();
-    let mut found = false;
-    expr_visit(&mut e, &mut |x| {
-        if matches!(x, Expr::Agg { .. }) {
-            found = true;
-        }
-    });
-    found
+    match e {
+        Expr::Agg { .. } => true,
+        Expr::Func { args, .. } => args.iter().any(has_agg),
+        Expr::Bin { l, r, .. } => has_agg(l) || has_agg(r),
+        Expr::Neg(x) => has_agg(x),
+        _ => false,
+    }
 }
 
 fn is_simple(q: &Query) -> bool {
@@ -634,8 +630,9 @@ impl RuleCx<'_> {
 
 /// One bottom-up pass: subqueries first, then the rules in the engine's order (8 and the
 /// aggregate-level part of 2 first, as the engine applies them while parsing).
-fn pass(q: &mut Query, cx: &mut RuleCx<'_>) {
-    for_each_child_query(q, &mut |c| pass(c, cx));
+fn pass(q: &mut Query, cx: &mut RuleCx<'_>) -> bool {
+    let mut changed = false;
+    for_each_child_query(q, &mut |c| changed |= pass(c, cx));
     type Rule = fn(&mut Query, &mut RuleCx<'_>) -> bool;
     let rules: [(u8, Rule); 16] = [
         (8, rule8_drop_is_not_null),
@@ -658,8 +655,10 @@ fn pass(q: &mut Query, cx: &mut RuleCx<'_>) {
     for (n, rule) in rules {
         if cx.opts.on(n) && rule(q, cx) {
             cx.fire(n);
+            changed = true;
         }
     }
+    changed
 }
 
 /// Rule 8: drop `c IS NOT NULL` conjuncts when c is NOT NULL (inner joins only).

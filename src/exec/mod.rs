@@ -43,6 +43,21 @@ impl SqlValue {
         }
     }
 
+    /// Borrowed comparison key (no allocation); same semantics as [`SqlValue::key`].
+    pub fn key_ref(&self) -> KeyRef<'_> {
+        match self {
+            SqlValue::Null => KeyRef::Null,
+            SqlValue::Integer(i) => KeyRef::Int(*i),
+            SqlValue::Real(f) => match real_key(*f) {
+                ValueKey::Int(i) => KeyRef::Int(i),
+                ValueKey::Real(bits) => KeyRef::Real(bits),
+                _ => KeyRef::Null,
+            },
+            SqlValue::Text(s) => KeyRef::Text(s),
+            SqlValue::Blob(b) => KeyRef::Blob(b),
+        }
+    }
+
     /// Approximate heap size in bytes (for the result-size cap).
     pub fn size_bytes(&self) -> usize {
         match self {
@@ -80,6 +95,21 @@ pub enum ValueKey {
     Blob(Vec<u8>),
 }
 
+/// Borrowed form of [`ValueKey`], for comparing results without copying them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyRef<'a> {
+    /// NULL.
+    Null,
+    /// An integer, or an integral real.
+    Int(i64),
+    /// A non-integral real, by bit pattern.
+    Real(u64),
+    /// Text.
+    Text(&'a str),
+    /// Blob.
+    Blob(&'a [u8]),
+}
+
 /// The rows one query returned.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ResultSet {
@@ -95,6 +125,14 @@ impl ResultSet {
         self.rows
             .iter()
             .map(|r| r.iter().map(SqlValue::key).collect())
+            .collect()
+    }
+
+    /// Every row as a vector of borrowed comparison keys.
+    pub fn key_ref_rows(&self) -> Vec<Vec<KeyRef<'_>>> {
+        self.rows
+            .iter()
+            .map(|r| r.iter().map(SqlValue::key_ref).collect())
             .collect()
     }
 }

@@ -1,4 +1,4 @@
-//! Read-only SQLite executor on a bounded pool of worker threads.
+//! Read-only SQLite executor with bounded concurrency.
 //!
 //! Safety layers, each sufficient on its own for its threat:
 //! - files are opened with `SQLITE_OPEN_READ_ONLY` and `PRAGMA query_only = 1`;
@@ -8,15 +8,16 @@
 //!   recursive CTE bombs);
 //! - a row cap and a result-size cap stop result sets from exhausting memory.
 //!
-//! Queries run on `workers` dedicated OS threads fed by a bounded queue, never on the async
-//! runtime; [`SqliteExecutor::execute_async`] awaits the answer without blocking it.
+//! Concurrency: at most `workers` queries run at once (a counting semaphore); connections are
+//! pooled per database and reused. The blocking [`Executor::execute`] runs the query on the
+//! calling thread (a scorer or blocking-pool thread, never an async worker), which avoids a
+//! thread hand-off per query; [`SqliteExecutor::execute_async`] moves the query to tokio's
+//! blocking pool so the async runtime is never blocked.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
@@ -35,10 +36,8 @@ pub struct ExecLimits {
     pub max_rows: usize,
     /// Largest approximate result size in bytes.
     pub max_result_bytes: usize,
-    /// Worker threads (concurrent queries).
+    /// Most queries running at the same time.
     pub workers: usize,
-    /// Queued queries beyond the running ones before callers block.
-    pub queue_capacity: usize,
     /// Cached (db, sql) outcomes kept for the run.
     pub cache_capacity: usize,
 }
@@ -52,18 +51,9 @@ impl Default for ExecLimits {
             workers: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
-            queue_capacity: 256,
             cache_capacity: 8192,
         }
     }
-}
-
-type Reply = Box<dyn FnOnce(ExecResult) + Send>;
-
-struct Job {
-    db_id: String,
-    sql: String,
-    reply: Reply,
 }
 
 type CacheKey = (String, String);
@@ -97,160 +87,166 @@ impl ResultCache {
     }
 }
 
-/// SQLite executor over a catalogue directory laid out as `<db_id>/<db_id>.sqlite`.
-pub struct SqliteExecutor {
-    root: PathBuf,
-    limits: ExecLimits,
-    sender: Mutex<Option<SyncSender<Job>>>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
-    cache: Arc<Mutex<ResultCache>>,
+/// Counting semaphore bounding concurrent queries.
+struct Permits {
+    free: Mutex<usize>,
+    cv: Condvar,
 }
 
-impl SqliteExecutor {
-    /// Start `limits.workers` worker threads serving databases under `root`.
-    pub fn new(root: impl Into<PathBuf>, limits: ExecLimits) -> SqliteExecutor {
-        let root = root.into();
-        let workers_n = limits.workers.max(1);
-        let (tx, rx) = sync_channel::<Job>(limits.queue_capacity.max(1));
-        let rx = Arc::new(Mutex::new(rx));
-        let mut handles = Vec::with_capacity(workers_n);
-        for i in 0..workers_n {
-            let rx = Arc::clone(&rx);
-            let root = root.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("sqlgrade-exec-{i}"))
-                .spawn(move || worker_loop(&root, limits, &rx));
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => tracing::error!(error = %e, "cannot spawn executor worker"),
-            }
+impl Permits {
+    fn acquire(&self) -> Result<PermitGuard<'_>, ExecError> {
+        let mut free = self
+            .free
+            .lock()
+            .map_err(|_| ExecError::Unavailable("executor lock poisoned".into()))?;
+        while *free == 0 {
+            free = self
+                .cv
+                .wait(free)
+                .map_err(|_| ExecError::Unavailable("executor lock poisoned".into()))?;
         }
-        SqliteExecutor {
-            root,
-            limits,
-            sender: Mutex::new(Some(tx)),
-            workers: Mutex::new(handles),
-            cache: Arc::new(Mutex::new(ResultCache {
-                capacity: limits.cache_capacity,
-                map: HashMap::new(),
-                order: VecDeque::new(),
-            })),
+        *free -= 1;
+        Ok(PermitGuard(self))
+    }
+}
+
+struct PermitGuard<'a>(&'a Permits);
+
+impl Drop for PermitGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut free) = self.0.free.lock() {
+            *free += 1;
         }
+        self.0.cv.notify_one();
     }
+}
 
-    /// The catalogue directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
+struct Inner {
+    root: PathBuf,
+    limits: ExecLimits,
+    permits: Permits,
+    idle: Mutex<HashMap<String, Vec<Guarded>>>,
+    cache: Mutex<ResultCache>,
+    closed: AtomicBool,
+}
 
-    /// The limits in force.
-    pub fn limits(&self) -> ExecLimits {
-        self.limits
-    }
-
-    /// Path of a database file, if `db_id` is a plain name whose file exists.
-    pub fn database_path(&self, db_id: &str) -> Option<PathBuf> {
-        database_path(&self.root, db_id)
-    }
-
+impl Inner {
     fn cached(&self, db_id: &str, sql: &str) -> Option<ExecResult> {
         let key = (db_id.to_string(), sql.to_string());
         self.cache.lock().ok()?.get(&key)
     }
 
-    fn make_job(&self, db_id: &str, sql: &str, reply: Reply) -> Job {
-        let cache = Arc::clone(&self.cache);
-        let key = (db_id.to_string(), sql.to_string());
-        let reply: Reply = Box::new(move |res: ExecResult| {
-            if !matches!(res, Err(ExecError::Unavailable(_)))
-                && let Ok(mut c) = cache.lock()
-            {
-                c.put(key, res.clone());
-            }
-            reply(res);
-        });
-        Job {
-            db_id: db_id.to_string(),
-            sql: sql.to_string(),
-            reply,
+    fn run(&self, db_id: &str, sql: &str) -> ExecResult {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(ExecError::Unavailable("executor shut down".into()));
         }
-    }
-
-    fn sender(&self) -> Result<SyncSender<Job>, ExecError> {
-        self.sender
-            .lock()
-            .map_err(|_| ExecError::Unavailable("executor lock poisoned".into()))?
-            .clone()
-            .ok_or_else(|| ExecError::Unavailable("executor shut down".into()))
-    }
-
-    /// Execute without blocking the async runtime: the query runs on the worker pool and this
-    /// future completes when it is done.
-    pub async fn execute_async(&self, db_id: &str, sql: &str) -> ExecResult {
         if let Some(hit) = self.cached(db_id, sql) {
             return hit;
         }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let reply: Reply = Box::new(move |r| {
-            let _ = tx.send(r);
-        });
-        let sender = self.sender()?;
-        let mut job = self.make_job(db_id, sql, reply);
-        // The queue is bounded: when it is full, yield to the runtime and retry.
-        loop {
-            match sender.try_send(job) {
-                Ok(()) => break,
-                Err(TrySendError::Full(back)) => {
-                    job = back;
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                Err(TrySendError::Disconnected(_)) => {
-                    return Err(ExecError::Unavailable("executor workers stopped".into()));
-                }
+        let path = database_path(&self.root, db_id)
+            .ok_or_else(|| ExecError::UnknownDatabase(db_id.to_string()))?;
+        let result = {
+            let _permit = self.permits.acquire()?;
+            let pooled = self
+                .idle
+                .lock()
+                .ok()
+                .and_then(|mut m| m.get_mut(db_id).and_then(Vec::pop));
+            let g = match pooled {
+                Some(g) => g,
+                None => open_guarded(&path)?,
+            };
+            let deadline = g.epoch.elapsed() + self.limits.timeout;
+            g.deadline.store(
+                u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            let out = query(&g.conn, sql, self.limits);
+            g.deadline.store(u64::MAX, Ordering::Relaxed);
+            if let Ok(mut m) = self.idle.lock() {
+                m.entry(db_id.to_string()).or_default().push(g);
             }
+            out.map(Arc::new)
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            c.put((db_id.to_string(), sql.to_string()), result.clone());
         }
-        rx.await
-            .unwrap_or_else(|_| Err(ExecError::Unavailable("worker dropped the query".into())))
-    }
-
-    /// Stop the workers after the queued queries finish.
-    pub fn shutdown(&self) {
-        if let Ok(mut s) = self.sender.lock() {
-            s.take();
-        }
-        if let Ok(mut w) = self.workers.lock() {
-            for h in w.drain(..) {
-                let _ = h.join();
-            }
-        }
+        result
     }
 }
 
-impl Drop for SqliteExecutor {
-    fn drop(&mut self) {
-        self.shutdown();
+/// SQLite executor over a catalogue directory laid out as `<db_id>/<db_id>.sqlite`.
+pub struct SqliteExecutor {
+    inner: Arc<Inner>,
+}
+
+impl SqliteExecutor {
+    /// An executor serving databases under `root`, running at most `limits.workers` queries
+    /// at once.
+    pub fn new(root: impl Into<PathBuf>, limits: ExecLimits) -> SqliteExecutor {
+        SqliteExecutor {
+            inner: Arc::new(Inner {
+                root: root.into(),
+                limits,
+                permits: Permits {
+                    free: Mutex::new(limits.workers.max(1)),
+                    cv: Condvar::new(),
+                },
+                idle: Mutex::new(HashMap::new()),
+                cache: Mutex::new(ResultCache {
+                    capacity: limits.cache_capacity,
+                    map: HashMap::new(),
+                    order: VecDeque::new(),
+                }),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The catalogue directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> ExecLimits {
+        self.inner.limits
+    }
+
+    /// Path of a database file, if `db_id` is a plain name whose file exists.
+    pub fn database_path(&self, db_id: &str) -> Option<PathBuf> {
+        database_path(&self.inner.root, db_id)
+    }
+
+    /// Execute without blocking the async runtime: the query runs on tokio's blocking pool
+    /// (still bounded by the executor's permits) and this future completes when it is done.
+    pub async fn execute_async(&self, db_id: &str, sql: &str) -> ExecResult {
+        if let Some(hit) = self.inner.cached(db_id, sql) {
+            return hit;
+        }
+        let inner = Arc::clone(&self.inner);
+        let (db, sql) = (db_id.to_string(), sql.to_string());
+        tokio::task::spawn_blocking(move || inner.run(&db, &sql))
+            .await
+            .unwrap_or_else(|e| Err(ExecError::Unavailable(format!("query task failed: {e}"))))
+    }
+
+    /// Refuse further queries and close idle connections.
+    pub fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
+        if let Ok(mut m) = self.inner.idle.lock() {
+            m.clear();
+        }
     }
 }
 
 impl Executor for SqliteExecutor {
     fn execute(&self, db_id: &str, sql: &str) -> ExecResult {
-        if let Some(hit) = self.cached(db_id, sql) {
-            return hit;
-        }
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reply: Reply = Box::new(move |r| {
-            let _ = tx.send(r);
-        });
-        let job = self.make_job(db_id, sql, reply);
-        self.sender()?
-            .send(job)
-            .map_err(|_| ExecError::Unavailable("executor workers stopped".into()))?;
-        rx.recv()
-            .unwrap_or_else(|_| Err(ExecError::Unavailable("worker dropped the query".into())))
+        self.inner.run(db_id, sql)
     }
 
     fn has_database(&self, db_id: &str) -> bool {
-        database_path(&self.root, db_id).is_some()
+        database_path(&self.inner.root, db_id).is_some()
     }
 }
 
@@ -273,47 +269,6 @@ struct Guarded {
     conn: Connection,
     deadline: Arc<AtomicU64>,
     epoch: Instant,
-}
-
-fn worker_loop(root: &Path, limits: ExecLimits, rx: &Mutex<Receiver<Job>>) {
-    let mut conns: HashMap<String, Guarded> = HashMap::new();
-    loop {
-        let job = {
-            let Ok(guard) = rx.lock() else { return };
-            match guard.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            }
-        };
-        let result = run_job(root, limits, &mut conns, &job.db_id, &job.sql);
-        (job.reply)(result);
-    }
-}
-
-fn run_job(
-    root: &Path,
-    limits: ExecLimits,
-    conns: &mut HashMap<String, Guarded>,
-    db_id: &str,
-    sql: &str,
-) -> ExecResult {
-    if !conns.contains_key(db_id) {
-        let path = database_path(root, db_id)
-            .ok_or_else(|| ExecError::UnknownDatabase(db_id.to_string()))?;
-        let g = open_guarded(&path)?;
-        conns.insert(db_id.to_string(), g);
-    }
-    let g = conns
-        .get(db_id)
-        .ok_or_else(|| ExecError::UnknownDatabase(db_id.to_string()))?;
-    let start = g.epoch.elapsed() + limits.timeout;
-    g.deadline.store(
-        u64::try_from(start.as_nanos()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
-    let out = query(&g.conn, sql, limits);
-    g.deadline.store(u64::MAX, Ordering::Relaxed);
-    out.map(Arc::new)
 }
 
 /// Open a database read-only with every guard installed.

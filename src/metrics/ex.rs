@@ -14,7 +14,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::exec::{ResultSet, ValueKey};
+use std::hash::Hash;
+
+use crate::exec::ResultSet;
 
 /// Which benchmark's notion of result equality to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -45,8 +47,8 @@ pub fn results_match(
     convention: ExConvention,
     gold_sql: &str,
 ) -> bool {
-    let g = gold.keyed_rows();
-    let p = pred.keyed_rows();
+    let g = gold.key_ref_rows();
+    let p = pred.key_ref_rows();
     match convention {
         ExConvention::Bird => bird_equal(&g, &p),
         ExConvention::SpiderTestSuite => spider_equal(&g, &p, order_matters(gold_sql)),
@@ -59,15 +61,15 @@ pub fn order_matters(gold_sql: &str) -> bool {
 }
 
 /// BIRD: `set(pred) == set(gold)`.
-pub fn bird_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>]) -> bool {
-    let g: HashSet<&Vec<ValueKey>> = gold.iter().collect();
-    let p: HashSet<&Vec<ValueKey>> = pred.iter().collect();
+pub fn bird_equal<K: Eq + Hash>(gold: &[Vec<K>], pred: &[Vec<K>]) -> bool {
+    let g: HashSet<&Vec<K>> = gold.iter().collect();
+    let p: HashSet<&Vec<K>> = pred.iter().collect();
     g == p
 }
 
-fn multiset<'a>(
-    rows: impl Iterator<Item = &'a Vec<ValueKey>>,
-) -> HashMap<&'a Vec<ValueKey>, usize> {
+fn multiset<'a, K: Eq + Hash>(
+    rows: impl Iterator<Item = &'a Vec<K>>,
+) -> HashMap<&'a Vec<K>, usize> {
     let mut m = HashMap::new();
     for r in rows {
         *m.entry(r).or_insert(0) += 1;
@@ -76,7 +78,11 @@ fn multiset<'a>(
 }
 
 /// Spider test-suite `result_eq(gold, pred, order_matters)`.
-pub fn spider_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>], order_matters: bool) -> bool {
+pub fn spider_equal<K: Eq + Hash + Ord + Clone>(
+    gold: &[Vec<K>],
+    pred: &[Vec<K>],
+    order_matters: bool,
+) -> bool {
     if gold.is_empty() && pred.is_empty() {
         return true;
     }
@@ -91,7 +97,7 @@ pub fn spider_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>], order_matter
         return false;
     }
     // Quick rejection: the multiset of each row's sorted values must agree.
-    let sorted_row = |r: &Vec<ValueKey>| {
+    let sorted_row = |r: &Vec<K>| {
         let mut s = r.clone();
         s.sort();
         s
@@ -105,15 +111,15 @@ pub fn spider_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>], order_matter
             return false;
         }
     } else {
-        let gs: Vec<Vec<ValueKey>> = gold.iter().map(sorted_row).collect();
-        let ps: Vec<Vec<ValueKey>> = pred.iter().map(sorted_row).collect();
+        let gs: Vec<Vec<K>> = gold.iter().map(sorted_row).collect();
+        let ps: Vec<Vec<K>> = pred.iter().map(sorted_row).collect();
         if multiset(gs.iter()) != multiset(ps.iter()) {
             return false;
         }
     }
     // Candidate columns of pred for each gold column: every value of the pred column occurs in
     // the gold column (necessary for any permutation that makes the multisets equal).
-    let gold_col_sets: Vec<HashSet<&ValueKey>> = (0..width)
+    let gold_col_sets: Vec<HashSet<&K>> = (0..width)
         .map(|i| gold.iter().filter_map(|r| r.get(i)).collect())
         .collect();
     let candidates: Vec<Vec<usize>> = gold_col_sets
@@ -135,7 +141,7 @@ pub fn spider_equal(gold: &[Vec<ValueKey>], pred: &[Vec<ValueKey>], order_matter
         &mut perm,
         &mut used,
         &mut |perm: &[usize]| {
-            let permuted: Vec<Vec<ValueKey>> = pred
+            let permuted: Vec<Vec<K>> = pred
                 .iter()
                 .map(|r| perm.iter().filter_map(|&j| r.get(j).cloned()).collect())
                 .collect();

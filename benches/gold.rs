@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use sqlgrade::event::Event;
-use sqlgrade::exec::{ExecLimits, SqliteExecutor};
+use sqlgrade::exec::{ExecLimits, Executor, SqliteExecutor};
 use sqlgrade::metrics::esm::ir::PlusSchema;
 use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
 use sqlgrade::metrics::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
@@ -183,6 +183,29 @@ fn bench_ex(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(30));
     g.bench_function("sqlite_serial_baseline", |b| {
         b.iter(|| serial_sqlite(&root, &items))
+    });
+    g.bench_function("executor_serial_1_worker_uncached", |b| {
+        b.iter_with_setup(
+            || {
+                SqliteExecutor::new(
+                    &root,
+                    ExecLimits {
+                        workers: 1,
+                        cache_capacity: 0,
+                        ..ExecLimits::default()
+                    },
+                )
+            },
+            |exec| {
+                let mut rows = 0usize;
+                for (db, gold, pred, _) in &items {
+                    for sql in [gold, pred] {
+                        rows += exec.execute(db, sql).map_or(0, |r| r.rows.len());
+                    }
+                }
+                rows
+            },
+        )
     });
     g.bench_function("ex_2_workers_4_callers_uncached", |b| {
         b.iter_with_setup(

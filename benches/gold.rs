@@ -88,14 +88,24 @@ fn bench_esm(c: &mut Criterion) {
             n
         })
     });
-    g.bench_function("esm_plus", |b| {
-        b.iter(|| {
-            let mut n = 0usize;
-            for (db, gold, pred) in &pairs {
-                let out = esm_plus(&plus[db], gold, pred, EsmPlusOptions::default());
-                n += usize::from(out.is_ok_and(|o| o.verdict));
+    let run_plus = || {
+        let mut n = 0usize;
+        for (db, gold, pred) in &pairs {
+            let out = esm_plus(&plus[db], gold, pred, EsmPlusOptions::default());
+            n += usize::from(out.is_ok_and(|o| o.verdict));
+        }
+        n
+    };
+    g.bench_function("esm_plus", |b| b.iter(run_plus));
+    // The same work measured in CPU time of the benchmark thread: time spent descheduled
+    // (other processes on a shared machine) is not counted. "One core" of the target.
+    g.bench_function("esm_plus_thread_cpu_time", |b| {
+        b.iter_custom(|iters| {
+            let start = cpu_time::ThreadTime::now();
+            for _ in 0..iters {
+                std::hint::black_box(run_plus());
             }
-            n
+            start.elapsed()
         })
     });
     g.finish();
@@ -184,6 +194,17 @@ fn bench_ex(c: &mut Criterion) {
     g.bench_function("sqlite_serial_baseline", |b| {
         b.iter(|| serial_sqlite(&root, &items))
     });
+    // CPU time of the whole process (all threads): the work done, independent of how much of
+    // the machine other processes take.
+    g.bench_function("sqlite_serial_baseline_process_cpu", |b| {
+        b.iter_custom(|iters| {
+            let start = cpu_time::ProcessTime::now();
+            for _ in 0..iters {
+                std::hint::black_box(serial_sqlite(&root, &items));
+            }
+            start.elapsed()
+        })
+    });
     g.bench_function("executor_serial_1_worker_uncached", |b| {
         b.iter_with_setup(
             || {
@@ -207,38 +228,49 @@ fn bench_ex(c: &mut Criterion) {
             },
         )
     });
-    g.bench_function("ex_2_workers_4_callers_uncached", |b| {
-        b.iter_with_setup(
-            || {
-                // A fresh executor per iteration: the per-run cache starts empty.
-                SqliteExecutor::new(
-                    &root,
-                    ExecLimits {
-                        workers: 2,
-                        ..ExecLimits::default()
-                    },
-                )
-            },
-            |exec| {
-                // Several scorer threads pull events from a shared index, as the pipeline's
-                // scorer pool would; the executor runs at most two queries at a time.
-                let next = AtomicUsize::new(0);
-                std::thread::scope(|sc| {
-                    let worker = || {
-                        let mut sum = 0.0;
-                        while let Some(e) = events.get(next.fetch_add(1, Ordering::Relaxed)) {
-                            sum += scorer.score_at(e, &exec, &opts, "t")[0].value;
-                        }
-                        sum
-                    };
-                    let handles: Vec<_> = (0..4).map(|_| sc.spawn(worker)).collect();
-                    handles
-                        .into_iter()
-                        .map(|h| h.join().unwrap_or_default())
-                        .sum::<f64>()
-                })
+    let new_exec = || {
+        // A fresh executor per run: the per-run cache starts empty.
+        SqliteExecutor::new(
+            &root,
+            ExecLimits {
+                workers: 2,
+                ..ExecLimits::default()
             },
         )
+    };
+    let run_ex = |exec: &SqliteExecutor| {
+        // Several scorer threads pull events from a shared index, as the pipeline's scorer
+        // pool would; the executor runs at most two queries at a time.
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|sc| {
+            let worker = || {
+                let mut sum = 0.0;
+                while let Some(e) = events.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    sum += scorer.score_at(e, exec, &opts, "t")[0].value;
+                }
+                sum
+            };
+            let handles: Vec<_> = (0..4).map(|_| sc.spawn(worker)).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .sum::<f64>()
+        })
+    };
+    g.bench_function("ex_2_workers_4_callers_uncached", |b| {
+        b.iter_with_setup(new_exec, |exec| run_ex(&exec))
+    });
+    g.bench_function("ex_2_workers_4_callers_uncached_process_cpu", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let exec = new_exec();
+                let start = cpu_time::ProcessTime::now();
+                std::hint::black_box(run_ex(&exec));
+                total += start.elapsed();
+            }
+            total
+        })
     });
     g.finish();
 }

@@ -282,6 +282,38 @@ pub struct BackfillPlan {
     run_id: Option<String>,
 }
 
+/// For a benchmark backfill, switch the gold metrics on with the benchmark's own data when the
+/// config does not name any: databases from `<dataset dir>/databases`, schemas from
+/// `<dataset dir>/tables.json`, and the benchmark's EX convention (BIRD: set equality; Spider:
+/// test-suite).
+pub fn apply_benchmark_gold_defaults(request: &BackfillRequest, config: &mut Config) {
+    let format = request.format;
+    if format == BackfillFormat::Events {
+        return;
+    }
+    let dir = request
+        .input
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    if config.gold.databases.is_none() {
+        let databases = dir.join("databases");
+        if databases.is_dir() {
+            config.gold.databases = Some(databases);
+        }
+    }
+    if config.gold.tables.is_empty() {
+        let tables = dir.join("tables.json");
+        if tables.is_file() {
+            config.gold.tables.push(tables);
+        }
+    }
+    config.gold.ex_convention = match format {
+        BackfillFormat::Spider => "spider".into(),
+        _ => "bird".into(),
+    };
+}
+
 impl BackfillPlan {
     /// Read and join the inputs of `request`.
     pub fn prepare(

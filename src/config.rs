@@ -272,11 +272,42 @@ impl Default for RulesConfig {
 }
 
 /// `[gold]`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GoldConfig {
-    /// Directory laid out as `<db_id>/<db_id>.sqlite`; unset = gold metrics off.
+    /// Directory laid out as `<db_id>/<db_id>.sqlite`; unset = gold metrics off (unless a
+    /// benchmark backfill supplies its own).
     pub databases: Option<PathBuf>,
+    /// Spider-format `tables.json` files with the schemas ESM/ESM+ need (databases missing from
+    /// them are introspected from the SQLite files).
+    pub tables: Vec<PathBuf>,
+    /// EX convention: `bird` (set equality) or `spider` (test-suite: multiset, column
+    /// permutations, order only when the gold orders).
+    pub ex_convention: String,
+    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`).
+    pub metrics: Vec<String>,
+    /// Per-query execution time limit.
+    pub timeout_ms: u64,
+    /// Largest result a query may return, in rows.
+    pub max_rows: usize,
+    /// Queries executed at the same time (default: the number of CPUs).
+    pub workers: usize,
+}
+
+impl Default for GoldConfig {
+    fn default() -> Self {
+        GoldConfig {
+            databases: None,
+            tables: Vec::new(),
+            ex_convention: "bird".into(),
+            metrics: vec!["ex".into(), "esm".into(), "esm_plus".into()],
+            timeout_ms: 30_000,
+            max_rows: 1_000_000,
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+        }
+    }
 }
 
 /// `[pipeline]`.
@@ -368,6 +399,19 @@ impl Config {
                 }
             }
             _ => {}
+        }
+        if !matches!(self.gold.ex_convention.as_str(), "bird" | "spider") {
+            problems.push(format!(
+                "gold.ex_convention must be \"bird\" or \"spider\", not {:?}",
+                self.gold.ex_convention
+            ));
+        }
+        for metric in &self.gold.metrics {
+            if !matches!(metric.as_str(), "ex" | "esm" | "esm_plus") {
+                problems.push(format!(
+                    "gold.metrics: unknown metric {metric:?} (expected ex, esm, esm_plus)"
+                ));
+            }
         }
         match self.sink.kind {
             SinkKind::Jsonl if self.sink.dir.as_os_str().is_empty() => {

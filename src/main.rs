@@ -297,6 +297,7 @@ async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Res
     let mut config = load_config(config_path.as_ref())?;
     // A batch is scored under one version of the rule profiles (no hot reload mid-run).
     config.rules.reload_interval_ms = 0;
+    sqlgrade::backfill::apply_benchmark_gold_defaults(&request, &mut config);
     let plan = BackfillPlan::prepare(&request, &config)?;
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(plan.total());

@@ -104,6 +104,9 @@ pub struct MetricStats {
     pub verdicts_true: u64,
     /// Rows per row status.
     pub statuses: BTreeMap<String, u64>,
+    /// (rows, sum of values) per benchmark difficulty / hardness (`details.difficulty`, else
+    /// `details.hardness`).
+    pub by_difficulty: BTreeMap<String, (u64, f64)>,
 }
 
 impl MetricStats {
@@ -181,6 +184,23 @@ impl Summary {
                 .statuses
                 .entry(row.status.as_str().into())
                 .or_default() += 1;
+            let difficulty = row
+                .details
+                .get("difficulty")
+                .or_else(|| row.details.get("hardness"))
+                .and_then(|v| v.as_str());
+            if let Some(difficulty) = difficulty {
+                let entry = stats
+                    .by_difficulty
+                    .entry(difficulty.to_string())
+                    .or_default();
+                entry.0 += 1;
+                entry.1 += if row.value.is_finite() {
+                    row.value
+                } else {
+                    0.0
+                };
+            }
         }
     }
 
@@ -293,6 +313,13 @@ impl Summary {
                 m.mean().map_or("-".into(), |v| format!("{v:.4}")),
                 counts(&m.statuses)
             );
+            for (difficulty, (n, sum)) in &m.by_difficulty {
+                let _ = writeln!(
+                    out,
+                    "    {difficulty:<16}n={n:<6} mean {:.4}",
+                    if *n > 0 { sum / *n as f64 } else { 0.0 }
+                );
+            }
         }
         out
     }

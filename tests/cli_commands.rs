@@ -291,6 +291,32 @@ fn backfill_bird_writes_one_row_per_question() {
     assert!(summary.contains("count 432"), "{summary}");
     assert!(summary.contains("run_id CHESS-GPT-4o-mini"), "{summary}");
     assert!(summary.contains("P90"), "{summary}");
+
+    // The benchmark's own databases and schemas switch the gold metrics on: one row per metric
+    // per question, and EX reproduces the reference evaluator's verdict for every item.
+    for metric in ["ex", "esm", "esm_plus"] {
+        let n = rows.iter().filter(|r| r["metric"] == metric).count();
+        assert_eq!(n, 432, "{metric} rows");
+    }
+    let reference: std::collections::BTreeMap<String, bool> =
+        std::fs::read_to_string(bird.join("reference/ex_CHESS-GPT-4o-mini.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (v["question_id"].to_string(), v["ex"] == 1)
+            })
+            .collect();
+    let mut agree = 0;
+    for row in rows.iter().filter(|r| r["metric"] == "ex") {
+        let id = row["event_id"].as_str().unwrap();
+        let got = row["verdict"].as_bool().unwrap_or(false);
+        assert_eq!(Some(&got), reference.get(id), "EX verdict of question {id}: {row}");
+        assert!(row["details"]["difficulty"].is_string(), "{row}");
+        agree += 1;
+    }
+    assert_eq!(agree, 432);
+    assert!(summary.contains("simple"), "per-difficulty lines: {summary}");
 }
 
 #[test]

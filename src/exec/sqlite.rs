@@ -176,6 +176,8 @@ impl Inner {
 }
 
 /// SQLite executor over a catalogue directory laid out as `<db_id>/<db_id>.sqlite`.
+/// Cheap to clone: clones share the connection pool, limits and result cache.
+#[derive(Clone)]
 pub struct SqliteExecutor {
     inner: Arc<Inner>,
 }

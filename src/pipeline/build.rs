@@ -31,6 +31,9 @@ pub enum BuildError {
     /// Rule profiles could not be loaded.
     #[error("cannot load rule profiles: {0}")]
     Rules(String),
+    /// Gold metrics could not be set up.
+    #[error(transparent)]
+    Gold(#[from] crate::pipeline::gold::GoldSetupError),
 }
 
 /// The configured source (`[source]`).
@@ -106,11 +109,17 @@ pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildEr
 pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
     let judge = build_judge(config)?;
     let profiles = build_profiles(config)?;
-    Ok(Scorer::new(
+    let scorer = Scorer::new(
         judge,
         profiles,
         ScorerOptions {
             max_sql_bytes: config.pipeline.max_sql_bytes,
         },
-    ))
+    );
+    Ok(
+        match crate::pipeline::gold::SqliteGoldMetrics::from_config(&config.gold)? {
+            Some(gold) => scorer.with_gold(Arc::new(gold)),
+            None => scorer,
+        },
+    )
 }

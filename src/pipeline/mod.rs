@@ -19,6 +19,7 @@
 
 pub mod ack;
 pub mod build;
+pub mod gold;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

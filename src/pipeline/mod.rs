@@ -5,5 +5,6 @@
 //! its dead letter), so a Kafka offset is never committed ahead of the data.
 
 pub mod ack;
+pub mod offsets;
 
 pub use ack::{AckToken, Acknowledge, Position};

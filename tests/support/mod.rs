@@ -1,0 +1,614 @@
+//! Real servers for the daemon integration tests: ClickHouse (Debian's `clickhouse-server`) and
+//! the Kafka-compatible broker tansu, each started as a child process on free loopback ports with
+//! its state in a temp dir, so that a test can stop, kill and restart them to inject faults.
+//! Also: the `sqlgrade` daemon as a child process, a Kafka producer, and the event corpus.
+//!
+//! `scripts/services.sh install` installs the binaries; when they are missing or cannot start,
+//! [`Servers::start`] returns `None` and the test prints a loud SKIPPED message.
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+/// A free loopback TCP port (bound, read, released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}").parse().unwrap(),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+fn find_binary(name: &str, extra_dirs: &[PathBuf]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(extra_dirs.iter().cloned())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn signal(child: &Child, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status();
+}
+
+fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
+    if let Some(mut c) = child.take() {
+        signal(&c, sig);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(_)) = c.try_wait() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A ClickHouse server process.
+pub struct ClickHouse {
+    dir: PathBuf,
+    pub http_port: u16,
+    pub tcp_port: u16,
+    child: Option<Child>,
+    binary: PathBuf,
+}
+
+impl ClickHouse {
+    /// Start a server with its state under `root/clickhouse`.
+    pub fn start_in(root: &Path) -> Result<ClickHouse, String> {
+        let binary = find_binary(
+            "clickhouse-server",
+            &[PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")],
+        )
+        .ok_or("clickhouse-server not installed (run scripts/services.sh install)")?;
+        let dir = root.join("clickhouse");
+        std::fs::create_dir_all(dir.join("log")).map_err(|e| e.to_string())?;
+        let (http_port, tcp_port) = (free_port(), free_port());
+        let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support");
+        let config = std::fs::read_to_string(support.join("clickhouse-config.xml.tmpl"))
+            .map_err(|e| e.to_string())?
+            .replace("@DIR@", &dir.to_string_lossy())
+            .replace("@HTTP_PORT@", &http_port.to_string())
+            .replace("@TCP_PORT@", &tcp_port.to_string());
+        std::fs::write(dir.join("config.xml"), config).map_err(|e| e.to_string())?;
+        std::fs::copy(
+            support.join("clickhouse-users.xml.tmpl"),
+            dir.join("users.xml"),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut ch = ClickHouse {
+            dir,
+            http_port,
+            tcp_port,
+            child: None,
+            binary,
+        };
+        ch.launch()?;
+        Ok(ch)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let log =
+            std::fs::File::create(self.dir.join("log/stdout.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(&self.binary)
+            .arg(format!(
+                "--config-file={}",
+                self.dir.join("config.xml").display()
+            ))
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start clickhouse-server: {e}"))?;
+        self.child = Some(child);
+        let port = self.http_port;
+        if !wait_until(Duration::from_secs(60), || {
+            http_get(port, "/ping").is_some_and(|b| b.starts_with("Ok"))
+        }) {
+            return Err(format!(
+                "clickhouse did not answer on port {port}; see {}",
+                self.dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// HTTP URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// Stop (SIGTERM).
+    pub fn stop(&mut self) {
+        stop_child(&mut self.child, "TERM", Duration::from_secs(20));
+    }
+
+    /// Start again on the same ports and data.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch().expect("clickhouse restarts");
+    }
+
+    /// Start after [`ClickHouse::stop`].
+    pub fn start_again(&mut self) {
+        self.launch().expect("clickhouse restarts");
+    }
+
+    /// Run a query, return the body (TabSeparated). Panics on failure.
+    pub fn query(&self, sql: &str) -> String {
+        http_post(self.http_port, "/", sql).unwrap_or_else(|e| panic!("query {sql:?} failed: {e}"))
+    }
+
+    /// Run a query that returns one number.
+    pub fn count(&self, sql: &str) -> u64 {
+        let body = self.query(sql);
+        body.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{sql:?} returned {body:?}"))
+    }
+}
+
+impl Drop for ClickHouse {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+}
+
+/// Minimal blocking HTTP/1.0 GET; the body on 200.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    http_request(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"),
+    )
+    .ok()
+    .and_then(|(code, body)| (code == 200).then_some(body))
+}
+
+/// Minimal blocking HTTP/1.0 POST; the body on 200, the error body otherwise.
+pub fn http_post(port: u16, path: &str, body: &str) -> Result<String, String> {
+    let req = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    match http_request(port, &req) {
+        Ok((200, body)) => Ok(body),
+        Ok((code, body)) => Err(format!("HTTP {code}: {body}")),
+        Err(e) => Err(e),
+    }
+}
+
+/// Send a raw request, return (status, body).
+pub fn http_request(port: u16, request: &str) -> Result<(u16, String), String> {
+    use std::io::Read as _;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .ok_or("bad HTTP response")?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+/// A tansu broker process (sqlite storage).
+pub struct Tansu {
+    dir: PathBuf,
+    pub port: u16,
+    child: Option<Child>,
+    binary: PathBuf,
+}
+
+impl Tansu {
+    /// Start a broker with its state under `root/tansu`.
+    pub fn start_in(root: &Path) -> Result<Tansu, String> {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+            .unwrap_or_default();
+        let binary = find_binary("tansu", &[home.join("bin")])
+            .ok_or("tansu not installed (run scripts/services.sh install)")?;
+        let dir = root.join("tansu");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut t = Tansu {
+            dir,
+            port: free_port(),
+            child: None,
+            binary,
+        };
+        t.launch()?;
+        Ok(t)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("broker.log"))
+            .map_err(|e| e.to_string())?;
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let child = Command::new(&self.binary)
+            .arg("broker")
+            .arg("--listener-url")
+            .arg(&url)
+            .arg("--advertised-listener-url")
+            .arg(&url)
+            .arg("--storage-engine")
+            .arg(format!("sqlite://{}", self.dir.join("tansu.db").display()))
+            .current_dir(&self.dir)
+            .env_remove("STORAGE_ENGINE")
+            .env_remove("LISTENER_URL")
+            .env_remove("ADVERTISED_LISTENER_URL")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start tansu: {e}"))?;
+        self.child = Some(child);
+        let port = self.port;
+        if !wait_until(Duration::from_secs(30), || port_open(port)) {
+            return Err(format!(
+                "tansu did not listen on {port}; see {}",
+                self.dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// `host:port` for bootstrap.servers.
+    pub fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Create a topic.
+    pub fn create_topic(&self, name: &str, partitions: u32) {
+        let out = Command::new(&self.binary)
+            .args(["topic", "create", "--broker"])
+            .arg(format!("tcp://127.0.0.1:{}", self.port))
+            .args(["--partitions", &partitions.to_string(), name])
+            .output()
+            .expect("tansu topic create runs");
+        assert!(
+            out.status.success(),
+            "tansu topic create {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Stop (SIGTERM, then SIGKILL).
+    pub fn stop(&mut self) {
+        stop_child(&mut self.child, "TERM", Duration::from_secs(10));
+    }
+
+    /// Start after [`Tansu::stop`] on the same port and storage.
+    pub fn start_again(&mut self) {
+        self.launch().expect("tansu restarts");
+    }
+
+    /// Stop and start on the same port and storage.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+}
+
+/// ClickHouse + tansu for one test, in one temp dir.
+pub struct Servers {
+    pub clickhouse: ClickHouse,
+    pub kafka: Tansu,
+    pub dir: tempfile::TempDir,
+}
+
+impl Servers {
+    /// Start both; `None` (after a loud message) if they cannot be started on this machine.
+    pub fn start(test: &str) -> Option<Servers> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sqlgrade-{test}-"))
+            .tempdir()
+            .unwrap();
+        let started = ClickHouse::start_in(dir.path())
+            .and_then(|ch| Tansu::start_in(dir.path()).map(|k| (ch, k)));
+        match started {
+            Ok((clickhouse, kafka)) => Some(Servers {
+                clickhouse,
+                kafka,
+                dir,
+            }),
+            Err(e) => {
+                skip(test, &e);
+                None
+            }
+        }
+    }
+}
+
+/// Print a loud SKIPPED message (or panic when `SQLGRADE_REQUIRE_SERVERS` is set, as the test
+/// script sets it after starting the servers' installation).
+pub fn skip(test: &str, why: &str) {
+    let msg = format!(
+        "\n\n======== SKIPPED {test}: cannot start the test servers: {why}\n======== run `scripts/services.sh install` first\n\n"
+    );
+    eprintln!("{msg}");
+    if std::env::var_os("SQLGRADE_REQUIRE_SERVERS").is_some() {
+        panic!("{msg}");
+    }
+}
+
+/// An async Kafka producer for tests.
+pub fn producer(brokers: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "60000")
+        .create()
+        .expect("producer")
+}
+
+/// Produce `payloads` round-robin over `partitions`, waiting for every delivery.
+pub async fn produce_all(
+    producer: &FutureProducer,
+    topic: &str,
+    partitions: i32,
+    payloads: &[Vec<u8>],
+) {
+    let mut pending: Vec<DeliveryFuture> = Vec::new();
+    for (i, p) in payloads.iter().enumerate() {
+        let partition = (i as i32) % partitions;
+        let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(topic)
+            .payload(p.as_slice())
+            .partition(partition);
+        let fut = producer.send_result(record).expect("queue has room");
+        pending.push(fut);
+        if pending.len() >= 5000 {
+            drain(&mut pending).await;
+        }
+    }
+    drain(&mut pending).await;
+}
+
+type DeliveryFuture = rdkafka::producer::DeliveryFuture;
+
+async fn drain(pending: &mut Vec<DeliveryFuture>) {
+    for f in pending.drain(..) {
+        match f.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((e, _))) => panic!("delivery failed: {e}"),
+            Err(_) => panic!("delivery canceled"),
+        }
+    }
+}
+
+/// `n` valid events built from the real corpus (BIRD + Spider questions with predicted SQL),
+/// each with a unique `event_id` (`ev-00000`, …), cycling over the corpus.
+pub fn corpus_events(n: usize) -> Vec<(String, Vec<u8>)> {
+    let base = corpus();
+    assert!(!base.is_empty(), "no events found in the shared data");
+    (0..n)
+        .map(|i| {
+            let mut e = base[i % base.len()].clone();
+            let id = format!("ev-{i:05}");
+            e["event_id"] = serde_json::Value::String(id.clone());
+            e["agent_version"] = serde_json::Value::String(format!("v{}", i % 3));
+            (id, serde_json::to_vec(&e).unwrap())
+        })
+        .collect()
+}
+
+/// The base corpus: examples/events.jsonl when present, else events built from shared/data.
+pub fn corpus() -> Vec<serde_json::Value> {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/events.jsonl");
+    if let Ok(text) = std::fs::read_to_string(&examples) {
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("question").is_some() && v.get("sql").is_some())
+            .collect();
+        if events.len() >= 20 {
+            return events;
+        }
+    }
+    events_from_shared_data()
+}
+
+fn events_from_shared_data() -> Vec<serde_json::Value> {
+    // BIRD and Spider dev questions joined with the real systems' predicted SQL: one event per
+    // (question, system). No gold block: these exercise the live (STEF) path.
+    let data = sqlgrade::testdata::data_dir();
+    let mut out = Vec::new();
+    for bench in ["bird", "spider"] {
+        let Ok(dev) = std::fs::read_to_string(data.join(bench).join("dev.jsonl")) else {
+            continue;
+        };
+        let questions: std::collections::HashMap<i64, serde_json::Value> = dev
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| Some((v.get("question_id")?.as_i64()?, v)))
+            .collect();
+        let Ok(entries) = std::fs::read_dir(data.join(bench).join("predictions")) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for file in files {
+            let system = file
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            for line in text.lines() {
+                let Ok(p) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                let Some(q) = p
+                    .get("question_id")
+                    .and_then(|v| v.as_i64())
+                    .and_then(|id| questions.get(&id))
+                else {
+                    continue;
+                };
+                let (Some(question), Some(sql)) = (q.get("question"), p.get("predicted_sql"))
+                else {
+                    continue;
+                };
+                out.push(serde_json::json!({
+                    "ts": "2026-11-21T10:00:00Z",
+                    "app_id": q.get("db_id").cloned().unwrap_or_default(),
+                    "agent_id": system,
+                    "model": bench,
+                    "question": question,
+                    "sql": sql,
+                    "dialect": "sqlite",
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// Malformed payloads of several kinds (each dead-lettered with a distinct reason class).
+pub fn malformed(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| match i % 4 {
+            0 => format!("{{not json {i}").into_bytes(),
+            1 => format!(r#"{{"event_id":"bad-{i}","sql":"SELECT 1"}}"#).into_bytes(),
+            2 => format!("[{i}]").into_bytes(),
+            _ => {
+                let mut b = format!("bad-{i}-").into_bytes();
+                b.extend_from_slice(b"\xff\xfe");
+                b
+            }
+        })
+        .collect()
+}
+
+/// A running `sqlgrade run` process.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    pub health_port: u16,
+}
+
+impl Daemon {
+    /// Spawn `sqlgrade run --config <config>` with output in `log`.
+    pub fn spawn(config: &Path, log: &Path, health_port: u16) -> Daemon {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+            .args(["run", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info,rdkafka=warn")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("sqlgrade spawns");
+        Daemon {
+            child: Some(child),
+            config: config.to_path_buf(),
+            log: log.to_path_buf(),
+            health_port,
+        }
+    }
+
+    /// SIGKILL (no cleanup at all).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for the exit code.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        let mut c = self.child.take()?;
+        signal(&c, "TERM");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn ready(&self) -> bool {
+        http_get(self.health_port, "/readyz").is_some()
+    }
+
+    /// The daemon's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Poll `check` until it returns true or `timeout` passes.
+pub fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
+    wait_until(timeout, check)
+}

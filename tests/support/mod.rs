@@ -443,7 +443,13 @@ pub fn corpus_events(n: usize) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The base corpus: examples/events.jsonl when present, else events built from shared/data.
-pub fn corpus() -> Vec<serde_json::Value> {
+/// Loaded once per test binary.
+pub fn corpus() -> &'static [serde_json::Value] {
+    static CORPUS: std::sync::OnceLock<Vec<serde_json::Value>> = std::sync::OnceLock::new();
+    CORPUS.get_or_init(load_corpus)
+}
+
+fn load_corpus() -> Vec<serde_json::Value> {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/events.jsonl");
     if let Ok(text) = std::fs::read_to_string(&examples) {
         let events: Vec<serde_json::Value> = text

@@ -151,19 +151,12 @@ impl Health {
 }
 
 /// `[server]` settings of the health endpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
-    /// Address to listen on (`127.0.0.1:9464`); empty = no HTTP endpoint.
+    /// Address to listen on (e.g. `127.0.0.1:9464`, `0.0.0.0:9464` in a container); empty (the
+    /// default) = no HTTP endpoint.
     pub listen: String,
-}
-
-impl Default for ServerSettings {
-    fn default() -> Self {
-        ServerSettings {
-            listen: "127.0.0.1:9464".into(),
-        }
-    }
 }
 
 /// Why the health endpoint could not start.

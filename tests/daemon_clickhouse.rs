@@ -149,7 +149,10 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         let sql = grafana_to_sql(q);
         let result = support::http_post(ch.http_port, "/?database=sg_test", &sql);
         assert!(result.is_ok(), "dashboard query failed: {sql}\n{result:?}");
-        assert!(reads_deduplicated(q), "dashboard reads a table without FINAL: {q}");
+        assert!(
+            reads_deduplicated(q),
+            "dashboard reads a table without FINAL: {q}"
+        );
     }
 
     // Transient failure: the server goes away mid-write; the write holds the batch and finishes

@@ -99,6 +99,26 @@ pub fn redact_url(url: &str) -> String {
 }
 
 impl ClickHouseSettings {
+    /// The sink settings of a configuration's `[sink]` section.
+    pub fn from_config(sink: &crate::config::SinkConfig) -> ClickHouseSettings {
+        let defaults = ClickHouseSettings::default();
+        ClickHouseSettings {
+            url: sink.url.clone().unwrap_or(defaults.url),
+            database: sink.database.clone(),
+            user: sink.user.clone(),
+            password: sink
+                .password
+                .as_ref()
+                .filter(|p| !p.is_empty())
+                .map(|p| p.expose().to_string()),
+            retry_initial_ms: sink.retry_initial_ms,
+            retry_max_ms: sink.retry_max_ms,
+            retry_give_up_ms: sink.retry_give_up_ms,
+            request_timeout_ms: sink.request_timeout_ms,
+            ..defaults
+        }
+    }
+
     /// A `clickhouse` client for these settings (validation off, database selected).
     pub fn client(&self) -> clickhouse::Client {
         let mut client = clickhouse::Client::default()

@@ -134,6 +134,29 @@ impl std::fmt::Debug for KafkaSettings {
 }
 
 impl KafkaSettings {
+    /// The source settings of a configuration (`[source]`, plus `pipeline.max_event_bytes`).
+    pub fn from_config(config: &crate::config::Config) -> KafkaSettings {
+        let source = &config.source;
+        KafkaSettings {
+            brokers: source.brokers.clone().unwrap_or_default(),
+            topics: source
+                .topics
+                .iter()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect(),
+            group_id: source.group_id.clone(),
+            dead_letter_topic: source
+                .dead_letter_topic
+                .clone()
+                .filter(|t| !t.trim().is_empty()),
+            properties: source.kafka_properties.clone(),
+            max_in_flight: source.max_in_flight,
+            commit_interval_ms: source.commit_interval_ms,
+            max_event_bytes: config.pipeline.max_event_bytes,
+        }
+    }
+
     /// librdkafka configuration for the consumer: our defaults, then the pass-through
     /// properties, then the forced at-least-once properties.
     pub fn consumer_config(&self) -> ClientConfig {

@@ -392,13 +392,15 @@ pub fn producer(brokers: &str) -> FutureProducer {
         .expect("producer")
 }
 
-/// Produce `payloads` round-robin over `partitions`, waiting for every delivery.
+/// Produce `payloads` round-robin over `partitions`, waiting for every delivery; returns each
+/// payload's (partition, offset).
 pub async fn produce_all(
     producer: &FutureProducer,
     topic: &str,
     partitions: i32,
     payloads: &[Vec<u8>],
-) {
+) -> Vec<(i32, i64)> {
+    let mut positions = Vec::with_capacity(payloads.len());
     let mut pending: Vec<DeliveryFuture> = Vec::new();
     for (i, p) in payloads.iter().enumerate() {
         let partition = (i as i32) % partitions;
@@ -407,19 +409,20 @@ pub async fn produce_all(
             .partition(partition);
         let fut = producer.send_result(record).expect("queue has room");
         pending.push(fut);
-        if pending.len() >= 5000 {
-            drain(&mut pending).await;
+        if pending.len() >= 2000 {
+            drain(&mut pending, &mut positions).await;
         }
     }
-    drain(&mut pending).await;
+    drain(&mut pending, &mut positions).await;
+    positions
 }
 
 type DeliveryFuture = rdkafka::producer::DeliveryFuture;
 
-async fn drain(pending: &mut Vec<DeliveryFuture>) {
+async fn drain(pending: &mut Vec<DeliveryFuture>, positions: &mut Vec<(i32, i64)>) {
     for f in pending.drain(..) {
         match f.await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(delivery)) => positions.push((delivery.partition, delivery.offset)),
             Ok(Err((e, _))) => panic!("delivery failed: {e}"),
             Err(_) => panic!("delivery canceled"),
         }
@@ -558,6 +561,7 @@ impl Daemon {
             .args(["run", "--config"])
             .arg(config)
             .env("RUST_LOG", "info,rdkafka=warn")
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -602,9 +606,9 @@ impl Daemon {
         http_get(self.health_port, "/readyz").is_some()
     }
 
-    /// The daemon's log so far.
+    /// The daemon's log so far (ANSI colour codes removed).
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        strip_ansi(&std::fs::read_to_string(&self.log).unwrap_or_default())
     }
 }
 
@@ -614,7 +618,278 @@ impl Drop for Daemon {
     }
 }
 
+/// Remove ANSI escape sequences (`ESC [ … letter`).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Poll `check` until it returns true or `timeout` passes.
 pub fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
     wait_until(timeout, check)
+}
+
+/// Committed offsets of `group` for `topic` partitions `0..partitions` (-1 = none).
+pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> std::collections::BTreeMap<i32, i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = consumer.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    got.elements()
+        .iter()
+        .map(|e| {
+            let o = match e.offset() {
+                Offset::Offset(o) => o,
+                _ => -1,
+            };
+            (e.partition(), o)
+        })
+        .collect()
+}
+
+/// Read up to `expect` records of partition 0 of `topic` from the beginning (60 s at most):
+/// payload and headers.
+pub fn read_topic(
+    brokers: &str,
+    topic: &str,
+    expect: usize,
+) -> Vec<(Vec<u8>, std::collections::BTreeMap<String, String>)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "sqlgrade-test-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while out.len() < expect && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let mut headers = std::collections::BTreeMap::new();
+            if let Some(h) = m.headers() {
+                for header in h.iter() {
+                    headers.insert(
+                        header.key.to_string(),
+                        String::from_utf8_lossy(header.value.unwrap_or_default()).into_owned(),
+                    );
+                }
+            }
+            out.push((m.payload().unwrap_or_default().to_vec(), headers));
+        }
+    }
+    out
+}
+
+/// Topic the daemon tests consume.
+pub const TOPIC: &str = "agent-events";
+/// Dead-letter topic of the daemon tests.
+pub const DLQ_TOPIC: &str = "agent-events-dlq";
+/// Partitions of [`TOPIC`].
+pub const PARTITIONS: i32 = 3;
+/// Consumer group of the daemon tests.
+pub const GROUP: &str = "sqlgrade-test";
+
+/// Servers + a migrated database + a daemon config: the scaffolding of a daemon test.
+pub struct Harness {
+    pub servers: Servers,
+    pub producer: FutureProducer,
+    /// Every valid event to be produced: (event_id, payload).
+    pub events: Vec<(String, Vec<u8>)>,
+    pub malformed: Vec<Vec<u8>>,
+    /// Where each produced valid event landed (event_id → (partition, offset)).
+    pub positions: std::collections::HashMap<String, (i32, i64)>,
+    next: usize,
+    daemons: u32,
+    dead_letter_topic: bool,
+}
+
+impl Harness {
+    /// Start the servers, create the topics, run `sqlgrade migrate`. `None` = skipped.
+    pub fn start(test: &str, events: usize, malformed: usize, dead_letter_topic: bool) -> Option<Harness> {
+        let servers = Servers::start(test)?;
+        servers.kafka.create_topic(TOPIC, PARTITIONS as u32);
+        servers.kafka.create_topic(DLQ_TOPIC, 1);
+        let producer = producer(&servers.kafka.brokers());
+        let h = Harness {
+            servers,
+            producer,
+            events: corpus_events(events),
+            malformed: self::malformed(malformed),
+            positions: Default::default(),
+            next: 0,
+            daemons: 0,
+            dead_letter_topic,
+        };
+        let config = h.write_config("migrate", free_port());
+        let out = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+            .args(["migrate", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "migrate failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(h)
+    }
+
+    /// Write a daemon config; returns its path.
+    pub fn write_config(&self, name: &str, health_port: u16) -> PathBuf {
+        let dlq = if self.dead_letter_topic {
+            format!("dead_letter_topic = \"{DLQ_TOPIC}\"\n")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            r#"[source]
+kind = "kafka"
+brokers = "{brokers}"
+topics = ["{TOPIC}"]
+group_id = "{GROUP}"
+{dlq}max_in_flight = 5000
+commit_interval_ms = 200
+
+[source.kafka_properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+
+[sink]
+kind = "clickhouse"
+url = "{url}"
+database = "sqlgrade"
+batch_rows = 1000
+flush_interval_ms = 200
+retry_initial_ms = 100
+retry_max_ms = 1000
+
+[rules]
+dir = "{rules}"
+
+[server]
+listen = "127.0.0.1:{health_port}"
+"#,
+            brokers = self.servers.kafka.brokers(),
+            url = self.servers.clickhouse.url(),
+            rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules").display(),
+        );
+        let path = self.servers.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Start a daemon (its own config, log and health port).
+    pub fn spawn_daemon(&mut self) -> Daemon {
+        self.daemons += 1;
+        let name = format!("daemon-{}", self.daemons);
+        let port = free_port();
+        let config = self.write_config(&name, port);
+        let log = self.servers.dir.path().join(format!("{name}.log"));
+        Daemon::spawn(&config, &log, port)
+    }
+
+    /// Produce the next `n` valid events, with malformed ones mixed in proportionally.
+    pub async fn produce(&mut self, n: usize) {
+        let end = (self.next + n).min(self.events.len());
+        let total = self.events.len().max(1);
+        let mut payloads = Vec::new();
+        let mut ids = Vec::new();
+        for i in self.next..end {
+            payloads.push(self.events[i].1.clone());
+            ids.push(Some(self.events[i].0.clone()));
+            // Malformed message k goes right after valid event k * total / malformed.len().
+            let m = self.malformed.len();
+            for k in 0..m {
+                if k * total / m == i {
+                    payloads.push(self.malformed[k].clone());
+                    ids.push(None);
+                }
+            }
+        }
+        self.next = end;
+        let positions = produce_all(&self.producer, TOPIC, PARTITIONS, &payloads).await;
+        for (id, pos) in ids.into_iter().zip(positions) {
+            if let Some(id) = id {
+                self.positions.insert(id, pos);
+            }
+        }
+    }
+
+    /// Produce everything not produced yet.
+    pub async fn produce_rest(&mut self) {
+        let rest = self.events.len() - self.next;
+        self.produce(rest).await;
+    }
+
+    /// Distinct STEF rows in ClickHouse (deduplicated read).
+    pub fn stef_rows(&self) -> u64 {
+        self.servers
+            .clickhouse
+            .count("SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'")
+    }
+
+    /// Wait until `n` STEF rows are stored (`false` on timeout).
+    pub fn wait_rows(&self, n: u64, timeout: Duration) -> bool {
+        eventually(timeout, || {
+            http_post(
+                self.servers.clickhouse.http_port,
+                "/",
+                "SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'",
+            )
+            .ok()
+            .and_then(|b| b.trim().parse::<u64>().ok())
+            .is_some_and(|c| c >= n)
+        })
+    }
+
+    /// The event_ids stored (metric stef), sorted, from a deduplicated read.
+    pub fn stored_ids(&self) -> Vec<String> {
+        let body = self.servers.clickhouse.query(
+            "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' ORDER BY event_id",
+        );
+        body.lines().map(str::to_string).collect()
+    }
+
+    /// Assert that every produced event is stored exactly once (deduplicated) and nothing else.
+    pub fn assert_exactly_all_events(&self) {
+        let ids = self.stored_ids();
+        let mut want: Vec<String> = self.events.iter().map(|(id, _)| id.clone()).collect();
+        want.sort();
+        let stored: std::collections::BTreeSet<&String> = ids.iter().collect();
+        let missing: Vec<&String> = want.iter().filter(|id| !stored.contains(id)).take(10).collect();
+        assert!(missing.is_empty(), "missing events (first 10): {missing:?}");
+        assert_eq!(ids.len(), want.len(), "FINAL row count");
+        assert_eq!(ids, want);
+        let distinct = self.servers.clickhouse.count(
+            "SELECT uniqExact(event_id) FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'",
+        );
+        assert_eq!(distinct, want.len() as u64);
+    }
 }

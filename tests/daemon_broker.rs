@@ -13,7 +13,11 @@ async fn broker_restart_mid_stream_loses_nothing() {
     };
     h.produce(5_000).await;
     let daemon = h.spawn_daemon();
-    assert!(h.wait_rows(1_500, Duration::from_secs(120)), "no progress:\n{}", daemon.log_text());
+    assert!(
+        h.wait_rows(1_500, Duration::from_secs(120)),
+        "no progress:\n{}",
+        daemon.log_text()
+    );
     tokio::task::block_in_place(|| h.servers.kafka.restart());
     h.produce_rest().await;
     assert!(

@@ -31,8 +31,8 @@ fn stef_row(i: usize) -> EvaluationRow {
     let event = Event::from_value(v).unwrap();
     let mut row = EvaluationRow::for_event(&event, "2026-11-21T10:00:00Z", Metric::Stef);
     row.value = (i % 101) as f64;
-    row.verdict = Some(i % 2 == 0);
-    row.status = if i % 7 == 0 {
+    row.verdict = Some(i.is_multiple_of(2));
+    row.status = if i.is_multiple_of(7) {
         RowStatus::ParseError
     } else {
         RowStatus::Ok
@@ -50,7 +50,7 @@ fn stef_row(i: usize) -> EvaluationRow {
         rules_fired: vec!["safety_limit".into()],
         enrichment_status: "absent".into(),
         judge: "deterministic".into(),
-        judge_cached: i % 3 == 0,
+        judge_cached: i.is_multiple_of(3),
         prompt_version: None,
         rules_version: "r1".into(),
         prompt_tokens: 0,

@@ -15,7 +15,11 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
     };
     h.produce(5_000).await;
     let mut daemon = h.spawn_daemon();
-    assert!(h.wait_rows(1_500, Duration::from_secs(120)), "no progress:\n{}", daemon.log_text());
+    assert!(
+        h.wait_rows(1_500, Duration::from_secs(120)),
+        "no progress:\n{}",
+        daemon.log_text()
+    );
     daemon.kill9();
     let at_kill = h.stef_rows();
     eprintln!("SIGKILL with {at_kill} rows stored");
@@ -34,8 +38,14 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
     assert!(support::eventually(Duration::from_secs(30), || {
         ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL") >= 200
     }));
-    assert_eq!(ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL"), 200);
-    assert_eq!(ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL WHERE reason = ''"), 0);
+    assert_eq!(
+        ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL"),
+        200
+    );
+    assert_eq!(
+        ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL WHERE reason = ''"),
+        0
+    );
     assert_eq!(
         ch.count("SELECT uniqExact(reason) > 1 FROM sqlgrade.dead_letters FINAL"),
         1,

@@ -18,7 +18,11 @@ async fn ten_thousand_events_and_two_hundred_dead_letters() {
     };
     h.produce(4_000).await;
     let mut daemon = h.spawn_daemon();
-    assert!(h.wait_rows(1_000, Duration::from_secs(120)), "daemon made no progress:\n{}", daemon.log_text());
+    assert!(
+        h.wait_rows(1_000, Duration::from_secs(120)),
+        "daemon made no progress:\n{}",
+        daemon.log_text()
+    );
 
     // SIGTERM mid-stream: exit 0, and what is committed is exactly what is stored.
     let code = daemon.terminate(Duration::from_secs(60));
@@ -36,7 +40,10 @@ async fn ten_thousand_events_and_two_hundred_dead_letters() {
         stored, below_commit,
         "after SIGTERM, stored events must equal the committed prefix ({committed:?})"
     );
-    eprintln!("SIGTERM after {} events; committed {committed:?}", stored.len());
+    eprintln!(
+        "SIGTERM after {} events; committed {committed:?}",
+        stored.len()
+    );
 
     // Restart and produce the rest: every event exactly once.
     h.produce_rest().await;
@@ -51,15 +58,19 @@ async fn ten_thousand_events_and_two_hundred_dead_letters() {
 
     // Exactly the 200 malformed payloads on the dead-letter topic, with reasons.
     let brokers = h.servers.kafka.brokers();
-    let letters = tokio::task::spawn_blocking(move || support::read_topic(&brokers, DLQ_TOPIC, 201))
-        .await
-        .unwrap();
+    let letters =
+        tokio::task::spawn_blocking(move || support::read_topic(&brokers, DLQ_TOPIC, 201))
+            .await
+            .unwrap();
     assert_eq!(letters.len(), 200);
     let mut got: Vec<Vec<u8>> = letters.iter().map(|(p, _)| p.clone()).collect();
     let mut want = h.malformed.clone();
     got.sort();
     want.sort();
-    assert_eq!(got, want, "dead letters are the malformed payloads, byte for byte");
+    assert_eq!(
+        got, want,
+        "dead letters are the malformed payloads, byte for byte"
+    );
     for (_, headers) in &letters {
         assert!(!headers["sqlgrade-reason"].is_empty());
     }
@@ -68,5 +79,8 @@ async fn ten_thousand_events_and_two_hundred_dead_letters() {
     assert_eq!(daemon.terminate(Duration::from_secs(60)), Some(0));
     let committed = support::committed(&h.servers.kafka.brokers(), GROUP, TOPIC, PARTITIONS);
     let total: i64 = committed.values().sum();
-    assert_eq!(total, 10_200, "everything committed at the end: {committed:?}");
+    assert_eq!(
+        total, 10_200,
+        "everything committed at the end: {committed:?}"
+    );
 }

@@ -15,7 +15,11 @@ async fn two_daemons_in_one_group_share_the_work() {
     h.produce(3_000).await;
     let first = h.spawn_daemon();
     let second = h.spawn_daemon();
-    assert!(h.wait_rows(1_000, Duration::from_secs(120)), "no progress:\n{}", first.log_text());
+    assert!(
+        h.wait_rows(1_000, Duration::from_secs(120)),
+        "no progress:\n{}",
+        first.log_text()
+    );
     h.produce_rest().await;
     assert!(
         h.wait_rows(10_000, Duration::from_secs(300)),

@@ -14,7 +14,11 @@ async fn clickhouse_outage_of_twenty_seconds_loses_nothing() {
     };
     h.produce(5_000).await;
     let daemon = h.spawn_daemon();
-    assert!(h.wait_rows(1_500, Duration::from_secs(120)), "no progress:\n{}", daemon.log_text());
+    assert!(
+        h.wait_rows(1_500, Duration::from_secs(120)),
+        "no progress:\n{}",
+        daemon.log_text()
+    );
     assert!(support::eventually(Duration::from_secs(10), || daemon.ready()));
 
     let down = Instant::now();
@@ -35,6 +39,12 @@ async fn clickhouse_outage_of_twenty_seconds_loses_nothing() {
         daemon.log_text()
     );
     h.assert_exactly_all_events();
-    assert!(support::eventually(Duration::from_secs(20), || daemon.ready()), "ready again");
-    assert!(daemon.log_text().contains("retrying"), "the outage was noticed and retried");
+    assert!(
+        support::eventually(Duration::from_secs(20), || daemon.ready()),
+        "ready again"
+    );
+    assert!(
+        daemon.log_text().contains("retrying"),
+        "the outage was noticed and retried"
+    );
 }

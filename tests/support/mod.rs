@@ -643,7 +643,12 @@ pub fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
 }
 
 /// Committed offsets of `group` for `topic` partitions `0..partitions` (-1 = none).
-pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> std::collections::BTreeMap<i32, i64> {
+pub fn committed(
+    brokers: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> std::collections::BTreeMap<i32, i64> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
     let consumer: BaseConsumer = ClientConfig::new()
@@ -655,7 +660,9 @@ pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> st
     for p in 0..partitions {
         tpl.add_partition(topic, p);
     }
-    let got = consumer.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    let got = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
     got.elements()
         .iter()
         .map(|e| {
@@ -685,7 +692,8 @@ pub fn read_topic(
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
     consumer.assign(&tpl).unwrap();
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -731,7 +739,12 @@ pub struct Harness {
 
 impl Harness {
     /// Start the servers, create the topics, run `sqlgrade migrate`. `None` = skipped.
-    pub fn start(test: &str, events: usize, malformed: usize, dead_letter_topic: bool) -> Option<Harness> {
+    pub fn start(
+        test: &str,
+        events: usize,
+        malformed: usize,
+        dead_letter_topic: bool,
+    ) -> Option<Harness> {
         let servers = Servers::start(test)?;
         servers.kafka.create_topic(TOPIC, PARTITIONS as u32);
         servers.kafka.create_topic(DLQ_TOPIC, 1);
@@ -798,7 +811,9 @@ listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
             url = self.servers.clickhouse.url(),
-            rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules").display(),
+            rules = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("rules")
+                .display(),
         );
         let path = self.servers.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
@@ -883,7 +898,11 @@ listen = "127.0.0.1:{health_port}"
         let mut want: Vec<String> = self.events.iter().map(|(id, _)| id.clone()).collect();
         want.sort();
         let stored: std::collections::BTreeSet<&String> = ids.iter().collect();
-        let missing: Vec<&String> = want.iter().filter(|id| !stored.contains(id)).take(10).collect();
+        let missing: Vec<&String> = want
+            .iter()
+            .filter(|id| !stored.contains(id))
+            .take(10)
+            .collect();
         assert!(missing.is_empty(), "missing events (first 10): {missing:?}");
         assert_eq!(ids.len(), want.len(), "FINAL row count");
         assert_eq!(ids, want);

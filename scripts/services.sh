@@ -108,10 +108,11 @@ start_all() {
     (cd "$dir/clickhouse" && nohup clickhouse-server --config-file="$dir/clickhouse/config.xml" \
         >"$dir/clickhouse/log/stdout.log" 2>&1 & echo $! >"$dir/clickhouse/pid")
 
+    # tansu resolves the sqlite path against its working directory: keep it relative.
     (cd "$dir/tansu" && nohup tansu broker \
         --listener-url "tcp://127.0.0.1:$kafka" \
         --advertised-listener-url "tcp://127.0.0.1:$kafka" \
-        --storage-engine "sqlite://$dir/tansu/tansu.db" \
+        --storage-engine "sqlite://tansu.db" \
         >"$dir/tansu/stdout.log" 2>&1 & echo $! >"$dir/tansu/pid")
 
     if ! wait_for 60 curl -sf "http://127.0.0.1:$ch_http/ping"; then

@@ -8,72 +8,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use sqlgrade::source::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSettings, KafkaSource};
 use sqlgrade::source::{Source, SourceMessage};
-use support::Tansu;
-
-fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    let got = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
-    got.elements()
-        .iter()
-        .map(|e| {
-            let o = match e.offset() {
-                Offset::Offset(o) => o,
-                _ => -1,
-            };
-            (e.partition(), o)
-        })
-        .collect()
-}
-
-fn read_topic(
-    brokers: &str,
-    topic: &str,
-    expect: usize,
-) -> Vec<(Vec<u8>, BTreeMap<String, String>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", "reader")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&tpl).unwrap();
-    let mut out = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while out.len() < expect && std::time::Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let mut headers = BTreeMap::new();
-            if let Some(h) = m.headers() {
-                for header in h.iter() {
-                    headers.insert(
-                        header.key.to_string(),
-                        String::from_utf8_lossy(header.value.unwrap_or_default()).into_owned(),
-                    );
-                }
-            }
-            out.push((m.payload().unwrap_or_default().to_vec(), headers));
-        }
-    }
-    out
-}
+use support::{Tansu, committed, read_topic};
 
 async fn next_within(source: &mut KafkaSource, d: Duration) -> Option<SourceMessage> {
     tokio::time::timeout(d, source.next())
@@ -138,12 +75,9 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
         "101st message handed out despite max_in_flight = 100"
     );
 
-    // Hold back the first message of partition 0; acknowledge everything else as it arrives.
-    let first_p0 = held
-        .iter()
-        .position(|m| m.ack.position().partition == 0)
-        .expect("partition 0 delivered something");
-    let blocker = held.remove(first_p0);
+    // Hold back the first message handed out; acknowledge everything else as it arrives.
+    let blocker = held.remove(0);
+    let blocked_partition = blocker.ack.position().partition;
     let blocked_offset = blocker.ack.position().offset;
     let mut seen = held.len() + 1;
     for m in held.drain(..) {
@@ -161,13 +95,14 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
         seen += 1;
     }
 
-    // Partition 0 cannot commit past the held message; the others commit everything (their
-    // malformed messages included, once the dead-letter produce was confirmed).
+    // The blocked partition cannot commit past the held message; the others commit everything
+    // (their malformed messages included, once the dead-letter produce was confirmed).
+    let want_blocked: BTreeMap<i32, i64> = (0..3)
+        .map(|p| (p, if p == blocked_partition { blocked_offset } else { 110 }))
+        .collect();
     let mut ok = false;
     for _ in 0..100 {
-        let c = committed(&brokers, "g1", "events", 3);
-        if c.get(&0) == Some(&blocked_offset) && c.get(&1) == Some(&110) && c.get(&2) == Some(&110)
-        {
+        if committed(&brokers, "g1", "events", 3) == want_blocked {
             ok = true;
             break;
         }
@@ -175,7 +110,7 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
     }
     assert!(
         ok,
-        "committed = {:?}, blocked at {blocked_offset}",
+        "committed = {:?}, want {want_blocked:?}",
         committed(&brokers, "g1", "events", 3)
     );
 

@@ -274,7 +274,9 @@ impl Tansu {
             .arg("--advertised-listener-url")
             .arg(&url)
             .arg("--storage-engine")
-            .arg(format!("sqlite://{}", self.dir.join("tansu.db").display()))
+            // tansu resolves the sqlite path against its working directory (an absolute path
+            // gets the cwd prefixed), so pass it relative to `current_dir`.
+            .arg("sqlite://tansu.db")
             .current_dir(&self.dir)
             .env_remove("STORAGE_ENGINE")
             .env_remove("LISTENER_URL")

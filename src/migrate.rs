@@ -8,7 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::sink::clickhouse::{ClickHouseSettings, redact_url};
+use crate::config::redact_url;
+use crate::sink::clickhouse::ClickHouseSettings;
 
 /// One versioned DDL file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -98,7 +98,16 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
     // The blocked partition cannot commit past the held message; the others commit everything
     // (their malformed messages included, once the dead-letter produce was confirmed).
     let want_blocked: BTreeMap<i32, i64> = (0..3)
-        .map(|p| (p, if p == blocked_partition { blocked_offset } else { 110 }))
+        .map(|p| {
+            (
+                p,
+                if p == blocked_partition {
+                    blocked_offset
+                } else {
+                    110
+                },
+            )
+        })
         .collect();
     let mut ok = false;
     for _ in 0..100 {

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{Batch, Sink, SinkError};
+use crate::config::redact_url;
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::health::{ComponentHealth, Health};
 
@@ -85,16 +86,6 @@ impl std::fmt::Debug for ClickHouseSettings {
             .field("retry_give_up_ms", &self.retry_give_up_ms)
             .field("request_timeout_ms", &self.request_timeout_ms)
             .finish()
-    }
-}
-
-/// The URL with any `user:password@` part replaced, for logs.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://<redacted>@{}", &url[..scheme_end], &url[at + 1..])
-        }
-        _ => url.to_string(),
     }
 }
 

@@ -32,7 +32,7 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -97,22 +97,13 @@ impl Default for KafkaSettings {
     }
 }
 
-/// Property names whose values are secrets (never logged).
-fn is_secret_property(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n.contains("password")
-        || n.contains("secret")
-        || n.contains("sasl.oauthbearer.config")
-        || n.ends_with(".key.pem")
-}
-
 impl std::fmt::Debug for KafkaSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let props: BTreeMap<&str, &str> = self
             .properties
             .iter()
             .map(|(k, v)| {
-                let shown = if is_secret_property(k) {
+                let shown = if crate::config::is_secret_key(k) {
                     "<redacted>"
                 } else {
                     v.as_str()
@@ -233,12 +224,19 @@ struct TrackingContext {
 
 impl ClientContext for TrackingContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        tracing::warn!(%error, reason, "kafka client error");
-        if let Some(h) = &self.health {
-            h.set(
-                "kafka",
-                ComponentHealth::Degraded(format!("{error}: {reason}")),
-            );
+        // librdkafka recovers from connection errors by itself (a restarted broker, a
+        // rebalance); only a fatal error means this client is finished and the process should
+        // be restarted (liveness fails).
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            tracing::error!(%error, reason, "fatal kafka client error");
+            if let Some(h) = &self.health {
+                h.set(
+                    "kafka",
+                    ComponentHealth::Failed(format!("{error}: {reason}")),
+                );
+            }
+        } else {
+            tracing::warn!(%error, reason, "kafka client error");
         }
     }
 }
@@ -301,12 +299,14 @@ async fn commit_now(
     }
     let list = commit_list(&commits)?;
     let c = consumer.clone();
-    let result = tokio::task::spawn_blocking(move || c.commit(&list, CommitMode::Sync))
-        .await
-        .unwrap_or_else(|e| {
+    let result = match tokio::task::spawn_blocking(move || c.commit(&list, CommitMode::Sync)).await
+    {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::error!(error = %e, "commit task failed");
             Err(KafkaError::Canceled)
-                .inspect_err(|_| tracing::error!(error = %e, "commit task failed"))
-        });
+        }
+    };
     if result.is_ok() {
         tracker.mark_committed(&commits);
         tracing::debug!(?commits, "committed");
@@ -506,9 +506,6 @@ impl Source for KafkaSource {
                 Ok(m) => m,
                 Err(e) => {
                     tracing::warn!(error = %e, "kafka receive error");
-                    if let Some(h) = &self.health {
-                        h.set("kafka", ComponentHealth::Degraded(e.to_string()));
-                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -523,9 +520,6 @@ impl Source for KafkaSource {
             if !self.tracker.register(&topic, partition, offset) {
                 tracing::debug!(%topic, partition, offset, "dropping a message of a partition no longer assigned");
                 continue;
-            }
-            if let Some(h) = &self.health {
-                h.set("kafka", ComponentHealth::Ok);
             }
             let origin = format!("kafka:{topic}/{partition}@{offset}");
             let token = AckToken::new(

@@ -105,15 +105,18 @@ start_all() {
     sed -e "s#@DIR@#$dir/clickhouse#g" -e "s#@HTTP_PORT@#$ch_http#g" -e "s#@TCP_PORT@#$ch_tcp#g" \
         "$ROOT/tests/support/clickhouse-config.xml.tmpl" >"$dir/clickhouse/config.xml"
     cp "$ROOT/tests/support/clickhouse-users.xml.tmpl" "$dir/clickhouse/users.xml"
-    (cd "$dir/clickhouse" && nohup clickhouse-server --config-file="$dir/clickhouse/config.xml" \
-        >"$dir/clickhouse/log/stdout.log" 2>&1 & echo $! >"$dir/clickhouse/pid")
+    # `exec` so that the recorded pid is the server's own and no shell keeps our stdout open.
+    (cd "$dir/clickhouse" && exec nohup clickhouse-server --config-file="$dir/clickhouse/config.xml" \
+        >"$dir/clickhouse/log/stdout.log" 2>&1 </dev/null) &
+    echo $! >"$dir/clickhouse/pid"
 
     # tansu resolves the sqlite path against its working directory: keep it relative.
-    (cd "$dir/tansu" && nohup tansu broker \
+    (cd "$dir/tansu" && exec nohup tansu broker \
         --listener-url "tcp://127.0.0.1:$kafka" \
         --advertised-listener-url "tcp://127.0.0.1:$kafka" \
         --storage-engine "sqlite://tansu.db" \
-        >"$dir/tansu/stdout.log" 2>&1 & echo $! >"$dir/tansu/pid")
+        >"$dir/tansu/stdout.log" 2>&1 </dev/null) &
+    echo $! >"$dir/tansu/pid"
 
     if ! wait_for 60 curl -sf "http://127.0.0.1:$ch_http/ping"; then
         log "clickhouse did not come up; see $dir/clickhouse/log"

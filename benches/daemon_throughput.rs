@@ -17,7 +17,7 @@
 //!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/support/servers.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

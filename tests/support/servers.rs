@@ -1,3 +1,6 @@
+//! (Included by the daemon tests as `#[path = "support/servers.rs"] mod support;` so that it
+//! sits beside other test helpers in tests/support/ without owning its mod.rs.)
+//!
 //! Real servers for the daemon integration tests: ClickHouse (Debian's `clickhouse-server`) and
 //! the Kafka-compatible broker tansu, each started as a child process on free loopback ports with
 //! its state in a temp dir, so that a test can stop, kill and restart them to inject faults.

@@ -174,7 +174,10 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         "keys are bound, not spliced"
     );
     cache.put("k2", r#"{"verdict":"correct"}"#).await.unwrap();
-    assert_eq!(cache.get("k2").await.unwrap().as_deref(), Some(r#"{"verdict":"correct"}"#));
+    assert_eq!(
+        cache.get("k2").await.unwrap().as_deref(),
+        Some(r#"{"verdict":"correct"}"#)
+    );
     assert_eq!(ch.count("SELECT count() FROM sg_test.judge_cache FINAL"), 2);
 
     // Transient failure: the server goes away mid-write; the write holds the batch and finishes

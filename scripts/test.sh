@@ -6,10 +6,16 @@
 # sqlgrade::testdata::shared_dir(): $SQLGRADE_SHARED_DIR, else ../shared beside the repository,
 # else /work/shared.
 #
-# Later stages of this script will also install and start the real servers the integration
-# tests use (ClickHouse from Debian, the tansu Kafka broker); today nothing needs a server.
+# The daemon integration tests (tests/daemon_*.rs) run against real servers: ClickHouse from
+# Debian and the tansu Kafka broker. scripts/services.sh installs whatever is missing; each test
+# then starts its own instances on free ports in temp dirs (so it can stop/restart them). If the
+# install fails the tests still run and print a loud SKIPPED for the daemon tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if ! scripts/services.sh install; then
+    echo "WARNING: scripts/services.sh install failed: the daemon tests will be SKIPPED" >&2
+fi
 
 cargo test --all-targets
 cargo test --doc

@@ -89,6 +89,8 @@ pub struct Config {
     pub gold: GoldConfig,
     /// Topology knobs.
     pub pipeline: PipelineConfig,
+    /// Health endpoint (`/healthz`, `/readyz`).
+    pub server: crate::health::ServerSettings,
 }
 
 /// Source kind.
@@ -127,6 +129,10 @@ pub struct SourceConfig {
     /// Underscores in keys are read as dots, so they can be set from the environment too.
     #[serde(deserialize_with = "kafka_properties")]
     pub kafka_properties: BTreeMap<String, String>,
+    /// Kafka: messages handed out and not yet written by the sink, at most (back-pressure).
+    pub max_in_flight: usize,
+    /// Kafka: how often completed offsets are committed.
+    pub commit_interval_ms: u64,
 }
 
 impl Default for SourceConfig {
@@ -140,6 +146,8 @@ impl Default for SourceConfig {
             group_id: "sqlgrade".into(),
             dead_letter_topic: None,
             kafka_properties: BTreeMap::new(),
+            max_in_flight: 20_000,
+            commit_interval_ms: 1_000,
         }
     }
 }
@@ -179,6 +187,15 @@ pub struct SinkConfig {
     pub batch_bytes: usize,
     /// … or when its oldest entry has waited this long.
     pub flush_interval_ms: u64,
+    /// ClickHouse: first retry delay after a transient failure (doubles per attempt).
+    pub retry_initial_ms: u64,
+    /// ClickHouse: largest retry delay.
+    pub retry_max_ms: u64,
+    /// ClickHouse: give up (and fail the run) after retrying this long; 0 = retry until the
+    /// server is back.
+    pub retry_give_up_ms: u64,
+    /// ClickHouse: per-request timeout.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for SinkConfig {
@@ -193,6 +210,10 @@ impl Default for SinkConfig {
             batch_rows: 1000,
             batch_bytes: 4 * 1024 * 1024,
             flush_interval_ms: 1000,
+            retry_initial_ms: 100,
+            retry_max_ms: 5_000,
+            retry_give_up_ms: 0,
+            request_timeout_ms: 30_000,
         }
     }
 }
@@ -396,6 +417,12 @@ impl Config {
                 }
                 if self.source.group_id.trim().is_empty() {
                     problems.push("source.group_id must not be empty".to_string());
+                }
+                if self.source.max_in_flight == 0 {
+                    problems.push("source.max_in_flight must be at least 1".to_string());
+                }
+                if self.source.commit_interval_ms == 0 {
+                    problems.push("source.commit_interval_ms must be at least 1".to_string());
                 }
             }
             _ => {}

@@ -17,7 +17,8 @@ use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
 use sqlgrade::config::{Config, SinkKind, SourceKind};
 use sqlgrade::evaluation::DeadLetter;
 use sqlgrade::event::Event;
-use sqlgrade::pipeline::build::{build_scorer, build_sink, build_source};
+use sqlgrade::health::{Health, Phase};
+use sqlgrade::pipeline::build::{build_scorer, build_sink_with_health, build_source_with_health};
 use sqlgrade::pipeline::{Pipeline, PipelineOptions, ProgressFn};
 use sqlgrade::summary::Summary;
 
@@ -170,7 +171,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             };
             backfill(config, request).await
         }
-        Command::Migrate { config } => migrate(config),
+        Command::Migrate { config } => migrate(config).await,
         Command::CheckConfig { config } => check_config(config),
     }
 }
@@ -242,9 +243,15 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
             config.source.path.display()
         );
     }
+    let health = Arc::new(Health::new());
+    let health_server = if config.server.listen.trim().is_empty() {
+        None
+    } else {
+        Some(sqlgrade::health::serve(&config.server.listen, health.clone()).await?)
+    };
     let scorer = Arc::new(build_scorer(&config)?);
-    let source = build_source(&config)?;
-    let sink = build_sink(&config).await?;
+    let source = build_source_with_health(&config, Some(health.clone()))?;
+    let sink = build_sink_with_health(&config, Some(health.clone())).await?;
     tracing::info!(
         source = ?config.source.kind,
         path = %config.source.path.display(),
@@ -256,7 +263,27 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         "sqlgrade run starting"
     );
     let pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
-    let summary = pipeline.run(shutdown_signal()).await?;
+    let shutdown = shutdown_signal();
+    {
+        // Not ready while draining.
+        let mut draining = shutdown.clone();
+        let health = health.clone();
+        tokio::spawn(async move {
+            while draining.changed().await.is_ok() {
+                if *draining.borrow() {
+                    health.set_phase(Phase::Draining);
+                    break;
+                }
+            }
+        });
+    }
+    health.set_phase(Phase::Running);
+    let result = pipeline.run(shutdown).await;
+    health.set_phase(Phase::Draining);
+    if let Some(server) = health_server {
+        server.shutdown().await;
+    }
+    let summary = result?;
     print_summary(&config, &summary, "sqlgrade run summary");
     Ok(ExitCode::SUCCESS)
 }
@@ -328,7 +355,7 @@ async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Res
     Ok(ExitCode::SUCCESS)
 }
 
-fn migrate(config_path: PathBuf) -> Result<ExitCode> {
+async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
     let config = load_config(Some(&config_path))?;
     if config.sink.kind != SinkKind::Clickhouse {
         bail!(
@@ -337,9 +364,24 @@ fn migrate(config_path: PathBuf) -> Result<ExitCode> {
             config.sink.kind
         );
     }
-    bail!(
-        "ClickHouse sink not available in this build yet: `sqlgrade migrate` cannot apply the DDL"
+    let settings = sqlgrade::sink::clickhouse::ClickHouseSettings::from_config(&config.sink);
+    let report = sqlgrade::migrate::migrate(&settings).await?;
+    for name in &report.applied {
+        println!("applied  {name}");
+    }
+    for name in &report.already_applied {
+        println!("present  {name}");
+    }
+    for name in &report.changed {
+        eprintln!("warning: {name} changed after it was applied (not re-applied)");
+    }
+    println!(
+        "database {}: {} migration(s) applied, {} already present",
+        settings.database,
+        report.applied.len(),
+        report.already_applied.len()
     );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check_config(config_path: Option<PathBuf>) -> Result<ExitCode> {
@@ -380,12 +422,6 @@ fn config_warnings(config: &Config) -> Vec<String> {
             "gold.databases {} is not a directory",
             dir.display()
         ));
-    }
-    if config.source.kind == SourceKind::Kafka {
-        warnings.push("the Kafka source is not available in this build yet".into());
-    }
-    if config.sink.kind == SinkKind::Clickhouse {
-        warnings.push("the ClickHouse sink is not available in this build yet".into());
     }
     if config.judge.kind == sqlgrade::config::JudgeKind::Llm {
         warnings.push("the LLM judge is not available in this build yet".into());

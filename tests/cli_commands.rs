@@ -1,6 +1,6 @@
 //! The `sqlgrade` binary end to end: `run` with no arguments on the embedded example, `run
 //! --follow` stopped by SIGTERM, `score` on stdin, `backfill` of a BIRD run, `check-config`
-//! redaction, and `migrate`'s refusal.
+//! redaction, and `migrate`'s errors.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -413,12 +413,25 @@ api_key = "sk-inline-789"
 }
 
 #[test]
-fn migrate_says_clickhouse_is_not_available() {
+fn migrate_needs_a_clickhouse_sink_and_reports_an_unreachable_server() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[sink]\nkind = \"jsonl\"\n").unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["migrate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("ClickHouse sink not configured"),
+        "{}",
+        stderr(&out)
+    );
+    // Port 1 on loopback: nothing listens there.
     std::fs::write(
         &config,
-        "[sink]\nkind = \"clickhouse\"\nurl = \"http://localhost:8123\"\n",
+        "[sink]\nkind = \"clickhouse\"\nurl = \"http://127.0.0.1:1\"\npassword = \"pw-never-shown\"\n",
     )
     .unwrap();
     let out = sqlgrade(dir.path())
@@ -428,10 +441,11 @@ fn migrate_says_clickhouse_is_not_available() {
         .unwrap();
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("ClickHouse sink not"),
+        stderr(&out).contains("cannot create the database"),
         "{}",
         stderr(&out)
     );
+    assert!(!stderr(&out).contains("pw-never-shown"));
 }
 
 #[test]

@@ -1,16 +1,19 @@
 //! Building the pipeline's components from a [`Config`]: source, sink and scorer.
 //!
-//! Components that are not part of this build yet (Kafka, ClickHouse, the LLM judge) are refused
-//! with [`BuildError::NotAvailable`] instead of being silently replaced by something else.
+//! Components that are not part of this build yet (the LLM judge) are refused with
+//! [`BuildError::NotAvailable`] instead of being silently replaced by something else.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
+use crate::health::Health;
 use crate::judge::Judge;
 use crate::judge::deterministic::DeterministicJudge;
 use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
+use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
+use crate::source::kafka::{KafkaSettings, KafkaSource};
 use crate::source::{FileSource, Source, StdinSource};
 use crate::stef::rules::RulesStore;
 
@@ -28,6 +31,9 @@ pub enum BuildError {
     /// The sink could not be opened.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// The source could not be created (e.g. invalid librdkafka properties).
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
     /// Rule profiles could not be loaded.
     #[error("cannot load rule profiles: {0}")]
     Rules(String),
@@ -38,6 +44,14 @@ pub enum BuildError {
 
 /// The configured source (`[source]`).
 pub fn build_source(config: &Config) -> Result<Box<dyn Source>, BuildError> {
+    build_source_with_health(config, None)
+}
+
+/// The configured source, reporting its state to `health` (the daemon's `/readyz`).
+pub fn build_source_with_health(
+    config: &Config,
+    health: Option<Arc<Health>>,
+) -> Result<Box<dyn Source>, BuildError> {
     let max_line = config.pipeline.max_event_bytes;
     match config.source.kind {
         SourceKind::File => Ok(Box::new(FileSource::new(
@@ -46,22 +60,33 @@ pub fn build_source(config: &Config) -> Result<Box<dyn Source>, BuildError> {
             max_line,
         ))),
         SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
-        SourceKind::Kafka => Err(BuildError::NotAvailable {
-            component: "the Kafka source",
-            key: "source.kind = \"kafka\"",
-        }),
+        SourceKind::Kafka => Ok(Box::new(KafkaSource::new(
+            KafkaSettings::from_config(config),
+            health,
+        )?)),
     }
 }
 
 /// The configured sink (`[sink]`).
 pub async fn build_sink(config: &Config) -> Result<Box<dyn Sink>, BuildError> {
+    build_sink_with_health(config, None).await
+}
+
+/// The configured sink, reporting its state to `health` (the daemon's `/readyz`).
+pub async fn build_sink_with_health(
+    config: &Config,
+    health: Option<Arc<Health>>,
+) -> Result<Box<dyn Sink>, BuildError> {
     match config.sink.kind {
         SinkKind::Jsonl => Ok(Box::new(JsonlSink::open(&config.sink.dir).await?)),
         SinkKind::Stdout => Ok(Box::new(StdoutSink::new())),
-        SinkKind::Clickhouse => Err(BuildError::NotAvailable {
-            component: "the ClickHouse sink",
-            key: "sink.kind = \"clickhouse\"",
-        }),
+        SinkKind::Clickhouse => {
+            let sink = ClickHouseSink::new(ClickHouseSettings::from_config(&config.sink));
+            Ok(Box::new(match health {
+                Some(h) => sink.with_health(h),
+                None => sink,
+            }))
+        }
     }
 }
 

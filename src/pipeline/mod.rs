@@ -20,6 +20,7 @@
 pub mod ack;
 pub mod build;
 pub mod gold;
+pub mod offsets;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

@@ -1,5 +1,7 @@
 //! Sinks for evaluation rows and dead letters (JSONL, stdout, ClickHouse).
 
+pub mod clickhouse;
+
 use async_trait::async_trait;
 
 use crate::evaluation::{DeadLetter, EvaluationRow};

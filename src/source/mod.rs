@@ -1,5 +1,7 @@
 //! Sources of raw event payloads (file/stdin, Kafka).
 
+pub mod kafka;
+
 use async_trait::async_trait;
 
 use crate::pipeline::AckToken;

@@ -233,6 +233,14 @@ pub struct JudgeConfig {
     pub max_retries: u32,
     /// Entries in the in-memory verdict cache.
     pub cache_capacity: u64,
+    /// Time to live of an in-memory verdict-cache entry, in seconds.
+    pub cache_ttl_secs: u64,
+    /// Estimated prompt tokens per minute (prompt length / 4); 0 disables the limit.
+    pub max_tokens_per_minute: u32,
+    /// Requests released at once after an idle period (1 spaces requests evenly).
+    pub rate_burst: u32,
+    /// Directory of prompt templates overriding the built-in `prompts/` (none: built-in).
+    pub prompts_dir: Option<PathBuf>,
 }
 
 impl Default for JudgeConfig {
@@ -248,6 +256,10 @@ impl Default for JudgeConfig {
             timeout_ms: 30_000,
             max_retries: 3,
             cache_capacity: 100_000,
+            cache_ttl_secs: 24 * 3600,
+            max_tokens_per_minute: 0,
+            rate_burst: 1,
+            prompts_dir: None,
         }
     }
 }

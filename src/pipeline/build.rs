@@ -1,6 +1,6 @@
 //! Building the pipeline's components from a [`Config`]: source, sink and scorer.
 //!
-//! Components that are not part of this build yet (Kafka, ClickHouse, the LLM judge) are refused
+//! Components that are not part of this build yet (Kafka, ClickHouse) are refused
 //! with [`BuildError::NotAvailable`] instead of being silently replaced by something else.
 
 use std::sync::Arc;
@@ -29,6 +29,9 @@ pub enum BuildError {
     /// Rule profiles could not be loaded.
     #[error("cannot load rule profiles: {0}")]
     Rules(String),
+    /// The LLM judge could not be set up (bad URL, missing API key, broken prompt template).
+    #[error("cannot set up the LLM judge: {0}")]
+    Judge(String),
 }
 
 /// The configured source (`[source]`).
@@ -64,10 +67,9 @@ pub async fn build_sink(config: &Config) -> Result<Box<dyn Sink>, BuildError> {
 pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
     match config.judge.kind {
         JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
-        JudgeKind::Llm => Err(BuildError::NotAvailable {
-            component: "the LLM judge",
-            key: "judge.kind = \"llm\"",
-        }),
+        JudgeKind::Llm => crate::judge::llm::LlmJudge::from_judge_config(&config.judge)
+            .map(|judge| Arc::new(judge) as Arc<dyn Judge>)
+            .map_err(|e| BuildError::Judge(e.to_string())),
     }
 }
 

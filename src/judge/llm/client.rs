@@ -128,15 +128,35 @@ impl LlmClient {
     /// Build a client: validates the config, reads the API key from `api_key_env`, loads the
     /// prompts (built-in, or overridden from `prompts_dir`). No durable cache.
     pub fn new(config: LlmConfig) -> Result<LlmClient, LlmSetupError> {
-        config.validate().map_err(LlmSetupError::Config)?;
-        let url = endpoint_url(&config.base_url).map_err(LlmSetupError::Config)?;
         let api_key = match config.api_key_env.trim() {
             "" => None,
             var => match std::env::var(var) {
-                Ok(key) if !key.trim().is_empty() => Some(ApiKey(key.trim().to_string())),
+                Ok(key) if !key.trim().is_empty() => Some(key.trim().to_string()),
                 _ => return Err(LlmSetupError::MissingApiKey(var.to_string())),
             },
         };
+        Self::build(config, api_key)
+    }
+
+    /// Build a client with an API key given directly (e.g. an inline secret from the config);
+    /// `api_key_env` is not read. `None`: no `Authorization` header.
+    pub fn with_api_key(
+        config: LlmConfig,
+        api_key: Option<&str>,
+    ) -> Result<LlmClient, LlmSetupError> {
+        Self::build(
+            config,
+            api_key
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_string),
+        )
+    }
+
+    fn build(config: LlmConfig, api_key: Option<String>) -> Result<LlmClient, LlmSetupError> {
+        config.validate().map_err(LlmSetupError::Config)?;
+        let url = endpoint_url(&config.base_url).map_err(LlmSetupError::Config)?;
+        let api_key = api_key.map(ApiKey);
         let prompts = match &config.prompts_dir {
             Some(dir) => PromptLibrary::with_overrides(dir)?,
             None => PromptLibrary::builtin()?,

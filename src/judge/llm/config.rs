@@ -78,6 +78,26 @@ impl Default for LlmConfig {
 }
 
 impl LlmConfig {
+    /// The LLM settings of the daemon's `[judge]` section; keys the section does not have keep
+    /// their defaults. (An inline `api_key` is handled by [`super::LlmJudge::from_judge_config`].)
+    pub fn from_judge_config(judge: &crate::config::JudgeConfig) -> LlmConfig {
+        LlmConfig {
+            base_url: judge.base_url.clone(),
+            model: judge.model.clone(),
+            api_key_env: judge.api_key_env.clone(),
+            max_requests_per_second: judge.max_requests_per_second,
+            rate_burst: judge.rate_burst,
+            max_tokens_per_minute: judge.max_tokens_per_minute,
+            max_concurrency: judge.max_concurrency,
+            timeout_ms: judge.timeout_ms,
+            max_retries: judge.max_retries,
+            cache_capacity: judge.cache_capacity,
+            cache_ttl_secs: judge.cache_ttl_secs,
+            prompts_dir: judge.prompts_dir.clone(),
+            ..LlmConfig::default()
+        }
+    }
+
     /// The per-request timeout.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)

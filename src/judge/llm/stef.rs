@@ -467,6 +467,18 @@ impl LlmJudge {
         Ok(LlmJudge::new(Arc::new(LlmClient::new(config)?)))
     }
 
+    /// Build from the daemon's `[judge]` section: an inline `api_key` wins over `api_key_env`.
+    pub fn from_judge_config(
+        judge: &crate::config::JudgeConfig,
+    ) -> Result<LlmJudge, LlmSetupError> {
+        let config = LlmConfig::from_judge_config(judge);
+        let client = match judge.api_key.as_ref().filter(|k| !k.is_empty()) {
+            Some(key) => LlmClient::with_api_key(config, Some(key.expose()))?,
+            None => LlmClient::new(config)?,
+        };
+        Ok(LlmJudge::new(Arc::new(client)))
+    }
+
     /// The underlying client.
     pub fn client(&self) -> &Arc<LlmClient> {
         &self.client

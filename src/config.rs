@@ -450,8 +450,9 @@ impl Config {
 /// Whether a key names a secret (`password`, `sasl.password`, `api_key`, `client.secret`, …).
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    // `api_key_env` names a variable; it is not the key.
-    if k.ends_with("_env") {
+    // `api_key_env` names a variable; it is not the key. `max_…` keys are limits
+    // (`max_tokens_per_minute`), not secrets.
+    if k.ends_with("_env") || k.starts_with("max_") {
         return false;
     }
     [

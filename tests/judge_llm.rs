@@ -1,6 +1,7 @@
 //! The LLM judge against a scripted OpenAI-compatible server on 127.0.0.1: structured output,
 //! retries, timeouts, repair, validation failures, prompt injection, caching and coalescing,
-//! response-format fallback, the durable cache seam, and the request-rate limit.
+//! response-format fallback and the durable cache seam. (The request-rate limit has its own test
+//! binary, `judge_rate_limit.rs`, so that no other test competes with its timing.)
 
 mod support;
 
@@ -17,7 +18,7 @@ use sqlgrade::judge::llm::{
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use sqlgrade::stef::{EnrichmentStatus, FilterStatus, Prepared, RuleProfile, Verdict};
 use support::openai_mock::{MockServer, Scripted};
-use support::{benchmark_events, config, distinct_events, prepare, profile, stef_reply};
+use support::{benchmark_events, config, prepare, profile, stef_reply};
 
 /// One prepared event (owned, so tasks can share it).
 struct Case {
@@ -360,7 +361,7 @@ async fn prompt_injection_stays_inside_the_data_block() {
     assert_eq!(user.matches("</data>").count(), 6);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identical_events_make_exactly_one_call() {
     let server = MockServer::start().await;
     server.respond_with(|_| {
@@ -520,39 +521,4 @@ async fn profile_version_is_part_of_the_cache_key() {
     case.profile.version = "test-profile-2".into();
     assert!(!case.assess(&judge).await.unwrap().cached);
     assert_eq!(server.request_count(), 2);
-}
-
-#[tokio::test]
-async fn thousand_distinct_events_respect_fifty_requests_per_second() {
-    let server = MockServer::start().await;
-    server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
-    let judge = Arc::new(judge(LlmConfig {
-        max_requests_per_second: 50.0,
-        rate_burst: 1,
-        max_concurrency: 32,
-        ..config(&server.base_url())
-    }));
-    let cases: Vec<Arc<Case>> = distinct_events(1000)
-        .into_iter()
-        .map(|e| Arc::new(Case::new(e)))
-        .collect();
-    let mut tasks = tokio::task::JoinSet::new();
-    for case in cases {
-        let judge = judge.clone();
-        tasks.spawn(async move { case.assess(&judge).await });
-    }
-    let mut assessed = 0;
-    while let Some(result) = tasks.join_next().await {
-        result.unwrap().unwrap();
-        assessed += 1;
-    }
-    assert_eq!(assessed, 1000);
-    assert_eq!(server.request_count(), 1000);
-    let busiest = server.max_in_window(Duration::from_secs(1));
-    assert!(busiest <= 50, "{busiest} requests in one second");
-    // And the limit is used, not undershot by much.
-    assert!(
-        busiest >= 45,
-        "only {busiest} requests in the busiest second"
-    );
 }

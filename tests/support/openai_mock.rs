@@ -136,6 +136,9 @@ pub struct MockServer {
 
 impl MockServer {
     /// Start a server with an empty script and no responder (unscripted requests get 599).
+    ///
+    /// The server runs on its own thread and runtime, like a separate process: a busy client
+    /// runtime cannot delay its answers or its arrival timestamps.
     pub async fn start() -> MockServer {
         let inner = Arc::new(Inner {
             started: Instant::now(),
@@ -144,19 +147,30 @@ impl MockServer {
             rejected_formats: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
         let app = Router::new().fallback(handle).with_state(inner.clone());
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
+        std::thread::Builder::new()
+            .name("openai-mock".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("mock server runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .expect("bind 127.0.0.1:0");
+                    let _ = addr_tx.send(listener.local_addr().expect("local addr"));
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = rx.await;
+                        })
+                        .await;
+                });
+            })
+            .expect("spawn mock server thread");
+        let addr = addr_rx.await.expect("mock server started");
         MockServer {
             addr,
             inner,

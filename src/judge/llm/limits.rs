@@ -15,6 +15,12 @@ pub fn estimate_tokens(prompt_chars: usize) -> u32 {
     u32::try_from(prompt_chars.div_ceil(4)).unwrap_or(u32::MAX)
 }
 
+/// Share of `max_requests_per_second` the limiter actually paces at. Requests leave evenly
+/// spaced, but they reach the server with varying delays (scheduling, network), so a limiter
+/// pacing at exactly the limit lets a receiver's one-second window occasionally count one
+/// request too many; 5% headroom absorbs 50 ms of jitter per second.
+pub const RATE_HEADROOM: f64 = 0.95;
+
 /// The limits in front of one endpoint.
 #[derive(Debug)]
 pub struct Limits {
@@ -30,11 +36,13 @@ pub struct Admission<'a> {
 }
 
 impl Limits {
-    /// Limits from the config (`max_concurrency`, `max_requests_per_second` with `rate_burst`,
-    /// `max_tokens_per_minute`).
+    /// Limits from the config (`max_concurrency`, `max_requests_per_second` paced at
+    /// [`RATE_HEADROOM`] with `rate_burst`, `max_tokens_per_minute`).
     pub fn new(config: &LlmConfig) -> Limits {
         let requests = (config.max_requests_per_second > 0.0)
-            .then(|| Duration::from_secs_f64(1.0 / config.max_requests_per_second))
+            .then(|| {
+                Duration::from_secs_f64(1.0 / (config.max_requests_per_second * RATE_HEADROOM))
+            })
             .and_then(Quota::with_period)
             .map(|q| q.allow_burst(NonZeroU32::new(config.rate_burst).unwrap_or(NonZeroU32::MIN)))
             .map(RateLimiter::direct);
@@ -120,7 +128,7 @@ mod tests {
         for _ in 0..11 {
             drop(limits.admit(1).await);
         }
-        // 11 permits at 10 ms spacing take at least 100 ms.
+        // 11 permits at ≥ 10 ms spacing take at least 100 ms.
         assert!(
             start.elapsed() >= Duration::from_millis(95),
             "{:?}",

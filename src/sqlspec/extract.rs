@@ -1,14 +1,49 @@
-//! The sqlparser walk behind [`extract`]. (Skeleton: to be implemented.)
+//! Parsing with a dialect fallback chain, statement classification, and the entry points
+//! [`extract`] / [`extract_with`].
+//!
+//! Fallback chain: the requested dialect(s) → generic → a lenient retry (markdown fences, a
+//! `SQL:` label and trailing semicolons stripped; SQLite and MySQL dialects, which accept
+//! backticks, brackets and double-quoted strings). The first dialect that parses wins and is
+//! recorded in [`SqlSpec::dialect`]; if none does, the *first* dialect's message is reported.
+//!
+//! Robustness: sqlparser's recursion limit is set explicitly ([`PARSER_RECURSION_LIMIT`]), the
+//! walk bounds its own nesting, and inputs large enough to build very deep left-nested
+//! expression trees (`1+1+1+…`, whose parse is iterative but whose drop is recursive) are parsed,
+//! walked and dropped on a dedicated stack sized from the input length.
 
+use sqlparser::ast::{SetExpr, Statement};
+use sqlparser::dialect::{
+    AnsiDialect, BigQueryDialect, ClickHouseDialect, DatabricksDialect, Dialect, DuckDbDialect,
+    GenericDialect, HiveDialect, MsSqlDialect, MySqlDialect, PostgreSqlDialect, RedshiftSqlDialect,
+    SQLiteDialect, SnowflakeDialect,
+};
+use sqlparser::parser::{Parser, ParserError};
+
+use super::normalize::{leading_keyword, lenient_clean};
+use super::walk::spec_of_query;
 use super::{SpecError, SqlSpec};
 
 /// Default maximum SQL size accepted for parsing, in bytes.
 pub const DEFAULT_MAX_SQL_BYTES: usize = 256 * 1024;
 
+/// Maximum parser recursion depth (nested parentheses, subqueries, prefix operators). Deeper
+/// input is a parse error ("recursion limit exceeded"), never a stack overflow.
+pub const PARSER_RECURSION_LIMIT: usize = 50;
+
+/// Inputs above this size run on a dedicated stack (see the module docs).
+const LARGE_INPUT_BYTES: usize = 4 * 1024;
+/// Stack reserved per input byte for large inputs: a left-nested expression costs at most one
+/// AST level per two bytes (`+1`), and dropping / displaying one level takes well under 200
+/// bytes of stack even in debug builds. The reservation is virtual; only touched pages count.
+const STACK_BYTES_PER_INPUT_BYTE: usize = 192;
+/// Base stack for large inputs.
+const LARGE_INPUT_BASE_STACK: usize = 2 * 1024 * 1024;
+
 /// Knobs for extraction.
 #[derive(Debug, Clone)]
 pub struct ExtractOptions {
-    /// Dialect fallback chain, tried in order (`generic` is always tried last).
+    /// Dialect fallback chain, tried in order (`generic` is always tried last). Unknown names
+    /// mean generic.
     pub dialects: Vec<String>,
     /// Larger SQL is rejected with [`SpecError::TooLarge`].
     pub max_sql_bytes: usize,
@@ -23,25 +58,296 @@ impl Default for ExtractOptions {
     }
 }
 
+impl ExtractOptions {
+    /// Options for one dialect (then generic, then the lenient retry).
+    pub fn for_dialect(dialect: Option<&str>) -> Self {
+        let mut opts = ExtractOptions::default();
+        if let Some(d) = dialect {
+            opts.dialects.insert(0, d.to_string());
+        }
+        opts
+    }
+}
+
 /// Extract the spec of `sql`, parsing with `dialect` (if any) then the generic fallbacks.
 pub fn extract(sql: &str, dialect: Option<&str>) -> Result<SqlSpec, SpecError> {
-    let mut opts = ExtractOptions::default();
-    if let Some(d) = dialect {
-        opts.dialects.insert(0, d.to_string());
-    }
-    extract_with(sql, &opts)
+    extract_with(sql, &ExtractOptions::for_dialect(dialect))
 }
 
 /// Extract with explicit options.
 pub fn extract_with(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError> {
-    if sql.trim().is_empty() {
-        return Err(SpecError::Empty);
-    }
     if sql.len() > opts.max_sql_bytes {
         return Err(SpecError::TooLarge {
             size: sql.len(),
             limit: opts.max_sql_bytes,
         });
     }
-    todo!("sqlspec extraction")
+    if sql.trim().is_empty() {
+        return Err(SpecError::Empty);
+    }
+    if sql.len() > LARGE_INPUT_BYTES {
+        let stack = LARGE_INPUT_BASE_STACK
+            .saturating_add(sql.len().saturating_mul(STACK_BYTES_PER_INPUT_BYTE));
+        stacker::grow(stack, || extract_inner(sql, opts))
+    } else {
+        extract_inner(sql, opts)
+    }
+}
+
+/// The sqlparser dialects sqlgrade knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlDialect {
+    /// sqlparser's permissive generic dialect.
+    Generic,
+    /// ANSI SQL.
+    Ansi,
+    /// SQLite (BIRD, Spider).
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+    /// MySQL / MariaDB.
+    MySql,
+    /// Snowflake.
+    Snowflake,
+    /// Google BigQuery.
+    BigQuery,
+    /// Microsoft SQL Server (T-SQL).
+    MsSql,
+    /// ClickHouse.
+    ClickHouse,
+    /// DuckDB.
+    DuckDb,
+    /// Apache Hive.
+    Hive,
+    /// Amazon Redshift.
+    Redshift,
+    /// Databricks (Spark SQL).
+    Databricks,
+}
+
+impl SqlDialect {
+    /// Look a dialect up by name (case-insensitive; `postgresql`, `tsql`, `sqlserver`, `spark`
+    /// are accepted aliases). `None` for unknown names.
+    pub fn from_name(name: &str) -> Option<SqlDialect> {
+        let name = name.trim();
+        let is = |candidate: &str| name.eq_ignore_ascii_case(candidate);
+        Some(if is("generic") {
+            SqlDialect::Generic
+        } else if is("ansi") {
+            SqlDialect::Ansi
+        } else if is("sqlite") || is("sqlite3") {
+            SqlDialect::Sqlite
+        } else if is("postgres") || is("postgresql") || is("pg") {
+            SqlDialect::Postgres
+        } else if is("mysql") || is("mariadb") {
+            SqlDialect::MySql
+        } else if is("snowflake") {
+            SqlDialect::Snowflake
+        } else if is("bigquery") {
+            SqlDialect::BigQuery
+        } else if is("mssql") || is("tsql") || is("sqlserver") || is("sql_server") {
+            SqlDialect::MsSql
+        } else if is("clickhouse") {
+            SqlDialect::ClickHouse
+        } else if is("duckdb") {
+            SqlDialect::DuckDb
+        } else if is("hive") {
+            SqlDialect::Hive
+        } else if is("redshift") {
+            SqlDialect::Redshift
+        } else if is("databricks") || is("spark") || is("sparksql") {
+            SqlDialect::Databricks
+        } else {
+            return None;
+        })
+    }
+
+    /// Canonical name, as recorded in [`SqlSpec::dialect`].
+    pub fn name(self) -> &'static str {
+        match self {
+            SqlDialect::Generic => "generic",
+            SqlDialect::Ansi => "ansi",
+            SqlDialect::Sqlite => "sqlite",
+            SqlDialect::Postgres => "postgres",
+            SqlDialect::MySql => "mysql",
+            SqlDialect::Snowflake => "snowflake",
+            SqlDialect::BigQuery => "bigquery",
+            SqlDialect::MsSql => "mssql",
+            SqlDialect::ClickHouse => "clickhouse",
+            SqlDialect::DuckDb => "duckdb",
+            SqlDialect::Hive => "hive",
+            SqlDialect::Redshift => "redshift",
+            SqlDialect::Databricks => "databricks",
+        }
+    }
+
+    /// Whether a double-quoted single name used as a value is a string in practice (dialects
+    /// where `"x"` is a string, or where LLM-written SQL commonly uses it as one).
+    fn double_quotes_are_strings(self) -> bool {
+        matches!(
+            self,
+            SqlDialect::Generic
+                | SqlDialect::Sqlite
+                | SqlDialect::MySql
+                | SqlDialect::BigQuery
+                | SqlDialect::Hive
+                | SqlDialect::Databricks
+        )
+    }
+
+    fn parse(self, sql: &str) -> Result<Vec<Statement>, ParserError> {
+        match self {
+            SqlDialect::Generic => parse_with(&GenericDialect, sql),
+            SqlDialect::Ansi => parse_with(&AnsiDialect {}, sql),
+            SqlDialect::Sqlite => parse_with(&SQLiteDialect {}, sql),
+            SqlDialect::Postgres => parse_with(&PostgreSqlDialect {}, sql),
+            SqlDialect::MySql => parse_with(&MySqlDialect {}, sql),
+            SqlDialect::Snowflake => parse_with(&SnowflakeDialect, sql),
+            SqlDialect::BigQuery => parse_with(&BigQueryDialect, sql),
+            SqlDialect::MsSql => parse_with(&MsSqlDialect {}, sql),
+            SqlDialect::ClickHouse => parse_with(&ClickHouseDialect {}, sql),
+            SqlDialect::DuckDb => parse_with(&DuckDbDialect, sql),
+            SqlDialect::Hive => parse_with(&HiveDialect {}, sql),
+            SqlDialect::Redshift => parse_with(&RedshiftSqlDialect {}, sql),
+            SqlDialect::Databricks => parse_with(&DatabricksDialect, sql),
+        }
+    }
+}
+
+/// Canonical dialect name for a configured name; unknown names map to `generic`.
+pub fn canonical_dialect(name: &str) -> &'static str {
+    SqlDialect::from_name(name)
+        .unwrap_or(SqlDialect::Generic)
+        .name()
+}
+
+fn parse_with(dialect: &dyn Dialect, sql: &str) -> Result<Vec<Statement>, ParserError> {
+    Parser::new(dialect)
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
+        .try_with_sql(sql)?
+        .parse_statements()
+}
+
+/// Dialects of the lenient retry.
+const LENIENT_DIALECTS: [SqlDialect; 2] = [SqlDialect::Sqlite, SqlDialect::MySql];
+
+fn dialect_chain(names: &[String]) -> Vec<SqlDialect> {
+    let mut chain: Vec<SqlDialect> = Vec::with_capacity(names.len() + 1);
+    for name in names {
+        let dialect = SqlDialect::from_name(name).unwrap_or(SqlDialect::Generic);
+        if !chain.contains(&dialect) {
+            chain.push(dialect);
+        }
+    }
+    if !chain.contains(&SqlDialect::Generic) {
+        chain.push(SqlDialect::Generic);
+    }
+    chain
+}
+
+fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError> {
+    let chain = dialect_chain(&opts.dialects);
+    let mut first_error: Option<(SqlDialect, ParserError)> = None;
+    for &dialect in &chain {
+        match dialect.parse(sql) {
+            Ok(statements) => return spec_of_statements(statements, dialect, sql),
+            Err(err) => {
+                let stop = matches!(err, ParserError::RecursionLimitExceeded);
+                first_error.get_or_insert((dialect, err));
+                if stop {
+                    break;
+                }
+            }
+        }
+    }
+    let recursion_limited = matches!(first_error, Some((_, ParserError::RecursionLimitExceeded)));
+    if !recursion_limited {
+        // Lenient retry: cleaned text with every dialect, or the original text with the lenient
+        // dialects not tried yet.
+        let cleaned = lenient_clean(sql);
+        let (text, dialects): (&str, Vec<SqlDialect>) = match &cleaned {
+            Some(text) => {
+                let mut all = chain.clone();
+                all.extend(LENIENT_DIALECTS.iter().filter(|d| !chain.contains(d)));
+                (text.as_str(), all)
+            }
+            None => (
+                sql,
+                LENIENT_DIALECTS
+                    .iter()
+                    .copied()
+                    .filter(|d| !chain.contains(d))
+                    .collect(),
+            ),
+        };
+        if text.trim().is_empty() {
+            return Err(SpecError::Empty);
+        }
+        for dialect in dialects {
+            if let Ok(statements) = dialect.parse(text) {
+                return spec_of_statements(statements, dialect, text);
+            }
+        }
+    }
+    let (dialect, err) = first_error.unwrap_or((
+        SqlDialect::Generic,
+        ParserError::ParserError("no dialect parsed the SQL".to_string()),
+    ));
+    Err(SpecError::Parse {
+        dialect: dialect.name().to_string(),
+        message: parser_message(&err),
+    })
+}
+
+fn parser_message(err: &ParserError) -> String {
+    match err {
+        ParserError::TokenizerError(m) | ParserError::ParserError(m) => m.clone(),
+        ParserError::RecursionLimitExceeded => "recursion limit exceeded".to_string(),
+    }
+}
+
+/// Classify parsed statements and walk the query.
+fn spec_of_statements(
+    statements: Vec<Statement>,
+    dialect: SqlDialect,
+    sql: &str,
+) -> Result<SqlSpec, SpecError> {
+    let statement = match statements.as_slice() {
+        [] => return Err(SpecError::Empty),
+        [single] => single,
+        many => {
+            return Err(SpecError::MultipleStatements { count: many.len() });
+        }
+    };
+    let query = match statement {
+        Statement::Query(query) => query,
+        Statement::Insert(_) => return not_a_query("INSERT"),
+        Statement::Update(_) => return not_a_query("UPDATE"),
+        Statement::Delete(_) => return not_a_query("DELETE"),
+        _ => return not_a_query(&leading_keyword(sql)),
+    };
+    match query.body.as_ref() {
+        SetExpr::Insert(_) => return not_a_query("INSERT"),
+        SetExpr::Update(_) => return not_a_query("UPDATE"),
+        SetExpr::Delete(_) => return not_a_query("DELETE"),
+        SetExpr::Merge(_) => return not_a_query("MERGE"),
+        SetExpr::Select(select) if select.into.is_some() => return not_a_query("SELECT INTO"),
+        _ => {}
+    }
+    match spec_of_query(query, dialect.double_quotes_are_strings()) {
+        Ok(mut spec) => {
+            spec.dialect = dialect.name().to_string();
+            Ok(spec)
+        }
+        Err(message) => Err(SpecError::Parse {
+            dialect: dialect.name().to_string(),
+            message,
+        }),
+    }
+}
+
+fn not_a_query(kind: &str) -> Result<SqlSpec, SpecError> {
+    Err(SpecError::NotAQuery {
+        kind: kind.to_string(),
+    })
 }

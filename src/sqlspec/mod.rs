@@ -13,8 +13,14 @@ use serde::{Deserialize, Serialize};
 use crate::evaluation::RowStatus;
 
 mod extract;
+mod normalize;
+mod walk;
 
-pub use extract::{ExtractOptions, extract, extract_with};
+pub use extract::{
+    DEFAULT_MAX_SQL_BYTES, ExtractOptions, PARSER_RECURSION_LIMIT, SqlDialect, canonical_dialect,
+    extract, extract_with,
+};
+pub use normalize::{canonical_number, normalize_name, normalize_text_value};
 
 /// The SQL-side specification Ssql of one query.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

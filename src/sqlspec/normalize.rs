@@ -1,0 +1,297 @@
+//! Text normalization shared by the SQL side and (through the re-exports in `sqlspec`) the
+//! question side, so that both sides compare names and values under the same rules (STEF §2.3).
+//!
+//! Everything here is allocation-light and regex-free: it runs for every identifier and literal
+//! of every query.
+
+/// Normalize an identifier: strip quoting (`"x"`, `` `x` ``, `[x]`), drop qualifiers
+/// (`T1.Name` → `name`) and lowercase.
+pub fn normalize_name(name: &str) -> String {
+    let trimmed = name.trim();
+    let last = last_name_part(trimmed);
+    let unquoted = strip_identifier_quotes(last);
+    lowercase(unquoted)
+}
+
+/// The last dot-separated part of a (possibly quoted) qualified name.
+fn last_name_part(name: &str) -> &str {
+    // Dots inside quotes belong to the identifier: scan from the end respecting quotes.
+    let bytes = name.as_bytes();
+    let Some(&last_byte) = bytes.last() else {
+        return name;
+    };
+    let closing = match last_byte {
+        b'"' => Some(b'"'),
+        b'`' => Some(b'`'),
+        b']' => Some(b'['),
+        _ => None,
+    };
+    match closing {
+        Some(open) => {
+            // Find the matching opening quote before the last character.
+            let body = &name[..name.len() - 1];
+            match body.rfind(open as char) {
+                Some(pos) => &name[pos..],
+                None => name,
+            }
+        }
+        None => match name.rfind('.') {
+            Some(pos) => &name[pos + 1..],
+            None => name,
+        },
+    }
+}
+
+/// Remove one level of identifier quoting.
+fn strip_identifier_quotes(name: &str) -> &str {
+    let b = name.as_bytes();
+    if b.len() >= 2 {
+        let (first, last) = (b[0], b[b.len() - 1]);
+        if (first == b'"' && last == b'"')
+            || (first == b'`' && last == b'`')
+            || (first == b'[' && last == b']')
+        {
+            return &name[1..name.len() - 1];
+        }
+    }
+    name
+}
+
+/// Lowercase with an ASCII fast path.
+pub(crate) fn lowercase(s: &str) -> String {
+    if s.is_ascii() {
+        s.to_ascii_lowercase()
+    } else {
+        s.to_lowercase()
+    }
+}
+
+/// Append `s` lowercased to `out` (ASCII fast path, no intermediate allocation).
+pub(crate) fn push_lowercase(out: &mut String, s: &str) {
+    if s.is_ascii() {
+        out.reserve(s.len());
+        for c in s.chars() {
+            out.push(c.to_ascii_lowercase());
+        }
+    } else {
+        for c in s.chars() {
+            out.extend(c.to_lowercase());
+        }
+    }
+}
+
+/// Normalize a text value: lowercase, trim, collapse internal whitespace runs to one space, and
+/// remove one level of surrounding quotes (`'x'`, `"x"`) if present.
+pub fn normalize_text_value(value: &str) -> String {
+    let mut v = value.trim();
+    let b = v.as_bytes();
+    if b.len() >= 2 {
+        let (first, last) = (b[0], b[b.len() - 1]);
+        if (first == b'\'' && last == b'\'') || (first == b'"' && last == b'"') {
+            v = v[1..v.len() - 1].trim();
+        }
+    }
+    let mut out = String::with_capacity(v.len());
+    let mut pending_space = false;
+    for c in v.chars() {
+        if c.is_whitespace() {
+            pending_space = !out.is_empty();
+            continue;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+/// Canonical form of a decimal number literal: `507.0` → `507`, `0.50` → `0.5`, `.5` → `0.5`,
+/// `007` → `7`, `-0` → `0`, `1e3` → `1000`. `None` if `s` is not a plain decimal number.
+pub fn canonical_number(s: &str) -> Option<String> {
+    let s = s.trim();
+    let (negative, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    if digits.bytes().any(|c| c == b'e' || c == b'E') {
+        return canonical_exponent(s);
+    }
+    let (int_part, frac_part) = match digits.find('.') {
+        Some(pos) => (&digits[..pos], &digits[pos + 1..]),
+        None => (digits, ""),
+    };
+    if (int_part.is_empty() && frac_part.is_empty())
+        || !int_part.bytes().all(|c| c.is_ascii_digit())
+        || !frac_part.bytes().all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let int_trimmed = int_part.trim_start_matches('0');
+    let frac_trimmed = frac_part.trim_end_matches('0');
+    let mut out = String::with_capacity(digits.len() + 2);
+    let is_zero = int_trimmed.is_empty() && frac_trimmed.is_empty();
+    if negative && !is_zero {
+        out.push('-');
+    }
+    if int_trimmed.is_empty() {
+        out.push('0');
+    } else {
+        out.push_str(int_trimmed);
+    }
+    if !frac_trimmed.is_empty() {
+        out.push('.');
+        out.push_str(frac_trimmed);
+    }
+    Some(out)
+}
+
+/// Numbers with an exponent: through f64 (exact for the magnitudes SQL literals use).
+fn canonical_exponent(s: &str) -> Option<String> {
+    let v: f64 = s.parse().ok()?;
+    if !v.is_finite() {
+        return None;
+    }
+    if v == 0.0 {
+        return Some("0".to_string());
+    }
+    let text = format!("{v}");
+    canonical_number(&text).or(Some(text))
+}
+
+/// A four-digit year (`"2023"`, `2023`, `"2023.0"` is not), as a number.
+pub(crate) fn as_year(s: &str) -> Option<u32> {
+    let s = s.trim();
+    if s.len() == 4 && s.bytes().all(|c| c.is_ascii_digit()) {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// Clean SQL for the lenient retry: extract the body of a markdown code fence, drop a leading
+/// `SQL:` label and trailing semicolons / whitespace. Returns `None` when nothing changed.
+pub(crate) fn lenient_clean(sql: &str) -> Option<String> {
+    let mut text = sql.trim();
+    if let Some(start) = text.find("```") {
+        let after = &text[start + 3..];
+        // Skip an info string such as `sql` up to the end of the line.
+        let body_start = after.find('\n').map(|p| p + 1).unwrap_or(0);
+        let after = &after[body_start..];
+        let body = match after.find("```") {
+            Some(end) => &after[..end],
+            None => after,
+        };
+        text = body.trim();
+    }
+    for label in ["sql:", "sqlite:", "query:"] {
+        if text.len() >= label.len()
+            && text.is_char_boundary(label.len())
+            && text[..label.len()].eq_ignore_ascii_case(label)
+        {
+            text = text[label.len()..].trim_start();
+        }
+    }
+    let text = text.trim_end_matches(|c: char| c == ';' || c.is_whitespace());
+    if text == sql {
+        None
+    } else {
+        Some(text.to_string())
+    }
+}
+
+/// The first keyword of a statement (comments and parentheses skipped), uppercased; for
+/// `CREATE`/`DROP`/`ALTER` the object kind is appended (`DROP TABLE`).
+pub(crate) fn leading_keyword(sql: &str) -> String {
+    let mut rest = sql;
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == '(');
+        if let Some(after) = rest.strip_prefix("--") {
+            rest = after.find('\n').map(|p| &after[p + 1..]).unwrap_or("");
+        } else if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.find("*/").map(|p| &after[p + 2..]).unwrap_or("");
+        } else {
+            break;
+        }
+    }
+    let word = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+            .collect::<String>()
+            .to_ascii_uppercase()
+    };
+    let first = word(rest);
+    if matches!(first.as_str(), "CREATE" | "DROP" | "ALTER") {
+        let after = rest[first.len()..].trim_start();
+        let second = word(after);
+        if !second.is_empty() {
+            return format!("{first} {second}");
+        }
+    }
+    if first.is_empty() {
+        "UNKNOWN".to_string()
+    } else {
+        first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(normalize_name("T1.\"Name\""), "name");
+        assert_eq!(normalize_name("`Full Name`"), "full name");
+        assert_eq!(normalize_name("[a.b]"), "a.b");
+        assert_eq!(normalize_name("s.t.Col"), "col");
+        assert_eq!(normalize_name("Ünïcode"), "ünïcode");
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(normalize_text_value("  'Hello   World' "), "hello world");
+        assert_eq!(normalize_text_value("\"China\""), "china");
+        assert_eq!(normalize_text_value("ÉCOLE\t x"), "école x");
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(canonical_number("507.0").as_deref(), Some("507"));
+        assert_eq!(canonical_number("0.50").as_deref(), Some("0.5"));
+        assert_eq!(canonical_number(".5").as_deref(), Some("0.5"));
+        assert_eq!(canonical_number("007").as_deref(), Some("7"));
+        assert_eq!(canonical_number("-0.0").as_deref(), Some("0"));
+        assert_eq!(canonical_number("-12.30").as_deref(), Some("-12.3"));
+        assert_eq!(canonical_number("1e3").as_deref(), Some("1000"));
+        assert_eq!(canonical_number("abc"), None);
+        assert_eq!(canonical_number("."), None);
+        assert_eq!(canonical_number("-"), None);
+    }
+
+    #[test]
+    fn lenient() {
+        assert_eq!(
+            lenient_clean("```sql\nSELECT 1;\n```").as_deref(),
+            Some("SELECT 1")
+        );
+        assert_eq!(lenient_clean("SQL: SELECT 1").as_deref(), Some("SELECT 1"));
+        assert_eq!(lenient_clean("SELECT 1"), None);
+    }
+
+    #[test]
+    fn keywords() {
+        assert_eq!(leading_keyword("  -- hi\n drop table x"), "DROP TABLE");
+        assert_eq!(leading_keyword("/* x */ INSERT INTO t"), "INSERT");
+        assert_eq!(leading_keyword(""), "UNKNOWN");
+    }
+}

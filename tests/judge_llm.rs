@@ -522,3 +522,56 @@ async fn profile_version_is_part_of_the_cache_key() {
     assert!(!case.assess(&judge).await.unwrap().cached);
     assert_eq!(server.request_count(), 2);
 }
+
+fn scorer(judge: LlmJudge) -> sqlgrade::scorer::Scorer {
+    sqlgrade::scorer::Scorer::new(
+        Arc::new(judge),
+        Arc::new(sqlgrade::scorer::SingleProfile(Arc::new(profile()))),
+        sqlgrade::scorer::ScorerOptions::default(),
+    )
+}
+
+#[tokio::test]
+async fn scorer_rows_carry_the_llm_judgement() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(&stef_reply("correct", 0.9))]);
+    let judge = judge(config(&server.base_url()));
+    let version = judge.prompt_version().unwrap().to_string();
+    let scorer = scorer(judge);
+    let event = bird_case().event;
+    let rows = scorer.score(&event).await;
+    let stef = rows[0].stef.as_ref().unwrap();
+    assert_eq!(rows[0].status, sqlgrade::evaluation::RowStatus::Ok);
+    assert_eq!(stef.judge, "llm:judge-test");
+    assert_eq!(stef.semantic_verdict, "correct");
+    assert_eq!(stef.confidence, 0.9);
+    assert!(!stef.judge_cached);
+    assert_eq!(stef.prompt_version.as_deref(), Some(version.as_str()));
+    assert!(stef.prompt_tokens > 0 && stef.completion_tokens > 0);
+    // Scoring the same event again is a cache hit with no tokens spent.
+    let again = scorer.score(&event).await;
+    let stef = again[0].stef.as_ref().unwrap();
+    assert!(stef.judge_cached);
+    assert_eq!(stef.prompt_tokens, 0);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn invalid_replies_become_judge_fallback_rows() {
+    let server = MockServer::start().await;
+    let mut incomplete = stef_reply("correct", 0.9);
+    incomplete.as_object_mut().unwrap().remove("verdict");
+    server.respond_with(move |_| Scripted::json(&incomplete));
+    let scorer = scorer(judge(config(&server.base_url())));
+    let rows = scorer.score(&bird_case().event).await;
+    let row = &rows[0];
+    assert_eq!(row.status, sqlgrade::evaluation::RowStatus::JudgeFallback);
+    assert_eq!(row.stef.as_ref().unwrap().judge, "deterministic");
+    let error = row.details["judge_error"].as_str().unwrap();
+    assert!(
+        error.starts_with("judge reply invalid: schema violation: missing field `verdict`"),
+        "{error}"
+    );
+    assert!(error.contains("after one repair retry"), "{error}");
+    assert!(row.value >= 0.0 && row.value <= 100.0);
+}

@@ -19,6 +19,7 @@ use super::client::{LlmClient, LlmSetupError, StructuredCall};
 use super::reply::{ReplySchema, StructuredReply};
 use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, JudgeTotals};
 use crate::sqlspec::{AggFunc, FilterOp, SqlSpec};
+use crate::stef::text::{normalize_value, strip_quotes};
 use crate::stef::{
     Alignment, Enrichment, EnrichmentStatus, FilterStatus, QuestionAggregation, QuestionFilter,
     QuestionSpec, Verdict,
@@ -350,50 +351,6 @@ fn normalize_name(text: &str) -> String {
     strip_quotes(&collapsed).trim().to_string()
 }
 
-fn strip_quotes(text: &str) -> &str {
-    for q in ['\'', '"', '`'] {
-        if let Some(inner) = text.strip_prefix(q).and_then(|rest| rest.strip_suffix(q)) {
-            return inner;
-        }
-    }
-    text
-}
-
-/// A filter value for alignment: as [`normalize_name`], and numbers in canonical form
-/// (`507.0` → `507`, `+0.50` → `0.5`, `007` → `7`).
-fn normalize_value(text: &str) -> String {
-    let name = normalize_name(text);
-    canonical_number(&name).unwrap_or(name)
-}
-
-fn canonical_number(text: &str) -> Option<String> {
-    let (sign, digits) = match text.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", text.strip_prefix('+').unwrap_or(text)),
-    };
-    let (int, frac) = match digits.split_once('.') {
-        Some((i, f)) => (i, Some(f)),
-        None => (digits, None),
-    };
-    let all_digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
-    if int.is_empty() || !all_digits(int) || !frac.is_none_or(|f| !f.is_empty() && all_digits(f)) {
-        return None;
-    }
-    let int = int.trim_start_matches('0');
-    let int = if int.is_empty() { "0" } else { int };
-    let frac = frac.map(|f| f.trim_end_matches('0')).unwrap_or("");
-    let body = if frac.is_empty() {
-        int.to_string()
-    } else {
-        format!("{int}.{frac}")
-    };
-    Some(if body == "0" {
-        body
-    } else {
-        format!("{sign}{body}")
-    })
-}
-
 fn names(items: &[String]) -> Vec<String> {
     items
         .iter()
@@ -669,18 +626,15 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_canonical() {
+    fn values_are_normalized_like_sql_literals() {
         for (input, want) in [
             ("507.0", "507"),
             ("+0.50", "0.5"),
-            ("007", "7"),
-            ("-0.0", "0"),
-            ("-12.340", "-12.34"),
-            ("1.", "1."),
-            ("abc", "abc"),
             ("'2023'", "2023"),
+            ("  'New   York' ", "new york"),
         ] {
             assert_eq!(normalize_value(input), want, "{input}");
         }
+        assert_eq!(normalize_name(" \"Eye  Colour\" "), "eye colour");
     }
 }

@@ -340,6 +340,30 @@ impl<'a> StefVars<'a> {
     }
 }
 
+/// What determines a STEF reply besides prompt, model and rule profile: the normalized inputs.
+/// Everything else the prompt shows (SQL spec, deterministic alignment) is derived from these
+/// by this crate's code, whose version is part of the identity.
+#[derive(Debug, Serialize)]
+struct StefIdentity<'a> {
+    question: &'a str,
+    enriched_question: Option<&'a str>,
+    sql: &'a str,
+    dialect: Option<&'a str>,
+    derived_by: &'static str,
+}
+
+impl<'a> StefIdentity<'a> {
+    fn of(vars: &'a StefVars<'a>) -> StefIdentity<'a> {
+        StefIdentity {
+            question: &vars.question,
+            enriched_question: vars.enriched_question.as_deref(),
+            sql: &vars.sql,
+            dialect: vars.dialect,
+            derived_by: concat!("sqlgrade ", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
 /// Trim and collapse runs of whitespace to one space.
 fn collapse_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -466,10 +490,11 @@ impl Judge for LlmJudge {
         };
         let outcome = self
             .client
-            .call_structured::<StefReply, _>(
+            .call_structured::<StefReply, _, _>(
                 StructuredCall {
                     prompt: STEF_PROMPT,
                     vars: &vars,
+                    identity: &StefIdentity::of(&vars),
                     scope: &request.profile.version,
                 },
                 &check,

@@ -284,18 +284,27 @@ impl LlmClient {
             identity: call.identity,
         })
         .map_err(JudgeError::Prompt)?;
-        let fill = self.fill::<T, V, K>(&key, call, &prompt_version, schema, check);
         let (reply, fresh) = match &self.memory {
-            Some(memory) => {
-                let entry = memory
-                    .entry_by_ref(&key)
-                    .or_try_insert_with(fill)
-                    .await
-                    .map_err(|e| (*e).clone())?;
-                let fresh = entry.is_fresh();
-                (entry.into_value(), fresh)
-            }
-            None => (fill.await?, true),
+            Some(memory) => match memory.get(&key).await {
+                // Fast path: a plain lookup, without building the fill future.
+                Some(hit) => (hit, false),
+                // Miss: the entry API runs one fill per key; concurrent callers wait for it.
+                None => {
+                    let fill = self.fill::<T, V, K>(&key, call, &prompt_version, schema, check);
+                    let entry = memory
+                        .entry_by_ref(&key)
+                        .or_try_insert_with(fill)
+                        .await
+                        .map_err(|e| (*e).clone())?;
+                    let fresh = entry.is_fresh();
+                    (entry.into_value(), fresh)
+                }
+            },
+            None => (
+                self.fill::<T, V, K>(&key, call, &prompt_version, schema, check)
+                    .await?,
+                true,
+            ),
         };
         let cached = !fresh || reply.origin != ReplyOrigin::Llm;
         if cached {

@@ -28,14 +28,19 @@ pub const DEFAULT_MAX_SQL_BYTES: usize = 256 * 1024;
 
 /// Maximum parser recursion depth (nested parentheses, subqueries, prefix operators). Deeper
 /// input is a parse error ("recursion limit exceeded"), never a stack overflow.
-pub const PARSER_RECURSION_LIMIT: usize = 50;
+pub const PARSER_RECURSION_LIMIT: usize = 128;
+
+/// Hard ceiling on the accepted SQL size, whatever [`ExtractOptions::max_sql_bytes`] says: it
+/// bounds the dedicated stack reserved for large inputs (≈ 512 MiB of address space at most).
+pub const HARD_MAX_SQL_BYTES: usize = 4 * 1024 * 1024;
 
 /// Inputs above this size run on a dedicated stack (see the module docs).
 const LARGE_INPUT_BYTES: usize = 4 * 1024;
 /// Stack reserved per input byte for large inputs: a left-nested expression costs at most one
-/// AST level per two bytes (`+1`), and dropping / displaying one level takes well under 200
-/// bytes of stack even in debug builds. The reservation is virtual; only touched pages count.
-const STACK_BYTES_PER_INPUT_BYTE: usize = 192;
+/// AST level per two bytes (`+1`), and dropping one level takes 64 (release) to 96 (debug) bytes
+/// of stack (measured); sqlparser's own recursive Display and parse functions, and the walk,
+/// grow their stacks on demand. The reservation is virtual; only touched pages count.
+const STACK_BYTES_PER_INPUT_BYTE: usize = 128;
 /// Base stack for large inputs.
 const LARGE_INPUT_BASE_STACK: usize = 2 * 1024 * 1024;
 
@@ -45,7 +50,7 @@ pub struct ExtractOptions {
     /// Dialect fallback chain, tried in order (`generic` is always tried last). Unknown names
     /// mean generic.
     pub dialects: Vec<String>,
-    /// Larger SQL is rejected with [`SpecError::TooLarge`].
+    /// Larger SQL is rejected with [`SpecError::TooLarge`] (capped at [`HARD_MAX_SQL_BYTES`]).
     pub max_sql_bytes: usize,
 }
 
@@ -76,10 +81,11 @@ pub fn extract(sql: &str, dialect: Option<&str>) -> Result<SqlSpec, SpecError> {
 
 /// Extract with explicit options.
 pub fn extract_with(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError> {
-    if sql.len() > opts.max_sql_bytes {
+    let limit = opts.max_sql_bytes.min(HARD_MAX_SQL_BYTES);
+    if sql.len() > limit {
         return Err(SpecError::TooLarge {
             size: sql.len(),
-            limit: opts.max_sql_bytes,
+            limit,
         });
     }
     if sql.trim().is_empty() {
@@ -252,6 +258,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
         match dialect.parse(sql) {
             Ok(statements) => return spec_of_statements(statements, dialect, sql),
             Err(err) => {
+                tracing::trace!(dialect = dialect.name(), error = %err, "sqlspec: dialect failed");
                 let stop = matches!(err, ParserError::RecursionLimitExceeded);
                 first_error.get_or_insert((dialect, err));
                 if stop {
@@ -285,6 +292,11 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
         }
         for dialect in dialects {
             if let Ok(statements) = dialect.parse(text) {
+                tracing::debug!(
+                    dialect = dialect.name(),
+                    cleaned = cleaned.is_some(),
+                    "sqlspec: parsed by the lenient retry"
+                );
                 return spec_of_statements(statements, dialect, text);
             }
         }

@@ -7,6 +7,35 @@
 //!
 //! Names are normalized for schema-free alignment: lowercased, quotes removed, table qualifiers
 //! dropped (`T1."Name"` → `name`). Literal values are normalized too (case, whitespace, quotes).
+//!
+//! Filter normalization (STEF §2.3 and sqlgrade's decisions):
+//! - `LIKE`/`ILIKE` without `%` ≡ `=`; `'%x%'` → `Contains x`, `'x%'` → `StartsWith`, `'%x'` →
+//!   `EndsWith`, other patterns → `Like` with the pattern. Only `%` counts as a wildcard: LLM SQL
+//!   uses `_` as a literal underscore in ids (`LIKE 'TR009_%'`) far more often than as `?`.
+//! - `BETWEEN a AND b` → `>= a` and `<= b`; `IN (a)` → `= a`; a literal on the left is flipped;
+//!   `NOT` is pushed into comparisons (`NOT (a = b)` → `a != b`, De Morgan over AND/OR);
+//!   constant conditions (`1 = 1`) are not filters.
+//! - Year idioms (`YEAR(d)`, `strftime('%Y', d)`, `EXTRACT(YEAR FROM d)`, `date_part('year', d)`,
+//!   `SUBSTR(d, 1, 4)` against a 4-digit value, `d LIKE '2023%'`, and a whole-year range
+//!   `d >= '2023-01-01' AND d < '2024-01-01'` / `<= '2023-12-31'` / `BETWEEN` within one AND
+//!   group) → `year(d) = 2023` with a numeric value. Identity conversions of a filtered date
+//!   column (`date(d)`, `datetime(d)`, `SUBSTR(d, 1, 10)`, `CAST(d AS DATE)`) are dropped.
+//! - Filters under OR — and those of UNION branches and of subqueries inside an OR — are marked
+//!   `in_disjunction`. EXCEPT's right branch sits one level deeper (like `NOT IN (subquery)`).
+//! - Column-vs-column predicates in WHERE become [`FilterValue::Column`]; in `JOIN … ON` only
+//!   predicates with a literal side are filters.
+//! - A double-quoted single name used as a value (`name = "Bob"`) is a string in the dialects
+//!   where LLM-written SQL means it that way (generic, SQLite, MySQL, BigQuery, Hive, Databricks).
+//! - Aliases resolve in GROUP BY, ORDER BY and HAVING (and, for non-aggregates, in WHERE);
+//!   ordinals resolve in GROUP BY and ORDER BY.
+//!
+//! Other decisions: window calls (`SUM(x) OVER …`) set `window_functions` but are not
+//! aggregations; two-argument `MIN`/`MAX` are scalar (SQLite); numbers in expression text are
+//! kept as written (`* 1.0` matters in SQLite) while filter values are canonical (`507.0` →
+//! `507`); `SELECT x FROM (SELECT … ORDER BY … LIMIT k) t` — a pass-through outer SELECT — takes
+//! the derived query's ORDER BY / LIMIT.
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -17,8 +46,8 @@ mod normalize;
 mod walk;
 
 pub use extract::{
-    DEFAULT_MAX_SQL_BYTES, ExtractOptions, PARSER_RECURSION_LIMIT, SqlDialect, canonical_dialect,
-    extract, extract_with,
+    DEFAULT_MAX_SQL_BYTES, ExtractOptions, HARD_MAX_SQL_BYTES, PARSER_RECURSION_LIMIT, SqlDialect,
+    canonical_dialect, extract, extract_with,
 };
 pub use normalize::{canonical_number, normalize_name, normalize_text_value};
 
@@ -289,5 +318,76 @@ impl SpecError {
             SpecError::NotAQuery { .. } => RowStatus::NotAQuery,
             SpecError::MultipleStatements { .. } => RowStatus::MultipleStatements,
         }
+    }
+}
+
+impl AggFunc {
+    /// Lowercase SQL name of the family (`sum`, `avg`, …; `Other` keeps its own name).
+    pub fn name(&self) -> &str {
+        match self {
+            AggFunc::Sum => "sum",
+            AggFunc::Avg => "avg",
+            AggFunc::Count => "count",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+            AggFunc::Other(name) => name,
+        }
+    }
+}
+
+/// `count(distinct id)`: the normalized call.
+impl fmt::Display for Aggregation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let distinct = if self.distinct { "distinct " } else { "" };
+        write!(f, "{}({distinct}{})", self.func.name(), self.arg)
+    }
+}
+
+/// Text form used in `lhs op rhs` renderings: `'text'`, `507`, `('a', 'b')`, a bare column
+/// name, `(subquery)`, `null`, or the expression text.
+impl fmt::Display for FilterValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterValue::Text(text) => write!(f, "'{text}'"),
+            FilterValue::Number(n) => f.write_str(n),
+            FilterValue::List(items) => {
+                f.write_str("(")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str(")")
+            }
+            FilterValue::Column(name) => f.write_str(name),
+            FilterValue::Subquery => f.write_str("(subquery)"),
+            FilterValue::Null => f.write_str("null"),
+            FilterValue::Expr(text) => f.write_str(text),
+        }
+    }
+}
+
+/// `lhs op rhs` (`country = 'china'`, `year(d) = 2023`, `name is_null`): the normalized form
+/// rule profiles (`benign_filters`) are compared against.
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.op {
+            FilterOp::IsNull | FilterOp::IsNotNull => {
+                write!(f, "{} {}", self.lhs, self.op.symbol())
+            }
+            op => write!(f, "{} {} {}", self.lhs, op.symbol(), self.rhs),
+        }
+    }
+}
+
+/// `expr asc|desc`.
+impl fmt::Display for OrderItem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = match self.dir {
+            SortDir::Asc => "asc",
+            SortDir::Desc => "desc",
+        };
+        write!(f, "{} {dir}", self.expr)
     }
 }

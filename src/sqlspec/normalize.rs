@@ -44,17 +44,12 @@ fn last_name_part(name: &str) -> &str {
 
 /// Remove one level of identifier quoting.
 fn strip_identifier_quotes(name: &str) -> &str {
-    let b = name.as_bytes();
-    if b.len() >= 2 {
-        let (first, last) = (b[0], b[b.len() - 1]);
-        if (first == b'"' && last == b'"')
-            || (first == b'`' && last == b'`')
-            || (first == b'[' && last == b']')
-        {
-            return &name[1..name.len() - 1];
+    match name.as_bytes() {
+        [b'"', .., b'"'] | [b'`', .., b'`'] | [b'[', .., b']'] => {
+            name.get(1..name.len() - 1).unwrap_or(name)
         }
+        _ => name,
     }
-    name
 }
 
 /// Lowercase with an ASCII fast path.
@@ -84,12 +79,8 @@ pub(crate) fn push_lowercase(out: &mut String, s: &str) {
 /// remove one level of surrounding quotes (`'x'`, `"x"`) if present.
 pub fn normalize_text_value(value: &str) -> String {
     let mut v = value.trim();
-    let b = v.as_bytes();
-    if b.len() >= 2 {
-        let (first, last) = (b[0], b[b.len() - 1]);
-        if (first == b'\'' && last == b'\'') || (first == b'"' && last == b'"') {
-            v = v[1..v.len() - 1].trim();
-        }
+    if let [b'\'', .., b'\''] | [b'"', .., b'"'] = v.as_bytes() {
+        v = v.get(1..v.len() - 1).unwrap_or(v).trim();
     }
     let mut out = String::with_capacity(v.len());
     let mut pending_space = false;

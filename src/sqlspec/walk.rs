@@ -45,6 +45,9 @@ const ELLIPSIS: &str = "…";
 struct AliasEntry {
     alias: String,
     expr: String,
+    /// The aliased expression aggregates: only HAVING can mean it (in WHERE the name must be a
+    /// column).
+    aggregate: bool,
 }
 
 /// How a query level participates in the outermost spec.
@@ -96,6 +99,9 @@ pub(crate) struct Walker {
     next_group: u32,
     nesting: u32,
     too_deep: bool,
+    /// Set while walking UNION branches and the subqueries of a predicate under OR: filters
+    /// found meanwhile are alternatives.
+    in_alternative: bool,
     /// Treat a double-quoted single identifier used as a value as a string literal (SQLite,
     /// MySQL and generic SQL written for them use `"x"` for strings).
     dquote_strings: bool,
@@ -109,6 +115,7 @@ pub(crate) fn spec_of_query(query: &Query, dquote_strings: bool) -> Result<SqlSp
         next_group: 0,
         nesting: 0,
         too_deep: false,
+        in_alternative: false,
         dquote_strings,
     };
     walker.walk_query(query, 0, Role::TOP);
@@ -181,7 +188,7 @@ impl Walker {
             projections: role.projections,
             order_limit: role.order_limit && !has_own_order_limit,
         };
-        self.walk_set_expr(&query.body, depth, body_role, false);
+        self.walk_set_expr(&query.body, depth, body_role);
 
         if let Some(order_by) = &query.order_by
             && let OrderByKind::Expressions(items) = &order_by.kind
@@ -196,29 +203,38 @@ impl Walker {
                 }
             }
         }
-        if role.order_limit && has_own_order_limit {
+        if role.order_limit && (query.limit_clause.is_some() || query.fetch.is_some()) {
             self.spec.limit = limit_of(query.limit_clause.as_ref(), query.fetch.as_ref());
         }
     }
 
-    fn walk_set_expr(&mut self, body: &SetExpr, depth: u32, role: Role, union_branch: bool) {
+    fn walk_set_expr(&mut self, body: &SetExpr, depth: u32, role: Role) {
         if !self.enter() {
             return;
         }
         match body {
-            SetExpr::Select(select) => self.walk_select(select, depth, role, union_branch),
+            SetExpr::Select(select) => self.walk_select(select, depth, role),
             SetExpr::Query(query) => self.walk_query(query, depth, role),
             SetExpr::SetOperation {
                 left, op, right, ..
             } => {
                 self.spec.set_operations = true;
-                let union = union_branch || matches!(op, SetOperator::Union);
+                // UNION branches are alternatives: their filters are marked as disjunctive.
+                let saved = self.in_alternative;
+                self.in_alternative |= matches!(op, SetOperator::Union);
                 let left_role = Role {
                     projections: role.projections,
                     order_limit: false,
                 };
-                self.walk_set_expr(left, depth, left_role, union);
-                self.walk_set_expr(right, depth, Role::NESTED, union);
+                self.walk_set_expr(left, depth, left_role);
+                // EXCEPT's right branch removes rows: its filters describe what is excluded, like
+                // the subquery of `NOT IN (…)`, so they sit one level deeper.
+                let right_depth = match op {
+                    SetOperator::Except | SetOperator::Minus => depth + 1,
+                    _ => depth,
+                };
+                self.walk_set_expr(right, right_depth, Role::NESTED);
+                self.in_alternative = saved;
             }
             SetExpr::Values(values) => {
                 for row in &values.rows {
@@ -238,9 +254,11 @@ impl Walker {
         self.leave();
     }
 
-    fn walk_select(&mut self, select: &Select, depth: u32, role: Role, union_branch: bool) {
+    fn walk_select(&mut self, select: &Select, depth: u32, role: Role) {
+        // Filters of a UNION branch, or of a subquery inside an OR, are alternatives.
+        let disj = self.in_alternative;
         for table in &select.from {
-            self.walk_table_with_joins(table, depth, union_branch);
+            self.walk_table_with_joins(table, depth, disj);
         }
 
         let mut aliases: Vec<AliasEntry> = Vec::new();
@@ -275,6 +293,7 @@ impl Walker {
                 aliases.push(AliasEntry {
                     alias: alias.clone(),
                     expr: text.clone(),
+                    aggregate: first_agg.is_some(),
                 });
             }
             if role.projections {
@@ -293,9 +312,8 @@ impl Walker {
                 select.distinct,
                 Some(Distinct::Distinct) | Some(Distinct::On(_))
             );
-            if let Some(top) = &select.top
-                && role.order_limit
-            {
+            // T-SQL `TOP n` (its ORDER BY, if any, belongs to the enclosing query).
+            if let Some(top) = &select.top {
                 self.spec.limit = match &top.quantity {
                     Some(TopQuantity::Constant(n)) => Some(*n),
                     Some(TopQuantity::Expr(expr)) => literal_u64(expr),
@@ -309,7 +327,7 @@ impl Walker {
                 clause: Clause::Where,
                 depth,
                 join: false,
-                disj: union_branch,
+                disj,
                 negated: false,
                 aliases: &aliases,
             };
@@ -332,7 +350,7 @@ impl Walker {
                 clause: Clause::Having,
                 depth,
                 join: false,
-                disj: union_branch,
+                disj,
                 negated: false,
                 aliases: &aliases,
             };
@@ -345,6 +363,9 @@ impl Walker {
         }
         if !select.named_window.is_empty() {
             self.spec.window_functions = true;
+        }
+        if role.projections && role.order_limit {
+            self.lift_order_limit(select);
         }
     }
 
@@ -397,42 +418,18 @@ impl Walker {
 
     // ---------------------------------------------------------------- GROUP BY / ORDER BY
 
-    /// A projection addressed by a 1-based ordinal or by its alias.
-    fn projection_ref(&self, expr: &Expr) -> Option<&Projection> {
-        match strip_nested(expr) {
-            Expr::Value(v) => match &v.value {
-                Value::Number(n, _) => {
-                    let idx: usize = n.parse().ok()?;
-                    self.spec.projections.get(idx.checked_sub(1)?)
-                }
-                _ => None,
-            },
-            Expr::Identifier(ident) => {
-                let name = ident_name(ident);
-                self.spec
-                    .projections
-                    .iter()
-                    .find(|p| p.alias.as_deref() == Some(name.as_str()))
-            }
-            _ => None,
-        }
-    }
-
     fn group_item(&mut self, expr: &Expr) -> String {
-        if let Some(p) = self.projection_ref(expr) {
+        if let Some(p) = projection_ref(&self.spec.projections, expr) {
             return p.expr.clone();
         }
         self.render(expr)
     }
 
     fn order_item(&mut self, item: &OrderByExpr, depth: u32) -> OrderItem {
-        let dir = match item.options.sort {
-            Some(OrderBySort::Desc) => SortDir::Desc,
-            _ => SortDir::Asc,
-        };
+        let dir = sort_dir(item);
         let mut first = None;
         self.scan_expr(&item.expr, depth, true, None, &mut first);
-        if let Some(p) = self.projection_ref(&item.expr) {
+        if let Some(p) = projection_ref(&self.spec.projections, &item.expr) {
             return OrderItem {
                 expr: p.expr.clone(),
                 dir,
@@ -444,6 +441,104 @@ impl Walker {
             dir,
             aggregate: first,
         }
+    }
+
+    /// `SELECT x FROM (SELECT x, … ORDER BY … LIMIT k) AS t` is a top-k query: when the outermost
+    /// SELECT only passes rows through from one derived table (no join, WHERE, GROUP BY, HAVING,
+    /// aggregate, nor ORDER BY / LIMIT of its own), the derived query's ORDER BY / LIMIT are the
+    /// spec's. Called after the outermost SELECT's projections are known.
+    fn lift_order_limit(&mut self, select: &Select) {
+        let [table] = select.from.as_slice() else {
+            return;
+        };
+        let TableFactor::Derived { subquery, .. } = &table.relation else {
+            return;
+        };
+        let passes_through = table.joins.is_empty()
+            && select.selection.is_none()
+            && select.having.is_none()
+            && matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty())
+            && self.spec.projections.iter().all(|p| p.aggregate.is_none())
+            && self.spec.order_by.is_empty()
+            && self.spec.limit.is_none();
+        if !passes_through {
+            return;
+        }
+        let Some(inner) = leftmost_select(&subquery.body) else {
+            return;
+        };
+        // The inner projections, for alias / ordinal resolution (rendered without side effects:
+        // the normal walk already recorded the inner query's aggregates and filters).
+        let mut scope = Vec::with_capacity(inner.projection.len());
+        for item in &inner.projection {
+            let (expr, alias) = match item {
+                SelectItem::UnnamedExpr(expr) => (expr, None),
+                SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
+                SelectItem::ExprWithAliases { expr, aliases } => (expr, aliases.first()),
+                _ => {
+                    scope.push(Projection {
+                        expr: "*".to_string(),
+                        alias: None,
+                        aggregate: None,
+                        columns: Vec::new(),
+                    });
+                    continue;
+                }
+            };
+            let text = self.render(expr);
+            let aggregate = self.find_aggregate(expr);
+            scope.push(Projection {
+                expr: text,
+                alias: alias.map(ident_name),
+                aggregate,
+                columns: Vec::new(),
+            });
+        }
+        if let Some(order_by) = &subquery.order_by
+            && let OrderByKind::Expressions(items) = &order_by.kind
+        {
+            for item in items {
+                let dir = sort_dir(item);
+                let order_item = match projection_ref(&scope, &item.expr) {
+                    Some(p) => OrderItem {
+                        expr: p.expr.clone(),
+                        dir,
+                        aggregate: p.aggregate.clone(),
+                    },
+                    None => OrderItem {
+                        expr: self.render(&item.expr),
+                        dir,
+                        aggregate: self.find_aggregate(&item.expr),
+                    },
+                };
+                self.spec.order_by.push(order_item);
+            }
+        }
+        self.spec.limit = limit_of(subquery.limit_clause.as_ref(), subquery.fetch.as_ref());
+    }
+
+    /// The first aggregate call in `expr` (subqueries excluded), without recording anything.
+    fn find_aggregate(&mut self, expr: &Expr) -> Option<Aggregation> {
+        if !self.enter() {
+            return None;
+        }
+        let found = stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
+            if let Expr::Function(function) = expr
+                && function.over.is_none()
+                && let Some(func) = aggregate_func(function)
+            {
+                return Some(self.aggregation(function, func));
+            }
+            let mut found = None;
+            visit_children(expr, &mut |child| {
+                if found.is_none() {
+                    found = self.find_aggregate(child);
+                }
+            });
+            found
+        });
+        self.leave();
+        found
     }
 
     // ---------------------------------------------------------------- boolean structure
@@ -541,6 +636,11 @@ impl Walker {
 
     /// One predicate (no AND/OR/NOT at its root) → zero or more filters.
     fn atomic(&mut self, expr: &Expr, ctx: BoolCtx<'_>, g: u32) {
+        self.atomic_filters(expr, ctx, g);
+        // Then aggregates (HAVING), window functions and subqueries inside the predicate, so
+        // that a predicate's own filter precedes those of its subqueries.
+        let saved = self.in_alternative;
+        self.in_alternative |= ctx.disj;
         let mut first = None;
         self.scan_expr(
             expr,
@@ -549,6 +649,10 @@ impl Walker {
             None,
             &mut first,
         );
+        self.in_alternative = saved;
+    }
+
+    fn atomic_filters(&mut self, expr: &Expr, ctx: BoolCtx<'_>, g: u32) {
         let neg = ctx.negated;
         match expr {
             Expr::BinaryOp { left, op, right } => {
@@ -723,6 +827,10 @@ impl Walker {
     }
 
     fn comparison(&mut self, left: &Expr, op: FilterOp, right: &Expr, ctx: BoolCtx<'_>, g: u32) {
+        // `1 = 1`, `'a' <> 'b'`: constant conditions constrain nothing.
+        if is_literal(left) && is_literal(right) {
+            return;
+        }
         let (subject, other, mut op) = if is_literal(left) && !is_literal(right) {
             (right, left, flip(op))
         } else {
@@ -773,7 +881,9 @@ impl Walker {
             return;
         };
         let pattern = normalize_text_value(&raw);
-        let is_wild = |c: char| c == '%' || c == '_';
+        // Only `%` counts as a wildcard: LLM-written SQL uses `_` as a literal underscore in ids
+        // (`LIKE 'TR009_%'`) far more often than as a one-character wildcard.
+        let is_wild = |c: char| c == '%';
         if !pattern.contains(is_wild) {
             let op = if negated {
                 FilterOp::NotEq
@@ -831,59 +941,39 @@ impl Walker {
     /// Merge `d >= 'Y-01-01' AND d < 'Y+1-01-01'` (or `<= 'Y-12-31'`) of one AND-group into a
     /// single `year(d) = Y`.
     fn merge_year_ranges(&mut self, start: usize, group: u32) {
-        if self.spec.filters.len() < start + 2 {
-            return;
-        }
         let mut i = start;
-        while i < self.spec.filters.len() {
-            if self.groups.get(i) != Some(&group) {
-                i += 1;
-                continue;
-            }
-            let lower_year = {
-                let f = &self.spec.filters[i];
-                match (&f.op, &f.rhs) {
-                    (FilterOp::GtEq, FilterValue::Text(v)) => date_parts(v)
-                        .filter(|(_, m, d, rest)| *m == 1 && *d == 1 && is_midnight(rest))
-                        .map(|(y, ..)| y),
-                    (FilterOp::Gt, FilterValue::Text(v)) => date_parts(v)
-                        .filter(|(_, m, d, rest)| *m == 12 && *d == 31 && is_end_of_day(rest))
-                        .map(|(y, ..)| y + 1),
-                    _ => None,
-                }
+        while let (Some(filter), Some(&g)) = (self.spec.filters.get(i), self.groups.get(i)) {
+            let lower = if g == group {
+                lower_year_bound(filter)
+            } else {
+                None
             };
-            let Some(year) = lower_year else {
+            let Some(year) = lower else {
                 i += 1;
                 continue;
             };
-            let lhs = self.spec.filters[i].lhs.clone();
-            let upper = (start..self.spec.filters.len()).find(|&j| {
-                let f = &self.spec.filters[j];
-                j != i
-                    && self.groups.get(j) == Some(&group)
-                    && f.lhs == lhs
-                    && match (&f.op, &f.rhs) {
-                        (FilterOp::Lt, FilterValue::Text(v)) => {
-                            date_parts(v).is_some_and(|(y, m, d, rest)| {
-                                y == year + 1 && m == 1 && d == 1 && is_midnight(rest)
-                            })
-                        }
-                        (FilterOp::LtEq, FilterValue::Text(v)) => {
-                            date_parts(v).is_some_and(|(y, m, d, rest)| {
-                                y == year && m == 12 && d == 31 && is_end_of_day(rest)
-                            })
-                        }
-                        _ => false,
-                    }
-            });
+            let lhs = filter.lhs.clone();
+            let upper = self
+                .spec
+                .filters
+                .iter()
+                .zip(&self.groups)
+                .enumerate()
+                .skip(start)
+                .find(|(j, (f, g))| {
+                    *j != i && **g == group && f.lhs == lhs && is_upper_year_bound(f, year)
+                })
+                .map(|(j, _)| j);
             let Some(j) = upper else {
                 i += 1;
                 continue;
             };
-            let merged = &mut self.spec.filters[i];
-            merged.lhs = format!("year({lhs})");
-            merged.op = FilterOp::Eq;
-            merged.rhs = FilterValue::Number(year.to_string());
+            if let Some(merged) = self.spec.filters.get_mut(i) {
+                merged.lhs = format!("year({lhs})");
+                merged.op = FilterOp::Eq;
+                merged.rhs = FilterValue::Number(year.to_string());
+            }
+            // `j` comes from enumerating both vectors, so it is in bounds for each.
             self.spec.filters.remove(j);
             self.groups.remove(j);
             if j < i {
@@ -896,7 +986,7 @@ impl Walker {
     // ---------------------------------------------------------------- filter sides
 
     fn lhs(&mut self, expr: &Expr, ctx: BoolCtx<'_>) -> Lhs {
-        let expr = strip_wrappers(expr);
+        let expr = strip_date_wrappers(strip_wrappers(expr));
         if let Some(date) = year_arg(expr) {
             return Lhs {
                 text: self.year_text(date),
@@ -906,7 +996,10 @@ impl Walker {
         match expr {
             Expr::Identifier(ident) => {
                 let name = ident_name(ident);
-                if let Some(entry) = ctx.aliases.iter().find(|a| a.alias == name) {
+                let usable = |a: &&AliasEntry| {
+                    a.alias == name && (ctx.clause == Clause::Having || !a.aggregate)
+                };
+                if let Some(entry) = ctx.aliases.iter().find(usable) {
                     let year = entry.expr.starts_with("year(");
                     return Lhs {
                         text: entry.expr.clone(),
@@ -931,7 +1024,7 @@ impl Walker {
 
     fn year_text(&mut self, date: &Expr) -> String {
         let mut out = String::from("year(");
-        self.render_into(date, &mut out);
+        self.render_into(strip_date_wrappers(date), &mut out);
         out.push(')');
         out
     }
@@ -1721,6 +1814,46 @@ fn visit_children(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
     }
 }
 
+/// A projection addressed by a 1-based ordinal or by its alias.
+fn projection_ref<'p>(projections: &'p [Projection], expr: &Expr) -> Option<&'p Projection> {
+    match strip_nested(expr) {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => {
+                let idx: usize = n.parse().ok()?;
+                projections.get(idx.checked_sub(1)?)
+            }
+            _ => None,
+        },
+        Expr::Identifier(ident) => {
+            let name = ident_name(ident);
+            projections
+                .iter()
+                .find(|p| p.alias.as_deref() == Some(name.as_str()))
+        }
+        _ => None,
+    }
+}
+
+fn sort_dir(item: &OrderByExpr) -> SortDir {
+    match item.options.sort {
+        Some(OrderBySort::Desc) => SortDir::Desc,
+        _ => SortDir::Asc,
+    }
+}
+
+/// The left-most SELECT of a set expression (through parenthesized queries).
+fn leftmost_select(body: &SetExpr) -> Option<&Select> {
+    let mut body = body;
+    loop {
+        match body {
+            SetExpr::Select(select) => return Some(select),
+            SetExpr::Query(query) => body = &query.body,
+            SetExpr::SetOperation { left, .. } => body = left,
+            _ => return None,
+        }
+    }
+}
+
 /// Operands of a left- or right-nested chain of `op` (through parentheses), iteratively.
 fn flatten_chain<'e>(expr: &'e Expr, op: &BinaryOperator, out: &mut Vec<&'e Expr>) {
     let mut stack = vec![expr];
@@ -1902,6 +2035,36 @@ fn column_of(expr: &Expr) -> Option<String> {
     }
 }
 
+/// A filter's date column without conversions that keep its identity: `date(d)`,
+/// `datetime(d)`, `substr(d, 1, 10)`, `CAST(d AS DATE)` (BIRD gold writes
+/// `date(SUBSTR(event_date, 1, 10)) BETWEEN …` for `event_date BETWEEN …`).
+fn strip_date_wrappers(mut expr: &Expr) -> &Expr {
+    loop {
+        let inner = match strip_wrappers(expr) {
+            Expr::Function(function)
+                if function.over.is_none()
+                    && (function_name_is(function, "date")
+                        || function_name_is(function, "datetime")) =>
+            {
+                match plain_args(function).as_deref() {
+                    Some([d]) => *d,
+                    _ => return expr,
+                }
+            }
+            Expr::Cast {
+                expr: inner,
+                data_type: DataType::Date | DataType::Datetime(_) | DataType::Timestamp(..),
+                ..
+            } => inner,
+            other => match substr_prefix_arg(other, 10) {
+                Some(d) => d,
+                None => return other,
+            },
+        };
+        expr = inner;
+    }
+}
+
 /// `expr` without parentheses and COLLATE.
 fn strip_wrappers(mut expr: &Expr) -> &Expr {
     loop {
@@ -1975,8 +2138,13 @@ fn is_year_word(expr: &Expr) -> bool {
 /// `substr(d, 1, 4)` / `substring(d from 1 for 4)` → `d` (a year idiom when compared with a
 /// four-digit value).
 fn substr_year_arg(expr: &Expr) -> Option<&Expr> {
+    substr_prefix_arg(expr, 4)
+}
+
+/// `substr(d, 1, len)` (either syntax) → `d`.
+fn substr_prefix_arg(expr: &Expr, len: u64) -> Option<&Expr> {
     let is_one = |e: &Expr| literal_u64(e) == Some(1);
-    let is_four = |e: &Expr| literal_u64(e) == Some(4);
+    let is_four = |e: &Expr| literal_u64(e) == Some(len);
     match strip_wrappers(expr) {
         Expr::Substring {
             expr: inner,
@@ -2171,12 +2339,11 @@ fn push_binary_op(op: &BinaryOperator, out: &mut String) {
     out.push_str(symbol);
 }
 
+/// Literals in expression text: strings normalized like filter values; numbers as written
+/// (`* 1.0` forces float division in SQLite, so it is not canonicalized to `* 1`).
 fn render_value(value: &Value, out: &mut String) {
     match value {
-        Value::Number(n, _) => match canonical_number(n) {
-            Some(c) => out.push_str(&c),
-            None => push_lowercase(out, n),
-        },
+        Value::Number(n, _) => push_lowercase(out, n),
         Value::Null => out.push_str("null"),
         Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Placeholder(p) => out.push_str(p),
@@ -2227,6 +2394,34 @@ fn render_fallback_text(text: &str, out: &mut String) {
                 out.extend(c.to_lowercase());
             }
         }
+    }
+}
+
+/// `d >= 'Y-01-01'` or `d > 'Y-1-12-31'`: the year whose start it bounds.
+fn lower_year_bound(filter: &Filter) -> Option<u32> {
+    let FilterValue::Text(v) = &filter.rhs else {
+        return None;
+    };
+    let (y, m, d, rest) = date_parts(v)?;
+    match filter.op {
+        FilterOp::GtEq if m == 1 && d == 1 && is_midnight(rest) => Some(y),
+        FilterOp::Gt if m == 12 && d == 31 && is_end_of_day(rest) => y.checked_add(1),
+        _ => None,
+    }
+}
+
+/// `d < 'Y+1-01-01'` or `d <= 'Y-12-31'`.
+fn is_upper_year_bound(filter: &Filter, year: u32) -> bool {
+    let FilterValue::Text(v) = &filter.rhs else {
+        return false;
+    };
+    let Some((y, m, d, rest)) = date_parts(v) else {
+        return false;
+    };
+    match filter.op {
+        FilterOp::Lt => Some(y) == year.checked_add(1) && m == 1 && d == 1 && is_midnight(rest),
+        FilterOp::LtEq => y == year && m == 12 && d == 31 && is_end_of_day(rest),
+        _ => false,
     }
 }
 

@@ -581,3 +581,23 @@ async fn invalid_replies_become_judge_fallback_rows() {
     assert!(error.contains("after one repair retry"), "{error}");
     assert!(row.value >= 0.0 && row.value <= 100.0);
 }
+
+#[tokio::test]
+async fn connection_errors_are_retried_then_reported() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let judge = judge(config(&format!("http://127.0.0.1:{port}/v1")));
+    let err = bird_case().assess(&judge).await.unwrap_err();
+    match &err {
+        JudgeError::Transport(message) => {
+            assert!(message.contains("gave up after 3 attempts"), "{message}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let t = judge.totals();
+    assert_eq!((t.http_requests, t.retries, t.failures), (3, 2, 1));
+}

@@ -254,6 +254,14 @@ pub struct JudgeConfig {
     pub max_retries: u32,
     /// Entries in the in-memory verdict cache.
     pub cache_capacity: u64,
+    /// Time to live of an in-memory verdict-cache entry, in seconds.
+    pub cache_ttl_secs: u64,
+    /// Estimated prompt tokens per minute (prompt length / 4); 0 disables the limit.
+    pub max_tokens_per_minute: u32,
+    /// Request-limiter burst; 0 chooses automatically (see `LlmConfig::rate_burst`).
+    pub rate_burst: u32,
+    /// Directory of prompt templates overriding the built-in `prompts/` (none: built-in).
+    pub prompts_dir: Option<PathBuf>,
 }
 
 impl Default for JudgeConfig {
@@ -269,6 +277,10 @@ impl Default for JudgeConfig {
             timeout_ms: 30_000,
             max_retries: 3,
             cache_capacity: 100_000,
+            cache_ttl_secs: 24 * 3600,
+            max_tokens_per_minute: 0,
+            rate_burst: 0,
+            prompts_dir: None,
         }
     }
 }
@@ -509,8 +521,9 @@ impl Config {
 /// Whether a key names a secret (`password`, `sasl.password`, `api_key`, `client.secret`, …).
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    // `api_key_env` names a variable; it is not the key.
-    if k.ends_with("_env") {
+    // `api_key_env` names a variable; it is not the key. `max_…` keys are limits
+    // (`max_tokens_per_minute`), not secrets.
+    if k.ends_with("_env") || k.starts_with("max_") {
         return false;
     }
     [

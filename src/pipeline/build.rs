@@ -1,7 +1,7 @@
 //! Building the pipeline's components from a [`Config`]: source, sink and scorer.
 //!
-//! Components that are not part of this build yet (the LLM judge) are refused with
-//! [`BuildError::NotAvailable`] instead of being silently replaced by something else.
+//! Every component is built from configuration; a misconfigured one is a [`BuildError`] with
+//! the reason, never silently replaced by something else.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +40,9 @@ pub enum BuildError {
     /// Gold metrics could not be set up.
     #[error(transparent)]
     Gold(#[from] crate::pipeline::gold::GoldSetupError),
+    /// The LLM judge could not be set up (bad URL, missing API key, broken prompt template).
+    #[error("cannot set up the LLM judge: {0}")]
+    Judge(String),
 }
 
 /// The configured source (`[source]`).
@@ -94,10 +97,9 @@ pub async fn build_sink_with_health(
 pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
     match config.judge.kind {
         JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
-        JudgeKind::Llm => Err(BuildError::NotAvailable {
-            component: "the LLM judge",
-            key: "judge.kind = \"llm\"",
-        }),
+        JudgeKind::Llm => crate::judge::llm::LlmJudge::from_judge_config(&config.judge)
+            .map(|judge| Arc::new(judge) as Arc<dyn Judge>)
+            .map_err(|e| BuildError::Judge(e.to_string())),
     }
 }
 

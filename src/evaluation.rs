@@ -73,6 +73,8 @@ pub enum RowStatus {
     GoldUnavailable,
     /// Execution hit the time limit.
     Timeout,
+    /// The gold SQL could not be parsed by the metric's parser: reported, not scored.
+    GoldParseError,
 }
 
 impl RowStatus {
@@ -89,6 +91,7 @@ impl RowStatus {
             RowStatus::GoldError => "gold_error",
             RowStatus::GoldUnavailable => "gold_unavailable",
             RowStatus::Timeout => "timeout",
+            RowStatus::GoldParseError => "gold_parse_error",
         }
     }
 }

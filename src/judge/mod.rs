@@ -11,6 +11,7 @@ use crate::event::Event;
 use crate::stef::{Enrichment, FilterStatus, Prepared, QuestionSpec, RuleProfile, Verdict};
 
 pub mod deterministic;
+pub mod llm;
 
 /// What a judge is asked about one event.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +78,35 @@ pub enum JudgeError {
     /// The reply did not validate against the schema, even after the repair retry.
     #[error("judge reply invalid: {0}")]
     InvalidReply(String),
+    /// The prompt could not be built (unknown or broken template, unencodable variables).
+    #[error("judge prompt error: {0}")]
+    Prompt(String),
+}
+
+/// Running totals of a judge, for run summaries and the backfill table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JudgeTotals {
+    /// Assessments requested.
+    pub assessments: u64,
+    /// Assessments answered from a cache (in-memory, durable, or an identical in-flight call).
+    pub cache_hits: u64,
+    /// Of those, answered by the durable cache.
+    pub durable_hits: u64,
+    /// Completed LLM calls (replies received, repair calls included).
+    pub llm_calls: u64,
+    /// HTTP requests sent (retries included).
+    pub http_requests: u64,
+    /// Retries after 429, 5xx, timeouts and connection errors.
+    pub retries: u64,
+    /// Repair retries after a reply failed validation.
+    pub repairs: u64,
+    /// Prompt tokens spent.
+    pub prompt_tokens: u64,
+    /// Completion tokens spent.
+    pub completion_tokens: u64,
+    /// Assessments that ended in a [`JudgeError`] (the scorer fell back to the deterministic
+    /// judge for each).
+    pub failures: u64,
 }
 
 /// Supplies question spec, enrichment status and semantic verdict for STEF.
@@ -87,4 +117,9 @@ pub trait Judge: Send + Sync {
 
     /// Assess one event.
     async fn assess(&self, request: JudgeRequest<'_>) -> Result<JudgeAssessment, JudgeError>;
+
+    /// Running totals since the judge was built (all zero for judges without calls or caches).
+    fn totals(&self) -> JudgeTotals {
+        JudgeTotals::default()
+    }
 }

@@ -1,0 +1,365 @@
+//! A scripted OpenAI-compatible chat-completions server for tests and benches.
+//!
+//! Bound to `127.0.0.1:0`, it records every request (arrival time, JSON body, `Authorization`
+//! header) and answers from a script: a queue of [`Scripted`] replies consumed in order, then a
+//! default responder. Replies can be chat completions with any content, HTTP errors with headers
+//! (429 + `Retry-After`), delays (slower than the client's timeout), or raw bodies. It can also
+//! reject `response_format` types, as servers without structured output do.
+//!
+//! Use from an integration test with `mod support;` (this file is `tests/support/openai_mock.rs`,
+//! re-exported by `tests/support/mod.rs`) and from a bench with
+//! `#[path = "../tests/support/openai_mock.rs"] mod openai_mock;`.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Scripted {
+    /// 200 with a chat completion whose message content is this text.
+    Content(String),
+    /// An HTTP status with headers and a body.
+    Status {
+        /// Status code.
+        status: u16,
+        /// Extra headers (e.g. `retry-after`).
+        headers: Vec<(String, String)>,
+        /// Body text.
+        body: String,
+    },
+    /// 200 with this raw body (not necessarily a chat completion).
+    Raw(String),
+    /// Wait, then answer.
+    Delayed(Duration, Box<Scripted>),
+}
+
+impl Scripted {
+    /// 200 with `value` serialized as the message content.
+    pub fn json(value: &Value) -> Scripted {
+        Scripted::Content(value.to_string())
+    }
+
+    /// An error status with a JSON error body.
+    pub fn status(status: u16) -> Scripted {
+        Scripted::Status {
+            status,
+            headers: Vec::new(),
+            body: json!({"error": {"message": format!("scripted {status}")}}).to_string(),
+        }
+    }
+
+    /// 429 with `Retry-After: secs`.
+    pub fn too_many_requests(retry_after_secs: u64) -> Scripted {
+        Scripted::Status {
+            status: 429,
+            headers: vec![("retry-after".into(), retry_after_secs.to_string())],
+            body: json!({"error": {"message": "rate limited", "type": "rate_limit_error"}})
+                .to_string(),
+        }
+    }
+
+    /// This answer after `delay`.
+    pub fn after(self, delay: Duration) -> Scripted {
+        Scripted::Delayed(delay, Box::new(self))
+    }
+}
+
+/// Computes the answer for a request once the script queue is empty.
+pub type Responder = Arc<dyn Fn(&Value) -> Scripted + Send + Sync>;
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Arrival time since the server started.
+    pub at: Duration,
+    /// The JSON body (`Value::Null` if it was not JSON).
+    pub body: Value,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// Request path.
+    pub path: String,
+}
+
+impl Recorded {
+    /// `response_format.type` of the request, if any.
+    pub fn response_format(&self) -> Option<&str> {
+        self.body
+            .get("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+    }
+
+    /// The content of message `index`.
+    pub fn message(&self, index: usize) -> Option<&str> {
+        self.body
+            .get("messages")
+            .and_then(|m| m.get(index))
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_str)
+    }
+
+    /// Number of messages.
+    pub fn message_count(&self) -> usize {
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    }
+}
+
+struct Inner {
+    started: Instant,
+    script: Mutex<VecDeque<Scripted>>,
+    responder: Mutex<Option<Responder>>,
+    rejected_formats: Mutex<Vec<String>>,
+    log: Mutex<Vec<Recorded>>,
+}
+
+/// The running server. Dropping it stops the server.
+pub struct MockServer {
+    /// Bound address.
+    pub addr: SocketAddr,
+    inner: Arc<Inner>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl MockServer {
+    /// Start a server with an empty script and no responder (unscripted requests get 599).
+    ///
+    /// The server runs on its own thread and runtime, like a separate process: a busy client
+    /// runtime cannot delay its answers or its arrival timestamps.
+    pub async fn start() -> MockServer {
+        let inner = Arc::new(Inner {
+            started: Instant::now(),
+            script: Mutex::new(VecDeque::new()),
+            responder: Mutex::new(None),
+            rejected_formats: Mutex::new(Vec::new()),
+            log: Mutex::new(Vec::new()),
+        });
+        let app = Router::new().fallback(handle).with_state(inner.clone());
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("openai-mock".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("mock server runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .expect("bind 127.0.0.1:0");
+                    let _ = addr_tx.send(listener.local_addr().expect("local addr"));
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = rx.await;
+                        })
+                        .await;
+                });
+            })
+            .expect("spawn mock server thread");
+        let addr = addr_rx.await.expect("mock server started");
+        MockServer {
+            addr,
+            inner,
+            shutdown: Some(tx),
+        }
+    }
+
+    /// Base URL to configure the client with (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Append scripted answers.
+    pub fn push(&self, replies: impl IntoIterator<Item = Scripted>) {
+        self.inner
+            .script
+            .lock()
+            .expect("script lock")
+            .extend(replies);
+    }
+
+    /// Answer unscripted requests with `responder`.
+    pub fn respond_with(&self, responder: impl Fn(&Value) -> Scripted + Send + Sync + 'static) {
+        *self.inner.responder.lock().expect("responder lock") = Some(Arc::new(responder));
+    }
+
+    /// Reject requests whose `response_format.type` is `kind` with a 400.
+    pub fn reject_format(&self, kind: &str) {
+        self.inner
+            .rejected_formats
+            .lock()
+            .expect("formats lock")
+            .push(kind.to_string());
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner.log.lock().expect("log lock").clone()
+    }
+
+    /// Number of requests received so far.
+    pub fn request_count(&self) -> usize {
+        self.inner.log.lock().expect("log lock").len()
+    }
+
+    /// Largest number of requests whose arrival falls in any window `[t, t + window)`.
+    pub fn max_in_window(&self, window: Duration) -> usize {
+        let mut times: Vec<Duration> = self.requests().iter().map(|r| r.at).collect();
+        times.sort();
+        let mut best = 0;
+        let mut lo = 0;
+        for hi in 0..times.len() {
+            while times[hi] - times[lo] >= window {
+                lo += 1;
+            }
+            best = best.max(hi - lo + 1);
+        }
+        best
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// A chat completion envelope with `content` and usage estimated from lengths.
+pub fn completion(request: &Value, content: &str) -> Value {
+    let prompt_chars: usize = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|ms| {
+            ms.iter()
+                .filter_map(|m| m.get("content").and_then(Value::as_str))
+                .map(str::len)
+                .sum()
+        })
+        .unwrap_or(0);
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model").cloned().unwrap_or(Value::Null),
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": content },
+            "finish_reason": "stop"
+        }],
+        "usage": {
+            "prompt_tokens": prompt_chars.div_ceil(4),
+            "completion_tokens": content.len().div_ceil(4),
+            "total_tokens": prompt_chars.div_ceil(4) + content.len().div_ceil(4)
+        }
+    })
+}
+
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let at = inner.started.elapsed();
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let recorded = Recorded {
+        at,
+        body: json.clone(),
+        authorization: headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        path: uri.path().to_string(),
+    };
+    let format = recorded.response_format().map(str::to_string);
+    inner.log.lock().expect("log lock").push(recorded);
+    if let Some(format) = format
+        && inner
+            .rejected_formats
+            .lock()
+            .expect("formats lock")
+            .contains(&format)
+    {
+        return (
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": format!("response_format type {format} is not supported")}})
+                .to_string(),
+        )
+            .into_response();
+    }
+    let scripted = inner.script.lock().expect("script lock").pop_front();
+    let scripted = match scripted {
+        Some(s) => s,
+        None => {
+            let responder = inner.responder.lock().expect("responder lock").clone();
+            match responder {
+                Some(r) => r(&json),
+                None => Scripted::Status {
+                    status: 599,
+                    headers: Vec::new(),
+                    body: "unscripted request".into(),
+                },
+            }
+        }
+    };
+    answer(&json, scripted).await
+}
+
+async fn answer(request: &Value, mut scripted: Scripted) -> Response {
+    loop {
+        match scripted {
+            Scripted::Delayed(delay, next) => {
+                tokio::time::sleep(delay).await;
+                scripted = *next;
+            }
+            Scripted::Content(content) => {
+                return (
+                    StatusCode::OK,
+                    [("content-type", "application/json")],
+                    completion(request, &content).to_string(),
+                )
+                    .into_response();
+            }
+            Scripted::Raw(body) => {
+                return (StatusCode::OK, [("content-type", "application/json")], body)
+                    .into_response();
+            }
+            Scripted::Status {
+                status,
+                headers,
+                body,
+            } => {
+                let mut response = (
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    body,
+                )
+                    .into_response();
+                for (name, value) in headers {
+                    if let (Ok(name), Ok(value)) = (
+                        axum::http::HeaderName::try_from(name),
+                        axum::http::HeaderValue::try_from(value),
+                    ) {
+                        response.headers_mut().insert(name, value);
+                    }
+                }
+                return response;
+            }
+        }
+    }
+}

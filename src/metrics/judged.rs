@@ -311,7 +311,7 @@ impl JudgedScorer {
             gold_sql,
             pred_sql: &event.sql,
             gold: &gold_rs,
-            pred: pred_rs.as_deref().map_err(|e| e),
+            pred: pred_rs.as_deref(),
             esm_plus,
         };
         let mut rows = Vec::new();

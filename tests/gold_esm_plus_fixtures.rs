@@ -753,3 +753,43 @@ fn rules_needing_unknown_facts_are_skipped_and_recorded() {
     assert!(out.verdict, "{out:?}");
     assert!(out.skipped_rules.is_empty());
 }
+
+#[test]
+fn hostile_or_broken_inputs_are_parse_failures_not_panics() {
+    let f = fixture();
+    let deep = format!(
+        "SELECT name FROM dogs WHERE dog_id IN {}SELECT dog_id FROM dogs{}",
+        "(SELECT dog_id FROM dogs WHERE dog_id IN ".repeat(5000),
+        ")".repeat(5000)
+    );
+    let many_quotes = format!(
+        "SELECT name FROM dogs WHERE name IN ({})",
+        vec!["'x'"; 20000].join(", ")
+    );
+    let inputs = [
+        "",
+        "   ",
+        "SELECT",
+        "SELECT name FROM dogs WHERE name = 'unbalanced",
+        "DROP TABLE dogs",
+        "SELECT * FROM nowhere",
+        "SELECT a FROM dogs; SELECT b FROM dogs",
+        "((((((((((",
+        "SELECT name FROM dogs WHERE",
+        "SELECT count( FROM dogs",
+        "SELECT name FROM dogs LIMIT x",
+        "SELECT T9.name FROM dogs AS T1",
+        deep.as_str(),
+        many_quotes.as_str(),
+    ];
+    let gold = "SELECT name FROM dogs";
+    for p in inputs {
+        let e = esm(&f.spider, gold, p, SpiderEvalOptions::default()).unwrap();
+        let q = esm_plus(&f.plus, gold, p, EsmPlusOptions::default()).unwrap();
+        assert!(!q.verdict, "{:.60}", p);
+        let _ = e;
+        // As gold, the same inputs are reported as errors (or parsed), never a panic.
+        let _ = esm(&f.spider, p, gold, SpiderEvalOptions::default());
+        let _ = esm_plus(&f.plus, p, gold, EsmPlusOptions::default());
+    }
+}

@@ -14,7 +14,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::BufRead;
 use std::sync::Arc;
 
-use openai_mock::{MockServer, Scripted};
+use openai_mock::{MockServer, Recorded, Scripted};
 use serde_json::{Value, json};
 use sqlgrade::evaluation::Metric;
 use sqlgrade::event::Event;
@@ -60,10 +60,10 @@ fn hash(s: &str) -> u64 {
     h.finish()
 }
 
-fn reply(req: &Value) -> Scripted {
-    let sys = req["messages"][0]["content"].as_str().unwrap_or("");
-    let user = req["messages"][1]["content"].as_str().unwrap_or("");
-    let h = hash(user);
+fn reply(req: &Recorded) -> Scripted {
+    let sys = req.message(0).unwrap_or_default();
+    let user = req.message(1).unwrap_or_default();
+    let h = hash(&user);
     let v = if sys.contains("You are the SQL Prover") {
         json!({"expected_answer": "a", "sql_description": "b", "reason": "c",
             "verdict": h % 5 < 3, "evidence": null})

@@ -23,7 +23,7 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const REDACTED: &str = "<redacted>";
 
 /// Default maximum SQL size scored, in bytes (larger SQL gets status `sql_too_large`).
-pub const DEFAULT_MAX_SQL_BYTES: usize = 256 * 1024;
+pub const DEFAULT_MAX_SQL_BYTES: usize = crate::sqlspec::DEFAULT_MAX_SQL_BYTES;
 
 /// Why configuration could not be loaded or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -237,7 +237,7 @@ pub struct JudgeConfig {
     pub cache_ttl_secs: u64,
     /// Estimated prompt tokens per minute (prompt length / 4); 0 disables the limit.
     pub max_tokens_per_minute: u32,
-    /// Requests released at once after an idle period (1 spaces requests evenly).
+    /// Request-limiter burst; 0 chooses automatically (see `LlmConfig::rate_burst`).
     pub rate_burst: u32,
     /// Directory of prompt templates overriding the built-in `prompts/` (none: built-in).
     pub prompts_dir: Option<PathBuf>,
@@ -258,7 +258,7 @@ impl Default for JudgeConfig {
             cache_capacity: 100_000,
             cache_ttl_secs: 24 * 3600,
             max_tokens_per_minute: 0,
-            rate_burst: 1,
+            rate_burst: 0,
             prompts_dir: None,
         }
     }

@@ -96,10 +96,10 @@ async fn one(s: &JudgedScorer, e: &Event, esm_plus: Option<bool>) -> EvaluationR
 }
 
 fn system(server: &MockServer, i: usize) -> String {
-    server.requests()[i].message(0).unwrap().to_string()
+    server.requests()[i].message(0).unwrap()
 }
 fn user(server: &MockServer, i: usize) -> String {
-    server.requests()[i].message(1).unwrap().to_string()
+    server.requests()[i].message(1).unwrap()
 }
 
 // ---------------------------------------------------------------- FLEX
@@ -388,7 +388,7 @@ fn refuter(verdict: bool, ambiguity: &str, gold_correct: bool) -> Value {
 async fn rose_server(prover_reply: Option<Value>, refuter_reply: Option<Value>) -> MockServer {
     let server = MockServer::start().await;
     server.respond_with(move |req| {
-        let sys = req["messages"][0]["content"].as_str().unwrap_or("");
+        let sys = req.message(0).unwrap_or_default();
         let reply = if sys.contains("You are the SQL Prover") {
             prover_reply.clone()
         } else {
@@ -407,7 +407,7 @@ fn roles(server: &MockServer) -> Vec<&'static str> {
         .requests()
         .iter()
         .map(|r| {
-            let sys = r.message(0).unwrap_or("");
+            let sys = r.message(0).unwrap_or_default();
             if sys.contains("You are the SQL Prover") {
                 "prover"
             } else {

@@ -42,7 +42,7 @@ async fn api_key_is_sent_and_never_shown() {
         r.authorization.as_deref(),
         Some(&*format!("Bearer {secret}"))
     );
-    assert!(!r.body.to_string().contains(secret));
+    assert!(!r.body().to_string().contains(secret));
     assert!(!serde_json::to_string(&a).unwrap().contains(secret));
     assert!(!format!("{a:?}{judge:?}").contains(secret));
 }

@@ -88,18 +88,20 @@ async fn correct_reply_is_assessed_and_recorded() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let r = &requests[0];
+    let body = r.body();
     assert_eq!(r.path, "/v1/chat/completions");
-    assert_eq!(r.body["model"], "judge-test");
-    assert_eq!(r.body["temperature"], 0.0);
-    assert_eq!(r.response_format(), Some("json_schema"));
+    assert_eq!(body["model"], "judge-test");
+    assert_eq!(body["temperature"], 0.0);
+    assert_eq!(r.response_format().as_deref(), Some("json_schema"));
     assert_eq!(
-        r.body["response_format"]["json_schema"]["name"],
+        body["response_format"]["json_schema"]["name"],
         "stef_assessment"
     );
-    assert_eq!(r.body["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
     assert_eq!(r.authorization, None);
     assert_eq!(r.message_count(), 2);
     let user = r.message(1).unwrap();
+    let user = user.as_str();
     let question_block = format!(
         "<data name=\"question\">{}</data>",
         serde_json::to_string(&case.event.question).unwrap()
@@ -110,7 +112,7 @@ async fn correct_reply_is_assessed_and_recorded() {
 
     // Usage comes from the server's `usage`.
     let server_usage =
-        support::openai_mock::completion(&r.body, &stef_reply("correct", 0.92).to_string());
+        support::openai_mock::completion(r.raw.len(), &stef_reply("correct", 0.92).to_string());
     assert_eq!(
         a.usage.prompt_tokens,
         server_usage["usage"]["prompt_tokens"].as_u64().unwrap()
@@ -265,7 +267,10 @@ async fn non_json_reply_is_repaired() {
     let r = server.requests();
     assert_eq!(r.len(), 2);
     assert_eq!(r[1].message_count(), 4);
-    assert_eq!(r[1].message(2), Some("The SQL looks correct to me."));
+    assert_eq!(
+        r[1].message(2).as_deref(),
+        Some("The SQL looks correct to me.")
+    );
     let repair = r[1].message(3).unwrap();
     assert!(repair.contains("no JSON object"), "{repair}");
     // Usage of both calls is on the assessment.
@@ -339,15 +344,16 @@ async fn prompt_injection_stays_inside_the_data_block() {
     assert_eq!(a.verdict, Verdict::Incorrect);
 
     let r = &server.requests()[0];
-    let whole = r.body.to_string();
+    let whole = r.body().to_string();
     assert_eq!(
         whole.matches(injection).count(),
         1,
         "only once in the request"
     );
     let system = r.message(0).unwrap();
-    assert!(!system.contains(injection));
     let user = r.message(1).unwrap();
+    let (system, user) = (system.as_str(), user.as_str());
+    assert!(!system.contains(injection));
     let open = "<data name=\"question\">";
     let start = user.find(open).unwrap() + open.len();
     let end = start + user[start..].find("</data>").unwrap();
@@ -417,7 +423,7 @@ async fn unsupported_response_formats_step_down_and_are_remembered() {
     let formats: Vec<Option<String>> = server
         .requests()
         .iter()
-        .map(|r| r.response_format().map(str::to_string))
+        .map(|r| r.response_format())
         .collect();
     assert_eq!(
         formats,

@@ -248,13 +248,9 @@ pub async fn score_flex(
         hint: case.evidence.filter(|h| !h.trim().is_empty()),
     };
     let prompt = if ex { FLEX_EQ_PROMPT } else { FLEX_NEQ_PROMPT };
-    let call = StructuredCall {
-        prompt,
-        vars: &vars,
-        scope: "",
-    };
+    let call = StructuredCall::new(prompt, &vars, "");
     let result = client
-        .call_structured::<FlexReply, _>(call, &|_| Ok(()))
+        .call_structured::<FlexReply, _, _>(call, &|_| Ok(()))
         .await;
     counter.call(Metric::Flex, result.as_ref().is_ok_and(|o| o.cached));
     match result {

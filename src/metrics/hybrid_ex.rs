@@ -701,13 +701,9 @@ pub async fn score_hybrid(
         gold_rows: case.gold.rows.len(),
         pred_rows: pred.rows.len(),
     };
-    let call = StructuredCall {
-        prompt: HYBRID_PROMPT,
-        vars: &vars,
-        scope: "",
-    };
+    let call = StructuredCall::new(HYBRID_PROMPT, &vars, "");
     let result = client
-        .call_structured::<Alignment, _>(call, &|_| Ok(()))
+        .call_structured::<Alignment, _, _>(call, &|_| Ok(()))
         .await;
     counter.call(Metric::HybridEx, result.as_ref().is_ok_and(|o| o.cached));
     let (alignment, source, status, extra) = match result {

@@ -255,13 +255,9 @@ pub async fn score_rose(
             db_info: case.schema_text(&[case.pred_sql], true),
             sql_result: render_result(pred, spec),
         };
-        let call = StructuredCall {
-            prompt: PROVER_PROMPT,
-            vars: &vars,
-            scope: "",
-        };
+        let call = StructuredCall::new(PROVER_PROMPT, &vars, "");
         let result = client
-            .call_structured::<ProverReply, _>(call, &|_| Ok(()))
+            .call_structured::<ProverReply, _, _>(call, &|_| Ok(()))
             .await;
         counter.call(Metric::Rose, result.as_ref().is_ok_and(|o| o.cached));
         calls += 1;
@@ -307,13 +303,9 @@ pub async fn score_rose(
     } else {
         REFUTER_RESULTS_PROMPT
     };
-    let call = StructuredCall {
-        prompt,
-        vars: &vars,
-        scope: "",
-    };
+    let call = StructuredCall::new(prompt, &vars, "");
     let result = client
-        .call_structured::<RefuterReply, _>(call, &|_| Ok(()))
+        .call_structured::<RefuterReply, _, _>(call, &|_| Ok(()))
         .await;
     counter.call(Metric::Rose, result.as_ref().is_ok_and(|o| o.cached));
     calls += 1;

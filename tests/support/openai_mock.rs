@@ -76,15 +76,16 @@ impl Scripted {
 }
 
 /// Computes the answer for a request once the script queue is empty.
-pub type Responder = Arc<dyn Fn(&Value) -> Scripted + Send + Sync>;
+pub type Responder = Arc<dyn Fn(&Recorded) -> Scripted + Send + Sync>;
 
-/// One request the server received.
+/// One request the server received. The body is kept as bytes and parsed on demand, so the
+/// server does as little work as possible per request (its timestamps stay accurate).
 #[derive(Debug, Clone)]
 pub struct Recorded {
     /// Arrival time since the server started.
     pub at: Duration,
-    /// The JSON body (`Value::Null` if it was not JSON).
-    pub body: Value,
+    /// The raw body.
+    pub raw: Bytes,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
     /// Request path.
@@ -92,26 +93,33 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// The JSON body (`Value::Null` if it is not JSON).
+    pub fn body(&self) -> Value {
+        serde_json::from_slice(&self.raw).unwrap_or(Value::Null)
+    }
+
     /// `response_format.type` of the request, if any.
-    pub fn response_format(&self) -> Option<&str> {
-        self.body
+    pub fn response_format(&self) -> Option<String> {
+        self.body()
             .get("response_format")
             .and_then(|f| f.get("type"))
             .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     /// The content of message `index`.
-    pub fn message(&self, index: usize) -> Option<&str> {
-        self.body
+    pub fn message(&self, index: usize) -> Option<String> {
+        self.body()
             .get("messages")
             .and_then(|m| m.get(index))
             .and_then(|m| m.get("content"))
             .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     /// Number of messages.
     pub fn message_count(&self) -> usize {
-        self.body
+        self.body()
             .get("messages")
             .and_then(Value::as_array)
             .map_or(0, Vec::len)
@@ -193,7 +201,7 @@ impl MockServer {
     }
 
     /// Answer unscripted requests with `responder`.
-    pub fn respond_with(&self, responder: impl Fn(&Value) -> Scripted + Send + Sync + 'static) {
+    pub fn respond_with(&self, responder: impl Fn(&Recorded) -> Scripted + Send + Sync + 'static) {
         *self.inner.responder.lock().expect("responder lock") = Some(Arc::new(responder));
     }
 
@@ -240,32 +248,25 @@ impl Drop for MockServer {
     }
 }
 
-/// A chat completion envelope with `content` and usage estimated from lengths.
-pub fn completion(request: &Value, content: &str) -> Value {
-    let prompt_chars: usize = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(|ms| {
-            ms.iter()
-                .filter_map(|m| m.get("content").and_then(Value::as_str))
-                .map(str::len)
-                .sum()
-        })
-        .unwrap_or(0);
+/// A chat completion envelope with `content`; usage is estimated from lengths (request body
+/// bytes / 4 prompt tokens, content bytes / 4 completion tokens).
+pub fn completion(request_bytes: usize, content: &str) -> Value {
+    let prompt = request_bytes.div_ceil(4);
+    let completion = content.len().div_ceil(4);
     json!({
         "id": "chatcmpl-mock",
         "object": "chat.completion",
         "created": 0,
-        "model": request.get("model").cloned().unwrap_or(Value::Null),
+        "model": "mock",
         "choices": [{
             "index": 0,
             "message": { "role": "assistant", "content": content },
             "finish_reason": "stop"
         }],
         "usage": {
-            "prompt_tokens": prompt_chars.div_ceil(4),
-            "completion_tokens": content.len().div_ceil(4),
-            "total_tokens": prompt_chars.div_ceil(4) + content.len().div_ceil(4)
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion
         }
     })
 }
@@ -277,24 +278,20 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let at = inner.started.elapsed();
-    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let recorded = Recorded {
         at,
-        body: json.clone(),
+        raw: body,
         authorization: headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
         path: uri.path().to_string(),
     };
-    let format = recorded.response_format().map(str::to_string);
-    inner.log.lock().expect("log lock").push(recorded);
-    if let Some(format) = format
-        && inner
-            .rejected_formats
-            .lock()
-            .expect("formats lock")
-            .contains(&format)
+    inner.log.lock().expect("log lock").push(recorded.clone());
+    let rejected = inner.rejected_formats.lock().expect("formats lock").clone();
+    if !rejected.is_empty()
+        && let Some(format) = recorded.response_format()
+        && rejected.contains(&format)
     {
         return (
             StatusCode::BAD_REQUEST,
@@ -309,7 +306,7 @@ async fn handle(
         None => {
             let responder = inner.responder.lock().expect("responder lock").clone();
             match responder {
-                Some(r) => r(&json),
+                Some(r) => r(&recorded),
                 None => Scripted::Status {
                     status: 599,
                     headers: Vec::new(),
@@ -318,10 +315,10 @@ async fn handle(
             }
         }
     };
-    answer(&json, scripted).await
+    answer(recorded.raw.len(), scripted).await
 }
 
-async fn answer(request: &Value, mut scripted: Scripted) -> Response {
+async fn answer(request_bytes: usize, mut scripted: Scripted) -> Response {
     loop {
         match scripted {
             Scripted::Delayed(delay, next) => {
@@ -332,7 +329,7 @@ async fn answer(request: &Value, mut scripted: Scripted) -> Response {
                 return (
                     StatusCode::OK,
                     [("content-type", "application/json")],
-                    completion(request, &content).to_string(),
+                    completion(request_bytes, &content).to_string(),
                 )
                     .into_response();
             }

@@ -2,7 +2,7 @@
 //! requests) in front of an optional [`DurableCache`] (ClickHouse `judge_cache`, shared by
 //! replicas and restarts) in front of the LLM.
 
-use std::io::Write;
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use crate::judge::TokenUsage;
 
 /// What a cache key is made of. Two calls with equal parts get the same reply.
 #[derive(Debug, Clone, Copy)]
-pub struct KeyParts<'a, V: Serialize> {
+pub struct KeyParts<'a, K: Serialize> {
     /// Prompt template name (`stef`).
     pub prompt: &'a str,
     /// Prompt template version (content hash).
@@ -26,41 +26,29 @@ pub struct KeyParts<'a, V: Serialize> {
     pub scope: &'a str,
     /// Reply schema hash.
     pub schema_hash: &'a str,
-    /// The normalized template variables (everything the prompt shows the model).
-    pub vars: &'a V,
+    /// The normalized inputs that determine the reply.
+    pub identity: &'a K,
 }
 
-/// SHA-256 (hex) over length-prefixed key parts and the canonical JSON of the variables. Stable
-/// across processes and releases (as long as the variables serialize the same), so it can key
+/// SHA-256 (hex) over length-prefixed key parts and the canonical JSON of the identity. Stable
+/// across processes and releases (as long as the identity serializes the same), so it can key
 /// the durable cache too.
-pub fn cache_key<V: Serialize>(parts: &KeyParts<'_, V>) -> Result<String, String> {
-    let mut hasher = HashWriter(Sha256::new());
+pub fn cache_key<K: Serialize>(parts: &KeyParts<'_, K>) -> Result<String, String> {
+    let identity = serde_json::to_vec(parts.identity)
+        .map_err(|e| format!("cannot encode the cache identity: {e}"))?;
+    let mut hasher = Sha256::new();
     for part in [
-        parts.prompt,
-        parts.prompt_version,
-        parts.model,
-        parts.scope,
-        parts.schema_hash,
+        parts.prompt.as_bytes(),
+        parts.prompt_version.as_bytes(),
+        parts.model.as_bytes(),
+        parts.scope.as_bytes(),
+        parts.schema_hash.as_bytes(),
+        identity.as_slice(),
     ] {
-        hasher.0.update((part.len() as u64).to_le_bytes());
-        hasher.0.update(part.as_bytes());
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
     }
-    serde_json::to_writer(&mut hasher, parts.vars)
-        .map_err(|e| format!("cannot encode prompt variables: {e}"))?;
-    Ok(hex::encode(hasher.0.finalize()))
-}
-
-struct HashWriter(Sha256);
-
-impl Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Where a cached reply originally came from.
@@ -74,14 +62,26 @@ pub enum ReplyOrigin {
 }
 
 /// A validated reply as kept in the in-memory cache.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct CachedReply {
     /// The reply's canonical JSON (validated when it was stored).
     pub reply: Value,
+    /// The same reply as the caller's Rust type (`StructuredReply`), so hits skip decoding.
+    pub typed: Arc<dyn Any + Send + Sync>,
     /// Tokens the original call spent.
     pub usage: TokenUsage,
     /// Where the reply came from.
     pub origin: ReplyOrigin,
+}
+
+impl std::fmt::Debug for CachedReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedReply")
+            .field("reply", &self.reply)
+            .field("usage", &self.usage)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The in-memory cache type.
@@ -150,14 +150,14 @@ impl DurableCache for NoDurableCache {
 mod tests {
     use super::*;
 
-    fn key(prompt_version: &str, scope: &str, vars: &Value) -> String {
+    fn key(prompt_version: &str, scope: &str, identity: &Value) -> String {
         cache_key(&KeyParts {
             prompt: "stef",
             prompt_version,
             model: "m",
             scope,
             schema_hash: "s",
-            vars,
+            identity,
         })
         .unwrap()
     }

@@ -61,14 +61,30 @@ impl std::fmt::Debug for ApiKey {
 
 /// One structured call: which prompt, with which variables, in which cache scope.
 #[derive(Debug, Clone, Copy)]
-pub struct StructuredCall<'a, V> {
+pub struct StructuredCall<'a, V, K = V> {
     /// Prompt template name (`prompts/NAME.system.j2` + `NAME.user.j2`).
     pub prompt: &'a str,
-    /// Template variables: everything the prompt shows the model, already normalized. They are
-    /// hashed into the cache key, so two calls with equal variables share one reply.
+    /// Template variables: everything the prompt shows the model, already normalized. Rendered
+    /// only on a cache miss.
     pub vars: &'a V,
+    /// What determines the reply, hashed into the cache key: the normalized inputs (often the
+    /// variables themselves; STEF uses Qu, Qe, S and the dialect, since everything else it
+    /// shows is derived from them by code and the rule profile).
+    pub identity: &'a K,
     /// Extra cache scope, e.g. the rule-profile version.
     pub scope: &'a str,
+}
+
+impl<'a, V> StructuredCall<'a, V, V> {
+    /// A call whose cache identity is its template variables.
+    pub fn new(prompt: &'a str, vars: &'a V, scope: &'a str) -> StructuredCall<'a, V, V> {
+        StructuredCall {
+            prompt,
+            vars,
+            identity: vars,
+            scope,
+        }
+    }
 }
 
 /// A validated reply and what it cost.
@@ -225,14 +241,15 @@ impl LlmClient {
     /// Render prompt `call.prompt`, get a reply of type `T` that passes `T::validate` and
     /// `check`, through the in-memory cache, the durable cache and the LLM, in that order.
     /// Identical concurrent calls are coalesced into one LLM call.
-    pub async fn call_structured<T, V>(
+    pub async fn call_structured<T, V, K>(
         &self,
-        call: StructuredCall<'_, V>,
+        call: StructuredCall<'_, V, K>,
         check: &(dyn Fn(&T) -> Result<(), String> + Sync),
     ) -> Result<StructuredOutcome<T>, JudgeError>
     where
         T: StructuredReply,
         V: Serialize + Sync,
+        K: Serialize + Sync,
     {
         self.stats.bump(Counter::Assessment);
         let result = self.call_structured_inner(call, check).await;
@@ -242,14 +259,15 @@ impl LlmClient {
         result
     }
 
-    async fn call_structured_inner<T, V>(
+    async fn call_structured_inner<T, V, K>(
         &self,
-        call: StructuredCall<'_, V>,
+        call: StructuredCall<'_, V, K>,
         check: &(dyn Fn(&T) -> Result<(), String> + Sync),
     ) -> Result<StructuredOutcome<T>, JudgeError>
     where
         T: StructuredReply,
         V: Serialize + Sync,
+        K: Serialize + Sync,
     {
         let schema = T::schema();
         let prompt_version = self
@@ -263,29 +281,45 @@ impl LlmClient {
             model: &self.config.model,
             scope: call.scope,
             schema_hash: &schema.hash,
-            vars: call.vars,
+            identity: call.identity,
         })
         .map_err(JudgeError::Prompt)?;
-        let fill = self.fill::<T, V>(&key, call, &prompt_version, schema, check);
         let (reply, fresh) = match &self.memory {
-            Some(memory) => {
-                let entry = memory
-                    .entry_by_ref(&key)
-                    .or_try_insert_with(fill)
-                    .await
-                    .map_err(|e| (*e).clone())?;
-                let fresh = entry.is_fresh();
-                (entry.into_value(), fresh)
-            }
-            None => (fill.await?, true),
+            Some(memory) => match memory.get(&key).await {
+                // Fast path: a plain lookup, without building the fill future.
+                Some(hit) => (hit, false),
+                // Miss: the entry API runs one fill per key; concurrent callers wait for it.
+                None => {
+                    let fill = self.fill::<T, V, K>(&key, call, &prompt_version, schema, check);
+                    let entry = memory
+                        .entry_by_ref(&key)
+                        .or_try_insert_with(fill)
+                        .await
+                        .map_err(|e| (*e).clone())?;
+                    let fresh = entry.is_fresh();
+                    (entry.into_value(), fresh)
+                }
+            },
+            None => (
+                self.fill::<T, V, K>(&key, call, &prompt_version, schema, check)
+                    .await?,
+                true,
+            ),
         };
         let cached = !fresh || reply.origin != ReplyOrigin::Llm;
         if cached {
             self.stats.bump(Counter::CacheHit);
         }
-        let (value, _) =
-            validate_value::<T>(reply.reply.clone()).map_err(JudgeError::InvalidReply)?;
-        check(&value).map_err(JudgeError::InvalidReply)?;
+        // The typed reply was validated when it was stored; the JSON form is the fallback.
+        let value = match reply.typed.downcast_ref::<T>() {
+            Some(typed) => typed.clone(),
+            None => {
+                let (typed, _) =
+                    validate_value::<T>(reply.reply.clone()).map_err(JudgeError::InvalidReply)?;
+                check(&typed).map_err(JudgeError::InvalidReply)?;
+                typed
+            }
+        };
         Ok(StructuredOutcome {
             value,
             usage: if cached {
@@ -299,10 +333,10 @@ impl LlmClient {
     }
 
     /// Answer a cache miss: durable cache, else the LLM (then store in the durable cache).
-    async fn fill<T, V>(
+    async fn fill<T, V, K>(
         &self,
         key: &str,
-        call: StructuredCall<'_, V>,
+        call: StructuredCall<'_, V, K>,
         prompt_version: &str,
         schema: &ReplySchema,
         check: &(dyn Fn(&T) -> Result<(), String> + Sync),
@@ -316,12 +350,13 @@ impl LlmClient {
                 let parsed = serde_json::from_str::<Value>(&entry.reply)
                     .map_err(|e| e.to_string())
                     .and_then(validate_value::<T>)
-                    .and_then(|(typed, canonical)| check(&typed).map(|()| canonical));
+                    .and_then(|(typed, canonical)| check(&typed).map(|()| (typed, canonical)));
                 match parsed {
-                    Ok(reply) => {
+                    Ok((typed, reply)) => {
                         self.stats.bump(Counter::DurableHit);
                         return Ok(Arc::new(CachedReply {
                             reply,
+                            typed: Arc::new(typed),
                             usage: TokenUsage {
                                 prompt_tokens: entry.prompt_tokens,
                                 completion_tokens: entry.completion_tokens,
@@ -339,7 +374,7 @@ impl LlmClient {
             .prompts
             .render(call.prompt, call.vars, &schema.schema)
             .map_err(|e| JudgeError::Prompt(e.to_string()))?;
-        let (reply, usage) = self.converse::<T>(&rendered, schema, check).await?;
+        let (typed, reply, usage) = self.converse::<T>(&rendered, schema, check).await?;
         let entry = DurableEntry {
             key: key.to_string(),
             prompt: call.prompt.to_string(),
@@ -354,6 +389,7 @@ impl LlmClient {
         }
         Ok(Arc::new(CachedReply {
             reply,
+            typed: Arc::new(typed),
             usage,
             origin: ReplyOrigin::Llm,
         }))
@@ -365,23 +401,23 @@ impl LlmClient {
         rendered: &RenderedPrompt,
         schema: &ReplySchema,
         check: &(dyn Fn(&T) -> Result<(), String> + Sync),
-    ) -> Result<(Value, TokenUsage), JudgeError> {
+    ) -> Result<(T, Value, TokenUsage), JudgeError> {
         let mut messages = vec![
             ChatMessage::new("system", rendered.system.clone()),
             ChatMessage::new("user", rendered.user.clone()),
         ];
-        let validate = |content: &Result<String, String>| -> Result<Value, String> {
+        let validate = |content: &Result<String, String>| -> Result<(T, Value), String> {
             let text = content.as_deref().map_err(|e| e.clone())?;
             let value = json_in_text(text)?;
             let (typed, canonical) = validate_value::<T>(value)?;
             check(&typed)?;
-            Ok(canonical)
+            Ok((typed, canonical))
         };
         let estimate = estimate_tokens(rendered.chars());
         let first = self.chat(&messages, schema, estimate).await?;
         let mut usage = first.usage;
         let first_error = match validate(&first.content) {
-            Ok(reply) => return Ok((reply, usage)),
+            Ok((typed, reply)) => return Ok((typed, reply, usage)),
             Err(e) => e,
         };
         debug!(error = %first_error, "judge reply failed validation; sending one repair retry");
@@ -400,7 +436,7 @@ impl LlmClient {
         usage.prompt_tokens += second.usage.prompt_tokens;
         usage.completion_tokens += second.usage.completion_tokens;
         match validate(&second.content) {
-            Ok(reply) => Ok((reply, usage)),
+            Ok((typed, reply)) => Ok((typed, reply, usage)),
             Err(second_error) => Err(JudgeError::InvalidReply(format!(
                 "{second_error} (after one repair retry; the first reply failed with: {first_error})"
             ))),

@@ -27,8 +27,10 @@ pub struct LlmConfig {
     pub api_key_env: String,
     /// Requests per second towards the endpoint, retries included; 0 disables the limit.
     pub max_requests_per_second: f64,
-    /// How many requests may be released at once after an idle period (GCRA burst). 1 spaces
-    /// requests evenly, so no one-second window ever holds more than the rate.
+    /// GCRA burst of the request limiter. 0 (default) chooses automatically: 2 from 60
+    /// requests/s up, else 1 (see [`super::limits::request_burst`]). A burst of 2 keeps a
+    /// permit granted late (timer or scheduling delay) from pushing later permits back, so
+    /// throughput stays at the paced rate; 1 spaces requests strictly.
     pub rate_burst: u32,
     /// Estimated tokens per minute (prompt length / 4); 0 disables the limit.
     pub max_tokens_per_minute: u32,
@@ -61,7 +63,7 @@ impl Default for LlmConfig {
             model: "gpt-4o-mini".into(),
             api_key_env: String::new(),
             max_requests_per_second: 10.0,
-            rate_burst: 1,
+            rate_burst: 0,
             max_tokens_per_minute: 0,
             max_concurrency: 16,
             timeout_ms: 30_000,
@@ -119,9 +121,6 @@ impl LlmConfig {
         }
         if self.timeout_ms == 0 {
             return Err("judge.timeout_ms must be at least 1".into());
-        }
-        if self.rate_burst == 0 {
-            return Err("judge.rate_burst must be at least 1".into());
         }
         Ok(())
     }

@@ -21,6 +21,27 @@ pub fn estimate_tokens(prompt_chars: usize) -> u32 {
 /// request too many; 5% headroom absorbs 50 ms of jitter per second.
 pub const RATE_HEADROOM: f64 = 0.95;
 
+/// The request limiter's burst: `configured`, or for 0 the automatic choice — 2 when the
+/// headroom (`rate × (1 − RATE_HEADROOM)`) is at least 3 requests per second, else 1.
+///
+/// With burst 1 a permit granted late (timer or scheduling delay) pushes every later permit
+/// back, so throughput drops below the paced rate by the average lateness. With burst 2,
+/// permits follow a fixed schedule spaced `T = 1 / (rate × RATE_HEADROOM)` apart and a late one
+/// does not delay the next; any one-second window then holds at most `1 s / T + 2` permits.
+/// Two requests of headroom pay for that, the third is left for delivery jitter between the
+/// client and the server's clock.
+pub fn request_burst(rate: f64, configured: u32) -> NonZeroU32 {
+    if let Some(burst) = NonZeroU32::new(configured) {
+        return burst;
+    }
+    let headroom = rate * (1.0 - RATE_HEADROOM);
+    if headroom >= 3.0 {
+        NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN)
+    } else {
+        NonZeroU32::MIN
+    }
+}
+
 /// The limits in front of one endpoint.
 #[derive(Debug)]
 pub struct Limits {
@@ -39,12 +60,11 @@ impl Limits {
     /// Limits from the config (`max_concurrency`, `max_requests_per_second` paced at
     /// [`RATE_HEADROOM`] with `rate_burst`, `max_tokens_per_minute`).
     pub fn new(config: &LlmConfig) -> Limits {
-        let requests = (config.max_requests_per_second > 0.0)
-            .then(|| {
-                Duration::from_secs_f64(1.0 / (config.max_requests_per_second * RATE_HEADROOM))
-            })
+        let rate = config.max_requests_per_second;
+        let requests = (rate > 0.0)
+            .then(|| Duration::from_secs_f64(1.0 / (rate * RATE_HEADROOM)))
             .and_then(Quota::with_period)
-            .map(|q| q.allow_burst(NonZeroU32::new(config.rate_burst).unwrap_or(NonZeroU32::MIN)))
+            .map(|q| q.allow_burst(request_burst(rate, config.rate_burst)))
             .map(RateLimiter::direct);
         let tokens = NonZeroU32::new(config.max_tokens_per_minute).map(|per_minute| {
             (
@@ -91,6 +111,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn automatic_burst() {
+        assert_eq!(request_burst(10.0, 0).get(), 1);
+        assert_eq!(request_burst(50.0, 0).get(), 1);
+        assert_eq!(request_burst(59.0, 0).get(), 1);
+        assert_eq!(request_burst(60.0, 0).get(), 2);
+        assert_eq!(request_burst(100.0, 0).get(), 2);
+        assert_eq!(request_burst(100.0, 7).get(), 7);
+    }
+
+    #[test]
     fn token_estimate() {
         assert_eq!(estimate_tokens(0), 0);
         assert_eq!(estimate_tokens(1), 1);
@@ -131,6 +161,29 @@ mod tests {
         // 11 permits at ≥ 10 ms spacing take at least 100 ms.
         assert!(
             start.elapsed() >= Duration::from_millis(95),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn token_budget_waits_for_replenishment() {
+        let cfg = LlmConfig {
+            max_concurrency: 4,
+            max_requests_per_second: 0.0,
+            // 1,000 tokens per second.
+            max_tokens_per_minute: 60_000,
+            ..LlmConfig::default()
+        };
+        let limits = Limits::new(&cfg);
+        let start = std::time::Instant::now();
+        // A prompt larger than the whole budget takes the whole budget (it is not refused).
+        drop(limits.admit(100_000).await);
+        assert!(start.elapsed() < Duration::from_millis(100));
+        // The next 500 tokens are available only after about half a second.
+        drop(limits.admit(500).await);
+        assert!(
+            start.elapsed() >= Duration::from_millis(450),
             "{:?}",
             start.elapsed()
         );

@@ -34,7 +34,7 @@ impl ReplySchema {
 
 /// A reply type the structured-call layer can request: serde with strict types, a schema, and
 /// range checks that serde cannot express.
-pub trait StructuredReply: DeserializeOwned + Serialize + Send + Sync + 'static {
+pub trait StructuredReply: DeserializeOwned + Serialize + Clone + Send + Sync + 'static {
     /// The schema the reply must follow.
     fn schema() -> &'static ReplySchema;
 

@@ -7,6 +7,7 @@
 //! status to `absent` when the event has no enriched question. Alignment, the normalization
 //! rules and Φ stay in [`crate::stef::finish`], the same code the deterministic judge uses.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
@@ -302,12 +303,12 @@ struct RulesView<'a> {
     notes: Option<&'a str>,
 }
 
-/// Everything the STEF prompt shows, normalized; also the cache key's content.
+/// Everything the STEF prompt shows, normalized (rendered only on a cache miss).
 #[derive(Debug, Serialize)]
 struct StefVars<'a> {
-    question: String,
-    enriched_question: Option<String>,
-    sql: String,
+    question: Cow<'a, str>,
+    enriched_question: Option<Cow<'a, str>>,
+    sql: Cow<'a, str>,
     dialect: Option<&'a str>,
     rules: RulesView<'a>,
     sql_spec: &'a SqlSpec,
@@ -340,9 +341,44 @@ impl<'a> StefVars<'a> {
     }
 }
 
-/// Trim and collapse runs of whitespace to one space.
-fn collapse_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// What determines a STEF reply besides prompt, model and rule profile: the normalized inputs.
+/// Everything else the prompt shows (SQL spec, deterministic alignment) is derived from these
+/// by this crate's code, whose version is part of the identity.
+#[derive(Debug, Serialize)]
+struct StefIdentity<'a> {
+    question: &'a str,
+    enriched_question: Option<&'a str>,
+    sql: &'a str,
+    dialect: Option<&'a str>,
+    derived_by: &'static str,
+}
+
+impl<'a> StefIdentity<'a> {
+    fn of(vars: &'a StefVars<'a>) -> StefIdentity<'a> {
+        StefIdentity {
+            question: &vars.question,
+            enriched_question: vars.enriched_question.as_deref(),
+            sql: &vars.sql,
+            dialect: vars.dialect,
+            derived_by: concat!("sqlgrade ", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// Trim and collapse runs of whitespace to one space; borrows when there is nothing to do.
+fn collapse_whitespace(text: &str) -> Cow<'_, str> {
+    let trimmed = text.trim();
+    let mut previous_space = false;
+    let clean = trimmed.chars().all(|c| {
+        let ok = c == ' ' && !previous_space || !c.is_whitespace();
+        previous_space = c.is_whitespace();
+        ok
+    });
+    if clean {
+        Cow::Borrowed(trimmed)
+    } else {
+        Cow::Owned(trimmed.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
 }
 
 /// A name for alignment: lowercased, whitespace collapsed, surrounding quotes removed.
@@ -466,10 +502,11 @@ impl Judge for LlmJudge {
         };
         let outcome = self
             .client
-            .call_structured::<StefReply, _>(
+            .call_structured::<StefReply, _, _>(
                 StructuredCall {
                     prompt: STEF_PROMPT,
                     vars: &vars,
+                    identity: &StefIdentity::of(&vars),
                     scope: &request.profile.version,
                 },
                 &check,
@@ -491,7 +528,7 @@ impl Judge for LlmJudge {
             filter_status: Some(reply.filter_status),
             verdict: reply.verdict,
             confidence: reply.confidence,
-            rationale: collapse_whitespace(&reply.rationale),
+            rationale: collapse_whitespace(&reply.rationale).into_owned(),
             judge: self.kind.clone(),
             cached: outcome.cached,
             prompt_version: Some(outcome.prompt_version),
@@ -507,7 +544,7 @@ impl Judge for LlmJudge {
 fn collapse_all(items: &[String]) -> Vec<String> {
     items
         .iter()
-        .map(|s| collapse_whitespace(s))
+        .map(|s| collapse_whitespace(s).into_owned())
         .filter(|s| !s.is_empty())
         .collect()
 }
@@ -636,5 +673,8 @@ mod tests {
             assert_eq!(normalize_value(input), want, "{input}");
         }
         assert_eq!(normalize_name(" \"Eye  Colour\" "), "eye colour");
+        assert!(matches!(collapse_whitespace(" a b "), Cow::Borrowed("a b")));
+        assert_eq!(collapse_whitespace("a\n  b\tc"), "a b c");
+        assert_eq!(collapse_whitespace("a  b"), "a b");
     }
 }

@@ -1,0 +1,276 @@
+//! LLM judge throughput against a local OpenAI-compatible server (the scripted test server on
+//! 127.0.0.1) that answers every request after a fixed 200 ms.
+//!
+//! - `llm_judge/sustained_rate_limited`: 500 distinct events per iteration through one judge
+//!   limited to 100 requests/s with 32 requests in flight (the latency bound would be
+//!   32 / 0.2 s = 160/s, so the rate limit is the bound). Target: ≥ 90% of the limit.
+//!   Besides criterion's batch figure (which includes filling and draining the pipe), the bench
+//!   prints the steady-state completion rate of the last sample.
+//! - `llm_judge/cached_lookup`: `Judge::assess` on events already in the in-memory cache (key
+//!   hashing, cache lookup, validation, mapping). Target: ≥ 100,000 per second.
+//!
+//! Run with `cargo bench --bench judge`; numbers are recorded in `benches/README.md`
+//! ("## LLM judge").
+
+#[path = "../tests/support/openai_mock.rs"]
+mod openai_mock;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use openai_mock::{MockServer, Scripted};
+use serde_json::json;
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::event::Event;
+use sqlgrade::judge::llm::{LlmConfig, LlmJudge};
+use sqlgrade::judge::{Judge, JudgeRequest};
+use sqlgrade::stef::{Prepared, RuleProfile};
+use sqlgrade::testdata::data_dir;
+
+const LATENCY: Duration = Duration::from_millis(200);
+const RATE_LIMIT: f64 = 100.0;
+const CONCURRENCY: usize = 32;
+const BATCH: usize = 500;
+const WORKERS: usize = 64;
+
+/// Distinct (question, SQL) events from every prediction file, prepared.
+fn corpus(profile: &RuleProfile) -> Vec<Arc<(Event, Prepared)>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (format, name) in [
+        (BackfillFormat::Spider, "spider"),
+        (BackfillFormat::Bird, "bird"),
+    ] {
+        let dir = data_dir().join(name);
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("predictions"))
+            .expect("shared data predictions")
+            .map(|e| e.expect("dir entry").path())
+            .collect();
+        files.sort();
+        for predictions in files {
+            let joined = benchmark_events(
+                format,
+                &dir.join("dev.jsonl"),
+                Path::new(&predictions),
+                None,
+            )
+            .expect("benchmark join");
+            for event in joined.events {
+                if !seen.insert((event.question.clone(), event.sql.clone())) {
+                    continue;
+                }
+                if let Ok(prepared) = sqlgrade::stef::prepare(&event, profile) {
+                    out.push(Arc::new((event, prepared)));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn reply() -> serde_json::Value {
+    json!({
+        "question_spec": {
+            "outputs": ["name"], "aggregations": [], "filters": [],
+            "group_by": [], "explicit_order": false, "top_k": null
+        },
+        "enrichment": {"status": "faithful", "added": [], "dropped": []},
+        "filter_status": "fully_applied",
+        "verdict": "correct",
+        "confidence": 0.9,
+        "rationale": "Benchmark reply."
+    })
+}
+
+fn config(server: &MockServer) -> LlmConfig {
+    LlmConfig {
+        base_url: server.base_url(),
+        model: "bench-judge".into(),
+        max_requests_per_second: RATE_LIMIT,
+        max_concurrency: CONCURRENCY,
+        timeout_ms: 5_000,
+        ..LlmConfig::default()
+    }
+}
+
+/// Assess `cases` with `WORKERS` workers; returns completion instants.
+async fn run_batch(
+    judge: Arc<LlmJudge>,
+    profile: Arc<RuleProfile>,
+    cases: Vec<Arc<(Event, Prepared)>>,
+) -> Vec<Instant> {
+    let queue = Arc::new(Mutex::new(cases));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..WORKERS {
+        let (judge, profile, queue) = (judge.clone(), profile.clone(), queue.clone());
+        workers.spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let next = queue.lock().expect("queue").pop();
+                let Some(case) = next else { break };
+                judge
+                    .assess(JudgeRequest {
+                        event: &case.0,
+                        prepared: &case.1,
+                        profile: &profile,
+                    })
+                    .await
+                    .expect("assessment");
+                done.push(Instant::now());
+            }
+            done
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(done) = workers.join_next().await {
+        all.extend(done.expect("worker"));
+    }
+    all.sort();
+    all
+}
+
+fn bench_judge(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let profile = Arc::new(RuleProfile::default());
+    let cases = corpus(&profile);
+    assert!(
+        cases.len() >= BATCH * 2,
+        "corpus too small: {}",
+        cases.len()
+    );
+    let server = runtime.block_on(MockServer::start());
+    let body = reply();
+    server.respond_with(move |_| Scripted::json(&body).after(LATENCY));
+
+    let mut group = c.benchmark_group("llm_judge");
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(60));
+    group.throughput(Throughput::Elements(BATCH as u64));
+    let mut offset = 0usize;
+    let mut steady: Vec<f64> = Vec::new();
+    group.bench_function("sustained_rate_limited", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                // Fresh judge (empty cache) and events not seen in the previous batch.
+                let judge = Arc::new(LlmJudge::from_config(config(&server)).expect("judge"));
+                let batch: Vec<_> = (0..BATCH)
+                    .map(|i| cases[(offset + i) % cases.len()].clone())
+                    .collect();
+                offset = (offset + BATCH) % cases.len();
+                let started = Instant::now();
+                let done = runtime.block_on(run_batch(judge, profile.clone(), batch));
+                total += started.elapsed();
+                if let (Some(first), Some(last)) = (done.first(), done.last()) {
+                    let span = last.duration_since(*first).as_secs_f64();
+                    if span > 0.0 {
+                        steady.push((done.len() - 1) as f64 / span);
+                    }
+                }
+            }
+            total
+        })
+    });
+    if let Some(rate) = steady.last() {
+        println!(
+            "llm_judge/sustained_rate_limited: steady-state {rate:.1} assessments/s = {:.1}% of \
+             the {RATE_LIMIT}/s limit (latency {} ms, {CONCURRENCY} in flight)",
+            rate / RATE_LIMIT * 100.0,
+            LATENCY.as_millis()
+        );
+    }
+    group.finish();
+
+    // Cached lookups: warm one judge with 1,000 events (instant replies), then time hits.
+    let fast = MockServer::start();
+    let fast = runtime.block_on(fast);
+    let body = reply();
+    fast.respond_with(move |_| Scripted::json(&body));
+    let judge = LlmJudge::from_config(LlmConfig {
+        max_requests_per_second: 0.0,
+        ..config(&fast)
+    })
+    .expect("judge");
+    let warm: Vec<_> = cases.iter().take(1000).cloned().collect();
+    runtime.block_on(async {
+        for case in &warm {
+            judge
+                .assess(JudgeRequest {
+                    event: &case.0,
+                    prepared: &case.1,
+                    profile: &profile,
+                })
+                .await
+                .expect("warm-up");
+        }
+    });
+    let mut group = c.benchmark_group("llm_judge");
+    group.throughput(Throughput::Elements(1));
+    let (mut cpu, mut lookups) = (Duration::ZERO, 0u64);
+    group.bench_function("cached_lookup", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let cpu_started = thread_cpu_time();
+                let started = Instant::now();
+                for i in 0..iters as usize {
+                    let case = &warm[i % warm.len()];
+                    let a = judge
+                        .assess(JudgeRequest {
+                            event: &case.0,
+                            prepared: &case.1,
+                            profile: &profile,
+                        })
+                        .await
+                        .expect("cached");
+                    assert!(a.cached);
+                }
+                let wall = started.elapsed();
+                cpu += thread_cpu_time().saturating_sub(cpu_started);
+                lookups += iters;
+                wall
+            })
+        })
+    });
+    group.finish();
+    if lookups > 0 {
+        let per = cpu / u32::try_from(lookups).unwrap_or(u32::MAX);
+        println!(
+            "llm_judge/cached_lookup: {:.2} µs CPU per lookup = {:.0} lookups/s per core \
+             (thread CPU time; wall-clock figures above include time the OS gave to others)",
+            per.as_secs_f64() * 1e6,
+            1.0 / per.as_secs_f64()
+        );
+    }
+    assert_eq!(
+        judge.totals().llm_calls,
+        warm.len() as u64,
+        "every lookup after warm-up was a cache hit"
+    );
+}
+
+/// CPU time consumed by the calling thread (the lookups run on it: `block_on` polls there).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
+    // on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+criterion_group!(benches, bench_judge);
+criterion_main!(benches);

@@ -213,7 +213,13 @@ pub struct HybridScore {
     pub n_unmatched: usize,
     /// Why the index path was not taken although index columns were given.
     pub index_fallback: Option<&'static str>,
+    /// Set when the tables were too large to score (`too_large`): score 0, never truncated.
+    pub skip_reason: Option<&'static str>,
 }
+
+/// Largest |G|·|P̂| the greedy path scores (badger.md §5 [R] suggests about 5k × 5k; this is
+/// 2k × 2k, because greedy is O(|G|·|P̂|·|C′|)). Larger pairs get `skip_reason = "too_large"`.
+pub const GREEDY_PAIR_LIMIT: usize = 4_000_000;
 
 /// How a cell is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,6 +371,7 @@ pub fn score_tables(
         n_matched: 0,
         n_unmatched: 0,
         index_fallback: None,
+        skip_reason: None,
     };
     match (gold.rows.is_empty(), pred.rows.is_empty()) {
         (true, true) => return trivial(1.0),
@@ -467,6 +474,7 @@ pub fn score_tables(
                         n_matched: matched,
                         n_unmatched: unmatched,
                         index_fallback: None,
+                        skip_reason: None,
                     };
                 }
                 index_fallback = Some("duplicate_keys");
@@ -475,6 +483,17 @@ pub fn score_tables(
         }
     }
     // Greedy path.
+    if g.rows.len().saturating_mul(p.rows.len()) > GREEDY_PAIR_LIMIT {
+        return HybridScore {
+            score: 0.0,
+            path: ScorePath::IndexUnmatched,
+            n_padded,
+            n_matched: 0,
+            n_unmatched: g.rows.len().max(p.rows.len()),
+            index_fallback,
+            skip_reason: Some("too_large"),
+        };
+    }
     let mut remaining: Vec<usize> = (0..p.rows.len()).collect();
     let mut total = 0.0;
     let mut matched = 0usize;
@@ -502,6 +521,7 @@ pub fn score_tables(
         n_matched: matched,
         n_unmatched: g.rows.len().max(p.rows.len()) - matched,
         index_fallback,
+        skip_reason: None,
     }
 }
 
@@ -737,6 +757,7 @@ pub async fn score_hybrid(
         "score": scored.score, "path": scored.path, "n_padded": scored.n_padded,
         "n_matched": scored.n_matched, "n_unmatched": scored.n_unmatched,
         "row_coverage": coverage, "index_fallback": scored.index_fallback,
+        "skip_reason": scored.skip_reason,
         "key_normalisation": true, "alignment_source": source,
         "llm_ex": if llm { json!(alignment.llm_judge_score) } else { Value::Null },
         "match_category": if llm { json!(alignment.matching_category) } else { Value::Null },

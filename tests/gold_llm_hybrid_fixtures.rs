@@ -267,3 +267,44 @@ fn duplicate_index_keys_fall_back_to_greedy() {
         (1.0, ScorePath::IndexUnmatched, Some("duplicate_keys"))
     );
 }
+
+#[test]
+fn oversized_greedy_is_skipped_not_truncated() {
+    let rows = |n: i64| (0..n).map(|k| vec![i(k)]).collect::<Vec<_>>();
+    let g = rs(&["v"], rows(2001));
+    let p = rs(&["v"], rows(2001));
+    let s = score_tables(&g, &p, &Alignment::default(), DEFAULT_TOLERANCE);
+    assert_eq!(
+        (s.score, s.skip_reason, s.n_unmatched),
+        (0.0, Some("too_large"), 2001)
+    );
+    // The index path has no such limit.
+    let s = score_tables(&g, &p, &meta(&["v"], &[]), DEFAULT_TOLERANCE);
+    assert_eq!(
+        (s.score, s.path, s.skip_reason),
+        (1.0, ScorePath::IndexMatched, None)
+    );
+}
+
+#[test]
+fn invalid_alignment_fields_are_dropped() {
+    let mut a = Alignment {
+        column_rename_dict: [("nope".to_string(), "region".to_string())].into(),
+        index_columns: strings(&["region"]),
+        numeric_columns: strings(&["ghost"]),
+        recommended_tolerance: Some(0.9),
+        ..Alignment::default()
+    };
+    let dropped = a.sanitize(&strings(&["region", "v"]), &strings(&["region", "value"]));
+    assert_eq!(
+        dropped,
+        vec![
+            "column_rename_dict",
+            "numeric_columns",
+            "recommended_tolerance"
+        ]
+    );
+    assert!(a.column_rename_dict.is_empty() && a.numeric_columns.is_empty());
+    assert_eq!(a.index_columns, strings(&["region"]));
+    assert_eq!(a.recommended_tolerance, None);
+}

@@ -434,12 +434,9 @@ fn config_warnings(config: &Config) -> Vec<String> {
         warnings.push("the ClickHouse sink is not available in this build yet".into());
     }
     if config.judge.kind == sqlgrade::config::JudgeKind::Llm {
-        warnings.push("the LLM judge is not available in this build yet".into());
-        if std::env::var_os(&config.judge.api_key_env).is_none() && config.judge.api_key.is_none() {
-            warnings.push(format!(
-                "judge.api_key_env names {}, which is not set",
-                config.judge.api_key_env
-            ));
+        // Builds the client without contacting the endpoint: URL, API key, prompt templates.
+        if let Err(e) = sqlgrade::judge::llm::LlmJudge::from_judge_config(&config.judge) {
+            warnings.push(e.to_string());
         }
     }
     warnings

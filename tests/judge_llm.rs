@@ -581,3 +581,60 @@ async fn invalid_replies_become_judge_fallback_rows() {
     assert!(error.contains("after one repair retry"), "{error}");
     assert!(row.value >= 0.0 && row.value <= 100.0);
 }
+
+#[tokio::test]
+async fn connection_errors_are_retried_then_reported() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let judge = judge(config(&format!("http://127.0.0.1:{port}/v1")));
+    let err = bird_case().assess(&judge).await.unwrap_err();
+    match &err {
+        JudgeError::Transport(message) => {
+            assert!(message.contains("gave up after 3 attempts"), "{message}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let t = judge.totals();
+    assert_eq!((t.http_requests, t.retries, t.failures), (3, 2, 1));
+}
+
+#[tokio::test]
+async fn daemon_config_builds_the_llm_judge() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(&stef_reply("likely_correct", 0.7))]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"cfg-model\"\napi_key_env = \"\"\n\
+             max_requests_per_second = 20.0\nmax_tokens_per_minute = 1000000\ncache_ttl_secs = 60\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let config =
+        sqlgrade::config::Config::load_with_env(Some(&file), Some(HashMap::new())).unwrap();
+    let scorer = sqlgrade::pipeline::build::build_scorer(&config).unwrap();
+    assert_eq!(scorer.judge_kind(), "llm:cfg-model");
+    let rows = scorer.score(&bird_case().event).await;
+    let stef = rows[0].stef.as_ref().unwrap();
+    assert_eq!(stef.judge, "llm:cfg-model");
+    assert_eq!(stef.semantic_verdict, "likely_correct");
+    assert_eq!(server.request_count(), 1);
+
+    // A key variable that is not set is a setup error, reported before any event is scored.
+    let mut broken = config.clone();
+    broken.judge.api_key_env = "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
+    let err = sqlgrade::pipeline::build::build_scorer(&broken)
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("SQLGRADE_TEST_SURELY_UNSET_KEY"),
+        "{err}"
+    );
+}

@@ -146,7 +146,9 @@ impl MockServer {
     /// Start a server with an empty script and no responder (unscripted requests get 599).
     ///
     /// The server runs on its own thread and runtime, like a separate process: a busy client
-    /// runtime cannot delay its answers or its arrival timestamps.
+    /// runtime cannot delay its answers or its arrival timestamps. Where allowed (root on
+    /// Linux), that thread runs with real-time priority, so a loaded machine does not delay
+    /// them either: the timestamps measure the client, not the scheduler.
     pub async fn start() -> MockServer {
         let inner = Arc::new(Inner {
             started: Instant::now(),
@@ -161,6 +163,7 @@ impl MockServer {
         std::thread::Builder::new()
             .name("openai-mock".into())
             .spawn(move || {
+                raise_priority();
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -237,6 +240,18 @@ impl MockServer {
             best = best.max(hi - lo + 1);
         }
         best
+    }
+}
+
+/// Give the calling thread real-time (SCHED_FIFO, lowest) priority when permitted; otherwise
+/// leave it as it is. The server thread mostly sleeps in epoll, so this cannot starve others.
+fn raise_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 1 };
+        // SAFETY: plain FFI call on the current thread with a valid sched_param.
+        let _ =
+            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
     }
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::judge::TokenUsage;
@@ -64,9 +63,7 @@ pub enum ReplyOrigin {
 /// A validated reply as kept in the in-memory cache.
 #[derive(Clone)]
 pub struct CachedReply {
-    /// The reply's canonical JSON (validated when it was stored).
-    pub reply: Value,
-    /// The same reply as the caller's Rust type (`StructuredReply`), so hits skip decoding.
+    /// The validated reply as the caller's Rust type (`StructuredReply`), so hits skip decoding.
     pub typed: Arc<dyn Any + Send + Sync>,
     /// Tokens the original call spent.
     pub usage: TokenUsage,
@@ -77,7 +74,6 @@ pub struct CachedReply {
 impl std::fmt::Debug for CachedReply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CachedReply")
-            .field("reply", &self.reply)
             .field("usage", &self.usage)
             .field("origin", &self.origin)
             .finish_non_exhaustive()
@@ -149,6 +145,7 @@ impl DurableCache for NoDurableCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn key(prompt_version: &str, scope: &str, identity: &Value) -> String {
         cache_key(&KeyParts {

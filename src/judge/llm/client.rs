@@ -270,6 +270,7 @@ impl LlmClient {
         K: Serialize + Sync,
     {
         let schema = T::schema();
+        let prompt = call.prompt;
         let prompt_version = self
             .prompts
             .version(call.prompt)
@@ -310,16 +311,13 @@ impl LlmClient {
         if cached {
             self.stats.bump(Counter::CacheHit);
         }
-        // The typed reply was validated when it was stored; the JSON form is the fallback.
-        let value = match reply.typed.downcast_ref::<T>() {
-            Some(typed) => typed.clone(),
-            None => {
-                let (typed, _) =
-                    validate_value::<T>(reply.reply.clone()).map_err(JudgeError::InvalidReply)?;
-                check(&typed).map_err(JudgeError::InvalidReply)?;
-                typed
-            }
-        };
+        // The typed reply was validated when it was stored. The key includes the schema hash,
+        // so an entry always holds the type its key was made for.
+        let value = reply.typed.downcast_ref::<T>().cloned().ok_or_else(|| {
+            JudgeError::InvalidReply(format!(
+                "cache entry for prompt {prompt:?} holds another reply type"
+            ))
+        })?;
         Ok(StructuredOutcome {
             value,
             usage: if cached {
@@ -350,12 +348,11 @@ impl LlmClient {
                 let parsed = serde_json::from_str::<Value>(&entry.reply)
                     .map_err(|e| e.to_string())
                     .and_then(validate_value::<T>)
-                    .and_then(|(typed, canonical)| check(&typed).map(|()| (typed, canonical)));
+                    .and_then(|(typed, _)| check(&typed).map(|()| typed));
                 match parsed {
-                    Ok((typed, reply)) => {
+                    Ok(typed) => {
                         self.stats.bump(Counter::DurableHit);
                         return Ok(Arc::new(CachedReply {
-                            reply,
                             typed: Arc::new(typed),
                             usage: TokenUsage {
                                 prompt_tokens: entry.prompt_tokens,
@@ -388,7 +385,6 @@ impl LlmClient {
             warn!(key, error = %e, "could not store the reply in the durable judge cache");
         }
         Ok(Arc::new(CachedReply {
-            reply,
             typed: Arc::new(typed),
             usage,
             origin: ReplyOrigin::Llm,

@@ -65,6 +65,9 @@ pub enum RowStatus {
     SqlTooLarge,
     /// The LLM judge failed; the deterministic judge scored the event instead.
     JudgeFallback,
+    /// The LLM judge failed and the metric has no deterministic fallback (FLEX, ROSE); the
+    /// row keeps everything obtained before the failure in `details`.
+    JudgeError,
     /// The predicted SQL failed to execute.
     ExecError,
     /// The gold SQL failed to execute: reported, not scored as a model failure.
@@ -87,6 +90,7 @@ impl RowStatus {
             RowStatus::MultipleStatements => "multiple_statements",
             RowStatus::SqlTooLarge => "sql_too_large",
             RowStatus::JudgeFallback => "judge_fallback",
+            RowStatus::JudgeError => "judge_error",
             RowStatus::ExecError => "exec_error",
             RowStatus::GoldError => "gold_error",
             RowStatus::GoldUnavailable => "gold_unavailable",

@@ -5,6 +5,7 @@
 //! (sources, sinks, judge clients, executors) lives at the edges behind small traits.
 
 pub mod backfill;
+pub mod calibrate;
 pub mod config;
 pub mod evaluation;
 pub mod event;

@@ -1,7 +1,7 @@
 //! sqlgrade command line (thin: everything lives in the library).
 //!
 //! Commands and flags are public interface (DESIGN.md, README "CLI reference"): `run`, `score`,
-//! `backfill`, `migrate`, `check-config`.
+//! `backfill`, `migrate`, `check-config`, `calibrate`.
 
 use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::path::PathBuf;
@@ -88,6 +88,25 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Check a metric against human labels: Cohen's kappa, accuracy, precision/recall, the
+    /// confusion matrix and, for continuous metrics (stef, hybrid_ex), the kappa-maximising cut-off.
+    Calibrate {
+        /// Labels JSONL: `event_id` or `question_id` plus boolean `label`.
+        #[arg(long)]
+        labels: PathBuf,
+        /// A run's rows JSONL (the JSONL sink's output).
+        #[arg(long)]
+        rows: PathBuf,
+        /// Metric name as in the `metric` column (flex, rose, hybrid_ex, stef, ex, ...).
+        #[arg(long)]
+        metric: String,
+        /// For continuous metrics: positive iff value >= this (default: the rows' verdicts).
+        #[arg(long)]
+        cutoff: Option<f64>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
         /// TOML config file.
@@ -173,7 +192,35 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         }
         Command::Migrate { config } => migrate(config).await,
         Command::CheckConfig { config } => check_config(config),
+        Command::Calibrate {
+            labels,
+            rows,
+            metric,
+            cutoff,
+            json,
+        } => calibrate(&labels, &rows, &metric, cutoff, json),
     }
+}
+
+fn calibrate(
+    labels: &std::path::Path,
+    rows: &std::path::Path,
+    metric: &str,
+    cutoff: Option<f64>,
+    json: bool,
+) -> Result<ExitCode> {
+    let metric: sqlgrade::evaluation::Metric =
+        serde_json::from_value(serde_json::Value::String(metric.to_string()))
+            .with_context(|| format!("unknown metric {metric:?}"))?;
+    let labels = sqlgrade::calibrate::read_labels(labels)?;
+    let rows = sqlgrade::calibrate::read_rows(rows)?;
+    let report = sqlgrade::calibrate::calibrate(&labels, &rows, metric, cutoff);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_config(path: Option<&PathBuf>) -> Result<Config> {

@@ -3,6 +3,11 @@
 //! Everything here is pure and synchronous: execution goes through the
 //! [`crate::exec::Executor`] trait and schemas are loaded at the edge.
 
+pub mod avoid;
 pub mod esm;
 pub mod ex;
+pub mod flex;
 pub mod gold;
+pub mod hybrid_ex;
+pub mod judged;
+pub mod rose;

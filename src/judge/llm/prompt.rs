@@ -27,6 +27,54 @@ const BUILTIN: &[(&str, &str)] = &[
         "stef.user.j2",
         include_str!("../../../prompts/stef.user.j2"),
     ),
+    (
+        "flex_eq.system.j2",
+        include_str!("../../../prompts/flex_eq.system.j2"),
+    ),
+    (
+        "flex_eq.user.j2",
+        include_str!("../../../prompts/flex_eq.user.j2"),
+    ),
+    (
+        "flex_neq.system.j2",
+        include_str!("../../../prompts/flex_neq.system.j2"),
+    ),
+    (
+        "flex_neq.user.j2",
+        include_str!("../../../prompts/flex_neq.user.j2"),
+    ),
+    (
+        "rose_prover.system.j2",
+        include_str!("../../../prompts/rose_prover.system.j2"),
+    ),
+    (
+        "rose_prover.user.j2",
+        include_str!("../../../prompts/rose_prover.user.j2"),
+    ),
+    (
+        "rose_refuter_results.system.j2",
+        include_str!("../../../prompts/rose_refuter_results.system.j2"),
+    ),
+    (
+        "rose_refuter_results.user.j2",
+        include_str!("../../../prompts/rose_refuter_results.user.j2"),
+    ),
+    (
+        "rose_refuter_match.system.j2",
+        include_str!("../../../prompts/rose_refuter_match.system.j2"),
+    ),
+    (
+        "rose_refuter_match.user.j2",
+        include_str!("../../../prompts/rose_refuter_match.user.j2"),
+    ),
+    (
+        "hybrid_ex.system.j2",
+        include_str!("../../../prompts/hybrid_ex.system.j2"),
+    ),
+    (
+        "hybrid_ex.user.j2",
+        include_str!("../../../prompts/hybrid_ex.user.j2"),
+    ),
     ("repair.j2", include_str!("../../../prompts/repair.j2")),
 ];
 

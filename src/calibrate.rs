@@ -1,0 +1,374 @@
+//! Calibration of a metric against human labels: Cohen's κ, accuracy, precision/recall and the
+//! confusion matrix, and for continuous metrics (STEF, Hybrid-EX) the cut-off that maximises κ.
+//!
+//! Labels are JSONL objects with `event_id` or `question_id` and a boolean `label`. Rows are a
+//! run's JSONL output ([`EvaluationRow`]). A `question_id` label matches the row whose
+//! `event_id` equals it or ends with `-<question_id>`. Rows that could not be scored (judge
+//! error, gold error/unavailable/parse error) are excluded and counted; a failed prediction
+//! (exec error, timeout) counts as a negative, as the metrics score it.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+
+/// Why calibration inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    /// A file could not be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// File.
+        path: String,
+        /// OS error.
+        message: String,
+    },
+    /// A line is not a valid label or row.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// File.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One human label.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Label {
+    /// Event id the label refers to.
+    #[serde(default)]
+    pub event_id: Option<String>,
+    /// Benchmark question id the label refers to (string or number).
+    #[serde(default, deserialize_with = "id_string")]
+    pub question_id: Option<String>,
+    /// true = the prediction is correct.
+    pub label: bool,
+}
+
+fn id_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(other) => Some(other.to_string()),
+    })
+}
+
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, CalibrateError> {
+    let file = std::fs::File::open(path).map_err(|e| CalibrateError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| CalibrateError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(
+            serde_json::from_str(&line).map_err(|e| CalibrateError::Line {
+                path: path.display().to_string(),
+                line: i + 1,
+                message: e.to_string(),
+            })?,
+        );
+    }
+    Ok(out)
+}
+
+/// Read a labels file.
+pub fn read_labels(path: &Path) -> Result<Vec<Label>, CalibrateError> {
+    let labels: Vec<Label> = read_jsonl(path)?;
+    for (i, l) in labels.iter().enumerate() {
+        if l.event_id.is_none() && l.question_id.is_none() {
+            return Err(CalibrateError::Line {
+                path: path.display().to_string(),
+                line: i + 1,
+                message: "a label needs event_id or question_id".into(),
+            });
+        }
+    }
+    Ok(labels)
+}
+
+/// Read a run's rows file.
+pub fn read_rows(path: &Path) -> Result<Vec<EvaluationRow>, CalibrateError> {
+    read_jsonl(path)
+}
+
+/// A 2×2 confusion matrix (label = truth, prediction = metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Confusion {
+    /// Metric positive, label positive.
+    pub tp: u64,
+    /// Metric positive, label negative.
+    pub fp: u64,
+    /// Metric negative, label positive.
+    pub fn_: u64,
+    /// Metric negative, label negative.
+    pub tn: u64,
+}
+
+impl Confusion {
+    /// Add one (prediction, label) pair.
+    pub fn add(&mut self, predicted: bool, label: bool) {
+        match (predicted, label) {
+            (true, true) => self.tp += 1,
+            (true, false) => self.fp += 1,
+            (false, true) => self.fn_ += 1,
+            (false, false) => self.tn += 1,
+        }
+    }
+
+    /// Number of pairs.
+    pub fn n(&self) -> u64 {
+        self.tp + self.fp + self.fn_ + self.tn
+    }
+
+    /// Cohen's κ; None when undefined (no pairs, or chance agreement is 1).
+    pub fn kappa(&self) -> Option<f64> {
+        let n = self.n() as f64;
+        if n == 0.0 {
+            return None;
+        }
+        let po = (self.tp + self.tn) as f64 / n;
+        let pred_pos = (self.tp + self.fp) as f64;
+        let label_pos = (self.tp + self.fn_) as f64;
+        let pe = (pred_pos * label_pos + (n - pred_pos) * (n - label_pos)) / (n * n);
+        (pe < 1.0).then(|| (po - pe) / (1.0 - pe))
+    }
+
+    /// Accuracy; None without pairs.
+    pub fn accuracy(&self) -> Option<f64> {
+        let n = self.n();
+        (n > 0).then(|| (self.tp + self.tn) as f64 / n as f64)
+    }
+
+    /// Precision of the metric's positives; None when it has none.
+    pub fn precision(&self) -> Option<f64> {
+        let d = self.tp + self.fp;
+        (d > 0).then(|| self.tp as f64 / d as f64)
+    }
+
+    /// Recall of the labelled positives; None when there are none.
+    pub fn recall(&self) -> Option<f64> {
+        let d = self.tp + self.fn_;
+        (d > 0).then(|| self.tp as f64 / d as f64)
+    }
+}
+
+/// Whether a metric's value is continuous (a cut-off turns it into a verdict).
+pub fn is_continuous(metric: Metric) -> bool {
+    matches!(metric, Metric::Stef | Metric::HybridEx)
+}
+
+/// The calibration of one metric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CalibrationReport {
+    /// Metric.
+    pub metric: Metric,
+    /// Labels read.
+    pub labels: usize,
+    /// Labels with a scored row.
+    pub matched: usize,
+    /// Labels without any row of this metric.
+    pub unmatched: usize,
+    /// Labels whose row could not be scored (judge/gold errors), excluded.
+    pub unscored: usize,
+    /// Cut-off applied to continuous values (None: the rows' verdicts were used).
+    pub cutoff: Option<f64>,
+    /// Confusion matrix.
+    pub confusion: Confusion,
+    /// Cohen's κ.
+    pub kappa: Option<f64>,
+    /// Accuracy.
+    pub accuracy: Option<f64>,
+    /// Precision.
+    pub precision: Option<f64>,
+    /// Recall.
+    pub recall: Option<f64>,
+    /// For continuous metrics: the cut-off (among the observed values) that maximises κ, and κ.
+    pub best_cutoff: Option<BestCutoff>,
+}
+
+/// The κ-maximising cut-off.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BestCutoff {
+    /// Positive iff value ≥ cutoff.
+    pub cutoff: f64,
+    /// κ at that cut-off.
+    pub kappa: f64,
+    /// Accuracy at that cut-off.
+    pub accuracy: f64,
+}
+
+fn unscored(status: RowStatus) -> bool {
+    matches!(
+        status,
+        RowStatus::JudgeError
+            | RowStatus::GoldError
+            | RowStatus::GoldUnavailable
+            | RowStatus::GoldParseError
+    )
+}
+
+/// Calibrate `metric`'s rows against `labels`. `cutoff` overrides the rows' verdicts for
+/// continuous metrics (positive iff value ≥ cutoff).
+pub fn calibrate(
+    labels: &[Label],
+    rows: &[EvaluationRow],
+    metric: Metric,
+    cutoff: Option<f64>,
+) -> CalibrationReport {
+    let mut by_event: HashMap<&str, &EvaluationRow> = HashMap::new();
+    for r in rows.iter().filter(|r| r.metric == metric) {
+        by_event.insert(r.event_id.as_str(), r);
+    }
+    let find = |l: &Label| -> Option<&EvaluationRow> {
+        if let Some(id) = &l.event_id {
+            return by_event.get(id.as_str()).copied();
+        }
+        let qid = l.question_id.as_deref()?;
+        by_event.get(qid).copied().or_else(|| {
+            let suffix = format!("-{qid}");
+            rows.iter()
+                .find(|r| r.metric == metric && r.event_id.ends_with(&suffix))
+        })
+    };
+    let mut pairs: Vec<(f64, Option<bool>, bool)> = Vec::new();
+    let (mut unmatched, mut unscored_n) = (0, 0);
+    for l in labels {
+        match find(l) {
+            None => unmatched += 1,
+            Some(r) if unscored(r.status) => unscored_n += 1,
+            Some(r) => pairs.push((r.value, r.verdict, l.label)),
+        }
+    }
+    let continuous = is_continuous(metric);
+    let mut confusion = Confusion::default();
+    let mut used_cutoff = None;
+    for &(value, verdict, label) in &pairs {
+        let predicted = match (cutoff.filter(|_| continuous), verdict) {
+            (Some(c), _) => {
+                used_cutoff = Some(c);
+                value >= c
+            }
+            (None, Some(v)) => v,
+            (None, None) => value >= 0.5,
+        };
+        confusion.add(predicted, label);
+    }
+    let best_cutoff = if continuous {
+        let mut values: Vec<f64> = pairs
+            .iter()
+            .map(|p| p.0)
+            .filter(|v| v.is_finite())
+            .collect();
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        let mut best: Option<BestCutoff> = None;
+        for c in values {
+            let mut m = Confusion::default();
+            for &(value, _, label) in &pairs {
+                m.add(value >= c, label);
+            }
+            if let (Some(k), Some(a)) = (m.kappa(), m.accuracy())
+                && best.is_none_or(|b| k > b.kappa)
+            {
+                best = Some(BestCutoff {
+                    cutoff: c,
+                    kappa: k,
+                    accuracy: a,
+                });
+            }
+        }
+        best
+    } else {
+        None
+    };
+    CalibrationReport {
+        metric,
+        labels: labels.len(),
+        matched: pairs.len(),
+        unmatched,
+        unscored: unscored_n,
+        cutoff: used_cutoff,
+        confusion,
+        kappa: confusion.kappa(),
+        accuracy: confusion.accuracy(),
+        precision: confusion.precision(),
+        recall: confusion.recall(),
+        best_cutoff,
+    }
+}
+
+impl std::fmt::Display for CalibrationReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let num = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.4}"));
+        writeln!(f, "metric: {}", self.metric)?;
+        writeln!(
+            f,
+            "labels: {} (matched {}, no row {}, unscored {})",
+            self.labels, self.matched, self.unmatched, self.unscored
+        )?;
+        if let Some(c) = self.cutoff {
+            writeln!(f, "cut-off: value >= {c}")?;
+        }
+        writeln!(f, "cohen_kappa: {}", num(self.kappa))?;
+        writeln!(f, "accuracy: {}", num(self.accuracy))?;
+        writeln!(f, "precision: {}", num(self.precision))?;
+        writeln!(f, "recall: {}", num(self.recall))?;
+        writeln!(f, "confusion (rows: metric, columns: label):")?;
+        writeln!(f, "                label=1  label=0")?;
+        writeln!(
+            f,
+            "  metric=1  {:>9} {:>8}",
+            self.confusion.tp, self.confusion.fp
+        )?;
+        writeln!(
+            f,
+            "  metric=0  {:>9} {:>8}",
+            self.confusion.fn_, self.confusion.tn
+        )?;
+        if let Some(b) = self.best_cutoff {
+            writeln!(
+                f,
+                "best cut-off: value >= {} (kappa {:.4}, accuracy {:.4})",
+                b.cutoff, b.kappa, b.accuracy
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kappa_matches_badger_s1_and_s2() {
+        let c = Confusion {
+            tp: 75,
+            fn_: 17,
+            tn: 54,
+            fp: 4,
+        };
+        assert!((c.kappa().unwrap() - 0.7166).abs() < 5e-5);
+        let s2 = Confusion {
+            tp: 24,
+            fn_: 68,
+            tn: 58,
+            fp: 0,
+        };
+        assert!((s2.kappa().unwrap() - 0.2144).abs() < 5e-5);
+        assert_eq!(Confusion::default().kappa(), None);
+    }
+}

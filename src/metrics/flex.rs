@@ -1,0 +1,337 @@
+//! FLEX (False-Less EXecution, Kim et al., NAACL 2025): an LLM judge whose prompt variant is
+//! chosen by EX (see `shared/specs/flex.md`).
+//!
+//! - EX = 1 → the `flex_eq` prompt (strict criteria, looking for false positives); execution
+//!   results are withheld on purpose.
+//! - EX = 0 → the `flex_neq` prompt (loose criteria, looking for false negatives); both results
+//!   are shown, rendered by [`render_result`] with a configurable [`RenderPreset`].
+//! - Sections in Fig 14 order: Schema, Question, Prediction Query, [Prediction Result], Ground
+//!   Truth Query, [Ground Truth Result], Hint (left out when there is no evidence); then the
+//!   "Note: same/different execution results" line (flex.md §4 #10). No `DB_HINTS` (#9).
+//! - A prediction that fails to execute is incorrect without an LLM call (§2.1).
+//! - The verdict comes through the structured-call layer as `{"reasoning", "correct"}` instead
+//!   of prose plus a fenced block: the layer's JSON extraction, strict validation and repair turn
+//!   replace the repo's parser (§2.7). A failed judge gives status `judge_error`, value 0 (counted
+//!   incorrect, as §2.8 says) and no verdict, so it is reported on its own.
+//! - The optional error-category second call (§2.9) is not implemented.
+
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::evaluation::{Metric, RowStatus};
+use crate::exec::{ExecError, ResultSet, SqlValue};
+use crate::judge::llm::{LlmClient, ReplySchema, StructuredCall, StructuredReply};
+
+use super::avoid::{Avoidance, CallCounter};
+use super::judged::{GoldCase, Outcome, judge_error_json, lenient_bool};
+
+/// How execution results are rendered in prompts (flex.md §2.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RenderPreset {
+    /// The paper's rule: header, > 100 rows → first 50 + last 50, strings cut at 50 chars.
+    #[default]
+    Paper,
+    /// The released human-study data: no header, > 20 rows → 10 + 10, strings cut at 30 chars.
+    RepoV1,
+}
+
+/// The parameters of a rendering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderSpec {
+    /// Print a header row.
+    pub header: bool,
+    /// Truncate only when the result has more rows than this.
+    pub max_rows: usize,
+    /// Rows kept from the start when truncating.
+    pub head: usize,
+    /// Rows kept from the end when truncating.
+    pub tail: usize,
+    /// Longest text cell kept, in characters.
+    pub max_chars: usize,
+}
+
+impl RenderPreset {
+    /// The preset's parameters.
+    pub fn spec(self) -> RenderSpec {
+        match self {
+            RenderPreset::Paper => RenderSpec {
+                header: true,
+                max_rows: 100,
+                head: 50,
+                tail: 50,
+                max_chars: 50,
+            },
+            RenderPreset::RepoV1 => RenderSpec {
+                header: false,
+                max_rows: 20,
+                head: 10,
+                tail: 10,
+                max_chars: 30,
+            },
+        }
+    }
+}
+
+fn render_cell(v: &SqlValue, max_chars: usize) -> String {
+    match v {
+        SqlValue::Null => "NULL".to_string(),
+        SqlValue::Integer(i) => i.to_string(),
+        SqlValue::Real(f) => format!("{f:?}"),
+        SqlValue::Blob(b) => format!("<blob {} bytes>", b.len()),
+        SqlValue::Text(s) => {
+            let flat: String = s
+                .chars()
+                .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+                .collect();
+            let len = flat.chars().count();
+            let cut = if len > max_chars {
+                format!(
+                    "{}... {len} chars",
+                    flat.chars().take(max_chars).collect::<String>()
+                )
+            } else {
+                flat
+            };
+            cut.replace('|', "\\|")
+        }
+    }
+}
+
+/// Render a result as a markdown table: execution order kept, NULL as `NULL`, long text cut,
+/// rows beyond `max_rows` elided as head + `...` + tail, and the original `shape=(R, C)` last.
+pub fn render_result(rs: &ResultSet, spec: RenderSpec) -> String {
+    if rs.rows.is_empty() {
+        return format!("Empty execution result\nshape=(0, {})", rs.columns.len());
+    }
+    let line = |cells: Vec<String>| format!("| {} |", cells.join(" | "));
+    let mut out = Vec::new();
+    if spec.header {
+        out.push(line(
+            rs.columns.iter().map(|c| c.replace('|', "\\|")).collect(),
+        ));
+        out.push(line(rs.columns.iter().map(|_| "---".to_string()).collect()));
+    }
+    let row = |r: &Vec<SqlValue>| line(r.iter().map(|v| render_cell(v, spec.max_chars)).collect());
+    let n = rs.rows.len();
+    if n > spec.max_rows {
+        out.extend(rs.rows.iter().take(spec.head).map(row));
+        out.push("...".to_string());
+        out.extend(rs.rows.iter().skip(n.saturating_sub(spec.tail)).map(row));
+    } else {
+        out.extend(rs.rows.iter().map(row));
+    }
+    out.push(format!("shape=({}, {})", n, rs.columns.len()));
+    out.join("\n")
+}
+
+/// FLEX settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlexOptions {
+    /// Result rendering preset (NEQ branch).
+    pub preset: RenderPreset,
+}
+
+/// Prompt names of the two branches.
+pub const FLEX_EQ_PROMPT: &str = "flex_eq";
+/// Prompt name of the NEQ branch.
+pub const FLEX_NEQ_PROMPT: &str = "flex_neq";
+
+/// Variables of the FLEX prompts.
+#[derive(Debug, Serialize)]
+pub struct FlexVars<'a> {
+    /// Schema DDL.
+    pub schema: String,
+    /// Question.
+    pub question: &'a str,
+    /// Predicted SQL.
+    pub pred_query: &'a str,
+    /// Rendered predicted result (NEQ only).
+    pub pred_result: Option<String>,
+    /// Gold SQL.
+    pub gt_query: &'a str,
+    /// Rendered gold result (NEQ only).
+    pub gt_result: Option<String>,
+    /// Evidence (absent when empty).
+    pub hint: Option<&'a str>,
+}
+
+/// The judge's reply: reasoning first, then the binary verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlexReply {
+    /// Chain-of-thought analysis.
+    pub reasoning: String,
+    /// Whether the prediction answers the question correctly.
+    #[serde(deserialize_with = "lenient_bool")]
+    pub correct: bool,
+}
+
+static FLEX_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
+    ReplySchema::new(
+        "flex_verdict",
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["reasoning", "correct"],
+            "properties": {"reasoning": {"type": "string"}, "correct": {"type": "boolean"}}
+        }),
+    )
+});
+
+impl StructuredReply for FlexReply {
+    fn schema() -> &'static ReplySchema {
+        &FLEX_SCHEMA
+    }
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+pub(crate) fn exec_failure(e: &ExecError, extra: serde_json::Value) -> Outcome {
+    let mut details = json!({
+        "avoided": Avoidance::PredictionFailed.as_str(),
+        "pred_error": {"kind": e.kind(), "message": e.to_string()},
+        "llm_calls": 0,
+    });
+    if let (Some(d), serde_json::Value::Object(x)) = (details.as_object_mut(), extra) {
+        d.extend(x);
+    }
+    Outcome {
+        value: 0.0,
+        verdict: Some(false),
+        status: if matches!(e, ExecError::Timeout(_)) {
+            RowStatus::Timeout
+        } else {
+            RowStatus::ExecError
+        },
+        details,
+    }
+}
+
+/// Score FLEX for one case.
+pub async fn score_flex(
+    client: &LlmClient,
+    case: &GoldCase<'_>,
+    options: &FlexOptions,
+    avoidance: bool,
+    counter: &CallCounter,
+) -> Outcome {
+    let pred = match case.pred {
+        Ok(p) => p,
+        Err(e) => {
+            counter.avoided(Metric::Flex, Avoidance::PredictionFailed);
+            return exec_failure(e, json!({}));
+        }
+    };
+    let ex = case.ex().unwrap_or(false);
+    let branch = if ex { "eq" } else { "neq" };
+    if avoidance && case.esm_plus == Some(true) {
+        counter.avoided(Metric::Flex, Avoidance::EsmPlusEquivalent);
+        return Outcome {
+            value: 1.0,
+            verdict: Some(true),
+            status: RowStatus::Ok,
+            details: json!({"avoided": Avoidance::EsmPlusEquivalent.as_str(), "ex": ex,
+                "branch": branch, "llm_calls": 0}),
+        };
+    }
+    let spec = options.preset.spec();
+    let vars = FlexVars {
+        schema: case.schema_text(&[case.pred_sql, case.gold_sql], false),
+        question: case.question,
+        pred_query: case.pred_sql,
+        pred_result: (!ex).then(|| render_result(pred, spec)),
+        gt_query: case.gold_sql,
+        gt_result: (!ex).then(|| render_result(case.gold, spec)),
+        hint: case.evidence.filter(|h| !h.trim().is_empty()),
+    };
+    let prompt = if ex { FLEX_EQ_PROMPT } else { FLEX_NEQ_PROMPT };
+    let call = StructuredCall::new(prompt, &vars, "");
+    let result = client
+        .call_structured::<FlexReply, _, _>(call, &|_| Ok(()))
+        .await;
+    counter.call(Metric::Flex, result.as_ref().is_ok_and(|o| o.cached));
+    match result {
+        Ok(out) => Outcome {
+            value: if out.value.correct { 1.0 } else { 0.0 },
+            verdict: Some(out.value.correct),
+            status: RowStatus::Ok,
+            details: json!({
+                "branch": branch, "ex": ex, "reasoning": out.value.reasoning,
+                "judge": format!("llm:{}", client.model()), "prompt_version": out.prompt_version,
+                "cached": out.cached, "prompt_tokens": out.usage.prompt_tokens,
+                "completion_tokens": out.usage.completion_tokens, "llm_calls": 1,
+                "render_preset": options.preset,
+            }),
+        },
+        Err(e) => Outcome {
+            value: 0.0,
+            verdict: None,
+            status: RowStatus::JudgeError,
+            details: json!({"branch": branch, "ex": ex, "judge_error": judge_error_json(&e),
+                "llm_calls": 1}),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rs(n: usize) -> ResultSet {
+        ResultSet {
+            columns: vec!["id".into(), "name".into()],
+            rows: (0..n)
+                .map(|i| vec![SqlValue::Integer(i as i64), SqlValue::Text("x".repeat(60))])
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn paper_preset_truncates_rows_and_text() {
+        let text = render_result(&rs(101), RenderPreset::Paper.spec());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "| id | name |");
+        assert_eq!(lines.len(), 2 + 50 + 1 + 50 + 1);
+        assert_eq!(lines[52], "...");
+        assert_eq!(lines[2], format!("| 0 | {}... 60 chars |", "x".repeat(50)));
+        assert_eq!(*lines.last().unwrap(), "shape=(101, 2)");
+        // Exactly 100 rows are shown in full.
+        assert_eq!(
+            render_result(&rs(100), RenderPreset::Paper.spec())
+                .lines()
+                .count(),
+            103
+        );
+    }
+
+    #[test]
+    fn repo_preset_has_no_header() {
+        let text = render_result(&rs(21), RenderPreset::RepoV1.spec());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 10 + 1 + 10 + 1);
+        assert_eq!(lines[0], format!("| 0 | {}... 60 chars |", "x".repeat(30)));
+        assert_eq!(
+            lines[11],
+            "| 11 | xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... 60 chars |"
+        );
+        let empty = ResultSet {
+            columns: vec!["a".into()],
+            rows: vec![],
+        };
+        assert_eq!(
+            render_result(&empty, RenderPreset::RepoV1.spec()),
+            "Empty execution result\nshape=(0, 1)"
+        );
+        let nulls = ResultSet {
+            columns: vec!["a".into()],
+            rows: vec![vec![SqlValue::Null], vec![SqlValue::Real(0.5)]],
+        };
+        assert_eq!(
+            render_result(&nulls, RenderPreset::Paper.spec()),
+            "| a |\n| --- |\n| NULL |\n| 0.5 |\nshape=(2, 1)"
+        );
+    }
+}

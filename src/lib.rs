@@ -4,15 +4,20 @@
 //! ([`sqlspec`], [`stef`], [`metrics`]) is pure and synchronous; everything that performs I/O
 //! (sources, sinks, judge clients, executors) lives at the edges behind small traits.
 
+pub mod backfill;
 pub mod config;
 pub mod evaluation;
 pub mod event;
 pub mod exec;
+pub mod health;
 pub mod judge;
 pub mod metrics;
+pub mod migrate;
 pub mod pipeline;
+pub mod scorer;
 pub mod sink;
 pub mod source;
 pub mod sqlspec;
 pub mod stef;
+pub mod summary;
 pub mod testdata;

@@ -1,5 +1,406 @@
 //! sqlgrade command line (thin: everything lives in the library).
+//!
+//! Commands and flags are public interface (DESIGN.md, README "CLI reference"): `run`, `score`,
+//! `backfill`, `migrate`, `check-config`.
 
-fn main() -> anyhow::Result<()> {
-    Ok(())
+use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::sync::watch;
+use tracing_subscriber::EnvFilter;
+
+use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::config::{Config, SinkKind, SourceKind};
+use sqlgrade::evaluation::DeadLetter;
+use sqlgrade::event::Event;
+use sqlgrade::health::{Health, Phase};
+use sqlgrade::pipeline::build::{build_scorer, build_sink_with_health, build_source_with_health};
+use sqlgrade::pipeline::{Pipeline, PipelineOptions, ProgressFn};
+use sqlgrade::summary::Summary;
+
+/// Exit code of `score` when the event on stdin is not a valid event.
+const EXIT_BAD_EVENT: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sqlgrade",
+    version,
+    about = "Continuous quality scoring for text-to-SQL agents (STEF live score + gold metrics)"
+)]
+struct Cli {
+    /// Log format on stderr (level from RUST_LOG, default info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The daemon. Without a config: file source examples/events.jsonl, deterministic judge,
+    /// JSONL sink in ./sqlgrade-out/, summary at EOF.
+    Run {
+        /// TOML config file (env SQLGRADE__SECTION__KEY overrides it).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Keep tailing the source file after EOF (overrides source.follow).
+        #[arg(long)]
+        follow: bool,
+    },
+    /// One event JSON on stdin → its evaluation rows as JSON lines on stdout (exit 2 and the
+    /// dead letter on stdout for a bad event).
+    Score {
+        /// TOML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Replay a batch (events JSONL, or a BIRD/Spider run) through the same pipeline.
+    Backfill {
+        /// Events JSONL, or the dataset's dev.jsonl for bird/spider.
+        #[arg(long)]
+        input: PathBuf,
+        /// Input format.
+        #[arg(long, default_value = "events", value_parser = parse_format)]
+        format: BackfillFormat,
+        /// Predictions JSONL (question_id, predicted_sql); required for bird/spider.
+        #[arg(long)]
+        predictions: Option<PathBuf>,
+        /// Run id for every row (default for bird/spider: the predictions file's stem).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// TOML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Apply the ClickHouse DDL (idempotent).
+    Migrate {
+        /// TOML config file with the [sink] ClickHouse settings.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Validate the configuration and print it with secrets redacted.
+    CheckConfig {
+        /// TOML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn parse_format(s: &str) -> Result<BackfillFormat, String> {
+    s.parse()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sqlgrade: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("sqlgrade: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn dispatch(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run { config, follow } => run(config, follow).await,
+        Command::Score { config } => score(config).await,
+        Command::Backfill {
+            input,
+            format,
+            predictions,
+            run_id,
+            config,
+        } => {
+            let request = BackfillRequest {
+                input,
+                format,
+                predictions,
+                run_id,
+            };
+            backfill(config, request).await
+        }
+        Command::Migrate { config } => migrate(config).await,
+        Command::CheckConfig { config } => check_config(config),
+    }
+}
+
+fn load_config(path: Option<&PathBuf>) -> Result<Config> {
+    Config::load(path.map(PathBuf::as_path)).with_context(|| match path {
+        Some(p) => format!("configuration {}", p.display()),
+        None => "configuration (defaults + SQLGRADE__* environment)".to_string(),
+    })
+}
+
+/// A watch channel that turns `true` on SIGINT/SIGTERM; a second signal exits at once.
+fn shutdown_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received; draining (press Ctrl-C again to exit immediately)");
+        let _ = tx.send(true);
+        wait_for_signal().await;
+        eprintln!("sqlgrade: second signal; exiting without draining");
+        std::process::exit(130);
+    });
+    rx
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Print a summary where it does not mix with rows: stderr when rows go to stdout.
+fn print_summary(config: &Config, summary: &Summary, title: &str) {
+    let text = summary.render(title);
+    if config.sink.kind == SinkKind::Stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
+    let mut config = load_config(config_path.as_ref())?;
+    if follow {
+        config.source.follow = true;
+    }
+    if config.source.kind == SourceKind::File && !config.source.path.exists() {
+        bail!(
+            "source file {} does not exist (run from the repository root for the default \
+             examples/events.jsonl, or set [source] path / SQLGRADE__SOURCE__PATH)",
+            config.source.path.display()
+        );
+    }
+    let health = Arc::new(Health::new());
+    let health_server = if config.server.listen.trim().is_empty() {
+        None
+    } else {
+        Some(sqlgrade::health::serve(&config.server.listen, health.clone()).await?)
+    };
+    let scorer = Arc::new(build_scorer(&config)?);
+    let source = build_source_with_health(&config, Some(health.clone()))?;
+    let sink = build_sink_with_health(&config, Some(health.clone())).await?;
+    tracing::info!(
+        source = ?config.source.kind,
+        path = %config.source.path.display(),
+        follow = config.source.follow,
+        sink = ?config.sink.kind,
+        dir = %config.sink.dir.display(),
+        judge = %scorer.judge_kind(),
+        workers = config.pipeline.workers,
+        "sqlgrade run starting"
+    );
+    let pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let shutdown = shutdown_signal();
+    {
+        // Not ready while draining.
+        let mut draining = shutdown.clone();
+        let health = health.clone();
+        tokio::spawn(async move {
+            while draining.changed().await.is_ok() {
+                if *draining.borrow() {
+                    health.set_phase(Phase::Draining);
+                    break;
+                }
+            }
+        });
+    }
+    health.set_phase(Phase::Running);
+    let result = pipeline.run(shutdown).await;
+    health.set_phase(Phase::Draining);
+    if let Some(server) = health_server {
+        server.shutdown().await;
+    }
+    let summary = result?;
+    print_summary(&config, &summary, "sqlgrade run summary");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
+    let config = load_config(config_path.as_ref())?;
+    let scorer = build_scorer(&config)?;
+    let limit = config.pipeline.max_event_bytes;
+    let mut payload = Vec::new();
+    // Read one byte past the limit so an oversized event is recognised without reading it all.
+    std::io::stdin()
+        .take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut payload)
+        .context("reading the event from stdin")?;
+    let mut out = std::io::stdout().lock();
+    match Event::decode_with_limit(&payload, limit) {
+        Ok(event) => {
+            for row in scorer.score(&event).await {
+                serde_json::to_writer(&mut out, &row)?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            let dead_letter = DeadLetter::new("stdin", error.to_string(), &payload);
+            serde_json::to_writer(&mut out, &dead_letter)?;
+            out.write_all(b"\n")?;
+            out.flush()?;
+            Ok(ExitCode::from(EXIT_BAD_EVENT))
+        }
+    }
+}
+
+async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Result<ExitCode> {
+    let config = load_config(config_path.as_ref())?;
+    let plan = BackfillPlan::prepare(&request, &config)?;
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(plan.total());
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} events ({per_sec}, eta {eta})",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let progress: ProgressFn = {
+        let bar = bar.clone();
+        Arc::new(move |n| bar.inc(n))
+    };
+    let title = match plan.run_id() {
+        Some(run_id) => format!(
+            "sqlgrade backfill summary ({}, run_id {run_id})",
+            request.format.as_str()
+        ),
+        None => format!("sqlgrade backfill summary ({})", request.format.as_str()),
+    };
+    let result = plan.run(&config, shutdown_signal(), Some(progress)).await;
+    bar.finish_and_clear();
+    let summary = result?;
+    print_summary(&config, &summary, &title);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
+    let config = load_config(Some(&config_path))?;
+    if config.sink.kind != SinkKind::Clickhouse {
+        bail!(
+            "ClickHouse sink not configured: {} sets sink.kind = {:?}; migrate applies ClickHouse DDL only",
+            config_path.display(),
+            config.sink.kind
+        );
+    }
+    let settings = sqlgrade::sink::clickhouse::ClickHouseSettings::from_config(&config.sink);
+    let report = sqlgrade::migrate::migrate(&settings).await?;
+    for name in &report.applied {
+        println!("applied  {name}");
+    }
+    for name in &report.already_applied {
+        println!("present  {name}");
+    }
+    for name in &report.changed {
+        eprintln!("warning: {name} changed after it was applied (not re-applied)");
+    }
+    println!(
+        "database {}: {} migration(s) applied, {} already present",
+        settings.database,
+        report.applied.len(),
+        report.already_applied.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_config(config_path: Option<PathBuf>) -> Result<ExitCode> {
+    let config = load_config(config_path.as_ref())?;
+    for warning in config_warnings(&config) {
+        eprintln!("warning: {warning}");
+    }
+    println!("# sqlgrade effective configuration (secrets redacted)");
+    print!("{}", config.to_redacted_toml()?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Things that are valid but will not work as the user probably expects.
+fn config_warnings(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if config.source.kind == SourceKind::File && !config.source.path.exists() {
+        warnings.push(format!(
+            "source.path {} does not exist (relative paths are resolved from the working directory)",
+            config.source.path.display()
+        ));
+    }
+    if !config.rules.dir.is_dir() {
+        warnings.push(format!(
+            "rules.dir {} is not a directory; every app uses the default rule profile",
+            config.rules.dir.display()
+        ));
+    }
+    if let Some(dir) = &config.gold.databases
+        && !dir.is_dir()
+    {
+        warnings.push(format!(
+            "gold.databases {} is not a directory",
+            dir.display()
+        ));
+    }
+    if config.judge.kind == sqlgrade::config::JudgeKind::Llm {
+        warnings.push("the LLM judge is not available in this build yet".into());
+        if std::env::var_os(&config.judge.api_key_env).is_none() && config.judge.api_key.is_none() {
+            warnings.push(format!(
+                "judge.api_key_env names {}, which is not set",
+                config.judge.api_key_env
+            ));
+        }
+    }
+    warnings
 }

@@ -1,13 +1,51 @@
-//! The built-in judge: lexicon and pattern rules, no LLM. (Skeleton.)
+//! The built-in judge: no LLM. Its question spec and enrichment status are the deterministic
+//! ones computed by [`crate::stef::prepare`]; its verdict is derived from the alignment record by
+//! the rule table below, first matching rule wins.
+//!
+//! | # | condition (from the alignment / enrichment record) | verdict | γ |
+//! |---|---|---|---|
+//! | 1 | filters were required and none matched (`not_applied`) | incorrect | 0.75 |
+//! | 2 | a result restriction that was not asked for (LIMIT < λ_min without top-k, or a LIMIT that contradicts the top-k) **and** a content mismatch (missing/mismatched filter, missing aggregation, unanswered output) | incorrect | 0.70 |
+//! | 3 | `partially_applied`; a requested aggregation missing; a top-k/LIMIT contradiction; a LIMIT < λ_min without top-k; or an enrichment that drops constraints / drifted | potentially_incorrect | 0.60 |
+//! | 4 | filters and aggregations fine, but: an unanswered output, a grouping difference, a non-benign extra filter, an ORDER BY no rule explains, an enrichment that adds constraints, or nothing in the question could be checked | likely_correct | 0.70 |
+//! | 5 | otherwise (every required filter matched — extras, if any, benign — and outputs, aggregations and grouping match, nothing unexplained) | correct | 0.80 if at least two aspects were checked, else 0.70 |
+//!
+//! "Aspects checked" are: required filters, requested aggregations, requested grouping,
+//! recognised outputs, a top-k request. Confidence never reaches 0.85 (the `high` band): lexicons
+//! cannot read intent, so a deterministic verdict is at most a moderate-confidence signal and a
+//! perfect deterministic Φ is 80 (`good`).
 
 use async_trait::async_trait;
 
-use super::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
+use super::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
+use crate::stef::{Alignment, EnrichmentStatus, FilterStatus, Prepared, QuestionSpec, Verdict};
+
+/// Highest confidence the deterministic judge ever reports (below the 0.85 `high` band).
+pub const MAX_CONFIDENCE: f64 = 0.80;
 
 /// Judge that derives the verdict from the deterministic alignment record by documented rules.
 /// Its confidence never reaches 0.85: it cannot read intent.
 #[derive(Debug, Clone, Default)]
 pub struct DeterministicJudge;
+
+impl DeterministicJudge {
+    /// Synchronous assessment (the deterministic judge never waits on anything).
+    pub fn assess_prepared(&self, prepared: &Prepared) -> JudgeAssessment {
+        let (verdict, confidence, rationale) = verdict(prepared);
+        JudgeAssessment {
+            question_spec: prepared.question_spec.clone(),
+            enrichment: prepared.enrichment.clone(),
+            filter_status: None,
+            verdict,
+            confidence,
+            rationale,
+            judge: "deterministic".into(),
+            cached: false,
+            prompt_version: None,
+            usage: TokenUsage::default(),
+        }
+    }
+}
 
 #[async_trait]
 impl Judge for DeterministicJudge {
@@ -16,7 +54,168 @@ impl Judge for DeterministicJudge {
     }
 
     async fn assess(&self, request: JudgeRequest<'_>) -> Result<JudgeAssessment, JudgeError> {
-        let _ = request;
-        todo!("deterministic judge")
+        Ok(self.assess_prepared(request.prepared))
     }
+}
+
+/// Apply the rule table (module doc) to a prepared event: (verdict, γ, rationale).
+pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
+    let a = &prepared.alignment;
+    let status = a.filter_status.unwrap_or(FilterStatus::FullyApplied);
+    let enrichment = prepared.enrichment.status;
+
+    let mut content = Vec::new();
+    if !a.missing.is_empty() {
+        content.push(format!("missing filters {}", a.missing.join(", ")));
+    }
+    if !a.mismatched.is_empty() {
+        content.push(format!("mismatched filters {}", a.mismatched.join(", ")));
+    }
+    if !a.missing_aggregations.is_empty() {
+        content.push(format!(
+            "missing aggregations {}",
+            a.missing_aggregations.join(", ")
+        ));
+    }
+    if !a.unmatched_outputs.is_empty() {
+        content.push(format!(
+            "unanswered outputs {}",
+            a.unmatched_outputs.join(", ")
+        ));
+    }
+    let mut restriction = Vec::new();
+    if let Some(limit) = a.suspicious_limit {
+        restriction.push(format!("LIMIT {limit} without a top-k request"));
+    }
+    if let Some(m) = &a.top_k_mismatch {
+        restriction.push(m.clone());
+    }
+
+    // Rule 1.
+    if status == FilterStatus::NotApplied {
+        return (
+            Verdict::Incorrect,
+            0.75,
+            format!(
+                "rule 1: no required filter applied ({})",
+                a.missing.join(", ")
+            )
+            .replace(" ()", ""),
+        );
+    }
+    // Rule 2.
+    if !restriction.is_empty() && !content.is_empty() {
+        return (
+            Verdict::Incorrect,
+            0.70,
+            format!(
+                "rule 2: {} together with {}",
+                restriction.join("; "),
+                content.join("; ")
+            ),
+        );
+    }
+    // Rule 3.
+    let mut rule3 = Vec::new();
+    if status == FilterStatus::PartiallyApplied {
+        rule3.push("partially applied filters".to_string());
+        rule3.extend(content.iter().filter(|c| c.contains("filters")).cloned());
+    }
+    if !a.missing_aggregations.is_empty() {
+        rule3.push(format!(
+            "missing aggregations {}",
+            a.missing_aggregations.join(", ")
+        ));
+    }
+    rule3.extend(restriction.iter().cloned());
+    if matches!(
+        enrichment,
+        EnrichmentStatus::DropsConstraints | EnrichmentStatus::Drifted
+    ) {
+        rule3.push(format!(
+            "enrichment {} (dropped: {})",
+            enrichment.as_str(),
+            prepared.enrichment.dropped.join(", ")
+        ));
+    }
+    if !rule3.is_empty() {
+        return (
+            Verdict::PotentiallyIncorrect,
+            0.60,
+            format!("rule 3: {}", rule3.join("; ")),
+        );
+    }
+    // Rule 4.
+    let mut rule4 = minor_differences(a);
+    if enrichment == EnrichmentStatus::AddsConstraints {
+        rule4.push(format!(
+            "enrichment adds constraints ({})",
+            prepared.enrichment.added.join(", ")
+        ));
+    }
+    let checked = aspects_checked(&prepared.question_spec, a);
+    if checked == 0 {
+        rule4.push("nothing in the question could be checked".into());
+    }
+    if !rule4.is_empty() {
+        return (
+            Verdict::LikelyCorrect,
+            0.70,
+            format!("rule 4: {}", rule4.join("; ")),
+        );
+    }
+    // Rule 5.
+    let confidence = if checked >= 2 { MAX_CONFIDENCE } else { 0.70 };
+    let mut why = format!("rule 5: {checked} aspect(s) checked, all aligned");
+    if !a.rules_fired.is_empty() {
+        let fired: Vec<&str> = a.rules_fired.iter().map(|r| r.as_str()).collect();
+        why.push_str(&format!(
+            "; normalization rules fired: {}",
+            fired.join(", ")
+        ));
+    }
+    (Verdict::Correct, confidence, why)
+}
+
+fn minor_differences(a: &Alignment) -> Vec<String> {
+    let mut out = Vec::new();
+    if !a.unmatched_outputs.is_empty() {
+        out.push(format!(
+            "unanswered outputs {}",
+            a.unmatched_outputs.join(", ")
+        ));
+    }
+    if !a.missing_group_by.is_empty() {
+        out.push(format!(
+            "grouping missing {}",
+            a.missing_group_by.join(", ")
+        ));
+    }
+    if !a.unexplained_group_by.is_empty() {
+        out.push(format!(
+            "unrequested grouping {}",
+            a.unexplained_group_by.join(", ")
+        ));
+    }
+    let hard_extras: Vec<&str> = a
+        .extras
+        .iter()
+        .filter(|e| !e.benign)
+        .map(|e| e.filter.as_str())
+        .collect();
+    if !hard_extras.is_empty() {
+        out.push(format!("extra filters {}", hard_extras.join(", ")));
+    }
+    if a.unexplained_order {
+        out.push("ORDER BY not requested and not a sensible default".into());
+    }
+    out
+}
+
+fn aspects_checked(q: &QuestionSpec, a: &Alignment) -> usize {
+    usize::from(a.required_filters > 0)
+        + usize::from(!q.aggregations.is_empty())
+        + usize::from(!q.group_by.is_empty())
+        + usize::from(!q.outputs.is_empty())
+        + usize::from(q.top_k.is_some())
 }

@@ -3,7 +3,486 @@
 //! Back-pressure is structural (bounded channels). A message is acknowledged to its source
 //! ([`AckToken::ack`]) only after the sink has durably written everything it produced (its rows or
 //! its dead letter), so a Kafka offset is never committed ahead of the data.
+//!
+//! ```text
+//! source task ──raw──▶ decode task ──work──▶ dispatcher ─spawn×workers─▶ ──done──▶ batcher ─▶ sink
+//!                          └──────────── dead letters ───────────────────────────▲
+//! ```
+//!
+//! Shutdown: when the shutdown signal fires (or the source ends) the source is stopped, each
+//! stage finishes what it holds and closes its output channel, the batcher writes the last batch,
+//! the sink is flushed and [`Source::finish`] commits. A panic while scoring one event is caught
+//! and turns that event into a dead letter, so one poison message cannot stop the daemon.
 
 pub mod ack;
+pub mod build;
+pub mod offsets;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, mpsc, watch};
 
 pub use ack::{AckToken, Acknowledge, Position};
+
+use crate::evaluation::{DeadLetter, EvaluationRow};
+use crate::event::Event;
+use crate::scorer::{Scorer, now_rfc3339};
+use crate::sink::{Batch, Sink, SinkError};
+use crate::source::{Source, SourceError, SourceMessage};
+use crate::summary::Summary;
+
+/// Rough size of one serialized row, for `batch_bytes` accounting.
+const ROW_BYTES_ESTIMATE: usize = 1024;
+
+/// Topology knobs (see `[pipeline]` and `[sink]` in the config).
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    /// Events scored concurrently.
+    pub workers: usize,
+    /// Capacity of each bounded channel.
+    pub channel_capacity: usize,
+    /// Larger payloads are dead-lettered unread.
+    pub max_event_bytes: usize,
+    /// Write a batch at this many rows plus dead letters …
+    pub batch_rows: usize,
+    /// … or at about this many bytes …
+    pub batch_bytes: usize,
+    /// … or when its oldest entry has waited this long.
+    pub flush_interval: Duration,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions::from_config(&crate::config::Config::default())
+    }
+}
+
+impl PipelineOptions {
+    /// Options from the `[pipeline]` and `[sink]` sections.
+    pub fn from_config(config: &crate::config::Config) -> PipelineOptions {
+        PipelineOptions {
+            workers: config.pipeline.workers.max(1),
+            channel_capacity: config.pipeline.channel_capacity.max(1),
+            max_event_bytes: config.pipeline.max_event_bytes,
+            batch_rows: config.sink.batch_rows.max(1),
+            batch_bytes: config.sink.batch_bytes.max(1),
+            flush_interval: Duration::from_millis(config.sink.flush_interval_ms.max(1)),
+        }
+    }
+}
+
+/// Why a run failed. Messages not yet acknowledged are redelivered by sources that track offsets.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The sink failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// A pipeline task ended abnormally.
+    #[error("pipeline task failed: {0}")]
+    Task(String),
+}
+
+/// Rewrites each decoded event before scoring (e.g. backfill's `--run-id`).
+pub type EventTransform = Arc<dyn Fn(&mut Event) + Send + Sync>;
+
+/// Told how many messages were completed (written and acknowledged) after each batch.
+pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// A configured topology, ready to [`run`](Pipeline::run).
+pub struct Pipeline {
+    source: Box<dyn Source>,
+    sink: Box<dyn Sink>,
+    scorer: Arc<Scorer>,
+    options: PipelineOptions,
+    transform: Option<EventTransform>,
+    progress: Option<ProgressFn>,
+}
+
+/// A decoded event on its way to the scorer.
+struct Work {
+    event: Event,
+    received_at: String,
+    origin: String,
+    payload: Vec<u8>,
+    ack: AckToken,
+}
+
+/// What one message became.
+enum Completed {
+    Rows {
+        rows: Vec<EvaluationRow>,
+        payload_bytes: usize,
+        ack: AckToken,
+    },
+    DeadLetter {
+        dead_letter: DeadLetter,
+        ack: AckToken,
+    },
+}
+
+impl Pipeline {
+    /// Wire `source` → `scorer` → `sink`.
+    pub fn new(
+        source: Box<dyn Source>,
+        sink: Box<dyn Sink>,
+        scorer: Arc<Scorer>,
+        options: PipelineOptions,
+    ) -> Pipeline {
+        Pipeline {
+            source,
+            sink,
+            scorer,
+            options,
+            transform: None,
+            progress: None,
+        }
+    }
+
+    /// Rewrite each decoded event before scoring.
+    pub fn with_transform(mut self, transform: EventTransform) -> Pipeline {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// Report completed messages (progress bars).
+    pub fn with_progress(mut self, progress: ProgressFn) -> Pipeline {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// Run until the source is exhausted or `shutdown` turns `true`, then drain, flush and
+    /// finish. Returns what was written.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
+        let started = Instant::now();
+        let Pipeline {
+            source,
+            sink,
+            scorer,
+            options,
+            transform,
+            progress,
+        } = self;
+        let capacity = options.channel_capacity;
+        let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
+        let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
+        let (done_tx, done_rx) = mpsc::channel::<Completed>(capacity);
+
+        let source_task = tokio::spawn(source_stage(source, raw_tx, shutdown));
+        let decode_task = tokio::spawn(decode_stage(
+            raw_rx,
+            work_tx,
+            done_tx.clone(),
+            options.max_event_bytes,
+            transform,
+        ));
+        let score_task = tokio::spawn(score_stage(work_rx, done_tx, scorer, options.workers));
+        let batch_task = tokio::spawn(batch_stage(done_rx, sink, options, progress));
+
+        let batch_result = join("batcher", batch_task).await;
+        let score_result = join("scorer", score_task).await;
+        let decode_result = join("decoder", decode_task).await;
+        let source_result = join("source", source_task).await;
+
+        let (mut summary, mut sink) = batch_result??;
+        score_result??;
+        decode_result?;
+        let mut source = source_result?;
+        let finish_result = source.finish().await;
+        sink.flush().await?;
+        source.last_error?;
+        finish_result?;
+        summary.elapsed = started.elapsed();
+        Ok(summary)
+    }
+}
+
+async fn join<T>(name: &str, handle: tokio::task::JoinHandle<T>) -> Result<T, PipelineError> {
+    handle
+        .await
+        .map_err(|e| PipelineError::Task(format!("{name}: {e}")))
+}
+
+/// The source after its stage ended, with the error that ended it, if any.
+struct SourceOutcome {
+    source: Box<dyn Source>,
+    last_error: Result<(), SourceError>,
+}
+
+impl SourceOutcome {
+    async fn finish(&mut self) -> Result<(), SourceError> {
+        self.source.finish().await
+    }
+}
+
+async fn source_stage(
+    mut source: Box<dyn Source>,
+    raw_tx: mpsc::Sender<SourceMessage>,
+    mut shutdown: watch::Receiver<bool>,
+) -> SourceOutcome {
+    let mut last_error = Ok(());
+    // Whether anyone can still ask for shutdown (the sender may be dropped).
+    let mut watching = true;
+    loop {
+        if watching && *shutdown.borrow() {
+            tracing::info!("shutdown requested; stopping the source and draining");
+            source.stop();
+            break;
+        }
+        let next = if watching {
+            tokio::select! {
+                biased;
+                changed = shutdown.changed() => {
+                    watching = changed.is_ok();
+                    continue;
+                }
+                next = source.next() => next,
+            }
+        } else {
+            source.next().await
+        };
+        match next {
+            Ok(Some(message)) => {
+                if raw_tx.send(message).await.is_err() {
+                    // Downstream stopped (sink failure); it reports its own error.
+                    source.stop();
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(error) => {
+                tracing::error!(%error, "source failed; draining what was read");
+                source.stop();
+                last_error = Err(error);
+                break;
+            }
+        }
+    }
+    SourceOutcome { source, last_error }
+}
+
+async fn decode_stage(
+    mut raw_rx: mpsc::Receiver<SourceMessage>,
+    work_tx: mpsc::Sender<Work>,
+    done_tx: mpsc::Sender<Completed>,
+    max_event_bytes: usize,
+    transform: Option<EventTransform>,
+) {
+    while let Some(message) = raw_rx.recv().await {
+        let SourceMessage {
+            payload,
+            origin,
+            ack,
+        } = message;
+        let received_at = now_rfc3339();
+        match Event::decode_with_limit(&payload, max_event_bytes) {
+            Ok(mut event) => {
+                if let Some(transform) = &transform {
+                    transform(&mut event);
+                }
+                let work = Work {
+                    event,
+                    received_at,
+                    origin,
+                    payload,
+                    ack,
+                };
+                if work_tx.send(work).await.is_err() {
+                    return;
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%origin, %error, "dead letter");
+                let dead_letter = DeadLetter::new(origin, error.to_string(), &payload);
+                if done_tx
+                    .send(Completed::DeadLetter { dead_letter, ack })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn score_stage(
+    mut work_rx: mpsc::Receiver<Work>,
+    done_tx: mpsc::Sender<Completed>,
+    scorer: Arc<Scorer>,
+    workers: usize,
+) -> Result<(), PipelineError> {
+    let permits = Arc::new(Semaphore::new(workers));
+    while let Some(work) = work_rx.recv().await {
+        let permit = Arc::clone(&permits)
+            .acquire_owned()
+            .await
+            .map_err(|e| PipelineError::Task(format!("scorer pool: {e}")))?;
+        let scorer = Arc::clone(&scorer);
+        let done_tx = done_tx.clone();
+        tokio::spawn(async move {
+            let completed = score_one(&scorer, work).await;
+            drop(permit);
+            // A closed channel means the batcher failed; it reports the error.
+            let _ = done_tx.send(completed).await;
+        });
+    }
+    Ok(())
+}
+
+/// Score one event; a panic in scoring becomes a dead letter carrying the original payload.
+async fn score_one(scorer: &Scorer, work: Work) -> Completed {
+    let Work {
+        event,
+        received_at,
+        origin,
+        payload,
+        ack,
+    } = work;
+    match CatchUnwind(Box::pin(scorer.score_at(&event, &received_at))).await {
+        Ok(rows) => Completed::Rows {
+            rows,
+            payload_bytes: payload.len(),
+            ack,
+        },
+        Err(message) => {
+            tracing::error!(%origin, event_id = %event.event_id, %message, "scoring panicked; dead-lettering the event");
+            Completed::DeadLetter {
+                dead_letter: DeadLetter::new(
+                    origin,
+                    format!("internal error: scoring panicked: {message}"),
+                    &payload,
+                ),
+                ack,
+            }
+        }
+    }
+}
+
+/// Polls a future and turns a panic into `Err(message)`.
+struct CatchUnwind<'a, T>(Pin<Box<dyn Future<Output = T> + Send + 'a>>);
+
+impl<T> Future for CatchUnwind<'_, T> {
+    type Output = Result<T, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+/// Rows, dead letters and tokens of the batch being filled.
+#[derive(Default)]
+struct PendingBatch {
+    batch: Batch,
+    acks: Vec<AckToken>,
+    bytes: usize,
+    entries: usize,
+    opened_at: Option<tokio::time::Instant>,
+}
+
+async fn batch_stage(
+    mut done_rx: mpsc::Receiver<Completed>,
+    mut sink: Box<dyn Sink>,
+    options: PipelineOptions,
+    progress: Option<ProgressFn>,
+) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
+    let mut summary = Summary::default();
+    let mut pending = PendingBatch::default();
+    loop {
+        let received = match pending.opened_at {
+            Some(opened) => {
+                let deadline = opened + options.flush_interval;
+                match tokio::time::timeout_at(deadline, done_rx.recv()).await {
+                    Ok(received) => received,
+                    Err(_elapsed) => {
+                        write_batch(&mut sink, &mut pending, &progress).await?;
+                        continue;
+                    }
+                }
+            }
+            None => done_rx.recv().await,
+        };
+        let Some(completed) = received else {
+            break;
+        };
+        if pending.opened_at.is_none() {
+            pending.opened_at = Some(tokio::time::Instant::now());
+        }
+        match completed {
+            Completed::Rows {
+                rows,
+                payload_bytes,
+                ack,
+            } => {
+                summary.events += 1;
+                for row in &rows {
+                    summary.observe_row(row);
+                }
+                pending.entries += rows.len().max(1);
+                pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
+                pending.batch.rows.extend(rows);
+                pending.acks.push(ack);
+            }
+            Completed::DeadLetter { dead_letter, ack } => {
+                summary.observe_dead_letter(&dead_letter);
+                pending.entries += 1;
+                pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
+                pending.batch.dead_letters.push(dead_letter);
+                pending.acks.push(ack);
+            }
+        }
+        summary.messages += 1;
+        if pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes {
+            write_batch(&mut sink, &mut pending, &progress).await?;
+        }
+    }
+    write_batch(&mut sink, &mut pending, &progress).await?;
+    Ok((summary, sink))
+}
+
+/// Write the pending batch and, once the sink has it, acknowledge its messages.
+async fn write_batch(
+    sink: &mut Box<dyn Sink>,
+    pending: &mut PendingBatch,
+    progress: &Option<ProgressFn>,
+) -> Result<(), PipelineError> {
+    let PendingBatch { batch, acks, .. } = std::mem::take(pending);
+    if acks.is_empty() && batch.is_empty() {
+        return Ok(());
+    }
+    let messages = acks.len() as u64;
+    let (rows, dead_letters) = (batch.rows.len(), batch.dead_letters.len());
+    if !batch.is_empty() {
+        sink.write(batch).await?;
+    }
+    for ack in acks {
+        ack.ack();
+    }
+    tracing::debug!(rows, dead_letters, messages, "batch written");
+    if let Some(progress) = progress {
+        progress(messages);
+    }
+    Ok(())
+}

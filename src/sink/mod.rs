@@ -1,5 +1,7 @@
 //! Sinks for evaluation rows and dead letters (JSONL, stdout, ClickHouse).
 
+pub mod clickhouse;
+
 use async_trait::async_trait;
 
 use crate::evaluation::{DeadLetter, EvaluationRow};
@@ -51,4 +53,22 @@ pub trait Sink: Send {
     async fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+}
+
+pub mod jsonl;
+pub mod stdout;
+
+pub use jsonl::JsonlSink;
+pub use stdout::StdoutSink;
+
+/// Serialize `items` as JSON lines (one object per line, `\n`-terminated) into `out`.
+pub fn encode_json_lines<T: serde::Serialize>(
+    items: &[T],
+    out: &mut Vec<u8>,
+) -> Result<(), SinkError> {
+    for item in items {
+        serde_json::to_writer(&mut *out, item).map_err(|e| SinkError::Serialize(e.to_string()))?;
+        out.push(b'\n');
+    }
+    Ok(())
 }

@@ -9,7 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::sqlspec::{AggFunc, FilterOp};
 
+pub mod align;
+pub mod enrichment;
+pub mod normalize;
+pub mod question;
 pub mod score;
+pub mod text;
+
+#[cfg(test)]
+mod tests;
 
 pub use score::{ConfidenceTier, QualityTier, Score, TierThresholds, compose};
 
@@ -229,6 +237,24 @@ pub struct Alignment {
     pub unexplained_order: bool,
     /// Filters removed from both sides because their dimension is in `ignore_filters`.
     pub ignored: Vec<String>,
+    /// Number of required filters after `ignore_filters` were removed.
+    #[serde(default)]
+    pub required_filters: usize,
+    /// Requested outputs no projection answers.
+    #[serde(default)]
+    pub unmatched_outputs: Vec<String>,
+    /// Requested aggregations the SQL does not compute (`count distinct(hero)`).
+    #[serde(default)]
+    pub missing_aggregations: Vec<String>,
+    /// Requested grouping dimensions the SQL does not group by.
+    #[serde(default)]
+    pub missing_group_by: Vec<String>,
+    /// GROUP BY columns neither requested nor exempted by a normalization rule.
+    #[serde(default)]
+    pub unexplained_group_by: Vec<String>,
+    /// A top-k request the LIMIT does not implement (`top 5 requested, LIMIT 10`).
+    #[serde(default)]
+    pub top_k_mismatch: Option<String>,
 }
 
 /// An SQL filter not asked for by the question.
@@ -241,9 +267,26 @@ pub struct ExtraFilter {
 }
 
 /// Extract the SQL spec and the deterministic question spec, enrichment and alignment.
+///
+/// The dialect is the event's, else the profile's, else generic (sqlspec adds its fallbacks).
 pub fn prepare(event: &Event, profile: &RuleProfile) -> Result<Prepared, SpecError> {
-    let _ = (event, profile);
-    todo!("stef::prepare")
+    let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
+    let sql_spec = crate::sqlspec::extract(&event.sql, dialect)?;
+    Ok(prepare_with_spec(event, profile, sql_spec))
+}
+
+/// [`prepare`] for an already extracted SQL spec (tests, callers that cache specs).
+pub fn prepare_with_spec(event: &Event, profile: &RuleProfile, sql_spec: SqlSpec) -> Prepared {
+    let enriched = event.enriched_question.as_deref();
+    let question_spec = question::extract(&event.question, enriched, Some(&sql_spec), profile);
+    let enrichment = enrichment::validate(&event.question, enriched, profile);
+    let alignment = align::align(&question_spec, &sql_spec, profile);
+    Prepared {
+        sql_spec,
+        question_spec,
+        enrichment,
+        alignment,
+    }
 }
 
 /// The STEF result for one scorable event, before it becomes a row.
@@ -259,16 +302,140 @@ pub struct StefOutcome {
     pub alignment: Alignment,
     /// The judge's assessment (verdict, γ, rationale, enrichment, usage, …).
     pub assessment: crate::judge::JudgeAssessment,
+    /// Compact rendering of the SQL spec for drill-down.
+    #[serde(default)]
+    pub sql_summary: SqlSummary,
+}
+
+/// A readable summary of the SQL spec, stored in the row's `details`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SqlSummary {
+    /// Dialect that parsed the SQL.
+    pub dialect: String,
+    /// Projections (`expr` or `expr AS alias`).
+    pub projections: Vec<String>,
+    /// Aggregations (`count(distinct molecule_id)`).
+    pub aggregations: Vec<String>,
+    /// Filters (`lhs op rhs`, HAVING/depth/OR marked).
+    pub filters: Vec<String>,
+    /// GROUP BY.
+    pub group_by: Vec<String>,
+    /// ORDER BY (`expr asc|desc`).
+    pub order_by: Vec<String>,
+    /// LIMIT.
+    pub limit: Option<u64>,
+    /// SELECT DISTINCT.
+    pub distinct: bool,
+    /// Tables referenced.
+    pub tables: Vec<String>,
+    /// Nested subqueries walked.
+    pub subqueries: usize,
+    /// Set operations present.
+    pub set_operations: bool,
+    /// Window functions present.
+    pub window_functions: bool,
+}
+
+impl SqlSummary {
+    /// Summarize a spec.
+    pub fn of(spec: &SqlSpec) -> SqlSummary {
+        let agg = |a: &crate::sqlspec::Aggregation| {
+            format!(
+                "{}({}{})",
+                align::agg_name(&a.func),
+                if a.distinct { "distinct " } else { "" },
+                a.arg
+            )
+        };
+        SqlSummary {
+            dialect: spec.dialect.clone(),
+            projections: spec
+                .projections
+                .iter()
+                .map(|p| match &p.alias {
+                    Some(a) => format!("{} as {a}", p.expr),
+                    None => p.expr.clone(),
+                })
+                .collect(),
+            aggregations: spec.aggregations.iter().map(agg).collect(),
+            filters: spec
+                .filters
+                .iter()
+                .map(|f| {
+                    let mut s = text::render_filter(f);
+                    if f.clause == crate::sqlspec::Clause::Having {
+                        s.push_str(" [having]");
+                    }
+                    if f.in_disjunction {
+                        s.push_str(" [or]");
+                    }
+                    if f.depth > 0 {
+                        s.push_str(&format!(" [depth {}]", f.depth));
+                    }
+                    s
+                })
+                .collect(),
+            group_by: spec.group_by.clone(),
+            order_by: spec
+                .order_by
+                .iter()
+                .map(|o| {
+                    let dir = match o.dir {
+                        crate::sqlspec::SortDir::Asc => "asc",
+                        crate::sqlspec::SortDir::Desc => "desc",
+                    };
+                    format!("{} {dir}", o.expr)
+                })
+                .collect(),
+            limit: spec.limit,
+            distinct: spec.distinct,
+            tables: spec.tables.clone(),
+            subqueries: spec.subqueries,
+            set_operations: spec.set_operations,
+            window_functions: spec.window_functions,
+        }
+    }
 }
 
 /// Align the judge's question spec with the SQL spec, apply the normalization rules and compute Φ.
+///
+/// The code-side alignment decides σ_filters; the judge supplies the verdict and γ. When the
+/// judge's question spec is the deterministic one, the prepared alignment is reused. Values in a
+/// judge's spec are normalized like SQL literals first.
 pub fn finish(
     prepared: &Prepared,
     assessment: crate::judge::JudgeAssessment,
     profile: &RuleProfile,
 ) -> StefOutcome {
-    let _ = (prepared, assessment, profile);
-    todo!("stef::finish")
+    let alignment = if assessment.question_spec == prepared.question_spec {
+        prepared.alignment.clone()
+    } else {
+        let mut spec = assessment.question_spec.clone();
+        for f in &mut spec.filters {
+            f.value = text::normalize_value(&f.value);
+        }
+        align::align(&spec, &prepared.sql_spec, profile)
+    };
+    let filter_status = alignment
+        .filter_status
+        .unwrap_or(FilterStatus::FullyApplied);
+    let extras_all_benign = alignment.extras.iter().all(|e| e.benign);
+    let score = compose(
+        filter_status,
+        assessment.verdict,
+        assessment.confidence,
+        extras_all_benign,
+        &profile.tiers,
+    );
+    let judge_filter_status = assessment.filter_status.filter(|s| *s != filter_status);
+    StefOutcome {
+        score,
+        filter_status,
+        judge_filter_status,
+        alignment,
+        assessment,
+        sql_summary: SqlSummary::of(&prepared.sql_spec),
+    }
 }
 
 impl StefOutcome {
@@ -280,19 +447,103 @@ impl StefOutcome {
         profile: &RuleProfile,
         latency_us: u64,
     ) -> crate::evaluation::EvaluationRow {
-        let _ = (event, ts, profile, latency_us);
-        todo!("StefOutcome::to_row")
+        let mut row =
+            crate::evaluation::EvaluationRow::for_event(event, ts, crate::evaluation::Metric::Stef);
+        let a = &self.assessment;
+        let s = &self.score;
+        row.value = s.phi;
+        row.verdict = Some(matches!(
+            a.verdict,
+            Verdict::Correct | Verdict::LikelyCorrect
+        ));
+        row.status = crate::evaluation::RowStatus::Ok;
+        row.details = serde_json::json!({
+            "sql": &self.sql_summary,
+            "question_spec": &a.question_spec,
+            "alignment": &self.alignment,
+            "enrichment": &a.enrichment,
+            "rationale": &a.rationale,
+            "judge_filter_status": self.judge_filter_status.map(FilterStatus::as_str),
+            "components": {
+                "sigma_filters": s.sigma_filters,
+                "sigma_verdict": s.sigma_verdict,
+                "leniency": s.leniency,
+                "base": s.base,
+                "confidence": s.confidence,
+                "multiplier": s.multiplier,
+            },
+        });
+        row.stef = Some(crate::evaluation::StefColumns {
+            quality_tier: s.quality_tier.as_str().to_string(),
+            filter_status: self.filter_status.as_str().to_string(),
+            semantic_verdict: a.verdict.as_str().to_string(),
+            confidence: s.confidence,
+            confidence_tier: s.confidence_tier.as_str().to_string(),
+            sigma_filters: s.sigma_filters,
+            sigma_verdict: s.sigma_verdict,
+            leniency: s.leniency,
+            rules_fired: self
+                .alignment
+                .rules_fired
+                .iter()
+                .map(|r| r.as_str().to_string())
+                .collect(),
+            enrichment_status: a.enrichment.status.as_str().to_string(),
+            judge: a.judge.clone(),
+            judge_cached: a.cached,
+            prompt_version: a.prompt_version.clone(),
+            rules_version: profile.version.clone(),
+            prompt_tokens: a.usage.prompt_tokens,
+            completion_tokens: a.usage.completion_tokens,
+            latency_us,
+        });
+        row
     }
 }
 
 /// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser
 /// message in `details`).
+///
+/// No judge is asked: the row carries σ = 0, verdict `incorrect`, γ = 0 (tier `low`), quality tier
+/// `poor`, and the deterministic enrichment validation (it does not need the SQL).
 pub fn non_scorable_row(
     event: &Event,
     ts: &str,
     error: &SpecError,
     profile: &RuleProfile,
 ) -> crate::evaluation::EvaluationRow {
-    let _ = (event, ts, error, profile);
-    todo!("stef::non_scorable_row")
+    let mut row =
+        crate::evaluation::EvaluationRow::for_event(event, ts, crate::evaluation::Metric::Stef);
+    let status = error.status();
+    let enrichment =
+        enrichment::validate(&event.question, event.enriched_question.as_deref(), profile);
+    row.value = 0.0;
+    row.verdict = Some(false);
+    row.status = status;
+    row.details = serde_json::json!({
+        "error": error.to_string(),
+        "status": status.as_str(),
+        "sql_bytes": event.sql.len(),
+        "enrichment": &enrichment,
+    });
+    row.stef = Some(crate::evaluation::StefColumns {
+        quality_tier: QualityTier::Poor.as_str().to_string(),
+        filter_status: FilterStatus::NotApplied.as_str().to_string(),
+        semantic_verdict: Verdict::Incorrect.as_str().to_string(),
+        confidence: 0.0,
+        confidence_tier: ConfidenceTier::Low.as_str().to_string(),
+        sigma_filters: 0,
+        sigma_verdict: 0,
+        leniency: 0,
+        rules_fired: Vec::new(),
+        enrichment_status: enrichment.status.as_str().to_string(),
+        judge: "deterministic".into(),
+        judge_cached: false,
+        prompt_version: None,
+        rules_version: profile.version.clone(),
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        latency_us: 0,
+    });
+    row
 }

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Test servers for sqlgrade's integration tests and daemon benchmark: ClickHouse (Debian's
+# clickhouse-server) and the Kafka-compatible broker tansu 0.6, run as user processes on free
+# loopback ports with all state in a temp dir.
+#
+#   scripts/services.sh install          install whatever is missing (idempotent)
+#   scripts/services.sh start [DIR]      install, then start both servers under DIR (default: a new
+#                                        temp dir); prints `export …` lines and writes DIR/services.env
+#   scripts/services.sh stop DIR         stop the servers started under DIR
+#   scripts/services.sh status DIR       show whether they answer
+#
+# The Rust integration tests (tests/support/) start their own servers per test (so they can stop
+# and restart them to inject faults); they need only `install` to have run. `start` is for the
+# throughput benchmark and for poking at things by hand:
+#
+#   eval "$(scripts/services.sh start /tmp/sqlgrade-services)"
+#   cargo run --release -- migrate --config deploy/config/local.toml
+set -euo pipefail
+
+TANSU_VERSION=0.6.0
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+export PATH="$PATH:$CARGO_BIN:/usr/sbin"
+
+log() { echo "services.sh: $*" >&2; }
+
+tansu_ok() {
+    command -v tansu >/dev/null 2>&1 && tansu --version 2>/dev/null | grep -q "$TANSU_VERSION"
+}
+
+install_clickhouse() {
+    if command -v clickhouse-server >/dev/null 2>&1 && command -v clickhouse-client >/dev/null 2>&1; then
+        return 0
+    fi
+    log "installing clickhouse-server and clickhouse-client from Debian"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clickhouse-server clickhouse-client >&2
+    # The package may start a system server; tests use their own instances, so leave it be.
+}
+
+install_tansu() {
+    if tansu_ok; then
+        return 0
+    fi
+    # Another process may already be building tansu (a developer machine, a previous CI step):
+    # wait for it instead of starting a second 2-core build.
+    local waited=0
+    while pgrep -f "cargo install tansu" >/dev/null 2>&1 && ! tansu_ok; do
+        if [ $((waited % 60)) -eq 0 ]; then log "waiting for a running 'cargo install tansu' (${waited}s)"; fi
+        sleep 5
+        waited=$((waited + 5))
+    done
+    if tansu_ok; then
+        return 0
+    fi
+    log "building tansu $TANSU_VERSION (cargo install; takes a while on 2 cores)"
+    cargo install tansu --version "$TANSU_VERSION" --features libsql --locked >&2
+}
+
+install_all() {
+    install_clickhouse
+    install_tansu
+}
+
+port_free() {
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_port() {
+    local p
+    for _ in $(seq 1 200); do
+        p=$(( (RANDOM << 1 | RANDOM & 1) % 20000 + 30000 ))
+        if port_free "$p"; then
+            echo "$p"
+            return 0
+        fi
+    done
+    log "no free port found"
+    return 1
+}
+
+wait_for() { # wait_for SECONDS CMD...
+    local deadline=$(( $(date +%s) + $1 ))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        if [ "$(date +%s)" -ge "$deadline" ]; then return 1; fi
+        sleep 0.2
+    done
+}
+
+start_all() {
+    install_all
+    local dir="${1:-}"
+    if [ -z "$dir" ]; then dir="$(mktemp -d /tmp/sqlgrade-services.XXXXXX)"; fi
+    mkdir -p "$dir/clickhouse/log" "$dir/tansu"
+    dir="$(cd "$dir" && pwd)"
+
+    local ch_http ch_tcp kafka
+    ch_http=$(free_port)
+    ch_tcp=$(free_port)
+    kafka=$(free_port)
+
+    sed -e "s#@DIR@#$dir/clickhouse#g" -e "s#@HTTP_PORT@#$ch_http#g" -e "s#@TCP_PORT@#$ch_tcp#g" \
+        "$ROOT/tests/support/clickhouse-config.xml.tmpl" >"$dir/clickhouse/config.xml"
+    cp "$ROOT/tests/support/clickhouse-users.xml.tmpl" "$dir/clickhouse/users.xml"
+    # `exec` so that the recorded pid is the server's own and no shell keeps our stdout open.
+    (cd "$dir/clickhouse" && exec nohup clickhouse-server --config-file="$dir/clickhouse/config.xml" \
+        >"$dir/clickhouse/log/stdout.log" 2>&1 </dev/null) &
+    echo $! >"$dir/clickhouse/pid"
+
+    # tansu resolves the sqlite path against its working directory: keep it relative.
+    (cd "$dir/tansu" && exec nohup tansu broker \
+        --listener-url "tcp://127.0.0.1:$kafka" \
+        --advertised-listener-url "tcp://127.0.0.1:$kafka" \
+        --storage-engine "sqlite://tansu.db" \
+        >"$dir/tansu/stdout.log" 2>&1 </dev/null) &
+    echo $! >"$dir/tansu/pid"
+
+    if ! wait_for 60 curl -sf "http://127.0.0.1:$ch_http/ping"; then
+        log "clickhouse did not come up; see $dir/clickhouse/log"
+        return 1
+    fi
+    if ! wait_for 60 port_open "$kafka"; then
+        log "tansu did not come up; see $dir/tansu/stdout.log"
+        return 1
+    fi
+    cat >"$dir/services.env" <<EOF
+export SQLGRADE_SERVICES_DIR=$dir
+export SQLGRADE_TEST_CLICKHOUSE_URL=http://127.0.0.1:$ch_http
+export SQLGRADE_TEST_CLICKHOUSE_TCP_PORT=$ch_tcp
+export SQLGRADE_TEST_KAFKA_BROKERS=127.0.0.1:$kafka
+EOF
+    cat "$dir/services.env"
+    log "started: clickhouse http://127.0.0.1:$ch_http, kafka 127.0.0.1:$kafka (state in $dir)"
+}
+
+port_open() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+stop_all() {
+    local dir="${1:?usage: services.sh stop DIR}"
+    local what pid
+    for what in tansu clickhouse; do
+        if [ -f "$dir/$what/pid" ]; then
+            pid=$(cat "$dir/$what/pid")
+            if kill "$pid" 2>/dev/null; then
+                for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+                kill -9 "$pid" 2>/dev/null || true
+            fi
+            rm -f "$dir/$what/pid"
+            log "stopped $what"
+        fi
+    done
+}
+
+status_all() {
+    local dir="${1:?usage: services.sh status DIR}"
+    # shellcheck disable=SC1091
+    source "$dir/services.env"
+    if curl -sf "$SQLGRADE_TEST_CLICKHOUSE_URL/ping" >/dev/null; then echo "clickhouse: up"; else echo "clickhouse: down"; fi
+    if port_open "${SQLGRADE_TEST_KAFKA_BROKERS##*:}"; then echo "tansu: up"; else echo "tansu: down"; fi
+}
+
+case "${1:-}" in
+    install) install_all ;;
+    start) start_all "${2:-}" ;;
+    stop) stop_all "${2:-}" ;;
+    status) status_all "${2:-}" ;;
+    *)
+        sed -n '2,17p' "$0" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The project's one test command (README "Run the tests"; .ci/run calls exactly this).
+#
+# Runs every test target (unit, integration, CLI end-to-end, hostile inputs, benches compiled in
+# test mode) and the doc tests. Tests find the benchmark data through
+# sqlgrade::testdata::shared_dir(): $SQLGRADE_SHARED_DIR, else ../shared beside the repository,
+# else /work/shared.
+#
+# The daemon integration tests (tests/daemon_*.rs) run against real servers: ClickHouse from
+# Debian and the tansu Kafka broker. scripts/services.sh installs whatever is missing; each test
+# then starts its own instances on free ports in temp dirs (so it can stop/restart them). If the
+# install fails the tests still run and print a loud SKIPPED for the daemon tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! scripts/services.sh install; then
+    echo "WARNING: scripts/services.sh install failed: the daemon tests will be SKIPPED" >&2
+fi
+
+cargo test --all-targets
+cargo test --doc

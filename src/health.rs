@@ -1,0 +1,303 @@
+//! Liveness and readiness for orchestrators: `GET /healthz` and `GET /readyz`.
+//!
+//! Components (the Kafka source, the ClickHouse sink, …) report their state into a shared
+//! [`Health`] registry; [`serve`] answers over HTTP:
+//!
+//! - `/healthz` — 200 while the process is alive and no component has failed for good
+//!   (a `Failed` component means "restart me"); 503 otherwise.
+//! - `/readyz` — 200 once the pipeline is running, every component is `Ok`, and shutdown has not
+//!   begun; 503 while starting, degraded (e.g. the sink is retrying a stopped ClickHouse) or
+//!   draining.
+//!
+//! Both return a small JSON body listing the components, so a human can see why.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+/// One component's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "detail", rename_all = "snake_case")]
+pub enum ComponentHealth {
+    /// Working normally.
+    Ok,
+    /// Working but impaired (retrying, lagging); not ready, still alive.
+    Degraded(String),
+    /// Broken for good; the process should be restarted.
+    Failed(String),
+}
+
+/// Lifecycle phase of the whole process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Connecting, migrating, waiting for partitions.
+    Starting,
+    /// Consuming and writing.
+    Running,
+    /// Shutdown requested: draining, flushing, committing.
+    Draining,
+}
+
+/// Shared health registry (cheap to update from any task).
+#[derive(Debug)]
+pub struct Health {
+    phase: AtomicU8,
+    components: Mutex<BTreeMap<String, ComponentHealth>>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health::new()
+    }
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    status: &'a str,
+    phase: Phase,
+    components: BTreeMap<String, ComponentHealth>,
+}
+
+impl Health {
+    /// A registry in phase [`Phase::Starting`] with no components.
+    pub fn new() -> Health {
+        Health {
+            phase: AtomicU8::new(0),
+            components: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Set the process phase.
+    pub fn set_phase(&self, phase: Phase) {
+        let v = match phase {
+            Phase::Starting => 0,
+            Phase::Running => 1,
+            Phase::Draining => 2,
+        };
+        self.phase.store(v, Ordering::Release);
+    }
+
+    /// The process phase.
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Starting,
+            1 => Phase::Running,
+            _ => Phase::Draining,
+        }
+    }
+
+    /// Record a component's state (logs transitions).
+    pub fn set(&self, component: &str, state: ComponentHealth) {
+        let mut map = self
+            .components
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let previous = map.insert(component.to_string(), state.clone());
+        if previous.as_ref() != Some(&state) {
+            match (&previous, &state) {
+                (Some(ComponentHealth::Ok) | None, ComponentHealth::Ok) => {}
+                _ => tracing::info!(component, state = ?state, "health changed"),
+            }
+        }
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, ComponentHealth> {
+        self.components
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Alive: no component has failed for good.
+    pub fn is_live(&self) -> bool {
+        !self
+            .snapshot()
+            .values()
+            .any(|c| matches!(c, ComponentHealth::Failed(_)))
+    }
+
+    /// Ready: running, and every component is `Ok`.
+    pub fn is_ready(&self) -> bool {
+        self.phase() == Phase::Running
+            && self
+                .snapshot()
+                .values()
+                .all(|c| matches!(c, ComponentHealth::Ok))
+    }
+
+    fn report(&self, ok: bool) -> (StatusCode, String) {
+        let report = Report {
+            status: if ok { "ok" } else { "unavailable" },
+            phase: self.phase(),
+            components: self.snapshot(),
+        };
+        let body = serde_json::to_string(&report)
+            .unwrap_or_else(|_| r#"{"status":"unknown"}"#.to_string());
+        let code = if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        (code, body)
+    }
+}
+
+/// `[server]` settings of the health endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Address to listen on (e.g. `127.0.0.1:9464`, `0.0.0.0:9464` in a container); empty (the
+    /// default) = no HTTP endpoint.
+    pub listen: String,
+}
+
+/// Why the health endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    /// The listen address is not `host:port`.
+    #[error("invalid listen address {0:?}")]
+    Address(String),
+    /// Binding failed (port in use, permission).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address.
+        addr: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running health endpoint; stops when dropped or on [`HealthServer::shutdown`].
+#[derive(Debug)]
+pub struct HealthServer {
+    /// The bound address (useful with port 0).
+    pub local_addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl HealthServer {
+    /// Stop serving and wait for the server task.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for HealthServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Bind `listen` and serve `/healthz` and `/readyz` from `health` in a background task.
+pub async fn serve(
+    listen: &str,
+    health: std::sync::Arc<Health>,
+) -> Result<HealthServer, HealthError> {
+    let addr: SocketAddr = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|_| HealthError::Address(listen.to_string()))?
+        .next()
+        .ok_or_else(|| HealthError::Address(listen.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| HealthError::Bind {
+            addr: listen.to_string(),
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| HealthError::Bind {
+        addr: listen.to_string(),
+        source,
+    })?;
+    let live = health.clone();
+    let ready = health;
+    let app = Router::new()
+        .route(
+            "/healthz",
+            get(move || {
+                let h = live.clone();
+                async move { h.report(h.is_live()).into_response() }
+            }),
+        )
+        .route(
+            "/readyz",
+            get(move || {
+                let h = ready.clone();
+                async move { h.report(h.is_ready()).into_response() }
+            }),
+        );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "health endpoint stopped");
+        }
+    });
+    tracing::info!(%local_addr, "health endpoint listening (/healthz, /readyz)");
+    Ok(HealthServer {
+        local_addr,
+        stop: Some(stop),
+        task: Some(task),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get_status(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await.unwrap();
+        let code = buf[9..12].parse().unwrap();
+        (code, buf)
+    }
+
+    #[tokio::test]
+    async fn endpoints_follow_phase_and_components() {
+        let health = Arc::new(Health::new());
+        let server = serve("127.0.0.1:0", health.clone()).await.unwrap();
+        let addr = server.local_addr;
+        assert_eq!(get_status(addr, "/healthz").await.0, 200);
+        assert_eq!(get_status(addr, "/readyz").await.0, 503);
+        health.set("clickhouse", ComponentHealth::Ok);
+        health.set_phase(Phase::Running);
+        assert_eq!(get_status(addr, "/readyz").await.0, 200);
+        health.set("clickhouse", ComponentHealth::Degraded("retrying".into()));
+        let (code, body) = get_status(addr, "/readyz").await;
+        assert_eq!(code, 503);
+        assert!(body.contains("retrying"), "{body}");
+        assert_eq!(get_status(addr, "/healthz").await.0, 200);
+        health.set("kafka", ComponentHealth::Failed("fatal".into()));
+        assert_eq!(get_status(addr, "/healthz").await.0, 503);
+        health.set_phase(Phase::Draining);
+        assert_eq!(get_status(addr, "/readyz").await.0, 503);
+        assert_eq!(get_status(addr, "/nope").await.0, 404);
+        server.shutdown().await;
+    }
+}

@@ -1,0 +1,116 @@
+//! Building the pipeline's components from a [`Config`]: source, sink and scorer.
+//!
+//! Components that are not part of this build yet (the LLM judge) are refused with
+//! [`BuildError::NotAvailable`] instead of being silently replaced by something else.
+
+use std::sync::Arc;
+
+use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
+use crate::health::Health;
+use crate::judge::Judge;
+use crate::judge::deterministic::DeterministicJudge;
+use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, SingleProfile};
+use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
+use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
+use crate::source::kafka::{KafkaSettings, KafkaSource};
+use crate::source::{FileSource, Source, StdinSource};
+
+/// Why a component could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The configured component is not available in this build.
+    #[error("{component} is not available in this build yet (configured by {key})")]
+    NotAvailable {
+        /// What was asked for.
+        component: &'static str,
+        /// The config key that asked for it.
+        key: &'static str,
+    },
+    /// The sink could not be opened.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The source could not be created (e.g. invalid librdkafka properties).
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
+    /// Rule profiles could not be loaded.
+    #[error("cannot load rule profiles: {0}")]
+    Rules(String),
+}
+
+/// The configured source (`[source]`).
+pub fn build_source(config: &Config) -> Result<Box<dyn Source>, BuildError> {
+    build_source_with_health(config, None)
+}
+
+/// The configured source, reporting its state to `health` (the daemon's `/readyz`).
+pub fn build_source_with_health(
+    config: &Config,
+    health: Option<Arc<Health>>,
+) -> Result<Box<dyn Source>, BuildError> {
+    let max_line = config.pipeline.max_event_bytes;
+    match config.source.kind {
+        SourceKind::File => Ok(Box::new(FileSource::new(
+            &config.source.path,
+            config.source.follow,
+            max_line,
+        ))),
+        SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
+        SourceKind::Kafka => Ok(Box::new(KafkaSource::new(
+            KafkaSettings::from_config(config),
+            health,
+        )?)),
+    }
+}
+
+/// The configured sink (`[sink]`).
+pub async fn build_sink(config: &Config) -> Result<Box<dyn Sink>, BuildError> {
+    build_sink_with_health(config, None).await
+}
+
+/// The configured sink, reporting its state to `health` (the daemon's `/readyz`).
+pub async fn build_sink_with_health(
+    config: &Config,
+    health: Option<Arc<Health>>,
+) -> Result<Box<dyn Sink>, BuildError> {
+    match config.sink.kind {
+        SinkKind::Jsonl => Ok(Box::new(JsonlSink::open(&config.sink.dir).await?)),
+        SinkKind::Stdout => Ok(Box::new(StdoutSink::new())),
+        SinkKind::Clickhouse => {
+            let sink = ClickHouseSink::new(ClickHouseSettings::from_config(&config.sink));
+            Ok(Box::new(match health {
+                Some(h) => sink.with_health(h),
+                None => sink,
+            }))
+        }
+    }
+}
+
+/// The configured judge (`[judge]`).
+pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
+    match config.judge.kind {
+        JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
+        JudgeKind::Llm => Err(BuildError::NotAvailable {
+            component: "the LLM judge",
+            key: "judge.kind = \"llm\"",
+        }),
+    }
+}
+
+/// The rule profiles (`[rules]`).
+pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildError> {
+    let _ = &config.rules;
+    Ok(Arc::new(SingleProfile::default()))
+}
+
+/// The scorer: judge, rule profiles and limits from the config.
+pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
+    let judge = build_judge(config)?;
+    let profiles = build_profiles(config)?;
+    Ok(Scorer::new(
+        judge,
+        profiles,
+        ScorerOptions {
+            max_sql_bytes: config.pipeline.max_sql_bytes,
+        },
+    ))
+}

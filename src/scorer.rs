@@ -1,0 +1,212 @@
+//! The scorer: one validated [`Event`] in, its evaluation rows out.
+//!
+//! STEF runs as [`stef::prepare`] → [`Judge::assess`] → [`stef::finish`] → row. The scorer never
+//! loses an event: SQL that cannot be scored becomes a Φ = 0 row with an explicit status
+//! ([`stef::non_scorable_row`]), and a failing judge is replaced by the deterministic judge, the
+//! row then carrying status `judge_fallback` and the judge's error in `details.judge_error`.
+//! Gold metrics plug in through the optional [`GoldScorer`] hook.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::evaluation::{EvaluationRow, RowStatus};
+use crate::event::{Event, Gold};
+use crate::judge::deterministic::DeterministicJudge;
+use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
+use crate::sqlspec::SpecError;
+use crate::stef::{self, Prepared, RuleProfile, Verdict};
+
+/// Looks up the rule profile Rapp of an app (hot-reloaded stores implement this).
+pub trait ProfileLookup: Send + Sync {
+    /// The profile for `app_id` (the default profile when the app has none).
+    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile>;
+}
+
+/// The same profile for every app (no `rules/` directory, tests, benchmarks).
+#[derive(Debug, Clone, Default)]
+pub struct SingleProfile(pub Arc<RuleProfile>);
+
+impl ProfileLookup for SingleProfile {
+    fn profile_for(&self, _app_id: Option<&str>) -> Arc<RuleProfile> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// Hook for gold metrics (EX, ESM, …): called for events that carry `gold`, returns extra rows.
+#[async_trait]
+pub trait GoldScorer: Send + Sync {
+    /// Rows for the gold metrics of `event`; `ts` is the row time when the event has none.
+    async fn score(&self, event: &Event, gold: &Gold, ts: &str) -> Vec<EvaluationRow>;
+}
+
+/// Knobs of the scorer.
+#[derive(Debug, Clone)]
+pub struct ScorerOptions {
+    /// SQL longer than this is not parsed (status `sql_too_large`).
+    pub max_sql_bytes: usize,
+}
+
+impl Default for ScorerOptions {
+    fn default() -> Self {
+        ScorerOptions {
+            max_sql_bytes: crate::config::DEFAULT_MAX_SQL_BYTES,
+        }
+    }
+}
+
+/// Scores events: STEF through a [`Judge`] with deterministic fallback, plus optional gold rows.
+pub struct Scorer {
+    judge: Arc<dyn Judge>,
+    fallback: DeterministicJudge,
+    profiles: Arc<dyn ProfileLookup>,
+    gold: Option<Arc<dyn GoldScorer>>,
+    options: ScorerOptions,
+}
+
+impl Scorer {
+    /// A scorer using `judge` and the profiles of `profiles`.
+    pub fn new(
+        judge: Arc<dyn Judge>,
+        profiles: Arc<dyn ProfileLookup>,
+        options: ScorerOptions,
+    ) -> Scorer {
+        Scorer {
+            judge,
+            fallback: DeterministicJudge,
+            profiles,
+            gold: None,
+            options,
+        }
+    }
+
+    /// The deterministic judge with the default profile for every app.
+    pub fn deterministic() -> Scorer {
+        Scorer::new(
+            Arc::new(DeterministicJudge),
+            Arc::new(SingleProfile::default()),
+            ScorerOptions::default(),
+        )
+    }
+
+    /// Add gold-metric scoring for events that carry `gold`.
+    pub fn with_gold(mut self, gold: Arc<dyn GoldScorer>) -> Scorer {
+        self.gold = Some(gold);
+        self
+    }
+
+    /// The primary judge's kind (`deterministic` or `llm:<model>`).
+    pub fn judge_kind(&self) -> String {
+        self.judge.kind()
+    }
+
+    /// Score `event`; rows of events without `ts` are stamped with the current time.
+    pub async fn score(&self, event: &Event) -> Vec<EvaluationRow> {
+        self.score_at(event, &now_rfc3339()).await
+    }
+
+    /// Score `event`; `ts` is the row time when the event has none (usually the receive time).
+    pub async fn score_at(&self, event: &Event, ts: &str) -> Vec<EvaluationRow> {
+        let started = Instant::now();
+        let profile = self.profiles.profile_for(event.app_id.as_deref());
+        let mut row = self.score_stef(event, ts, &profile).await;
+        if let Some(stef_columns) = row.stef.as_mut() {
+            stef_columns.latency_us =
+                u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        }
+        let mut rows = vec![row];
+        if let (Some(gold_scorer), Some(gold)) = (&self.gold, &event.gold) {
+            rows.extend(gold_scorer.score(event, gold, ts).await);
+        }
+        rows
+    }
+
+    async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
+        if event.sql.len() > self.options.max_sql_bytes {
+            let error = SpecError::TooLarge {
+                size: event.sql.len(),
+                limit: self.options.max_sql_bytes,
+            };
+            return stef::non_scorable_row(event, ts, &error, profile);
+        }
+        let prepared = match stef::prepare(event, profile) {
+            Ok(prepared) => prepared,
+            Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
+        };
+        let request = JudgeRequest {
+            event,
+            prepared: &prepared,
+            profile,
+        };
+        let (assessment, judge_error) = match self.judge.assess(request).await {
+            Ok(assessment) => (assessment, None),
+            Err(error) => {
+                tracing::warn!(
+                    event_id = %event.event_id,
+                    judge = %self.judge.kind(),
+                    %error,
+                    "judge failed; scoring with the deterministic judge"
+                );
+                let assessment = match self.fallback.assess(request).await {
+                    Ok(assessment) => assessment,
+                    Err(second) => last_resort_assessment(&prepared, &error, &second),
+                };
+                (assessment, Some(error))
+            }
+        };
+        let outcome = stef::finish(&prepared, assessment, profile);
+        let mut row = outcome.to_row(event, ts, profile, 0);
+        if let Some(error) = judge_error {
+            mark_judge_fallback(&mut row, &error);
+        }
+        row
+    }
+}
+
+/// Turn a row into a `judge_fallback` row that keeps the judge's error in `details`.
+fn mark_judge_fallback(row: &mut EvaluationRow, error: &JudgeError) {
+    if row.status == RowStatus::Ok {
+        row.status = RowStatus::JudgeFallback;
+    }
+    let entry = Value::String(error.to_string());
+    match &mut row.details {
+        Value::Object(map) => {
+            map.insert("judge_error".into(), entry);
+        }
+        other => {
+            let previous = std::mem::take(other);
+            let mut map = serde_json::Map::new();
+            map.insert("details".into(), previous);
+            map.insert("judge_error".into(), entry);
+            *other = Value::Object(map);
+        }
+    }
+}
+
+/// Used only if even the deterministic judge fails: the deterministic question view, a cautious
+/// verdict and low confidence, with both errors in the rationale.
+fn last_resort_assessment(
+    prepared: &Prepared,
+    first: &JudgeError,
+    second: &JudgeError,
+) -> JudgeAssessment {
+    JudgeAssessment {
+        question_spec: prepared.question_spec.clone(),
+        enrichment: prepared.enrichment.clone(),
+        filter_status: None,
+        verdict: Verdict::PotentiallyIncorrect,
+        confidence: 0.5,
+        rationale: format!("no judge could assess this event: {first}; fallback: {second}"),
+        judge: "deterministic".into(),
+        cached: false,
+        prompt_version: None,
+        usage: TokenUsage::default(),
+    }
+}
+
+/// The current time as RFC 3339 with milliseconds (`2026-11-21T10:00:00.000Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,156 @@
+//! JSONL sink: `evaluations.jsonl` and `dead_letters.jsonl` in one directory, append mode.
+//!
+//! Each batch is encoded in memory, appended with one write per file, then flushed and
+//! `fsync`ed before `write` returns, so an acknowledged message is on disk.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use tokio::io::AsyncWriteExt;
+
+use super::{Batch, Sink, SinkError, encode_json_lines};
+
+/// File name of evaluation rows inside the sink directory.
+pub const EVALUATIONS_FILE: &str = "evaluations.jsonl";
+
+/// File name of dead letters inside the sink directory.
+pub const DEAD_LETTERS_FILE: &str = "dead_letters.jsonl";
+
+/// Appends rows and dead letters to two JSONL files in a directory.
+pub struct JsonlSink {
+    dir: PathBuf,
+    evaluations: tokio::fs::File,
+    dead_letters: tokio::fs::File,
+    buffer: Vec<u8>,
+}
+
+impl JsonlSink {
+    /// Create the directory if needed and open (create/append) both files.
+    pub async fn open(dir: impl Into<PathBuf>) -> Result<JsonlSink, SinkError> {
+        let dir = dir.into();
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|source| SinkError::Io {
+                what: dir.display().to_string(),
+                source,
+            })?;
+        let evaluations = open_append(&dir.join(EVALUATIONS_FILE)).await?;
+        let dead_letters = open_append(&dir.join(DEAD_LETTERS_FILE)).await?;
+        Ok(JsonlSink {
+            dir,
+            evaluations,
+            dead_letters,
+            buffer: Vec::with_capacity(64 * 1024),
+        })
+    }
+
+    /// The output directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+async fn open_append(path: &Path) -> Result<tokio::fs::File, SinkError> {
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await
+        .map_err(|source| SinkError::Io {
+            what: path.display().to_string(),
+            source,
+        })
+}
+
+async fn append_durably(
+    file: &mut tokio::fs::File,
+    bytes: &[u8],
+    what: &Path,
+) -> Result<(), SinkError> {
+    let io = |source| SinkError::Io {
+        what: what.display().to_string(),
+        source,
+    };
+    file.write_all(bytes).await.map_err(io)?;
+    file.flush().await.map_err(io)?;
+    file.sync_data().await.map_err(io)
+}
+
+#[async_trait]
+impl Sink for JsonlSink {
+    async fn write(&mut self, batch: Batch) -> Result<(), SinkError> {
+        if !batch.rows.is_empty() {
+            self.buffer.clear();
+            encode_json_lines(&batch.rows, &mut self.buffer)?;
+            let path = self.dir.join(EVALUATIONS_FILE);
+            append_durably(&mut self.evaluations, &self.buffer, &path).await?;
+        }
+        if !batch.dead_letters.is_empty() {
+            self.buffer.clear();
+            encode_json_lines(&batch.dead_letters, &mut self.buffer)?;
+            let path = self.dir.join(DEAD_LETTERS_FILE);
+            append_durably(&mut self.dead_letters, &self.buffer, &path).await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        let io = |what: &str, source| SinkError::Io {
+            what: what.to_string(),
+            source,
+        };
+        self.evaluations
+            .flush()
+            .await
+            .map_err(|e| io(EVALUATIONS_FILE, e))?;
+        self.dead_letters
+            .flush()
+            .await
+            .map_err(|e| io(DEAD_LETTERS_FILE, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
+    use crate::event::Event;
+
+    #[tokio::test]
+    async fn appends_rows_and_dead_letters() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let event = Event::decode(br#"{"event_id":"e1","question":"q","sql":"SELECT 1"}"#).unwrap();
+        let row = EvaluationRow::for_event(&event, "2026-01-01T00:00:00Z", Metric::Ex);
+        for _ in 0..2 {
+            let mut sink = JsonlSink::open(&out).await.unwrap();
+            sink.write(Batch {
+                rows: vec![row.clone()],
+                dead_letters: vec![DeadLetter::new("stdin:1", "malformed JSON", b"{x")],
+            })
+            .await
+            .unwrap();
+            sink.flush().await.unwrap();
+        }
+        let rows = std::fs::read_to_string(out.join(EVALUATIONS_FILE)).unwrap();
+        let dls = std::fs::read_to_string(out.join(DEAD_LETTERS_FILE)).unwrap();
+        assert_eq!(rows.lines().count(), 2, "append mode keeps earlier rows");
+        assert_eq!(dls.lines().count(), 2);
+        let back: EvaluationRow = serde_json::from_str(rows.lines().next().unwrap()).unwrap();
+        assert_eq!(back, row);
+        let dl: DeadLetter = serde_json::from_str(dls.lines().next().unwrap()).unwrap();
+        assert_eq!(dl.payload, "{x");
+    }
+
+    #[tokio::test]
+    async fn unwritable_directory_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"").unwrap();
+        assert!(matches!(
+            JsonlSink::open(file.join("sub")).await,
+            Err(SinkError::Io { .. })
+        ));
+    }
+}

@@ -1,0 +1,630 @@
+//! Kafka source: a consumer-group member that hands raw payloads to the pipeline and commits an
+//! offset only once everything before it has been written by the sink.
+//!
+//! - **At-least-once.** Auto-commit and the automatic offset store are off. Every message handed
+//!   out is registered with an [`OffsetTracker`]; its [`AckToken`] reports back when the sink has
+//!   stored the message's output. A commit task commits each partition's highest contiguous
+//!   completed offset on an interval; revocation (rebalance) and shutdown commit what is done
+//!   synchronously. A crash therefore re-delivers at most the uncommitted tail, which the
+//!   ReplacingMergeTree `evaluations` table collapses.
+//! - **Rebalances.** Acknowledgements for a partition that was revoked are ignored, so this
+//!   process never commits on behalf of a partition's new owner.
+//! - **Back-pressure.** At most `max_in_flight` messages are handed out and unacknowledged;
+//!   beyond that the source stops polling, so a slow judge or sink slows consumption instead of
+//!   growing memory. librdkafka's own prefetch is bounded by `queued.max.messages.kbytes`.
+//! - **Dead letters.** With `dead_letter_topic` set, payloads that fail [`Event::decode`] are
+//!   produced to that topic (original bytes, key = origin, headers `sqlgrade-reason`,
+//!   `sqlgrade-source`, `sqlgrade-received-at`) and acknowledged only once the broker confirmed
+//!   the produce. Without it they flow on and the pipeline dead-letters them to the sink.
+//! - **Pass-through.** Every `[source.kafka_properties]` entry is handed to librdkafka verbatim
+//!   (SASL, TLS, timeouts), for the consumer and the dead-letter producer alike.
+//!
+//! [`Event::decode`]: crate::event::Event::decode
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rdkafka::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use super::{Source, SourceError, SourceMessage};
+use crate::event::{DEFAULT_MAX_EVENT_BYTES, Event};
+use crate::health::{ComponentHealth, Health};
+use crate::pipeline::offsets::{CommitPosition, OffsetTracker};
+use crate::pipeline::{AckToken, Acknowledge, Position};
+
+/// Properties sqlgrade sets itself and never lets configuration override (they carry the
+/// at-least-once guarantee).
+const FORCED_PROPERTIES: &[(&str, &str)] = &[
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+];
+
+/// Header names on dead-letter records.
+pub const HEADER_REASON: &str = "sqlgrade-reason";
+/// Header with the message's origin (`kafka:<topic>/<partition>@<offset>`).
+pub const HEADER_SOURCE: &str = "sqlgrade-source";
+/// Header with the time the message was received (RFC 3339).
+pub const HEADER_RECEIVED_AT: &str = "sqlgrade-received-at";
+
+/// Settings of the Kafka source.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaSettings {
+    /// Bootstrap servers (`host:port,host:port`).
+    pub brokers: String,
+    /// Topics to consume.
+    pub topics: Vec<String>,
+    /// Consumer group.
+    pub group_id: String,
+    /// Topic for undecodable messages (unset = dead letters go to the sink).
+    pub dead_letter_topic: Option<String>,
+    /// librdkafka properties passed through verbatim.
+    pub properties: BTreeMap<String, String>,
+    /// Messages handed out and not yet written by the sink, at most.
+    pub max_in_flight: usize,
+    /// How often completed offsets are committed.
+    pub commit_interval_ms: u64,
+    /// Larger payloads are dead-lettered unread.
+    pub max_event_bytes: usize,
+}
+
+impl Default for KafkaSettings {
+    fn default() -> Self {
+        KafkaSettings {
+            brokers: "127.0.0.1:9092".into(),
+            topics: vec!["agent-events".into()],
+            group_id: "sqlgrade".into(),
+            dead_letter_topic: None,
+            properties: BTreeMap::new(),
+            max_in_flight: 20_000,
+            commit_interval_ms: 1_000,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Debug for KafkaSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let props: BTreeMap<&str, &str> = self
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                let shown = if crate::config::is_secret_key(k) {
+                    "<redacted>"
+                } else {
+                    v.as_str()
+                };
+                (k.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("KafkaSettings")
+            .field("brokers", &self.brokers)
+            .field("topics", &self.topics)
+            .field("group_id", &self.group_id)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("properties", &props)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("commit_interval_ms", &self.commit_interval_ms)
+            .field("max_event_bytes", &self.max_event_bytes)
+            .finish()
+    }
+}
+
+impl KafkaSettings {
+    /// The source settings of a configuration (`[source]`, plus `pipeline.max_event_bytes`).
+    pub fn from_config(config: &crate::config::Config) -> KafkaSettings {
+        let source = &config.source;
+        KafkaSettings {
+            brokers: source.brokers.clone().unwrap_or_default(),
+            topics: source
+                .topics
+                .iter()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect(),
+            group_id: source.group_id.clone(),
+            dead_letter_topic: source
+                .dead_letter_topic
+                .clone()
+                .filter(|t| !t.trim().is_empty()),
+            properties: source.kafka_properties.clone(),
+            max_in_flight: source.max_in_flight,
+            commit_interval_ms: source.commit_interval_ms,
+            max_event_bytes: config.pipeline.max_event_bytes,
+        }
+    }
+
+    /// librdkafka configuration for the consumer: our defaults, then the pass-through
+    /// properties, then the forced at-least-once properties.
+    pub fn consumer_config(&self) -> ClientConfig {
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &self.brokers)
+            .set("group.id", &self.group_id)
+            .set("auto.offset.reset", "earliest")
+            // Bound librdkafka's prefetch (the default is 64 MiB per consumer).
+            .set("queued.max.messages.kbytes", "16384")
+            .set("client.id", "sqlgrade");
+        for (k, v) in &self.properties {
+            cfg.set(k, v);
+        }
+        for (k, v) in FORCED_PROPERTIES {
+            if self.properties.get(*k).is_some_and(|given| given != v) {
+                tracing::warn!(
+                    property = k,
+                    "ignoring configured value: sqlgrade manages offsets itself"
+                );
+            }
+            cfg.set(*k, *v);
+        }
+        cfg.set_log_level(RDKafkaLogLevel::Warning);
+        cfg
+    }
+
+    /// librdkafka configuration for the dead-letter producer (shares connection/security
+    /// properties with the consumer).
+    pub fn producer_config(&self) -> ClientConfig {
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &self.brokers)
+            .set("client.id", "sqlgrade-dead-letters")
+            .set("acks", "all")
+            .set("message.timeout.ms", "30000");
+        for (k, v) in &self.properties {
+            if is_producer_property(k) {
+                cfg.set(k, v);
+            }
+        }
+        cfg.set_log_level(RDKafkaLogLevel::Warning);
+        cfg
+    }
+}
+
+/// Whether a pass-through property also applies to the producer (connection, security and
+/// client-wide settings; consumer-group settings are left out so librdkafka does not warn).
+fn is_producer_property(name: &str) -> bool {
+    const CONSUMER_ONLY: &[&str] = &[
+        "group.",
+        "auto.offset.reset",
+        "enable.auto.",
+        "auto.commit.",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "partition.assignment.strategy",
+        "queued.",
+        "fetch.",
+        "isolation.level",
+        "check.crcs",
+        "enable.partition.eof",
+        "consume.callback.max.messages",
+        "coordinator.query.interval.ms",
+        "allow.auto.create.topics",
+    ];
+    !CONSUMER_ONLY.iter().any(|p| name.starts_with(p))
+}
+
+/// librdkafka callbacks: rebalances update the tracker and commit revoked partitions' progress.
+struct TrackingContext {
+    tracker: Arc<OffsetTracker>,
+    health: Option<Arc<Health>>,
+}
+
+impl ClientContext for TrackingContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        // librdkafka recovers from connection errors by itself (a restarted broker, a
+        // rebalance); only a fatal error means this client is finished and the process should
+        // be restarted (liveness fails).
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            tracing::error!(%error, reason, "fatal kafka client error");
+            if let Some(h) = &self.health {
+                h.set(
+                    "kafka",
+                    ComponentHealth::Failed(format!("{error}: {reason}")),
+                );
+            }
+        } else {
+            tracing::warn!(%error, reason, "kafka client error");
+        }
+    }
+}
+
+fn partitions_of(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect()
+}
+
+fn commit_list(commits: &[CommitPosition]) -> Result<TopicPartitionList, KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    for c in commits {
+        tpl.add_partition_offset(&c.topic, c.partition, Offset::Offset(c.offset))?;
+    }
+    Ok(tpl)
+}
+
+impl ConsumerContext for TrackingContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(tpl) => {
+                let parts = partitions_of(tpl);
+                let commits = self
+                    .tracker
+                    .revoke(parts.iter().map(|(t, p)| (t.as_str(), *p)));
+                tracing::info!(partitions = ?parts, commits = ?commits, "partitions revoked; committing completed offsets");
+                if !commits.is_empty() {
+                    match commit_list(&commits).and_then(|l| consumer.commit(&l, CommitMode::Sync))
+                    {
+                        Ok(()) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "commit on revocation failed; the new owner re-reads from the previous commit")
+                        }
+                    }
+                }
+            }
+            Rebalance::Assign(tpl) => {
+                let parts = partitions_of(tpl);
+                tracing::info!(partitions = ?parts, "partitions assigned");
+                self.tracker
+                    .assign(parts.iter().map(|(t, p)| (t.as_str(), *p)));
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+        }
+    }
+}
+
+type Consumer_ = StreamConsumer<TrackingContext>;
+
+/// Commit `commits` synchronously (on a blocking thread) and record them in the tracker.
+async fn commit_now(
+    consumer: &Arc<Consumer_>,
+    tracker: &Arc<OffsetTracker>,
+    commits: Vec<CommitPosition>,
+) -> Result<(), KafkaError> {
+    if commits.is_empty() {
+        return Ok(());
+    }
+    let list = commit_list(&commits)?;
+    let c = consumer.clone();
+    let result = match tokio::task::spawn_blocking(move || c.commit(&list, CommitMode::Sync)).await
+    {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::error!(error = %e, "commit task failed");
+            Err(KafkaError::Canceled)
+        }
+    };
+    if result.is_ok() {
+        tracker.mark_committed(&commits);
+        tracing::debug!(?commits, "committed");
+    }
+    result
+}
+
+/// The Kafka [`Source`].
+pub struct KafkaSource {
+    consumer: Arc<Consumer_>,
+    tracker: Arc<OffsetTracker>,
+    producer: Option<FutureProducer>,
+    settings: KafkaSettings,
+    stop: Arc<StopSignal>,
+    committer: Option<tokio::task::JoinHandle<()>>,
+    dead_letters: JoinSet<()>,
+    health: Option<Arc<Health>>,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("settings", &self.settings)
+            .field("in_flight", &self.tracker.in_flight())
+            .finish()
+    }
+}
+
+/// Tells a running source to stop handing out messages (from a signal handler, another task).
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    stopped: AtomicBool,
+    notify: Notify,
+}
+
+impl StopSignal {
+    /// Request the stop.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether a stop was requested.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl KafkaSource {
+    /// Connect, subscribe and start the commit task. Must be called inside a tokio runtime.
+    pub fn new(
+        settings: KafkaSettings,
+        health: Option<Arc<Health>>,
+    ) -> Result<KafkaSource, SourceError> {
+        if settings.topics.is_empty() {
+            return Err(SourceError::Kafka("no topics configured".into()));
+        }
+        let tracker = Arc::new(OffsetTracker::new());
+        let context = TrackingContext {
+            tracker: tracker.clone(),
+            health: health.clone(),
+        };
+        let consumer: Consumer_ = settings
+            .consumer_config()
+            .create_with_context(context)
+            .map_err(|e| SourceError::Kafka(format!("cannot create consumer: {e}")))?;
+        let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(|e| SourceError::Kafka(format!("cannot subscribe to {topics:?}: {e}")))?;
+        let producer = match &settings.dead_letter_topic {
+            Some(_) => Some(
+                settings
+                    .producer_config()
+                    .create::<FutureProducer>()
+                    .map_err(|e| {
+                        SourceError::Kafka(format!("cannot create dead-letter producer: {e}"))
+                    })?,
+            ),
+            None => None,
+        };
+        let consumer = Arc::new(consumer);
+        let committer = {
+            let consumer = consumer.clone();
+            let tracker = tracker.clone();
+            let interval = Duration::from_millis(settings.commit_interval_ms.max(10));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(interval);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let pending = tracker.pending_commits();
+                    if let Err(e) = commit_now(&consumer, &tracker, pending).await {
+                        tracing::warn!(error = %e, "periodic commit failed; retrying next interval");
+                    }
+                }
+            })
+        };
+        if let Some(h) = &health {
+            h.set("kafka", ComponentHealth::Ok);
+        }
+        tracing::info!(settings = ?settings, "kafka source started");
+        Ok(KafkaSource {
+            consumer,
+            tracker,
+            producer,
+            settings,
+            stop: Arc::new(StopSignal::default()),
+            committer: Some(committer),
+            dead_letters: JoinSet::new(),
+            health,
+        })
+    }
+
+    /// A handle that stops this source from anywhere (e.g. a signal handler).
+    pub fn stop_signal(&self) -> Arc<StopSignal> {
+        self.stop.clone()
+    }
+
+    /// The offset tracker (for metrics and tests).
+    pub fn tracker(&self) -> Arc<OffsetTracker> {
+        self.tracker.clone()
+    }
+
+    /// Hand an undecodable message to the dead-letter producer; acknowledged once delivered.
+    fn dead_letter(
+        &mut self,
+        producer: FutureProducer,
+        topic: String,
+        payload: Vec<u8>,
+        origin: String,
+        reason: String,
+        token: AckToken,
+    ) {
+        // Reap finished deliveries so the set does not grow.
+        while self.dead_letters.try_join_next().is_some() {}
+        self.dead_letters.spawn(async move {
+            let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let mut delay = Duration::from_millis(100);
+            loop {
+                let headers = OwnedHeaders::new()
+                    .insert(Header { key: HEADER_REASON, value: Some(reason.as_str()) })
+                    .insert(Header { key: HEADER_SOURCE, value: Some(origin.as_str()) })
+                    .insert(Header { key: HEADER_RECEIVED_AT, value: Some(received_at.as_str()) });
+                let record = FutureRecord::to(&topic).payload(&payload).key(&origin).headers(headers);
+                match producer.send(record, Duration::from_secs(30)).await {
+                    Ok(_) => {
+                        tracing::debug!(%origin, %reason, "dead-lettered");
+                        token.ack();
+                        return;
+                    }
+                    Err((e, _)) => {
+                        tracing::warn!(error = %e, %origin, retry_in_ms = delay.as_millis() as u64, "dead-letter produce failed; holding the offset and retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl Source for KafkaSource {
+    async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
+        // Cancel-safe: between receiving a message and returning it there is no await point, so
+        // a cancelled call loses nothing (an unreturned message is never registered, hence never
+        // committed past).
+        loop {
+            if self.stop.is_stopped() {
+                return Ok(None);
+            }
+            if self.tracker.in_flight() >= self.settings.max_in_flight.max(1) {
+                tokio::select! {
+                    _ = self.tracker.wait_below(self.settings.max_in_flight.max(1)) => {}
+                    _ = self.stop.wait() => return Ok(None),
+                }
+                continue;
+            }
+            let received = tokio::select! {
+                m = self.consumer.recv() => m,
+                _ = self.stop.wait() => return Ok(None),
+            };
+            let message = match received {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "kafka receive error");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let (topic, partition, offset) = (
+                message.topic().to_string(),
+                message.partition(),
+                message.offset(),
+            );
+            let payload = message.payload().unwrap_or_default().to_vec();
+            drop(message);
+            if !self.tracker.register(&topic, partition, offset) {
+                tracing::debug!(%topic, partition, offset, "dropping a message of a partition no longer assigned");
+                continue;
+            }
+            let origin = format!("kafka:{topic}/{partition}@{offset}");
+            let token = AckToken::new(
+                Position {
+                    stream: topic,
+                    partition,
+                    offset,
+                },
+                self.tracker.clone() as Arc<dyn Acknowledge>,
+            );
+            if let (Some(dl_topic), Some(producer)) =
+                (&self.settings.dead_letter_topic, &self.producer)
+                && let Err(reason) =
+                    Event::decode_with_limit(&payload, self.settings.max_event_bytes)
+            {
+                let (dl_topic, producer) = (dl_topic.clone(), producer.clone());
+                self.dead_letter(
+                    producer,
+                    dl_topic,
+                    payload,
+                    origin,
+                    reason.to_string(),
+                    token,
+                );
+                continue;
+            }
+            return Ok(Some(SourceMessage {
+                payload,
+                origin,
+                ack: token,
+            }));
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.stop();
+    }
+
+    async fn finish(&mut self) -> Result<(), SourceError> {
+        self.stop.stop();
+        // Dead letters still being produced: give them time to be confirmed (their offsets are
+        // committed only if they are).
+        let wait = tokio::time::timeout(Duration::from_secs(30), async {
+            while self.dead_letters.join_next().await.is_some() {}
+        });
+        if wait.await.is_err() {
+            tracing::warn!(
+                "dead-letter deliveries still pending at shutdown; their offsets stay uncommitted"
+            );
+            self.dead_letters.abort_all();
+        }
+        if let Some(task) = self.committer.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        let commits = self.tracker.all_commits();
+        tracing::info!(
+            ?commits,
+            in_flight = self.tracker.in_flight(),
+            "final commit"
+        );
+        let result = commit_now(&self.consumer, &self.tracker, commits).await;
+        let consumer = self.consumer.clone();
+        // Leave the group now so partitions move to other members without waiting for the session
+        // timeout. (Revocation commits again; harmless.)
+        let _ = tokio::task::spawn_blocking(move || consumer.unsubscribe()).await;
+        if let Some(h) = &self.health {
+            h.set("kafka", ComponentHealth::Ok);
+        }
+        result.map_err(|e| SourceError::Kafka(format!("final commit failed: {e}")))
+    }
+}
+
+impl Drop for KafkaSource {
+    fn drop(&mut self) {
+        if let Some(task) = self.committer.take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forced_properties_win_and_secrets_are_redacted() {
+        let mut s = KafkaSettings::default();
+        s.properties
+            .insert("enable.auto.commit".into(), "true".into());
+        s.properties
+            .insert("sasl.password".into(), "hunter2".into());
+        s.properties
+            .insert("security.protocol".into(), "SASL_SSL".into());
+        s.properties
+            .insert("session.timeout.ms".into(), "10000".into());
+        let c = s.consumer_config();
+        assert_eq!(c.get("enable.auto.commit"), Some("false"));
+        assert_eq!(c.get("enable.auto.offset.store"), Some("false"));
+        assert_eq!(c.get("security.protocol"), Some("SASL_SSL"));
+        let p = s.producer_config();
+        assert_eq!(p.get("sasl.password"), Some("hunter2"));
+        assert_eq!(p.get("session.timeout.ms"), None);
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("SASL_SSL"));
+    }
+}

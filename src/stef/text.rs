@@ -1,0 +1,588 @@
+//! Shared text helpers for STEF: value and name normalization, a small allocation-light
+//! tokenizer for questions, and renderings of filters.
+//!
+//! Value normalization mirrors `sqlspec`'s literal normalization (lowercase, whitespace collapsed,
+//! surrounding quotes removed, numbers canonical: `507.0` → `507`), so question values and SQL
+//! literals compare like with like. Names are compared through [`name_key`], which also drops
+//! table qualifiers and every non-alphanumeric character (`T1."Eye_Colour"` ≡ `eye colour`).
+
+use crate::sqlspec::{Filter, FilterOp, FilterValue};
+
+/// Normalize a literal value: trim, strip one pair of surrounding quotes, collapse whitespace,
+/// lowercase; numeric strings become canonical ([`canonical_number`]).
+pub fn normalize_value(raw: &str) -> String {
+    let trimmed = strip_quotes(raw.trim()).trim();
+    if let Some(n) = canonical_number(trimmed) {
+        return n;
+    }
+    let mut out = String::with_capacity(trimmed.len());
+    let mut pending_space = false;
+    for ch in trimmed.chars() {
+        if ch.is_whitespace() {
+            pending_space = !out.is_empty();
+            continue;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        for lower in ch.to_lowercase() {
+            out.push(lower);
+        }
+    }
+    out
+}
+
+/// Remove one pair of matching surrounding quotes (`'x'`, `"x"`, `` `x` ``).
+pub fn strip_quotes(s: &str) -> &str {
+    let bytes = s.as_bytes();
+    if bytes.len() >= 2 {
+        let (first, last) = (bytes[0], bytes[bytes.len() - 1]);
+        if first == last && matches!(first, b'\'' | b'"' | b'`') {
+            return &s[1..s.len() - 1];
+        }
+    }
+    s
+}
+
+/// Canonical form of a decimal number (`+7` → `7`, `507.0` → `507`, `0.50` → `0.5`,
+/// `-0` → `0`), or `None` when `s` is not a plain decimal number.
+pub fn canonical_number(s: &str) -> Option<String> {
+    let s = s.trim();
+    let (neg, digits) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let (int_part, frac_part) = match digits.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (digits, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    if !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let int_trim = int_part.trim_start_matches('0');
+    let frac_trim = frac_part.trim_end_matches('0');
+    let mut out = String::with_capacity(digits.len() + 1);
+    if neg && !(int_trim.is_empty() && frac_trim.is_empty()) {
+        out.push('-');
+    }
+    if int_trim.is_empty() {
+        out.push('0');
+    } else {
+        out.push_str(int_trim);
+    }
+    if !frac_trim.is_empty() {
+        out.push('.');
+        out.push_str(frac_trim);
+    }
+    Some(out)
+}
+
+/// Comparison key of a column-ish name: lowercased, table qualifier dropped, quotes/brackets
+/// removed, every non-alphanumeric character dropped. Function-call forms keep their function
+/// name (`year(t.order_date)` → `yearorderdate`).
+pub fn name_key(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    // Drop qualifiers: keep what follows the last '.' that is outside parentheses and quotes,
+    // applied per identifier by resetting on '.'.
+    let mut ident_start = 0usize;
+    for ch in name.chars() {
+        if ch == '.' {
+            out.truncate(ident_start);
+            continue;
+        }
+        if ch == '(' || ch == ',' || ch == ' ' {
+            ident_start = out.len();
+            continue;
+        }
+        if ch.is_alphanumeric() {
+            for lower in ch.to_lowercase() {
+                out.push(lower);
+            }
+        }
+    }
+    out
+}
+
+/// The words of a name, lowercased, split on non-alphanumerics and camelCase boundaries, with a
+/// trailing plural `s` removed (`EyeColours` → `eye`, `colour`).
+pub fn name_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for ch in name.chars() {
+        if ch.is_alphanumeric() {
+            if ch.is_uppercase() && prev_lower && !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
+            for lower in ch.to_lowercase() {
+                cur.push(lower);
+            }
+        } else {
+            prev_lower = false;
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    for w in &mut words {
+        *w = singular(w);
+    }
+    words
+}
+
+/// Naive English singular of a lowercase word (`categories` → `category`, `heroes` → `hero`,
+/// `powers` → `power`; `class`, `status`, `bus` unchanged).
+pub fn singular(word: &str) -> String {
+    let n = word.len();
+    if n <= 3 || !word.ends_with('s') {
+        return word.to_string();
+    }
+    if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
+        return word.to_string();
+    }
+    if let Some(stem) = word.strip_suffix("ies")
+        && stem.len() >= 2
+    {
+        return format!("{stem}y");
+    }
+    for suffix in ["oes", "ses", "xes", "zes", "ches", "shes"] {
+        if let Some(stem) = word.strip_suffix(suffix) {
+            let keep = &suffix[..suffix.len() - 2];
+            return format!("{stem}{keep}");
+        }
+    }
+    word[..n - 1].to_string()
+}
+
+/// Whether two lowercase words name the same thing: equal singulars, or one a prefix of the
+/// other of at least five letters (`colour`/`colours`, `publish`/`publisher`).
+pub fn words_match(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (sa, sb) = (singular(a), singular(b));
+    if sa == sb {
+        return true;
+    }
+    let (short, long) = if sa.len() <= sb.len() {
+        (&sa, &sb)
+    } else {
+        (&sb, &sa)
+    };
+    short.len() >= 5 && long.starts_with(short.as_str())
+}
+
+/// Comparison text of a filter value (`None` for non-literal values).
+pub fn value_text(value: &FilterValue) -> Option<&str> {
+    match value {
+        FilterValue::Text(s) | FilterValue::Number(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// Render a filter value for display (`'china'`, `2023`, `('a', 'b')`, `<subquery>`).
+pub fn render_value(value: &FilterValue) -> String {
+    match value {
+        FilterValue::Text(s) => format!("'{s}'"),
+        FilterValue::Number(n) => n.clone(),
+        FilterValue::List(items) => {
+            let inner: Vec<String> = items.iter().map(render_value).collect();
+            format!("({})", inner.join(", "))
+        }
+        FilterValue::Column(c) => c.clone(),
+        FilterValue::Subquery => "<subquery>".into(),
+        FilterValue::Null => "null".into(),
+        FilterValue::Expr(e) => e.clone(),
+    }
+}
+
+/// Render an SQL filter as `lhs op rhs` (`IS NULL` forms without a right-hand side).
+pub fn render_filter(filter: &Filter) -> String {
+    match filter.op {
+        FilterOp::IsNull | FilterOp::IsNotNull => format!("{} {}", filter.lhs, filter.op.symbol()),
+        _ => format!(
+            "{} {} {}",
+            filter.lhs,
+            filter.op.symbol(),
+            render_value(&filter.rhs)
+        ),
+    }
+}
+
+/// Render a question filter (`?` stands for an unknown dimension).
+pub fn render_question_filter(filter: &super::QuestionFilter) -> String {
+    let lhs = filter.lhs.as_deref().unwrap_or("?");
+    match filter.op {
+        FilterOp::IsNull | FilterOp::IsNotNull => format!("{lhs} {}", filter.op.symbol()),
+        _ => {
+            if canonical_number(&filter.value).is_some() {
+                format!("{lhs} {} {}", filter.op.symbol(), filter.value)
+            } else {
+                format!("{lhs} {} '{}'", filter.op.symbol(), filter.value)
+            }
+        }
+    }
+}
+
+/// Kind of a question token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A run of letters/digits/underscores/apostrophes-inside-words/hyphens-inside-words.
+    Word,
+    /// A number (`12`, `3.5`, `-4` only when the sign stands alone before digits).
+    Number,
+    /// A quoted span (`'Super Strength'`, `"x"`); text excludes the quotes.
+    Quoted,
+    /// A single punctuation or operator character (or a two-char operator like `>=`).
+    Punct,
+}
+
+/// One token with its byte span in the source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token<'a> {
+    /// Kind.
+    pub kind: TokenKind,
+    /// Source text (without quotes for [`TokenKind::Quoted`]).
+    pub text: &'a str,
+    /// Byte offset of `text` in the source.
+    pub start: usize,
+    /// Parenthesis depth at the token.
+    pub depth: u32,
+    /// Whether the token starts a sentence (first token, or after `.`, `?`, `!`, `;`, `:`).
+    pub sentence_start: bool,
+}
+
+impl Token<'_> {
+    /// Lowercase comparison helper.
+    pub fn is(&self, word: &str) -> bool {
+        self.text.eq_ignore_ascii_case(word)
+    }
+
+    /// Whether the word starts with an uppercase letter.
+    pub fn is_capitalized(&self) -> bool {
+        self.text.chars().next().is_some_and(char::is_uppercase)
+    }
+}
+
+/// Split text into tokens. Apostrophes inside words (`hero's`, `don't`) stay in the word;
+/// a quote at a word boundary opens a quoted span that closes at the next matching quote followed
+/// by a non-word character (unterminated quotes become punctuation).
+pub fn tokenize(text: &str) -> Vec<Token<'_>> {
+    let bytes = text.as_bytes();
+    let mut tokens = Vec::with_capacity(text.len() / 4 + 4);
+    let mut i = 0usize;
+    let mut depth: u32 = 0;
+    let mut sentence_start = true;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if b == b'\'' || b == b'"' || b == b'`' {
+            let prev_is_word = i > 0 && is_word_byte(bytes[i - 1]);
+            if !prev_is_word && let Some(close) = find_closing_quote(bytes, i + 1, b) {
+                tokens.push(Token {
+                    kind: TokenKind::Quoted,
+                    text: &text[i + 1..close],
+                    start: i + 1,
+                    depth,
+                    sentence_start,
+                });
+                sentence_start = false;
+                i = close + 1;
+                continue;
+            }
+            tokens.push(Token {
+                kind: TokenKind::Punct,
+                text: &text[i..i + 1],
+                start,
+                depth,
+                sentence_start,
+            });
+            i += 1;
+            continue;
+        }
+        if b.is_ascii_digit()
+            || (b == b'.'
+                && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
+                && !prev_word(bytes, i))
+        {
+            let mut j = i;
+            let mut seen_dot = false;
+            while j < bytes.len() {
+                let c = bytes[j];
+                if c.is_ascii_digit() {
+                    j += 1;
+                } else if c == b'.' && !seen_dot && bytes.get(j + 1).is_some_and(u8::is_ascii_digit)
+                {
+                    seen_dot = true;
+                    j += 1;
+                } else if c == b',' && bytes.get(j + 1).is_some_and(u8::is_ascii_digit) && {
+                    // Thousands separator: exactly three digits follow.
+                    let end = j + 4;
+                    end <= bytes.len()
+                        && bytes[j + 1..end].iter().all(u8::is_ascii_digit)
+                        && bytes.get(end).is_none_or(|c| !c.is_ascii_digit())
+                } {
+                    j += 1;
+                } else {
+                    break;
+                }
+            }
+            // Digits glued to letters (`2nd`, `h2o`, `id123`) form a word.
+            if j < bytes.len() && (bytes[j].is_ascii_alphabetic() || bytes[j] == b'_') {
+                let end = word_end(text, j);
+                tokens.push(Token {
+                    kind: TokenKind::Word,
+                    text: &text[i..end],
+                    start,
+                    depth,
+                    sentence_start,
+                });
+                sentence_start = false;
+                i = end;
+                continue;
+            }
+            tokens.push(Token {
+                kind: TokenKind::Number,
+                text: &text[i..j],
+                start,
+                depth,
+                sentence_start,
+            });
+            sentence_start = false;
+            i = j;
+            continue;
+        }
+        let ch = text[i..].chars().next().unwrap_or(' ');
+        if ch.is_alphanumeric() || ch == '_' {
+            let end = word_end(text, i);
+            tokens.push(Token {
+                kind: TokenKind::Word,
+                text: &text[i..end],
+                start,
+                depth,
+                sentence_start,
+            });
+            sentence_start = false;
+            i = end;
+            continue;
+        }
+        // Punctuation / operators.
+        let len = ch.len_utf8();
+        let two = if i + 2 <= bytes.len() {
+            text.get(i..i + 2)
+        } else {
+            None
+        };
+        let (tok_len, is_two) = match two {
+            Some(">=" | "<=" | "<>" | "!=" | "==") => (2, true),
+            _ => (len, false),
+        };
+        let piece = &text[i..i + tok_len];
+        match piece {
+            "(" => depth += 1,
+            ")" => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        tokens.push(Token {
+            kind: TokenKind::Punct,
+            text: piece,
+            start,
+            depth,
+            sentence_start,
+        });
+        sentence_start = !is_two && matches!(piece, "." | "?" | "!" | ";" | ":" | "\n");
+        i += tok_len;
+    }
+    tokens
+}
+
+fn prev_word(bytes: &[u8], i: usize) -> bool {
+    i > 0 && is_word_byte(bytes[i - 1])
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+/// End of a word starting at `i`: alphanumerics, `_`, and `'`/`-` between word characters.
+fn word_end(text: &str, i: usize) -> usize {
+    let mut end = i;
+    let mut iter = text[i..].char_indices().peekable();
+    while let Some((off, ch)) = iter.next() {
+        if ch.is_alphanumeric() || ch == '_' {
+            end = i + off + ch.len_utf8();
+        } else if ch == '\'' || ch == '-' || ch == '’' {
+            match iter.peek() {
+                Some((_, next)) if next.is_alphanumeric() => {
+                    end = i + off + ch.len_utf8();
+                }
+                _ => break,
+            }
+        } else {
+            break;
+        }
+    }
+    end
+}
+
+fn find_closing_quote(bytes: &[u8], from: usize, quote: u8) -> Option<usize> {
+    let mut j = from;
+    while j < bytes.len() {
+        if bytes[j] == quote {
+            // SQL-style doubled quote inside a literal.
+            if bytes.get(j + 1) == Some(&quote) {
+                j += 2;
+                continue;
+            }
+            let next_is_word = bytes
+                .get(j + 1)
+                .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_');
+            if !next_is_word {
+                return Some(j);
+            }
+        }
+        if bytes[j] == b'\n' {
+            return None;
+        }
+        j += 1;
+    }
+    None
+}
+
+/// Whether `needle` (already normalized/lowercase) occurs in `haystack` (lowercase) with word
+/// boundaries on both sides (a boundary is a non-alphanumeric character or the text edge).
+pub fn contains_phrase(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let hb = haystack.as_bytes();
+    let mut from = 0usize;
+    while let Some(pos) = haystack[from..].find(needle) {
+        let at = from + pos;
+        let end = at + needle.len();
+        let left_ok = at == 0 || !is_alnum_before(haystack, at);
+        let right_ok = end >= hb.len() || !is_alnum_at(haystack, end);
+        if left_ok && right_ok {
+            return true;
+        }
+        from = at + haystack[at..].chars().next().map_or(1, char::len_utf8);
+        if from >= haystack.len() {
+            break;
+        }
+    }
+    false
+}
+
+fn is_alnum_before(s: &str, at: usize) -> bool {
+    s[..at]
+        .chars()
+        .next_back()
+        .is_some_and(char::is_alphanumeric)
+}
+
+fn is_alnum_at(s: &str, at: usize) -> bool {
+    s[at..].chars().next().is_some_and(char::is_alphanumeric)
+}
+
+/// Lowercase and collapse whitespace (for phrase search in question text).
+pub fn lower_collapsed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut pending_space = false;
+    for ch in text.chars() {
+        if ch.is_whitespace() {
+            pending_space = !out.is_empty();
+            continue;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        for lower in ch.to_lowercase() {
+            out.push(lower);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_canonical() {
+        assert_eq!(canonical_number("507.0").as_deref(), Some("507"));
+        assert_eq!(canonical_number("0.50").as_deref(), Some("0.5"));
+        assert_eq!(canonical_number("-0").as_deref(), Some("0"));
+        assert_eq!(canonical_number("+007").as_deref(), Some("7"));
+        assert_eq!(canonical_number(".5").as_deref(), Some("0.5"));
+        assert_eq!(canonical_number("1e3"), None);
+        assert_eq!(canonical_number("-"), None);
+        assert_eq!(canonical_number(""), None);
+    }
+
+    #[test]
+    fn values_normalize_like_sqlspec() {
+        assert_eq!(normalize_value("  'Super   Strength' "), "super strength");
+        assert_eq!(normalize_value("\"2023\""), "2023");
+        assert_eq!(normalize_value("2023.0"), "2023");
+        assert_eq!(normalize_value("-"), "-");
+    }
+
+    #[test]
+    fn name_keys_drop_qualifiers_and_punctuation() {
+        assert_eq!(name_key("T1.\"Eye_Colour\""), "eyecolour");
+        assert_eq!(name_key("eye colour"), "eyecolour");
+        assert_eq!(name_key("year(t.order_date)"), "yearorderdate");
+        assert_eq!(name_words("EyeColours"), vec!["eye", "colour"]);
+        assert_eq!(name_words("superhero_names"), vec!["superhero", "name"]);
+    }
+
+    #[test]
+    fn tokenizer_handles_quotes_numbers_and_depth() {
+        let toks =
+            tokenize("How many heroes' powers are 'Super Strength' (AVG(x = 'o')) over 1,000.5?");
+        let kinds: Vec<(TokenKind, &str)> = toks.iter().map(|t| (t.kind, t.text)).collect();
+        assert!(kinds.contains(&(TokenKind::Quoted, "Super Strength")));
+        assert!(kinds.contains(&(TokenKind::Number, "1,000.5")));
+        let o = toks.iter().find(|t| t.text == "o").unwrap();
+        assert_eq!((o.kind, o.depth), (TokenKind::Quoted, 2));
+        assert!(toks[0].sentence_start && !toks[1].sentence_start);
+        let toks = tokenize("Who is Hero's friend? Name them.");
+        assert!(toks.iter().any(|t| t.text == "Hero's"));
+        assert!(
+            toks.iter()
+                .find(|t| t.text == "Name")
+                .unwrap()
+                .sentence_start
+        );
+    }
+
+    #[test]
+    fn phrase_search_respects_word_boundaries() {
+        assert!(contains_phrase(
+            "heroes from marvel comics.",
+            "marvel comics"
+        ));
+        assert!(!contains_phrase("non-carcinogenic", "carcinogen"));
+        assert!(contains_phrase("label = '-'", "label"));
+        assert!(!contains_phrase("abc", ""));
+    }
+}

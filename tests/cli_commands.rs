@@ -1,0 +1,423 @@
+//! The `sqlgrade` binary end to end: `run` with no arguments on the embedded example, `run
+//! --follow` stopped by SIGTERM, `score` on stdin, `backfill` of a BIRD run, `check-config`
+//! redaction, and `migrate`'s errors.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlgrade::event::Event;
+use sqlgrade::testdata::data_dir;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The binary with a clean `SQLGRADE__*` environment and quiet logs.
+fn sqlgrade(cwd: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sqlgrade"));
+    cmd.current_dir(cwd).env("RUST_LOG", "warn");
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("SQLGRADE__") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn json_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A temp dir laid out like the repository for the default config (examples/, rules/).
+fn repo_layout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("examples")).unwrap();
+    std::fs::copy(
+        repo().join("examples/events.jsonl"),
+        dir.path().join("examples/events.jsonl"),
+    )
+    .unwrap();
+    let rules = repo().join("rules");
+    if rules.is_dir() {
+        std::fs::create_dir(dir.path().join("rules")).unwrap();
+        for entry in std::fs::read_dir(rules).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(
+                    entry.path(),
+                    dir.path().join("rules").join(entry.file_name()),
+                )
+                .unwrap();
+            }
+        }
+    }
+    dir
+}
+
+/// Expected outcome of the example file: event ids of valid events, and the number of
+/// undecodable non-blank lines.
+fn expected_from_examples(path: &Path) -> (Vec<String>, usize) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut ids = Vec::new();
+    let mut dead = 0;
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match Event::decode(line) {
+            Ok(e) => ids.push(e.event_id),
+            Err(_) => dead += 1,
+        }
+    }
+    (ids, dead)
+}
+
+#[test]
+fn run_without_arguments_scores_the_example_file() {
+    let dir = repo_layout();
+    let (expected_ids, expected_dead) =
+        expected_from_examples(&dir.path().join("examples/events.jsonl"));
+    assert!(
+        expected_ids.len() >= 300,
+        "the example has at least 300 valid events"
+    );
+    assert!(expected_dead >= 5, "the example has hostile lines");
+
+    let out = sqlgrade(dir.path()).arg("run").output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+
+    let rows = json_lines(&dir.path().join("sqlgrade-out/evaluations.jsonl"));
+    let dead = json_lines(&dir.path().join("sqlgrade-out/dead_letters.jsonl"));
+    let stef: Vec<&Value> = rows.iter().filter(|r| r["metric"] == "stef").collect();
+    let mut got: Vec<String> = stef
+        .iter()
+        .map(|r| r["event_id"].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    let mut want = expected_ids.clone();
+    want.sort();
+    assert_eq!(got, want, "exactly one STEF row per valid event");
+    assert_eq!(
+        dead.len(),
+        expected_dead,
+        "one dead letter per hostile line"
+    );
+    for d in &dead {
+        for key in ["received_at", "source", "reason", "payload"] {
+            assert!(d.get(key).is_some(), "dead letter lacks {key}: {d}");
+        }
+        assert!(
+            d["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("file:examples/events.jsonl:")
+        );
+    }
+    for r in &stef {
+        for key in [
+            "event_id",
+            "ts",
+            "app_id",
+            "agent_id",
+            "agent_version",
+            "model",
+            "run_id",
+            "metric",
+            "value",
+            "verdict",
+            "status",
+            "details",
+            "quality_tier",
+            "filter_status",
+            "semantic_verdict",
+            "confidence",
+            "confidence_tier",
+            "sigma_filters",
+            "sigma_verdict",
+            "leniency",
+            "rules_fired",
+            "enrichment_status",
+            "judge",
+            "judge_cached",
+        ] {
+            assert!(r.get(key).is_some(), "row lacks {key}: {r}");
+        }
+        let v = r["value"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&v));
+    }
+    let statuses: BTreeSet<&str> = stef.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    for s in ["ok", "not_a_query", "multiple_statements", "parse_error"] {
+        assert!(
+            statuses.contains(s),
+            "example exercises status {s}: {statuses:?}"
+        );
+    }
+    let summary = stdout(&out);
+    assert!(summary.contains("sqlgrade run summary"), "{summary}");
+    assert!(
+        summary.contains(&format!("count {}", expected_ids.len())),
+        "{summary}"
+    );
+
+    // A second run appends (the sink is append-only; ids make re-runs idempotent downstream).
+    let again = sqlgrade(dir.path()).arg("run").output().unwrap();
+    assert!(again.status.success());
+    let rows = json_lines(&dir.path().join("sqlgrade-out/evaluations.jsonl"));
+    assert_eq!(
+        rows.iter().filter(|r| r["metric"] == "stef").count(),
+        2 * expected_ids.len()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn run_follow_stops_cleanly_on_sigterm() {
+    let dir = repo_layout();
+    let (expected_ids, _) = expected_from_examples(&dir.path().join("examples/events.jsonl"));
+    let mut child = sqlgrade(dir.path())
+        .args(["run", "--follow"])
+        .env("SQLGRADE__SINK__FLUSH_INTERVAL_MS", "50")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rows_path = dir.path().join("sqlgrade-out/evaluations.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while json_lines(&rows_path).len() < expected_ids.len() {
+        assert!(
+            Instant::now() < deadline,
+            "follow mode did not score the file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "--follow keeps running at EOF"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("sqlgrade run summary"));
+}
+
+#[test]
+fn score_reads_one_event_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let event = r#"{"event_id": "cli-1", "app_id": "superhero-analytics", "question": "How many superheroes have blue eyes?", "sql": "SELECT COUNT(*) FROM superhero AS T1 JOIN colour AS T2 ON T1.eye_colour_id = T2.id WHERE T2.colour = 'Blue'"}"#;
+    let run = |input: &[u8]| {
+        let mut child = sqlgrade(dir.path())
+            .arg("score")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(event.as_bytes());
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let rows: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["event_id"], "cli-1");
+    assert_eq!(rows[0]["metric"], "stef");
+    assert_eq!(rows[0]["judge"], "deterministic");
+
+    let bad = run(br#"{"question": "no sql here"}"#);
+    assert_eq!(bad.status.code(), Some(2));
+    let dl: Value = serde_json::from_str(stdout(&bad).trim()).unwrap();
+    assert_eq!(dl["reason"], "missing required field `sql`");
+    assert_eq!(dl["source"], "stdin");
+    assert_eq!(dl["payload"], r#"{"question": "no sql here"}"#);
+}
+
+#[test]
+fn backfill_bird_writes_one_row_per_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let bird = data_dir().join("bird");
+    let out = sqlgrade(dir.path())
+        .args(["backfill", "--format", "bird", "--input"])
+        .arg(bird.join("dev.jsonl"))
+        .arg("--predictions")
+        .arg(bird.join("predictions/CHESS-GPT-4o-mini.jsonl"))
+        .env("SQLGRADE__SINK__DIR", dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let rows = json_lines(&dir.path().join("out/evaluations.jsonl"));
+    let stef: Vec<&Value> = rows.iter().filter(|r| r["metric"] == "stef").collect();
+    assert_eq!(stef.len(), 432);
+    let ids: BTreeSet<String> = stef
+        .iter()
+        .map(|r| r["event_id"].as_str().unwrap().to_string())
+        .collect();
+    let questions: BTreeSet<String> = std::fs::read_to_string(bird.join("dev.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["question_id"].to_string())
+        .collect();
+    assert_eq!(ids, questions, "event_id = question_id");
+    assert!(stef.iter().all(|r| r["run_id"] == "CHESS-GPT-4o-mini"));
+    assert!(stef.iter().all(|r| r["agent_id"] == "CHESS-GPT-4o-mini"));
+    let apps: BTreeSet<&str> = stef.iter().map(|r| r["app_id"].as_str().unwrap()).collect();
+    assert_eq!(
+        apps,
+        BTreeSet::from(["bird-student_club", "bird-superhero", "bird-toxicology"])
+    );
+    let summary = stdout(&out);
+    assert!(summary.contains("count 432"), "{summary}");
+    assert!(summary.contains("run_id CHESS-GPT-4o-mini"), "{summary}");
+    assert!(summary.contains("P90"), "{summary}");
+}
+
+#[test]
+fn backfill_events_with_run_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["backfill", "--run-id", "replay-1", "--input"])
+        .arg(repo().join("examples/events.jsonl"))
+        .env("SQLGRADE__SINK__DIR", dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let rows = json_lines(&dir.path().join("out/evaluations.jsonl"));
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["run_id"] == "replay-1"));
+
+    let missing = sqlgrade(dir.path())
+        .args(["backfill", "--format", "spider", "--input"])
+        .arg(data_dir().join("spider/dev.jsonl"))
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("--predictions"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn check_config_redacts_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        r#"
+[sink]
+kind = "clickhouse"
+url = "http://writer:url-secret-123@clickhouse:8123"
+user = "writer"
+password = "file-secret-456"
+
+[judge]
+kind = "llm"
+api_key = "sk-inline-789"
+
+[source.kafka_properties]
+"sasl.password" = "kafka-secret-000"
+"security.protocol" = "SASL_SSL"
+"#,
+    )
+    .unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .env("SQLGRADE__JUDGE__MODEL", "gpt-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    for secret in [
+        "url-secret-123",
+        "file-secret-456",
+        "sk-inline-789",
+        "kafka-secret-000",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked:\n{text}");
+        assert!(!stderr(&out).contains(secret), "{secret} leaked on stderr");
+    }
+    assert!(text.contains("<redacted>"));
+    assert!(
+        text.contains("gpt-test"),
+        "env overrides are applied:\n{text}"
+    );
+    assert!(text.contains("SASL_SSL"));
+    let parsed: toml::Value = toml::from_str(&text).unwrap();
+    let tables: HashMap<String, toml::Value> =
+        parsed.as_table().unwrap().clone().into_iter().collect();
+    for section in ["source", "sink", "judge", "rules", "gold", "pipeline"] {
+        assert!(tables.contains_key(section), "missing [{section}]");
+    }
+
+    let bad = sqlgrade(dir.path())
+        .arg("check-config")
+        .env("SQLGRADE__PIPELINE__WORKERS", "0")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("pipeline.workers"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[test]
+fn migrate_needs_a_clickhouse_sink_and_reports_an_unreachable_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[sink]\nkind = \"jsonl\"\n").unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["migrate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("ClickHouse sink not configured"),
+        "{}",
+        stderr(&out)
+    );
+    // Port 1 on loopback: nothing listens there.
+    std::fs::write(
+        &config,
+        "[sink]\nkind = \"clickhouse\"\nurl = \"http://127.0.0.1:1\"\npassword = \"pw-never-shown\"\n",
+    )
+    .unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["migrate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot create the database"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("pw-never-shown"));
+}

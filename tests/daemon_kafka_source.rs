@@ -1,0 +1,154 @@
+//! The Kafka source against a real broker (tansu): commits only the contiguous acknowledged
+//! prefix of each partition, applies back-pressure, dead-letters undecodable payloads to a topic
+//! with reasons (acknowledging them only after the produce is confirmed), and commits everything
+//! acknowledged on finish.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sqlgrade::source::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSettings, KafkaSource};
+use sqlgrade::source::{Source, SourceMessage};
+use support::{Tansu, committed, read_topic};
+
+async fn next_within(source: &mut KafkaSource, d: Duration) -> Option<SourceMessage> {
+    tokio::time::timeout(d, source.next())
+        .await
+        .ok()
+        .and_then(|r| r.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let kafka = match Tansu::start_in(dir.path()) {
+        Ok(k) => k,
+        Err(e) => {
+            return support::skip(
+                "kafka_source_commits_contiguous_prefix_and_dead_letters",
+                &e,
+            );
+        }
+    };
+    kafka.create_topic("events", 3);
+    kafka.create_topic("events-dlq", 1);
+    let brokers = kafka.brokers();
+
+    // 300 valid events and 30 malformed ones, interleaved over 3 partitions.
+    let valid = support::corpus_events(300);
+    let bad = support::malformed(30);
+    let mut payloads: Vec<Vec<u8>> = Vec::new();
+    for (i, (_, p)) in valid.iter().enumerate() {
+        payloads.push(p.clone());
+        if i % 10 == 5 {
+            payloads.push(bad[i / 10].clone());
+        }
+    }
+    assert_eq!(payloads.len(), 330);
+    let producer = support::producer(&brokers);
+    support::produce_all(&producer, "events", 3, &payloads).await;
+
+    let settings = KafkaSettings {
+        brokers: brokers.clone(),
+        topics: vec!["events".into()],
+        group_id: "g1".into(),
+        dead_letter_topic: Some("events-dlq".into()),
+        max_in_flight: 100,
+        commit_interval_ms: 200,
+        ..KafkaSettings::default()
+    };
+    let mut source = KafkaSource::new(settings, None).unwrap();
+
+    // Back-pressure: 100 messages out and unacknowledged → the source stops handing out more.
+    let mut held: Vec<SourceMessage> = Vec::new();
+    while held.len() < 100 {
+        let m = next_within(&mut source, Duration::from_secs(60))
+            .await
+            .expect("messages arrive");
+        held.push(m);
+    }
+    assert!(
+        next_within(&mut source, Duration::from_secs(2))
+            .await
+            .is_none(),
+        "101st message handed out despite max_in_flight = 100"
+    );
+
+    // Hold back the first message handed out; acknowledge everything else as it arrives.
+    let blocker = held.remove(0);
+    let blocked_partition = blocker.ack.position().partition;
+    let blocked_offset = blocker.ack.position().offset;
+    let mut seen = held.len() + 1;
+    for m in held.drain(..) {
+        m.ack.ack();
+    }
+    while seen < 300 {
+        let m = next_within(&mut source, Duration::from_secs(60))
+            .await
+            .expect("all valid messages arrive");
+        assert!(
+            sqlgrade::event::Event::decode(&m.payload).is_ok(),
+            "malformed payload was not dead-lettered"
+        );
+        m.ack.ack();
+        seen += 1;
+    }
+
+    // The blocked partition cannot commit past the held message; the others commit everything
+    // (their malformed messages included, once the dead-letter produce was confirmed).
+    let want_blocked: BTreeMap<i32, i64> = (0..3)
+        .map(|p| {
+            (
+                p,
+                if p == blocked_partition {
+                    blocked_offset
+                } else {
+                    110
+                },
+            )
+        })
+        .collect();
+    let mut ok = false;
+    for _ in 0..100 {
+        if committed(&brokers, "g1", "events", 3) == want_blocked {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        ok,
+        "committed = {:?}, want {want_blocked:?}",
+        committed(&brokers, "g1", "events", 3)
+    );
+
+    blocker.ack.ack();
+    source.finish().await.unwrap();
+    let c = committed(&brokers, "g1", "events", 3);
+    assert_eq!(c, BTreeMap::from([(0, 110), (1, 110), (2, 110)]));
+
+    // Exactly the 30 malformed payloads, byte for byte, with reasons and origins.
+    let letters = read_topic(&brokers, "events-dlq", 30);
+    assert_eq!(letters.len(), 30);
+    let mut got: Vec<Vec<u8>> = letters.iter().map(|(p, _)| p.clone()).collect();
+    let mut want = bad.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    for (_, headers) in &letters {
+        let reason = &headers[HEADER_REASON];
+        assert!(
+            [
+                "malformed JSON",
+                "missing required field",
+                "must be a JSON object",
+                "not valid UTF-8"
+            ]
+            .iter()
+            .any(|r| reason.contains(r)),
+            "{reason}"
+        );
+        assert!(headers[HEADER_SOURCE].starts_with("kafka:events/"));
+    }
+}

@@ -91,6 +91,8 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     /// Health endpoint (`/healthz`, `/readyz`).
     pub server: crate::health::ServerSettings,
+    /// Score-drop alerting (`[alerts]`).
+    pub alerts: crate::alert::AlertsConfig,
 }
 
 /// Source kind.
@@ -445,6 +447,7 @@ impl Config {
         if self.pipeline.max_sql_bytes == 0 {
             problems.push("pipeline.max_sql_bytes must be at least 1".to_string());
         }
+        problems.extend(self.alerts.problems());
         if problems.is_empty() {
             Ok(())
         } else {
@@ -477,6 +480,7 @@ pub fn is_secret_key(key: &str) -> bool {
         "api_key",
         "apikey",
         "credential",
+        "webhook_url",
     ]
     .iter()
     .any(|needle| k.contains(needle))

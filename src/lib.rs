@@ -4,6 +4,7 @@
 //! ([`sqlspec`], [`stef`], [`metrics`]) is pure and synchronous; everything that performs I/O
 //! (sources, sinks, judge clients, executors) lives at the edges behind small traits.
 
+pub mod alert;
 pub mod backfill;
 pub mod config;
 pub mod evaluation;

@@ -243,7 +243,17 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         workers = config.pipeline.workers,
         "sqlgrade run starting"
     );
-    let pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let mut pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let alert_service = if config.alerts.enabled {
+        let (service, handle) = sqlgrade::alert::AlertService::start(
+            config.alerts.clone(),
+            sqlgrade::alert::delivery::Destinations::from_config(&config),
+        )?;
+        pipeline = pipeline.with_alerts(handle);
+        Some(service)
+    } else {
+        None
+    };
     let shutdown = shutdown_signal();
     {
         // Not ready while draining.
@@ -263,6 +273,17 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
     health.set_phase(Phase::Draining);
     if let Some(server) = health_server {
         server.shutdown().await;
+    }
+    if let Some(service) = alert_service {
+        // Pending deliveries get a bounded grace period; shutdown never waits on a dead webhook.
+        let counters = std::sync::Arc::clone(service.counters());
+        if tokio::time::timeout(std::time::Duration::from_secs(30), service.finish())
+            .await
+            .is_err()
+        {
+            tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
+        }
+        tracing::info!(?counters, "alerting finished");
     }
     let summary = result?;
     print_summary(&config, &summary, "sqlgrade run summary");

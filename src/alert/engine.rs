@@ -548,7 +548,10 @@ mod tests {
         assert_eq!(states, vec![AlertState::Firing, AlertState::Resolved]);
         assert_eq!(notes[0].alert_id, notes[1].alert_id);
         assert!(notes[0].observations > 300 && notes[0].observations <= 350);
-        assert!(notes[1].observations > 600 && notes[1].observations <= 665, "{notes:#?}");
+        assert!(
+            notes[1].observations > 600 && notes[1].observations <= 665,
+            "{notes:#?}"
+        );
         assert_eq!(notes[0].labels["agent_version"], "v1");
     }
 

@@ -104,6 +104,7 @@ pub struct Pipeline {
     options: PipelineOptions,
     transform: Option<EventTransform>,
     progress: Option<ProgressFn>,
+    alerts: Option<crate::alert::AlertHandle>,
 }
 
 /// A decoded event on its way to the scorer.
@@ -143,6 +144,7 @@ impl Pipeline {
             options,
             transform: None,
             progress: None,
+            alerts: None,
         }
     }
 
@@ -158,6 +160,13 @@ impl Pipeline {
         self
     }
 
+    /// Feed every scored event's rows and every dead letter to the alert engine (never
+    /// blocking: a full alert queue drops and counts the input).
+    pub fn with_alerts(mut self, alerts: crate::alert::AlertHandle) -> Pipeline {
+        self.alerts = Some(alerts);
+        self
+    }
+
     /// Run until the source is exhausted or `shutdown` turns `true`, then drain, flush and
     /// finish. Returns what was written.
     pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
@@ -169,6 +178,7 @@ impl Pipeline {
             options,
             transform,
             progress,
+            alerts,
         } = self;
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
@@ -184,7 +194,7 @@ impl Pipeline {
             transform,
         ));
         let score_task = tokio::spawn(score_stage(work_rx, done_tx, scorer, options.workers));
-        let batch_task = tokio::spawn(batch_stage(done_rx, sink, options, progress));
+        let batch_task = tokio::spawn(batch_stage(done_rx, sink, options, progress, alerts));
 
         let batch_result = join("batcher", batch_task).await;
         let score_result = join("scorer", score_task).await;
@@ -407,6 +417,7 @@ async fn batch_stage(
     mut sink: Box<dyn Sink>,
     options: PipelineOptions,
     progress: Option<ProgressFn>,
+    alerts: Option<crate::alert::AlertHandle>,
 ) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
     let mut summary = Summary::default();
     let mut pending = PendingBatch::default();
@@ -437,6 +448,9 @@ async fn batch_stage(
                 ack,
             } => {
                 summary.events += 1;
+                if let Some(alerts) = &alerts {
+                    alerts.offer(crate::alert::AlertInput::Rows(rows.clone()));
+                }
                 for row in &rows {
                     summary.observe_row(row);
                 }
@@ -447,6 +461,9 @@ async fn batch_stage(
             }
             Completed::DeadLetter { dead_letter, ack } => {
                 summary.observe_dead_letter(&dead_letter);
+                if let Some(alerts) = &alerts {
+                    alerts.offer(crate::alert::AlertInput::DeadLetter);
+                }
                 pending.entries += 1;
                 pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
                 pending.batch.dead_letters.push(dead_letter);

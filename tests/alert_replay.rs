@@ -84,23 +84,24 @@ fn relabel(rows: &[EvaluationRow], n: usize, version: &str) -> Vec<EvaluationRow
 }
 
 fn replay_rules() -> AlertsConfig {
-    let mut config = AlertsConfig::default();
-    config.enabled = true;
-    config.defaults = RuleSet {
-        recent_window: 1000,
-        baseline_window: 3000,
-        min_samples: 500,
-        evaluate_every: 20,
-        alpha: 1e-4,
-        fire_after: 3,
-        resolve_after: 3,
-        resolve_ratio: 0.5,
-        metrics: vec!["stef".into(), "ex".into()],
-        stef_min_drop: 5.0,
-        gold_min_drop: 0.05,
-        ..RuleSet::default()
-    };
-    config
+    AlertsConfig {
+        enabled: true,
+        defaults: RuleSet {
+            recent_window: 1000,
+            baseline_window: 3000,
+            min_samples: 500,
+            evaluate_every: 20,
+            alpha: 1e-4,
+            fire_after: 3,
+            resolve_after: 3,
+            resolve_ratio: 0.5,
+            metrics: vec!["stef".into(), "ex".into()],
+            stef_min_drop: 5.0,
+            gold_min_drop: 0.05,
+            ..RuleSet::default()
+        },
+        ..AlertsConfig::default()
+    }
 }
 
 #[tokio::test]

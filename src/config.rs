@@ -23,7 +23,7 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const REDACTED: &str = "<redacted>";
 
 /// Default maximum SQL size scored, in bytes (larger SQL gets status `sql_too_large`).
-pub const DEFAULT_MAX_SQL_BYTES: usize = 256 * 1024;
+pub const DEFAULT_MAX_SQL_BYTES: usize = crate::sqlspec::DEFAULT_MAX_SQL_BYTES;
 
 /// Why configuration could not be loaded or is invalid.
 #[derive(Debug, thiserror::Error)]

@@ -70,8 +70,8 @@ enum Command {
         #[arg(long)]
         input: PathBuf,
         /// Input format.
-        #[arg(long, default_value = "events", value_parser = parse_format)]
-        format: BackfillFormat,
+        #[arg(long, value_enum, default_value_t = FormatArg::Events)]
+        format: FormatArg,
         /// Predictions JSONL (question_id, predicted_sql); required for bird/spider.
         #[arg(long)]
         predictions: Option<PathBuf>,
@@ -96,8 +96,25 @@ enum Command {
     },
 }
 
-fn parse_format(s: &str) -> Result<BackfillFormat, String> {
-    s.parse()
+/// `backfill --format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    /// JSONL events in the input contract.
+    Events,
+    /// BIRD dev.jsonl joined with --predictions.
+    Bird,
+    /// Spider dev.jsonl joined with --predictions.
+    Spider,
+}
+
+impl From<FormatArg> for BackfillFormat {
+    fn from(format: FormatArg) -> Self {
+        match format {
+            FormatArg::Events => BackfillFormat::Events,
+            FormatArg::Bird => BackfillFormat::Bird,
+            FormatArg::Spider => BackfillFormat::Spider,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -127,6 +144,7 @@ fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -147,7 +165,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         } => {
             let request = BackfillRequest {
                 input,
-                format,
+                format: format.into(),
                 predictions,
                 run_id,
             };
@@ -204,11 +222,12 @@ async fn wait_for_signal() {
 /// Print a summary where it does not mix with rows: stderr when rows go to stdout.
 fn print_summary(config: &Config, summary: &Summary, title: &str) {
     let text = summary.render(title);
+    // A closed pipe (`sqlgrade run | head`) must not turn a finished run into a panic.
     if config.sink.kind == SinkKind::Stdout {
-        eprint!("{text}");
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     } else {
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     }
 }
 
@@ -291,7 +310,9 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
 }
 
 async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
-    let config = load_config(config_path.as_ref())?;
+    let mut config = load_config(config_path.as_ref())?;
+    // One event: no need to watch the rules directory.
+    config.rules.reload_interval_ms = 0;
     let scorer = build_scorer(&config)?;
     let limit = config.pipeline.max_event_bytes;
     let mut payload = Vec::new();
@@ -321,7 +342,9 @@ async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
 }
 
 async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Result<ExitCode> {
-    let config = load_config(config_path.as_ref())?;
+    let mut config = load_config(config_path.as_ref())?;
+    // A batch is scored under one version of the rule profiles (no hot reload mid-run).
+    config.rules.reload_interval_ms = 0;
     let plan = BackfillPlan::prepare(&request, &config)?;
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(plan.total());
@@ -386,8 +409,14 @@ fn check_config(config_path: Option<PathBuf>) -> Result<ExitCode> {
     for warning in config_warnings(&config) {
         eprintln!("warning: {warning}");
     }
-    println!("# sqlgrade effective configuration (secrets redacted)");
-    print!("{}", config.to_redacted_toml()?);
+    let text = format!(
+        "# sqlgrade effective configuration (secrets redacted)\n{}",
+        config.to_redacted_toml()?
+    );
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,7 +4,7 @@
 //! loses an event: SQL that cannot be scored becomes a Φ = 0 row with an explicit status
 //! ([`stef::non_scorable_row`]), and a failing judge is replaced by the deterministic judge, the
 //! row then carrying status `judge_fallback` and the judge's error in `details.judge_error`.
-//! Gold metrics plug in through the optional [`GoldScorer`] hook.
+//! Gold metrics plug in through the optional [`GoldMetrics`] hook.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +16,8 @@ use crate::evaluation::{EvaluationRow, RowStatus};
 use crate::event::{Event, Gold};
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
-use crate::sqlspec::SpecError;
+use crate::sqlspec::{self, ExtractOptions};
+use crate::stef::rules::{RulesStore, RulesWatcher};
 use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
 /// Looks up the rule profile Rapp of an app (hot-reloaded stores implement this).
@@ -35,9 +36,39 @@ impl ProfileLookup for SingleProfile {
     }
 }
 
+impl ProfileLookup for RulesStore {
+    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
+        self.get(app_id)
+    }
+}
+
+/// A [`RulesStore`] kept fresh by its background watcher; the watcher stops when this is dropped
+/// (i.e. with the scorer that holds it).
+pub struct WatchedRules {
+    store: RulesStore,
+    _watcher: RulesWatcher,
+}
+
+impl WatchedRules {
+    /// Start watching `store` every `interval`.
+    pub fn new(store: RulesStore, interval: std::time::Duration) -> WatchedRules {
+        let watcher = store.watch(interval);
+        WatchedRules {
+            store,
+            _watcher: watcher,
+        }
+    }
+}
+
+impl ProfileLookup for WatchedRules {
+    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
+        self.store.get(app_id)
+    }
+}
+
 /// Hook for gold metrics (EX, ESM, …): called for events that carry `gold`, returns extra rows.
 #[async_trait]
-pub trait GoldScorer: Send + Sync {
+pub trait GoldMetrics: Send + Sync {
     /// Rows for the gold metrics of `event`; `ts` is the row time when the event has none.
     async fn score(&self, event: &Event, gold: &Gold, ts: &str) -> Vec<EvaluationRow>;
 }
@@ -62,7 +93,7 @@ pub struct Scorer {
     judge: Arc<dyn Judge>,
     fallback: DeterministicJudge,
     profiles: Arc<dyn ProfileLookup>,
-    gold: Option<Arc<dyn GoldScorer>>,
+    gold: Option<Arc<dyn GoldMetrics>>,
     options: ScorerOptions,
 }
 
@@ -92,7 +123,7 @@ impl Scorer {
     }
 
     /// Add gold-metric scoring for events that carry `gold`.
-    pub fn with_gold(mut self, gold: Arc<dyn GoldScorer>) -> Scorer {
+    pub fn with_gold(mut self, gold: Arc<dyn GoldMetrics>) -> Scorer {
         self.gold = Some(gold);
         self
     }
@@ -124,15 +155,12 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        if event.sql.len() > self.options.max_sql_bytes {
-            let error = SpecError::TooLarge {
-                size: event.sql.len(),
-                limit: self.options.max_sql_bytes,
-            };
-            return stef::non_scorable_row(event, ts, &error, profile);
-        }
-        let prepared = match stef::prepare(event, profile) {
-            Ok(prepared) => prepared,
+        // As `stef::prepare`, with the configured SQL size limit.
+        let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
+        let mut extract_options = ExtractOptions::for_dialect(dialect);
+        extract_options.max_sql_bytes = self.options.max_sql_bytes;
+        let prepared = match sqlspec::extract_with(&event.sql, &extract_options) {
+            Ok(sql_spec) => stef::prepare_with_spec(event, profile, sql_spec),
             Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
         };
         let request = JudgeRequest {

@@ -3,6 +3,7 @@
 //! finishes it after a restart, and every query the project ships (Grafana dashboard) runs and
 //! reads deduplicated data.
 
+#[path = "support/servers.rs"]
 mod support;
 
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! with reasons (acknowledging them only after the produce is confirmed), and commits everything
 //! acknowledged on finish.
 
+#[path = "support/servers.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@ use sqlgrade::pipeline::build::build_scorer;
 use sqlgrade::pipeline::{Pipeline, PipelineOptions};
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::sink::jsonl::{DEAD_LETTERS_FILE, EVALUATIONS_FILE};
-use sqlgrade::source::MemorySource;
+use sqlgrade::source::{FileSource, MemorySource};
 use tokio::sync::watch;
 
 fn event(id: &str, question: &str, sql: &str) -> Vec<u8> {
@@ -201,5 +201,64 @@ async fn limits_come_from_the_config() {
     assert_eq!(
         original["event_id"], "big",
         "dead letter keeps the original bytes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlong_line_is_a_dead_letter_and_the_file_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    let long = event("long", &"x".repeat(100_000), "SELECT 1");
+    let mut bytes = long.clone();
+    bytes.push(b'\n');
+    bytes.extend_from_slice(&event(
+        "after",
+        "How many heroes?",
+        "SELECT COUNT(*) FROM superhero",
+    ));
+    bytes.extend_from_slice(b"\r\n");
+    std::fs::write(&input, &bytes).unwrap();
+    let mut config = Config::default();
+    config.pipeline.max_event_bytes = 1000;
+    let out_dir = dir.path().join("out");
+    let (_tx, rx) = watch::channel(false);
+    Pipeline::new(
+        Box::new(FileSource::new(
+            &input,
+            false,
+            config.pipeline.max_event_bytes,
+        )),
+        Box::new(JsonlSink::open(&out_dir).await.unwrap()),
+        Arc::new(build_scorer(&config).unwrap()),
+        PipelineOptions::from_config(&config),
+    )
+    .run(rx)
+    .await
+    .unwrap();
+    let dead: Vec<DeadLetter> = std::fs::read_to_string(out_dir.join(DEAD_LETTERS_FILE))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].reason.starts_with("payload too large"),
+        "{}",
+        dead[0].reason
+    );
+    assert!(
+        dead[0].source.ends_with(&format!(
+            ":1 (line of {} bytes; first 1001 kept)",
+            long.len()
+        )),
+        "{}",
+        dead[0].source
+    );
+    assert_eq!(dead[0].payload_bytes(), long[..1001].to_vec());
+    let rows = std::fs::read_to_string(out_dir.join(EVALUATIONS_FILE)).unwrap();
+    let row: EvaluationRow = serde_json::from_str(rows.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        row.event_id, "after",
+        "the line after the overlong one is scored (CRLF too)"
     );
 }

@@ -1,6 +1,6 @@
 //! Pipeline behaviour on real events (BIRD predictions): acknowledgements only after the sink
 //! wrote, out-of-order completion, batching, judge fallback, panics turned into dead letters,
-//! sink failures, and graceful shutdown of a followed file.
+//! sink failures, graceful shutdown of a followed file, and the gold-metrics hook.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
-use sqlgrade::evaluation::{Metric, RowStatus};
-use sqlgrade::event::Event;
+use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
+use sqlgrade::event::{Event, Gold};
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use sqlgrade::pipeline::{Pipeline, PipelineError, PipelineOptions};
-use sqlgrade::scorer::{Scorer, ScorerOptions, SingleProfile};
+use sqlgrade::scorer::{GoldMetrics, Scorer, ScorerOptions, SingleProfile};
 use sqlgrade::sink::{Batch, Sink, SinkError};
 use sqlgrade::source::{AckCounter, FileSource, MemorySource};
 use sqlgrade::testdata::data_dir;
@@ -364,4 +364,62 @@ async fn followed_file_flushes_on_time_and_drains_on_shutdown() {
         sink.all().dead_letters.is_empty(),
         "no line was split into garbage"
     );
+}
+
+/// Exact-string match of predicted and gold SQL: a minimal gold metric to test the hook wiring.
+struct ExactMatch;
+
+#[async_trait]
+impl GoldMetrics for ExactMatch {
+    async fn score(&self, event: &Event, gold: &Gold, ts: &str) -> Vec<EvaluationRow> {
+        let mut row = EvaluationRow::for_event(event, ts, Metric::Ex);
+        let same = gold.sql.as_deref().map(str::trim) == Some(event.sql.trim());
+        row.verdict = Some(same);
+        row.value = f64::from(u8::from(same));
+        vec![row]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gold_hook_rows_follow_the_stef_row() {
+    let mut events: Vec<Event> = bird_events("SuperSQL.jsonl").into_iter().take(50).collect();
+    events[3].gold = None;
+    let sink = RecordingSink::default();
+    let scorer = Scorer::new(
+        Arc::new(DeterministicJudge),
+        Arc::new(SingleProfile::default()),
+        ScorerOptions::default(),
+    )
+    .with_gold(Arc::new(ExactMatch));
+    let (_tx, rx) = watch::channel(false);
+    let summary = Pipeline::new(
+        Box::new(MemorySource::new("mem", payloads(&events))),
+        Box::new(sink.clone()),
+        Arc::new(scorer),
+        options(2, 100),
+    )
+    .run(rx)
+    .await
+    .unwrap();
+    let rows = sink.all().rows;
+    let stef = rows.iter().filter(|r| r.metric == Metric::Stef).count();
+    let ex: Vec<_> = rows.iter().filter(|r| r.metric == Metric::Ex).collect();
+    assert_eq!(stef, 50);
+    assert_eq!(ex.len(), 49, "no gold rows for the event without gold");
+    assert!(ex.iter().all(|r| r.event_id != events[3].event_id));
+    let exact = events
+        .iter()
+        .filter(|e| {
+            e.gold
+                .as_ref()
+                .and_then(|g| g.sql.as_deref())
+                .map(str::trim)
+                == Some(e.sql.trim())
+        })
+        .count();
+    assert_eq!(ex.iter().filter(|r| r.verdict == Some(true)).count(), exact);
+    assert_eq!(summary.events, 50);
+    assert_eq!(summary.rows, 99);
+    assert_eq!(summary.metrics["ex"].count, 49);
+    assert!(summary.render("t").contains("ex "));
 }

@@ -7,7 +7,7 @@
 //! | 1 | filters were required and none matched (`not_applied`) | incorrect | 0.75 |
 //! | 2 | a result restriction that was not asked for (LIMIT < λ_min without top-k, or a LIMIT that contradicts the top-k) **and** a content mismatch (missing/mismatched filter, missing aggregation, unanswered output) | incorrect | 0.70 |
 //! | 3 | `partially_applied`; a requested aggregation missing; a top-k/LIMIT contradiction; a LIMIT < λ_min without top-k; or an enrichment that drops constraints / drifted | potentially_incorrect | 0.60 |
-//! | 4 | filters and aggregations fine, but: an unanswered output, a grouping difference, a non-benign extra filter, an ORDER BY no rule explains, an enrichment that adds constraints, or nothing in the question could be checked | likely_correct | 0.70 |
+//! | 4 | filters and aggregations fine, but: an unanswered output, a returned column nobody asked for, a grouping difference, a non-benign extra filter, an ORDER BY no rule explains, an enrichment that adds constraints, or nothing in the question could be checked | likely_correct | 0.70 |
 //! | 5 | otherwise (every required filter matched — extras, if any, benign — and outputs, aggregations and grouping match, nothing unexplained) | correct | 0.80 if at least two aspects were checked, else 0.70 |
 //!
 //! "Aspects checked" are: required filters, requested aggregations, requested grouping,
@@ -183,6 +183,12 @@ fn minor_differences(a: &Alignment) -> Vec<String> {
         out.push(format!(
             "unanswered outputs {}",
             a.unmatched_outputs.join(", ")
+        ));
+    }
+    if !a.extra_projections.is_empty() {
+        out.push(format!(
+            "columns nobody asked for {}",
+            a.extra_projections.join(", ")
         ));
     }
     if !a.missing_group_by.is_empty() {

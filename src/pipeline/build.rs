@@ -4,16 +4,18 @@
 //! [`BuildError::NotAvailable`] instead of being silently replaced by something else.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
 use crate::health::Health;
 use crate::judge::Judge;
 use crate::judge::deterministic::DeterministicJudge;
-use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, SingleProfile};
+use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
 use crate::source::kafka::{KafkaSettings, KafkaSource};
 use crate::source::{FileSource, Source, StdinSource};
+use crate::stef::rules::RulesStore;
 
 /// Why a component could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -97,9 +99,32 @@ pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
 }
 
 /// The rule profiles (`[rules]`).
+///
+/// A missing directory means every app gets the default profile (logged); invalid profile files
+/// are logged and skipped (the store reports them); with `reload_interval_ms > 0` the directory
+/// is watched for changes for as long as the returned lookup lives.
 pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildError> {
-    let _ = &config.rules;
-    Ok(Arc::new(SingleProfile::default()))
+    let dir = &config.rules.dir;
+    if !dir.is_dir() {
+        tracing::info!(
+            dir = %dir.display(),
+            "rules directory not found; every app uses the default rule profile"
+        );
+        return Ok(Arc::new(RulesStore::empty()));
+    }
+    let (store, report) =
+        RulesStore::load_dir(dir).map_err(|e| BuildError::Rules(e.to_string()))?;
+    for error in &report.errors {
+        tracing::warn!(%error, "rule profile skipped");
+    }
+    tracing::info!(dir = %dir.display(), apps = ?report.loaded, "rule profiles loaded");
+    if config.rules.reload_interval_ms == 0 {
+        return Ok(Arc::new(store));
+    }
+    Ok(Arc::new(WatchedRules::new(
+        store,
+        Duration::from_millis(config.rules.reload_interval_ms),
+    )))
 }
 
 /// The scorer: judge, rule profiles and limits from the config.

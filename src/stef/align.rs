@@ -25,8 +25,9 @@
 //!   answer just as much); a subquery filter that implements a required filter is simply matched.
 //!   An extra is benign when it equals a `benign_filters` entry (normalized `lhs op rhs`).
 //! 5. Status exactly as stef.md §2.4, with mismatched filters counting as not matched.
-//! 6. Binary matches: projections (every requested output shares a word with some projection,
-//!    `*` matches all; no outputs recognised → match), aggregations (every requested function is
+//! 6. Binary matches: projections (every requested output shares a word with some projection and
+//!    every projection answers an output, a requested grouping dimension, a requested aggregation,
+//!    or is a constant; `*` matches all; no outputs recognised → match), aggregations (every requested function is
 //!    present — COUNT also as a conditional SUM, AVG also as SUM with COUNT or a division, MAX/MIN
 //!    also as ORDER BY DESC/ASC, DISTINCT counts need a DISTINCT or a grouping; computed
 //!    percentages/ratios accept anything), grouping (every requested dimension grouped, and every
@@ -36,11 +37,11 @@
 use crate::sqlspec::{AggFunc, Filter, FilterOp, FilterValue, SortDir, SqlSpec};
 
 use super::normalize::{self, Normalization};
-use super::question::COMPUTED;
+use super::question::{COMPUTED, TOTAL};
 use super::rules::CompiledRules;
 use super::text::{
-    contains_phrase, name_key, name_words, render_filter, render_question_filter, value_text,
-    words_match,
+    contains_phrase, name_key, name_words, render_filter, render_question_filter, singular,
+    value_text, words_match,
 };
 use super::{Alignment, ExtraFilter, FilterStatus, QuestionFilter, QuestionSpec, RuleProfile};
 
@@ -97,6 +98,16 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
                 .iter()
                 .position(|f| value_text(&f.rhs).is_some_and(|v| v == q.value));
         }
+        if hit.is_none()
+            && let Some(expr) = conditional_aggregation(q, sql, rules)
+        {
+            matched += 1;
+            out.matched.push(format!(
+                "{} ~ conditional aggregation {expr}",
+                render_question_filter(q)
+            ));
+            continue;
+        }
         match (hit, near) {
             (Some(i), _) => {
                 used[i] = true;
@@ -149,8 +160,10 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
     out.filter_status = Some(status);
     out.required_filters = n_required;
 
-    out.unmatched_outputs = unmatched_outputs(question, sql, rules);
-    out.projections_match = out.unmatched_outputs.is_empty();
+    let (unmatched, extra) = projection_alignment(question, sql, rules);
+    out.unmatched_outputs = unmatched;
+    out.extra_projections = extra;
+    out.projections_match = out.unmatched_outputs.is_empty() && out.extra_projections.is_empty();
     out.missing_aggregations = missing_aggregations(question, sql);
     out.aggregations_match = out.missing_aggregations.is_empty();
     let (missing_groups, unexplained_groups) = grouping(question, sql, &norm, rules);
@@ -163,6 +176,44 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
     out.suspicious_limit = norm.suspicious_limit;
     out.unexplained_order = norm.unexplained_order;
     out
+}
+
+/// An equality requirement implemented inside an aggregate (`SUM(CASE WHEN element = 'cl' …)`,
+/// `SUM(IIF(label = '+', 1, 0))`, `COUNT(CASE WHEN …)`): the aggregate argument compares the
+/// required dimension (when known) with the required value.
+fn conditional_aggregation<'s>(
+    q: &QuestionFilter,
+    sql: &'s SqlSpec,
+    rules: &CompiledRules,
+) -> Option<&'s str> {
+    if q.value.is_empty() {
+        return None;
+    }
+    let symbol = match q.op {
+        FilterOp::Eq
+        | FilterOp::Contains
+        | FilterOp::StartsWith
+        | FilterOp::EndsWith
+        | FilterOp::Like => "=",
+        FilterOp::Gt => ">",
+        FilterOp::GtEq => ">=",
+        FilterOp::Lt => "<",
+        FilterOp::LtEq => "<=",
+        _ => return None,
+    };
+    let lhs_key = q.lhs.as_deref().map(|l| rules.dimension_key(l));
+    sql.aggregations.iter().map(|a| a.arg.as_str()).find(|arg| {
+        let comparison = if symbol == "=" {
+            arg.contains('=') || arg.contains(" like ") || arg.contains(" in ")
+        } else {
+            arg.contains(symbol)
+        };
+        let has_lhs = lhs_key.as_deref().is_none_or(|k| {
+            arg.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|w| dims_agree(k, &rules.dimension_key(w)))
+        });
+        comparison && has_lhs && contains_phrase(arg, &q.value)
+    })
 }
 
 /// Dimensions agree when keys are equal or one is the year idiom over the other
@@ -179,12 +230,16 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
     match q.op {
         IsNull | IsNotNull => f.op == q.op,
         Eq | Contains | StartsWith | EndsWith | Like => match (&f.op, &f.rhs) {
-            (Eq, rhs) => value_text(rhs).is_some_and(|v| v == q.value),
+            // Also a year answered by a finer date (`strftime('%Y-%m', d) = '2019-09'`).
+            (Eq, rhs) => value_text(rhs).is_some_and(|v| {
+                values_equal(v, &q.value)
+                    || (is_year(&q.value) && v.starts_with(&format!("{}-", q.value)))
+            }),
             (In, FilterValue::List(items)) => items
                 .iter()
-                .any(|it| value_text(it).is_some_and(|v| v == q.value)),
+                .any(|it| value_text(it).is_some_and(|v| values_equal(v, &q.value))),
             (Contains | StartsWith | EndsWith | Like, rhs) => value_text(rhs).is_some_and(|v| {
-                v == q.value
+                values_equal(v, &q.value)
                     || (v.chars().count() >= 3 && contains_phrase(&q.value, v))
                     || (q.op != Eq && contains_phrase(v, &q.value))
                     // A date/year prefix: LIKE '2012%' answers 2012, LIKE '2012-01%' answers 2012-01.
@@ -205,6 +260,16 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
             _ => false,
         },
         Gt | GtEq | Lt | LtEq => {
+            // A date range answered by a coarser equality: `d BETWEEN '2019-09-01' AND
+            // '2019-09-30'` ~ `strftime('%Y-%m', d) = '2019-09'`.
+            if matches!(q.op, GtEq | LtEq)
+                && matches!(f.op, Eq | StartsWith)
+                && value_text(&f.rhs).is_some_and(|v| {
+                    v.len() >= 4 && q.value.starts_with(v) && q.value.len() > v.len()
+                })
+            {
+                return true;
+            }
             let same_op = f.op == q.op;
             // A date bound against a year: `> 2010` ~ `>= '2011-01-01'` is not attempted; only the
             // same value and op match.
@@ -219,6 +284,35 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
             rhs => f.op == Eq && value_text(rhs).is_some_and(|v| v == q.value),
         },
     }
+}
+
+/// Equal normalized values: same text, the same number written differently (`'09'` = `9`), or the same noun in singular and plural (`posters`/`poster`).
+fn values_equal(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    if let (Some(x), Some(y)) = (
+        crate::sqlspec::canonical_number(a),
+        crate::sqlspec::canonical_number(b),
+    ) {
+        // Numbers compare by value: '09' (a month as text) = 9.
+        return x == y;
+    }
+    if a.len() > 3
+        && b.len() > 3
+        && a.chars().any(char::is_alphabetic)
+        && singular(a) == singular(b)
+    {
+        return true;
+    }
+    // Demonyms and adjectives of single-word names: asian/asia, chinese/china, german/germany.
+    let single = |s: &str| s.chars().all(char::is_alphabetic);
+    if single(a) && single(b) {
+        let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let shorter = a.chars().count().min(b.chars().count());
+        return common >= 4 && common * 4 >= shorter * 3;
+    }
+    false
 }
 
 fn is_year(v: &str) -> bool {
@@ -236,48 +330,118 @@ fn is_benign(f: &Filter, key: &str, rules: &CompiledRules) -> bool {
     })
 }
 
-fn unmatched_outputs(question: &QuestionSpec, sql: &SqlSpec, rules: &CompiledRules) -> Vec<String> {
+/// (requested outputs no projection answers, projections nothing asked for). Only checked when
+/// outputs were recognised; `SELECT *` answers everything and explains itself.
+fn projection_alignment(
+    question: &QuestionSpec,
+    sql: &SqlSpec,
+    rules: &CompiledRules,
+) -> (Vec<String>, Vec<String>) {
     if question.outputs.is_empty()
         || sql
             .projections
             .iter()
             .any(|p| p.expr.ends_with('*') && p.aggregate.is_none())
     {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let mut proj_words: Vec<String> = Vec::new();
-    for p in &sql.projections {
-        proj_words.extend(name_words(&p.expr));
+    let words_of = |p: &crate::sqlspec::Projection| -> Vec<String> {
+        let mut words = name_words(&p.expr);
         if let Some(a) = &p.alias {
-            proj_words.extend(name_words(a));
+            words.extend(name_words(a));
         }
         for c in &p.columns {
-            proj_words.extend(name_words(c));
-            proj_words.extend(name_words(&rules.dimension_key(c)));
+            words.extend(name_words(c));
+            words.extend(name_words(&rules.dimension_key(c)));
         }
-    }
-    question
+        words
+    };
+    let proj_words: Vec<Vec<String>> = sql.projections.iter().map(words_of).collect();
+    let output_words: Vec<(String, Vec<String>)> = question
         .outputs
         .iter()
-        .filter(|o| {
-            let mapped = rules.dimension_key(o);
-            let words = name_words(o);
-            let hit = words
-                .iter()
-                .any(|w| proj_words.iter().any(|p| words_match(w, p)))
-                || proj_words.contains(&mapped);
-            !hit
+        .map(|o| (rules.dimension_key(o), name_words(o)))
+        .collect();
+    let answers = |pw: &[String], (mapped, ow): &(String, Vec<String>)| {
+        ow.iter().any(|w| pw.iter().any(|p| words_match(w, p))) || pw.contains(mapped)
+    };
+    let unmatched = question
+        .outputs
+        .iter()
+        .zip(&output_words)
+        .filter(|(_, o)| !proj_words.iter().any(|pw| answers(pw, o)))
+        .map(|(o, _)| o.clone())
+        .collect();
+    let group_words: Vec<Vec<String>> = question.group_by.iter().map(|g| name_words(g)).collect();
+    let extra = sql
+        .projections
+        .iter()
+        .zip(&proj_words)
+        .filter(|(p, pw)| {
+            let explained = output_words.iter().any(|o| answers(pw, o))
+                // An aggregate when the question asks for one (or a computation).
+                || (p.is_aggregate() && !question.aggregations.is_empty())
+                // A grouping dimension shown next to its aggregate.
+                || group_words
+                    .iter()
+                    .any(|g| g.iter().all(|w| pw.iter().any(|p| words_match(w, p))))
+                // Constants and CASE labels (`'yes'`) carry no column.
+                || p.columns.is_empty();
+            !explained
         })
-        .cloned()
-        .collect()
+        .map(|(p, _)| p.expr.clone())
+        .collect();
+    (unmatched, extra)
 }
 
 fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
     let has = |func: &AggFunc| sql.aggregations.iter().any(|a| &a.func == func);
     let ordered = |dir: SortDir| sql.order_by.iter().any(|o| o.dir == dir);
     let division = sql.projections.iter().any(|p| p.expr.contains('/'));
+    // Spider-style schemas name columns after aggregates ("Average", "Number_products",
+    // "num_of_staff"): a column carrying the aggregate's word is what the question refers to.
+    let column_named = |words: &[&str]| {
+        let cols = sql
+            .projections
+            .iter()
+            .flat_map(|p| p.columns.iter())
+            .chain(sql.filters.iter().map(|f| &f.lhs))
+            .chain(sql.order_by.iter().map(|o| &o.expr))
+            .chain(sql.aggregations.iter().filter_map(|a| a.column.as_ref()));
+        cols.into_iter()
+            .any(|c| name_words(c).iter().any(|w| words.contains(&w.as_str())))
+    };
     let mut missing = Vec::new();
     for qa in &question.aggregations {
+        // "the number of final tables" vs MAX(Final_Table_Made), ORDER BY Year_of_Work: a
+        // numeric column the SQL aggregates, orders or groups by.
+        let counted_column = qa.func == AggFunc::Count
+            && qa.column.as_deref().is_some_and(|c| {
+                let cw = name_words(c);
+                let numeric_uses = sql
+                    .aggregations
+                    .iter()
+                    .filter(|a| a.func != AggFunc::Count)
+                    .filter_map(|a| a.column.as_deref())
+                    .chain(sql.order_by.iter().map(|o| o.expr.as_str()))
+                    .chain(sql.group_by.iter().map(String::as_str));
+                numeric_uses.into_iter().any(|u| {
+                    let uw = name_words(u);
+                    cw.iter().any(|w| uw.iter().any(|x| words_match(w, x)))
+                })
+            });
+        let named = counted_column
+            || match &qa.func {
+                AggFunc::Count => column_named(&["number", "num", "count", "cnt"]),
+                AggFunc::Avg => column_named(&["average", "avg", "mean"]),
+                AggFunc::Sum => column_named(&["total", "sum"]),
+                AggFunc::Max => column_named(&["max", "maximum", "highest"]),
+                AggFunc::Min => column_named(&["min", "minimum", "lowest"]),
+                AggFunc::Other(_) => false,
+            };
+        if named {
+            continue;
+        }
         let ok = match &qa.func {
             AggFunc::Count => {
                 let present = has(&AggFunc::Count)
@@ -293,12 +457,30 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
                 present && distinct_ok
             }
             AggFunc::Sum => has(&AggFunc::Sum),
+            // An average written as a ratio of aggregates (`SUM(x) / COUNT(*)`,
+            // `COUNT(a) * 1.0 / COUNT(DISTINCT b)`).
             AggFunc::Avg => {
-                has(&AggFunc::Avg) || (has(&AggFunc::Sum) && (has(&AggFunc::Count) || division))
+                has(&AggFunc::Avg)
+                    || (has(&AggFunc::Sum) && has(&AggFunc::Count))
+                    || (division && !sql.aggregations.is_empty())
             }
-            AggFunc::Max => has(&AggFunc::Max) || ordered(SortDir::Desc) || sql.window_functions,
-            AggFunc::Min => has(&AggFunc::Min) || ordered(SortDir::Asc) || sql.window_functions,
+            // Superlatives: the aggregate, an ordering, a window, or a subquery (`x = (SELECT
+            // MAX(x) …)`, `(SELECT … ORDER BY x DESC LIMIT 1)`) whose inner ordering is not
+            // part of the outer spec.
+            AggFunc::Max => {
+                has(&AggFunc::Max)
+                    || ordered(SortDir::Desc)
+                    || sql.window_functions
+                    || sql.subqueries > 0
+            }
+            AggFunc::Min => {
+                has(&AggFunc::Min)
+                    || ordered(SortDir::Asc)
+                    || sql.window_functions
+                    || sql.subqueries > 0
+            }
             AggFunc::Other(name) if name == COMPUTED => true,
+            AggFunc::Other(name) if name == TOTAL => has(&AggFunc::Sum) || has(&AggFunc::Count),
             other => has(other),
         };
         if !ok {

@@ -19,9 +19,12 @@
 //!   - a column mapping: dimensions are compared after Rapp column mappings (`region` ≡
 //!     `RegionName`);
 //!   - an explanatory definition: the constraint sits in a clause of the form `<subject> refers
-//!     to | means | stands for | is defined as | indicates | represents | = <definition>` whose
-//!     subject is mostly (≥ half of its content words) words of Qu — e.g. BIRD evidence
-//!     `non-carcinogenic molecules refers to label = '-'`;
+//!     to | means | stands for | is defined as | indicates | represents | denotes <definition>`
+//!     (either order), or `<multi-word subject> = <formula>` — e.g. BIRD evidence
+//!     `non-carcinogenic molecules refers to label = '-'`. Definitions explain terms; a glossary
+//!     entry about a term Qu does not use is not a constraint either (whether a definition
+//!     becomes a *required filter* is decided by the question extractor: only when its subject
+//!     is made of Qu's words, see [`super::question`]);
 //!   - an aggregation that spells out a computation Qu asks for (percentage, ratio, difference)
 //!     or an ordering Qu implies (a superlative).
 //! - Status: added and dropped → **drifted**; only added → **adds_constraints**; only dropped →
@@ -30,7 +33,7 @@
 use crate::sqlspec::{AggFunc, FilterOp};
 
 use super::align::agg_name;
-use super::question::{COMPUTED, text_constraints};
+use super::question::{COMPUTED, definition_parts, split_clauses, text_constraints};
 use super::text::{
     contains_phrase, lower_collapsed, name_words, render_question_filter, words_match,
 };
@@ -48,17 +51,30 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let qu = text_constraints(question);
     let qu_lower = lower_collapsed(question);
     let qe_lower = lower_collapsed(enriched);
-    let qu_words: Vec<String> = name_words(question);
     let relative_time = RELATIVE_TIME.iter().any(|p| contains_phrase(&qu_lower, p));
 
     // Qe constraints, clause by clause, remembering which come from explanatory definitions.
-    let mut qe = QuestionSpec::default();
-    let mut explained_filters: Vec<bool> = Vec::new();
-    let mut explained_aggs: Vec<bool> = Vec::new();
-    let mut explained_groups: Vec<bool> = Vec::new();
-    for clause in clauses(enriched) {
+    // When Qe starts with Qu verbatim (question + hints, as BIRD's evidence is appended), Qu's
+    // constraints are all stated and only the appended part is examined.
+    let appended = enriched.trim_start().strip_prefix(question.trim());
+    let qu_included = appended.is_some();
+    let mut qe = if qu_included {
+        qu.clone()
+    } else {
+        QuestionSpec::default()
+    };
+    let mut explained_filters: Vec<bool> = vec![true; qe.filters.len()];
+    let mut explained_aggs: Vec<bool> = vec![true; qe.aggregations.len()];
+    let mut explained_groups: Vec<bool> = vec![true; qe.group_by.len()];
+    for clause in split_clauses(appended.unwrap_or(enriched)) {
+        // Definitions explain terms; whether their subject is in Qu or not (a glossary entry
+        // about something else), they do not add constraints. Their constraints only matter
+        // for recognising that a reformulation kept Qu's constraints.
+        let definition = definition_parts(clause).is_some();
+        if definition && qu_included {
+            continue;
+        }
         let c = text_constraints(clause);
-        let definition = is_definition(clause, &qu_words);
         for f in c.filters {
             if !qe.filters.contains(&f) {
                 qe.filters.push(f);
@@ -86,8 +102,8 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let mut added = Vec::new();
     let mut dropped = Vec::new();
 
-    // Filters.
-    for f in &qu.filters {
+    // Filters (nothing of Qu can be dropped when Qe contains it verbatim).
+    for f in qu.filters.iter().filter(|_| !qu_included) {
         let kept = qe.filters.iter().any(|g| same_constraint(f, g))
             || (!f.value.is_empty() && contains_phrase(&qe_lower, &f.value));
         if !kept {
@@ -215,18 +231,6 @@ const RELATIVE_TIME: &[&str] = &[
     "current year",
 ];
 
-const DEFINITION_MARKERS: &[&str] = &[
-    " refers to ",
-    " refer to ",
-    " refers ",
-    " means ",
-    " stands for ",
-    " is defined as ",
-    " indicates ",
-    " represents ",
-    " denotes ",
-];
-
 /// Same constraint: same value with ops of one class (equality-like, lower bound, upper bound,
 /// negation, null tests).
 fn same_constraint(a: &QuestionFilter, b: &QuestionFilter) -> bool {
@@ -259,79 +263,6 @@ fn is_date_like(v: &str) -> bool {
     let b = v.as_bytes();
     b.len() >= 7 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
 }
-
-/// Split Qe into clauses at `;`, newlines and sentence ends (`. `, `? `, `! `).
-fn clauses(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let bytes = text.as_bytes();
-    let mut start = 0usize;
-    let mut i = 0usize;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let end_here = match b {
-            b';' | b'\n' => true,
-            b'.' | b'?' | b'!' => bytes.get(i + 1).is_none_or(|c| c.is_ascii_whitespace()),
-            _ => false,
-        };
-        if end_here {
-            if let Some(piece) = text.get(start..i)
-                && !piece.trim().is_empty()
-            {
-                out.push(piece);
-            }
-            start = i + 1;
-        }
-        i += 1;
-    }
-    if let Some(piece) = text.get(start..)
-        && !piece.trim().is_empty()
-    {
-        out.push(piece);
-    }
-    out
-}
-
-/// Whether a clause is an explanatory definition whose subject is (mostly) made of Qu's words.
-fn is_definition(clause: &str, qu_words: &[String]) -> bool {
-    let lower = format!(" {} ", lower_collapsed(clause));
-    let mut subject: Option<&str> = None;
-    for m in DEFINITION_MARKERS {
-        if let Some(pos) = lower.find(m) {
-            subject = lower.get(..pos);
-            break;
-        }
-    }
-    if subject.is_none()
-        && let Some(pos) = lower.find(" = ")
-    {
-        let s = lower.get(..pos).unwrap_or("");
-        // `label = '-'` is a constraint, not a definition; `average number of atoms = …` is.
-        if s.split_whitespace()
-            .filter(|w| w.chars().any(char::is_alphabetic))
-            .count()
-            >= 2
-        {
-            subject = Some(s);
-        }
-    }
-    let Some(subject) = subject else { return false };
-    let words: Vec<String> = name_words(subject)
-        .into_iter()
-        .filter(|w| w.len() >= 2 && !SUBJECT_STOP.contains(&w.as_str()))
-        .collect();
-    if words.is_empty() {
-        return false;
-    }
-    let found = words
-        .iter()
-        .filter(|w| qu_words.iter().any(|q| words_match(w, q)))
-        .count();
-    found * 2 >= words.len()
-}
-
-const SUBJECT_STOP: &[&str] = &[
-    "the", "of", "a", "an", "and", "or", "in", "to", "for", "is", "are", "with",
-];
 
 #[cfg(test)]
 mod tests {

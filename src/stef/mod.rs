@@ -147,20 +147,27 @@ pub struct QuestionFilter {
     pub value: String,
 }
 
-/// The question-side spec Sq (stef.md §2.2).
+/// The question-side spec Sq (stef.md §2.2). Serialized compactly (empty lists and an absent
+/// top-k are omitted; missing fields deserialize to their defaults).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct QuestionSpec {
     /// Requested outputs (NL terms).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<String>,
     /// Requested aggregations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub aggregations: Vec<QuestionAggregation>,
     /// Required filters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub filters: Vec<QuestionFilter>,
     /// Requested grouping dimensions ("by X", "per X", "for each X").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub group_by: Vec<String>,
     /// "ranked by", "sorted", "top k", "highest first", …
     pub explicit_order: bool,
     /// k of a top-k request.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u64>,
 }
 
@@ -211,17 +218,26 @@ pub struct Prepared {
 }
 
 /// Result of aligning a question spec with a SQL spec (stef.md §2.4), for scoring and drill-down.
+///
+/// Serialized compactly: empty lists and absent values are omitted (they deserialize back to
+/// their defaults).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Alignment {
     /// Filter status; `None` only before alignment ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub filter_status: Option<FilterStatus>,
     /// Required filters that matched an SQL filter (rendered).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub matched: Vec<String>,
     /// Required filters with no SQL counterpart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
     /// Required filters whose dimension matched but op/value did not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mismatched: Vec<String>,
     /// SQL filters no required filter asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extras: Vec<ExtraFilter>,
     /// Whether projections match the requested outputs.
     pub projections_match: bool,
@@ -230,30 +246,35 @@ pub struct Alignment {
     /// Whether grouping matches (after the normalization rules).
     pub grouping_match: bool,
     /// Production normalization rules that fired.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules_fired: Vec<NormalizationRule>,
     /// A LIMIT below λ_min without a top-k request (flagged for the verdict).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub suspicious_limit: Option<u64>,
     /// ORDER BY present that no rule exempts and the question did not ask for.
     pub unexplained_order: bool,
     /// Filters removed from both sides because their dimension is in `ignore_filters`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<String>,
     /// Number of required filters after `ignore_filters` were removed.
-    #[serde(default)]
     pub required_filters: usize,
     /// Requested outputs no projection answers.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unmatched_outputs: Vec<String>,
+    /// Projections that answer nothing the question asked for (returned in addition).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_projections: Vec<String>,
     /// Requested aggregations the SQL does not compute (`count distinct(hero)`).
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_aggregations: Vec<String>,
     /// Requested grouping dimensions the SQL does not group by.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_group_by: Vec<String>,
     /// GROUP BY columns neither requested nor exempted by a normalization rule.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unexplained_group_by: Vec<String>,
     /// A top-k request the LIMIT does not implement (`top 5 requested, LIMIT 10`).
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k_mismatch: Option<String>,
 }
 
@@ -309,24 +330,32 @@ pub struct StefOutcome {
 
 /// A readable summary of the SQL spec, stored in the row's `details`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SqlSummary {
     /// Dialect that parsed the SQL.
     pub dialect: String,
     /// Projections (`expr` or `expr AS alias`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub projections: Vec<String>,
     /// Aggregations (`count(distinct molecule_id)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub aggregations: Vec<String>,
     /// Filters (`lhs op rhs`, HAVING/depth/OR marked).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub filters: Vec<String>,
     /// GROUP BY.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub group_by: Vec<String>,
     /// ORDER BY (`expr asc|desc`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub order_by: Vec<String>,
     /// LIMIT.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// SELECT DISTINCT.
     pub distinct: bool,
     /// Tables referenced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<String>,
     /// Nested subqueries walked.
     pub subqueries: usize,

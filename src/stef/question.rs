@@ -5,29 +5,56 @@
 //! - **Structure** (aggregations, grouping, ordering, top-k, outputs) comes from the user's
 //!   question Qu: it is the intent being graded.
 //! - **Required filters** come from the enriched question Qe when present (it is the agent's
-//!   explicit reading, and carries hints such as BIRD's `label = '-'`), else from Qu.
+//!   explicit reading, and carries hints such as BIRD's `label = '-'`), else from Qu. Qe is read
+//!   clause by clause (`;`, newlines, sentence ends, and commas between chained definitions):
+//!   - a *definition* (`<subject> refers to | means | stands for | indicates | … <definition>`,
+//!     either order, or `<multi-word subject> = <formula>`) contributes its definition side only
+//!     when its subject is made of Qu's words (≥ ⅔ of the content words; `carcinogenic` does not
+//!     match `non-carcinogenic`). Glossary entries about terms Qu does not use are ignored. A
+//!     value-only filter for a term a kept definition explains is dropped (the definition's
+//!     constraint stands for it), and aggregations/superlatives/top-k that Qu states with that
+//!     term are replaced by the definition's functions (a formula with several functions or a
+//!     division is one computation, `Other("computed")`);
+//!   - a *declaration* `<value> is a|an|the <description>` ("'Vice President' is a position of
+//!     Student Club") contributes only the value, and only when Qu mentions it;
+//!   - any other clause contributes everything it states.
 //! - **SQL literals found in the question text**: a literal of one of the SQL's filters that
-//!   appears (as a phrase, or a number token) in Qu or Qe is a required filter with that SQL
-//!   filter's left-hand side. This gives dimensions to values the question states in prose.
+//!   appears (as a phrase, or a number token) in Qu or in the required part of Qe is a required
+//!   filter with that SQL filter's left-hand side. This gives dimensions to values the question
+//!   states in prose.
+//! - **Yes/no and "whether" questions** ("Is molecule TR151 carcinogenic?"): a filter on a
+//!   column the SQL returns, with a value Qu does not state, is answered by returning the column
+//!   and is not required.
 //!
 //! Lexicon:
-//! - total/sum → SUM (`total number of` → COUNT), average/mean/avg → AVG, how many/number of/
-//!   count → COUNT, distinct/unique (and `how many different`) → DISTINCT on the COUNT;
-//!   highest/maximum/most/largest/… → MAX, lowest/minimum/least/fewest/… → MIN (both also set
-//!   `explicit_order` and `top_k = 1` unless a number is given); percentage/ratio/proportion/
-//!   difference/`how many times` → a computed aggregation (`Other("computed")`).
-//! - Ordering: top N, first/last N, N highest…, ranked/sorted/ordered, ascending/descending,
-//!   alphabetical, youngest/oldest/earliest/latest/newest/best/worst.
+//! - total/sum → SUM (`total number of` → COUNT; `total <plural noun>` → SUM or COUNT,
+//!   `Other("total")`), average/mean/avg → AVG, how many/number of/count → COUNT (not `phone
+//!   number of`), distinct/unique (and `how many different`; also a DISTINCT instruction in Qe)
+//!   → DISTINCT on the COUNT; highest/maximum/most/largest/… → MAX, lowest/minimum/least/fewest/…
+//!   → MIN (both also set `explicit_order` and `top_k = 1` unless a number is given);
+//!   percentage/ratio/proportion/difference/`how many times` → a computed aggregation
+//!   (`Other("computed")`).
+//! - Ordering: top N, first/last N, N highest…, `list (at least) N`, ranked/sorted/ordered,
+//!   ascending/descending, alphabetical, youngest/oldest/earliest/latest/newest/best/worst, and
+//!   `the <word>est` (direction unknown: ordering only).
 //! - Grouping: `per X`, `for/in/of each|every X`, `grouped/broken down/split by X`, and `by X`
 //!   unless `by` follows a participle (`published by`, `sorted by`) or X is a proper noun.
 //! - Filters: explicit `lhs op value` (depth 0 only — comparisons inside function calls such as
-//!   `AVG(element = 'o')` are conditional aggregations, not filters), `between a and b`,
-//!   comparatives before numbers (more than/over/at least/under/…, and `>`-style symbols), years,
-//!   dates, other numbers, quoted values, and capitalised entities (runs of capitalised words that
-//!   are not sentence-initial stop words, identifiers, SQL keywords, months or weekdays).
+//!   `AVG(element = 'o')` are conditional aggregations, not filters; `a = other_column` is a join),
+//!   `[lhs] between a and b`, `from a to b`, comparatives before numbers (more than/over/at
+//!   least/under/…, and `>`-style symbols), years, dates, quoted values, and capitalised entities
+//!   (runs of capitalised words that are not sentence-initial stop words, identifiers, table
+//!   qualifiers, SQL keywords, months or weekdays). A bare number that is not compared and not a
+//!   year ("atom 2", "3 powers") is not required on its own: the SQL-literal rule picks it up when
+//!   the SQL uses it.
 //!
-//! Values are normalized like sqlspec literals ([`normalize_value`]); column mappings of the
-//! profile are applied to every dimension (NL term → physical column).
+//! Values are normalized like sqlspec literals ([`normalize_value`]; quoted text stays text:
+//! `'09'` is not `9`); column mappings of the profile are applied to every dimension (NL term →
+//! physical column).
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::LazyLock;
 
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, SqlSpec};
 
@@ -39,6 +66,9 @@ use super::{QuestionAggregation, QuestionFilter, QuestionSpec, RuleProfile};
 
 /// Name of the computed-expression aggregation family (percentage, ratio, difference, …).
 pub const COMPUTED: &str = "computed";
+
+/// Name of the "total" family: `total <plural noun>` is a SUM or a COUNT.
+pub const TOTAL: &str = "total";
 
 /// Extract the question spec of one event.
 ///
@@ -59,45 +89,538 @@ pub fn extract(
     let mut spec = QuestionSpec::default();
     let mut qu_used = vec![false; qu_tokens.len()];
     structure(&qu, &mut spec, &mut qu_used);
+    spec.outputs = outputs(&qu);
 
     let enriched = enriched.filter(|e| !e.trim().is_empty());
-    let qe_tokens;
-    let qe_lower;
-    let qe_doc;
-    let mut qe_used;
+    let mut defined: Vec<(String, String)> = Vec::new();
+    let req_text: String;
+    let req_tokens;
+    let req_lower;
+    let req_doc;
+    let mut req_used;
     let (filter_doc, filter_used) = match enriched {
         Some(e) => {
-            qe_tokens = tokenize(e);
-            qe_lower = e.to_ascii_lowercase();
-            qe_doc = Doc {
-                text: e,
-                lower: &qe_lower,
-                toks: &qe_tokens,
+            req_text = required_text(e, &qu, &mut defined);
+            req_tokens = tokenize(&req_text);
+            req_lower = req_text.to_ascii_lowercase();
+            req_doc = Doc {
+                text: &req_text,
+                lower: &req_lower,
+                toks: &req_tokens,
             };
-            qe_used = vec![false; qe_tokens.len()];
-            // Numbers that are top-k requests in Qe are not filters either.
+            req_used = vec![false; req_tokens.len()];
+            // Top-k numbers in Qe are not filters either; a DISTINCT instruction counts.
             let mut scratch = QuestionSpec::default();
-            structure(&qe_doc, &mut scratch, &mut qe_used);
-            (&qe_doc, &mut qe_used)
+            structure(&req_doc, &mut scratch, &mut req_used);
+            if (0..req_tokens.len()).any(|i| is_in(&DISTINCT_WORDS, req_doc.w(i))) {
+                for a in &mut spec.aggregations {
+                    if a.func == AggFunc::Count {
+                        a.distinct = true;
+                    }
+                }
+            }
+            (&req_doc, &mut req_used)
         }
         None => (&qu, &mut qu_used),
     };
     spec.filters = text_filters(filter_doc, filter_used);
+    // A term a kept definition explains ("hydrogen refers to element = 'h'") is not itself a
+    // value filter: the definition's constraint stands for it.
+    if !defined.is_empty() {
+        spec.filters.retain(|f| {
+            f.lhs.is_some() || !defined.iter().any(|(d, _)| contains_phrase(d, &f.value))
+        });
+        redefine_structure(&mut spec, &defined);
+    }
 
     if let Some(sql) = sql {
         sql_literal_filters(
             question,
-            enriched,
+            enriched.map(|_| filter_doc.text),
             &qu,
             enriched.map(|_| filter_doc),
             sql,
             &mut spec.filters,
         );
     }
+    if let Some(sql) = sql {
+        drop_schema_terms(sql, &mut spec.filters);
+    }
+    if let Some(sql) = sql
+        && asks_whether(&qu)
+    {
+        // "Is molecule TR151 carcinogenic?": the predicate is what the user wants to see. A
+        // filter on a column the SQL returns, with a value Qu does not state, is answered by
+        // returning that column rather than by filtering on it.
+        let qu_l = lower_collapsed(question);
+        spec.filters.retain(|f| {
+            let projected = f.lhs.as_deref().is_some_and(|l| {
+                let key = name_key(l);
+                sql.projections
+                    .iter()
+                    .any(|p| p.columns.iter().any(|c| name_key(c) == key))
+            });
+            !projected || phrase_in(&qu, &qu_l, &f.value)
+        });
+    }
     apply_mappings(profile, &mut spec);
     dedup_filters(&mut spec.filters);
     spec
 }
+
+/// A capitalised "entity" that names a table or column of the SQL ("TV Channel", "Package
+/// Option") is schema vocabulary, not a value.
+fn drop_schema_terms(sql: &SqlSpec, filters: &mut Vec<QuestionFilter>) {
+    if !filters
+        .iter()
+        .any(|f| f.lhs.is_none() && f.op == FilterOp::Eq)
+    {
+        return;
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut name_words_all: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        let k = name_key(name);
+        if !k.is_empty() {
+            keys.push(k);
+            name_words_all.extend(crate::stef::text::name_words(name));
+        }
+    };
+    for t in &sql.tables {
+        add(t);
+    }
+    for p in &sql.projections {
+        for c in &p.columns {
+            add(c);
+        }
+        if let Some(a) = &p.alias {
+            add(a);
+        }
+    }
+    for f in &sql.filters {
+        add(&f.lhs);
+    }
+    for g in &sql.group_by {
+        add(g);
+    }
+    for o in &sql.order_by {
+        add(&o.expr);
+    }
+    for a in &sql.aggregations {
+        if let Some(c) = &a.column {
+            add(c);
+        }
+    }
+    filters.retain(|f| {
+        if f.lhs.is_some() || f.op != FilterOp::Eq || f.value.contains(|c: char| c.is_ascii_digit())
+        {
+            return true;
+        }
+        let key = name_key(&f.value);
+        let singular_key = name_key(&singular(&f.value));
+        if keys.iter().any(|k| *k == key || *k == singular_key) {
+            return false;
+        }
+        // Every content word of the "entity" is a word of some schema name ("TV" of TV_series,
+        // "Package Option of TV Channel").
+        let words: Vec<String> = crate::stef::text::name_words(&f.value)
+            .into_iter()
+            .filter(|w| !is_in(&PHRASE_STOP, w))
+            .collect();
+        let schema =
+            !words.is_empty() && words.iter().all(|w| name_words_all.iter().any(|s| s == w));
+        !schema
+    });
+}
+
+/// Yes/no and "whether" questions: "Is …?", "Does …?", "… whether …", "… or not".
+fn asks_whether(doc: &Doc<'_>) -> bool {
+    let first = doc.w(0);
+    matches!(
+        first,
+        "is" | "are" | "was" | "were" | "does" | "do" | "did" | "has" | "have" | "can"
+    ) || (0..doc.toks.len()).any(|i| {
+        let w = doc.w(i);
+        w == "whether"
+            || (w == "or" && matches!(doc.w(i + 1), "not" | "non"))
+            || (w == "if" && matches!(doc.w(i + 1), "it" | "they" | "he" | "she" | "this"))
+    })
+}
+
+/// The part of Qe that states requirements: every clause that is not a definition, plus the
+/// constraint side of definitions whose subject is (mostly) made of Qu's words. Glossary
+/// definitions about things Qu does not mention (`label = '+' means carcinogenic` for a question
+/// about bond types) are dropped. Subjects of kept definitions are collected in `defined`.
+pub(crate) fn required_text(
+    enriched: &str,
+    qu: &Doc<'_>,
+    defined: &mut Vec<(String, String)>,
+) -> String {
+    // Qu's words are only needed when Qe holds a definition.
+    let qu_words_cell: std::cell::OnceCell<Vec<String>> = std::cell::OnceCell::new();
+    let mut out = String::with_capacity(enriched.len());
+    for clause in split_clauses(enriched) {
+        let piece = match definition_parts(clause) {
+            None => match declared_value(clause) {
+                // A declaration about a value Qu does not mention is glossary, too.
+                Some(value) => {
+                    let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
+                    if !subject_matches(value, qu_words) {
+                        continue;
+                    }
+                    value
+                }
+                None => clause,
+            },
+            Some((subject, definition)) => {
+                let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
+                if !subject_matches(subject, qu_words) {
+                    continue;
+                }
+                defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+                definition
+            }
+        };
+        if !out.is_empty() {
+            out.push_str(" ; ");
+        }
+        out.push_str(piece.trim());
+    }
+    out
+}
+
+/// `<value> is a|an|the <description>` ("'Vice President' is a position of Student Club",
+/// "TR000 is the molecule id"): only the value is a requirement, the description names its
+/// column. Returns the value part.
+fn declared_value(clause: &str) -> Option<&str> {
+    let lower = clause.to_ascii_lowercase();
+    for m in [
+        " is a ",
+        " is an ",
+        " is the ",
+        " are the ",
+        " are a ",
+        " are ",
+    ] {
+        if let Some(pos) = lower.find(m) {
+            let value = clause.get(..pos)?.trim();
+            // Only short value-like subjects ('President', TR000, Women's Soccer), never prose
+            // ("What is the …", "In how many atoms is …").
+            let first = value
+                .split_whitespace()
+                .next()
+                .map(|w| {
+                    w.trim_matches(|c: char| !c.is_alphanumeric())
+                        .to_ascii_lowercase()
+                })
+                .unwrap_or_default();
+            let value_like = value
+                .chars()
+                .any(|c| c == '\'' || c == '"' || c.is_ascii_digit() || c.is_uppercase());
+            let short = (1..=4).contains(&value.split_whitespace().count());
+            if short && value_like && !has_constraint(value) && !is_in(&ENTITY_STOP, &first) {
+                return Some(value);
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Split text into clauses at `;`, newlines and sentence ends (`.`, `?`, `!` before whitespace
+/// or the end), outside parentheses.
+pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        let end_here = match b {
+            b'(' => {
+                depth += 1;
+                false
+            }
+            b')' => {
+                depth -= 1;
+                false
+            }
+            b';' | b'\n' => depth <= 0,
+            b'.' | b'?' | b'!' => {
+                let next_word = bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace());
+                depth <= 0
+                    && bytes.get(i + 1).is_none_or(|c| c.is_ascii_whitespace())
+                    // `element ! = 'br'` is an operator, not a sentence end.
+                    && !(b == b'!' && next_word == Some(&b'='))
+            }
+            _ => false,
+        };
+        if end_here {
+            if let Some(piece) = text.get(start..i)
+                && !piece.trim().is_empty()
+            {
+                out.push(piece);
+            }
+            start = i + 1;
+            depth = 0;
+        }
+    }
+    if let Some(piece) = text.get(start..)
+        && !piece.trim().is_empty()
+    {
+        out.push(piece);
+    }
+    // "element = 'o' means Oxygen, element = 's' means Sulfur": chained definitions in one
+    // clause are split at their commas.
+    let mut split = Vec::with_capacity(out.len());
+    for clause in out {
+        if !has_two_markers(clause) {
+            split.push(clause);
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut from = 0usize;
+        for (i, b) in clause.bytes().enumerate() {
+            match b {
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                b',' if depth <= 0 => {
+                    if let Some(piece) = clause.get(from..i)
+                        && !piece.trim().is_empty()
+                    {
+                        split.push(piece);
+                    }
+                    from = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if let Some(piece) = clause.get(from..)
+            && !piece.trim().is_empty()
+        {
+            split.push(piece);
+        }
+    }
+    split
+}
+
+/// Aggregations, superlatives and top-k requests that Qu states with a term a kept definition
+/// explains are replaced by what the definition says: "total number of budget amount refers to
+/// SUM(amount)" turns COUNT into SUM; "fastest refers to attribute_value = 100" drops MAX;
+/// "first 100 molecules refers to molecule_id between …" drops top-k 100.
+fn redefine_structure(spec: &mut QuestionSpec, defined: &[(String, String)]) {
+    for (subject, definition) in defined {
+        let sub = text_structure(subject);
+        if sub.aggregations.is_empty() && sub.top_k.is_none() {
+            continue;
+        }
+        let mut def_funcs = function_calls(definition);
+        // A formula (`DIVIDE(SUM(cost), COUNT(event_id))`) is one computation; any equivalent
+        // SQL (AVG, a ratio of aggregates) implements it.
+        if def_funcs.len() > 1 || definition.contains("divide") || definition.contains('/') {
+            def_funcs = vec![AggFunc::Other(COMPUTED.into())];
+        }
+        let ordered = [
+            "order by", "limit", "top", "desc", "asc", "highest", "lowest",
+        ]
+        .iter()
+        .any(|w| contains_phrase(definition, w));
+        for a in &sub.aggregations {
+            if !def_funcs.contains(&a.func) {
+                spec.aggregations.retain(|x| x.func != a.func);
+            }
+        }
+        for f in def_funcs {
+            push_agg(spec, f, None, false);
+        }
+        if sub.top_k.is_some() && sub.top_k == spec.top_k && !ordered {
+            let max_min = spec
+                .aggregations
+                .iter()
+                .any(|a| matches!(a.func, AggFunc::Max | AggFunc::Min));
+            if !max_min {
+                spec.top_k = None;
+                spec.explicit_order = false;
+            }
+        }
+    }
+}
+
+/// Structure (aggregations, top-k) of a short text.
+fn text_structure(text: &str) -> QuestionSpec {
+    let toks = tokenize(text);
+    let lower = text.to_ascii_lowercase();
+    let doc = Doc {
+        text,
+        lower: &lower,
+        toks: &toks,
+    };
+    let mut spec = QuestionSpec::default();
+    let mut used = vec![false; toks.len()];
+    structure(&doc, &mut spec, &mut used);
+    spec
+}
+
+/// Aggregate functions called in a (lowercase) formula: `max(count(bond_type))` → MAX, COUNT.
+fn function_calls(formula: &str) -> Vec<AggFunc> {
+    let mut out = Vec::new();
+    for (name, func) in [
+        ("sum(", AggFunc::Sum),
+        ("avg(", AggFunc::Avg),
+        ("count(", AggFunc::Count),
+        ("max(", AggFunc::Max),
+        ("min(", AggFunc::Min),
+    ] {
+        let found = formula.match_indices(name).any(|(pos, _)| {
+            formula[..pos]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric() && c != '_')
+        });
+        if found && !out.contains(&func) {
+            out.push(func);
+        }
+    }
+    out
+}
+
+/// Definition verbs (longest first where one is a prefix of another), matched as whole words.
+const DEFINITION_MARKERS: &[&str] = &[
+    "refers to",
+    "refer to",
+    "refers",
+    "refer",
+    "means",
+    "mean",
+    "stands for",
+    "is defined as",
+    "indicates",
+    "represents",
+    "denotes",
+];
+
+/// Byte range (leading and trailing space included) of the first definition marker, scanning
+/// word starts once (ASCII case-insensitive, no allocation).
+fn find_marker(text: &str) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    for i in 1..b.len() {
+        if b[i - 1] != b' ' || !b[i].is_ascii_alphabetic() {
+            continue;
+        }
+        let first = b[i].to_ascii_lowercase();
+        if !matches!(first, b'r' | b'm' | b's' | b'i' | b'd') {
+            continue;
+        }
+        for m in DEFINITION_MARKERS {
+            let end = i + m.len();
+            if end < b.len() && b[end] == b' ' && b[i..end].eq_ignore_ascii_case(m.as_bytes()) {
+                return Some((i - 1, m.len() + 2));
+            }
+        }
+    }
+    None
+}
+
+fn has_two_markers(text: &str) -> bool {
+    let Some((pos, len)) = find_marker(text) else {
+        return false;
+    };
+    text.get(pos + len - 1..)
+        .is_some_and(|rest| find_marker(rest).is_some())
+}
+
+/// Whether a piece of a clause states a constraint or a formula (comparison, function call).
+fn has_constraint(s: &str) -> bool {
+    s.contains(['=', '<', '>', '('])
+        || s.split_ascii_whitespace().any(|w| {
+            w.eq_ignore_ascii_case("like")
+                || w.eq_ignore_ascii_case("in")
+                || w.eq_ignore_ascii_case("between")
+        })
+}
+
+/// Split a definition clause into (subject, definition): `<subject> refers to <definition>`,
+/// `<definition> means <subject>`, `<multi-word subject> = <formula>`. `None` for clauses that
+/// are not definitions.
+pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
+    if let Some((pos, len)) = find_marker(clause) {
+        let left = clause.get(..pos)?;
+        let right = clause.get(pos + len..)?;
+        return if has_constraint(right) || !has_constraint(left) {
+            Some((left, right))
+        } else {
+            Some((right, left))
+        };
+    }
+    // `average number of oxygen atoms = AVG(...)`: a multi-word NL subject before `=`.
+    let pos = clause.find('=')?;
+    let left = clause.get(..pos)?.trim_end_matches(['!', '<', '>']);
+    let words = left
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .count();
+    let identifier_like = left.contains(['_', '.', '(', '\'', '"']);
+    if words >= 2 && !identifier_like && !has_constraint(left) {
+        return Some((left, clause.get(pos + 1..)?));
+    }
+    None
+}
+
+/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole).
+pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
+    let mut words: Vec<String> = (0..doc.toks.len())
+        .map(|i| doc.w(i))
+        .filter(|w| !w.is_empty())
+        .map(stem)
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.
+fn stem(w: &str) -> String {
+    let w = w.trim_end_matches("'s");
+    let base = if w.len() > 5 {
+        w.strip_suffix("ing")
+            .or_else(|| w.strip_suffix("ed"))
+            .unwrap_or(w)
+    } else {
+        w
+    };
+    singular(base)
+}
+
+/// Whether at least two thirds of a subject's content words are words of Qu (a hyphenated
+/// subject word also matches when all of its parts are in Qu; a hyphenated Qu word is not split,
+/// so `carcinogenic` does not match `non-carcinogenic`).
+pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
+    let toks = tokenize(subject);
+    let mut total = 0usize;
+    let mut found = 0usize;
+    for t in &toks {
+        if t.kind != TokenKind::Word {
+            continue;
+        }
+        let w = t.text.to_ascii_lowercase();
+        if w.len() < 2 || is_in(&PHRASE_STOP, &w) || is_in(&SUBJECT_STOP, &w) {
+            continue;
+        }
+        total += 1;
+        let s = stem(&w);
+        let hit = qu_words.binary_search(&s).is_ok()
+            || (w.contains('-')
+                && w.split('-')
+                    .filter(|p| !p.is_empty())
+                    .all(|p| qu_words.binary_search(&stem(p)).is_ok()));
+        if hit {
+            found += 1;
+        }
+    }
+    total > 0 && found * 3 >= total * 2
+}
+
+static SUBJECT_STOP: Lexicon =
+    LazyLock::new(|| HashSet::from_iter(["type", "types", "value", "values", "name", "names"]));
 
 /// The constraints one text states on its own (no SQL, no mappings): used by enrichment
 /// validation to compare Qu with Qe.
@@ -156,406 +679,475 @@ impl<'a> Doc<'a> {
     }
 }
 
-const MAX_WORDS: &[&str] = &[
-    "highest",
-    "maximum",
-    "max",
-    "most",
-    "largest",
-    "biggest",
-    "greatest",
-    "tallest",
-    "heaviest",
-    "longest",
-    "top",
-    "richest",
-    "strongest",
-    "fastest",
-    "oldest_age",
-];
-const MIN_WORDS: &[&str] = &[
-    "lowest", "minimum", "min", "least", "smallest", "fewest", "shortest", "lightest", "weakest",
-    "slowest", "cheapest",
-];
-const ORDER_SUPERLATIVES: &[&str] = &[
-    "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
-];
-const ORDER_WORDS: &[&str] = &[
-    "ranked",
-    "rank",
-    "ranking",
-    "sorted",
-    "sort",
-    "ordered",
-    "descending",
-    "ascending",
-    "alphabetical",
-    "alphabetically",
-    "chronological",
-    "chronologically",
-    "desc",
-    "asc",
-];
-const COMPUTED_WORDS: &[&str] = &[
-    "percentage",
-    "percent",
-    "ratio",
-    "proportion",
-    "difference",
-    "divide",
-    "divided",
-    "rate",
-];
-const DISTINCT_WORDS: &[&str] = &["distinct", "unique"];
-const AVG_WORDS: &[&str] = &["average", "mean", "avg"];
-const LIST_VERBS: &[&str] = &[
-    "list",
-    "name",
-    "give",
-    "show",
-    "find",
-    "provide",
-    "state",
-    "tell",
-    "identify",
-    "display",
-    "return",
-    "mention",
-    "indicate",
-    "describe",
-    "enumerate",
-];
+static MAX_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "highest",
+        "maximum",
+        "max",
+        "most",
+        "largest",
+        "biggest",
+        "greatest",
+        "tallest",
+        "heaviest",
+        "longest",
+        "top",
+        "richest",
+        "strongest",
+        "fastest",
+        "oldest_age",
+    ])
+});
+static MIN_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "lowest", "minimum", "min", "least", "smallest", "fewest", "shortest", "lightest",
+        "weakest", "slowest", "cheapest",
+    ])
+});
+static ORDER_SUPERLATIVES: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
+    ])
+});
+static ORDER_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "ranked",
+        "rank",
+        "ranking",
+        "sorted",
+        "sort",
+        "ordered",
+        "descending",
+        "ascending",
+        "alphabetical",
+        "alphabetically",
+        "chronological",
+        "chronologically",
+        "desc",
+        "asc",
+    ])
+});
+static COMPUTED_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "percentage",
+        "percent",
+        "ratio",
+        "proportion",
+        "difference",
+        "divide",
+        "divided",
+        "rate",
+    ])
+});
+static DISTINCT_WORDS: Lexicon = LazyLock::new(|| HashSet::from_iter(["distinct", "unique"]));
+static AVG_WORDS: Lexicon = LazyLock::new(|| HashSet::from_iter(["average", "mean", "avg"]));
+static LIST_VERBS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "list",
+        "name",
+        "give",
+        "show",
+        "find",
+        "provide",
+        "state",
+        "tell",
+        "identify",
+        "display",
+        "return",
+        "mention",
+        "indicate",
+        "describe",
+        "enumerate",
+    ])
+});
 /// Words that end a noun phrase (outputs, grouping dimensions, aggregation columns).
-const PHRASE_STOP: &[&str] = &[
-    "of",
-    "for",
-    "from",
-    "with",
-    "in",
-    "who",
-    "that",
-    "which",
-    "whose",
-    "where",
-    "when",
-    "by",
-    "on",
-    "at",
-    "among",
-    "if",
-    "whether",
-    "and",
-    "or",
-    "than",
-    "is",
-    "are",
-    "was",
-    "were",
-    "has",
-    "have",
-    "had",
-    "do",
-    "does",
-    "did",
-    "to",
-    "as",
-    "per",
-    "each",
-    "every",
-    "the",
-    "a",
-    "an",
-    "there",
-    "be",
-    "been",
-    "being",
-    "can",
-    "could",
-    "will",
-    "would",
-    "should",
-    "what",
-    "how",
-    "whom",
-    "why",
-    "it",
-    "its",
-    "their",
-    "they",
-    "them",
-    "this",
-    "these",
-    "those",
-    "all",
-    "any",
-    "not",
-    "no",
-    "into",
-    "over",
-    "under",
-    "between",
-    "after",
-    "before",
-    "during",
-    "within",
-    "refers",
-    "refer",
-    "means",
-    "including",
-    "along",
-    "respectively",
-    "please",
-    "also",
-    "only",
-    "both",
-    "whereas",
-    "while",
-    "but",
-    "so",
-    "such",
-    "belong",
-    "belongs",
-    "got",
-    "get",
-];
+static PHRASE_STOP: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "of",
+        "for",
+        "from",
+        "with",
+        "in",
+        "who",
+        "that",
+        "which",
+        "whose",
+        "where",
+        "when",
+        "by",
+        "on",
+        "at",
+        "among",
+        "if",
+        "whether",
+        "and",
+        "or",
+        "than",
+        "is",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "to",
+        "as",
+        "per",
+        "each",
+        "every",
+        "the",
+        "a",
+        "an",
+        "there",
+        "be",
+        "been",
+        "being",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "what",
+        "how",
+        "whom",
+        "why",
+        "it",
+        "its",
+        "their",
+        "they",
+        "them",
+        "this",
+        "these",
+        "those",
+        "all",
+        "any",
+        "not",
+        "no",
+        "into",
+        "over",
+        "under",
+        "between",
+        "after",
+        "before",
+        "during",
+        "within",
+        "refers",
+        "refer",
+        "means",
+        "including",
+        "along",
+        "respectively",
+        "please",
+        "also",
+        "only",
+        "both",
+        "whereas",
+        "while",
+        "but",
+        "so",
+        "such",
+        "belong",
+        "belongs",
+        "got",
+        "get",
+    ])
+});
 /// Words skipped before an aggregation's column.
-const COLUMN_SKIP: &[&str] = &[
-    "of",
-    "the",
-    "a",
-    "an",
-    "number",
-    "amount",
-    "different",
-    "distinct",
-    "unique",
-    "common",
-    "frequent",
-    "many",
-    "much",
-    "total",
-    "count",
-    "value",
-    "values",
-    "all",
-    "overall",
-];
+static COLUMN_SKIP: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "of",
+        "the",
+        "a",
+        "an",
+        "number",
+        "amount",
+        "different",
+        "distinct",
+        "unique",
+        "common",
+        "frequent",
+        "many",
+        "much",
+        "total",
+        "count",
+        "value",
+        "values",
+        "all",
+        "overall",
+    ])
+});
 /// Capitalised words that are never entities.
-const ENTITY_STOP: &[&str] = &[
-    "what",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "when",
-    "where",
-    "why",
-    "how",
-    "is",
-    "are",
-    "was",
-    "were",
-    "do",
-    "does",
-    "did",
-    "has",
-    "have",
-    "had",
-    "list",
-    "name",
-    "give",
-    "show",
-    "find",
-    "provide",
-    "state",
-    "tell",
-    "identify",
-    "indicate",
-    "mention",
-    "describe",
-    "count",
-    "compute",
-    "calculate",
-    "determine",
-    "return",
-    "write",
-    "display",
-    "among",
-    "for",
-    "in",
-    "of",
-    "the",
-    "a",
-    "an",
-    "and",
-    "or",
-    "if",
-    "then",
-    "also",
-    "only",
-    "all",
-    "each",
-    "every",
-    "between",
-    "from",
-    "to",
-    "with",
-    "by",
-    "on",
-    "at",
-    "as",
-    "that",
-    "this",
-    "these",
-    "those",
-    "it",
-    "its",
-    "they",
-    "their",
-    "there",
-    "here",
-    "i",
-    "id",
-    "ids",
-    "sql",
-    "yes",
-    "no",
-    "true",
-    "false",
-    "null",
-    "refers",
-    "refer",
-    "means",
-    "please",
-    "evidence",
-    "hint",
-    "hints",
-    "note",
-    "question",
-    "answer",
-    "select",
-    "sum",
-    "avg",
-    "max",
-    "min",
-    "divide",
-    "multiply",
-    "subtract",
-    "add",
-    "cast",
-    "real",
-    "iif",
-    "case",
-    "when",
-    "else",
-    "end",
-    "not",
-    "distinct",
-    "where",
-    "group",
-    "order",
-    "limit",
-    "like",
-    "substr",
-    "strftime",
-    "year",
-    "date",
-    "asc",
-    "desc",
-    "percentage",
-    "ratio",
-    "total",
-    "average",
-    "number",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "enumerate",
-    "based",
-    "according",
-    "consider",
-    "considering",
-    "excluding",
-    "including",
-    "top",
-    "most",
-    "least",
-    "highest",
-    "lowest",
-    "other",
-    "others",
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "st",
-    "after",
-    "before",
-    "during",
-    "since",
-    "until",
-    "per",
-    "via",
-    "using",
-    "any",
-    "both",
-    "either",
-    "neither",
-    "over",
-    "under",
-];
-const PARTICIPLE_BY: &[&str] = &[
-    "made",
-    "written",
-    "drawn",
-    "held",
-    "led",
-    "run",
-    "paid",
-    "spent",
-    "bought",
-    "sold",
-    "known",
-    "taken",
-    "given",
-    "done",
-    "seen",
-    "won",
-    "lost",
-    "built",
-    "caused",
-    "owned",
-    "driven",
-    "ridden",
-    "created",
-    "multiply",
-    "divide",
-    "times",
-    "rank",
-    "sort",
-    "order",
-    "group",
-    "followed",
-    "accompanied",
-    "represented",
-    "identified",
-];
+static ENTITY_STOP: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "list",
+        "name",
+        "give",
+        "show",
+        "find",
+        "provide",
+        "state",
+        "tell",
+        "identify",
+        "indicate",
+        "mention",
+        "describe",
+        "count",
+        "compute",
+        "calculate",
+        "determine",
+        "return",
+        "write",
+        "display",
+        "among",
+        "for",
+        "in",
+        "of",
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "if",
+        "then",
+        "also",
+        "only",
+        "all",
+        "each",
+        "every",
+        "between",
+        "from",
+        "to",
+        "with",
+        "by",
+        "on",
+        "at",
+        "as",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "they",
+        "their",
+        "there",
+        "here",
+        "i",
+        "id",
+        "ids",
+        "sql",
+        "yes",
+        "no",
+        "true",
+        "false",
+        "null",
+        "refers",
+        "refer",
+        "means",
+        "please",
+        "evidence",
+        "hint",
+        "hints",
+        "note",
+        "question",
+        "answer",
+        "select",
+        "sum",
+        "avg",
+        "max",
+        "min",
+        "divide",
+        "multiply",
+        "subtract",
+        "add",
+        "cast",
+        "real",
+        "iif",
+        "case",
+        "when",
+        "else",
+        "end",
+        "not",
+        "distinct",
+        "where",
+        "group",
+        "order",
+        "limit",
+        "like",
+        "substr",
+        "strftime",
+        "year",
+        "date",
+        "asc",
+        "desc",
+        "percentage",
+        "ratio",
+        "total",
+        "average",
+        "number",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "enumerate",
+        "based",
+        "according",
+        "consider",
+        "considering",
+        "excluding",
+        "including",
+        "top",
+        "most",
+        "least",
+        "highest",
+        "lowest",
+        "other",
+        "others",
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "st",
+        "after",
+        "before",
+        "during",
+        "since",
+        "until",
+        "per",
+        "via",
+        "using",
+        "any",
+        "both",
+        "either",
+        "neither",
+        "over",
+        "under",
+    ])
+});
+static PARTICIPLE_BY: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "made",
+        "written",
+        "drawn",
+        "held",
+        "led",
+        "run",
+        "paid",
+        "spent",
+        "bought",
+        "sold",
+        "known",
+        "taken",
+        "given",
+        "done",
+        "seen",
+        "won",
+        "lost",
+        "built",
+        "caused",
+        "owned",
+        "driven",
+        "ridden",
+        "created",
+        "multiply",
+        "divide",
+        "times",
+        "rank",
+        "sort",
+        "order",
+        "group",
+        "followed",
+        "accompanied",
+        "represented",
+        "identified",
+    ])
+});
+/// Nouns that make "<noun> number of X" an attribute, not a count ("phone number of").
+static NUMBER_ATTRIBUTES: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "phone",
+        "contact",
+        "telephone",
+        "mobile",
+        "serial",
+        "id",
+        "identification",
+        "card",
+        "account",
+        "reference",
+        "version",
+        "model",
+        "zip",
+        "house",
+        "street",
+        "room",
+        "jersey",
+        "part",
+        "order",
+        "case",
+        "file",
+        "line",
+        "page",
+        "flight",
+        "tracking",
+        "registration",
+        "policy",
+        "license",
+        "licence",
+        "passport",
+        "fax",
+        "cell",
+        "social",
+        "security",
+        "member",
+        "student",
+        "employee",
+        "customer",
+        "unit",
+        "seat",
+        "ticket",
+        "invoice",
+        "postal",
+    ])
+});
+
 const NUMBER_WORDS: &[(&str, u64)] = &[
     ("one", 1),
     ("two", 2),
@@ -574,8 +1166,35 @@ fn number_word(w: &str) -> Option<u64> {
     NUMBER_WORDS.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
 }
 
-fn is_in(list: &[&str], w: &str) -> bool {
-    !w.is_empty() && list.contains(&w)
+/// A word list, hashed once (FNV-1a: lexicon lookups run for every token, SipHash would
+/// dominate the extractor's profile).
+type Lexicon = LazyLock<HashSet<&'static str, BuildHasherDefault<Fnv1a>>>;
+
+fn is_in(list: &HashSet<&'static str, BuildHasherDefault<Fnv1a>>, w: &str) -> bool {
+    !w.is_empty() && w.len() <= 24 && list.contains(w)
+}
+
+/// FNV-1a, for short static keys (not exposed to untrusted key sets: the lexicons are fixed).
+#[derive(Default)]
+struct Fnv1a(u64);
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
 }
 
 /// Aggregations, ordering, top-k, grouping and outputs of one text. Marks top-k number tokens
@@ -583,21 +1202,27 @@ fn is_in(list: &[&str], w: &str) -> bool {
 fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
     let n = doc.toks.len();
     let mut distinct = false;
+    let mut the_number: Option<(usize, u64)> = None;
     let mut i = 0usize;
     while i < n {
         let w = doc.w(i);
         if w.is_empty() {
-            // Numbers directly before a superlative: "3 tallest", "5 highest".
+            // Numbers directly before a superlative: "3 tallest", "5 highest", "3 most populated".
             if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
-                && (is_in(MAX_WORDS, doc.w(i + 1))
-                    || is_in(MIN_WORDS, doc.w(i + 1))
-                    || is_in(ORDER_SUPERLATIVES, doc.w(i + 1)))
-                && doc.w(i + 1) != "most"
-                && doc.w(i + 1) != "least"
+                && (is_in(&MAX_WORDS, doc.w(i + 1))
+                    || is_in(&MIN_WORDS, doc.w(i + 1))
+                    || is_in(&ORDER_SUPERLATIVES, doc.w(i + 1)))
             {
                 spec.top_k = Some(k);
                 spec.explicit_order = true;
                 mark(used, i);
+            } else if i > 0
+                && doc.w(i - 1) == "the"
+                && let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
+                && doc.tok(i + 1).is_some_and(|t| t.kind == TokenKind::Word)
+            {
+                // "the 3 countries with the fewest people": k rows, if a superlative follows.
+                the_number = Some((i, k));
             }
             i += 1;
             continue;
@@ -607,6 +1232,12 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                 let next = doc.w(i + 2);
                 if next == "times" || next == "percent" {
                     push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
+                } else if next == "total" {
+                    // "how many total tours": a sum of a count column, or a count.
+                    let col = column_after(doc, i + 3);
+                    push_agg(spec, AggFunc::Other(TOTAL.into()), col, false);
+                    i += 3;
+                    continue;
                 } else {
                     if next == "different" {
                         distinct = true;
@@ -619,7 +1250,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             }
             "number" if doc.w(i + 1) == "of" => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                if !is_in(AVG_WORDS, prev) {
+                if !is_in(&AVG_WORDS, prev) && !is_in(&NUMBER_ATTRIBUTES, prev) {
                     if doc.w(i + 2) == "different" {
                         distinct = true;
                     }
@@ -634,20 +1265,55 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             "total" | "sum" => {
                 let next = doc.w(i + 1);
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                let counting = next == "number" || next == "count";
+                let counting = next == "number" || next == "count" || is_in(&AVG_WORDS, next);
                 let in_total = prev == "in";
                 if !(counting || in_total && has_func(spec, &AggFunc::Count)) {
+                    // "total atoms" counts, "total spend" sums: a plural noun after "total"
+                    // accepts either (`Other("total")`).
+                    let plural = w == "total" && {
+                        let mut j = i + 1;
+                        while is_in(&COLUMN_SKIP, doc.w(j)) {
+                            j += 1;
+                        }
+                        (j..j + 2).any(|k| {
+                            let noun = doc.w(k);
+                            noun.len() > 3 && !is_in(&PHRASE_STOP, noun) && singular(noun) != noun
+                        })
+                    };
                     let col = column_after(doc, i + 1);
-                    push_agg(spec, AggFunc::Sum, col, false);
+                    let func = if plural {
+                        AggFunc::Other(TOTAL.into())
+                    } else {
+                        AggFunc::Sum
+                    };
+                    push_agg(spec, func, col, false);
                 }
             }
-            _ if is_in(AVG_WORDS, w) => {
+            _ if generic_superlative(doc, i) => {
+                spec.explicit_order = true;
+                spec.top_k.get_or_insert(1);
+            }
+            _ if is_in(&AVG_WORDS, w) => {
                 let col = column_after(doc, i + 1);
                 push_agg(spec, AggFunc::Avg, col, false);
             }
-            _ if is_in(DISTINCT_WORDS, w) => distinct = true,
-            _ if is_in(COMPUTED_WORDS, w) => {
+            _ if is_in(&DISTINCT_WORDS, w) => distinct = true,
+            _ if is_in(&COMPUTED_WORDS, w) => {
                 push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
+            }
+            _ if is_in(&LIST_VERBS, w) => {
+                // "List (down) (at least) five …": a requested number of rows.
+                let mut j = i + 1;
+                while matches!(doc.w(j), "me" | "out" | "down" | "any" | "only" | "just") {
+                    j += 1;
+                }
+                if doc.w(j) == "at" && matches!(doc.w(j + 1), "least" | "most") {
+                    j += 2;
+                }
+                if let Some(k) = doc.number(j).and_then(|v| v.parse::<u64>().ok()) {
+                    spec.top_k = Some(k);
+                    mark(used, j);
+                }
             }
             "top" | "first" | "last" => {
                 if let Some(k) = doc.number(i + 1).and_then(|v| v.parse::<u64>().ok()) {
@@ -657,18 +1323,28 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     i += 2;
                     continue;
                 }
+                // "the first student to register", "the last transcript" (not "first name").
+                let ordinal = w != "top"
+                    && i > 0
+                    && doc.w(i - 1) == "the"
+                    && !doc.w(i + 1).is_empty()
+                    && !matches!(doc.w(i + 1), "name" | "names" | "and" | "or" | "of");
+                if ordinal {
+                    spec.explicit_order = true;
+                    spec.top_k.get_or_insert(1);
+                }
                 if w == "top" {
                     spec.explicit_order = true;
                     spec.top_k.get_or_insert(1);
                     push_agg(spec, AggFunc::Max, column_after(doc, i + 1), false);
                 }
             }
-            _ if is_in(MAX_WORDS, w) || is_in(MIN_WORDS, w) => {
+            _ if is_in(&MAX_WORDS, w) || is_in(&MIN_WORDS, w) => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
                 // "at most 3" / "at least 3" are comparisons, handled by the filter pass.
                 let comparative = (w == "most" || w == "least") && prev == "at";
                 if !comparative {
-                    let func = if is_in(MAX_WORDS, w) {
+                    let func = if is_in(&MAX_WORDS, w) {
                         AggFunc::Max
                     } else {
                         AggFunc::Min
@@ -678,11 +1354,11 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     spec.top_k.get_or_insert(1);
                 }
             }
-            _ if is_in(ORDER_SUPERLATIVES, w) => {
+            _ if is_in(&ORDER_SUPERLATIVES, w) => {
                 spec.explicit_order = true;
                 spec.top_k.get_or_insert(1);
             }
-            _ if is_in(ORDER_WORDS, w) => spec.explicit_order = true,
+            _ if is_in(&ORDER_WORDS, w) => spec.explicit_order = true,
             "order" if matches!(doc.w(i + 1), "by" | "of") || doc.w(i.wrapping_sub(1)) == "in" => {
                 spec.explicit_order = true;
             }
@@ -696,7 +1372,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     || (prev == "down" && i > 1 && doc.w(i - 2) == "broken");
                 let ordering = matches!(prev, "ranked" | "sorted" | "ordered" | "order" | "sort");
                 let participle =
-                    prev.ends_with("ed") || prev.ends_with("en") || is_in(PARTICIPLE_BY, prev);
+                    prev.ends_with("ed") || prev.ends_with("en") || is_in(&PARTICIPLE_BY, prev);
                 let next_is_proper = doc
                     .tok(i + 1)
                     .is_some_and(|t| t.kind != TokenKind::Word || t.is_capitalized());
@@ -711,6 +1387,13 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
         }
         i += 1;
     }
+    if let Some((at, k)) = the_number
+        && spec.top_k == Some(1)
+        && spec.explicit_order
+    {
+        spec.top_k = Some(k);
+        mark(used, at);
+    }
     if distinct {
         for agg in &mut spec.aggregations {
             if agg.func == AggFunc::Count {
@@ -718,8 +1401,29 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             }
         }
     }
-    spec.outputs = outputs(doc);
 }
+
+/// `the <word>est` (dumbest, richest, …) that is not in the explicit lists: an ordering with an
+/// unknown direction.
+fn generic_superlative(doc: &Doc<'_>, i: usize) -> bool {
+    let w = doc.w(i);
+    w.len() >= 6
+        && w.ends_with("est")
+        && i > 0
+        && doc.w(i - 1) == "the"
+        && !is_in(&NOT_SUPERLATIVE, w)
+        && !is_in(&MAX_WORDS, w)
+        && !is_in(&MIN_WORDS, w)
+        && !is_in(&ORDER_SUPERLATIVES, w)
+}
+
+static NOT_SUPERLATIVE: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "interest", "forest", "contest", "request", "protest", "harvest", "conquest", "manifest",
+        "priest", "honest", "modest", "digest", "suggest", "invest", "latest", "earnest", "arrest",
+        "behest", "bequest", "tempest", "inquest",
+    ])
+});
 
 fn mark(used: &mut [bool], i: usize) {
     if let Some(u) = used.get_mut(i) {
@@ -748,7 +1452,7 @@ fn push_agg(spec: &mut QuestionSpec, func: AggFunc, column: Option<String>, dist
 
 /// The noun phrase (≤ 2 content words) after token `i`, skipping articles and quantity words.
 fn column_after(doc: &Doc<'_>, mut i: usize) -> Option<String> {
-    while is_in(COLUMN_SKIP, doc.w(i)) {
+    while is_in(&COLUMN_SKIP, doc.w(i)) {
         i += 1;
     }
     phrase_at(doc, i, 2)
@@ -761,9 +1465,9 @@ fn phrase_at(doc: &Doc<'_>, i: usize, max: usize) -> Option<String> {
     while words.len() < max {
         let w = doc.w(j);
         if w.is_empty()
-            || is_in(PHRASE_STOP, w)
-            || is_in(MAX_WORDS, w)
-            || is_in(MIN_WORDS, w)
+            || is_in(&PHRASE_STOP, w)
+            || is_in(&MAX_WORDS, w)
+            || is_in(&MIN_WORDS, w)
             || doc.is_punct(j + 1, "(")
         {
             break;
@@ -810,9 +1514,11 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
                 }
                 j
             }
-            _ if is_in(LIST_VERBS, w) && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) => {
+            _ if is_in(&LIST_VERBS, w)
+                && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) =>
+            {
                 let mut j = i + 1;
-                if matches!(doc.w(j), "me" | "out") {
+                if matches!(doc.w(j), "me" | "out" | "down") {
                     j += 1;
                 }
                 if doc.w(j) == "all" {
@@ -832,17 +1538,17 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
             }
             let first = doc.w(j);
             let aggregate_like = first.is_empty()
-                || is_in(COLUMN_SKIP, first) && first != "value"
-                || is_in(AVG_WORDS, first)
-                || is_in(COMPUTED_WORDS, first)
-                || is_in(MAX_WORDS, first)
-                || is_in(MIN_WORDS, first)
+                || is_in(&COLUMN_SKIP, first) && first != "value"
+                || is_in(&AVG_WORDS, first)
+                || is_in(&COMPUTED_WORDS, first)
+                || is_in(&MAX_WORDS, first)
+                || is_in(&MIN_WORDS, first)
                 || first == "sum"
                 || first == "many";
             let mut len = 0usize;
             while len < 3 {
                 let wj = doc.w(j + len);
-                if wj.is_empty() || is_in(PHRASE_STOP, wj) || doc.is_punct(j + len + 1, "(") {
+                if wj.is_empty() || is_in(&PHRASE_STOP, wj) || doc.is_punct(j + len + 1, "(") {
                     break;
                 }
                 len += 1;
@@ -872,7 +1578,13 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
 }
 
 /// Comparison words before a number, as (words, op); longest match first.
-fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
+fn comparative_before(doc: &Doc<'_>, mut i: usize) -> Option<FilterOp> {
+    // "after the year 2008", "before year 2000".
+    for _ in 0..2 {
+        if i > 0 && matches!(doc.w(i - 1), "the" | "year" | "years" | "of") {
+            i -= 1;
+        }
+    }
     if i == 0 {
         return None;
     }
@@ -892,14 +1604,17 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     let w2 = if i >= 2 { doc.w(i - 2) } else { "" };
     let w3 = if i >= 3 { doc.w(i - 3) } else { "" };
     match (w3, w2, w1) {
-        (_, "at", "least")
-        | (_, "no", "less")
-        | ("no", "less", "than")
-        | ("not", "less", "than") => Some(FilterOp::GtEq),
-        (_, "at", "most") | (_, "up", "to") | ("no", "more", "than") | ("not", "more", "than") => {
-            Some(FilterOp::LtEq)
+        (_, "at", "least") | (_, "no", "less") => Some(FilterOp::GtEq),
+        (_, "at", "most") | (_, "up", "to") => Some(FilterOp::LtEq),
+        // "not higher than 4", "no fewer than 3".
+        ("not" | "no", less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::GtEq),
+        ("not" | "no", more, "than") if !more.is_empty() => Some(FilterOp::LtEq),
+        // "do not have more than 3": the negation one word further back.
+        (_, less, "than") if is_in(&LESS_WORDS, less) && negation_at(doc, i, 4) => {
+            Some(FilterOp::GtEq)
         }
-        (_, less, "than") if is_in(LESS_WORDS, less) => Some(FilterOp::Lt),
+        (_, more, "than") if !more.is_empty() && negation_at(doc, i, 4) => Some(FilterOp::LtEq),
+        (_, less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::Lt),
         (_, more, "than") if !more.is_empty() => Some(FilterOp::Gt),
         (_, _, "over" | "above" | "exceeding" | "exceeds" | "exceed" | "after") => {
             Some(FilterOp::Gt)
@@ -911,10 +1626,16 @@ fn comparative_before(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     }
 }
 
-const LESS_WORDS: &[&str] = &[
-    "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
-    "lesser", "worse", "below",
-];
+fn negation_at(doc: &Doc<'_>, i: usize, back: usize) -> bool {
+    i >= back && matches!(doc.w(i - back), "not" | "never" | "no")
+}
+
+static LESS_WORDS: Lexicon = LazyLock::new(|| {
+    HashSet::from_iter([
+        "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
+        "lesser", "worse", "below",
+    ])
+});
 
 fn comparative_after(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     match (doc.w(i + 1), doc.w(i + 2)) {
@@ -950,6 +1671,8 @@ fn op_token(doc: &Doc<'_>, i: usize) -> Option<(FilterOp, usize)> {
                 ">=" => FilterOp::GtEq,
                 "<" => FilterOp::Lt,
                 "<=" => FilterOp::LtEq,
+                // `! =` written with a space.
+                "!" if doc.is_punct(i + 1, "=") => return Some((FilterOp::NotEq, 2)),
                 _ => return None,
             };
             Some((op, 1))
@@ -970,11 +1693,9 @@ fn lhs_ident<'a>(doc: &Doc<'a>, i: usize) -> Option<&'a str> {
         return None;
     }
     let w = doc.w(i);
-    if is_in(
-        &[
-            "and", "or", "not", "is", "where", "than", "if", "when", "then", "else",
-        ],
+    if matches!(
         w,
+        "and" | "or" | "not" | "is" | "where" | "than" | "if" | "when" | "then" | "else"
     ) {
         return None;
     }
@@ -1041,8 +1762,9 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                 (format!("-{num}"), op)
             }
             TokenKind::Word => {
-                // `a = b.c` or `a = f(…)` are joins/expressions, not value filters.
-                if doc.is_punct(v + 1, ".") || doc.is_punct(v + 1, "(") {
+                // `a = b.c`, `a = f(…)`, `a = other_column` are joins/expressions, not value
+                // filters.
+                if doc.is_punct(v + 1, ".") || doc.is_punct(v + 1, "(") || vt.text.contains('_') {
                     continue;
                 }
                 let w = doc.w(v);
@@ -1067,36 +1789,61 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
             }
             value_text = inner;
         }
+        let value = if vt.kind == TokenKind::Quoted {
+            crate::sqlspec::normalize_text_value(value_text)
+        } else {
+            normalize_value(value_text)
+        };
         filters.push(QuestionFilter {
             lhs: Some(lhs.to_string()),
             op,
-            value: normalize_value(value_text),
+            value,
         });
         for k in i - 1..=v {
             mark(used, k);
         }
     }
-    // Pass 2: between a and b.
+    // Pass 2: `[lhs] between a and b`, `from a to b` (numbers, dates, quoted values, codes).
     for i in 0..n {
-        if used[i] || doc.w(i) != "between" || doc.tok(i).is_some_and(|t| t.depth > 0) {
+        let opener = doc.w(i);
+        if used[i]
+            || !matches!(opener, "between" | "from")
+            || doc.tok(i).is_some_and(|t| t.depth > 0)
+        {
             continue;
         }
-        if let (Some(a), "and", Some(b)) = (doc.number(i + 1), doc.w(i + 2), doc.number(i + 3)) {
-            let a = date_or_number(doc, i + 1, a, used);
-            let b = date_or_number(doc, i + 3, b, used);
-            for (op, value) in [(FilterOp::GtEq, a), (FilterOp::LtEq, b)] {
-                filters.push(QuestionFilter {
-                    lhs: None,
-                    op,
-                    value,
-                });
-            }
-            for k in i..=i + 3 {
-                mark(used, k);
-            }
+        let joiner = if opener == "between" { "and" } else { "to" };
+        let (Some(a), true, Some(b)) = (
+            range_value(doc, i + 1, used),
+            doc.w(i + 2) == joiner,
+            range_value(doc, i + 3, used),
+        ) else {
+            continue;
+        };
+        let lhs = if i > 0 && !used[i - 1] {
+            lhs_ident(doc, i - 1)
+                .filter(|w| w.contains('_') || doc.is_punct(i - 2, "."))
+                .map(str::to_string)
+        } else {
+            None
+        };
+        if lhs.is_some() {
+            mark(used, i - 1);
+        }
+        for (op, value) in [(FilterOp::GtEq, a), (FilterOp::LtEq, b)] {
+            filters.push(QuestionFilter {
+                lhs: lhs.clone(),
+                op,
+                value,
+            });
+        }
+        for k in i..=i + 3 {
+            mark(used, k);
         }
     }
     // Pass 3: numbers, quoted values, entities.
+    // A capitalised label right before a quoted value names its dimension: City 'Aberdeen'.
+    let mut label_for_quote: Option<(usize, String)> = None;
     let mut i = 0usize;
     while i < n {
         let Some(t) = doc.tok(i) else { break };
@@ -1110,34 +1857,61 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                     || doc.is_punct(i + 1, "*")
                     || doc.is_punct(i + 1, "/");
                 if !arithmetic && let Some(num) = canonical_number(&t.text.replace(',', "")) {
-                    let op = comparative_before(doc, i)
-                        .or_else(|| comparative_after(doc, i))
-                        .unwrap_or(FilterOp::Eq);
+                    let op = comparative_before(doc, i).or_else(|| comparative_after(doc, i));
                     let value = date_or_number(doc, i, num, used);
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op,
-                        value,
-                    });
+                    // A bare number is a requirement only when compared ("over 15"), or when it
+                    // is a year or a date; other numbers ("atom 2", "3 powers") are left to the
+                    // SQL-literal rule, which finds them when the SQL uses them.
+                    let year_or_date = value.contains('-') && value.len() > 4 || is_year(&value);
+                    if op.is_some() || year_or_date {
+                        filters.push(QuestionFilter {
+                            lhs: None,
+                            op: op.unwrap_or(FilterOp::Eq),
+                            value,
+                        });
+                    }
                 }
                 mark(used, i);
                 i += 1;
             }
             TokenKind::Quoted => {
-                let (op, inner) = like_op(t.text);
-                let value = normalize_value(inner);
+                let (mut op, inner) = like_op(t.text);
+                // Quoted text stays text ('09' is not 9), as sqlspec keeps string literals.
+                let value = crate::sqlspec::normalize_text_value(inner);
+                if negated_before(doc, i) {
+                    op = if op == FilterOp::Eq {
+                        FilterOp::NotEq
+                    } else {
+                        FilterOp::NotLike
+                    };
+                }
+                let lhs = match label_for_quote.take() {
+                    Some((at, label)) if at == i => Some(label),
+                    _ => None,
+                };
                 if !value.is_empty() {
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op,
-                        value,
-                    });
+                    filters.push(QuestionFilter { lhs, op, value });
                 }
                 mark(used, i);
                 i += 1;
             }
             TokenKind::Word => {
                 let end = entity_end(doc, i, used);
+                if end > i && doc.tok(end).is_some_and(|q| q.kind == TokenKind::Quoted) {
+                    let mut label = String::new();
+                    for k in i..end {
+                        if let Some(tk) = doc.tok(k) {
+                            if !label.is_empty() {
+                                label.push(' ');
+                            }
+                            label.push_str(&tk.text.to_lowercase());
+                        }
+                        mark(used, k);
+                    }
+                    label_for_quote = Some((end, label));
+                    i = end;
+                    continue;
+                }
                 if end > i {
                     let mut value = String::new();
                     for k in i..end {
@@ -1145,14 +1919,28 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
                         if !value.is_empty() {
                             value.push(' ');
                         }
-                        value.push_str(tk.text.trim_end_matches("'s").trim_end_matches("’s"));
+                        // A possessive ends the name ("Abomination's powers"); inside a name
+                        // it belongs to it ("Women's Soccer").
+                        if k + 1 == end {
+                            value.push_str(tk.text.trim_end_matches("'s").trim_end_matches("’s"));
+                        } else {
+                            value.push_str(tk.text);
+                        }
                         mark(used, k);
                     }
-                    filters.push(QuestionFilter {
-                        lhs: None,
-                        op: FilterOp::Eq,
-                        value: normalize_value(&value),
-                    });
+                    let value = normalize_value(&value);
+                    if value.chars().count() >= 2 {
+                        let op = if negated_before(doc, i) {
+                            FilterOp::NotEq
+                        } else {
+                            FilterOp::Eq
+                        };
+                        filters.push(QuestionFilter {
+                            lhs: None,
+                            op,
+                            value,
+                        });
+                    }
                     i = end;
                 } else {
                     i += 1;
@@ -1162,6 +1950,59 @@ fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
         }
     }
     filters
+}
+
+fn is_year(v: &str) -> bool {
+    v.len() == 4 && v.parse::<u32>().is_ok_and(|y| (1800..=2100).contains(&y))
+}
+
+/// Whether the value at token `i` is negated: "not 'Boril'", "is not X", "other than X",
+/// "except X", "excluding X", "without X", "isn't X" (quote punctuation is skipped).
+fn negated_before(doc: &Doc<'_>, i: usize) -> bool {
+    // Up to four words back, within the clause: "do not have the nationality 'USA'",
+    // "who are not from Russia", "other than 'Member'".
+    let mut j = i;
+    let mut words = 0;
+    while j > 0 && words < 4 {
+        j -= 1;
+        let Some(t) = doc.tok(j) else { return false };
+        match t.kind {
+            TokenKind::Punct if matches!(t.text, "`" | "'" | "\"" | "“" | "‘") => continue,
+            TokenKind::Word => {}
+            _ => return false,
+        }
+        let w = doc.w(j);
+        if matches!(w, "not" | "except" | "excluding" | "without" | "never") || w.ends_with("n't") {
+            return true;
+        }
+        if w == "than" && j > 0 && doc.w(j - 1) == "other" {
+            return true;
+        }
+        if matches!(
+            w,
+            "and" | "or" | "but" | "that" | "which" | "who" | "whose" | "where" | "with"
+        ) {
+            return false;
+        }
+        words += 1;
+    }
+    false
+}
+
+/// A bound of `between a and b`: a number/date or a quoted value.
+fn range_value(doc: &Doc<'_>, i: usize, used: &mut [bool]) -> Option<String> {
+    let t = doc.tok(i)?;
+    match t.kind {
+        TokenKind::Quoted => Some(crate::sqlspec::normalize_text_value(t.text)),
+        // Codes such as TR000.
+        TokenKind::Word if t.text.chars().any(|c| c.is_ascii_digit()) => {
+            Some(normalize_value(t.text))
+        }
+        _ => {
+            let n = doc.number(i)?;
+            Some(date_or_number(doc, i, n, used))
+        }
+    }
 }
 
 /// A date glued to a year token (`2012-01-05`, `2012/1/5`) becomes one value; otherwise the
@@ -1244,7 +2085,12 @@ fn entity_word(doc: &Doc<'_>, i: usize, used: &[bool]) -> bool {
     if t.kind != TokenKind::Word || t.depth > 0 || used.get(i).copied().unwrap_or(true) {
         return false;
     }
-    if !t.is_capitalized() || is_in(ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
+    if !t.is_capitalized() || is_in(&ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
+        return false;
+    }
+    // `T1.weight_kg`: a table qualifier.
+    let after = doc.text.get(t.start + t.text.len()..).unwrap_or("");
+    if after.starts_with('.') && after[1..].starts_with(|c: char| c.is_alphanumeric() || c == '_') {
         return false;
     }
     // Identifiers (TotalSpendUSD, eye_colour_id, h2o) are not entities; ALLCAPS words are
@@ -1342,9 +2188,9 @@ fn phrase_in(doc: &Doc<'_>, lower: &str, value: &str) -> bool {
     if value.chars().count() >= 2 && value.chars().any(char::is_alphanumeric) {
         return contains_phrase(lower, value);
     }
-    doc.toks
-        .iter()
-        .any(|t| t.kind == TokenKind::Quoted && normalize_value(t.text) == value)
+    doc.toks.iter().any(|t| {
+        t.kind == TokenKind::Quoted && crate::sqlspec::normalize_text_value(t.text) == value
+    })
 }
 
 /// Replace NL terms by physical columns through the profile's column mappings.
@@ -1404,7 +2250,7 @@ fn dedup_filters(filters: &mut Vec<QuestionFilter>) {
             let subsumed = a.lhs.is_none()
                 && b.lhs.is_some()
                 && (same_value
-                    || (a.value.len() >= 3 && contains_phrase(&b.value, &a.value))
+                    || (a.value.len() >= 2 && contains_phrase(&b.value, &a.value))
                     || (b.value.len() >= 3 && contains_phrase(&a.value, &b.value)));
             if duplicate || subsumed {
                 keep[i] = false;
@@ -1603,5 +2449,118 @@ mod tests {
         );
         assert_eq!(s.group_by, vec!["regionname"]);
         assert_eq!(s.filters[0].lhs.as_deref(), Some("regionname"));
+    }
+
+    fn with_qe(q: &str, e: &str) -> QuestionSpec {
+        extract(q, Some(&format!("{q} {e}")), None, &RuleProfile::default())
+    }
+
+    #[test]
+    fn definitions_count_only_when_their_subject_is_in_the_question() {
+        // Glossary entries about terms the question does not use are not requirements.
+        let s = with_qe(
+            "What is the bond type of TR007_4_19?",
+            "double bond refers to bond_type = ' = '; single bond refers to bond_type = '-'; \
+             label = '+' mean molecules are carcinogenic",
+        );
+        assert!(s.filters.is_empty(), "{:?}", s.filters);
+        // A definition whose subject is in Qu is; both orders; `! =` with a space.
+        let s = with_qe(
+            "In how many carcinogenic molecules is there no bromine?",
+            "no bromine refers to element ! = 'br'; label = '+' mean molecules are carcinogenic",
+        );
+        assert_eq!(
+            values(&s),
+            vec![
+                (Some("element"), FilterOp::NotEq, "br"),
+                (Some("label"), FilterOp::Eq, "+")
+            ]
+        );
+        // `non-carcinogenic` does not match the subject `carcinogenic`.
+        let s = with_qe(
+            "How many non-carcinogenic molecules are there?",
+            "label = '+' mean molecules are carcinogenic; label = '-' means molecules are non-carcinogenic",
+        );
+        assert_eq!(values(&s), vec![(Some("label"), FilterOp::Eq, "-")]);
+        // Chained definitions separated by commas.
+        let s = with_qe(
+            "Which atoms are Oxygen?",
+            "element = 'cl' means Chlorine, element = 'o' means Oxygen, element = 's' means Sulfur",
+        );
+        assert_eq!(values(&s), vec![(Some("element"), FilterOp::Eq, "o")]);
+    }
+
+    #[test]
+    fn definitions_replace_the_structure_they_explain() {
+        // "fastest" is defined as a value, not an ordering.
+        let s = with_qe(
+            "Count the fastest superheroes.",
+            "fastest refers to attribute_value = 100 WHERE attribute_name = 'Speed';",
+        );
+        assert!(
+            !s.aggregations.iter().any(|a| a.func == AggFunc::Max),
+            "{s:?}"
+        );
+        assert_eq!(s.top_k, None);
+        // "total number of … refers to SUM(amount)": SUM, not COUNT.
+        let s = with_qe(
+            "Provide the total number of the budget amount for the event.",
+            "total number of budget amount refers to SUM(amount)",
+        );
+        let funcs: Vec<_> = s.aggregations.iter().map(|a| a.func.clone()).collect();
+        assert_eq!(funcs, vec![AggFunc::Sum]);
+    }
+
+    #[test]
+    fn declarations_ranges_and_yes_no_questions() {
+        let s = with_qe(
+            "How many students attended the event Women's Soccer?",
+            "Women's Soccer is an event name; 'President' is a position of Student Club",
+        );
+        assert_eq!(values(&s), vec![(None, FilterOp::Eq, "women's soccer")]);
+        let s = spec(
+            "How many molecules from TR000 to TR030 have molecule_id between 'TR010' and 'TR020'?",
+        );
+        assert_eq!(
+            values(&s),
+            vec![
+                (None, FilterOp::GtEq, "tr000"),
+                (None, FilterOp::LtEq, "tr030"),
+                (Some("molecule_id"), FilterOp::GtEq, "tr010"),
+                (Some("molecule_id"), FilterOp::LtEq, "tr020"),
+            ]
+        );
+        // A bare number is not a requirement; a compared one is.
+        assert!(spec("What are the bonds of atom 2?").filters.is_empty());
+        // Yes/no: a filter on the returned column is the answer, not a requirement.
+        use crate::sqlspec::{Clause, Filter, Projection};
+        let sql = SqlSpec {
+            projections: vec![Projection {
+                expr: "label".into(),
+                alias: None,
+                aggregate: None,
+                columns: vec!["label".into()],
+            }],
+            filters: vec![Filter {
+                lhs: "molecule_id".into(),
+                op: FilterOp::Eq,
+                rhs: FilterValue::Text("tr151".into()),
+                clause: Clause::Where,
+                in_disjunction: false,
+                depth: 0,
+            }],
+            ..SqlSpec::default()
+        };
+        let q = "Is molecule TR151 carcinogenic?";
+        let s = extract(
+            q,
+            Some(&format!("{q} label = '+' mean molecules are carcinogenic")),
+            Some(&sql),
+            &RuleProfile::default(),
+        );
+        assert_eq!(
+            values(&s),
+            vec![(Some("molecule_id"), FilterOp::Eq, "tr151")]
+        );
     }
 }

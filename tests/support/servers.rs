@@ -1,3 +1,6 @@
+//! (Included by the daemon tests as `#[path = "support/servers.rs"] mod support;` so that it
+//! sits beside other test helpers in tests/support/ without owning its mod.rs.)
+//!
 //! Real servers for the daemon integration tests: ClickHouse (Debian's `clickhouse-server`) and
 //! the Kafka-compatible broker tansu, each started as a child process on free loopback ports with
 //! its state in a temp dir, so that a test can stop, kill and restart them to inject faults.
@@ -152,6 +155,11 @@ impl ClickHouse {
         format!("http://127.0.0.1:{}", self.http_port)
     }
 
+    /// Process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Stop (SIGTERM).
     pub fn stop(&mut self) {
         stop_child(&mut self.child, "TERM", Duration::from_secs(20));
@@ -295,6 +303,11 @@ impl Tansu {
             ));
         }
         Ok(())
+    }
+
+    /// Process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// `host:port` for bootstrap.servers.
@@ -737,6 +750,8 @@ pub struct Harness {
     next: usize,
     daemons: u32,
     dead_letter_topic: bool,
+    /// `sink.batch_rows` / `sink.flush_interval_ms` of the daemons (tests: small and quick).
+    pub batch: (usize, u64),
 }
 
 impl Harness {
@@ -760,6 +775,7 @@ impl Harness {
             next: 0,
             daemons: 0,
             dead_letter_topic,
+            batch: (1000, 200),
         };
         let config = h.write_config("migrate", free_port());
         let out = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
@@ -800,8 +816,8 @@ commit_interval_ms = 200
 kind = "clickhouse"
 url = "{url}"
 database = "sqlgrade"
-batch_rows = 1000
-flush_interval_ms = 200
+batch_rows = {batch_rows}
+flush_interval_ms = {flush_ms}
 retry_initial_ms = 100
 retry_max_ms = 1000
 
@@ -816,6 +832,8 @@ listen = "127.0.0.1:{health_port}"
             rules = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("rules")
                 .display(),
+            batch_rows = self.batch.0,
+            flush_ms = self.batch.1,
         );
         let path = self.servers.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();

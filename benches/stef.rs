@@ -1,0 +1,182 @@
+//! Throughput of the deterministic STEF path per core, on real traffic: every BIRD and Spider
+//! prediction of every system in `shared/data` (3 × 432 + 3 × 1034 events; BIRD evidence is the
+//! enriched question, as the backfill builds it).
+//!
+//! - `stef_path`: SQL text → sqlspec extraction → question spec, enrichment, alignment and
+//!   normalization rules (`stef::prepare`) → deterministic judge → `stef::finish` (Φ) →
+//!   `to_row` (the evaluation row with its details JSON). Target: ≥ 25,000 events/s per core.
+//! - `stef_without_extraction`: the same minus sqlparser (SQL specs extracted beforehand), to
+//!   show what the STEF-specific part costs.
+//!
+//! Both are measured twice: in wall time (`deterministic_stef`) and in CPU time of the
+//! benchmarking thread (`deterministic_stef_cpu`) — the latter is the per-core rate and stays
+//! meaningful on a machine shared with other work.
+//!
+//! Run with `cargo bench --bench stef`; numbers are recorded in `benches/README.md`.
+
+use std::time::Duration;
+
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::Value;
+use sqlgrade::event::Event;
+use sqlgrade::judge::deterministic::DeterministicJudge;
+use sqlgrade::stef::{self, RuleProfile};
+use sqlgrade::testdata::data_dir;
+
+fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("shared data file")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+fn corpus() -> Vec<Event> {
+    let mut events = Vec::new();
+    for dataset in ["bird", "spider"] {
+        let dir = data_dir().join(dataset);
+        let questions: std::collections::HashMap<i64, Value> = read_jsonl(&dir.join("dev.jsonl"))
+            .into_iter()
+            .filter_map(|q| Some((q["question_id"].as_i64()?, q)))
+            .collect();
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("predictions"))
+            .expect("predictions dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        files.sort();
+        for file in files {
+            for p in read_jsonl(&file) {
+                let Some(q) = p["question_id"].as_i64().and_then(|id| questions.get(&id)) else {
+                    continue;
+                };
+                let question = q["question"].as_str().unwrap_or_default();
+                let evidence = q["evidence"].as_str().unwrap_or("").trim();
+                let enriched = (!evidence.is_empty()).then(|| format!("{question} {evidence}"));
+                let event = Event::from_value(serde_json::json!({
+                    "event_id": format!("{}-{}", dataset, p["question_id"]),
+                    "question": question,
+                    "enriched_question": enriched,
+                    "sql": p["predicted_sql"].as_str().unwrap_or_default(),
+                    "dialect": "sqlite",
+                }));
+                if let Ok(e) = event {
+                    events.push(e);
+                }
+            }
+        }
+    }
+    events
+}
+
+/// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Criterion measurement in thread CPU time (per-core cost, insensitive to other processes).
+struct ThreadCpuTime;
+
+static WALL: WallTime = WallTime;
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = Duration;
+    type Value = Duration;
+
+    fn start(&self) -> Duration {
+        thread_cpu_now()
+    }
+
+    fn end(&self, start: Duration) -> Duration {
+        thread_cpu_now().saturating_sub(start)
+    }
+
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WALL.formatter()
+    }
+}
+
+fn bench_stef(c: &mut Criterion) {
+    run_group(c, "deterministic_stef");
+}
+
+fn bench_stef_cpu(c: &mut Criterion<ThreadCpuTime>) {
+    run_group(c, "deterministic_stef_cpu");
+}
+
+fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
+    let events = corpus();
+    let profile = RuleProfile::default();
+    let judge = DeterministicJudge;
+    let ts = "2026-11-21T10:00:00Z";
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(events.len() as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("stef_path", |b| {
+        b.iter(|| {
+            let mut total = 0.0;
+            for event in &events {
+                let row = match stef::prepare(event, &profile) {
+                    Ok(prepared) => {
+                        let assessment = judge.assess_prepared(&prepared);
+                        stef::finish(&prepared, assessment, &profile).to_row(event, ts, &profile, 0)
+                    }
+                    Err(err) => stef::non_scorable_row(event, ts, &err, &profile),
+                };
+                total += row.value;
+            }
+            total
+        })
+    });
+    let specs: Vec<_> = events
+        .iter()
+        .map(|e| sqlgrade::sqlspec::extract(&e.sql, e.dialect.as_deref()))
+        .collect();
+    group.bench_function("stef_without_extraction", |b| {
+        b.iter(|| {
+            let mut total = 0.0;
+            for (event, spec) in events.iter().zip(&specs) {
+                if let Ok(spec) = spec {
+                    let prepared = stef::prepare_with_spec(event, &profile, spec.clone());
+                    let assessment = judge.assess_prepared(&prepared);
+                    total += stef::finish(&prepared, assessment, &profile)
+                        .to_row(event, ts, &profile, 0)
+                        .value;
+                }
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_stef);
+criterion_group! {
+    name = benches_cpu;
+    config = Criterion::default().with_measurement(ThreadCpuTime);
+    targets = bench_stef_cpu
+}
+criterion_main!(benches, benches_cpu);

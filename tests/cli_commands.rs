@@ -421,3 +421,55 @@ fn migrate_needs_a_clickhouse_sink_and_reports_an_unreachable_server() {
     );
     assert!(!stderr(&out).contains("pw-never-shown"));
 }
+
+#[test]
+fn run_from_stdin_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = sqlgrade(dir.path())
+        .arg("run")
+        .env("SQLGRADE__SOURCE__KIND", "stdin")
+        .env("SQLGRADE__SINK__KIND", "stdout")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = concat!(
+        r#"{"event_id": "s1", "question": "How many singers?", "sql": "SELECT count(*) FROM singer"}"#,
+        "\n\n",
+        "not json\n",
+        r#"{"event_id": "s2", "question": "Names of singers", "sql": "SELECT name FROM singer"}"#
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| l["metric"] == "stef")
+        .map(|l| l["event_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        BTreeSet::from(["s1", "s2"]),
+        "partial last line scored too"
+    );
+    let dead: Vec<&Value> = lines.iter().filter(|l| l.get("reason").is_some()).collect();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        dead[0]["source"], "stdin:3",
+        "blank line counted, not dead-lettered"
+    );
+    assert!(
+        stderr(&out).contains("sqlgrade run summary"),
+        "summary goes to stderr when rows go to stdout"
+    );
+}

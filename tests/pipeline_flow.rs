@@ -423,3 +423,38 @@ async fn gold_hook_rows_follow_the_stef_row() {
     assert_eq!(summary.metrics["ex"].count, 49);
     assert!(summary.render("t").contains("ex "));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_failure_ends_a_run_whose_source_never_ends() {
+    let events: Vec<Event> = bird_events("SuperSQL.jsonl").into_iter().take(5).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.jsonl");
+    let text: String = events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    // A followed file idles at EOF forever; the failed sink must still end the run.
+    let source =
+        FileSource::new(&path, true, 1 << 20).with_poll_interval(Duration::from_millis(10));
+    let sink = RecordingSink {
+        fail_on_write: Some(0),
+        ..RecordingSink::default()
+    };
+    let mut opts = options(2, 1000);
+    opts.flush_interval = Duration::from_millis(20);
+    let (_tx, rx) = watch::channel(false);
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        Pipeline::new(
+            Box::new(source),
+            Box::new(sink),
+            scorer_with(Arc::new(DeterministicJudge)),
+            opts,
+        )
+        .run(rx),
+    )
+    .await
+    .expect("the run ends after the sink failed");
+    assert!(matches!(result, Err(PipelineError::Sink(_))), "{result:?}");
+}

@@ -12,7 +12,10 @@
 //! Shutdown: when the shutdown signal fires (or the source ends) the source is stopped, each
 //! stage finishes what it holds and closes its output channel, the batcher writes the last batch,
 //! the sink is flushed and [`Source::finish`] commits. A panic while scoring one event is caught
-//! and turns that event into a dead letter, so one poison message cannot stop the daemon.
+//! and turns that event into a dead letter, so one poison message cannot stop the daemon. A sink
+//! failure ends the run with [`PipelineError::Sink`]: every stage stops (a source idling at EOF
+//! included) and nothing after the last successful write is acknowledged, so sources that track
+//! offsets redeliver it.
 
 pub mod ack;
 pub mod build;
@@ -246,17 +249,20 @@ async fn source_stage(
             source.stop();
             break;
         }
-        let next = if watching {
-            tokio::select! {
-                biased;
-                changed = shutdown.changed() => {
-                    watching = changed.is_ok();
-                    continue;
-                }
-                next = source.next() => next,
+        let next = tokio::select! {
+            biased;
+            changed = shutdown.changed(), if watching => {
+                watching = changed.is_ok();
+                continue;
             }
-        } else {
-            source.next().await
+            () = raw_tx.closed() => {
+                // Downstream stopped (sink failure); it reports its own error. Checked here too
+                // so a source idling at EOF (follow, Kafka) does not keep the run alive.
+                tracing::debug!("downstream stopped; stopping the source");
+                source.stop();
+                break;
+            }
+            next = source.next() => next,
         };
         match next {
             Ok(Some(message)) => {
@@ -285,7 +291,16 @@ async fn decode_stage(
     max_event_bytes: usize,
     transform: Option<EventTransform>,
 ) {
-    while let Some(message) = raw_rx.recv().await {
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = work_tx.closed() => return,
+            () = done_tx.closed() => return,
+            message = raw_rx.recv() => match message {
+                Some(message) => message,
+                None => return,
+            },
+        };
         let SourceMessage {
             payload,
             origin,
@@ -330,7 +345,16 @@ async fn score_stage(
     workers: usize,
 ) -> Result<(), PipelineError> {
     let permits = Arc::new(Semaphore::new(workers));
-    while let Some(work) = work_rx.recv().await {
+    loop {
+        let work = tokio::select! {
+            biased;
+            // The batcher stopped (sink failure): stop taking work so the stages upstream unwind.
+            () = done_tx.closed() => break,
+            work = work_rx.recv() => match work {
+                Some(work) => work,
+                None => break,
+            },
+        };
         let permit = Arc::clone(&permits)
             .acquire_owned()
             .await

@@ -352,7 +352,13 @@ fn projection_alignment(
         }
         for c in &p.columns {
             words.extend(name_words(c));
-            words.extend(name_words(&rules.dimension_key(c)));
+            // A mapped column adds the words of its target.
+            if !rules.mappings.is_empty() {
+                let mapped = rules.dimension_key(c);
+                if mapped != name_key(c) {
+                    words.extend(name_words(&mapped));
+                }
+            }
         }
         words
     };

@@ -35,7 +35,8 @@ use crate::sqlspec::{AggFunc, FilterOp};
 use super::align::agg_name;
 use super::question::{COMPUTED, definition_parts, split_clauses, text_constraints};
 use super::text::{
-    contains_phrase, lower_collapsed, name_words, render_question_filter, words_match,
+    MAX_TEXT_BYTES, clip, contains_phrase, lower_collapsed, name_words, render_question_filter,
+    words_match,
 };
 use super::{Enrichment, EnrichmentStatus, QuestionFilter, QuestionSpec, RuleProfile};
 
@@ -44,6 +45,8 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     let Some(enriched) = enriched.filter(|e| !e.trim().is_empty()) else {
         return Enrichment::absent();
     };
+    let question = clip(question, MAX_TEXT_BYTES);
+    let enriched = clip(enriched, MAX_TEXT_BYTES);
     if enriched.trim() == question.trim() {
         return faithful();
     }

@@ -52,15 +52,15 @@
 //! `'09'` is not `9`); column mappings of the profile are applied to every dimension (NL term →
 //! physical column).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
 
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, SqlSpec};
 
 use super::text::{
-    Token, TokenKind, canonical_number, contains_phrase, lower_collapsed, name_key,
-    normalize_value, singular, tokenize,
+    MAX_TEXT_BYTES, Token, TokenKind, canonical_number, clip, contains_phrase, lower_collapsed,
+    name_key, normalize_value, singular, tokenize,
 };
 use super::{QuestionAggregation, QuestionFilter, QuestionSpec, RuleProfile};
 
@@ -79,6 +79,8 @@ pub fn extract(
     sql: Option<&SqlSpec>,
     profile: &RuleProfile,
 ) -> QuestionSpec {
+    let question = clip(question, MAX_TEXT_BYTES);
+    let enriched = enriched.map(|e| clip(e, MAX_TEXT_BYTES));
     let qu_tokens = tokenize(question);
     let qu_lower = question.to_ascii_lowercase();
     let qu = Doc {
@@ -112,7 +114,7 @@ pub fn extract(
             // Top-k numbers in Qe are not filters either; a DISTINCT instruction counts.
             let mut scratch = QuestionSpec::default();
             structure(&req_doc, &mut scratch, &mut req_used);
-            if (0..req_tokens.len()).any(|i| is_in(&DISTINCT_WORDS, req_doc.w(i))) {
+            if (0..req_tokens.len()).any(|i| is_in(DISTINCT_WORDS, req_doc.w(i))) {
                 for a in &mut spec.aggregations {
                     if a.func == AggFunc::Count {
                         a.distinct = true;
@@ -177,40 +179,19 @@ fn drop_schema_terms(sql: &SqlSpec, filters: &mut Vec<QuestionFilter>) {
     {
         return;
     }
-    let mut keys: Vec<String> = Vec::new();
-    let mut name_words_all: Vec<String> = Vec::new();
-    let mut add = |name: &str| {
-        let k = name_key(name);
-        if !k.is_empty() {
-            keys.push(k);
-            name_words_all.extend(crate::stef::text::name_words(name));
-        }
-    };
-    for t in &sql.tables {
-        add(t);
-    }
+    let mut names: Vec<&str> = Vec::new();
+    names.extend(sql.tables.iter().map(String::as_str));
     for p in &sql.projections {
-        for c in &p.columns {
-            add(c);
-        }
-        if let Some(a) = &p.alias {
-            add(a);
-        }
+        names.extend(p.columns.iter().map(String::as_str));
+        names.extend(p.alias.as_deref());
     }
-    for f in &sql.filters {
-        add(&f.lhs);
-    }
-    for g in &sql.group_by {
-        add(g);
-    }
-    for o in &sql.order_by {
-        add(&o.expr);
-    }
-    for a in &sql.aggregations {
-        if let Some(c) = &a.column {
-            add(c);
-        }
-    }
+    names.extend(sql.filters.iter().map(|f| f.lhs.as_str()));
+    names.extend(sql.group_by.iter().map(String::as_str));
+    names.extend(sql.order_by.iter().map(|o| o.expr.as_str()));
+    names.extend(sql.aggregations.iter().filter_map(|a| a.column.as_deref()));
+    let keys: Vec<String> = names.iter().map(|n| name_key(n)).collect();
+    // Words of all schema names, computed only if a key comparison does not decide.
+    let words_cell: std::cell::OnceCell<Vec<String>> = std::cell::OnceCell::new();
     filters.retain(|f| {
         if f.lhs.is_some() || f.op != FilterOp::Eq || f.value.contains(|c: char| c.is_ascii_digit())
         {
@@ -225,11 +206,18 @@ fn drop_schema_terms(sql: &SqlSpec, filters: &mut Vec<QuestionFilter>) {
         // "Package Option of TV Channel").
         let words: Vec<String> = crate::stef::text::name_words(&f.value)
             .into_iter()
-            .filter(|w| !is_in(&PHRASE_STOP, w))
+            .filter(|w| !is_in(PHRASE_STOP, w))
             .collect();
-        let schema =
-            !words.is_empty() && words.iter().all(|w| name_words_all.iter().any(|s| s == w));
-        !schema
+        if words.is_empty() {
+            return true;
+        }
+        let schema_words = words_cell.get_or_init(|| {
+            names
+                .iter()
+                .flat_map(|n| crate::stef::text::name_words(n))
+                .collect()
+        });
+        !words.iter().all(|w| schema_words.iter().any(|s| s == w))
     });
 }
 
@@ -318,7 +306,7 @@ fn declared_value(clause: &str) -> Option<&str> {
                 .chars()
                 .any(|c| c == '\'' || c == '"' || c.is_ascii_digit() || c.is_uppercase());
             let short = (1..=4).contains(&value.split_whitespace().count());
-            if short && value_like && !has_constraint(value) && !is_in(&ENTITY_STOP, &first) {
+            if short && value_like && !has_constraint(value) && !is_in(ENTITY_STOP, &first) {
                 return Some(value);
             }
             return None;
@@ -602,7 +590,7 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
             continue;
         }
         let w = t.text.to_ascii_lowercase();
-        if w.len() < 2 || is_in(&PHRASE_STOP, &w) || is_in(&SUBJECT_STOP, &w) {
+        if w.len() < 2 || is_in(PHRASE_STOP, &w) || is_in(SUBJECT_STOP, &w) {
             continue;
         }
         total += 1;
@@ -619,12 +607,13 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
     total > 0 && found * 3 >= total * 2
 }
 
-static SUBJECT_STOP: Lexicon =
-    LazyLock::new(|| HashSet::from_iter(["type", "types", "value", "values", "name", "names"]));
+const SUBJECT_STOP: u32 = 1 << 15;
+const SUBJECT_STOP_LIST: &[&str] = &["type", "types", "value", "values", "name", "names"];
 
 /// The constraints one text states on its own (no SQL, no mappings): used by enrichment
 /// validation to compare Qu with Qe.
 pub fn text_constraints(text: &str) -> QuestionSpec {
+    let text = clip(text, MAX_TEXT_BYTES);
     let toks = tokenize(text);
     let lower = text.to_ascii_lowercase();
     let doc = Doc {
@@ -679,474 +668,465 @@ impl<'a> Doc<'a> {
     }
 }
 
-static MAX_WORDS: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "highest",
-        "maximum",
-        "max",
-        "most",
-        "largest",
-        "biggest",
-        "greatest",
-        "tallest",
-        "heaviest",
-        "longest",
-        "top",
-        "richest",
-        "strongest",
-        "fastest",
-        "oldest_age",
-    ])
-});
-static MIN_WORDS: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "lowest", "minimum", "min", "least", "smallest", "fewest", "shortest", "lightest",
-        "weakest", "slowest", "cheapest",
-    ])
-});
-static ORDER_SUPERLATIVES: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
-    ])
-});
-static ORDER_WORDS: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "ranked",
-        "rank",
-        "ranking",
-        "sorted",
-        "sort",
-        "ordered",
-        "descending",
-        "ascending",
-        "alphabetical",
-        "alphabetically",
-        "chronological",
-        "chronologically",
-        "desc",
-        "asc",
-    ])
-});
-static COMPUTED_WORDS: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "percentage",
-        "percent",
-        "ratio",
-        "proportion",
-        "difference",
-        "divide",
-        "divided",
-        "rate",
-    ])
-});
-static DISTINCT_WORDS: Lexicon = LazyLock::new(|| HashSet::from_iter(["distinct", "unique"]));
-static AVG_WORDS: Lexicon = LazyLock::new(|| HashSet::from_iter(["average", "mean", "avg"]));
-static LIST_VERBS: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "list",
-        "name",
-        "give",
-        "show",
-        "find",
-        "provide",
-        "state",
-        "tell",
-        "identify",
-        "display",
-        "return",
-        "mention",
-        "indicate",
-        "describe",
-        "enumerate",
-    ])
-});
+const MAX_WORDS: u32 = 1 << 7;
+const MAX_WORDS_LIST: &[&str] = &[
+    "highest",
+    "maximum",
+    "max",
+    "most",
+    "largest",
+    "biggest",
+    "greatest",
+    "tallest",
+    "heaviest",
+    "longest",
+    "top",
+    "richest",
+    "strongest",
+    "fastest",
+    "oldest_age",
+];
+const MIN_WORDS: u32 = 1 << 8;
+const MIN_WORDS_LIST: &[&str] = &[
+    "lowest", "minimum", "min", "least", "smallest", "fewest", "shortest", "lightest", "weakest",
+    "slowest", "cheapest",
+];
+const ORDER_SUPERLATIVES: u32 = 1 << 11;
+const ORDER_SUPERLATIVES_LIST: &[&str] = &[
+    "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
+];
+const ORDER_WORDS: u32 = 1 << 12;
+const ORDER_WORDS_LIST: &[&str] = &[
+    "ranked",
+    "rank",
+    "ranking",
+    "sorted",
+    "sort",
+    "ordered",
+    "descending",
+    "ascending",
+    "alphabetical",
+    "alphabetically",
+    "chronological",
+    "chronologically",
+    "desc",
+    "asc",
+];
+const COMPUTED_WORDS: u32 = 1 << 2;
+const COMPUTED_WORDS_LIST: &[&str] = &[
+    "percentage",
+    "percent",
+    "ratio",
+    "proportion",
+    "difference",
+    "divide",
+    "divided",
+    "rate",
+];
+const DISTINCT_WORDS: u32 = 1 << 3;
+const DISTINCT_WORDS_LIST: &[&str] = &["distinct", "unique"];
+const AVG_WORDS: u32 = 1 << 0;
+const AVG_WORDS_LIST: &[&str] = &["average", "mean", "avg"];
+const LIST_VERBS: u32 = 1 << 6;
+const LIST_VERBS_LIST: &[&str] = &[
+    "list",
+    "name",
+    "give",
+    "show",
+    "find",
+    "provide",
+    "state",
+    "tell",
+    "identify",
+    "display",
+    "return",
+    "mention",
+    "indicate",
+    "describe",
+    "enumerate",
+];
 /// Words that end a noun phrase (outputs, grouping dimensions, aggregation columns).
-static PHRASE_STOP: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "of",
-        "for",
-        "from",
-        "with",
-        "in",
-        "who",
-        "that",
-        "which",
-        "whose",
-        "where",
-        "when",
-        "by",
-        "on",
-        "at",
-        "among",
-        "if",
-        "whether",
-        "and",
-        "or",
-        "than",
-        "is",
-        "are",
-        "was",
-        "were",
-        "has",
-        "have",
-        "had",
-        "do",
-        "does",
-        "did",
-        "to",
-        "as",
-        "per",
-        "each",
-        "every",
-        "the",
-        "a",
-        "an",
-        "there",
-        "be",
-        "been",
-        "being",
-        "can",
-        "could",
-        "will",
-        "would",
-        "should",
-        "what",
-        "how",
-        "whom",
-        "why",
-        "it",
-        "its",
-        "their",
-        "they",
-        "them",
-        "this",
-        "these",
-        "those",
-        "all",
-        "any",
-        "not",
-        "no",
-        "into",
-        "over",
-        "under",
-        "between",
-        "after",
-        "before",
-        "during",
-        "within",
-        "refers",
-        "refer",
-        "means",
-        "including",
-        "along",
-        "respectively",
-        "please",
-        "also",
-        "only",
-        "both",
-        "whereas",
-        "while",
-        "but",
-        "so",
-        "such",
-        "belong",
-        "belongs",
-        "got",
-        "get",
-    ])
-});
+const PHRASE_STOP: u32 = 1 << 14;
+const PHRASE_STOP_LIST: &[&str] = &[
+    "of",
+    "for",
+    "from",
+    "with",
+    "in",
+    "who",
+    "that",
+    "which",
+    "whose",
+    "where",
+    "when",
+    "by",
+    "on",
+    "at",
+    "among",
+    "if",
+    "whether",
+    "and",
+    "or",
+    "than",
+    "is",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
+    "had",
+    "do",
+    "does",
+    "did",
+    "to",
+    "as",
+    "per",
+    "each",
+    "every",
+    "the",
+    "a",
+    "an",
+    "there",
+    "be",
+    "been",
+    "being",
+    "can",
+    "could",
+    "will",
+    "would",
+    "should",
+    "what",
+    "how",
+    "whom",
+    "why",
+    "it",
+    "its",
+    "their",
+    "they",
+    "them",
+    "this",
+    "these",
+    "those",
+    "all",
+    "any",
+    "not",
+    "no",
+    "into",
+    "over",
+    "under",
+    "between",
+    "after",
+    "before",
+    "during",
+    "within",
+    "refers",
+    "refer",
+    "means",
+    "including",
+    "along",
+    "respectively",
+    "please",
+    "also",
+    "only",
+    "both",
+    "whereas",
+    "while",
+    "but",
+    "so",
+    "such",
+    "belong",
+    "belongs",
+    "got",
+    "get",
+];
 /// Words skipped before an aggregation's column.
-static COLUMN_SKIP: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "of",
-        "the",
-        "a",
-        "an",
-        "number",
-        "amount",
-        "different",
-        "distinct",
-        "unique",
-        "common",
-        "frequent",
-        "many",
-        "much",
-        "total",
-        "count",
-        "value",
-        "values",
-        "all",
-        "overall",
-    ])
-});
+const COLUMN_SKIP: u32 = 1 << 1;
+const COLUMN_SKIP_LIST: &[&str] = &[
+    "of",
+    "the",
+    "a",
+    "an",
+    "number",
+    "amount",
+    "different",
+    "distinct",
+    "unique",
+    "common",
+    "frequent",
+    "many",
+    "much",
+    "total",
+    "count",
+    "value",
+    "values",
+    "all",
+    "overall",
+];
 /// Capitalised words that are never entities.
-static ENTITY_STOP: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "is",
-        "are",
-        "was",
-        "were",
-        "do",
-        "does",
-        "did",
-        "has",
-        "have",
-        "had",
-        "list",
-        "name",
-        "give",
-        "show",
-        "find",
-        "provide",
-        "state",
-        "tell",
-        "identify",
-        "indicate",
-        "mention",
-        "describe",
-        "count",
-        "compute",
-        "calculate",
-        "determine",
-        "return",
-        "write",
-        "display",
-        "among",
-        "for",
-        "in",
-        "of",
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "if",
-        "then",
-        "also",
-        "only",
-        "all",
-        "each",
-        "every",
-        "between",
-        "from",
-        "to",
-        "with",
-        "by",
-        "on",
-        "at",
-        "as",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "they",
-        "their",
-        "there",
-        "here",
-        "i",
-        "id",
-        "ids",
-        "sql",
-        "yes",
-        "no",
-        "true",
-        "false",
-        "null",
-        "refers",
-        "refer",
-        "means",
-        "please",
-        "evidence",
-        "hint",
-        "hints",
-        "note",
-        "question",
-        "answer",
-        "select",
-        "sum",
-        "avg",
-        "max",
-        "min",
-        "divide",
-        "multiply",
-        "subtract",
-        "add",
-        "cast",
-        "real",
-        "iif",
-        "case",
-        "when",
-        "else",
-        "end",
-        "not",
-        "distinct",
-        "where",
-        "group",
-        "order",
-        "limit",
-        "like",
-        "substr",
-        "strftime",
-        "year",
-        "date",
-        "asc",
-        "desc",
-        "percentage",
-        "ratio",
-        "total",
-        "average",
-        "number",
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "enumerate",
-        "based",
-        "according",
-        "consider",
-        "considering",
-        "excluding",
-        "including",
-        "top",
-        "most",
-        "least",
-        "highest",
-        "lowest",
-        "other",
-        "others",
-        "mr",
-        "mrs",
-        "ms",
-        "dr",
-        "st",
-        "after",
-        "before",
-        "during",
-        "since",
-        "until",
-        "per",
-        "via",
-        "using",
-        "any",
-        "both",
-        "either",
-        "neither",
-        "over",
-        "under",
-    ])
-});
-static PARTICIPLE_BY: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "made",
-        "written",
-        "drawn",
-        "held",
-        "led",
-        "run",
-        "paid",
-        "spent",
-        "bought",
-        "sold",
-        "known",
-        "taken",
-        "given",
-        "done",
-        "seen",
-        "won",
-        "lost",
-        "built",
-        "caused",
-        "owned",
-        "driven",
-        "ridden",
-        "created",
-        "multiply",
-        "divide",
-        "times",
-        "rank",
-        "sort",
-        "order",
-        "group",
-        "followed",
-        "accompanied",
-        "represented",
-        "identified",
-    ])
-});
+const ENTITY_STOP: u32 = 1 << 4;
+const ENTITY_STOP_LIST: &[&str] = &[
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "when",
+    "where",
+    "why",
+    "how",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "has",
+    "have",
+    "had",
+    "list",
+    "name",
+    "give",
+    "show",
+    "find",
+    "provide",
+    "state",
+    "tell",
+    "identify",
+    "indicate",
+    "mention",
+    "describe",
+    "count",
+    "compute",
+    "calculate",
+    "determine",
+    "return",
+    "write",
+    "display",
+    "among",
+    "for",
+    "in",
+    "of",
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "if",
+    "then",
+    "also",
+    "only",
+    "all",
+    "each",
+    "every",
+    "between",
+    "from",
+    "to",
+    "with",
+    "by",
+    "on",
+    "at",
+    "as",
+    "that",
+    "this",
+    "these",
+    "those",
+    "it",
+    "its",
+    "they",
+    "their",
+    "there",
+    "here",
+    "i",
+    "id",
+    "ids",
+    "sql",
+    "yes",
+    "no",
+    "true",
+    "false",
+    "null",
+    "refers",
+    "refer",
+    "means",
+    "please",
+    "evidence",
+    "hint",
+    "hints",
+    "note",
+    "question",
+    "answer",
+    "select",
+    "sum",
+    "avg",
+    "max",
+    "min",
+    "divide",
+    "multiply",
+    "subtract",
+    "add",
+    "cast",
+    "real",
+    "iif",
+    "case",
+    "when",
+    "else",
+    "end",
+    "not",
+    "distinct",
+    "where",
+    "group",
+    "order",
+    "limit",
+    "like",
+    "substr",
+    "strftime",
+    "year",
+    "date",
+    "asc",
+    "desc",
+    "percentage",
+    "ratio",
+    "total",
+    "average",
+    "number",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "enumerate",
+    "based",
+    "according",
+    "consider",
+    "considering",
+    "excluding",
+    "including",
+    "top",
+    "most",
+    "least",
+    "highest",
+    "lowest",
+    "other",
+    "others",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "st",
+    "after",
+    "before",
+    "during",
+    "since",
+    "until",
+    "per",
+    "via",
+    "using",
+    "any",
+    "both",
+    "either",
+    "neither",
+    "over",
+    "under",
+];
+const PARTICIPLE_BY: u32 = 1 << 13;
+const PARTICIPLE_BY_LIST: &[&str] = &[
+    "made",
+    "written",
+    "drawn",
+    "held",
+    "led",
+    "run",
+    "paid",
+    "spent",
+    "bought",
+    "sold",
+    "known",
+    "taken",
+    "given",
+    "done",
+    "seen",
+    "won",
+    "lost",
+    "built",
+    "caused",
+    "owned",
+    "driven",
+    "ridden",
+    "created",
+    "multiply",
+    "divide",
+    "times",
+    "rank",
+    "sort",
+    "order",
+    "group",
+    "followed",
+    "accompanied",
+    "represented",
+    "identified",
+];
 /// Nouns that make "<noun> number of X" an attribute, not a count ("phone number of").
-static NUMBER_ATTRIBUTES: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "phone",
-        "contact",
-        "telephone",
-        "mobile",
-        "serial",
-        "id",
-        "identification",
-        "card",
-        "account",
-        "reference",
-        "version",
-        "model",
-        "zip",
-        "house",
-        "street",
-        "room",
-        "jersey",
-        "part",
-        "order",
-        "case",
-        "file",
-        "line",
-        "page",
-        "flight",
-        "tracking",
-        "registration",
-        "policy",
-        "license",
-        "licence",
-        "passport",
-        "fax",
-        "cell",
-        "social",
-        "security",
-        "member",
-        "student",
-        "employee",
-        "customer",
-        "unit",
-        "seat",
-        "ticket",
-        "invoice",
-        "postal",
-    ])
-});
+const NUMBER_ATTRIBUTES: u32 = 1 << 10;
+const NUMBER_ATTRIBUTES_LIST: &[&str] = &[
+    "phone",
+    "contact",
+    "telephone",
+    "mobile",
+    "serial",
+    "id",
+    "identification",
+    "card",
+    "account",
+    "reference",
+    "version",
+    "model",
+    "zip",
+    "house",
+    "street",
+    "room",
+    "jersey",
+    "part",
+    "order",
+    "case",
+    "file",
+    "line",
+    "page",
+    "flight",
+    "tracking",
+    "registration",
+    "policy",
+    "license",
+    "licence",
+    "passport",
+    "fax",
+    "cell",
+    "social",
+    "security",
+    "member",
+    "student",
+    "employee",
+    "customer",
+    "unit",
+    "seat",
+    "ticket",
+    "invoice",
+    "postal",
+];
 
 const NUMBER_WORDS: &[(&str, u64)] = &[
     ("one", 1),
@@ -1166,12 +1146,46 @@ fn number_word(w: &str) -> Option<u64> {
     NUMBER_WORDS.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
 }
 
-/// A word list, hashed once (FNV-1a: lexicon lookups run for every token, SipHash would
-/// dominate the extractor's profile).
-type Lexicon = LazyLock<HashSet<&'static str, BuildHasherDefault<Fnv1a>>>;
+/// Every lexicon in one FNV-hashed map: word → bit set of the lists it belongs to, so a token's
+/// memberships cost one lookup (SipHash lookups per list dominated the first profile).
+static LEXICON: LazyLock<HashMap<&'static str, u32, BuildHasherDefault<Fnv1a>>> =
+    LazyLock::new(|| {
+        let mut map: HashMap<&'static str, u32, BuildHasherDefault<Fnv1a>> = HashMap::default();
+        for (list, bit) in [
+            (AVG_WORDS_LIST, AVG_WORDS),
+            (COLUMN_SKIP_LIST, COLUMN_SKIP),
+            (COMPUTED_WORDS_LIST, COMPUTED_WORDS),
+            (DISTINCT_WORDS_LIST, DISTINCT_WORDS),
+            (ENTITY_STOP_LIST, ENTITY_STOP),
+            (LESS_WORDS_LIST, LESS_WORDS),
+            (LIST_VERBS_LIST, LIST_VERBS),
+            (MAX_WORDS_LIST, MAX_WORDS),
+            (MIN_WORDS_LIST, MIN_WORDS),
+            (NOT_SUPERLATIVE_LIST, NOT_SUPERLATIVE),
+            (NUMBER_ATTRIBUTES_LIST, NUMBER_ATTRIBUTES),
+            (ORDER_SUPERLATIVES_LIST, ORDER_SUPERLATIVES),
+            (ORDER_WORDS_LIST, ORDER_WORDS),
+            (PARTICIPLE_BY_LIST, PARTICIPLE_BY),
+            (PHRASE_STOP_LIST, PHRASE_STOP),
+            (SUBJECT_STOP_LIST, SUBJECT_STOP),
+        ] {
+            for w in list {
+                *map.entry(w).or_insert(0) |= bit;
+            }
+        }
+        map
+    });
 
-fn is_in(list: &HashSet<&'static str, BuildHasherDefault<Fnv1a>>, w: &str) -> bool {
-    !w.is_empty() && w.len() <= 24 && list.contains(w)
+/// The lexicon bits of a (lowercase) word.
+fn lex(w: &str) -> u32 {
+    if w.is_empty() || w.len() > 24 {
+        return 0;
+    }
+    LEXICON.get(w).copied().unwrap_or(0)
+}
+
+fn is_in(list: u32, w: &str) -> bool {
+    lex(w) & list != 0
 }
 
 /// FNV-1a, for short static keys (not exposed to untrusted key sets: the lexicons are fixed).
@@ -1206,12 +1220,13 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
     let mut i = 0usize;
     while i < n {
         let w = doc.w(i);
+        let f = lex(w);
         if w.is_empty() {
             // Numbers directly before a superlative: "3 tallest", "5 highest", "3 most populated".
             if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
-                && (is_in(&MAX_WORDS, doc.w(i + 1))
-                    || is_in(&MIN_WORDS, doc.w(i + 1))
-                    || is_in(&ORDER_SUPERLATIVES, doc.w(i + 1)))
+                && (is_in(MAX_WORDS, doc.w(i + 1))
+                    || is_in(MIN_WORDS, doc.w(i + 1))
+                    || is_in(ORDER_SUPERLATIVES, doc.w(i + 1)))
             {
                 spec.top_k = Some(k);
                 spec.explicit_order = true;
@@ -1250,7 +1265,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             }
             "number" if doc.w(i + 1) == "of" => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                if !is_in(&AVG_WORDS, prev) && !is_in(&NUMBER_ATTRIBUTES, prev) {
+                if !is_in(AVG_WORDS, prev) && !is_in(NUMBER_ATTRIBUTES, prev) {
                     if doc.w(i + 2) == "different" {
                         distinct = true;
                     }
@@ -1265,19 +1280,19 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
             "total" | "sum" => {
                 let next = doc.w(i + 1);
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
-                let counting = next == "number" || next == "count" || is_in(&AVG_WORDS, next);
+                let counting = next == "number" || next == "count" || is_in(AVG_WORDS, next);
                 let in_total = prev == "in";
                 if !(counting || in_total && has_func(spec, &AggFunc::Count)) {
                     // "total atoms" counts, "total spend" sums: a plural noun after "total"
                     // accepts either (`Other("total")`).
                     let plural = w == "total" && {
                         let mut j = i + 1;
-                        while is_in(&COLUMN_SKIP, doc.w(j)) {
+                        while is_in(COLUMN_SKIP, doc.w(j)) {
                             j += 1;
                         }
                         (j..j + 2).any(|k| {
                             let noun = doc.w(k);
-                            noun.len() > 3 && !is_in(&PHRASE_STOP, noun) && singular(noun) != noun
+                            noun.len() > 3 && !is_in(PHRASE_STOP, noun) && singular(noun) != noun
                         })
                     };
                     let col = column_after(doc, i + 1);
@@ -1289,19 +1304,21 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     push_agg(spec, func, col, false);
                 }
             }
-            _ if generic_superlative(doc, i) => {
+            _ if f & (MAX_WORDS | MIN_WORDS | ORDER_SUPERLATIVES | NOT_SUPERLATIVE) == 0
+                && generic_superlative(doc, i) =>
+            {
                 spec.explicit_order = true;
                 spec.top_k.get_or_insert(1);
             }
-            _ if is_in(&AVG_WORDS, w) => {
+            _ if f & AVG_WORDS != 0 => {
                 let col = column_after(doc, i + 1);
                 push_agg(spec, AggFunc::Avg, col, false);
             }
-            _ if is_in(&DISTINCT_WORDS, w) => distinct = true,
-            _ if is_in(&COMPUTED_WORDS, w) => {
+            _ if f & DISTINCT_WORDS != 0 => distinct = true,
+            _ if f & COMPUTED_WORDS != 0 => {
                 push_agg(spec, AggFunc::Other(COMPUTED.into()), None, false);
             }
-            _ if is_in(&LIST_VERBS, w) => {
+            _ if f & LIST_VERBS != 0 => {
                 // "List (down) (at least) five …": a requested number of rows.
                 let mut j = i + 1;
                 while matches!(doc.w(j), "me" | "out" | "down" | "any" | "only" | "just") {
@@ -1339,12 +1356,12 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     push_agg(spec, AggFunc::Max, column_after(doc, i + 1), false);
                 }
             }
-            _ if is_in(&MAX_WORDS, w) || is_in(&MIN_WORDS, w) => {
+            _ if f & (MAX_WORDS | MIN_WORDS) != 0 => {
                 let prev = if i > 0 { doc.w(i - 1) } else { "" };
                 // "at most 3" / "at least 3" are comparisons, handled by the filter pass.
                 let comparative = (w == "most" || w == "least") && prev == "at";
                 if !comparative {
-                    let func = if is_in(&MAX_WORDS, w) {
+                    let func = if f & MAX_WORDS != 0 {
                         AggFunc::Max
                     } else {
                         AggFunc::Min
@@ -1354,11 +1371,11 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     spec.top_k.get_or_insert(1);
                 }
             }
-            _ if is_in(&ORDER_SUPERLATIVES, w) => {
+            _ if f & ORDER_SUPERLATIVES != 0 => {
                 spec.explicit_order = true;
                 spec.top_k.get_or_insert(1);
             }
-            _ if is_in(&ORDER_WORDS, w) => spec.explicit_order = true,
+            _ if f & ORDER_WORDS != 0 => spec.explicit_order = true,
             "order" if matches!(doc.w(i + 1), "by" | "of") || doc.w(i.wrapping_sub(1)) == "in" => {
                 spec.explicit_order = true;
             }
@@ -1372,7 +1389,7 @@ fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool]) {
                     || (prev == "down" && i > 1 && doc.w(i - 2) == "broken");
                 let ordering = matches!(prev, "ranked" | "sorted" | "ordered" | "order" | "sort");
                 let participle =
-                    prev.ends_with("ed") || prev.ends_with("en") || is_in(&PARTICIPLE_BY, prev);
+                    prev.ends_with("ed") || prev.ends_with("en") || is_in(PARTICIPLE_BY, prev);
                 let next_is_proper = doc
                     .tok(i + 1)
                     .is_some_and(|t| t.kind != TokenKind::Word || t.is_capitalized());
@@ -1411,19 +1428,18 @@ fn generic_superlative(doc: &Doc<'_>, i: usize) -> bool {
         && w.ends_with("est")
         && i > 0
         && doc.w(i - 1) == "the"
-        && !is_in(&NOT_SUPERLATIVE, w)
-        && !is_in(&MAX_WORDS, w)
-        && !is_in(&MIN_WORDS, w)
-        && !is_in(&ORDER_SUPERLATIVES, w)
+        && !is_in(NOT_SUPERLATIVE, w)
+        && !is_in(MAX_WORDS, w)
+        && !is_in(MIN_WORDS, w)
+        && !is_in(ORDER_SUPERLATIVES, w)
 }
 
-static NOT_SUPERLATIVE: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "interest", "forest", "contest", "request", "protest", "harvest", "conquest", "manifest",
-        "priest", "honest", "modest", "digest", "suggest", "invest", "latest", "earnest", "arrest",
-        "behest", "bequest", "tempest", "inquest",
-    ])
-});
+const NOT_SUPERLATIVE: u32 = 1 << 9;
+const NOT_SUPERLATIVE_LIST: &[&str] = &[
+    "interest", "forest", "contest", "request", "protest", "harvest", "conquest", "manifest",
+    "priest", "honest", "modest", "digest", "suggest", "invest", "latest", "earnest", "arrest",
+    "behest", "bequest", "tempest", "inquest",
+];
 
 fn mark(used: &mut [bool], i: usize) {
     if let Some(u) = used.get_mut(i) {
@@ -1452,7 +1468,7 @@ fn push_agg(spec: &mut QuestionSpec, func: AggFunc, column: Option<String>, dist
 
 /// The noun phrase (≤ 2 content words) after token `i`, skipping articles and quantity words.
 fn column_after(doc: &Doc<'_>, mut i: usize) -> Option<String> {
-    while is_in(&COLUMN_SKIP, doc.w(i)) {
+    while is_in(COLUMN_SKIP, doc.w(i)) {
         i += 1;
     }
     phrase_at(doc, i, 2)
@@ -1465,9 +1481,9 @@ fn phrase_at(doc: &Doc<'_>, i: usize, max: usize) -> Option<String> {
     while words.len() < max {
         let w = doc.w(j);
         if w.is_empty()
-            || is_in(&PHRASE_STOP, w)
-            || is_in(&MAX_WORDS, w)
-            || is_in(&MIN_WORDS, w)
+            || is_in(PHRASE_STOP, w)
+            || is_in(MAX_WORDS, w)
+            || is_in(MIN_WORDS, w)
             || doc.is_punct(j + 1, "(")
         {
             break;
@@ -1514,9 +1530,7 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
                 }
                 j
             }
-            _ if is_in(&LIST_VERBS, w)
-                && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) =>
-            {
+            _ if is_in(LIST_VERBS, w) && doc.tok(i).is_some_and(|t| t.sentence_start || i <= 1) => {
                 let mut j = i + 1;
                 if matches!(doc.w(j), "me" | "out" | "down") {
                     j += 1;
@@ -1538,17 +1552,17 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
             }
             let first = doc.w(j);
             let aggregate_like = first.is_empty()
-                || is_in(&COLUMN_SKIP, first) && first != "value"
-                || is_in(&AVG_WORDS, first)
-                || is_in(&COMPUTED_WORDS, first)
-                || is_in(&MAX_WORDS, first)
-                || is_in(&MIN_WORDS, first)
+                || is_in(COLUMN_SKIP, first) && first != "value"
+                || is_in(AVG_WORDS, first)
+                || is_in(COMPUTED_WORDS, first)
+                || is_in(MAX_WORDS, first)
+                || is_in(MIN_WORDS, first)
                 || first == "sum"
                 || first == "many";
             let mut len = 0usize;
             while len < 3 {
                 let wj = doc.w(j + len);
-                if wj.is_empty() || is_in(&PHRASE_STOP, wj) || doc.is_punct(j + len + 1, "(") {
+                if wj.is_empty() || is_in(PHRASE_STOP, wj) || doc.is_punct(j + len + 1, "(") {
                     break;
                 }
                 len += 1;
@@ -1607,14 +1621,14 @@ fn comparative_before(doc: &Doc<'_>, mut i: usize) -> Option<FilterOp> {
         (_, "at", "least") | (_, "no", "less") => Some(FilterOp::GtEq),
         (_, "at", "most") | (_, "up", "to") => Some(FilterOp::LtEq),
         // "not higher than 4", "no fewer than 3".
-        ("not" | "no", less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::GtEq),
+        ("not" | "no", less, "than") if is_in(LESS_WORDS, less) => Some(FilterOp::GtEq),
         ("not" | "no", more, "than") if !more.is_empty() => Some(FilterOp::LtEq),
         // "do not have more than 3": the negation one word further back.
-        (_, less, "than") if is_in(&LESS_WORDS, less) && negation_at(doc, i, 4) => {
+        (_, less, "than") if is_in(LESS_WORDS, less) && negation_at(doc, i, 4) => {
             Some(FilterOp::GtEq)
         }
         (_, more, "than") if !more.is_empty() && negation_at(doc, i, 4) => Some(FilterOp::LtEq),
-        (_, less, "than") if is_in(&LESS_WORDS, less) => Some(FilterOp::Lt),
+        (_, less, "than") if is_in(LESS_WORDS, less) => Some(FilterOp::Lt),
         (_, more, "than") if !more.is_empty() => Some(FilterOp::Gt),
         (_, _, "over" | "above" | "exceeding" | "exceeds" | "exceed" | "after") => {
             Some(FilterOp::Gt)
@@ -1630,12 +1644,11 @@ fn negation_at(doc: &Doc<'_>, i: usize, back: usize) -> bool {
     i >= back && matches!(doc.w(i - back), "not" | "never" | "no")
 }
 
-static LESS_WORDS: Lexicon = LazyLock::new(|| {
-    HashSet::from_iter([
-        "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
-        "lesser", "worse", "below",
-    ])
-});
+const LESS_WORDS: u32 = 1 << 5;
+const LESS_WORDS_LIST: &[&str] = &[
+    "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
+    "lesser", "worse", "below",
+];
 
 fn comparative_after(doc: &Doc<'_>, i: usize) -> Option<FilterOp> {
     match (doc.w(i + 1), doc.w(i + 2)) {
@@ -2085,7 +2098,7 @@ fn entity_word(doc: &Doc<'_>, i: usize, used: &[bool]) -> bool {
     if t.kind != TokenKind::Word || t.depth > 0 || used.get(i).copied().unwrap_or(true) {
         return false;
     }
-    if !t.is_capitalized() || is_in(&ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
+    if !t.is_capitalized() || is_in(ENTITY_STOP, doc.w(i)) || doc.is_punct(i + 1, "(") {
         return false;
     }
     // `T1.weight_kg`: a table qualifier.
@@ -2115,7 +2128,8 @@ fn sql_literal_filters(
 ) {
     let mut qu_lower: Option<String> = None;
     let mut qe_lower: Option<String> = None;
-    for f in &sql.filters {
+    // Bounded: a pathological SQL with thousands of predicates is not searched exhaustively.
+    for f in sql.filters.iter().take(256) {
         let values: &[FilterValue] = match &f.rhs {
             FilterValue::List(items) => items,
             other => std::slice::from_ref(other),
@@ -2232,9 +2246,13 @@ fn apply_mappings(profile: &RuleProfile, spec: &mut QuestionSpec) {
     }
 }
 
+/// At most this many required filters are kept per question (dedup is quadratic).
+const MAX_FILTERS: usize = 64;
+
 /// Remove duplicates and value-only filters subsumed by a filter with a dimension (same value,
 /// or the value is part of the other's value: entity `marvel` vs `publisher = 'marvel comics'`).
 fn dedup_filters(filters: &mut Vec<QuestionFilter>) {
+    filters.truncate(MAX_FILTERS * 2);
     let mut keep = vec![true; filters.len()];
     for i in 0..filters.len() {
         for j in 0..filters.len() {
@@ -2260,10 +2278,11 @@ fn dedup_filters(filters: &mut Vec<QuestionFilter>) {
     }
     let mut k = 0;
     filters.retain(|_| {
-        let r = keep[k];
+        let r = keep.get(k).copied().unwrap_or(false);
         k += 1;
         r
     });
+    filters.truncate(MAX_FILTERS);
 }
 
 #[cfg(test)]
@@ -2562,5 +2581,41 @@ mod tests {
             values(&s),
             vec![(Some("molecule_id"), FilterOp::Eq, "tr151")]
         );
+    }
+
+    /// Hostile text never panics: every prefix of awkward inputs, unbalanced quotes and
+    /// parentheses, non-ASCII, control characters.
+    #[test]
+    fn hostile_text_never_panics() {
+        let samples = [
+            "What's the 'total\" spend (in (China)) per year?? `` Little Lever '' ! = 'x",
+            "Ünïcödé Ärger über „Zitate“ — ‘quoted’ 名前 = '東京' AND x >= 1,000.5%",
+            "\u{0}\u{1b}[31m DROP TABLE; -- refers to refers to = = = '' \"\" ()()(((",
+            "9999999999999999999999999999 top 18446744073709551616 between 'a' and",
+            "first 3-D 2012/13/45 2012-1- .5. ... from TR to ; ; ; is a is the",
+        ];
+        let profile = RuleProfile::default();
+        for sample in samples {
+            for (end, _) in sample
+                .char_indices()
+                .chain(std::iter::once((sample.len(), ' ')))
+            {
+                let prefix = &sample[..end];
+                let _ = extract(prefix, Some(sample), None, &profile);
+                let _ = extract(sample, Some(prefix), None, &profile);
+                let _ = text_constraints(prefix);
+                let _ = crate::stef::enrichment::validate(sample, Some(prefix), &profile);
+            }
+        }
+        let long = "Which hero from 'Marvel' has the highest power? ".repeat(2000);
+        let s = extract(&long, Some(&long), None, &profile);
+        assert!(!s.filters.is_empty());
+        // Megabytes of distinct quoted values: clipped and capped, not quadratic.
+        let huge: String = (0..400_000).map(|i| format!("'v{i}' ")).collect();
+        assert!(huge.len() > 3_000_000);
+        let s = extract(&huge, Some(&huge), None, &profile);
+        assert!(!s.filters.is_empty() && s.filters.len() <= MAX_FILTERS);
+        let e = crate::stef::enrichment::validate(&huge, Some(&huge[1..]), &profile);
+        assert!(e.added.len() <= 2 * MAX_FILTERS);
     }
 }

@@ -21,6 +21,22 @@ pub fn normalize_value(raw: &str) -> String {
     normalize_text_value(raw)
 }
 
+/// Longest text the lexical analysis looks at (per question text). Questions are sentences; a
+/// multi-megabyte "question" is clipped so that scoring stays linear and bounded.
+pub const MAX_TEXT_BYTES: usize = 32 * 1024;
+
+/// `text` clipped to at most `max` bytes, at a character boundary.
+pub fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Remove one pair of matching surrounding quotes (`'x'`, `"x"`, `` `x` ``).
 pub fn strip_quotes(s: &str) -> &str {
     let bytes = s.as_bytes();

@@ -15,6 +15,7 @@ pub mod judge;
 pub mod metrics;
 pub mod migrate;
 pub mod pipeline;
+pub mod report;
 pub mod scorer;
 pub mod sink;
 pub mod source;

@@ -88,6 +88,25 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Summarise one run (terminal table) and write a self-contained HTML report.
+    Report {
+        /// The run to report on.
+        #[arg(long)]
+        run_id: String,
+        /// Evaluations JSONL (the JSONL sink's evaluations.jsonl); default: ClickHouse from
+        /// --config.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Events JSONL the run was fed, to show SQL in the disagreement listing.
+        #[arg(long)]
+        events: Option<PathBuf>,
+        /// TOML config whose [sink] names the ClickHouse to read from.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// HTML output file.
+        #[arg(long, default_value = "report.html")]
+        out: PathBuf,
+    },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
         /// TOML config file.
@@ -173,7 +192,46 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         }
         Command::Migrate { config } => migrate(config).await,
         Command::CheckConfig { config } => check_config(config),
+        Command::Report {
+            run_id,
+            input,
+            events,
+            config,
+            out,
+        } => report(run_id, input, events, config, out).await,
     }
+}
+
+async fn report(
+    run_id: String,
+    input: Option<PathBuf>,
+    events: Option<PathBuf>,
+    config: Option<PathBuf>,
+    out: PathBuf,
+) -> Result<ExitCode> {
+    use sqlgrade::report::{
+        RunReport, html, rows_from_clickhouse, rows_from_jsonl, sql_from_events,
+    };
+    let rows = match (&input, &config) {
+        (Some(path), _) => rows_from_jsonl(path, &run_id)?,
+        (None, Some(_)) => {
+            let config = load_config(config.as_ref())?;
+            let settings =
+                sqlgrade::sink::clickhouse::ClickHouseSettings::from_config(&config.sink);
+            rows_from_clickhouse(&settings, &run_id).await?
+        }
+        (None, None) => anyhow::bail!("report needs --input FILE or --config FILE (ClickHouse)"),
+    };
+    let sql = match &events {
+        Some(path) => sql_from_events(path)?,
+        None => Default::default(),
+    };
+    let report = RunReport::build(&run_id, &rows, &sql)?;
+    print!("{}", report.terminal_summary());
+    std::fs::write(&out, html::render(&report))
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!("HTML report: {}", out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_config(path: Option<&PathBuf>) -> Result<Config> {

@@ -93,6 +93,8 @@ pub struct Config {
     pub server: crate::health::ServerSettings,
     /// Score-drop alerting (`[alerts]`).
     pub alerts: crate::alert::AlertsConfig,
+    /// OpenTelemetry metrics export (`[telemetry]`).
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// Source kind.

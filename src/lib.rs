@@ -22,4 +22,5 @@ pub mod source;
 pub mod sqlspec;
 pub mod stef;
 pub mod summary;
+pub mod telemetry;
 pub mod testdata;

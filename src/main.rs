@@ -331,6 +331,13 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
     } else {
         None
     };
+    let telemetry = if config.telemetry.enabled {
+        let telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        pipeline = pipeline.with_metrics(telemetry.metrics());
+        Some(telemetry)
+    } else {
+        None
+    };
     let shutdown = shutdown_signal();
     {
         // Not ready while draining.
@@ -361,6 +368,14 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
             tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
         }
         tracing::info!(?counters, "alerting finished");
+    }
+    if let Some(telemetry) = telemetry {
+        // The exporter's final push blocks; keep it off the async workers.
+        match tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
+            Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown"),
+            Err(error) => tracing::warn!(%error, "telemetry shutdown task"),
+            Ok(Ok(())) => {}
+        }
     }
     let summary = result?;
     print_summary(&config, &summary, "sqlgrade run summary");

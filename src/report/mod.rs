@@ -401,3 +401,63 @@ fn truncate(s: &str, max: usize) -> String {
         t
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> ReportRow {
+        serde_json::from_str(line).unwrap()
+    }
+
+    #[test]
+    fn ex_and_judge_disagreements_are_joined_per_event() {
+        let rows = vec![
+            parse(
+                r#"{"event_id":"1","agent_id":"sys","run_id":"r","metric":"ex","value":1.0,"verdict":true,"status":"ok","details":{}}"#,
+            ),
+            parse(
+                r#"{"event_id":"1","agent_id":"sys","run_id":"r","metric":"flex","value":0.0,"verdict":false,"status":"ok","details":{}}"#,
+            ),
+            parse(
+                r#"{"event_id":"2","agent_id":"sys","run_id":"r","metric":"ex","value":1.0,"verdict":1,"status":"ok","details":"{}"}"#,
+            ),
+            parse(
+                r#"{"event_id":"2","agent_id":"sys","run_id":"r","metric":"rose","value":1.0,"verdict":1,"status":"ok","details":"{}"}"#,
+            ),
+        ];
+        let mut sql = HashMap::new();
+        sql.insert(
+            "1".to_string(),
+            EventSql {
+                sql: Some("SELECT a FROM t".into()),
+                gold_sql: Some("SELECT b FROM t".into()),
+            },
+        );
+        let report = RunReport::build("r", &rows, &sql).unwrap();
+        assert_eq!(report.disagreements.len(), 1);
+        let d = &report.disagreements[0];
+        assert_eq!((d.event_id.as_str(), d.ex, d.other), ("1", true, false));
+        assert_eq!(d.other_metric, "flex");
+        assert_eq!(d.sql.as_deref(), Some("SELECT a FROM t"));
+        let page = html::render(&report);
+        assert!(page.contains("SELECT a FROM t"));
+        assert!(page.contains("EX vs FLEX/ROSE disagreements (1)"));
+    }
+
+    #[test]
+    fn html_escapes_untrusted_text() {
+        assert_eq!(
+            html::escape("<b>\"x\" & 'y'"),
+            "&lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;"
+        );
+    }
+
+    #[test]
+    fn empty_run_is_an_error() {
+        assert!(matches!(
+            RunReport::build("nope", &[], &HashMap::new()),
+            Err(ReportError::EmptyRun(_))
+        ));
+    }
+}

@@ -325,4 +325,20 @@ mod tests {
         let problems = config.problems();
         assert_eq!(problems.len(), 2, "{problems:?}");
     }
+
+    #[test]
+    fn webhook_url_is_redacted_and_env_overrides_work() {
+        let env = std::collections::HashMap::from([
+            (
+                "SQLGRADE__ALERTS__WEBHOOK_URL".to_string(),
+                "https://hooks.slack.com/services/T000/B000/XXXX".to_string(),
+            ),
+            ("SQLGRADE__ALERTS__ENABLED".to_string(), "true".to_string()),
+        ]);
+        let config = crate::config::Config::load_with_env(None, Some(env)).unwrap();
+        assert!(config.alerts.enabled);
+        let text = config.to_redacted_toml().unwrap();
+        assert!(!text.contains("XXXX"), "{text}");
+        assert!(text.contains("[alerts.defaults]"));
+    }
 }

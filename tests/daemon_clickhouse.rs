@@ -11,7 +11,7 @@ use std::time::Duration;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus, StefColumns};
 use sqlgrade::event::Event;
 use sqlgrade::migrate::{MIGRATIONS, migrate};
-use sqlgrade::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
+use sqlgrade::sink::clickhouse::{ClickHouseSettings, ClickHouseSink, JudgeCacheStore};
 use sqlgrade::sink::{Batch, Sink};
 use support::ClickHouse;
 
@@ -155,6 +155,30 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
             "dashboard reads a table without FINAL: {q}"
         );
     }
+
+    // The durable judge cache: miss, put, hit; a newer put for the same key wins.
+    let cache = JudgeCacheStore::new(&s);
+    assert_eq!(cache.get("k1").await.unwrap(), None);
+    cache
+        .put("k1", r#"{"verdict":"correct","it's":"quoted"}"#)
+        .await
+        .unwrap();
+    cache.put("k2", r#"{"verdict":"incorrect"}"#).await.unwrap();
+    assert_eq!(
+        cache.get("k1").await.unwrap().as_deref(),
+        Some(r#"{"verdict":"correct","it's":"quoted"}"#)
+    );
+    assert_eq!(
+        cache.get("k' OR 1=1 --").await.unwrap(),
+        None,
+        "keys are bound, not spliced"
+    );
+    cache.put("k2", r#"{"verdict":"correct"}"#).await.unwrap();
+    assert_eq!(
+        cache.get("k2").await.unwrap().as_deref(),
+        Some(r#"{"verdict":"correct"}"#)
+    );
+    assert_eq!(ch.count("SELECT count() FROM sg_test.judge_cache FINAL"), 2);
 
     // Transient failure: the server goes away mid-write; the write holds the batch and finishes
     // once it is back.

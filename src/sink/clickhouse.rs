@@ -552,6 +552,82 @@ impl Sink for ClickHouseSink {
     }
 }
 
+/// One row of `judge_cache` (see 004_judge_cache.sql).
+#[derive(Debug, clickhouse::Row, Serialize)]
+struct JudgeCacheRecord<'a> {
+    key: &'a str,
+    value: &'a str,
+    created_at: u32,
+}
+
+/// The durable judge verdict cache in ClickHouse (`judge_cache`): shared by every replica and
+/// surviving restarts. The LLM judge consults its in-memory cache, then [`JudgeCacheStore::get`],
+/// then the LLM, and writes new verdicts back with [`JudgeCacheStore::put`]. Values are opaque
+/// JSON text; the newest `created_at` wins for a key (ReplacingMergeTree, read with `FINAL`).
+#[derive(Clone)]
+pub struct JudgeCacheStore {
+    client: clickhouse::Client,
+    table: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for JudgeCacheStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JudgeCacheStore")
+            .field("table", &self.table)
+            .finish()
+    }
+}
+
+impl JudgeCacheStore {
+    /// A store on the sink's server and database (table `judge_cache`).
+    pub fn new(settings: &ClickHouseSettings) -> JudgeCacheStore {
+        JudgeCacheStore {
+            client: settings.client(),
+            table: "judge_cache".into(),
+            timeout: Duration::from_millis(settings.request_timeout_ms.max(1)),
+        }
+    }
+
+    /// The value stored under `key`, if any (newest wins).
+    pub async fn get(&self, key: &str) -> Result<Option<String>, SinkError> {
+        let query = format!(
+            "SELECT value FROM {} FINAL WHERE key = ? ORDER BY created_at DESC LIMIT 1",
+            self.table
+        );
+        let fetch = self
+            .client
+            .query(&query)
+            .bind(key)
+            .fetch_optional::<String>();
+        match tokio::time::timeout(self.timeout, fetch).await {
+            Ok(result) => result.map_err(|e| SinkError::Store(format!("judge_cache get: {e}"))),
+            Err(_) => Err(SinkError::Store("judge_cache get: timed out".into())),
+        }
+    }
+
+    /// Store `value` (JSON text) under `key`. Idempotent: the same key twice collapses on merge.
+    pub async fn put(&self, key: &str, value: &str) -> Result<(), SinkError> {
+        let record = JudgeCacheRecord {
+            key,
+            value,
+            created_at: now_seconds(),
+        };
+        let store = async {
+            let mut insert = self
+                .client
+                .insert::<JudgeCacheRecord<'_>>(&self.table)
+                .await?
+                .with_timeouts(Some(self.timeout), Some(self.timeout));
+            insert.write(&record).await?;
+            insert.end().await
+        };
+        store
+            .await
+            .map_err(|e| SinkError::Store(format!("judge_cache put: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,8 +31,8 @@
 //!    present — COUNT also as a conditional SUM, AVG also as SUM with COUNT or a division, MAX/MIN
 //!    also as ORDER BY DESC/ASC, DISTINCT counts need a DISTINCT or a grouping; computed
 //!    percentages/ratios accept anything), grouping (every requested dimension grouped, and every
-//!    GROUP BY column justified by the question, rule 1, rule 2, or an argmax pattern: GROUP BY with
-//!    ORDER BY an aggregate when the question asks for a superlative/top-k).
+//!    GROUP BY column justified by the question, rule 1, rule 2, a HAVING condition, or an argmax
+//!    pattern: GROUP BY with ORDER BY an aggregate when the question asks for a superlative/top-k).
 
 use crate::sqlspec::{AggFunc, Filter, FilterOp, FilterValue, SortDir, SqlSpec};
 
@@ -561,6 +561,11 @@ fn grouping(
         .collect();
     let argmax = (question.explicit_order || question.top_k.is_some())
         && sql.order_by.iter().any(|o| o.aggregate.is_some());
+    // GROUP BY … HAVING: a per-group condition ("heroes with over 15 powers") needs the grouping.
+    let having = sql
+        .filters
+        .iter()
+        .any(|f| f.clause == crate::sqlspec::Clause::Having && f.depth == 0);
     let non_agg_keys: Vec<String> = sql
         .projections
         .iter()
@@ -583,7 +588,7 @@ fn grouping(
             let benign = norm.benign_group_by.contains(&raw_key);
             let required = norm.required_group_by && non_agg_keys.contains(&raw_key);
             let asked = question.group_by.iter().any(|dim| dim_hits(dim, key, raw));
-            !(benign || required || asked || argmax)
+            !(benign || required || asked || argmax || having)
         })
         .map(|(raw, _)| raw.clone())
         .collect();

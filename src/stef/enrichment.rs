@@ -25,6 +25,7 @@
 //!     entry about a term Qu does not use is not a constraint either (whether a definition
 //!     becomes a *required filter* is decided by the question extractor: only when its subject
 //!     is made of Qu's words, see [`super::question`]);
+//!   - a restatement of a definition: the same constraint also stated by one of Qe's definitions;
 //!   - an aggregation that spells out a computation Qu asks for (percentage, ratio, difference)
 //!     or an ordering Qu implies (a superlative).
 //! - Status: added and dropped → **drifted**; only added → **adds_constraints**; only dropped →
@@ -104,6 +105,7 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
 
     let mut added = Vec::new();
     let mut dropped = Vec::new();
+    let definition_filters: std::cell::OnceCell<Vec<QuestionFilter>> = std::cell::OnceCell::new();
 
     // Filters (nothing of Qu can be dropped when Qe contains it verbatim).
     for f in qu.filters.iter().filter(|_| !qu_included) {
@@ -131,7 +133,21 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
                     .filters
                     .iter()
                     .any(|g| f.value.starts_with(&g.value) && g.value.len() == 4));
-        if !(clarified_value || clarified_date) {
+        // The same constraint spelled out by one of Qe's definitions ("label = '+' means
+        // carcinogenic") elsewhere: a restatement of a definition is explained by it.
+        let defined = || {
+            definition_filters
+                .get_or_init(|| {
+                    split_clauses(enriched)
+                        .into_iter()
+                        .filter_map(definition_parts)
+                        .flat_map(|(_, definition)| text_constraints(definition).filters)
+                        .collect()
+                })
+                .iter()
+                .any(|g| same_constraint(f, g))
+        };
+        if !(clarified_value || clarified_date || defined()) {
             added.push(render_question_filter(f));
         }
     }

@@ -365,6 +365,53 @@ pub struct SqlSummary {
     pub window_functions: bool,
 }
 
+/// The question spec as stored in `details`: aggregations and filters rendered as readable
+/// strings (`count distinct(hero)`, `publisher_name = 'marvel comics'`, `? > 15` when the
+/// dimension is unknown) — compact for drill-down, and far fewer JSON objects per row.
+fn question_summary(q: &QuestionSpec) -> serde_json::Value {
+    use serde_json::Value;
+    let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
+    let mut map = serde_json::Map::new();
+    if !q.outputs.is_empty() {
+        map.insert("outputs".into(), strings(&q.outputs));
+    }
+    if !q.aggregations.is_empty() {
+        let aggs = q
+            .aggregations
+            .iter()
+            .map(|a| {
+                let mut s = align::agg_name(&a.func).to_string();
+                if a.distinct {
+                    s.push_str(" distinct");
+                }
+                if let Some(c) = &a.column {
+                    s.push('(');
+                    s.push_str(c);
+                    s.push(')');
+                }
+                Value::String(s)
+            })
+            .collect();
+        map.insert("aggregations".into(), Value::Array(aggs));
+    }
+    if !q.filters.is_empty() {
+        let filters = q
+            .filters
+            .iter()
+            .map(|f| Value::String(text::render_question_filter(f)))
+            .collect();
+        map.insert("filters".into(), Value::Array(filters));
+    }
+    if !q.group_by.is_empty() {
+        map.insert("group_by".into(), strings(&q.group_by));
+    }
+    map.insert("explicit_order".into(), Value::Bool(q.explicit_order));
+    if let Some(k) = q.top_k {
+        map.insert("top_k".into(), Value::from(k));
+    }
+    Value::Object(map)
+}
+
 impl SqlSummary {
     /// Summarize a spec.
     pub fn of(spec: &SqlSpec) -> SqlSummary {
@@ -488,7 +535,7 @@ impl StefOutcome {
         row.status = crate::evaluation::RowStatus::Ok;
         row.details = serde_json::json!({
             "sql": &self.sql_summary,
-            "question_spec": &a.question_spec,
+            "question_spec": question_summary(&a.question_spec),
             "alignment": &self.alignment,
             "enrichment": &a.enrichment,
             "rationale": &a.rationale,

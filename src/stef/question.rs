@@ -555,11 +555,27 @@ pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
 
 /// Lowercase singular words of Qu's word tokens (hyphenated words kept whole).
 pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
-    let mut words: Vec<String> = (0..doc.toks.len())
-        .map(|i| doc.w(i))
-        .filter(|w| !w.is_empty())
-        .map(stem)
-        .collect();
+    let mut words: Vec<String> = Vec::with_capacity(doc.toks.len() + 4);
+    for i in 0..doc.toks.len() {
+        let w = doc.w(i);
+        if w.is_empty() {
+            continue;
+        }
+        words.push(stem(w));
+        if let Some((head, _)) = w.split_once('-') {
+            // "double-bond" also says "double" and "bond"; "non-carcinogenic" says neither
+            // "carcinogenic" nor anything positive.
+            if !matches!(head, "non" | "un" | "anti" | "not" | "in" | "dis") {
+                words.extend(w.split('-').filter(|p| !p.is_empty()).map(stem));
+            }
+        } else if matches!(w, "not" | "non" | "no") {
+            // "not carcinogenic" is "non-carcinogenic".
+            let next = doc.w(i + 1);
+            if !next.is_empty() {
+                words.push(stem(&format!("non-{next}")));
+            }
+        }
+    }
     words.sort();
     words.dedup();
     words
@@ -579,9 +595,18 @@ fn stem(w: &str) -> String {
 }
 
 /// Whether at least two thirds of a subject's content words are words of Qu (a hyphenated
-/// subject word also matches when all of its parts are in Qu; a hyphenated Qu word is not split,
-/// so `carcinogenic` does not match `non-carcinogenic`).
+/// subject word also matches when all of its parts are in Qu; Qu's `double-bond` also counts as
+/// `double` and `bond`, but `non-carcinogenic` is never `carcinogenic`, and `not carcinogenic`
+/// counts as `non-carcinogenic`). For `<noun> are|is <predicate>` subjects only the predicate is
+/// compared.
 pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
+    // "molecules are carcinogenic": the predicate is the distinctive part.
+    let lower = subject.to_ascii_lowercase();
+    let subject = [" are ", " is "]
+        .iter()
+        .find_map(|m| lower.find(m).map(|pos| &subject[pos + m.len()..]))
+        .filter(|rest| !rest.trim().is_empty())
+        .unwrap_or(subject);
     let toks = tokenize(subject);
     let mut total = 0usize;
     let mut found = 0usize;
@@ -748,6 +773,8 @@ const LIST_VERBS_LIST: &[&str] = &[
 /// Words that end a noun phrase (outputs, grouping dimensions, aggregation columns).
 const PHRASE_STOP: u32 = 1 << 14;
 const PHRASE_STOP_LIST: &[&str] = &[
+    "otherwise",
+    "namely",
     "of",
     "for",
     "from",
@@ -1549,6 +1576,19 @@ fn outputs(doc: &Doc<'_>) -> Vec<String> {
                 "the" | "a" | "an" | "all" | "its" | "their" | "his" | "her"
             ) {
                 j += 1;
+            }
+            // Possessives name the owner, not the output: "Abomination's superpower",
+            // "the atoms' elements".
+            loop {
+                let owner = doc.w(j);
+                if owner.ends_with("'s") || owner.ends_with("’s") {
+                    j += 1;
+                } else if !owner.is_empty() && doc.is_punct(j + 1, "'") && !doc.w(j + 2).is_empty()
+                {
+                    j += 2;
+                } else {
+                    break;
+                }
             }
             let first = doc.w(j);
             let aggregate_like = first.is_empty()
@@ -2403,6 +2443,22 @@ mod tests {
                 (None, FilterOp::GtEq, "1990"),
                 (None, FilterOp::LtEq, "2000")
             ]
+        );
+    }
+
+    #[test]
+    fn possessives_name_the_owner_not_the_output() {
+        assert_eq!(
+            spec("What is Abomination's superpower?").outputs,
+            vec!["superpower"]
+        );
+        assert_eq!(
+            spec("Name the atoms' elements of bond X.").outputs,
+            vec!["element"]
+        );
+        assert_eq!(
+            spec("Name the superhero, otherwise known as Charles Chandler.").outputs,
+            vec!["superhero"]
         );
     }
 

@@ -376,6 +376,52 @@ fn filter_statuses() {
 }
 
 #[test]
+fn having_justifies_grouping() {
+    // SELECT full_name … GROUP BY full_name HAVING COUNT(power_id) > 15
+    let count = agg(AggFunc::Count, Some("power_id"));
+    let spec = SqlSpec {
+        projections: vec![col("full_name")],
+        aggregations: vec![count],
+        filters: vec![Filter {
+            clause: Clause::Having,
+            ..filter("count(power_id)", FilterOp::Gt, num("15"))
+        }],
+        group_by: vec!["full_name".into()],
+        ..SqlSpec::default()
+    };
+    let out = run(
+        &event(
+            "List the full names of the superheroes with over 15 super powers.",
+            None,
+        ),
+        spec.clone(),
+        &RuleProfile::default(),
+    );
+    assert_eq!(
+        out.filter_status,
+        FilterStatus::FullyApplied,
+        "{:?}",
+        out.alignment
+    );
+    assert!(out.alignment.grouping_match, "{:?}", out.alignment);
+    assert_eq!(
+        out.assessment.verdict,
+        Verdict::Correct,
+        "{}",
+        out.assessment.rationale
+    );
+    // Without the HAVING the same grouping is unexplained.
+    let mut no_having = spec;
+    no_having.filters.clear();
+    let out = run(
+        &event("List the full names of the superheroes.", None),
+        no_having,
+        &RuleProfile::default(),
+    );
+    assert_eq!(out.alignment.unexplained_group_by, vec!["full_name"]);
+}
+
+#[test]
 fn rapp_benign_ignore_and_mappings() {
     let q = "Total spend in China per year";
     let mut spec = spend_spec(&["year", "country"], false, None);

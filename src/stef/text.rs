@@ -130,8 +130,9 @@ pub fn singular(word: &str) -> String {
     word[..n - 1].to_string()
 }
 
-/// Whether two lowercase words name the same thing: equal singulars, or one a prefix of the
-/// other of at least five letters (`colour`/`colours`, `publish`/`publisher`).
+/// Whether two lowercase words name the same thing: equal singulars, one a prefix of the other
+/// of at least five letters (`colour`/`colours`, `publish`/`publisher`), or one a suffix of the
+/// other of at least four (`hero`/`superhero`).
 pub fn words_match(a: &str, b: &str) -> bool {
     if a == b {
         return true;

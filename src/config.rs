@@ -91,6 +91,10 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     /// Health endpoint (`/healthz`, `/readyz`).
     pub server: crate::health::ServerSettings,
+    /// Score-drop alerting (`[alerts]`).
+    pub alerts: crate::alert::AlertsConfig,
+    /// OpenTelemetry metrics export (`[telemetry]`).
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// Source kind.
@@ -501,6 +505,7 @@ impl Config {
         if self.pipeline.max_sql_bytes == 0 {
             problems.push("pipeline.max_sql_bytes must be at least 1".to_string());
         }
+        problems.extend(self.alerts.problems());
         if problems.is_empty() {
             Ok(())
         } else {
@@ -534,6 +539,7 @@ pub fn is_secret_key(key: &str) -> bool {
         "api_key",
         "apikey",
         "credential",
+        "webhook_url",
     ]
     .iter()
     .any(|needle| k.contains(needle))

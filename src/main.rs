@@ -107,6 +107,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Summarise one run (terminal table) and write a self-contained HTML report.
+    Report {
+        /// The run to report on.
+        #[arg(long)]
+        run_id: String,
+        /// Evaluations JSONL (the JSONL sink's evaluations.jsonl); default: ClickHouse from
+        /// --config.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Events JSONL the run was fed, to show SQL in the disagreement listing.
+        #[arg(long)]
+        events: Option<PathBuf>,
+        /// TOML config whose [sink] names the ClickHouse to read from.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// HTML output file.
+        #[arg(long, default_value = "report.html")]
+        out: PathBuf,
+    },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
         /// TOML config file.
@@ -199,6 +218,13 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             cutoff,
             json,
         } => calibrate(&labels, &rows, &metric, cutoff, json),
+        Command::Report {
+            run_id,
+            input,
+            events,
+            config,
+            out,
+        } => report(run_id, input, events, config, out).await,
     }
 }
 
@@ -220,6 +246,38 @@ fn calibrate(
     } else {
         print!("{report}");
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn report(
+    run_id: String,
+    input: Option<PathBuf>,
+    events: Option<PathBuf>,
+    config: Option<PathBuf>,
+    out: PathBuf,
+) -> Result<ExitCode> {
+    use sqlgrade::report::{
+        RunReport, html, rows_from_clickhouse, rows_from_jsonl, sql_from_events,
+    };
+    let rows = match (&input, &config) {
+        (Some(path), _) => rows_from_jsonl(path, &run_id)?,
+        (None, Some(_)) => {
+            let config = load_config(config.as_ref())?;
+            let settings =
+                sqlgrade::sink::clickhouse::ClickHouseSettings::from_config(&config.sink);
+            rows_from_clickhouse(&settings, &run_id).await?
+        }
+        (None, None) => anyhow::bail!("report needs --input FILE or --config FILE (ClickHouse)"),
+    };
+    let sql = match &events {
+        Some(path) => sql_from_events(path)?,
+        None => Default::default(),
+    };
+    let report = RunReport::build(&run_id, &rows, &sql)?;
+    print!("{}", report.terminal_summary());
+    std::fs::write(&out, html::render(&report))
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!("HTML report: {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -309,7 +367,24 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         workers = config.pipeline.workers,
         "sqlgrade run starting"
     );
-    let pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let mut pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let alert_service = if config.alerts.enabled {
+        let (service, handle) = sqlgrade::alert::AlertService::start(
+            config.alerts.clone(),
+            sqlgrade::alert::delivery::Destinations::from_config(&config),
+        )?;
+        pipeline = pipeline.with_alerts(handle);
+        Some(service)
+    } else {
+        None
+    };
+    let telemetry = if config.telemetry.enabled {
+        let telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        pipeline = pipeline.with_metrics(telemetry.metrics());
+        Some(telemetry)
+    } else {
+        None
+    };
     let shutdown = shutdown_signal();
     {
         // Not ready while draining.
@@ -329,6 +404,25 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
     health.set_phase(Phase::Draining);
     if let Some(server) = health_server {
         server.shutdown().await;
+    }
+    if let Some(service) = alert_service {
+        // Pending deliveries get a bounded grace period; shutdown never waits on a dead webhook.
+        let counters = std::sync::Arc::clone(service.counters());
+        if tokio::time::timeout(std::time::Duration::from_secs(30), service.finish())
+            .await
+            .is_err()
+        {
+            tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
+        }
+        tracing::info!(?counters, "alerting finished");
+    }
+    if let Some(telemetry) = telemetry {
+        // The exporter's final push blocks; keep it off the async workers.
+        match tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
+            Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown"),
+            Err(error) => tracing::warn!(%error, "telemetry shutdown task"),
+            Ok(Ok(())) => {}
+        }
     }
     let summary = result?;
     print_summary(&config, &summary, "sqlgrade run summary");

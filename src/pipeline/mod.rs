@@ -108,6 +108,8 @@ pub struct Pipeline {
     options: PipelineOptions,
     transform: Option<EventTransform>,
     progress: Option<ProgressFn>,
+    alerts: Option<crate::alert::AlertHandle>,
+    metrics: Option<crate::telemetry::PipelineMetrics>,
 }
 
 /// A decoded event on its way to the scorer.
@@ -147,6 +149,8 @@ impl Pipeline {
             options,
             transform: None,
             progress: None,
+            alerts: None,
+            metrics: None,
         }
     }
 
@@ -162,6 +166,19 @@ impl Pipeline {
         self
     }
 
+    /// Feed every scored event's rows and every dead letter to the alert engine (never
+    /// blocking: a full alert queue drops and counts the input).
+    pub fn with_alerts(mut self, alerts: crate::alert::AlertHandle) -> Pipeline {
+        self.alerts = Some(alerts);
+        self
+    }
+
+    /// Record OpenTelemetry metrics (events, Φ, judge, sink batches).
+    pub fn with_metrics(mut self, metrics: crate::telemetry::PipelineMetrics) -> Pipeline {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Run until the source is exhausted or `shutdown` turns `true`, then drain, flush and
     /// finish. Returns what was written.
     pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
@@ -173,13 +190,15 @@ impl Pipeline {
             options,
             transform,
             progress,
+            alerts,
+            metrics,
         } = self;
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
         let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
         let (done_tx, done_rx) = mpsc::channel::<Completed>(capacity);
 
-        let source_task = tokio::spawn(source_stage(source, raw_tx, shutdown));
+        let source_task = tokio::spawn(source_stage(source, raw_tx, shutdown, metrics.clone()));
         let decode_task = tokio::spawn(decode_stage(
             raw_rx,
             work_tx,
@@ -188,7 +207,9 @@ impl Pipeline {
             transform,
         ));
         let score_task = tokio::spawn(score_stage(work_rx, done_tx, scorer, options.workers));
-        let batch_task = tokio::spawn(batch_stage(done_rx, sink, options, progress));
+        let batch_task = tokio::spawn(batch_stage(
+            done_rx, sink, options, progress, alerts, metrics,
+        ));
 
         let batch_result = join("batcher", batch_task).await;
         let score_result = join("scorer", score_task).await;
@@ -230,6 +251,7 @@ async fn source_stage(
     mut source: Box<dyn Source>,
     raw_tx: mpsc::Sender<SourceMessage>,
     mut shutdown: watch::Receiver<bool>,
+    metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> SourceOutcome {
     let mut last_error = Ok(());
     // Whether anyone can still ask for shutdown (the sender may be dropped).
@@ -257,6 +279,9 @@ async fn source_stage(
         };
         match next {
             Ok(Some(message)) => {
+                if let Some(metrics) = &metrics {
+                    metrics.consumed();
+                }
                 if raw_tx.send(message).await.is_err() {
                     // Downstream stopped (sink failure); it reports its own error.
                     source.stop();
@@ -371,7 +396,9 @@ async fn score_one(scorer: &Scorer, work: Work) -> Completed {
         payload,
         ack,
     } = work;
-    match CatchUnwind(Box::pin(scorer.score_at(&event, &received_at))).await {
+    let span = tracing::info_span!("score_event", event_id = %event.event_id, %origin);
+    let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &received_at), span);
+    match CatchUnwind(Box::pin(scoring)).await {
         Ok(rows) => Completed::Rows {
             rows,
             payload_bytes: payload.len(),
@@ -432,6 +459,8 @@ async fn batch_stage(
     mut sink: Box<dyn Sink>,
     options: PipelineOptions,
     progress: Option<ProgressFn>,
+    alerts: Option<crate::alert::AlertHandle>,
+    metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
     let mut summary = Summary::default();
     let mut pending = PendingBatch::default();
@@ -442,7 +471,7 @@ async fn batch_stage(
                 match tokio::time::timeout_at(deadline, done_rx.recv()).await {
                     Ok(received) => received,
                     Err(_elapsed) => {
-                        write_batch(&mut sink, &mut pending, &progress).await?;
+                        write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
                         continue;
                     }
                 }
@@ -462,6 +491,12 @@ async fn batch_stage(
                 ack,
             } => {
                 summary.events += 1;
+                if let Some(metrics) = &metrics {
+                    metrics.scored(&rows);
+                }
+                if let Some(alerts) = &alerts {
+                    alerts.offer(crate::alert::AlertInput::Rows(rows.clone()));
+                }
                 for row in &rows {
                     summary.observe_row(row);
                 }
@@ -472,6 +507,12 @@ async fn batch_stage(
             }
             Completed::DeadLetter { dead_letter, ack } => {
                 summary.observe_dead_letter(&dead_letter);
+                if let Some(metrics) = &metrics {
+                    metrics.dead_lettered();
+                }
+                if let Some(alerts) = &alerts {
+                    alerts.offer(crate::alert::AlertInput::DeadLetter);
+                }
                 pending.entries += 1;
                 pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
                 pending.batch.dead_letters.push(dead_letter);
@@ -480,10 +521,10 @@ async fn batch_stage(
         }
         summary.messages += 1;
         if pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes {
-            write_batch(&mut sink, &mut pending, &progress).await?;
+            write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
         }
     }
-    write_batch(&mut sink, &mut pending, &progress).await?;
+    write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
     Ok((summary, sink))
 }
 
@@ -492,6 +533,7 @@ async fn write_batch(
     sink: &mut Box<dyn Sink>,
     pending: &mut PendingBatch,
     progress: &Option<ProgressFn>,
+    metrics: Option<&crate::telemetry::PipelineMetrics>,
 ) -> Result<(), PipelineError> {
     let PendingBatch { batch, acks, .. } = std::mem::take(pending);
     if acks.is_empty() && batch.is_empty() {
@@ -500,7 +542,11 @@ async fn write_batch(
     let messages = acks.len() as u64;
     let (rows, dead_letters) = (batch.rows.len(), batch.dead_letters.len());
     if !batch.is_empty() {
+        let started = Instant::now();
         sink.write(batch).await?;
+        if let Some(metrics) = metrics {
+            metrics.sink_batch(rows + dead_letters, started.elapsed());
+        }
     }
     for ack in acks {
         ack.ack();

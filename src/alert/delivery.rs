@@ -1,0 +1,455 @@
+//! Alert delivery: the engine task, and the webhook / ClickHouse / log channels with retries.
+//!
+//! ```text
+//! pipeline batcher ──try_send──▶ [bounded] engine task ──try_send──▶ [bounded] delivery task
+//!                  (drops counted)                   (drops counted)       ├─ log (always)
+//!                                                                          ├─ webhook (retries)
+//!                                                                          └─ ClickHouse `alerts`
+//! ```
+//!
+//! Nothing on the scoring path ever waits: the pipeline hands inputs over with `try_send` and
+//! counts what a full queue refused; a slow or failing webhook only delays later notifications.
+//!
+//! The webhook body is one JSON object that is both a Slack incoming-webhook message (`text`)
+//! and an Alertmanager webhook-receiver payload (`version` "4", `status`, `receiver`,
+//! `groupLabels`, `commonLabels`, `commonAnnotations`, `externalURL`, `groupKey`,
+//! `truncatedAlerts`, `alerts[]` with `status`, `labels`, `annotations`, `startsAt`, `endsAt`,
+//! `generatorURL`, `fingerprint`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::engine::{AlertEngine, AlertInput, AlertNotification, AlertState};
+use super::rules::AlertsConfig;
+use crate::sink::clickhouse::ClickHouseSettings;
+
+/// Alertmanager's "zero" time, used as `endsAt` of firing alerts.
+const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// Counters shared between the pipeline side and the alert tasks.
+#[derive(Debug, Default)]
+pub struct AlertCounters {
+    /// Inputs accepted by the engine queue.
+    pub inputs_queued: AtomicU64,
+    /// Inputs refused because the engine queue was full (scoring went on).
+    pub inputs_dropped: AtomicU64,
+    /// Notifications produced by the engine.
+    pub notifications: AtomicU64,
+    /// Notifications refused because the delivery queue was full.
+    pub notifications_dropped: AtomicU64,
+    /// Successful webhook deliveries.
+    pub webhook_delivered: AtomicU64,
+    /// Failed webhook attempts (each retry counts).
+    pub webhook_failed_attempts: AtomicU64,
+    /// Webhook notifications given up after all attempts.
+    pub webhook_gave_up: AtomicU64,
+    /// Successful ClickHouse inserts.
+    pub clickhouse_delivered: AtomicU64,
+    /// ClickHouse notifications given up after all attempts.
+    pub clickhouse_gave_up: AtomicU64,
+}
+
+/// The pipeline's end of the alert engine: cheap to clone, never blocks.
+#[derive(Debug, Clone)]
+pub struct AlertHandle {
+    tx: mpsc::Sender<AlertInput>,
+    counters: Arc<AlertCounters>,
+}
+
+impl AlertHandle {
+    /// Offer one input; when the queue is full it is dropped and counted. Returns whether it
+    /// was queued.
+    pub fn offer(&self, input: AlertInput) -> bool {
+        match self.tx.try_send(input) {
+            Ok(()) => {
+                self.counters.inputs_queued.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(_) => {
+                self.counters.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &Arc<AlertCounters> {
+        &self.counters
+    }
+}
+
+/// Running alert tasks. Drop every [`AlertHandle`] and call [`AlertService::finish`] to drain.
+pub struct AlertService {
+    engine_task: JoinHandle<AlertEngine>,
+    delivery_task: JoinHandle<()>,
+    counters: Arc<AlertCounters>,
+}
+
+/// Where notifications go besides the log.
+#[derive(Debug, Clone, Default)]
+pub struct Destinations {
+    /// Webhook URL.
+    pub webhook_url: Option<String>,
+    /// ClickHouse connection for the `alerts` table.
+    pub clickhouse: Option<ClickHouseSettings>,
+}
+
+impl Destinations {
+    /// The destinations `[alerts]` names (ClickHouse through the `[sink]` connection).
+    pub fn from_config(config: &crate::config::Config) -> Destinations {
+        Destinations {
+            webhook_url: config
+                .alerts
+                .webhook_url
+                .as_ref()
+                .filter(|u| !u.is_empty())
+                .map(|u| u.expose().to_string()),
+            clickhouse: config
+                .alerts
+                .clickhouse
+                .then(|| ClickHouseSettings::from_config(&config.sink)),
+        }
+    }
+}
+
+/// Why the alert service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the webhook client: {0}")]
+    Client(String),
+}
+
+impl AlertService {
+    /// Start the engine and delivery tasks; returns the service and the pipeline's handle.
+    pub fn start(
+        config: AlertsConfig,
+        destinations: Destinations,
+    ) -> Result<(AlertService, AlertHandle), AlertError> {
+        let counters = Arc::new(AlertCounters::default());
+        let (input_tx, mut input_rx) = mpsc::channel::<AlertInput>(config.channel_capacity.max(1));
+        let (note_tx, note_rx) = mpsc::channel::<AlertNotification>(config.channel_capacity.max(1));
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(config.webhook_timeout_ms.max(1)))
+            .build()
+            .map_err(|e| AlertError::Client(e.to_string()))?;
+        let retry = RetryPolicy {
+            attempts: config.delivery_attempts.max(1),
+            initial: Duration::from_millis(config.retry_initial_ms),
+            max: Duration::from_millis(config.retry_max_ms.max(config.retry_initial_ms)),
+        };
+        let engine_counters = Arc::clone(&counters);
+        let mut engine = AlertEngine::new(config);
+        let engine_task = tokio::spawn(async move {
+            while let Some(input) = input_rx.recv().await {
+                for note in engine.observe(&input, Utc::now()) {
+                    engine_counters
+                        .notifications
+                        .fetch_add(1, Ordering::Relaxed);
+                    log_notification(&note);
+                    if note_tx.try_send(note).is_err() {
+                        engine_counters
+                            .notifications_dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            engine
+        });
+        let delivery = Delivery {
+            http,
+            destinations,
+            retry,
+            counters: Arc::clone(&counters),
+        };
+        let delivery_task = tokio::spawn(delivery.run(note_rx));
+        let handle = AlertHandle {
+            tx: input_tx,
+            counters: Arc::clone(&counters),
+        };
+        Ok((
+            AlertService {
+                engine_task,
+                delivery_task,
+                counters,
+            },
+            handle,
+        ))
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &Arc<AlertCounters> {
+        &self.counters
+    }
+
+    /// Wait until every queued input is observed and every notification delivered (or given up).
+    /// All [`AlertHandle`]s must have been dropped, otherwise this waits forever.
+    pub async fn finish(self) -> Option<AlertEngine> {
+        let engine = self.engine_task.await.ok();
+        if let Err(error) = self.delivery_task.await {
+            tracing::error!(%error, "alert delivery task failed");
+        }
+        engine
+    }
+}
+
+fn log_notification(note: &AlertNotification) {
+    match note.state {
+        AlertState::Firing => tracing::warn!(
+            alert_id = %note.alert_id, rule = note.rule.as_str(), metric = %note.metric,
+            labels = ?note.labels, baseline = note.baseline, observed = note.observed,
+            p_value = note.p_value, "{}", note.summary
+        ),
+        AlertState::Resolved => tracing::info!(
+            alert_id = %note.alert_id, rule = note.rule.as_str(), metric = %note.metric,
+            labels = ?note.labels, baseline = note.baseline, observed = note.observed,
+            "{}", note.summary
+        ),
+    }
+}
+
+/// Attempts and exponential backoff of one delivery.
+#[derive(Debug, Clone, Copy)]
+struct RetryPolicy {
+    attempts: u32,
+    initial: Duration,
+    max: Duration,
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(20));
+        self.initial.saturating_mul(factor).min(self.max)
+    }
+}
+
+struct Delivery {
+    http: reqwest::Client,
+    destinations: Destinations,
+    retry: RetryPolicy,
+    counters: Arc<AlertCounters>,
+}
+
+impl Delivery {
+    async fn run(self, mut rx: mpsc::Receiver<AlertNotification>) {
+        let clickhouse = self.destinations.clickhouse.as_ref().map(|s| s.client());
+        while let Some(note) = rx.recv().await {
+            if let Some(url) = &self.destinations.webhook_url {
+                self.deliver_webhook(url, &note).await;
+            }
+            if let Some(client) = &clickhouse {
+                self.deliver_clickhouse(client, &note).await;
+            }
+        }
+    }
+
+    async fn deliver_webhook(&self, url: &str, note: &AlertNotification) {
+        let body = webhook_body(std::slice::from_ref(note));
+        for attempt in 1..=self.retry.attempts {
+            let outcome = self.http.post(url).json(&body).send().await;
+            let error = match outcome {
+                Ok(response) if response.status().is_success() => {
+                    self.counters
+                        .webhook_delivered
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Ok(response) => format!("HTTP {}", response.status()),
+                Err(e) => e.to_string(),
+            };
+            self.counters
+                .webhook_failed_attempts
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(alert_id = %note.alert_id, attempt, %error, "alert webhook failed");
+            if attempt < self.retry.attempts {
+                tokio::time::sleep(self.retry.delay(attempt)).await;
+            }
+        }
+        self.counters
+            .webhook_gave_up
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::error!(alert_id = %note.alert_id, attempts = self.retry.attempts, "alert webhook: giving up");
+    }
+
+    async fn deliver_clickhouse(&self, client: &clickhouse::Client, note: &AlertNotification) {
+        let record = AlertRecord::new(note);
+        for attempt in 1..=self.retry.attempts {
+            let result: clickhouse::error::Result<()> = async {
+                let mut insert = client.insert::<AlertRecord>("alerts").await?;
+                insert.write(&record).await?;
+                insert.end().await
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    self.counters
+                        .clickhouse_delivered
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(alert_id = %note.alert_id, attempt, %error, "alert insert failed");
+                    if attempt < self.retry.attempts {
+                        tokio::time::sleep(self.retry.delay(attempt)).await;
+                    }
+                }
+            }
+        }
+        self.counters
+            .clickhouse_gave_up
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::error!(alert_id = %note.alert_id, "alerts table: giving up");
+    }
+}
+
+/// One row of the ClickHouse `alerts` table (see `deploy/clickhouse/003_alerts.sql`). The
+/// firing and the resolved notification of one incident share `alert_id` and `fired_at`, so the
+/// ReplacingMergeTree keeps the later (resolved) row; the state is in `details`.
+#[derive(Debug, Clone, clickhouse::Row, Serialize)]
+pub struct AlertRecord {
+    alert_id: String,
+    fired_at: u32,
+    app_id: String,
+    agent_id: String,
+    agent_version: String,
+    model: String,
+    metric: String,
+    rule: String,
+    severity: String,
+    window_start: u32,
+    window_end: u32,
+    baseline: f64,
+    observed: f64,
+    events: u64,
+    message: String,
+    details: String,
+}
+
+fn epoch(t: DateTime<Utc>) -> u32 {
+    t.timestamp().clamp(0, i64::from(u32::MAX)) as u32
+}
+
+impl AlertRecord {
+    /// The row for `note`.
+    pub fn new(note: &AlertNotification) -> AlertRecord {
+        let label = |name: &str| note.labels.get(name).cloned().unwrap_or_default();
+        AlertRecord {
+            alert_id: note.alert_id.clone(),
+            fired_at: epoch(note.started_at),
+            app_id: label("app_id"),
+            agent_id: label("agent_id"),
+            agent_version: label("agent_version"),
+            model: label("model"),
+            metric: note.metric.clone(),
+            rule: note.rule.as_str().to_string(),
+            severity: note.severity.clone(),
+            window_start: epoch(note.started_at),
+            window_end: epoch(note.ended_at.unwrap_or(note.started_at)),
+            baseline: note.baseline,
+            observed: note.observed,
+            events: note.recent_samples as u64,
+            message: note.summary.clone(),
+            details: json!({
+                "state": note.state.as_str(),
+                "fingerprint": note.fingerprint,
+                "effect": note.effect,
+                "p_value": note.p_value,
+                "recent_samples": note.recent_samples,
+                "baseline_samples": note.baseline_samples,
+                "labels": note.labels,
+                "resolved_at": note.ended_at.map(rfc3339),
+            })
+            .to_string(),
+        }
+    }
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The webhook JSON for `notes` (one group): Slack's `text` plus Alertmanager's webhook fields.
+pub fn webhook_body(notes: &[AlertNotification]) -> Value {
+    let status = if notes.iter().any(|n| n.state == AlertState::Firing) {
+        "firing"
+    } else {
+        "resolved"
+    };
+    let alerts: Vec<Value> = notes
+        .iter()
+        .map(|n| {
+            let mut labels = serde_json::Map::new();
+            labels.insert("alertname".into(), json!(n.rule.as_str()));
+            labels.insert("metric".into(), json!(n.metric));
+            labels.insert("severity".into(), json!(n.severity));
+            for (k, v) in &n.labels {
+                labels.insert(k.clone(), json!(v));
+            }
+            json!({
+                "status": n.state.as_str(),
+                "labels": labels,
+                "annotations": {
+                    "summary": n.summary,
+                    "baseline": format!("{:.4}", n.baseline),
+                    "observed": format!("{:.4}", n.observed),
+                    "p_value": format!("{:.3e}", n.p_value),
+                    "alert_id": n.alert_id,
+                },
+                "startsAt": rfc3339(n.started_at),
+                "endsAt": n.ended_at.map_or_else(|| ZERO_TIME.to_string(), rfc3339),
+                "generatorURL": "",
+                "fingerprint": n.fingerprint,
+            })
+        })
+        .collect();
+    let common_labels = alerts
+        .first()
+        .and_then(|a| a.get("labels"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let group_labels = json!({
+        "alertname": notes.first().map(|n| n.rule.as_str()).unwrap_or("sqlgrade"),
+    });
+    let text = notes
+        .iter()
+        .map(|n| n.summary.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    json!({
+        "text": text,
+        "version": "4",
+        "groupKey": notes.first().map(|n| n.fingerprint.clone()).unwrap_or_default(),
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": "sqlgrade",
+        "groupLabels": group_labels,
+        "commonLabels": common_labels,
+        "commonAnnotations": {},
+        "externalURL": "",
+        "alerts": alerts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_max() {
+        let p = RetryPolicy {
+            attempts: 5,
+            initial: Duration::from_millis(100),
+            max: Duration::from_millis(350),
+        };
+        assert_eq!(p.delay(1), Duration::from_millis(100));
+        assert_eq!(p.delay(2), Duration::from_millis(200));
+        assert_eq!(p.delay(3), Duration::from_millis(350));
+    }
+}

@@ -1,0 +1,463 @@
+//! `sqlgrade report --run-id ID`: a run's evaluation rows (from the JSONL output or ClickHouse)
+//! summarised for the terminal and as a self-contained HTML page with inline SVG charts.
+//!
+//! Rows are grouped by *variant*: the agent_version, else the agent_id (benchmark runs carry the
+//! system name as agent_id), else `unknown`.
+
+pub mod html;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::sink::clickhouse::ClickHouseSettings;
+
+/// Why a report could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// ClickHouse could not be queried.
+    #[error("ClickHouse query failed: {0}")]
+    ClickHouse(String),
+    /// No row has the run id.
+    #[error("no evaluation rows with run_id {0:?}")]
+    EmptyRun(String),
+}
+
+/// The columns of an evaluation row a report needs (JSONL line or ClickHouse JSONEachRow).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReportRow {
+    /// Event id.
+    pub event_id: String,
+    /// Agent id.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// Agent version.
+    #[serde(default)]
+    pub agent_version: Option<String>,
+    /// Run id.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Metric name.
+    pub metric: String,
+    /// Value (0–100 for stef, 0–1 otherwise).
+    pub value: f64,
+    /// Verdict (bool in JSONL, 0/1 in ClickHouse).
+    #[serde(default)]
+    pub verdict: Option<Value>,
+    /// Row status.
+    #[serde(default)]
+    pub status: String,
+    /// STEF quality tier.
+    #[serde(default)]
+    pub quality_tier: Option<String>,
+    /// Metric details (object in JSONL, JSON text in ClickHouse).
+    #[serde(default)]
+    pub details: Value,
+}
+
+impl ReportRow {
+    fn variant(&self) -> String {
+        self.agent_version
+            .clone()
+            .or_else(|| self.agent_id.clone())
+            .unwrap_or_else(|| "unknown".into())
+    }
+
+    fn verdict(&self) -> Option<bool> {
+        match &self.verdict {
+            Some(Value::Bool(b)) => Some(*b),
+            Some(Value::Number(n)) => n.as_f64().map(|v| v != 0.0),
+            _ => None,
+        }
+    }
+
+    fn details(&self) -> Value {
+        match &self.details {
+            Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
+            other => other.clone(),
+        }
+    }
+}
+
+/// Read the rows of `run_id` from an `evaluations.jsonl` file (lines that do not parse are
+/// skipped and counted in the log).
+pub fn rows_from_jsonl(path: &Path, run_id: &str) -> Result<Vec<ReportRow>, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut rows = Vec::new();
+    let mut skipped = 0usize;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<ReportRow>(line) {
+            Ok(row) if row.run_id.as_deref() == Some(run_id) => rows.push(row),
+            Ok(_) => {}
+            Err(_) => skipped += 1,
+        }
+    }
+    if skipped > 0 {
+        tracing::warn!(skipped, path = %path.display(), "lines that are not evaluation rows were skipped");
+    }
+    Ok(rows)
+}
+
+/// Read the rows of `run_id` from ClickHouse `evaluations` (deduplicated with `FINAL`).
+pub async fn rows_from_clickhouse(
+    settings: &ClickHouseSettings,
+    run_id: &str,
+) -> Result<Vec<ReportRow>, ReportError> {
+    let mut cursor = settings
+        .client()
+        .query(
+            "SELECT event_id, agent_id, agent_version, run_id, metric, value, verdict, status, \
+             quality_tier, details FROM evaluations FINAL WHERE run_id = ?",
+        )
+        .bind(run_id)
+        .fetch_bytes("JSONEachRow")
+        .map_err(|e| ReportError::ClickHouse(e.to_string()))?;
+    let bytes = cursor
+        .collect()
+        .await
+        .map_err(|e| ReportError::ClickHouse(e.to_string()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| ReportError::ClickHouse(e.to_string())))
+        .collect()
+}
+
+/// Φ histogram bins (0–10, 10–20, …, 90–100).
+pub const PHI_BINS: usize = 10;
+
+/// Tiers in display order.
+pub const TIERS: [&str; 4] = ["excellent", "good", "marginal", "poor"];
+
+/// One variant's numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VariantStats {
+    /// Events (STEF rows).
+    pub events: usize,
+    /// Mean Φ.
+    pub phi_mean: f64,
+    /// Φ histogram (counts per 10-point bin).
+    pub phi_histogram: [usize; PHI_BINS],
+    /// Rows per quality tier.
+    pub tiers: BTreeMap<String, usize>,
+    /// Mean value and row count per metric (gold metrics 0–1; `stef` scaled to 0–1).
+    pub metrics: BTreeMap<String, (f64, usize)>,
+    /// Rows per status (all metrics).
+    pub statuses: BTreeMap<String, usize>,
+}
+
+/// An event where EX and FLEX or ROSE disagree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disagreement {
+    /// Event id.
+    pub event_id: String,
+    /// Variant.
+    pub variant: String,
+    /// EX verdict.
+    pub ex: bool,
+    /// The disagreeing metric (`flex` or `rose`).
+    pub other_metric: String,
+    /// Its verdict.
+    pub other: bool,
+    /// Predicted SQL (from the row details, or the events file).
+    pub sql: Option<String>,
+    /// Gold SQL (from the row details, or the events file).
+    pub gold_sql: Option<String>,
+}
+
+/// Everything the terminal and HTML views show.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunReport {
+    /// The run.
+    pub run_id: String,
+    /// Rows read.
+    pub rows: usize,
+    /// Per variant.
+    pub variants: BTreeMap<String, VariantStats>,
+    /// EX vs FLEX/ROSE disagreements.
+    pub disagreements: Vec<Disagreement>,
+}
+
+/// SQL texts of an event, for the disagreement listing.
+#[derive(Debug, Clone, Default)]
+pub struct EventSql {
+    /// Predicted SQL.
+    pub sql: Option<String>,
+    /// Gold SQL.
+    pub gold_sql: Option<String>,
+}
+
+/// SQL per event id from an events JSONL file (the input of the run).
+pub fn sql_from_events(path: &Path) -> Result<HashMap<String, EventSql>, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let Ok(event) = crate::event::Event::decode(line.as_bytes()) else {
+            continue;
+        };
+        out.insert(
+            event.event_id.clone(),
+            EventSql {
+                sql: Some(event.sql.clone()),
+                gold_sql: event.gold.as_ref().and_then(|g| g.sql.clone()),
+            },
+        );
+    }
+    Ok(out)
+}
+
+impl RunReport {
+    /// Aggregate `rows` of `run_id`; `sql` supplies SQL texts the rows do not carry.
+    pub fn build(
+        run_id: &str,
+        rows: &[ReportRow],
+        sql: &HashMap<String, EventSql>,
+    ) -> Result<RunReport, ReportError> {
+        if rows.is_empty() {
+            return Err(ReportError::EmptyRun(run_id.to_string()));
+        }
+        let mut variants: BTreeMap<String, VariantStats> = BTreeMap::new();
+        // (event, variant) → metric → verdict, and any SQL found in details.
+        let mut verdicts: BTreeMap<(String, String), BTreeMap<String, bool>> = BTreeMap::new();
+        let mut detail_sql: HashMap<String, EventSql> = HashMap::new();
+        for row in rows {
+            let variant = row.variant();
+            let stats = variants.entry(variant.clone()).or_default();
+            *stats.statuses.entry(row.status.clone()).or_default() += 1;
+            let scaled = if row.metric == "stef" {
+                row.value / 100.0
+            } else {
+                row.value
+            };
+            let entry = stats.metrics.entry(row.metric.clone()).or_insert((0.0, 0));
+            entry.0 += scaled;
+            entry.1 += 1;
+            if row.metric == "stef" {
+                stats.events += 1;
+                stats.phi_mean += row.value;
+                let bin = ((row.value / 10.0).floor().max(0.0) as usize).min(PHI_BINS - 1);
+                if let Some(slot) = stats.phi_histogram.get_mut(bin) {
+                    *slot += 1;
+                }
+                if let Some(tier) = &row.quality_tier {
+                    *stats.tiers.entry(tier.clone()).or_default() += 1;
+                }
+            }
+            if let Some(verdict) = row.verdict() {
+                verdicts
+                    .entry((row.event_id.clone(), variant.clone()))
+                    .or_default()
+                    .insert(row.metric.clone(), verdict);
+            }
+            let details = row.details();
+            let text = |keys: &[&str]| {
+                keys.iter()
+                    .find_map(|k| details.get(*k).and_then(Value::as_str).map(str::to_string))
+            };
+            let found = EventSql {
+                sql: text(&["predicted_sql", "sql"]),
+                gold_sql: text(&["gold_sql"]),
+            };
+            if found.sql.is_some() || found.gold_sql.is_some() {
+                detail_sql.insert(row.event_id.clone(), found);
+            }
+        }
+        for stats in variants.values_mut() {
+            if stats.events > 0 {
+                stats.phi_mean /= stats.events as f64;
+            }
+            for (sum, n) in stats.metrics.values_mut() {
+                if *n > 0 {
+                    *sum /= *n as f64;
+                }
+            }
+        }
+        let mut disagreements = Vec::new();
+        for ((event_id, variant), by_metric) in &verdicts {
+            let Some(&ex) = by_metric.get("ex") else {
+                continue;
+            };
+            for other_metric in ["flex", "rose"] {
+                if let Some(&other) = by_metric.get(other_metric)
+                    && other != ex
+                {
+                    let texts = detail_sql.get(event_id).or_else(|| sql.get(event_id));
+                    disagreements.push(Disagreement {
+                        event_id: event_id.clone(),
+                        variant: variant.clone(),
+                        ex,
+                        other_metric: other_metric.to_string(),
+                        other,
+                        sql: texts.and_then(|t| t.sql.clone()),
+                        gold_sql: texts.and_then(|t| t.gold_sql.clone()),
+                    });
+                }
+            }
+        }
+        Ok(RunReport {
+            run_id: run_id.to_string(),
+            rows: rows.len(),
+            variants,
+            disagreements,
+        })
+    }
+
+    /// The terminal summary.
+    pub fn terminal_summary(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "sqlgrade report — run {} ({} rows)",
+            self.run_id, self.rows
+        );
+        let metrics: Vec<String> = {
+            let mut all: Vec<String> = self
+                .variants
+                .values()
+                .flat_map(|v| v.metrics.keys().cloned())
+                .collect();
+            all.sort();
+            all.dedup();
+            all
+        };
+        let _ = write!(out, "{:<28} {:>7} {:>7}", "variant", "events", "Φ mean");
+        for tier in TIERS {
+            let _ = write!(out, " {:>9}", tier);
+        }
+        for m in &metrics {
+            if m != "stef" {
+                let _ = write!(out, " {:>9}", m);
+            }
+        }
+        out.push('\n');
+        for (name, v) in &self.variants {
+            let _ = write!(
+                out,
+                "{:<28} {:>7} {:>7.1}",
+                truncate(name, 28),
+                v.events,
+                v.phi_mean
+            );
+            for tier in TIERS {
+                let share = share(v.tiers.get(tier).copied().unwrap_or(0), v.events);
+                let _ = write!(out, " {:>8.1}%", share * 100.0);
+            }
+            for m in &metrics {
+                if m == "stef" {
+                    continue;
+                }
+                match v.metrics.get(m) {
+                    Some((mean, _)) => {
+                        let _ = write!(out, " {:>9.3}", mean);
+                    }
+                    None => {
+                        let _ = write!(out, " {:>9}", "—");
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "EX vs FLEX/ROSE disagreements: {}",
+            self.disagreements.len()
+        );
+        out
+    }
+}
+
+fn share(count: usize, total: usize) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        count as f64 / total as f64
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> ReportRow {
+        serde_json::from_str(line).unwrap()
+    }
+
+    #[test]
+    fn ex_and_judge_disagreements_are_joined_per_event() {
+        let rows = vec![
+            parse(
+                r#"{"event_id":"1","agent_id":"sys","run_id":"r","metric":"ex","value":1.0,"verdict":true,"status":"ok","details":{}}"#,
+            ),
+            parse(
+                r#"{"event_id":"1","agent_id":"sys","run_id":"r","metric":"flex","value":0.0,"verdict":false,"status":"ok","details":{}}"#,
+            ),
+            parse(
+                r#"{"event_id":"2","agent_id":"sys","run_id":"r","metric":"ex","value":1.0,"verdict":1,"status":"ok","details":"{}"}"#,
+            ),
+            parse(
+                r#"{"event_id":"2","agent_id":"sys","run_id":"r","metric":"rose","value":1.0,"verdict":1,"status":"ok","details":"{}"}"#,
+            ),
+        ];
+        let mut sql = HashMap::new();
+        sql.insert(
+            "1".to_string(),
+            EventSql {
+                sql: Some("SELECT a FROM t".into()),
+                gold_sql: Some("SELECT b FROM t".into()),
+            },
+        );
+        let report = RunReport::build("r", &rows, &sql).unwrap();
+        assert_eq!(report.disagreements.len(), 1);
+        let d = &report.disagreements[0];
+        assert_eq!((d.event_id.as_str(), d.ex, d.other), ("1", true, false));
+        assert_eq!(d.other_metric, "flex");
+        assert_eq!(d.sql.as_deref(), Some("SELECT a FROM t"));
+        let page = html::render(&report);
+        assert!(page.contains("SELECT a FROM t"));
+        assert!(page.contains("EX vs FLEX/ROSE disagreements (1)"));
+    }
+
+    #[test]
+    fn html_escapes_untrusted_text() {
+        assert_eq!(
+            html::escape("<b>\"x\" & 'y'"),
+            "&lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;"
+        );
+    }
+
+    #[test]
+    fn empty_run_is_an_error() {
+        assert!(matches!(
+            RunReport::build("nope", &[], &HashMap::new()),
+            Err(ReportError::EmptyRun(_))
+        ));
+    }
+}

@@ -1,0 +1,161 @@
+//! `sqlgrade report` on a real scored run: two agent versions answering BIRD (SuperSQL's and
+//! DAIL-SQL's predictions), STEF rows from the scorer plus `ex` rows carrying the benchmark's
+//! execution verdicts. Checks the terminal summary, the HTML, and — when Debian's `chromium` is
+//! installed — that the page renders in headless Chromium (screenshot kept under target/).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::evaluation::{EvaluationRow, Metric};
+use sqlgrade::scorer::Scorer;
+
+async fn run_rows(
+    system: &str,
+    version: &str,
+) -> (Vec<EvaluationRow>, Vec<sqlgrade::event::Event>) {
+    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let mut events = benchmark_events(
+        BackfillFormat::Bird,
+        &bird.join("dev.jsonl"),
+        &bird.join("predictions").join(format!("{system}.jsonl")),
+        Some("nightly-42"),
+    )
+    .unwrap()
+    .events;
+    let reference =
+        std::fs::read_to_string(bird.join("reference").join(format!("ex_{system}.jsonl"))).unwrap();
+    let ex: HashMap<String, bool> = reference
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["question_id"].to_string(), v["ex"].as_i64().unwrap() == 1)
+        })
+        .collect();
+    let scorer = Scorer::deterministic();
+    let mut rows = Vec::new();
+    for event in &mut events {
+        event.event_id = format!("{version}-{}", event.event_id);
+        event.agent_version = Some(version.into());
+        rows.extend(scorer.score_at(event, "2026-11-21T00:00:00Z").await);
+        let qid = event
+            .event_id
+            .trim_start_matches(&format!("{version}-"))
+            .to_string();
+        let mut row = EvaluationRow::for_event(event, "2026-11-21T00:00:00Z", Metric::Ex);
+        row.verdict = Some(ex[&qid]);
+        row.value = f64::from(u8::from(ex[&qid]));
+        rows.push(row);
+    }
+    (rows, events)
+}
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH")?
+                .to_str()?
+                .split(':')
+                .map(|d| Path::new(d).join(name))
+                .find(|p| p.is_file())
+        })
+}
+
+#[tokio::test]
+async fn report_command_writes_terminal_summary_and_html() {
+    let (mut rows, mut events) = run_rows("SuperSQL", "2026.11.2").await;
+    let (rows_b, events_b) = run_rows("DAIL-SQL", "2026.11.3").await;
+    rows.extend(rows_b);
+    events.extend(events_b);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("evaluations.jsonl");
+    let mut text = String::new();
+    for row in &rows {
+        text.push_str(&serde_json::to_string(row).unwrap());
+        text.push('\n');
+    }
+    // A row of another run must be ignored.
+    let mut other = rows[0].clone();
+    other.run_id = Some("other-run".into());
+    text.push_str(&serde_json::to_string(&other).unwrap());
+    text.push('\n');
+    std::fs::write(&input, text).unwrap();
+    let html_path = dir.path().join("report.html");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+        .args(["report", "--run-id", "nightly-42", "--input"])
+        .arg(&input)
+        .arg("--out")
+        .arg(&html_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    eprintln!("{stdout}");
+    assert!(stdout.contains("run nightly-42 (1728 rows)"), "{stdout}");
+    let line = |v: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(v))
+            .unwrap()
+            .to_string()
+    };
+    // EX means computed from the reference verdicts: 308/432 and 274/432.
+    assert!(line("2026.11.2").contains("0.713"), "{stdout}");
+    assert!(line("2026.11.3").contains("0.634"), "{stdout}");
+    assert!(line("2026.11.2").contains(" 432 "));
+
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(html.matches("aria-label=\"Φ histogram").count(), 2);
+    assert!(html.contains("aria-label=\"tier shares\""));
+    assert!(html.contains("aria-label=\"metric comparison\""));
+    // Self-contained: no external resources.
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http") && !html.contains("<script")
+    );
+
+    let Some(chromium) = chromium() else {
+        eprintln!(
+            "SKIPPED: chromium not installed (apt-get install -y chromium); HTML not rendered"
+        );
+        return;
+    };
+    let shot_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let png = shot_dir.join("report.png");
+    let _ = std::fs::remove_file(&png);
+    std::fs::copy(&html_path, shot_dir.join("report.html")).unwrap();
+    let status = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--hide-scrollbars",
+            "--window-size=1280,2200",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html_path.display()))
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        bytes.len() > 20_000,
+        "screenshot suspiciously small: {} bytes",
+        bytes.len()
+    );
+    eprintln!("screenshot: {}", png.display());
+}

@@ -1,0 +1,146 @@
+//! OTLP/HTTP export: a local receiver decodes the protobuf `ExportMetricsServiceRequest`s the
+//! daemon's pipeline exports and finds the counters with the values of the run.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as NumberValue;
+use prost::Message;
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::pipeline::{Pipeline, PipelineOptions};
+use sqlgrade::scorer::Scorer;
+use sqlgrade::sink::JsonlSink;
+use sqlgrade::source::FileSource;
+use sqlgrade::telemetry::{Telemetry, TelemetryConfig};
+
+type Requests = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
+
+async fn receive(State(requests): State<Requests>, body: Bytes) -> StatusCode {
+    match ExportMetricsServiceRequest::decode(body) {
+        Ok(request) => {
+            requests.lock().unwrap().push(request);
+            StatusCode::OK
+        }
+        Err(_) => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// Last exported value of every sum (counter) and the count/sum of every histogram, by name.
+fn collect(
+    requests: &[ExportMetricsServiceRequest],
+) -> (HashMap<String, f64>, HashMap<String, (u64, f64)>) {
+    let mut sums = HashMap::new();
+    let mut histograms = HashMap::new();
+    for request in requests {
+        for resource in &request.resource_metrics {
+            for scope in &resource.scope_metrics {
+                for metric in &scope.metrics {
+                    match &metric.data {
+                        Some(Data::Sum(sum)) => {
+                            let total: f64 = sum
+                                .data_points
+                                .iter()
+                                .map(|p| match p.value {
+                                    Some(NumberValue::AsInt(v)) => v as f64,
+                                    Some(NumberValue::AsDouble(v)) => v,
+                                    None => 0.0,
+                                })
+                                .sum();
+                            sums.insert(metric.name.clone(), total);
+                        }
+                        Some(Data::Histogram(h)) => {
+                            let count = h.data_points.iter().map(|p| p.count).sum();
+                            let sum = h.data_points.iter().filter_map(|p| p.sum).sum();
+                            histograms.insert(metric.name.clone(), (count, sum));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    (sums, histograms)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_metrics_reach_an_otlp_http_receiver() {
+    let requests: Requests = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new()
+        .route("/v1/metrics", post(receive))
+        .with_state(Arc::clone(&requests));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    // 432 real BIRD events plus 3 lines that are not events.
+    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let events = benchmark_events(
+        BackfillFormat::Bird,
+        &bird.join("dev.jsonl"),
+        &bird.join("predictions/SuperSQL.jsonl"),
+        None,
+    )
+    .unwrap()
+    .events;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    let mut text = String::new();
+    for (i, e) in events.iter().enumerate() {
+        text.push_str(&serde_json::to_string(e).unwrap());
+        text.push('\n');
+        if i % 150 == 0 {
+            text.push_str("{not json\n");
+        }
+    }
+    std::fs::write(&input, text).unwrap();
+
+    let telemetry = Telemetry::start(&TelemetryConfig {
+        enabled: true,
+        otlp_endpoint: format!("http://{addr}"),
+        export_interval_ms: 60_000,
+        ..TelemetryConfig::default()
+    })
+    .unwrap();
+    let pipeline = Pipeline::new(
+        Box::new(FileSource::new(&input, false, 1 << 20)),
+        Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
+        Arc::new(Scorer::deterministic()),
+        PipelineOptions::default(),
+    )
+    .with_metrics(telemetry.metrics());
+    let (_tx, shutdown) = tokio::sync::watch::channel(false);
+    let summary = pipeline.run(shutdown).await.unwrap();
+    assert_eq!(summary.events, 432);
+    // Shutdown exports the final values (blocking; off the async workers).
+    tokio::task::spawn_blocking(move || telemetry.shutdown())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let requests = requests.lock().unwrap();
+    assert!(!requests.is_empty(), "nothing was exported");
+    let (sums, histograms) = collect(&requests);
+    eprintln!("sums: {sums:?}\nhistograms: {histograms:?}");
+    assert_eq!(sums["sqlgrade.events.consumed"], 435.0);
+    assert_eq!(sums["sqlgrade.events.scored"], 432.0);
+    assert_eq!(sums["sqlgrade.events.dead_lettered"], 3.0);
+    assert_eq!(histograms["sqlgrade.stef.phi"].0, 432);
+    assert_eq!(histograms["sqlgrade.score.latency"].0, 432);
+    // Every row and dead letter went through some sink batch.
+    assert_eq!(histograms["sqlgrade.sink.batch.size"].1, 435.0);
+    // Deterministic judge: no LLM calls, no fallbacks.
+    assert!(!sums.contains_key("sqlgrade.judge.calls") || sums["sqlgrade.judge.calls"] == 0.0);
+    let resource = &requests[0].resource_metrics[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes;
+    assert!(resource.iter().any(|kv| kv.key == "service.name"));
+}

@@ -9,11 +9,17 @@
 # The daemon integration tests (tests/daemon_*.rs) run against real servers: ClickHouse from
 # Debian and the tansu Kafka broker. scripts/services.sh installs whatever is missing; each test
 # then starts its own instances on free ports in temp dirs (so it can stop/restart them). If the
-# install fails the tests still run and print a loud SKIPPED for the daemon tests.
+# install fails (outside CI) the tests still run and print a loud SKIPPED for the daemon tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! scripts/services.sh install; then
+if scripts/services.sh install; then
+    # The servers are installed: a daemon test that cannot start them is a failure, not a skip.
+    export SQLGRADE_REQUIRE_SERVERS=1
+elif [ -n "${CI:-}" ]; then
+    echo "ERROR: scripts/services.sh install failed; CI needs the real servers" >&2
+    exit 1
+else
     echo "WARNING: scripts/services.sh install failed: the daemon tests will be SKIPPED" >&2
 fi
 

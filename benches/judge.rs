@@ -14,21 +14,20 @@
 
 #[path = "../tests/support/openai_mock.rs"]
 mod openai_mock;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use openai_mock::{MockServer, Scripted};
 use serde_json::json;
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::event::Event;
 use sqlgrade::judge::llm::{LlmConfig, LlmJudge};
 use sqlgrade::judge::{Judge, JudgeRequest};
 use sqlgrade::stef::{Prepared, RuleProfile};
-use sqlgrade::testdata::data_dir;
 
 const LATENCY: Duration = Duration::from_millis(200);
 const RATE_LIMIT: f64 = 100.0;
@@ -40,32 +39,12 @@ const WORKERS: usize = 64;
 fn corpus(profile: &RuleProfile) -> Vec<Arc<(Event, Prepared)>> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for (format, name) in [
-        (BackfillFormat::Spider, "spider"),
-        (BackfillFormat::Bird, "bird"),
-    ] {
-        let dir = data_dir().join(name);
-        let mut files: Vec<_> = std::fs::read_dir(dir.join("predictions"))
-            .expect("shared data predictions")
-            .map(|e| e.expect("dir entry").path())
-            .collect();
-        files.sort();
-        for predictions in files {
-            let joined = benchmark_events(
-                format,
-                &dir.join("dev.jsonl"),
-                Path::new(&predictions),
-                None,
-            )
-            .expect("benchmark join");
-            for event in joined.events {
-                if !seen.insert((event.question.clone(), event.sql.clone())) {
-                    continue;
-                }
-                if let Ok(prepared) = sqlgrade::stef::prepare(&event, profile) {
-                    out.push(Arc::new((event, prepared)));
-                }
-            }
+    for event in support::prediction_events() {
+        if !seen.insert((event.question.clone(), event.sql.clone())) {
+            continue;
+        }
+        if let Ok(prepared) = sqlgrade::stef::prepare(&event, profile) {
+            out.push(Arc::new((event, prepared)));
         }
     }
     out
@@ -219,7 +198,7 @@ fn bench_judge(c: &mut Criterion) {
     group.bench_function("cached_lookup", |b| {
         b.iter_custom(|iters| {
             runtime.block_on(async {
-                let cpu_started = thread_cpu_time();
+                let cpu_started = support::thread_cpu_now();
                 let started = Instant::now();
                 for i in 0..iters as usize {
                     let case = &warm[i % warm.len()];
@@ -234,7 +213,7 @@ fn bench_judge(c: &mut Criterion) {
                     assert!(a.cached);
                 }
                 let wall = started.elapsed();
-                cpu += thread_cpu_time().saturating_sub(cpu_started);
+                cpu += support::thread_cpu_now().saturating_sub(cpu_started);
                 lookups += iters;
                 wall
             })
@@ -255,21 +234,6 @@ fn bench_judge(c: &mut Criterion) {
         warm.len() as u64,
         "every lookup after warm-up was a cache hit"
     );
-}
-
-/// CPU time consumed by the calling thread (the lookups run on it: `block_on` polls there).
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
-    // on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 criterion_group!(benches, bench_judge);

@@ -9,95 +9,24 @@
 //! `benches/README.md` ("## deterministic STEF scoring"). Pipeline throughput including file
 //! source, channels and the JSONL sink is measured by `cargo run --release --example throughput`.
 
-use std::path::Path;
 use std::time::Duration;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::measurement::Measurement;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::event::Event;
 use sqlgrade::scorer::Scorer;
-use sqlgrade::testdata::data_dir;
+
+#[path = "support/mod.rs"]
+mod support;
+
+use support::ThreadCpuTime;
 
 /// Every prediction file of the shared data as encoded events.
 fn corpus() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for (format, name) in [
-        (BackfillFormat::Bird, "bird"),
-        (BackfillFormat::Spider, "spider"),
-    ] {
-        let dir = data_dir().join(name);
-        let mut files: Vec<_> = std::fs::read_dir(dir.join("predictions"))
-            .expect("shared data predictions")
-            .map(|e| e.expect("dir entry").path())
-            .collect();
-        files.sort();
-        for predictions in files {
-            let joined = benchmark_events(
-                format,
-                &dir.join("dev.jsonl"),
-                Path::new(&predictions),
-                None,
-            )
-            .expect("benchmark join");
-            out.extend(
-                joined
-                    .events
-                    .iter()
-                    .map(|e| serde_json::to_vec(e).expect("encode")),
-            );
-        }
-    }
-    out
-}
-
-/// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// Criterion measurement in thread CPU time: the per-core cost, insensitive to other processes
-/// on a shared machine. The current-thread runtime polls the scorer on the benchmarking thread.
-struct ThreadCpuTime;
-
-static WALL: WallTime = WallTime;
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = Duration;
-    type Value = Duration;
-
-    fn start(&self) -> Duration {
-        thread_cpu_now()
-    }
-
-    fn end(&self, start: Duration) -> Duration {
-        thread_cpu_now().saturating_sub(start)
-    }
-
-    fn add(&self, a: &Duration, b: &Duration) -> Duration {
-        *a + *b
-    }
-
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WALL.formatter()
-    }
+    support::prediction_events()
+        .iter()
+        .map(|e| serde_json::to_vec(e).expect("encode"))
+        .collect()
 }
 
 fn bench_wall(c: &mut Criterion) {

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::measurement::Measurement;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
 use sqlgrade::event::Event;
@@ -70,53 +70,10 @@ fn corpus() -> Vec<Event> {
     events
 }
 
-/// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+#[path = "support/mod.rs"]
+mod support;
 
-/// Criterion measurement in thread CPU time (per-core cost, insensitive to other processes).
-struct ThreadCpuTime;
-
-static WALL: WallTime = WallTime;
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = Duration;
-    type Value = Duration;
-
-    fn start(&self) -> Duration {
-        thread_cpu_now()
-    }
-
-    fn end(&self, start: Duration) -> Duration {
-        thread_cpu_now().saturating_sub(start)
-    }
-
-    fn add(&self, a: &Duration, b: &Duration) -> Duration {
-        *a + *b
-    }
-
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WALL.formatter()
-    }
-}
+use support::ThreadCpuTime;
 
 fn bench_stef(c: &mut Criterion) {
     run_group(c, "deterministic_stef");

@@ -311,12 +311,19 @@ fn backfill_bird_writes_one_row_per_question() {
     for row in rows.iter().filter(|r| r["metric"] == "ex") {
         let id = row["event_id"].as_str().unwrap();
         let got = row["verdict"].as_bool().unwrap_or(false);
-        assert_eq!(Some(&got), reference.get(id), "EX verdict of question {id}: {row}");
+        assert_eq!(
+            Some(&got),
+            reference.get(id),
+            "EX verdict of question {id}: {row}"
+        );
         assert!(row["details"]["difficulty"].is_string(), "{row}");
         agree += 1;
     }
     assert_eq!(agree, 432);
-    assert!(summary.contains("simple"), "per-difficulty lines: {summary}");
+    assert!(
+        summary.contains("simple"),
+        "per-difficulty lines: {summary}"
+    );
 }
 
 #[test]

@@ -20,14 +20,6 @@ use crate::stef::rules::RulesStore;
 /// Why a component could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// The configured component is not available in this build.
-    #[error("{component} is not available in this build yet (configured by {key})")]
-    NotAvailable {
-        /// What was asked for.
-        component: &'static str,
-        /// The config key that asked for it.
-        key: &'static str,
-    },
     /// The sink could not be opened.
     #[error(transparent)]
     Sink(#[from] SinkError),

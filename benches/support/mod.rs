@@ -1,0 +1,87 @@
+//! Shared benchmark helpers: the real-traffic corpus and a thread-CPU-time measurement.
+//! Included by the bench targets with `#[path = "support/mod.rs"] mod support;`.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::event::Event;
+use sqlgrade::testdata::data_dir;
+
+/// Every prediction of every system in `shared/data` as events, joined the way
+/// `sqlgrade backfill --format bird|spider` joins them (BIRD evidence is the enriched question).
+pub fn prediction_events() -> Vec<Event> {
+    let mut out = Vec::new();
+    for (format, name) in [
+        (BackfillFormat::Bird, "bird"),
+        (BackfillFormat::Spider, "spider"),
+    ] {
+        let dir = data_dir().join(name);
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("predictions"))
+            .expect("shared data predictions")
+            .map(|e| e.expect("dir entry").path())
+            .collect();
+        files.sort();
+        for predictions in files {
+            let joined = benchmark_events(
+                format,
+                &dir.join("dev.jsonl"),
+                Path::new(&predictions),
+                None,
+            )
+            .expect("benchmark join");
+            out.extend(joined.events);
+        }
+    }
+    out
+}
+
+/// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Criterion measurement in thread CPU time (per-core cost, insensitive to other processes).
+pub struct ThreadCpuTime;
+
+static WALL: WallTime = WallTime;
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = Duration;
+    type Value = Duration;
+
+    fn start(&self) -> Duration {
+        thread_cpu_now()
+    }
+
+    fn end(&self, start: Duration) -> Duration {
+        thread_cpu_now().saturating_sub(start)
+    }
+
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WALL.formatter()
+    }
+}

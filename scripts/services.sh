@@ -59,9 +59,24 @@ install_tansu() {
     cargo install tansu --version "$TANSU_VERSION" --features libsql --locked >&2
 }
 
+# Headless Chromium renders the HTML report in tests/report_html.rs. Optional: without it that
+# test prints a loud SKIPPED for the rendering step, so a failed install only warns.
+install_chromium() {
+    if command -v chromium >/dev/null 2>&1; then
+        return 0
+    fi
+    log "installing chromium from Debian (HTML report rendering test)"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >&2; then
+        log "WARNING: chromium could not be installed; the report rendering check will be skipped"
+    fi
+}
+
 install_all() {
     install_clickhouse
     install_tansu
+    install_chromium
 }
 
 port_free() {

@@ -65,24 +65,14 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
     let enrichment = prepared.enrichment.status;
 
     let mut content = Vec::new();
-    if !a.missing.is_empty() {
-        content.push(format!("missing filters {}", a.missing.join(", ")));
-    }
-    if !a.mismatched.is_empty() {
-        content.push(format!("mismatched filters {}", a.mismatched.join(", ")));
-    }
-    if !a.missing_aggregations.is_empty() {
-        content.push(format!(
-            "missing aggregations {}",
-            a.missing_aggregations.join(", ")
-        ));
-    }
-    if !a.unmatched_outputs.is_empty() {
-        content.push(format!(
-            "unanswered outputs {}",
-            a.unmatched_outputs.join(", ")
-        ));
-    }
+    push_listed(&mut content, "missing filters", &a.missing);
+    push_listed(&mut content, "mismatched filters", &a.mismatched);
+    push_listed(
+        &mut content,
+        "missing aggregations",
+        &a.missing_aggregations,
+    );
+    push_listed(&mut content, "unanswered outputs", &a.unmatched_outputs);
     let mut restriction = Vec::new();
     if let Some(limit) = a.suspicious_limit {
         restriction.push(format!("LIMIT {limit} without a top-k request"));
@@ -121,12 +111,7 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
         rule3.push("partially applied filters".to_string());
         rule3.extend(content.iter().filter(|c| c.contains("filters")).cloned());
     }
-    if !a.missing_aggregations.is_empty() {
-        rule3.push(format!(
-            "missing aggregations {}",
-            a.missing_aggregations.join(", ")
-        ));
-    }
+    push_listed(&mut rule3, "missing aggregations", &a.missing_aggregations);
     rule3.extend(restriction.iter().cloned());
     if matches!(
         enrichment,
@@ -179,30 +164,10 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
 
 fn minor_differences(a: &Alignment) -> Vec<String> {
     let mut out = Vec::new();
-    if !a.unmatched_outputs.is_empty() {
-        out.push(format!(
-            "unanswered outputs {}",
-            a.unmatched_outputs.join(", ")
-        ));
-    }
-    if !a.extra_projections.is_empty() {
-        out.push(format!(
-            "columns nobody asked for {}",
-            a.extra_projections.join(", ")
-        ));
-    }
-    if !a.missing_group_by.is_empty() {
-        out.push(format!(
-            "grouping missing {}",
-            a.missing_group_by.join(", ")
-        ));
-    }
-    if !a.unexplained_group_by.is_empty() {
-        out.push(format!(
-            "unrequested grouping {}",
-            a.unexplained_group_by.join(", ")
-        ));
-    }
+    push_listed(&mut out, "unanswered outputs", &a.unmatched_outputs);
+    push_listed(&mut out, "columns nobody asked for", &a.extra_projections);
+    push_listed(&mut out, "grouping missing", &a.missing_group_by);
+    push_listed(&mut out, "unrequested grouping", &a.unexplained_group_by);
     let hard_extras: Vec<&str> = a
         .extras
         .iter()
@@ -224,4 +189,11 @@ fn aspects_checked(q: &QuestionSpec, a: &Alignment) -> usize {
         + usize::from(!q.group_by.is_empty())
         + usize::from(!q.outputs.is_empty())
         + usize::from(q.top_k.is_some())
+}
+
+/// Push `"<label> a, b, c"` when `items` is not empty (diagnosis lines of the verdict rules).
+fn push_listed(out: &mut Vec<String>, label: &str, items: &[String]) {
+    if !items.is_empty() {
+        out.push(format!("{label} {}", items.join(", ")));
+    }
 }

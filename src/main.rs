@@ -179,15 +179,22 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(format: LogFormat) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let logs = match format {
+        LogFormat::Text => logs.boxed(),
+        LogFormat::Json => logs.json().boxed(),
+    };
+    // Per-event spans go to OTLP once `[telemetry]` starts, whatever the log level.
+    tracing_subscriber::registry()
+        .with(sqlgrade::telemetry::span_export_layer())
+        .with(logs.with_filter(filter))
+        .init();
 }
 
 async fn dispatch(command: Command) -> Result<ExitCode> {

@@ -1,25 +1,40 @@
-//! OpenTelemetry metrics over OTLP/HTTP (protobuf), configured by `[telemetry]`.
+//! OpenTelemetry metrics and per-event trace spans over OTLP/HTTP (protobuf), configured by
+//! `[telemetry]`.
 //!
 //! Instruments (all prefixed `sqlgrade.`): `events.consumed`, `events.scored`,
 //! `events.dead_lettered` (counters); `stef.phi` (histogram of Φ); `judge.calls`,
 //! `judge.cache_hits`, `judge.fallbacks`, `judge.tokens` (counters, tokens with a `kind`
 //! attribute `prompt`/`completion`); `judge.latency` and `score.latency` (histograms, seconds);
 //! `sink.batch.size` (histogram, rows + dead letters) and `sink.batch.latency` (seconds);
-//! `consumer.lag` (gauge, messages, with `topic`/`partition`). Judge numbers are derived from the
-//! STEF rows (`judge`, `judge_cached`, `status`, tokens, latency), so every judge implementation is
-//! covered without instrumenting it separately.
+//! `consumer.lag` (gauge, messages, with `topic`/`partition`; fed by the Kafka source from
+//! librdkafka's statistics). Judge numbers are derived from the STEF rows (`judge`,
+//! `judge_cached`, `status`, tokens, latency), so every judge implementation is covered without
+//! instrumenting it separately.
 //!
-//! Per-event tracing spans (`score_event` with `event_id`) are emitted by the pipeline through
-//! `tracing`; they reach whatever subscriber the binary installs.
+//! Traces: the pipeline scores every event inside a `score_event` span carrying `event_id`,
+//! `app_id`, `agent_id`, `agent_version`, `model` and `origin`. With `traces = true` (the
+//! default) [`Telemetry::start`] exports the spans of the `sqlgrade` target to
+//! `<endpoint>/v1/traces` through whichever of these the process uses:
+//! [`span_export_layer`] (the binary installs it in its subscriber at startup, before the
+//! configuration is read; it stays inert until telemetry starts) or [`Telemetry::span_layer`]
+//! (a layer for a subscriber built after [`Telemetry::start`]).
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _};
+use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
+};
 use serde::{Deserialize, Serialize};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::{Registry, reload};
 
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 
@@ -27,11 +42,14 @@ use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetryConfig {
-    /// Export metrics.
+    /// Export metrics (and spans, see `traces`).
     pub enabled: bool,
-    /// OTLP/HTTP endpoint: a collector base URL (`http://otel-collector:4318`, `/v1/metrics` is
-    /// appended) or the full metrics URL.
+    /// OTLP/HTTP endpoint: a collector base URL (`http://otel-collector:4318`; `/v1/metrics` and
+    /// `/v1/traces` are appended) or the full metrics URL (`…/v1/metrics`; spans then go to the
+    /// sibling `…/v1/traces`).
     pub otlp_endpoint: String,
+    /// Also export one span per scored event (`score_event`, with `event_id`) when `enabled`.
+    pub traces: bool,
     /// Export interval.
     pub export_interval_ms: u64,
     /// Export request timeout.
@@ -45,6 +63,7 @@ impl Default for TelemetryConfig {
         TelemetryConfig {
             enabled: false,
             otlp_endpoint: "http://localhost:4318".into(),
+            traces: true,
             export_interval_ms: 10_000,
             export_timeout_ms: 5_000,
             service_name: "sqlgrade".into(),
@@ -62,13 +81,23 @@ impl TelemetryConfig {
             format!("{base}/v1/metrics")
         }
     }
+
+    /// The traces URL the span exporter posts to.
+    pub fn traces_url(&self) -> String {
+        let base = self.otlp_endpoint.trim_end_matches('/');
+        match base.strip_suffix("/v1/metrics") {
+            Some(root) => format!("{root}/v1/traces"),
+            None if base.ends_with("/v1/traces") => base.to_string(),
+            None => format!("{base}/v1/traces"),
+        }
+    }
 }
 
 /// Why telemetry could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
-    /// The OTLP exporter could not be built.
-    #[error("cannot build the OTLP metrics exporter: {0}")]
+    /// An OTLP exporter could not be built.
+    #[error("cannot build the OTLP exporter: {0}")]
     Exporter(String),
     /// Flushing or shutting down failed.
     #[error("telemetry shutdown: {0}")]
@@ -216,14 +245,45 @@ impl PipelineMetrics {
     }
 }
 
-/// A running OTLP metrics pipeline; call [`Telemetry::shutdown`] to export the last values.
+/// The layer that turns `tracing` spans into OpenTelemetry spans (on the registry).
+type SpanLayer = tracing_opentelemetry::OpenTelemetryLayer<Registry, SdkTracer>;
+
+/// Where [`Telemetry::start`] installs its span exporter (registered by [`span_export_layer`]).
+static SPAN_EXPORT: OnceLock<reload::Handle<Option<SpanLayer>, Registry>> = OnceLock::new();
+
+/// Spans exported at most per OTLP request.
+const SPAN_BATCH: usize = 2_048;
+/// Spans buffered for export at most; beyond that new spans are dropped (counted by the SDK),
+/// so a slow collector never slows scoring.
+const SPAN_QUEUE: usize = 16_384;
+
+/// A `tracing` layer, to be put directly on the [`Registry`] when the process starts, that
+/// exports the `sqlgrade` target's spans (INFO and above) once [`Telemetry::start`] runs with
+/// traces on, and does nothing before or after. Call it once per process: only the first
+/// layer is connected (later ones stay inert).
+pub fn span_export_layer() -> impl tracing_subscriber::Layer<Registry> + Send + Sync {
+    let (layer, handle) = reload::Layer::new(None::<SpanLayer>);
+    if SPAN_EXPORT.set(handle).is_err() {
+        tracing::debug!("span_export_layer called twice; the later layer stays inert");
+    }
+    layer.with_filter(span_targets())
+}
+
+fn span_targets() -> Targets {
+    Targets::new().with_target("sqlgrade", tracing::Level::INFO)
+}
+
+/// A running OTLP pipeline (metrics, and spans when `traces` is on); call
+/// [`Telemetry::shutdown`] to export the last values.
 pub struct Telemetry {
     provider: SdkMeterProvider,
+    tracer_provider: Option<SdkTracerProvider>,
     metrics: PipelineMetrics,
 }
 
 impl Telemetry {
-    /// Start periodic OTLP/HTTP export as `[telemetry]` says.
+    /// Start periodic OTLP/HTTP export as `[telemetry]` says. With `traces` on, spans start
+    /// flowing through the [`span_export_layer`] if the process installed one.
     pub fn start(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         let exporter = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
@@ -235,16 +295,65 @@ impl Telemetry {
         let reader = PeriodicReader::builder(exporter)
             .with_interval(Duration::from_millis(config.export_interval_ms.max(1)))
             .build();
+        let resource = Resource::builder()
+            .with_service_name(config.service_name.clone())
+            .build();
         let provider = SdkMeterProvider::builder()
             .with_reader(reader)
-            .with_resource(
-                Resource::builder()
-                    .with_service_name(config.service_name.clone())
-                    .build(),
-            )
+            .with_resource(resource.clone())
             .build();
         let metrics = PipelineMetrics::new(&provider.meter("sqlgrade"));
-        Ok(Telemetry { provider, metrics })
+        let tracer_provider = if config.traces {
+            let exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .with_endpoint(config.traces_url())
+                .with_timeout(Duration::from_millis(config.export_timeout_ms.max(1)))
+                .build()
+                .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+            let batch = BatchConfigBuilder::default()
+                .with_max_queue_size(SPAN_QUEUE)
+                .with_max_export_batch_size(SPAN_BATCH)
+                .with_scheduled_delay(Duration::from_millis(config.export_interval_ms.max(1)))
+                .build();
+            let processor = BatchSpanProcessor::builder(exporter)
+                .with_batch_config(batch)
+                .build();
+            let tracer_provider = SdkTracerProvider::builder()
+                .with_span_processor(processor)
+                .with_resource(resource)
+                .build();
+            if let Some(slot) = SPAN_EXPORT.get() {
+                let layer =
+                    tracing_opentelemetry::layer().with_tracer(tracer_provider.tracer("sqlgrade"));
+                if let Err(error) = slot.reload(Some(layer)) {
+                    tracing::warn!(%error, "cannot connect the span exporter");
+                }
+            }
+            Some(tracer_provider)
+        } else {
+            None
+        };
+        Ok(Telemetry {
+            provider,
+            tracer_provider,
+            metrics,
+        })
+    }
+
+    /// A layer exporting the `sqlgrade` target's spans through this telemetry, for a
+    /// subscriber built by the caller (`None` when traces are off). Not needed when the
+    /// process installed [`span_export_layer`].
+    pub fn span_layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S> + use<S>>
+    where
+        S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    {
+        let provider = self.tracer_provider.as_ref()?;
+        Some(
+            tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("sqlgrade"))
+                .with_filter(span_targets()),
+        )
     }
 
     /// The instruments (clone into the pipeline).
@@ -252,18 +361,36 @@ impl Telemetry {
         self.metrics.clone()
     }
 
-    /// Export what is pending now.
+    /// Export what is pending now (blocking).
     pub fn flush(&self) -> Result<(), TelemetryError> {
+        if let Some(tracer_provider) = &self.tracer_provider {
+            tracer_provider
+                .force_flush()
+                .map_err(|e| TelemetryError::Shutdown(format!("spans: {e}")))?;
+        }
         self.provider
             .force_flush()
             .map_err(|e| TelemetryError::Shutdown(e.to_string()))
     }
 
-    /// Export the last values and stop.
+    /// Export the last values and spans and stop (blocking). Disconnects the span exporter from
+    /// the [`span_export_layer`].
     pub fn shutdown(self) -> Result<(), TelemetryError> {
+        let mut spans = Ok(());
+        if let Some(tracer_provider) = self.tracer_provider {
+            if let Some(slot) = SPAN_EXPORT.get()
+                && let Err(error) = slot.reload(None)
+            {
+                tracing::warn!(%error, "cannot disconnect the span exporter");
+            }
+            spans = tracer_provider
+                .shutdown()
+                .map_err(|e| TelemetryError::Shutdown(format!("spans: {e}")));
+        }
         self.provider
             .shutdown()
-            .map_err(|e| TelemetryError::Shutdown(e.to_string()))
+            .map_err(|e| TelemetryError::Shutdown(e.to_string()))?;
+        spans
     }
 }
 
@@ -275,7 +402,9 @@ mod tests {
     fn metrics_url_appends_the_signal_path_once() {
         let mut c = TelemetryConfig::default();
         assert_eq!(c.metrics_url(), "http://localhost:4318/v1/metrics");
+        assert_eq!(c.traces_url(), "http://localhost:4318/v1/traces");
         c.otlp_endpoint = "http://c:4318/v1/metrics/".into();
         assert_eq!(c.metrics_url(), "http://c:4318/v1/metrics");
+        assert_eq!(c.traces_url(), "http://c:4318/v1/traces");
     }
 }

@@ -1,18 +1,11 @@
 //! OTLP/HTTP export: a local receiver decodes the protobuf `ExportMetricsServiceRequest`s the
 //! daemon's pipeline exports and finds the counters with the values of the run.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+#[path = "support/otlp.rs"]
+mod otlp;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::post;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as NumberValue;
-use prost::Message;
+use std::sync::Arc;
+
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::pipeline::{Pipeline, PipelineOptions};
 use sqlgrade::scorer::Scorer;
@@ -20,64 +13,9 @@ use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::FileSource;
 use sqlgrade::telemetry::{Telemetry, TelemetryConfig};
 
-type Requests = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
-
-async fn receive(State(requests): State<Requests>, body: Bytes) -> StatusCode {
-    match ExportMetricsServiceRequest::decode(body) {
-        Ok(request) => {
-            requests.lock().unwrap().push(request);
-            StatusCode::OK
-        }
-        Err(_) => StatusCode::BAD_REQUEST,
-    }
-}
-
-/// Last exported value of every sum (counter) and the count/sum of every histogram, by name.
-fn collect(
-    requests: &[ExportMetricsServiceRequest],
-) -> (HashMap<String, f64>, HashMap<String, (u64, f64)>) {
-    let mut sums = HashMap::new();
-    let mut histograms = HashMap::new();
-    for request in requests {
-        for resource in &request.resource_metrics {
-            for scope in &resource.scope_metrics {
-                for metric in &scope.metrics {
-                    match &metric.data {
-                        Some(Data::Sum(sum)) => {
-                            let total: f64 = sum
-                                .data_points
-                                .iter()
-                                .map(|p| match p.value {
-                                    Some(NumberValue::AsInt(v)) => v as f64,
-                                    Some(NumberValue::AsDouble(v)) => v,
-                                    None => 0.0,
-                                })
-                                .sum();
-                            sums.insert(metric.name.clone(), total);
-                        }
-                        Some(Data::Histogram(h)) => {
-                            let count = h.data_points.iter().map(|p| p.count).sum();
-                            let sum = h.data_points.iter().filter_map(|p| p.sum).sum();
-                            histograms.insert(metric.name.clone(), (count, sum));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
-    }
-    (sums, histograms)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_metrics_reach_an_otlp_http_receiver() {
-    let requests: Requests = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = Router::new()
-        .route("/v1/metrics", post(receive))
-        .with_state(Arc::clone(&requests));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let receiver = otlp::OtlpReceiver::start().await;
 
     // 432 real BIRD events plus 3 lines that are not events.
     let bird = sqlgrade::testdata::data_dir().join("bird");
@@ -103,7 +41,7 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
 
     let telemetry = Telemetry::start(&TelemetryConfig {
         enabled: true,
-        otlp_endpoint: format!("http://{addr}"),
+        otlp_endpoint: receiver.endpoint(),
         export_interval_ms: 60_000,
         ..TelemetryConfig::default()
     })
@@ -124,9 +62,9 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
         .unwrap()
         .unwrap();
 
-    let requests = requests.lock().unwrap();
+    let requests = receiver.metrics();
     assert!(!requests.is_empty(), "nothing was exported");
-    let (sums, histograms) = collect(&requests);
+    let (sums, histograms) = receiver.sums_and_histograms();
     eprintln!("sums: {sums:?}\nhistograms: {histograms:?}");
     assert_eq!(sums["sqlgrade.events.consumed"], 435.0);
     assert_eq!(sums["sqlgrade.events.scored"], 432.0);

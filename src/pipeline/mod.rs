@@ -184,7 +184,7 @@ impl Pipeline {
     pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
         let started = Instant::now();
         let Pipeline {
-            source,
+            mut source,
             sink,
             scorer,
             options,
@@ -193,6 +193,9 @@ impl Pipeline {
             alerts,
             metrics,
         } = self;
+        if let Some(metrics) = &metrics {
+            source.attach_metrics(metrics.clone());
+        }
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
         let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
@@ -396,7 +399,16 @@ async fn score_one(scorer: &Scorer, work: Work) -> Completed {
         payload,
         ack,
     } = work;
-    let span = tracing::info_span!("score_event", event_id = %event.event_id, %origin);
+    // One span per event (exported over OTLP when telemetry traces are on).
+    let span = tracing::info_span!(
+        "score_event",
+        event_id = %event.event_id,
+        app_id = event.app_id.as_deref(),
+        agent_id = event.agent_id.as_deref(),
+        agent_version = event.agent_version.as_deref(),
+        model = event.model.as_deref(),
+        %origin,
+    );
     let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &received_at), span);
     match CatchUnwind(Box::pin(scoring)).await {
         Ok(rows) => Completed::Rows {

@@ -18,12 +18,18 @@
 //!   the produce. Without it they flow on and the pipeline dead-letters them to the sink.
 //! - **Pass-through.** Every `[source.kafka_properties]` entry is handed to librdkafka verbatim
 //!   (SASL, TLS, timeouts), for the consumer and the dead-letter producer alike.
+//! - **Consumer lag.** librdkafka's statistics (every `statistics.interval.ms`, default 5 s here)
+//!   give each assigned partition's high watermark and committed offset; the lag
+//!   (high watermark − committed offset: messages not yet durably processed by the group) is
+//!   kept for [`KafkaSource::consumer_lag`] and recorded into the `sqlgrade.consumer.lag` gauge
+//!   once the pipeline attaches its metrics. Statistics are served while the source polls, so
+//!   the values pause while back-pressure holds the source.
 //!
 //! [`Event::decode`]: crate::event::Event::decode
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -45,6 +51,7 @@ use crate::event::{DEFAULT_MAX_EVENT_BYTES, Event};
 use crate::health::{ComponentHealth, Health};
 use crate::pipeline::offsets::{CommitPosition, OffsetTracker};
 use crate::pipeline::{AckToken, Acknowledge, Position};
+use crate::telemetry::PipelineMetrics;
 
 /// Properties sqlgrade sets itself and never lets configuration override (they carry the
 /// at-least-once guarantee).
@@ -52,6 +59,9 @@ const FORCED_PROPERTIES: &[(&str, &str)] = &[
     ("enable.auto.commit", "false"),
     ("enable.auto.offset.store", "false"),
 ];
+
+/// How often librdkafka reports statistics (consumer lag) unless configured otherwise.
+const DEFAULT_STATISTICS_INTERVAL_MS: &str = "5000";
 
 /// Header names on dead-letter records.
 pub const HEADER_REASON: &str = "sqlgrade-reason";
@@ -157,6 +167,8 @@ impl KafkaSettings {
             .set("auto.offset.reset", "earliest")
             // Bound librdkafka's prefetch (the default is 64 MiB per consumer).
             .set("queued.max.messages.kbytes", "16384")
+            // Statistics feed the consumer-lag gauge (0 in the properties disables them).
+            .set("statistics.interval.ms", DEFAULT_STATISTICS_INTERVAL_MS)
             .set("client.id", "sqlgrade");
         for (k, v) in &self.properties {
             cfg.set(k, v);
@@ -216,13 +228,154 @@ fn is_producer_property(name: &str) -> bool {
     !CONSUMER_ONLY.iter().any(|p| name.starts_with(p))
 }
 
-/// librdkafka callbacks: rebalances update the tracker and commit revoked partitions' progress.
+/// Consumer lag of one assigned partition, from librdkafka's latest statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionLag {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offset the next produced message will get (end of the log).
+    pub high_watermark: i64,
+    /// The group's committed offset (next offset to read); `None` when nothing was committed
+    /// yet, in which case the lag counts from the log start (`auto.offset.reset = earliest`).
+    pub committed: Option<i64>,
+    /// Messages not yet durably processed by the group.
+    pub lag: i64,
+}
+
+/// The parts of librdkafka's statistics JSON the lag needs (the full document is much larger
+/// and varies between librdkafka versions).
+#[derive(Debug, Default, Deserialize)]
+struct LagStatistics {
+    #[serde(default)]
+    topics: BTreeMap<String, TopicStatistics>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TopicStatistics {
+    #[serde(default)]
+    partitions: BTreeMap<String, PartitionStatistics>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PartitionStatistics {
+    #[serde(default = "invalid_offset")]
+    hi_offset: i64,
+    #[serde(default = "invalid_offset")]
+    lo_offset: i64,
+    #[serde(default = "invalid_offset")]
+    committed_offset: i64,
+}
+
+fn invalid_offset() -> i64 {
+    -1
+}
+
+impl PartitionStatistics {
+    /// The lag, when the statistics tell it: high watermark − committed offset, or − log start
+    /// when the group has committed nothing for the partition.
+    fn lag(&self, topic: &str, partition: i32) -> Option<PartitionLag> {
+        if self.hi_offset < 0 {
+            return None;
+        }
+        let (committed, from) = if self.committed_offset >= 0 {
+            (Some(self.committed_offset), self.committed_offset)
+        } else if self.lo_offset >= 0 {
+            (None, self.lo_offset)
+        } else {
+            return None;
+        };
+        Some(PartitionLag {
+            topic: topic.to_string(),
+            partition,
+            high_watermark: self.hi_offset,
+            committed,
+            lag: (self.hi_offset - from).max(0),
+        })
+    }
+}
+
+/// Consumer lag per assigned partition, shared by the librdkafka callbacks and the source.
+#[derive(Debug, Default)]
+struct LagTable {
+    assigned: Mutex<BTreeSet<(String, i32)>>,
+    lags: Mutex<BTreeMap<(String, i32), PartitionLag>>,
+    metrics: Mutex<Option<PipelineMetrics>>,
+}
+
+impl LagTable {
+    fn assign(&self, partitions: &[(String, i32)]) {
+        lock(&self.assigned).extend(partitions.iter().cloned());
+    }
+
+    fn revoke(&self, partitions: &[(String, i32)]) {
+        let mut assigned = lock(&self.assigned);
+        let mut lags = lock(&self.lags);
+        for p in partitions {
+            assigned.remove(p);
+            lags.remove(p);
+        }
+    }
+
+    /// Take in one statistics document (ignored when it cannot be read).
+    fn update(&self, json: &[u8]) {
+        let statistics: LagStatistics = match serde_json::from_slice(json) {
+            Ok(s) => s,
+            Err(error) => {
+                tracing::debug!(%error, "unreadable librdkafka statistics");
+                return;
+            }
+        };
+        let assigned = lock(&self.assigned).clone();
+        let mut fresh = Vec::new();
+        for (topic, t) in &statistics.topics {
+            for (partition, p) in &t.partitions {
+                let Ok(partition) = partition.parse::<i32>() else {
+                    continue;
+                };
+                if !assigned.contains(&(topic.clone(), partition)) {
+                    continue;
+                }
+                if let Some(lag) = p.lag(topic, partition) {
+                    fresh.push(lag);
+                }
+            }
+        }
+        let metrics = lock(&self.metrics).clone();
+        let mut lags = lock(&self.lags);
+        for lag in fresh {
+            if let Some(metrics) = &metrics {
+                metrics.consumer_lag(&lag.topic, lag.partition, lag.lag);
+            }
+            tracing::trace!(topic = %lag.topic, partition = lag.partition, lag = lag.lag, "consumer lag");
+            lags.insert((lag.topic.clone(), lag.partition), lag);
+        }
+    }
+
+    fn snapshot(&self) -> Vec<PartitionLag> {
+        lock(&self.lags).values().cloned().collect()
+    }
+}
+
+/// Lock a mutex, recovering the data of a poisoned one (plain maps, always consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// librdkafka callbacks: rebalances update the tracker and commit revoked partitions' progress;
+/// statistics update the consumer lag.
 struct TrackingContext {
     tracker: Arc<OffsetTracker>,
     health: Option<Arc<Health>>,
+    lag: Arc<LagTable>,
 }
 
 impl ClientContext for TrackingContext {
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.lag.update(statistics);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         // librdkafka recovers from connection errors by itself (a restarted broker, a
         // rebalance); only a fatal error means this client is finished and the process should
@@ -261,6 +414,7 @@ impl ConsumerContext for TrackingContext {
         match rebalance {
             Rebalance::Revoke(tpl) => {
                 let parts = partitions_of(tpl);
+                self.lag.revoke(&parts);
                 let commits = self
                     .tracker
                     .revoke(parts.iter().map(|(t, p)| (t.as_str(), *p)));
@@ -278,6 +432,7 @@ impl ConsumerContext for TrackingContext {
             Rebalance::Assign(tpl) => {
                 let parts = partitions_of(tpl);
                 tracing::info!(partitions = ?parts, "partitions assigned");
+                self.lag.assign(&parts);
                 self.tracker
                     .assign(parts.iter().map(|(t, p)| (t.as_str(), *p)));
             }
@@ -324,6 +479,7 @@ pub struct KafkaSource {
     committer: Option<tokio::task::JoinHandle<()>>,
     dead_letters: JoinSet<()>,
     health: Option<Arc<Health>>,
+    lag: Arc<LagTable>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -377,9 +533,11 @@ impl KafkaSource {
             return Err(SourceError::Kafka("no topics configured".into()));
         }
         let tracker = Arc::new(OffsetTracker::new());
+        let lag = Arc::new(LagTable::default());
         let context = TrackingContext {
             tracker: tracker.clone(),
             health: health.clone(),
+            lag: lag.clone(),
         };
         let consumer: Consumer_ = settings
             .consumer_config()
@@ -430,7 +588,14 @@ impl KafkaSource {
             committer: Some(committer),
             dead_letters: JoinSet::new(),
             health,
+            lag,
         })
+    }
+
+    /// Consumer lag of each assigned partition, as of librdkafka's latest statistics (empty
+    /// until the first statistics after an assignment).
+    pub fn consumer_lag(&self) -> Vec<PartitionLag> {
+        self.lag.snapshot()
     }
 
     /// A handle that stops this source from anywhere (e.g. a signal handler).
@@ -556,6 +721,10 @@ impl Source for KafkaSource {
 
     fn stop(&mut self) {
         self.stop.stop();
+    }
+
+    fn attach_metrics(&mut self, metrics: PipelineMetrics) {
+        *lock(&self.lag.metrics) = Some(metrics);
     }
 
     async fn finish(&mut self) -> Result<(), SourceError> {

@@ -48,6 +48,9 @@ pub trait Source: Send {
     async fn finish(&mut self) -> Result<(), SourceError> {
         Ok(())
     }
+
+    /// Record source-side telemetry (the Kafka source's consumer lag) into `metrics`.
+    fn attach_metrics(&mut self, _metrics: crate::telemetry::PipelineMetrics) {}
 }
 
 pub mod file;

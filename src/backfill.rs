@@ -9,6 +9,11 @@
 //! `enriched_question` = question + evidence (BIRD, when there is evidence), `gold` = gold SQL,
 //! db_id, evidence and difficulty. A question without a prediction is scored with empty SQL (the
 //! system produced nothing), so it counts against the run, as in the benchmarks.
+//!
+//! Alerts: a backfill always evaluates the `[alerts]` rules over its rows (windows count
+//! observations, so a replayed stream alerts where the live stream would have), without
+//! dropping any input, and returns the state changes in [`BackfillReport::alerts`]. They are
+//! delivered to the webhook / ClickHouse only when `[alerts] enabled = true`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +24,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::alert::delivery::Destinations;
+use crate::alert::{AlertNotification, AlertService};
 use crate::config::Config;
 use crate::event::{Event, Gold};
 use crate::pipeline::build::{BuildError, build_scorer, build_sink};
@@ -108,6 +115,24 @@ pub enum BackfillError {
     /// The pipeline failed.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// The alert engine could not start.
+    #[error(transparent)]
+    Alerts(#[from] crate::alert::delivery::AlertError),
+}
+
+/// How long a finished backfill waits for alert deliveries that are still retrying.
+const ALERT_DELIVERY_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Alert notifications a backfill keeps at most for its report.
+const MAX_REPORTED_ALERTS: usize = 10_000;
+
+/// What a backfill produced: its summary and the alerts its rows raised.
+#[derive(Debug)]
+pub struct BackfillReport {
+    /// What was written.
+    pub summary: Summary,
+    /// Alert state changes (firing / resolved), in order (the first 10,000).
+    pub alerts: Vec<AlertNotification>,
 }
 
 /// One question of a benchmark's `dev.jsonl`.
@@ -408,13 +433,38 @@ impl BackfillPlan {
         self.run_id.as_deref()
     }
 
-    /// Run through the configured scorer and sink.
+    /// Run through the configured scorer and sink (alerts evaluated, see
+    /// [`BackfillPlan::run_with_alerts`]).
     pub async fn run(
         self,
         config: &Config,
         shutdown: watch::Receiver<bool>,
         progress: Option<ProgressFn>,
     ) -> Result<Summary, BackfillError> {
+        Ok(self
+            .run_with_alerts(config, shutdown, progress)
+            .await?
+            .summary)
+    }
+
+    /// Run through the configured scorer and sink, evaluating the `[alerts]` rules over every
+    /// row (delivered only when `[alerts] enabled`); returns the summary and the alerts.
+    pub async fn run_with_alerts(
+        self,
+        config: &Config,
+        shutdown: watch::Receiver<bool>,
+        progress: Option<ProgressFn>,
+    ) -> Result<BackfillReport, BackfillError> {
+        let destinations = if config.alerts.enabled {
+            Destinations::from_config(config)
+        } else {
+            Destinations::default()
+        };
+        let (alerts, alert_handle) = AlertService::start_recording(
+            config.alerts.clone(),
+            destinations,
+            MAX_REPORTED_ALERTS,
+        )?;
         let scorer = Arc::new(build_scorer(config)?);
         let sink = build_sink(config).await?;
         let mut pipeline = Pipeline::new(
@@ -422,14 +472,21 @@ impl BackfillPlan {
             sink,
             scorer,
             PipelineOptions::from_config(config),
-        );
+        )
+        .with_alerts(alert_handle.lossless());
         if let Some(transform) = self.transform {
             pipeline = pipeline.with_transform(transform);
         }
         if let Some(progress) = progress {
             pipeline = pipeline.with_progress(progress);
         }
-        Ok(pipeline.run(shutdown).await?)
+        let result = pipeline.run(shutdown).await;
+        // The pipeline dropped its handle: the engine drains what it was given.
+        let (_, alerts) = alerts.finish_recorded(ALERT_DELIVERY_GRACE).await;
+        Ok(BackfillReport {
+            summary: result?,
+            alerts,
+        })
     }
 }
 

@@ -343,6 +343,17 @@ fn print_summary(config: &Config, summary: &Summary, title: &str) {
     }
 }
 
+/// The alert state changes of a batch run, after its summary (same stream).
+fn print_alerts(config: &Config, alerts: &[sqlgrade::alert::AlertNotification]) {
+    let text = sqlgrade::alert::render_notifications(alerts);
+    if config.sink.kind == SinkKind::Stdout {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    }
+}
+
 async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
     let mut config = load_config(config_path.as_ref())?;
     if follow {
@@ -496,10 +507,13 @@ async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Res
         ),
         None => format!("sqlgrade backfill summary ({})", request.format.as_str()),
     };
-    let result = plan.run(&config, shutdown_signal(), Some(progress)).await;
+    let result = plan
+        .run_with_alerts(&config, shutdown_signal(), Some(progress))
+        .await;
     bar.finish_and_clear();
-    let summary = result?;
-    print_summary(&config, &summary, &title);
+    let report = result?;
+    print_summary(&config, &report.summary, &title);
+    print_alerts(&config, &report.alerts);
     Ok(ExitCode::SUCCESS)
 }
 

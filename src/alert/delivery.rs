@@ -16,8 +16,8 @@
 //! `truncatedAlerts`, `alerts[]` with `status`, `labels`, `annotations`, `startsAt`, `endsAt`,
 //! `generatorURL`, `fingerprint`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -56,14 +56,39 @@ pub struct AlertCounters {
     pub clickhouse_gave_up: AtomicU64,
 }
 
-/// The pipeline's end of the alert engine: cheap to clone, never blocks.
+/// The pipeline's end of the alert engine: cheap to clone; never blocks unless made
+/// [`lossless`](AlertHandle::lossless).
 #[derive(Debug, Clone)]
 pub struct AlertHandle {
     tx: mpsc::Sender<AlertInput>,
     counters: Arc<AlertCounters>,
+    lossless: bool,
 }
 
 impl AlertHandle {
+    /// A handle whose [`submit`](AlertHandle::submit) waits for room instead of dropping (for
+    /// batch runs such as a backfill, where every row must be evaluated and waiting only slows
+    /// the batch down).
+    pub fn lossless(mut self) -> AlertHandle {
+        self.lossless = true;
+        self
+    }
+
+    /// Hand over one input: a lossless handle waits for room in the queue, a live one
+    /// [`offer`](AlertHandle::offer)s. Returns whether it was queued.
+    pub async fn submit(&self, input: AlertInput) -> bool {
+        if !self.lossless {
+            return self.offer(input);
+        }
+        if self.tx.send(input).await.is_ok() {
+            self.counters.inputs_queued.fetch_add(1, Ordering::Relaxed);
+            true
+        } else {
+            self.counters.inputs_dropped.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+
     /// Offer one input; when the queue is full it is dropped and counted. Returns whether it
     /// was queued.
     pub fn offer(&self, input: AlertInput) -> bool {
@@ -90,6 +115,7 @@ pub struct AlertService {
     engine_task: JoinHandle<AlertEngine>,
     delivery_task: JoinHandle<()>,
     counters: Arc<AlertCounters>,
+    recorded: Arc<Mutex<Vec<AlertNotification>>>,
 }
 
 /// Where notifications go besides the log.
@@ -133,6 +159,16 @@ impl AlertService {
         config: AlertsConfig,
         destinations: Destinations,
     ) -> Result<(AlertService, AlertHandle), AlertError> {
+        AlertService::start_recording(config, destinations, 0)
+    }
+
+    /// [`AlertService::start`], also keeping the first `keep` notifications for
+    /// [`AlertService::finish_recorded`] (a backfill prints them).
+    pub fn start_recording(
+        config: AlertsConfig,
+        destinations: Destinations,
+        keep: usize,
+    ) -> Result<(AlertService, AlertHandle), AlertError> {
         let counters = Arc::new(AlertCounters::default());
         let (input_tx, mut input_rx) = mpsc::channel::<AlertInput>(config.channel_capacity.max(1));
         let (note_tx, note_rx) = mpsc::channel::<AlertNotification>(config.channel_capacity.max(1));
@@ -146,6 +182,8 @@ impl AlertService {
             max: Duration::from_millis(config.retry_max_ms.max(config.retry_initial_ms)),
         };
         let engine_counters = Arc::clone(&counters);
+        let recorded = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&recorded);
         let mut engine = AlertEngine::new(config);
         let engine_task = tokio::spawn(async move {
             while let Some(input) = input_rx.recv().await {
@@ -154,6 +192,12 @@ impl AlertService {
                         .notifications
                         .fetch_add(1, Ordering::Relaxed);
                     log_notification(&note);
+                    if keep > 0 {
+                        let mut record = record.lock().unwrap_or_else(|p| p.into_inner());
+                        if record.len() < keep {
+                            record.push(note.clone());
+                        }
+                    }
                     if note_tx.try_send(note).is_err() {
                         engine_counters
                             .notifications_dropped
@@ -173,12 +217,14 @@ impl AlertService {
         let handle = AlertHandle {
             tx: input_tx,
             counters: Arc::clone(&counters),
+            lossless: false,
         };
         Ok((
             AlertService {
                 engine_task,
                 delivery_task,
                 counters,
+                recorded,
             },
             handle,
         ))
@@ -197,6 +243,28 @@ impl AlertService {
             tracing::error!(%error, "alert delivery task failed");
         }
         engine
+    }
+
+    /// Drain the engine (all queued inputs are observed) and return it with the notifications
+    /// kept by [`AlertService::start_recording`], in the order they were produced; deliveries
+    /// still retrying after `delivery_grace` are abandoned (and logged).
+    pub async fn finish_recorded(
+        self,
+        delivery_grace: Duration,
+    ) -> (Option<AlertEngine>, Vec<AlertNotification>) {
+        let engine = self.engine_task.await.ok();
+        let notes = std::mem::take(&mut *self.recorded.lock().unwrap_or_else(|p| p.into_inner()));
+        let delivery = self.delivery_task;
+        let abort = delivery.abort_handle();
+        match tokio::time::timeout(delivery_grace, delivery).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::error!(%error, "alert delivery task failed"),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!("alert delivery still retrying; abandoning it");
+            }
+        }
+        (engine, notes)
     }
 }
 
@@ -440,6 +508,33 @@ pub fn webhook_body(notes: &[AlertNotification]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_lossless_handle_waits_instead_of_dropping() {
+        let config = AlertsConfig {
+            channel_capacity: 1,
+            ..AlertsConfig::default()
+        };
+        let (service, handle) =
+            AlertService::start_recording(config, Destinations::default(), 10).unwrap();
+        let handle = handle.lossless();
+        let e = crate::event::Event::decode(br#"{"question":"q","sql":"SELECT 1"}"#).unwrap();
+        let row = crate::evaluation::EvaluationRow::for_event(
+            &e,
+            "2026-01-01T00:00:00Z",
+            crate::evaluation::Metric::Stef,
+        );
+        for _ in 0..500 {
+            assert!(handle.submit(AlertInput::Rows(vec![row.clone()])).await);
+        }
+        let counters = Arc::clone(handle.counters());
+        drop(handle);
+        let (engine, notes) = service.finish_recorded(Duration::from_secs(5)).await;
+        assert_eq!(engine.unwrap().stats().inputs, 500);
+        assert_eq!(counters.inputs_queued.load(Ordering::Relaxed), 500);
+        assert_eq!(counters.inputs_dropped.load(Ordering::Relaxed), 0);
+        assert!(notes.is_empty(), "a constant stream raises nothing");
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_max() {

@@ -117,6 +117,28 @@ pub struct AlertNotification {
     pub summary: String,
 }
 
+/// The notifications of a batch run as text, one line each (`alerts: none` when there are none).
+pub fn render_notifications(notes: &[AlertNotification]) -> String {
+    if notes.is_empty() {
+        return "alerts: none\n".to_string();
+    }
+    let firing = notes
+        .iter()
+        .filter(|n| n.state == AlertState::Firing)
+        .count();
+    let mut out = format!(
+        "alerts: {firing} fired, {} resolved\n",
+        notes.len() - firing
+    );
+    for n in notes {
+        out.push_str(&format!(
+            "  {} (at observation {} of the series; alert {})\n",
+            n.summary, n.observations, n.alert_id
+        ));
+    }
+    out
+}
+
 /// Identity of one detector.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct DetectorKey {

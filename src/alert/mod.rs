@@ -7,5 +7,7 @@ pub mod rules;
 pub mod stats;
 
 pub use delivery::{AlertHandle, AlertService};
-pub use engine::{AlertEngine, AlertInput, AlertNotification, AlertState, RuleKind};
+pub use engine::{
+    AlertEngine, AlertInput, AlertNotification, AlertState, RuleKind, render_notifications,
+};
 pub use rules::{AlertsConfig, RuleOverrides, RuleSet, SeriesLabel};

@@ -167,7 +167,8 @@ impl Pipeline {
     }
 
     /// Feed every scored event's rows and every dead letter to the alert engine (never
-    /// blocking: a full alert queue drops and counts the input).
+    /// blocking: a full alert queue drops and counts the input — unless the handle is
+    /// [`lossless`](crate::alert::AlertHandle::lossless), as in a backfill).
     pub fn with_alerts(mut self, alerts: crate::alert::AlertHandle) -> Pipeline {
         self.alerts = Some(alerts);
         self
@@ -507,7 +508,9 @@ async fn batch_stage(
                     metrics.scored(&rows);
                 }
                 if let Some(alerts) = &alerts {
-                    alerts.offer(crate::alert::AlertInput::Rows(rows.clone()));
+                    alerts
+                        .submit(crate::alert::AlertInput::Rows(rows.clone()))
+                        .await;
                 }
                 for row in &rows {
                     summary.observe_row(row);
@@ -523,7 +526,7 @@ async fn batch_stage(
                     metrics.dead_lettered();
                 }
                 if let Some(alerts) = &alerts {
-                    alerts.offer(crate::alert::AlertInput::DeadLetter);
+                    alerts.submit(crate::alert::AlertInput::DeadLetter).await;
                 }
                 pending.entries += 1;
                 pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;

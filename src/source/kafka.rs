@@ -775,6 +775,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lag_comes_from_statistics_of_assigned_partitions_only() {
+        // Trimmed from a real librdkafka statistics document (unknown fields are ignored;
+        // partition -1 is librdkafka's internal "unassigned" partition).
+        let stats = br#"{"name":"sqlgrade#consumer-1","type":"consumer","topics":{
+            "events":{"topic":"events","partitions":{
+                "0":{"partition":0,"hi_offset":25,"lo_offset":0,"committed_offset":5,"consumer_lag":20},
+                "1":{"partition":1,"hi_offset":30,"lo_offset":10,"committed_offset":-1001},
+                "2":{"partition":2,"hi_offset":-1,"lo_offset":-1,"committed_offset":-1001},
+                "3":{"partition":3,"hi_offset":9,"lo_offset":0,"committed_offset":4},
+                "-1":{"partition":-1,"hi_offset":-1001,"committed_offset":-1001}}}}}"#;
+        let table = LagTable::default();
+        table.assign(&[
+            ("events".into(), 0),
+            ("events".into(), 1),
+            ("events".into(), 2),
+        ]);
+        table.update(stats);
+        let lag: Vec<_> = table
+            .snapshot()
+            .into_iter()
+            .map(|l| (l.partition, l.committed, l.lag))
+            .collect();
+        // 0: 25 − 5; 1: nothing committed, 30 − log start 10; 2: no watermark yet; 3: not ours.
+        assert_eq!(lag, vec![(0, Some(5), 20), (1, None, 20)]);
+        table.revoke(&[("events".into(), 0)]);
+        assert_eq!(table.snapshot().len(), 1);
+        table.update(b"not json");
+        assert_eq!(table.snapshot().len(), 1);
+    }
+
+    #[test]
     fn forced_properties_win_and_secrets_are_redacted() {
         let mut s = KafkaSettings::default();
         s.properties

@@ -108,6 +108,25 @@ fn replay_rules() -> AlertsConfig {
 async fn version_switching_to_a_worse_system_fires_once_and_resolves() {
     let super_sql = system_rows("SuperSQL").await;
     let dail = system_rows("DAIL-SQL").await;
+    // Why the alert is on EX and not on Φ: with the deterministic judge STEF Φ barely differs
+    // between the two systems (69.2 vs 68.3, far below the 5-point minimum drop), while EX
+    // drops from 0.713 to 0.634.
+    for (name, rows) in [("SuperSQL", &super_sql), ("DAIL-SQL", &dail)] {
+        let mean = |metric: Metric| {
+            let values: Vec<f64> = rows
+                .iter()
+                .flatten()
+                .filter(|r| r.metric == metric)
+                .map(|r| r.value)
+                .collect();
+            values.iter().sum::<f64>() / values.len() as f64
+        };
+        eprintln!(
+            "{name}: mean Φ {:.2}, mean EX {:.3}",
+            mean(Metric::Stef),
+            mean(Metric::Ex)
+        );
+    }
     let config = replay_rules();
     let window = config.defaults.recent_window as u64;
     let mut engine = AlertEngine::new(config);

@@ -590,6 +590,76 @@ mod tests {
     }
 
     #[test]
+    fn llm_usage_is_reported_per_run() {
+        use crate::metrics::avoid::Avoidance;
+        let calls = |events, llm_calls, cache_hits, avoided: &[(Avoidance, u64)]| MetricCalls {
+            events,
+            llm_calls,
+            cache_hits,
+            avoided: avoided.iter().copied().collect(),
+        };
+        let usage = |assessments, hits, flex: MetricCalls| LlmUsage {
+            clients: vec![ClientUsage {
+                role: "STEF judge + gold metrics".into(),
+                judge: "llm:m".into(),
+                totals: JudgeTotals {
+                    assessments,
+                    cache_hits: hits,
+                    llm_calls: assessments - hits,
+                    http_requests: assessments - hits,
+                    prompt_tokens: 100 * (assessments - hits),
+                    ..JudgeTotals::default()
+                },
+            }],
+            judged: [(Metric::Flex, flex)].into_iter().collect(),
+        };
+        let before = usage(10, 2, calls(4, 3, 1, &[(Avoidance::EsmPlusEquivalent, 1)]));
+        let after = usage(
+            16,
+            8,
+            calls(
+                8,
+                6,
+                4,
+                &[
+                    (Avoidance::EsmPlusEquivalent, 2),
+                    (Avoidance::PredictionFailed, 1),
+                ],
+            ),
+        );
+        let run = after.since(&before);
+        let t = run.clients[0].totals;
+        assert_eq!((t.assessments, t.cache_hits, t.llm_calls), (6, 6, 0));
+        assert_eq!(t.prompt_tokens, 0);
+        let flex = &run.judged[&Metric::Flex];
+        assert_eq!((flex.events, flex.llm_calls, flex.cache_hits), (4, 3, 3));
+        assert_eq!(flex.avoided[&Avoidance::EsmPlusEquivalent], 1);
+        assert_eq!(flex.avoided[&Avoidance::PredictionFailed], 1);
+
+        let summary = Summary {
+            llm: run,
+            ..Summary::default()
+        };
+        let text = summary.render("t");
+        assert!(
+            text.contains("LLM judge llm:m (STEF judge + gold metrics)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("calls requested   6  cache hits 6 (100.0%)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "flex              events 4  judge calls 3 (0.750/event)  cache hits 3 (100.0%)  \
+                 avoided 2 (esm_plus_equivalent 1, prediction_failed 1)"
+            ),
+            "{text}"
+        );
+        assert!(!Summary::default().render("t").contains("LLM"));
+    }
+
+    #[test]
     fn other_metrics_and_dead_letters_are_counted() {
         let mut s = Summary::default();
         let e = Event::decode(br#"{"question":"q","sql":"s"}"#).unwrap();

@@ -495,6 +495,27 @@ async fn hybrid_uses_the_alignment_and_reports_llm_ex() {
 }
 
 #[tokio::test]
+async fn hybrid_large_tables_are_scored_off_the_runtime() {
+    // 750 × 749 row pairs: Stage 2 runs on the blocking pool; the result is the same.
+    let server = MockServer::start().await;
+    server.push([Scripted::json(&alignment(json!({}), json!(["id"])))]);
+    let s = scorer(&server, only(Metric::HybridEx));
+    let e = event(
+        "List the heroes",
+        None,
+        "SELECT id, superhero_name FROM superhero WHERE id > 1",
+        "SELECT id, superhero_name FROM superhero",
+    );
+    let row = one(&s, &e, None).await;
+    assert_eq!(row.status, RowStatus::Ok);
+    assert_eq!(row.details["path"], "index_matched");
+    assert_eq!(row.details["n_matched"], 749);
+    assert_eq!(row.details["n_unmatched"], 1);
+    assert!((row.value - 749.0 / 750.0).abs() < 1e-9, "{}", row.value);
+    assert_eq!(row.verdict, Some(true));
+}
+
+#[tokio::test]
 async fn hybrid_malformed_output_falls_back_to_heuristic() {
     let server = MockServer::start().await;
     server.respond_with(|_| Scripted::Content("{\"matching_category\": \"great\"}".into()));

@@ -455,7 +455,7 @@ impl Summary {
         }
         let _ = writeln!(
             out,
-            "LLM-judged metrics  judge calls (per event), cache hits, calls avoided"
+            "LLM-judged metrics  judge calls (per event), answered from cache, sent to the LLM, avoided"
         );
         for (metric, c) in &self.llm.judged {
             let avoided: u64 = c.avoided.values().sum();
@@ -472,12 +472,13 @@ impl Summary {
             };
             let _ = writeln!(
                 out,
-                "  {:<18}events {}  judge calls {} ({per_event:.3}/event)  cache hits {} ({})  avoided {avoided}{}",
+                "  {:<18}events {}  judge calls {} ({per_event:.3}/event)  cache hits {} ({})  to the LLM {}  avoided {avoided}{}",
                 metric.as_str(),
                 c.events,
                 c.llm_calls,
                 c.cache_hits,
                 percent(c.cache_hits, c.llm_calls),
+                c.llm_calls.saturating_sub(c.cache_hits),
                 if reasons.is_empty() {
                     String::new()
                 } else {
@@ -652,7 +653,7 @@ mod tests {
         assert!(
             text.contains(
                 "flex              events 4  judge calls 3 (0.750/event)  cache hits 3 (100.0%)  \
-                 avoided 2 (esm_plus_equivalent 1, prediction_failed 1)"
+                 to the LLM 0  avoided 2 (esm_plus_equivalent 1, prediction_failed 1)"
             ),
             "{text}"
         );

@@ -21,7 +21,7 @@ use crate::event::{Event, Gold};
 use crate::exec::{ExecLimits, SqliteExecutor};
 use crate::metrics::ex::ExConvention;
 use crate::metrics::flex::FlexOptions;
-use crate::metrics::gold::{Evidence, GoldExecution, GoldOptions, GoldScorer};
+use crate::metrics::gold::{Evidence, GoldEvaluation, GoldExecution, GoldOptions, GoldScorer};
 use crate::metrics::judged::{
     HybridOptions, JudgedInput, JudgedOptions, JudgedScorer, TableDdl, event_schema, load_schema,
 };
@@ -198,13 +198,17 @@ impl GoldMetrics for SqliteGoldMetrics {
         let difficulty = gold.difficulty.clone();
         // Execution (gold, prediction, schema), EX, ESM and ESM+ on the blocking pool.
         let result = tokio::task::spawn_blocking(move || {
-            let evaluation = scorer.evaluate(&owned, &executor, &options, &ts_owned, evidence);
-            let input = evaluation.execution.clone().map(|execution| JudgedInput {
+            let GoldEvaluation {
+                rows,
+                execution,
+                esm_plus,
+            } = scorer.evaluate(&owned, &executor, &options, &ts_owned, evidence);
+            let input = execution.map(|execution| JudgedInput {
                 schema: schema_for(&owned, &execution, &executor, &schemas),
                 execution,
-                esm_plus: evaluation.esm_plus,
+                esm_plus,
             });
-            (evaluation.rows, input)
+            (rows, input)
         })
         .await;
         let mut rows = match result {

@@ -193,6 +193,9 @@ impl Pipeline {
             alerts,
             metrics,
         } = self;
+        // LLM usage is reported per run, also when the scorer outlives it.
+        let usage_before = scorer.llm_usage();
+        let usage_scorer = Arc::clone(&scorer);
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
         let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
@@ -224,6 +227,7 @@ impl Pipeline {
         sink.flush().await?;
         source.last_error?;
         finish_result?;
+        summary.llm = usage_scorer.llm_usage().since(&usage_before);
         summary.elapsed = started.elapsed();
         Ok(summary)
     }

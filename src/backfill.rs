@@ -30,6 +30,7 @@ use crate::config::Config;
 use crate::event::{Event, Gold};
 use crate::pipeline::build::{BuildError, build_scorer, build_sink};
 use crate::pipeline::{EventTransform, Pipeline, PipelineError, PipelineOptions, ProgressFn};
+use crate::scorer::Scorer;
 use crate::source::{FileSource, MemorySource, Source};
 use crate::summary::Summary;
 
@@ -455,18 +456,46 @@ impl BackfillPlan {
         shutdown: watch::Receiver<bool>,
         progress: Option<ProgressFn>,
     ) -> Result<BackfillReport, BackfillError> {
+        let scorer = Arc::new(build_scorer(config)?);
+        self.run_with_scorer_and_alerts(config, scorer, shutdown, progress)
+            .await
+    }
+
+    /// Run through `scorer` (e.g. one shared by several backfills, whose judge caches then
+    /// carry over) and the configured sink. The summary's LLM usage counts this run only.
+    pub async fn run_with_scorer(
+        self,
+        config: &Config,
+        scorer: Arc<Scorer>,
+        shutdown: watch::Receiver<bool>,
+        progress: Option<ProgressFn>,
+    ) -> Result<Summary, BackfillError> {
+        Ok(self
+            .run_with_scorer_and_alerts(config, scorer, shutdown, progress)
+            .await?
+            .summary)
+    }
+
+    /// [`BackfillPlan::run_with_scorer`], returning the alerts too (see
+    /// [`BackfillPlan::run_with_alerts`]).
+    pub async fn run_with_scorer_and_alerts(
+        self,
+        config: &Config,
+        scorer: Arc<Scorer>,
+        shutdown: watch::Receiver<bool>,
+        progress: Option<ProgressFn>,
+    ) -> Result<BackfillReport, BackfillError> {
         let destinations = if config.alerts.enabled {
             Destinations::from_config(config)
         } else {
             Destinations::default()
         };
+        let sink = build_sink(config).await?;
         let (alerts, alert_handle) = AlertService::start_recording(
             config.alerts.clone(),
             destinations,
             MAX_REPORTED_ALERTS,
         )?;
-        let scorer = Arc::new(build_scorer(config)?);
-        let sink = build_sink(config).await?;
         let mut pipeline = Pipeline::new(
             self.source,
             sink,

@@ -122,4 +122,10 @@ pub trait Judge: Send + Sync {
     fn totals(&self) -> JudgeTotals {
         JudgeTotals::default()
     }
+
+    /// The LLM client behind this judge, if any, so that other LLM metrics (FLEX, ROSE,
+    /// Hybrid-EX) can share its cache, rate limits and concurrency.
+    fn llm_client(&self) -> Option<std::sync::Arc<llm::LlmClient>> {
+        None
+    }
 }

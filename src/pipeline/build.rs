@@ -10,6 +10,8 @@ use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
 use crate::health::Health;
 use crate::judge::Judge;
 use crate::judge::deterministic::DeterministicJudge;
+use crate::judge::llm::LlmJudge;
+use crate::metrics::judged::JudgedScorer;
 use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
@@ -124,10 +126,19 @@ pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildEr
     )))
 }
 
-/// The scorer: judge, rule profiles and limits from the config.
+/// The scorer: judge, rule profiles and limits from the config, plus the gold metrics of
+/// `[gold]` (with the LLM-judged ones when `gold.metrics` names any).
 pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
     let judge = build_judge(config)?;
     let profiles = build_profiles(config)?;
+    let gold = crate::pipeline::gold::SqliteGoldMetrics::from_config(&config.gold)?;
+    let gold = match gold {
+        Some(gold) => Some(match build_judged(config, judge.as_ref())? {
+            Some((judged, shared)) => gold.with_judged(judged, shared),
+            None => gold,
+        }),
+        None => None,
+    };
     let scorer = Scorer::new(
         judge,
         profiles,
@@ -135,10 +146,50 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
             max_sql_bytes: config.pipeline.max_sql_bytes,
         },
     );
-    Ok(
-        match crate::pipeline::gold::SqliteGoldMetrics::from_config(&config.gold)? {
-            Some(gold) => scorer.with_gold(Arc::new(gold)),
-            None => scorer,
-        },
-    )
+    Ok(match gold {
+        Some(gold) => scorer.with_gold(Arc::new(gold)),
+        None => scorer,
+    })
+}
+
+/// The LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) named in `gold.metrics`, and whether
+/// their client is the STEF judge's. They use `[gold.judge]`, else `[judge]`; the STEF judge's
+/// client (cache, rate limits, concurrency) is shared whenever both name the same endpoint and
+/// model. Named metrics without an LLM judge are an error, never skipped.
+fn build_judged(
+    config: &Config,
+    stef_judge: &dyn Judge,
+) -> Result<Option<(JudgedScorer, bool)>, BuildError> {
+    let Some(options) = crate::pipeline::gold::judged_options(&config.gold) else {
+        return Ok(None);
+    };
+    let Some(settings) = config.gold_judge() else {
+        return Err(BuildError::Judge(
+            "gold.metrics names LLM-judged metrics (flex, rose, hybrid_ex), but no LLM judge is \
+             configured: set [judge] kind = \"llm\" or add [gold.judge] with kind = \"llm\""
+                .into(),
+        ));
+    };
+    let same_endpoint = config.judge.kind == JudgeKind::Llm
+        && settings.base_url.trim() == config.judge.base_url.trim()
+        && settings.model == config.judge.model;
+    if same_endpoint && let Some(client) = stef_judge.llm_client() {
+        if config
+            .gold
+            .judge
+            .as_ref()
+            .is_some_and(|g| g != &config.judge)
+        {
+            tracing::warn!(
+                "[gold.judge] names the same endpoint and model as [judge]: the gold metrics \
+                 share the STEF judge's client, with [judge]'s limits and cache"
+            );
+        }
+        return Ok(Some((JudgedScorer::new(client, options), true)));
+    }
+    let client = LlmJudge::from_judge_config(settings)
+        .map_err(|e| BuildError::Judge(format!("gold metrics: {e}")))?
+        .client()
+        .clone();
+    Ok(Some((JudgedScorer::new(client, options), false)))
 }

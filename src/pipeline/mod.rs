@@ -197,6 +197,9 @@ impl Pipeline {
         if let Some(metrics) = &metrics {
             source.attach_metrics(metrics.clone());
         }
+        // LLM usage is reported per run, also when the scorer outlives it.
+        let usage_before = scorer.llm_usage();
+        let usage_scorer = Arc::clone(&scorer);
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
         let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
@@ -228,6 +231,7 @@ impl Pipeline {
         sink.flush().await?;
         source.last_error?;
         finish_result?;
+        summary.llm = usage_scorer.llm_usage().since(&usage_before);
         summary.elapsed = started.elapsed();
         Ok(summary)
     }

@@ -539,6 +539,10 @@ impl Judge for LlmJudge {
     fn totals(&self) -> JudgeTotals {
         self.client.totals()
     }
+
+    fn llm_client(&self) -> Option<Arc<LlmClient>> {
+        Some(Arc::clone(&self.client))
+    }
 }
 
 fn collapse_all(items: &[String]) -> Vec<String> {

@@ -367,7 +367,7 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         workers = config.pipeline.workers,
         "sqlgrade run starting"
     );
-    let mut pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let mut pipeline = Pipeline::new(source, sink, Arc::clone(&scorer), PipelineOptions::from_config(&config));
     let alert_service = if config.alerts.enabled {
         let (service, handle) = sqlgrade::alert::AlertService::start(
             config.alerts.clone(),
@@ -379,7 +379,9 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         None
     };
     let telemetry = if config.telemetry.enabled {
-        let telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        let mut telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        let judged = Arc::clone(&scorer);
+        telemetry.observe_judge(move || judged.judge_totals());
         pipeline = pipeline.with_metrics(telemetry.metrics());
         Some(telemetry)
     } else {
@@ -444,7 +446,9 @@ async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match Event::decode_with_limit(&payload, limit) {
         Ok(event) => {
-            for row in scorer.score(&event).await {
+            let rows = scorer.score(&event).await;
+            scorer.flush().await;
+            for row in rows {
                 serde_json::to_writer(&mut out, &row)?;
                 out.write_all(b"\n")?;
             }

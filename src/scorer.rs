@@ -133,6 +133,18 @@ impl Scorer {
         self.judge.kind()
     }
 
+    /// The primary judge's running totals (assessments, memory and durable cache hits, LLM
+    /// calls, tokens).
+    pub fn judge_totals(&self) -> crate::judge::JudgeTotals {
+        self.judge.totals()
+    }
+
+    /// Finish the judge's background work (queued durable-cache writes); call after the last
+    /// event, before exiting.
+    pub async fn flush(&self) {
+        self.judge.flush().await;
+    }
+
     /// Score `event`; rows of events without `ts` are stamped with the current time.
     pub async fn score(&self, event: &Event) -> Vec<EvaluationRow> {
         self.score_at(event, &now_rfc3339()).await

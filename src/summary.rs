@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
+use crate::judge::JudgeTotals;
 
 /// Φ buckets: 0.00 … 100.00 in steps of 0.01.
 const PHI_BUCKETS: usize = 10_001;
@@ -150,6 +151,8 @@ pub struct Summary {
     pub metrics: BTreeMap<String, MetricStats>,
     /// STEF Φ per agent label.
     pub by_agent: BTreeMap<String, GroupStats>,
+    /// The judge's totals at the end of the run (all zero for the deterministic judge).
+    pub judge: JudgeTotals,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
 }
@@ -296,6 +299,22 @@ impl Summary {
                     );
                 }
             }
+        }
+        let judge = &self.judge;
+        if judge.assessments > 0 {
+            let _ = writeln!(
+                out,
+                "judge               assessments {}  cache hits {} ({:.1}%: memory {}, durable {})  LLM calls {}  tokens {} + {}  failures {}",
+                judge.assessments,
+                judge.cache_hits,
+                100.0 * judge.hit_rate().unwrap_or(0.0),
+                judge.memory_hits(),
+                judge.durable_hits,
+                judge.llm_calls,
+                judge.prompt_tokens,
+                judge.completion_tokens,
+                judge.failures
+            );
         }
         for (name, m) in &self.metrics {
             let verdict = if m.verdicts > 0 {

@@ -5,7 +5,9 @@
 //! `judge.cache_hits`, `judge.fallbacks`, `judge.tokens` (counters, tokens with a `kind`
 //! attribute `prompt`/`completion`); `judge.latency` and `score.latency` (histograms, seconds);
 //! `sink.batch.size` (histogram, rows + dead letters) and `sink.batch.latency` (seconds);
-//! `consumer.lag` (gauge, messages, with `topic`/`partition`). Judge numbers are derived from the
+//! `consumer.lag` (gauge, messages, with `topic`/`partition`); `judge.cache.lookups` (observable
+//! counter from the judge's totals, `result` = `memory_hit`/`durable_hit`/`miss`, registered with
+//! [`Telemetry::observe_judge`]). The other judge numbers are derived from the
 //! STEF rows (`judge`, `judge_cached`, `status`, tokens, latency), so every judge implementation is
 //! covered without instrumenting it separately.
 //!
@@ -15,13 +17,16 @@
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _};
+use opentelemetry::metrics::{
+    Counter, Gauge, Histogram, Meter, MeterProvider as _, ObservableCounter,
+};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use serde::{Deserialize, Serialize};
 
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::judge::JudgeTotals;
 
 /// `[telemetry]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -220,6 +225,8 @@ impl PipelineMetrics {
 pub struct Telemetry {
     provider: SdkMeterProvider,
     metrics: PipelineMetrics,
+    /// Observable instruments, kept alive for as long as telemetry runs.
+    observers: Vec<ObservableCounter<u64>>,
 }
 
 impl Telemetry {
@@ -244,7 +251,34 @@ impl Telemetry {
             )
             .build();
         let metrics = PipelineMetrics::new(&provider.meter("sqlgrade"));
-        Ok(Telemetry { provider, metrics })
+        Ok(Telemetry {
+            provider,
+            metrics,
+            observers: Vec::new(),
+        })
+    }
+
+    /// Export where the judge's verdicts came from as `sqlgrade.judge.cache.lookups`, an
+    /// observable counter with attribute `result` = `memory_hit` | `durable_hit` | `miss`, read
+    /// from `totals` (e.g. the scorer's judge totals) at each export. The rows' `judge_cached`
+    /// flag cannot tell the in-memory cache from the durable one; this can.
+    pub fn observe_judge(&mut self, totals: impl Fn() -> JudgeTotals + Send + Sync + 'static) {
+        let counter = self
+            .provider
+            .meter("sqlgrade")
+            .u64_observable_counter("sqlgrade.judge.cache.lookups")
+            .with_description("LLM judge assessments by where the verdict came from")
+            .with_callback(move |observer| {
+                let t = totals();
+                observer.observe(t.memory_hits(), &[KeyValue::new("result", "memory_hit")]);
+                observer.observe(t.durable_hits, &[KeyValue::new("result", "durable_hit")]);
+                observer.observe(
+                    t.assessments.saturating_sub(t.cache_hits),
+                    &[KeyValue::new("result", "miss")],
+                );
+            })
+            .build();
+        self.observers.push(counter);
     }
 
     /// The instruments (clone into the pipeline).

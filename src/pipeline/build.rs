@@ -10,8 +10,10 @@ use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
 use crate::health::Health;
 use crate::judge::Judge;
 use crate::judge::deterministic::DeterministicJudge;
+use crate::judge::llm::{DurableCache, LlmClient, LlmConfig, LlmJudge};
 use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
+use crate::sink::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
 use crate::source::kafka::{KafkaSettings, KafkaSource};
 use crate::source::{FileSource, Source, StdinSource};
@@ -85,14 +87,52 @@ pub async fn build_sink_with_health(
     }
 }
 
-/// The configured judge (`[judge]`).
+/// The configured judge (`[judge]`). The LLM judge's client consults its in-memory cache, then
+/// the durable cache `judge.durable_cache` selects ([`build_durable_cache`]), then the endpoint.
 pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
     match config.judge.kind {
         JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
-        JudgeKind::Llm => crate::judge::llm::LlmJudge::from_judge_config(&config.judge)
-            .map(|judge| Arc::new(judge) as Arc<dyn Judge>)
-            .map_err(|e| BuildError::Judge(e.to_string())),
+        JudgeKind::Llm => Ok(Arc::new(LlmJudge::new(build_llm_client(config)?))),
     }
+}
+
+/// The LLM client of `[judge]` (whatever `judge.kind` says): endpoint, API key (an inline
+/// `api_key` wins over `api_key_env`), limits, the in-memory cache and the durable cache of
+/// [`build_durable_cache`]. Every LLM-backed metric built from one config should share one
+/// client (FLEX, ROSE and Hybrid-EX included), so that they share its caches and limits.
+pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
+    let llm_config = LlmConfig::from_judge_config(&config.judge);
+    let client = match config.judge.api_key.as_ref().filter(|k| !k.is_empty()) {
+        Some(key) => LlmClient::with_api_key(llm_config, Some(key.expose())),
+        None => LlmClient::new(llm_config),
+    }
+    .map_err(|e| BuildError::Judge(e.to_string()))?;
+    Ok(Arc::new(match build_durable_cache(config) {
+        Some(durable) => client.with_durable_cache(durable),
+        None => client,
+    }))
+}
+
+/// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
+/// `[sink]` server for `clickhouse`, and for `auto` when `sink.kind = "clickhouse"`; none for
+/// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`.
+pub fn build_durable_cache(config: &Config) -> Option<Arc<dyn DurableCache>> {
+    if !config.judge.durable_cache.uses_clickhouse(config.sink.kind) {
+        return None;
+    }
+    let settings = ClickHouseSettings::from_config(&config.sink);
+    tracing::info!(
+        url = %crate::config::redact_url(&settings.url),
+        database = %settings.database,
+        "durable judge cache: ClickHouse judge_cache"
+    );
+    Some(Arc::new(ClickHouseJudgeCache::new(
+        &settings,
+        ClickHouseJudgeCacheOptions {
+            lookup_timeout: Duration::from_millis(config.judge.durable_cache_timeout_ms.max(1)),
+            ..ClickHouseJudgeCacheOptions::default()
+        },
+    )))
 }
 
 /// The rule profiles (`[rules]`).
@@ -141,4 +181,49 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
             None => scorer,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DurableCacheMode;
+
+    fn llm_config(sink: SinkKind, mode: DurableCacheMode) -> Config {
+        let mut config = Config::default();
+        config.judge.kind = JudgeKind::Llm;
+        config.judge.api_key_env = String::new();
+        config.judge.durable_cache = mode;
+        config.sink.kind = sink;
+        config.sink.url = Some("http://127.0.0.1:1".into());
+        config
+    }
+
+    #[test]
+    fn durable_cache_follows_the_mode_and_the_sink() {
+        let on = |sink, mode| build_durable_cache(&llm_config(sink, mode)).is_some();
+        assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::Jsonl, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::Stdout, DurableCacheMode::Auto));
+        assert!(on(SinkKind::Jsonl, DurableCacheMode::Clickhouse));
+        assert!(!on(SinkKind::Clickhouse, DurableCacheMode::Off));
+        // The judge builds either way (the cache connects lazily).
+        for mode in [
+            DurableCacheMode::Auto,
+            DurableCacheMode::Clickhouse,
+            DurableCacheMode::Off,
+        ] {
+            let judge = build_judge(&llm_config(SinkKind::Clickhouse, mode)).unwrap();
+            assert_eq!(judge.kind(), "llm:gpt-4o-mini");
+        }
+    }
+
+    #[test]
+    fn explicit_clickhouse_cache_needs_a_server() {
+        let mut config = llm_config(SinkKind::Jsonl, DurableCacheMode::Clickhouse);
+        config.sink.url = None;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("judge.durable_cache"), "{error}");
+        config.judge.durable_cache = DurableCacheMode::Auto;
+        config.validate().unwrap();
+    }
 }

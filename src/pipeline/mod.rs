@@ -206,7 +206,7 @@ impl Pipeline {
             options.max_event_bytes,
             transform,
         ));
-        let score_task = tokio::spawn(score_stage(work_rx, done_tx, scorer, options.workers));
+        let score_task = tokio::spawn(score_stage(work_rx, done_tx, Arc::clone(&scorer), options.workers));
         let batch_task = tokio::spawn(batch_stage(
             done_rx, sink, options, progress, alerts, metrics,
         ));
@@ -217,6 +217,9 @@ impl Pipeline {
         let source_result = join("source", source_task).await;
 
         let (mut summary, mut sink) = batch_result??;
+        // Every event is scored: store the verdicts the durable judge cache still queues.
+        scorer.flush().await;
+        summary.judge = scorer.judge_totals();
         score_result??;
         decode_result?;
         let mut source = source_result?;

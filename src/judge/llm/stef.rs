@@ -539,6 +539,12 @@ impl Judge for LlmJudge {
     fn totals(&self) -> JudgeTotals {
         self.client.totals()
     }
+
+    async fn flush(&self) {
+        if let Err(error) = self.client.flush_durable_cache().await {
+            tracing::warn!(%error, "durable judge cache: queued verdicts not written");
+        }
+    }
 }
 
 fn collapse_all(items: &[String]) -> Vec<String> {

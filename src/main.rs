@@ -367,7 +367,12 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         workers = config.pipeline.workers,
         "sqlgrade run starting"
     );
-    let mut pipeline = Pipeline::new(source, sink, Arc::clone(&scorer), PipelineOptions::from_config(&config));
+    let mut pipeline = Pipeline::new(
+        source,
+        sink,
+        Arc::clone(&scorer),
+        PipelineOptions::from_config(&config),
+    );
     let alert_service = if config.alerts.enabled {
         let (service, handle) = sqlgrade::alert::AlertService::start(
             config.alerts.clone(),

@@ -36,7 +36,12 @@ use support::openai_mock::{MockServer, Scripted};
 use support::{distinct_events, stef_reply};
 
 const EVENTS: usize = 40;
-const VERDICTS: [&str; 4] = ["correct", "likely_correct", "potentially_incorrect", "incorrect"];
+const VERDICTS: [&str; 4] = [
+    "correct",
+    "likely_correct",
+    "potentially_incorrect",
+    "incorrect",
+];
 
 /// Answers every request, varying the verdict with the arrival order, so that identical
 /// verdicts in a later process can only come from a cache (a fresh LLM call would differ).
@@ -110,7 +115,9 @@ workers = 8
 "#,
             events = self.events.display(),
             mock = self.mock_url,
-            rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules").display(),
+            rules = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("rules")
+                .display(),
         );
         let path = self.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
@@ -216,7 +223,11 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
     // Process B: empty in-memory cache, durable cache found through `auto` + ClickHouse sink.
     let (code, stdout, stderr) = run(&setup.config("b", "clickhouse", None));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    assert_eq!(server.request_count(), EVENTS, "B made LLM calls:\n{stderr}");
+    assert_eq!(
+        server.request_count(),
+        EVENTS,
+        "B made LLM calls:\n{stderr}"
+    );
     let line = judge_line(&stdout);
     assert!(
         line.contains(&format!(
@@ -280,11 +291,19 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
     let again = second
         .score_at(&flex_event, &exec, Some(false), "2026-01-01T00:00:00Z")
         .await;
-    assert_eq!(server.request_count(), EVENTS + 1, "FLEX asked the LLM again");
+    assert_eq!(
+        server.request_count(),
+        EVENTS + 1,
+        "FLEX asked the LLM again"
+    );
     assert_eq!(again[0].verdict, rows[0].verdict);
     assert_eq!(again[0].value, rows[0].value);
     let totals = second_client.totals();
-    assert_eq!((totals.durable_hits, totals.llm_calls), (1, 0), "{totals:?}");
+    assert_eq!(
+        (totals.durable_hits, totals.llm_calls),
+        (1, 0),
+        "{totals:?}"
+    );
 
     // ClickHouse stopped: a fresh process scores everything through the LLM, no error rows.
     ch.stop();
@@ -307,7 +326,7 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         assert_eq!(r["status"], "ok", "{r}");
         assert_eq!(r["judge"], "llm:judge-test");
     }
-    let dead = std::fs::read_to_string(setup.dir.path().join("c/dead_letters.jsonl"))
-        .unwrap_or_default();
+    let dead =
+        std::fs::read_to_string(setup.dir.path().join("c/dead_letters.jsonl")).unwrap_or_default();
     assert!(dead.trim().is_empty(), "{dead}");
 }

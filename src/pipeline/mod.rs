@@ -206,7 +206,12 @@ impl Pipeline {
             options.max_event_bytes,
             transform,
         ));
-        let score_task = tokio::spawn(score_stage(work_rx, done_tx, Arc::clone(&scorer), options.workers));
+        let score_task = tokio::spawn(score_stage(
+            work_rx,
+            done_tx,
+            Arc::clone(&scorer),
+            options.workers,
+        ));
         let batch_task = tokio::spawn(batch_stage(
             done_rx, sink, options, progress, alerts, metrics,
         ));

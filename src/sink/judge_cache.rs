@@ -236,9 +236,8 @@ impl ClickHouseJudgeCache {
         if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
             return Ok(sender.clone());
         }
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
-            DurableCacheError(format!("cannot start the judge_cache writer: {e}"))
-        })?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| DurableCacheError(format!("cannot start the judge_cache writer: {e}")))?;
         let (sender, receiver) = mpsc::channel(self.shared.options.max_queued.max(1));
         runtime.spawn(run_writer(Arc::clone(&self.shared), receiver));
         *slot = Some(sender.clone());
@@ -277,7 +276,10 @@ impl DurableCache for ClickHouseJudgeCache {
             }
             Ok(_) => {
                 Counters::add(&shared.counters.invalid, 1);
-                tracing::warn!(key, "judge_cache entry stored under another key; ignoring it");
+                tracing::warn!(
+                    key,
+                    "judge_cache entry stored under another key; ignoring it"
+                );
                 Ok(None)
             }
             Err(error) => {
@@ -509,14 +511,21 @@ mod tests {
             },
         );
         let error = cache.get("k").await.unwrap_err();
-        assert!(error.to_string().contains("no answer within 200 ms"), "{error}");
+        assert!(
+            error.to_string().contains("no answer within 200 ms"),
+            "{error}"
+        );
         let started = Instant::now();
         for i in 0..100 {
             assert_eq!(cache.get(&format!("k{i}")).await.unwrap(), None);
             cache.put(&entry(&format!("k{i}"))).await.unwrap();
         }
         // Skipped lookups and queued writes do not wait for the server.
-        assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(cache.stats().skipped, 100);
     }
 

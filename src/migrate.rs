@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(4, "004_judge_cache.sql"),
     migration!(5, "005_evaluations_hourly.sql"),
     migration!(6, "006_dead_letters_hourly.sql"),
+    migration!(7, "007_judge_cache_point_lookups.sql"),
 ];
 
 /// Name of the bookkeeping table.

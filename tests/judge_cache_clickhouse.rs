@@ -58,7 +58,9 @@ fn varying_replies(server: &MockServer) -> Arc<AtomicUsize> {
             let confidence = 0.5 + (k % 50) as f64 / 100.0;
             Scripted::json(&stef_reply(VERDICTS[k % 4], confidence))
         } else {
-            Scripted::json(&json!({"reasoning": format!("scripted #{k}"), "correct": k % 2 == 0}))
+            Scripted::json(
+                &json!({"reasoning": format!("scripted #{k}"), "correct": k.is_multiple_of(2)}),
+            )
         }
     });
     counter

@@ -374,7 +374,9 @@ async fn run_writer(shared: Arc<Shared>, mut queue: mpsc::Receiver<WriterCommand
                 if deadline.is_none() {
                     deadline = Some(tokio::time::Instant::now() + options.write_interval);
                 }
-                if pending.len() >= options.write_batch.max(1) {
+                // A full batch goes out at once, unless ClickHouse just failed: then the held
+                // entries wait for the retry deadline instead of one attempt per new entry.
+                if pending.len() >= options.write_batch.max(1) && shared.availability.usable() {
                     deadline = write_pending(&shared, &mut pending).await;
                 }
             }

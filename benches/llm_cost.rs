@@ -1,58 +1,39 @@
 //! Cost benchmark of the LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) on BIRD dev with a
-//! scripted judge: LLM calls per event per metric with and without judge-call avoidance, and
-//! the cache hit rate when the same predictions are backfilled a second time.
+//! scripted judge, through the real wiring: `[gold] metrics` with all six gold metrics, a
+//! `[gold.judge]` pointing at the scripted server, `BackfillPlan` → pipeline → scorer → the
+//! gold adapter (one execution per event on the blocking pool, ESM+ as avoidance evidence).
 //!
-//! `cargo bench --bench llm_cost` (env `LLM_COST_EVENTS`, default 300; `LLM_COST_SYSTEM`,
-//! default SuperSQL). The scripted judge answers deterministically from a hash of the prompt,
-//! so the routes taken (e.g. ROSE's Prover rejections) are a fixed, realistic mix.
+//! Reports, from the run summary's LLM usage: judge calls per event per metric with and without
+//! judge-call avoidance, the FLEX error-category option's extra calls, and the cache hit rate
+//! when the same predictions are backfilled a second time through the same scorer.
+//!
+//! `cargo bench --bench llm_cost` runs all 432 BIRD-dev questions (env `LLM_COST_EVENTS` to
+//! change; `LLM_COST_SYSTEM`, default SuperSQL). Under `cargo test --all-targets` (no `--bench`)
+//! it runs the first 40 questions. The scripted judge answers deterministically from a hash of
+//! the prompt, so the routes taken (e.g. ROSE's Prover rejections) are a fixed mix. Every
+//! assertion is about counts, never time.
 
 #[path = "../tests/support/openai_mock.rs"]
 mod openai_mock;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use openai_mock::{MockServer, Recorded, Scripted};
-use serde_json::{Value, json};
+use serde_json::json;
+use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::config::{Config, JudgeConfig, JudgeKind, SinkKind};
 use sqlgrade::evaluation::Metric;
-use sqlgrade::event::Event;
-use sqlgrade::exec::{ExecLimits, SqliteExecutor};
-use sqlgrade::judge::llm::{LlmClient, LlmConfig};
 use sqlgrade::metrics::avoid::MetricCalls;
-use sqlgrade::metrics::gold::{GoldOptions, GoldScorer};
-use sqlgrade::metrics::judged::{JudgedOptions, JudgedScorer};
+use sqlgrade::pipeline::build::build_scorer;
+use sqlgrade::scorer::Scorer;
+use sqlgrade::summary::Summary;
 
-fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
-    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    std::io::BufReader::new(f)
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect()
-}
-
-fn events(system: &str, n: usize) -> Vec<Event> {
-    let data = sqlgrade::testdata::data_dir().join("bird");
-    let questions: HashMap<i64, Value> = read_jsonl(&data.join("dev.jsonl"))
-        .into_iter()
-        .map(|q| (q["question_id"].as_i64().unwrap(), q))
-        .collect();
-    read_jsonl(&data.join(format!("predictions/{system}.jsonl")))
-        .into_iter()
-        .filter_map(|p| {
-            let id = p["question_id"].as_i64()?;
-            let q = questions.get(&id)?;
-            Event::from_value(json!({
-                "event_id": format!("bird-{system}-{id}"), "question": q["question"],
-                "sql": p["predicted_sql"],
-                "gold": {"sql": q["gold_sql"], "db_id": q["db_id"], "evidence": q["evidence"]}
-            }))
-            .ok()
-        })
-        .take(n)
-        .collect()
-}
+/// ROSE's paper: ≈1.45 judge calls per question.
+const ROSE_PAPER_CALLS_PER_QUESTION: f64 = 1.45;
 
 fn hash(s: &str) -> u64 {
     let mut h = DefaultHasher::new();
@@ -60,6 +41,7 @@ fn hash(s: &str) -> u64 {
     h.finish()
 }
 
+/// The scripted judge: a valid reply for each prompt, chosen from a hash of the user message.
 fn reply(req: &Recorded) -> Scripted {
     let sys = req.message(0).unwrap_or_default();
     let user = req.message(1).unwrap_or_default();
@@ -68,113 +50,183 @@ fn reply(req: &Recorded) -> Scripted {
         json!({"expected_answer": "a", "sql_description": "b", "reason": "c",
             "verdict": h % 5 < 3, "evidence": null})
     } else if sys.contains("Adversarial Refuter") {
-        json!({"judgement": "j", "verdict": h.is_multiple_of(5), "ambiguity": "na", "gold_correct": !h.is_multiple_of(7)})
+        json!({"judgement": "j", "verdict": h.is_multiple_of(5), "ambiguity": "na",
+            "gold_correct": !h.is_multiple_of(7)})
     } else if sys.contains("data-comparison analyst") {
         json!({"matching_category": "partial", "llm_judge_score": 0.5, "column_rename_dict": {},
             "trivial_columns": [], "index_columns": [], "order_columns": [], "common_columns": [],
             "unique_columns": {"gold": [], "pred": []}, "numeric_columns": [], "date_columns": [],
             "exact_match_columns": [], "recommended_tolerance": null, "reasoning": "r"})
+    } else if sys.contains("categorise why") {
+        let flag = |bit: u64| json!({"issued": h & (1 << bit) != 0, "explanation": "e"});
+        json!({"incorrect_schema_linking": flag(0), "incorrect_filtering_condition": flag(1),
+            "missing_handling_of_nullable_column": flag(2),
+            "missing_handling_of_multiple_rows": flag(3), "abused_clauses": flag(4),
+            "other_fatal_issues": flag(5)})
     } else {
         json!({"reasoning": "r", "correct": !h.is_multiple_of(3)})
     };
     Scripted::json(&v)
 }
 
-fn client(server: &MockServer) -> Arc<LlmClient> {
-    let cfg = LlmConfig {
+/// The first `n` questions of BIRD dev, as a dataset file of their own.
+fn dataset_subset(dir: &Path, n: usize) -> PathBuf {
+    let full = std::fs::read_to_string(sqlgrade::testdata::data_dir().join("bird/dev.jsonl"))
+        .expect("BIRD dev.jsonl");
+    let lines: Vec<&str> = full.lines().filter(|l| !l.trim().is_empty()).collect();
+    let path = dir.join("dev.jsonl");
+    std::fs::write(&path, lines[..n.min(lines.len())].join("\n")).expect("write subset");
+    path
+}
+
+fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) -> Config {
+    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let mut config = Config::default();
+    config.sink.kind = SinkKind::Jsonl;
+    config.sink.dir = out.to_path_buf();
+    config.rules.dir = out.join("no-rules");
+    config.rules.reload_interval_ms = 0;
+    config.pipeline.workers = 16;
+    config.gold.databases = Some(bird.join("databases"));
+    config.gold.tables = vec![bird.join("tables.json")];
+    config.gold.metrics = ["ex", "esm", "esm_plus", "flex", "rose", "hybrid_ex"]
+        .map(String::from)
+        .to_vec();
+    config.gold.avoidance = avoidance;
+    config.gold.flex_error_categories = categories;
+    config.gold.judge = Some(JudgeConfig {
+        kind: JudgeKind::Llm,
         base_url: server.base_url(),
         model: "bench-judge".into(),
-        max_requests_per_second: 0.0,
+        api_key_env: String::new(),
+        max_requests_per_second: 10_000.0,
         max_concurrency: 32,
-        ..LlmConfig::default()
-    };
-    Arc::new(LlmClient::new(cfg).unwrap())
+        ..JudgeConfig::default()
+    });
+    config
 }
 
 async fn backfill(
-    scorer: &JudgedScorer,
-    events: &[Event],
-    esm_plus: &[Option<bool>],
-    exec: &SqliteExecutor,
-) {
-    for (e, esm) in events.iter().zip(esm_plus) {
-        scorer.score_at(e, exec, *esm, "2026-01-01T00:00:00Z").await;
-    }
+    config: &Config,
+    scorer: &Arc<Scorer>,
+    input: &Path,
+    predictions: &Path,
+) -> Summary {
+    let request = BackfillRequest {
+        input: input.to_path_buf(),
+        format: BackfillFormat::Bird,
+        predictions: Some(predictions.to_path_buf()),
+        run_id: None,
+    };
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    BackfillPlan::prepare(&request, config)
+        .expect("backfill plan")
+        .run_with_scorer(config, Arc::clone(scorer), shutdown, None)
+        .await
+        .expect("backfill")
 }
 
-fn print(label: &str, snap: &BTreeMap<Metric, MetricCalls>, n: usize) {
-    for (m, c) in snap {
+fn per_event(c: &MetricCalls) -> f64 {
+    c.llm_calls as f64 / c.events.max(1) as f64
+}
+
+fn print(label: &str, judged: &BTreeMap<Metric, MetricCalls>) {
+    for (m, c) in judged {
         let avoided: u64 = c.avoided.values().sum();
         println!(
-            "{label:<22} {:<10} events {:>4}  llm calls {:>5}  per event {:.3}  avoided {:>4} {:?}  cache hits {:>5} ({:.1}%)",
+            "{label:<34} {:<10} events {:>4}  judge calls {:>5}  per event {:.3}  cache hits {:>5}  avoided {:>4} {:?}",
             m.as_str(),
             c.events,
             c.llm_calls,
-            c.llm_calls as f64 / n as f64,
+            per_event(c),
+            c.cache_hits,
             avoided,
             c.avoided,
-            c.cache_hits,
-            if c.llm_calls == 0 {
-                0.0
-            } else {
-                100.0 * c.cache_hits as f64 / c.llm_calls as f64
-            }
         );
     }
 }
 
 fn main() {
+    let bench_mode = std::env::args().any(|a| a == "--bench");
     let n: usize = std::env::var("LLM_COST_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(if bench_mode { 432 } else { 40 });
     let system = std::env::var("LLM_COST_SYSTEM").unwrap_or_else(|_| "SuperSQL".into());
-    let data = sqlgrade::testdata::data_dir().join("bird");
-    let exec = SqliteExecutor::new(data.join("databases"), ExecLimits::default());
-    let events = events(&system, n);
-    let gold =
-        GoldScorer::load(&[&data.join("tables.json")], Some(&data.join("databases"))).unwrap();
-    let opts = GoldOptions {
-        ex: false,
-        esm: false,
-        ..GoldOptions::default()
-    };
-    let esm_plus: Vec<Option<bool>> = events
-        .iter()
-        .map(|e| {
-            gold.score_at(e, &exec, &opts, "t")
-                .first()
-                .and_then(|r| r.verdict)
-        })
-        .collect();
-    let n = events.len();
-    println!(
-        "BIRD dev, {system}, {n} events; ESM+-equivalent: {}",
-        esm_plus.iter().filter(|v| **v == Some(true)).count()
-    );
-    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dataset_subset(dir.path(), n);
+    let predictions =
+        sqlgrade::testdata::data_dir().join(format!("bird/predictions/{system}.jsonl"));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let server = MockServer::start().await;
         server.respond_with(reply);
-        let off = JudgedScorer::new(client(&server), JudgedOptions { avoidance: false, ..JudgedOptions::default() });
-        backfill(&off, &events, &esm_plus, &exec).await;
-        print("without avoidance", &off.counter().snapshot(), n);
-        let before = server.request_count();
-        let on = JudgedScorer::new(client(&server), JudgedOptions::default());
-        backfill(&on, &events, &esm_plus, &exec).await;
-        print("with avoidance", &on.counter().snapshot(), n);
-        let first = on.counter().snapshot();
-        let http_first = server.request_count() - before;
-        backfill(&on, &events, &esm_plus, &exec).await;
-        let http_second = server.request_count() - before - http_first;
-        let second = on.counter().snapshot();
-        for (m, c) in &second {
-            let f = &first[m];
-            let calls = c.llm_calls - f.llm_calls;
-            let hits = c.cache_hits - f.cache_hits;
-            println!("second backfill        {:<10} llm calls {:>5}  cache hits {:>5} ({:.1}%)",
-                m.as_str(), calls, hits, if calls == 0 { 100.0 } else { 100.0 * hits as f64 / calls as f64 });
+        let mut summaries = BTreeMap::new();
+        for (label, avoidance, categories) in [
+            ("without avoidance", false, false),
+            ("with avoidance", true, false),
+            ("with avoidance + FLEX categories", true, true),
+        ] {
+            let config = config(&server, &dir.path().join(label.replace(' ', "-")), avoidance, categories);
+            let scorer = Arc::new(build_scorer(&config).expect("scorer"));
+            let http_before = server.request_count();
+            let started = Instant::now();
+            let first = backfill(&config, &scorer, &input, &predictions).await;
+            let http_first = server.request_count() - http_before;
+            println!(
+                "{label}: {} events, {} rows, {http_first} HTTP requests, {:.1} s",
+                first.events,
+                first.rows,
+                started.elapsed().as_secs_f64()
+            );
+            print(label, &first.llm.judged);
+            if label == "with avoidance" {
+                // The same predictions again through the same scorer: everything from the cache.
+                let second = backfill(&config, &scorer, &input, &predictions).await;
+                let http_second = server.request_count() - http_before - http_first;
+                print("second backfill (same scorer)", &second.llm.judged);
+                println!("HTTP requests: first backfill {http_first}, second backfill {http_second}");
+                assert_eq!(http_second, 0, "the second backfill must not reach the LLM");
+                for (m, c) in &second.llm.judged {
+                    assert_eq!(
+                        c.cache_hits, c.llm_calls,
+                        "{m}: every judge call of the second backfill is a cache hit"
+                    );
+                    assert_eq!(c.llm_calls, first.llm.judged[m].llm_calls, "{m}: same calls");
+                }
+                print!("{}", second.render("second backfill summary"));
+            }
+            summaries.insert(label, first);
         }
-        println!("HTTP requests: first backfill with avoidance {http_first}, second backfill {http_second}");
+        let without = &summaries["without avoidance"].llm.judged;
+        let with = &summaries["with avoidance"].llm.judged;
+        let categories = &summaries["with avoidance + FLEX categories"].llm.judged;
+        for m in [Metric::Flex, Metric::Rose, Metric::HybridEx] {
+            assert_eq!(with[&m].events as usize, n.min(432), "{m}: one judged row per event");
+            assert!(
+                with[&m].llm_calls <= without[&m].llm_calls,
+                "{m}: avoidance never adds calls"
+            );
+            assert!(
+                with[&m].avoided.values().sum::<u64>() > 0,
+                "{m}: deterministic evidence decides some BIRD events"
+            );
+        }
+        let rose = per_event(&with[&Metric::Rose]);
+        assert!(
+            rose < ROSE_PAPER_CALLS_PER_QUESTION,
+            "ROSE with avoidance: {rose:.3} calls per event, paper ≈1.45"
+        );
+        assert!(
+            categories[&Metric::Flex].llm_calls > with[&Metric::Flex].llm_calls,
+            "the error-category call is made for incorrect FLEX verdicts"
+        );
+        println!(
+            "calls per event with avoidance: FLEX {:.3}, ROSE {:.3} (paper ≈{ROSE_PAPER_CALLS_PER_QUESTION}), Hybrid-EX {:.3}; FLEX with categories {:.3}",
+            per_event(&with[&Metric::Flex]),
+            rose,
+            per_event(&with[&Metric::HybridEx]),
+            per_event(&categories[&Metric::Flex]),
+        );
     });
 }

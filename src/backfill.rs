@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::event::{Event, Gold};
 use crate::pipeline::build::{BuildError, build_scorer, build_sink};
 use crate::pipeline::{EventTransform, Pipeline, PipelineError, PipelineOptions, ProgressFn};
+use crate::scorer::Scorer;
 use crate::source::{FileSource, MemorySource, Source};
 use crate::summary::Summary;
 
@@ -416,6 +417,19 @@ impl BackfillPlan {
         progress: Option<ProgressFn>,
     ) -> Result<Summary, BackfillError> {
         let scorer = Arc::new(build_scorer(config)?);
+        self.run_with_scorer(config, scorer, shutdown, progress)
+            .await
+    }
+
+    /// Run through `scorer` (e.g. one shared by several backfills, whose judge caches then
+    /// carry over) and the configured sink. The summary's LLM usage counts this run only.
+    pub async fn run_with_scorer(
+        self,
+        config: &Config,
+        scorer: Arc<Scorer>,
+        shutdown: watch::Receiver<bool>,
+        progress: Option<ProgressFn>,
+    ) -> Result<Summary, BackfillError> {
         let sink = build_sink(config).await?;
         let mut pipeline = Pipeline::new(
             self.source,

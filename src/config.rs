@@ -353,7 +353,9 @@ pub struct GoldConfig {
     /// EX convention: `bird` (set equality) or `spider` (test-suite: multiset, column
     /// permutations, order only when the gold orders).
     pub ex_convention: String,
-    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`).
+    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, and the LLM-judged `flex`,
+    /// `rose`, `hybrid_ex`); a list, or a comma-separated string from the environment.
+    #[serde(deserialize_with = "string_or_list")]
     pub metrics: Vec<String>,
     /// Per-query execution time limit.
     pub timeout_ms: u64,
@@ -361,6 +363,39 @@ pub struct GoldConfig {
     pub max_rows: usize,
     /// Queries executed at the same time (default: the number of CPUs).
     pub workers: usize,
+    /// LLM-judged metrics: skip the judge where deterministic evidence decides (ESM+-equivalent
+    /// prediction, prediction that fails to execute, identical result tables) and record why.
+    pub avoidance: bool,
+    /// FLEX: how execution results are rendered in the prompt (`paper` or `repo_v1`).
+    pub flex_render: crate::metrics::flex::RenderPreset,
+    /// FLEX: a second call classifies the error categories of incorrect verdicts.
+    pub flex_error_categories: bool,
+    /// Hybrid-EX: verdict cut-off θ (pass iff score ≥ θ).
+    pub hybrid_cutoff: f64,
+    /// Hybrid-EX: default relative numeric tolerance δ0.
+    pub hybrid_tolerance: f64,
+    /// The LLM endpoint of `flex`, `rose` and `hybrid_ex` (same keys as `[judge]`, with
+    /// `kind = "llm"`). Unset: they use `[judge]`, which must then be an LLM judge; the client
+    /// (cache, limits) is shared with STEF whenever both name the same endpoint and model.
+    pub judge: Option<JudgeConfig>,
+}
+
+/// Names accepted in `gold.metrics`.
+pub const GOLD_METRICS: [&str; 6] = ["ex", "esm", "esm_plus", "flex", "rose", "hybrid_ex"];
+
+/// The LLM-judged gold metrics (need an LLM judge).
+pub const JUDGED_GOLD_METRICS: [&str; 3] = ["flex", "rose", "hybrid_ex"];
+
+impl GoldConfig {
+    /// Whether `metric` is switched on.
+    pub fn has(&self, metric: &str) -> bool {
+        self.metrics.iter().any(|m| m == metric)
+    }
+
+    /// Whether any LLM-judged metric is switched on.
+    pub fn wants_judged(&self) -> bool {
+        JUDGED_GOLD_METRICS.iter().any(|m| self.has(m))
+    }
 }
 
 impl Default for GoldConfig {
@@ -375,6 +410,12 @@ impl Default for GoldConfig {
             workers: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            avoidance: true,
+            flex_render: crate::metrics::flex::RenderPreset::Paper,
+            flex_error_categories: false,
+            hybrid_cutoff: crate::metrics::hybrid_ex::DEFAULT_CUTOFF,
+            hybrid_tolerance: crate::metrics::hybrid_ex::DEFAULT_TOLERANCE,
+            judge: None,
         }
     }
 }
@@ -482,12 +523,14 @@ impl Config {
             ));
         }
         for metric in &self.gold.metrics {
-            if !matches!(metric.as_str(), "ex" | "esm" | "esm_plus") {
+            if !GOLD_METRICS.contains(&metric.as_str()) {
                 problems.push(format!(
-                    "gold.metrics: unknown metric {metric:?} (expected ex, esm, esm_plus)"
+                    "gold.metrics: unknown metric {metric:?} (expected {})",
+                    GOLD_METRICS.join(", ")
                 ));
             }
         }
+        problems.extend(self.gold_judge_problems());
         match self.sink.kind {
             SinkKind::Jsonl if self.sink.dir.as_os_str().is_empty() => {
                 problems.push("sink.dir is required for sink.kind = \"jsonl\"".to_string());
@@ -555,6 +598,72 @@ impl Config {
         } else {
             Err(ConfigError::Invalid(problems))
         }
+    }
+
+    /// The `[judge]` settings the LLM-judged gold metrics use: `[gold.judge]` when given, else
+    /// `[judge]` when it is an LLM judge; `None` when neither is an LLM judge.
+    pub fn gold_judge(&self) -> Option<&JudgeConfig> {
+        match &self.gold.judge {
+            Some(judge) => (judge.kind == JudgeKind::Llm).then_some(judge),
+            None => (self.judge.kind == JudgeKind::Llm).then_some(&self.judge),
+        }
+    }
+
+    /// Problems with the LLM-judged gold metrics' settings.
+    fn gold_judge_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let gold = &self.gold;
+        let judged: Vec<&str> = JUDGED_GOLD_METRICS
+            .iter()
+            .copied()
+            .filter(|m| gold.has(m))
+            .collect();
+        if let Some(judge) = &gold.judge {
+            if judge.kind != JudgeKind::Llm {
+                problems.push(
+                    "gold.judge.kind must be \"llm\" ([gold.judge] is the LLM endpoint of flex, \
+                     rose and hybrid_ex)"
+                        .to_string(),
+                );
+            }
+            if judge.base_url.trim().is_empty() {
+                problems.push("gold.judge.base_url must not be empty".to_string());
+            }
+            if judge.model.trim().is_empty() {
+                problems.push("gold.judge.model must not be empty".to_string());
+            }
+            if !(judge.max_requests_per_second.is_finite() && judge.max_requests_per_second > 0.0) {
+                problems.push(
+                    "gold.judge.max_requests_per_second must be a positive number".to_string(),
+                );
+            }
+            if judge.max_concurrency == 0 {
+                problems.push("gold.judge.max_concurrency must be at least 1".to_string());
+            }
+            if judge.timeout_ms == 0 {
+                problems.push("gold.judge.timeout_ms must be at least 1".to_string());
+            }
+        } else if !judged.is_empty() && self.judge.kind != JudgeKind::Llm {
+            problems.push(format!(
+                "gold.metrics includes {} (LLM-judged), but judge.kind is \"deterministic\": set \
+                 [judge] kind = \"llm\", or give these metrics their own [gold.judge] section \
+                 with kind = \"llm\"",
+                judged.join(", ")
+            ));
+        }
+        if !(gold.hybrid_cutoff.is_finite() && (0.0..=1.0).contains(&gold.hybrid_cutoff)) {
+            problems.push(format!(
+                "gold.hybrid_cutoff must be between 0 and 1, not {}",
+                gold.hybrid_cutoff
+            ));
+        }
+        if !(gold.hybrid_tolerance.is_finite() && (0.0..=1.0).contains(&gold.hybrid_tolerance)) {
+            problems.push(format!(
+                "gold.hybrid_tolerance must be between 0 and 1 (relative), not {}",
+                gold.hybrid_tolerance
+            ));
+        }
+        problems
     }
 
     /// The effective configuration as TOML, with every secret replaced by [`REDACTED`]:
@@ -804,6 +913,68 @@ mod tests {
         // The rendering is itself a loadable config (round trip).
         let back: Config = toml::from_str(&text).unwrap();
         assert_eq!(back.pipeline, c.pipeline);
+    }
+
+    #[test]
+    fn judged_gold_metrics_need_an_llm_judge() {
+        let metrics = ("SQLGRADE__GOLD__METRICS", "ex,rose,hybrid_ex");
+        let load = |extra: &[(&str, &str)]| {
+            let mut pairs = vec![metrics];
+            pairs.extend_from_slice(extra);
+            Config::load_with_env(None, env(&pairs))
+        };
+        let err = load(&[]).unwrap_err().to_string();
+        assert!(
+            err.contains("gold.metrics includes rose, hybrid_ex"),
+            "{err}"
+        );
+        let c = load(&[("SQLGRADE__JUDGE__KIND", "llm")]).unwrap();
+        assert_eq!(c.gold_judge(), Some(&c.judge));
+        let c = load(&[
+            ("SQLGRADE__GOLD__JUDGE__KIND", "llm"),
+            ("SQLGRADE__GOLD__JUDGE__MODEL", "gpt-4o"),
+        ])
+        .unwrap();
+        assert_eq!(c.gold_judge().map(|j| j.model.as_str()), Some("gpt-4o"));
+        assert_eq!(c.judge.kind, JudgeKind::Deterministic);
+        let err = load(&[("SQLGRADE__GOLD__JUDGE__MODEL", "gpt-4o")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("gold.judge.kind must be \"llm\""), "{err}");
+        let err = load(&[
+            ("SQLGRADE__JUDGE__KIND", "llm"),
+            ("SQLGRADE__GOLD__HYBRID_CUTOFF", "1.5"),
+            ("SQLGRADE__GOLD__HYBRID_TOLERANCE", "-1"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("gold.hybrid_cutoff") && err.contains("gold.hybrid_tolerance"));
+        let err = Config::load_with_env(None, env(&[("SQLGRADE__GOLD__METRICS", "ex,bleu")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"bleu\"") && err.contains("hybrid_ex"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn gold_judge_section_renders_redacted_and_round_trips() {
+        let mut c = Config::default();
+        c.gold.metrics.push("flex".into());
+        c.gold.flex_render = crate::metrics::flex::RenderPreset::RepoV1;
+        c.gold.judge = Some(JudgeConfig {
+            kind: JudgeKind::Llm,
+            api_key: Some(Secret::new("sk-gold")),
+            ..JudgeConfig::default()
+        });
+        c.validate().unwrap();
+        let text = c.to_redacted_toml().unwrap();
+        assert!(!text.contains("sk-gold"), "{text}");
+        assert!(text.contains("[gold.judge]") && text.contains("flex_render = \"repo_v1\""));
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.gold.flex_render, c.gold.flex_render);
+        assert_eq!(back.gold.judge.map(|j| j.kind), Some(JudgeKind::Llm));
     }
 
     #[test]

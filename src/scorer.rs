@@ -71,6 +71,22 @@ impl ProfileLookup for WatchedRules {
 pub trait GoldMetrics: Send + Sync {
     /// Rows for the gold metrics of `event`; `ts` is the row time when the event has none.
     async fn score(&self, event: &Event, gold: &Gold, ts: &str) -> Vec<EvaluationRow>;
+
+    /// LLM usage of the gold metrics so far: judged-metric call counts, and the totals of
+    /// their LLM client when it is not the STEF judge's (nothing for deterministic metrics).
+    fn llm_usage(&self) -> crate::summary::LlmUsage {
+        crate::summary::LlmUsage::default()
+    }
+
+    /// Whether the gold metrics' LLM client is the STEF judge's own (its totals are then
+    /// reported once, with the judge).
+    fn shares_judge_client(&self) -> bool {
+        false
+    }
+
+    /// Finish background work of the gold metrics' own LLM client (queued durable-cache
+    /// writes) before the process exits. Default: nothing to finish.
+    async fn flush(&self) {}
 }
 
 /// Knobs of the scorer.
@@ -143,6 +159,35 @@ impl Scorer {
     /// event, before exiting.
     pub async fn flush(&self) {
         self.judge.flush().await;
+        if let Some(gold) = &self.gold {
+            gold.flush().await;
+        }
+    }
+
+    /// LLM usage so far: the STEF judge's totals when it is an LLM judge, the gold metrics'
+    /// own client (when separate), and the judged gold metrics' call counts.
+    pub fn llm_usage(&self) -> crate::summary::LlmUsage {
+        let mut usage = self
+            .gold
+            .as_ref()
+            .map(|g| g.llm_usage())
+            .unwrap_or_default();
+        if self.judge.kind().starts_with("llm") {
+            let shared = self.gold.as_ref().is_some_and(|g| g.shares_judge_client());
+            usage.clients.insert(
+                0,
+                crate::summary::ClientUsage {
+                    role: if shared {
+                        "STEF judge + gold metrics".into()
+                    } else {
+                        "STEF judge".into()
+                    },
+                    judge: self.judge.kind(),
+                    totals: self.judge.totals(),
+                },
+            );
+        }
+        usage
     }
 
     /// Score `event`; rows of events without `ts` are stamped with the current time.

@@ -1,7 +1,9 @@
 //! Run summary: what a `run` or `backfill` wrote, printed as a table at the end.
 //!
 //! Memory stays constant however long the daemon runs: Φ goes into a fixed histogram at the
-//! 0.01 resolution Φ is rounded to, so mean, P50 and P90 are exact.
+//! 0.01 resolution Φ is rounded to, so mean, P50 and P90 are exact. LLM usage ([`LlmUsage`]:
+//! each client's totals, and per LLM-judged gold metric the judge calls, cache hits and avoided
+//! calls) is taken from the scorer when the run ends.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,6 +11,7 @@ use std::time::Duration;
 
 use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
 use crate::judge::JudgeTotals;
+use crate::metrics::avoid::MetricCalls;
 
 /// Φ buckets: 0.00 … 100.00 in steps of 0.01.
 const PHI_BUCKETS: usize = 10_001;
@@ -132,6 +135,99 @@ impl GroupStats {
     }
 }
 
+/// What one LLM client did during a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientUsage {
+    /// Who uses the client: `STEF judge`, `gold metrics`, or `STEF judge + gold metrics`.
+    pub role: String,
+    /// `llm:<model>`.
+    pub judge: String,
+    /// Calls, cache hits, tokens, retries, failures.
+    pub totals: JudgeTotals,
+}
+
+/// LLM usage of a run: per client, and per LLM-judged gold metric (FLEX, ROSE, Hybrid-EX).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmUsage {
+    /// One entry per distinct LLM client (a client shared by STEF and the gold metrics once).
+    pub clients: Vec<ClientUsage>,
+    /// Judge calls requested, cache hits and avoided calls per judged metric.
+    pub judged: BTreeMap<Metric, MetricCalls>,
+}
+
+impl LlmUsage {
+    /// Whether nothing used an LLM (no LLM client configured).
+    pub fn is_empty(&self) -> bool {
+        self.clients.is_empty() && self.judged.is_empty()
+    }
+
+    /// The usage accumulated since `before` (a snapshot of the same scorer taken earlier), so a
+    /// run reports its own calls when the scorer outlives it.
+    pub fn since(&self, before: &LlmUsage) -> LlmUsage {
+        let clients = self
+            .clients
+            .iter()
+            .map(|c| {
+                let earlier = before
+                    .clients
+                    .iter()
+                    .find(|b| b.role == c.role && b.judge == c.judge)
+                    .map(|b| b.totals)
+                    .unwrap_or_default();
+                ClientUsage {
+                    totals: totals_since(&c.totals, &earlier),
+                    ..c.clone()
+                }
+            })
+            .collect();
+        let judged = self
+            .judged
+            .iter()
+            .map(|(m, c)| {
+                let earlier = before.judged.get(m).cloned().unwrap_or_default();
+                (*m, calls_since(c, &earlier))
+            })
+            .collect();
+        LlmUsage { clients, judged }
+    }
+}
+
+fn totals_since(now: &JudgeTotals, before: &JudgeTotals) -> JudgeTotals {
+    JudgeTotals {
+        assessments: now.assessments.saturating_sub(before.assessments),
+        cache_hits: now.cache_hits.saturating_sub(before.cache_hits),
+        durable_hits: now.durable_hits.saturating_sub(before.durable_hits),
+        llm_calls: now.llm_calls.saturating_sub(before.llm_calls),
+        http_requests: now.http_requests.saturating_sub(before.http_requests),
+        retries: now.retries.saturating_sub(before.retries),
+        repairs: now.repairs.saturating_sub(before.repairs),
+        prompt_tokens: now.prompt_tokens.saturating_sub(before.prompt_tokens),
+        completion_tokens: now
+            .completion_tokens
+            .saturating_sub(before.completion_tokens),
+        failures: now.failures.saturating_sub(before.failures),
+    }
+}
+
+fn calls_since(now: &MetricCalls, before: &MetricCalls) -> MetricCalls {
+    MetricCalls {
+        events: now.events.saturating_sub(before.events),
+        llm_calls: now.llm_calls.saturating_sub(before.llm_calls),
+        cache_hits: now.cache_hits.saturating_sub(before.cache_hits),
+        avoided: now
+            .avoided
+            .iter()
+            .map(|(why, n)| {
+                (
+                    *why,
+                    n.saturating_sub(before.avoided.get(why).copied().unwrap_or(0)),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect(),
+    }
+}
+
 /// Everything a run wrote (counted when the sink accepted it).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
@@ -151,8 +247,8 @@ pub struct Summary {
     pub metrics: BTreeMap<String, MetricStats>,
     /// STEF Φ per agent label.
     pub by_agent: BTreeMap<String, GroupStats>,
-    /// The judge's totals at the end of the run (all zero for the deterministic judge).
-    pub judge: JudgeTotals,
+    /// LLM clients and judged-metric calls of the run.
+    pub llm: LlmUsage,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
 }
@@ -300,22 +396,6 @@ impl Summary {
                 }
             }
         }
-        let judge = &self.judge;
-        if judge.assessments > 0 {
-            let _ = writeln!(
-                out,
-                "judge               assessments {}  cache hits {} ({:.1}%: memory {}, durable {})  LLM calls {}  tokens {} + {}  failures {}",
-                judge.assessments,
-                judge.cache_hits,
-                100.0 * judge.hit_rate().unwrap_or(0.0),
-                judge.memory_hits(),
-                judge.durable_hits,
-                judge.llm_calls,
-                judge.prompt_tokens,
-                judge.completion_tokens,
-                judge.failures
-            );
-        }
         for (name, m) in &self.metrics {
             let verdict = if m.verdicts > 0 {
                 format!(
@@ -340,7 +420,80 @@ impl Summary {
                 );
             }
         }
+        self.render_llm(&mut out);
         out
+    }
+
+    fn render_llm(&self, out: &mut String) {
+        for client in &self.llm.clients {
+            let t = &client.totals;
+            let _ = writeln!(out, "LLM judge {} ({})", client.judge, client.role);
+            let _ = writeln!(
+                out,
+                "  {:<18}{}  cache hits {} ({})  durable hits {}  failures {}",
+                "calls requested",
+                t.assessments,
+                t.cache_hits,
+                percent(t.cache_hits, t.assessments),
+                t.durable_hits,
+                t.failures
+            );
+            let _ = writeln!(
+                out,
+                "  {:<18}{}  HTTP requests {}  retries {}  repairs {}  tokens {} prompt + {} completion",
+                "LLM calls",
+                t.llm_calls,
+                t.http_requests,
+                t.retries,
+                t.repairs,
+                t.prompt_tokens,
+                t.completion_tokens
+            );
+        }
+        if self.llm.judged.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "LLM-judged metrics  judge calls (per event), answered from cache, sent to the LLM, avoided"
+        );
+        for (metric, c) in &self.llm.judged {
+            let avoided: u64 = c.avoided.values().sum();
+            let reasons = c
+                .avoided
+                .iter()
+                .map(|(why, n)| format!("{} {n}", why.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let per_event = if c.events > 0 {
+                c.llm_calls as f64 / c.events as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "  {:<18}events {}  judge calls {} ({per_event:.3}/event)  cache hits {} ({})  to the LLM {}  avoided {avoided}{}",
+                metric.as_str(),
+                c.events,
+                c.llm_calls,
+                c.cache_hits,
+                percent(c.cache_hits, c.llm_calls),
+                c.llm_calls.saturating_sub(c.cache_hits),
+                if reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({reasons})")
+                }
+            );
+        }
+    }
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * part as f64 / whole as f64)
     }
 }
 
@@ -435,6 +588,76 @@ mod tests {
         let text = s.render("t");
         assert!(text.contains("excellent 40.0%"), "{text}");
         assert!(text.contains("by agent"), "{text}");
+    }
+
+    #[test]
+    fn llm_usage_is_reported_per_run() {
+        use crate::metrics::avoid::Avoidance;
+        let calls = |events, llm_calls, cache_hits, avoided: &[(Avoidance, u64)]| MetricCalls {
+            events,
+            llm_calls,
+            cache_hits,
+            avoided: avoided.iter().copied().collect(),
+        };
+        let usage = |assessments, hits, flex: MetricCalls| LlmUsage {
+            clients: vec![ClientUsage {
+                role: "STEF judge + gold metrics".into(),
+                judge: "llm:m".into(),
+                totals: JudgeTotals {
+                    assessments,
+                    cache_hits: hits,
+                    llm_calls: assessments - hits,
+                    http_requests: assessments - hits,
+                    prompt_tokens: 100 * (assessments - hits),
+                    ..JudgeTotals::default()
+                },
+            }],
+            judged: [(Metric::Flex, flex)].into_iter().collect(),
+        };
+        let before = usage(10, 2, calls(4, 3, 1, &[(Avoidance::EsmPlusEquivalent, 1)]));
+        let after = usage(
+            16,
+            8,
+            calls(
+                8,
+                6,
+                4,
+                &[
+                    (Avoidance::EsmPlusEquivalent, 2),
+                    (Avoidance::PredictionFailed, 1),
+                ],
+            ),
+        );
+        let run = after.since(&before);
+        let t = run.clients[0].totals;
+        assert_eq!((t.assessments, t.cache_hits, t.llm_calls), (6, 6, 0));
+        assert_eq!(t.prompt_tokens, 0);
+        let flex = &run.judged[&Metric::Flex];
+        assert_eq!((flex.events, flex.llm_calls, flex.cache_hits), (4, 3, 3));
+        assert_eq!(flex.avoided[&Avoidance::EsmPlusEquivalent], 1);
+        assert_eq!(flex.avoided[&Avoidance::PredictionFailed], 1);
+
+        let summary = Summary {
+            llm: run,
+            ..Summary::default()
+        };
+        let text = summary.render("t");
+        assert!(
+            text.contains("LLM judge llm:m (STEF judge + gold metrics)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("calls requested   6  cache hits 6 (100.0%)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "flex              events 4  judge calls 3 (0.750/event)  cache hits 3 (100.0%)  \
+                 to the LLM 0  avoided 2 (esm_plus_equivalent 1, prediction_failed 1)"
+            ),
+            "{text}"
+        );
+        assert!(!Summary::default().render("t").contains("LLM"));
     }
 
     #[test]

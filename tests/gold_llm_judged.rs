@@ -12,7 +12,8 @@ use sqlgrade::event::Event;
 use sqlgrade::exec::{ExecLimits, SqliteExecutor};
 use sqlgrade::judge::llm::LlmClient;
 use sqlgrade::metrics::avoid::Avoidance;
-use sqlgrade::metrics::judged::{JudgedOptions, JudgedScorer};
+use sqlgrade::metrics::flex::{ERROR_CATEGORY_KEYS, FlexOptions};
+use sqlgrade::metrics::judged::{JudgedInput, JudgedOptions, JudgedScorer};
 use support::config;
 use support::openai_mock::{MockServer, Scripted};
 
@@ -89,8 +90,14 @@ fn scorer(server: &MockServer, options: JudgedOptions) -> JudgedScorer {
     JudgedScorer::new(Arc::new(client), options)
 }
 
+/// Execute (on the test thread, as the pipeline does on the blocking pool), then judge.
+async fn rows(s: &JudgedScorer, e: &Event, esm_plus: Option<bool>) -> Vec<EvaluationRow> {
+    let input = JudgedInput::prepare(e, &exec(), esm_plus).unwrap();
+    s.score(e, &input, TS).await
+}
+
 async fn one(s: &JudgedScorer, e: &Event, esm_plus: Option<bool>) -> EvaluationRow {
-    let rows = s.score_at(e, &exec(), esm_plus, TS).await;
+    let rows = rows(s, e, esm_plus).await;
     assert_eq!(rows.len(), 1);
     rows.into_iter().next().unwrap()
 }
@@ -233,6 +240,141 @@ async fn flex_quoted_boolean_is_parsed() {
     assert_eq!(row.verdict, Some(false));
 }
 
+// ---------------------------------------------------------------- FLEX error categories
+
+fn flex_with_categories() -> JudgedOptions {
+    JudgedOptions {
+        flex: Some(FlexOptions {
+            error_categories: true,
+            ..FlexOptions::default()
+        }),
+        ..only(Metric::Flex)
+    }
+}
+
+fn categories(issued: &[&str]) -> Value {
+    let map: serde_json::Map<String, Value> = ERROR_CATEGORY_KEYS
+        .iter()
+        .map(|k| {
+            let on = issued.contains(k);
+            (
+                k.to_string(),
+                json!({"issued": on, "explanation": if on { format!("{k} because") } else { String::new() }}),
+            )
+        })
+        .collect();
+    Value::Object(map)
+}
+
+#[tokio::test]
+async fn flex_error_categories_follow_an_incorrect_verdict() {
+    let server = MockServer::start().await;
+    server.push([
+        Scripted::json(&json!({"reasoning": "missing StatusType filter", "correct": false})),
+        Scripted::json(&categories(&[
+            "incorrect_filtering_condition",
+            "abused_clauses",
+        ])),
+    ]);
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &f5(), Some(false)).await;
+    assert_eq!(row.status, RowStatus::Ok);
+    assert_eq!(
+        row.verdict,
+        Some(false),
+        "the categoriser never changes the verdict"
+    );
+    assert_eq!(
+        row.details["error_categories"],
+        json!(["incorrect_filtering_condition", "abused_clauses"])
+    );
+    assert_eq!(
+        row.details["error_category_explanations"]["abused_clauses"],
+        "abused_clauses because"
+    );
+    assert_eq!(row.details["llm_calls"], 2);
+    assert_eq!(server.request_count(), 2);
+    let sys = system(&server, 1);
+    assert!(sys.contains("categorise why"), "{sys}");
+    let u = user(&server, 1);
+    let order = [
+        "**Schema**",
+        "**Question**",
+        "**Prediction Query**",
+        "**Ground Truth Query**",
+        "**Judgment**",
+        "**Hint**",
+    ];
+    let pos: Vec<usize> = order
+        .iter()
+        .map(|h| u.find(h).unwrap_or_else(|| panic!("{h} missing in {u}")))
+        .collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]), "{u}");
+    assert!(
+        u.contains("missing StatusType filter"),
+        "the first judgment is shown"
+    );
+    assert!(!u.contains("Result**"), "no execution results: {u}");
+    assert_eq!(s.counter().snapshot()[&Metric::Flex].llm_calls, 2);
+}
+
+#[tokio::test]
+async fn flex_error_categories_are_not_asked_for_a_correct_verdict() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(
+        &json!({"reasoning": "fine", "correct": true}),
+    )]);
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &f8(), None).await;
+    assert_eq!(row.verdict, Some(true));
+    assert!(row.details.get("error_categories").is_none());
+    assert_eq!(row.details["llm_calls"], 1);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn flex_error_categories_are_off_by_default() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(
+        &json!({"reasoning": "wrong", "correct": false}),
+    )]);
+    let s = scorer(&server, only(Metric::Flex));
+    let row = one(&s, &f5(), None).await;
+    assert_eq!(row.verdict, Some(false));
+    assert!(row.details.get("error_categories").is_none());
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn flex_error_category_failure_keeps_the_verdict() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(
+        &json!({"reasoning": "wrong", "correct": false}),
+    )]);
+    server.respond_with(|_| Scripted::Content("{\"incorrect_schema_linking\": true}".into()));
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &f5(), None).await;
+    assert_eq!(row.status, RowStatus::Ok);
+    assert_eq!((row.value, row.verdict), (0.0, Some(false)));
+    assert_eq!(row.details["reasoning"], "wrong");
+    assert_eq!(
+        row.details["error_categories_error"]["kind"],
+        "invalid_reply"
+    );
+    assert!(row.details.get("error_categories").is_none());
+    assert_eq!(server.request_count(), 3, "verdict, categories, one repair");
+}
+
+#[tokio::test]
+async fn flex_error_category_of_a_failing_prediction_needs_no_call() {
+    let server = MockServer::start().await;
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &failing(), None).await;
+    assert_eq!(row.status, RowStatus::ExecError);
+    assert_eq!(row.details["error_categories"], json!(["error"]));
+    assert_eq!(server.request_count(), 0);
+}
+
 // ---------------------------------------------------------------- avoidance
 
 #[tokio::test]
@@ -243,7 +385,7 @@ async fn esm_plus_equivalence_avoids_flex_and_rose_calls() {
         ..JudgedOptions::default()
     };
     let s = scorer(&server, opts);
-    let rows = s.score_at(&f8(), &exec(), Some(true), TS).await;
+    let rows = rows(&s, &f8(), Some(true)).await;
     assert_eq!(rows.len(), 2);
     for r in &rows {
         assert_eq!(r.verdict, Some(true), "{r:?}");
@@ -350,6 +492,27 @@ async fn hybrid_uses_the_alignment_and_reports_llm_ex() {
         u.contains("gold_result") && u.contains("hero,name,id"),
         "{u}"
     );
+}
+
+#[tokio::test]
+async fn hybrid_large_tables_are_scored_off_the_runtime() {
+    // 750 × 749 row pairs: Stage 2 runs on the blocking pool; the result is the same.
+    let server = MockServer::start().await;
+    server.push([Scripted::json(&alignment(json!({}), json!(["id"])))]);
+    let s = scorer(&server, only(Metric::HybridEx));
+    let e = event(
+        "List the heroes",
+        None,
+        "SELECT id, superhero_name FROM superhero WHERE id > 1",
+        "SELECT id, superhero_name FROM superhero",
+    );
+    let row = one(&s, &e, None).await;
+    assert_eq!(row.status, RowStatus::Ok);
+    assert_eq!(row.details["path"], "index_matched");
+    assert_eq!(row.details["n_matched"], 749);
+    assert_eq!(row.details["n_unmatched"], 1);
+    assert!((row.value - 749.0 / 750.0).abs() < 1e-9, "{}", row.value);
+    assert_eq!(row.verdict, Some(true));
 }
 
 #[tokio::test]

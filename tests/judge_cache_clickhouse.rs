@@ -7,8 +7,8 @@
 //! - process B (`sqlgrade run`, ClickHouse sink, `durable_cache` left at `auto`), a fresh
 //!   process with an empty in-memory cache, scores the same events: 0 LLM calls, the same
 //!   verdicts, every row `judge_cached`, the summary counts N durable hits;
-//! - FLEX (an LLM-judged gold metric on `LlmClient::call_structured`) goes through the same
-//!   levels when its client comes from `build_llm_client`;
+//! - FLEX (an LLM-judged gold metric on `LlmClient::call_structured`, computed by the same
+//!   daemons for the events that carry gold SQL) goes through the same levels;
 //! - ClickHouse stopped: process C scores through the LLM, no error rows, exit 0.
 
 mod support;
@@ -24,18 +24,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use servers::ClickHouse;
-use sqlgrade::config::Config;
-use sqlgrade::evaluation::Metric;
 use sqlgrade::event::Event;
-use sqlgrade::exec::{ExecLimits, SqliteExecutor};
-use sqlgrade::metrics::judged::{JudgedOptions, JudgedScorer};
 use sqlgrade::migrate::migrate;
-use sqlgrade::pipeline::build::build_llm_client;
 use sqlgrade::sink::clickhouse::ClickHouseSettings;
 use support::openai_mock::{MockServer, Scripted};
 use support::{distinct_events, stef_reply};
 
+/// Events without gold data (STEF only).
 const EVENTS: usize = 40;
+/// Events with gold SQL on BIRD's superhero database (STEF + FLEX).
+const GOLD_EVENTS: usize = 2;
 const VERDICTS: [&str; 4] = [
     "correct",
     "likely_correct",
@@ -108,6 +106,10 @@ max_concurrency = 16
 timeout_ms = 5000
 max_retries = 1
 {durable}
+[gold]
+databases = "{databases}"
+metrics = ["flex"]
+
 [rules]
 dir = "{rules}"
 reload_interval_ms = 0
@@ -119,6 +121,9 @@ workers = 8
             mock = self.mock_url,
             rules = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("rules")
+                .display(),
+            databases = sqlgrade::testdata::data_dir()
+                .join("bird/databases")
                 .display(),
         );
         let path = self.dir.path().join(format!("{name}.toml"));
@@ -143,22 +148,32 @@ fn run(config: &Path) -> (Option<i32>, String, String) {
     )
 }
 
-/// The summary's judge line.
-fn judge_line(stdout: &str) -> String {
-    stdout
-        .lines()
-        .find(|l| l.starts_with("judge "))
-        .unwrap_or_else(|| panic!("no judge line in the summary:\n{stdout}"))
-        .to_string()
+/// The LLM client's numbers in the run summary: (calls requested, cache hits, durable hits,
+/// LLM calls).
+fn llm_usage(stdout: &str) -> (u64, u64, u64, u64) {
+    let numbers = |label: &str| -> Vec<u64> {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in the summary:\n{stdout}"));
+        line.split_whitespace()
+            .filter_map(|w| w.parse::<u64>().ok())
+            .collect()
+    };
+    // "calls requested N  cache hits H (p%)  durable hits D  failures F"
+    let requested = numbers("calls requested");
+    // "LLM calls C  HTTP requests …"
+    let calls = numbers("LLM calls");
+    (requested[0], requested[1], requested[2], calls[0])
 }
 
-/// STEF rows of a JSONL sink directory by event id.
-fn jsonl_stef_rows(dir: &Path) -> BTreeMap<String, Value> {
+/// Rows of one metric in a JSONL sink directory, by event id.
+fn jsonl_rows(dir: &Path, metric: &str) -> BTreeMap<String, Value> {
     std::fs::read_to_string(dir.join("evaluations.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["metric"] == "stef")
+        .filter(|r| r["metric"] == metric)
         .map(|r| (r["event_id"].as_str().unwrap().to_string(), r))
         .collect()
 }
@@ -180,7 +195,8 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
     let server = MockServer::start().await;
     let _replies = varying_replies(&server);
     let events_path = dir.path().join("events.jsonl");
-    let events = distinct_events(EVENTS);
+    let mut events = distinct_events(EVENTS);
+    events.extend(gold_events());
     let text: String = events
         .iter()
         .map(|e| serde_json::to_string(e).unwrap() + "\n")
@@ -192,25 +208,34 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         mock_url: server.base_url(),
         clickhouse_url: ch.url(),
     };
+    let all = (EVENTS + GOLD_EVENTS) as u64;
 
     // Process A: every verdict comes from the LLM and is written back to judge_cache.
     let (code, stdout, stderr) = run(&setup.config("a", "jsonl", Some("clickhouse")));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    assert_eq!(server.request_count(), EVENTS, "{stderr}");
-    let line = judge_line(&stdout);
-    assert!(
-        line.contains(&format!("assessments {EVENTS} "))
-            && line.contains("cache hits 0 ")
-            && line.contains(&format!("LLM calls {EVENTS} ")),
-        "{line}"
-    );
     assert!(stderr.contains("durable judge cache: ClickHouse judge_cache"));
+    let rows_a = jsonl_rows(&setup.dir.path().join("a"), "stef");
+    let flex_a = jsonl_rows(&setup.dir.path().join("a"), "flex");
+    assert_eq!(rows_a.len() as u64, all);
+    assert_eq!(flex_a.len(), GOLD_EVENTS);
+    // FLEX calls made (the rest avoided by deterministic evidence).
+    let flex_calls = flex_a
+        .values()
+        .filter(|r| r["details"].get("avoided").is_none())
+        .count() as u64;
+    assert!(flex_calls >= 1, "no FLEX call to cache: {flex_a:?}");
+    let requests = all + flex_calls;
+    assert_eq!(server.request_count() as u64, requests, "{stderr}");
+    let (requested, hits, durable, llm_calls) = llm_usage(&stdout);
+    assert_eq!(
+        (requested, hits, durable, llm_calls),
+        (requests, 0, 0, requests),
+        "{stdout}"
+    );
     assert_eq!(
         ch.count("SELECT count() FROM sqlgrade.judge_cache FINAL"),
-        EVENTS as u64
+        requests
     );
-    let rows_a = jsonl_stef_rows(&setup.dir.path().join("a"));
-    assert_eq!(rows_a.len(), EVENTS);
     let distinct_verdicts: std::collections::BTreeSet<&str> = rows_a
         .values()
         .map(|r| r["semantic_verdict"].as_str().unwrap())
@@ -226,16 +251,15 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
     let (code, stdout, stderr) = run(&setup.config("b", "clickhouse", None));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert_eq!(
-        server.request_count(),
-        EVENTS,
+        server.request_count() as u64,
+        requests,
         "B made LLM calls:\n{stderr}"
     );
-    let line = judge_line(&stdout);
-    assert!(
-        line.contains(&format!(
-            "cache hits {EVENTS} (100.0%: memory 0, durable {EVENTS})"
-        )) && line.contains("LLM calls 0 "),
-        "{line}"
+    let (requested, hits, durable, llm_calls) = llm_usage(&stdout);
+    assert_eq!(
+        (requested, hits, durable, llm_calls),
+        (requests, requests, requests, 0),
+        "{stdout}"
     );
     let stored = ch.query(
         "SELECT event_id, semantic_verdict, confidence, value, judge_cached, status \
@@ -258,77 +282,75 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         assert_eq!(f[5], "ok");
         compared += 1;
     }
-    assert_eq!(compared, EVENTS);
-
-    // FLEX on call_structured: the same levels, with a client built from the config.
-    let config = Config::load(Some(&setup.config("flex", "jsonl", Some("clickhouse")))).unwrap();
-    let flex_event = Event::from_value(json!({
-        "event_id": "flex-1",
-        "question": "Which superheroes have a full name starting with Charles?",
-        "sql": "SELECT T1.full_name, T1.superhero_name FROM superhero AS T1 WHERE T1.full_name LIKE 'Charles%' AND T1.id > 0",
-        "gold": {"sql": "SELECT full_name, superhero_name FROM superhero WHERE full_name LIKE 'Charles%'",
-                 "db_id": "superhero", "evidence": "full name refers to full_name"}
-    }))
-    .unwrap();
-    let exec = SqliteExecutor::new(
-        sqlgrade::testdata::data_dir().join("bird/databases"),
-        ExecLimits::default(),
+    assert_eq!(compared as u64, all);
+    let flex_b = ch.query(
+        "SELECT event_id, verdict, value, status FROM sqlgrade.evaluations FINAL \
+         WHERE metric = 'flex' ORDER BY event_id",
     );
-    let flex_only = JudgedOptions {
-        rose: None,
-        hybrid_ex: None,
-        ..JudgedOptions::default()
-    };
-    let first_client = build_llm_client(&config).unwrap();
-    let first = JudgedScorer::new(Arc::clone(&first_client), flex_only.clone());
-    let rows = first
-        .score_at(&flex_event, &exec, Some(false), "2026-01-01T00:00:00Z")
-        .await;
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].metric, Metric::Flex);
-    assert_eq!(server.request_count(), EVENTS + 1);
-    first_client.flush_durable_cache().await.unwrap();
-    let second_client = build_llm_client(&config).unwrap();
-    let second = JudgedScorer::new(Arc::clone(&second_client), flex_only);
-    let again = second
-        .score_at(&flex_event, &exec, Some(false), "2026-01-01T00:00:00Z")
-        .await;
-    assert_eq!(
-        server.request_count(),
-        EVENTS + 1,
-        "FLEX asked the LLM again"
-    );
-    assert_eq!(again[0].verdict, rows[0].verdict);
-    assert_eq!(again[0].value, rows[0].value);
-    let totals = second_client.totals();
-    assert_eq!(
-        (totals.durable_hits, totals.llm_calls),
-        (1, 0),
-        "{totals:?}"
-    );
+    assert_eq!(flex_b.lines().count(), GOLD_EVENTS, "{flex_b}");
+    for line in flex_b.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let a = &flex_a[f[0]];
+        let verdict_a = match a["verdict"].as_bool() {
+            Some(true) => "1",
+            Some(false) => "0",
+            None => "\\N",
+        };
+        assert_eq!(
+            (f[1], f[3]),
+            (verdict_a, a["status"].as_str().unwrap()),
+            "{line} vs {a}"
+        );
+        assert!(
+            (f[2].parse::<f64>().unwrap() - a["value"].as_f64().unwrap()).abs() < 1e-9,
+            "{line} vs {a}"
+        );
+    }
 
     // ClickHouse stopped: a fresh process scores everything through the LLM, no error rows.
     ch.stop();
-    let before = server.request_count();
     let (code, stdout, stderr) = run(&setup.config("c", "jsonl", Some("clickhouse")));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    assert_eq!(server.request_count(), before + EVENTS);
-    let line = judge_line(&stdout);
-    assert!(
-        line.contains("durable 0)") && line.contains(&format!("LLM calls {EVENTS} ")),
-        "{line}"
-    );
+    assert_eq!(server.request_count() as u64, 2 * requests);
+    let (_, hits, durable, llm_calls) = llm_usage(&stdout);
+    assert_eq!((hits, durable, llm_calls), (0, 0, requests), "{stdout}");
     assert!(
         stderr.contains("durable judge cache (ClickHouse judge_cache) unavailable"),
         "{stderr}"
     );
-    let rows_c = jsonl_stef_rows(&setup.dir.path().join("c"));
-    assert_eq!(rows_c.len(), EVENTS);
+    let rows_c = jsonl_rows(&setup.dir.path().join("c"), "stef");
+    assert_eq!(rows_c.len() as u64, all);
     for r in rows_c.values() {
         assert_eq!(r["status"], "ok", "{r}");
         assert_eq!(r["judge"], "llm:judge-test");
     }
+    for r in jsonl_rows(&setup.dir.path().join("c"), "flex").values() {
+        assert_eq!(r["status"], "ok", "{r}");
+    }
     let dead =
         std::fs::read_to_string(setup.dir.path().join("c/dead_letters.jsonl")).unwrap_or_default();
     assert!(dead.trim().is_empty(), "{dead}");
+}
+
+/// Events with gold SQL on BIRD's superhero database whose predictions execute and are not
+/// ESM+-equivalent to the gold, so FLEX asks its judge (EQ and NEQ branch).
+fn gold_events() -> Vec<Event> {
+    let gold = "SELECT full_name, superhero_name FROM superhero WHERE full_name LIKE 'Charles%'";
+    [
+        "SELECT T1.full_name, T1.superhero_name FROM superhero AS T1 WHERE T1.full_name LIKE 'Charles%' AND T1.id > 0",
+        "SELECT superhero_name, full_name, id FROM superhero WHERE full_name LIKE 'Charles%'",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, pred)| {
+        Event::from_value(json!({
+            "event_id": format!("flex-{i}"),
+            "question": "Which superheroes have a full name starting with Charles?",
+            "sql": pred,
+            "dialect": "sqlite",
+            "gold": {"sql": gold, "db_id": "superhero", "evidence": "full name refers to full_name"}
+        }))
+        .unwrap()
+    })
+    .collect()
 }

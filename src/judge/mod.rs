@@ -138,4 +138,10 @@ pub trait Judge: Send + Sync {
     /// Finish background work (queued durable-cache writes) before the process exits. Never
     /// fails: a judge logs what it could not finish.
     async fn flush(&self) {}
+
+    /// The LLM client behind this judge, if any, so that other LLM metrics (FLEX, ROSE,
+    /// Hybrid-EX) can share its cache, rate limits and concurrency.
+    fn llm_client(&self) -> Option<std::sync::Arc<llm::LlmClient>> {
+        None
+    }
 }

@@ -13,7 +13,14 @@
 //!   of prose plus a fenced block: the layer's JSON extraction, strict validation and repair turn
 //!   replace the repo's parser (§2.7). A failed judge gives status `judge_error`, value 0 (counted
 //!   incorrect, as §2.8 says) and no verdict, so it is reported on its own.
-//! - The optional error-category second call (§2.9) is not implemented.
+//! - The optional error-category second call (§2.9, [`FlexOptions::error_categories`], off by
+//!   default): only when the verdict is *incorrect*, the `flex_categories` prompt (schema,
+//!   question, both queries, the first-pass judgment, hint; no results) classifies why, multi-label,
+//!   with the Fig 12 taxonomy ([`ErrorCategories`]). The issued keys go to
+//!   `details.error_categories`; it never changes the verdict, and a failed categorisation keeps
+//!   the verdict and records `details.error_categories_error`. A prediction that fails to execute
+//!   gets the category `error` without a call. The false-negative taxonomy (Fig 13, for EX = 0
+//!   items judged correct) is not implemented.
 
 use std::sync::LazyLock;
 
@@ -132,12 +139,18 @@ pub fn render_result(rs: &ResultSet, spec: RenderSpec) -> String {
 pub struct FlexOptions {
     /// Result rendering preset (NEQ branch).
     pub preset: RenderPreset,
+    /// Ask a second question for incorrect verdicts: which error categories apply (§2.9).
+    pub error_categories: bool,
 }
 
 /// Prompt names of the two branches.
 pub const FLEX_EQ_PROMPT: &str = "flex_eq";
 /// Prompt name of the NEQ branch.
 pub const FLEX_NEQ_PROMPT: &str = "flex_neq";
+/// Prompt name of the error categorisation (second call, incorrect verdicts only).
+pub const FLEX_CATEGORIES_PROMPT: &str = "flex_categories";
+/// Category recorded for a prediction that failed to execute (no LLM call).
+pub const EXEC_ERROR_CATEGORY: &str = "error";
 
 /// Variables of the FLEX prompts.
 #[derive(Debug, Serialize)]
@@ -189,6 +202,115 @@ impl StructuredReply for FlexReply {
     }
 }
 
+/// One category of the categorisation reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CategoryFlag {
+    /// Whether the issue is present.
+    #[serde(deserialize_with = "lenient_bool")]
+    pub issued: bool,
+    /// Why (may be empty when the issue is absent).
+    pub explanation: String,
+}
+
+/// The error categories of an incorrect prediction (flex.md §2.9, Fig 12 taxonomy; multi-label).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorCategories {
+    /// Tables or columns fit neither the question nor the schema.
+    pub incorrect_schema_linking: CategoryFlag,
+    /// The WHERE logic filters wrongly.
+    pub incorrect_filtering_condition: CategoryFlag,
+    /// Nullable columns mishandled in aggregates or arithmetic.
+    pub missing_handling_of_nullable_column: CategoryFlag,
+    /// Wrong when several rows qualify (ties, one-to-many).
+    pub missing_handling_of_multiple_rows: CategoryFlag,
+    /// GROUP BY / HAVING / ORDER BY / DISTINCT used needlessly.
+    pub abused_clauses: CategoryFlag,
+    /// Any other logic defect.
+    pub other_fatal_issues: CategoryFlag,
+}
+
+/// The category keys, in the taxonomy's order.
+pub const ERROR_CATEGORY_KEYS: [&str; 6] = [
+    "incorrect_schema_linking",
+    "incorrect_filtering_condition",
+    "missing_handling_of_nullable_column",
+    "missing_handling_of_multiple_rows",
+    "abused_clauses",
+    "other_fatal_issues",
+];
+
+impl ErrorCategories {
+    /// (key, flag) pairs in the taxonomy's order.
+    pub fn flags(&self) -> [(&'static str, &CategoryFlag); 6] {
+        let [a, b, c, d, e, f] = ERROR_CATEGORY_KEYS;
+        [
+            (a, &self.incorrect_schema_linking),
+            (b, &self.incorrect_filtering_condition),
+            (c, &self.missing_handling_of_nullable_column),
+            (d, &self.missing_handling_of_multiple_rows),
+            (e, &self.abused_clauses),
+            (f, &self.other_fatal_issues),
+        ]
+    }
+
+    /// The keys whose issue is present.
+    pub fn issued(&self) -> Vec<&'static str> {
+        self.flags()
+            .into_iter()
+            .filter(|(_, f)| f.issued)
+            .map(|(k, _)| k)
+            .collect()
+    }
+}
+
+static CATEGORIES_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
+    let flag = json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["issued", "explanation"],
+        "properties": {"issued": {"type": "boolean"}, "explanation": {"type": "string"}}
+    });
+    let properties: serde_json::Map<String, serde_json::Value> = ERROR_CATEGORY_KEYS
+        .iter()
+        .map(|k| (k.to_string(), flag.clone()))
+        .collect();
+    ReplySchema::new(
+        "flex_error_categories",
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ERROR_CATEGORY_KEYS,
+            "properties": properties
+        }),
+    )
+});
+
+impl StructuredReply for ErrorCategories {
+    fn schema() -> &'static ReplySchema {
+        &CATEGORIES_SCHEMA
+    }
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Variables of the categorisation prompt (no execution results, §2.9).
+#[derive(Debug, Serialize)]
+pub struct FlexCategoryVars<'a> {
+    /// Schema DDL.
+    pub schema: &'a str,
+    /// Question.
+    pub question: &'a str,
+    /// Predicted SQL.
+    pub pred_query: &'a str,
+    /// Gold SQL.
+    pub gt_query: &'a str,
+    /// The first-pass judgment (the judge's reasoning).
+    pub judgment: &'a str,
+    /// Evidence (absent when empty).
+    pub hint: Option<&'a str>,
+}
+
 pub(crate) fn exec_failure(e: &ExecError, extra: serde_json::Value) -> Outcome {
     let mut details = json!({
         "avoided": Avoidance::PredictionFailed.as_str(),
@@ -222,7 +344,12 @@ pub async fn score_flex(
         Ok(p) => p,
         Err(e) => {
             counter.avoided(Metric::Flex, Avoidance::PredictionFailed);
-            return exec_failure(e, json!({}));
+            let extra = if options.error_categories {
+                json!({"error_categories": [EXEC_ERROR_CATEGORY]})
+            } else {
+                json!({})
+            };
+            return exec_failure(e, extra);
         }
     };
     let ex = case.ex().unwrap_or(false);
@@ -238,8 +365,9 @@ pub async fn score_flex(
         };
     }
     let spec = options.preset.spec();
+    let schema = case.schema_text(&[case.pred_sql, case.gold_sql], false);
     let vars = FlexVars {
-        schema: case.schema_text(&[case.pred_sql, case.gold_sql], false),
+        schema: schema.clone(),
         question: case.question,
         pred_query: case.pred_sql,
         pred_result: (!ex).then(|| render_result(pred, spec)),
@@ -254,18 +382,38 @@ pub async fn score_flex(
         .await;
     counter.call(Metric::Flex, result.as_ref().is_ok_and(|o| o.cached));
     match result {
-        Ok(out) => Outcome {
-            value: if out.value.correct { 1.0 } else { 0.0 },
-            verdict: Some(out.value.correct),
-            status: RowStatus::Ok,
-            details: json!({
+        Ok(out) => {
+            let mut details = json!({
                 "branch": branch, "ex": ex, "reasoning": out.value.reasoning,
                 "judge": format!("llm:{}", client.model()), "prompt_version": out.prompt_version,
                 "cached": out.cached, "prompt_tokens": out.usage.prompt_tokens,
                 "completion_tokens": out.usage.completion_tokens, "llm_calls": 1,
                 "render_preset": options.preset,
-            }),
-        },
+            });
+            if options.error_categories && !out.value.correct {
+                let categories = categorise(
+                    client,
+                    case,
+                    &schema,
+                    &out.value.reasoning,
+                    counter,
+                    &out.usage,
+                    out.cached,
+                )
+                .await;
+                if let (Some(d), serde_json::Value::Object(x)) =
+                    (details.as_object_mut(), categories)
+                {
+                    d.extend(x);
+                }
+            }
+            Outcome {
+                value: if out.value.correct { 1.0 } else { 0.0 },
+                verdict: Some(out.value.correct),
+                status: RowStatus::Ok,
+                details,
+            }
+        }
         Err(e) => Outcome {
             value: 0.0,
             verdict: None,
@@ -273,6 +421,54 @@ pub async fn score_flex(
             details: json!({"branch": branch, "ex": ex, "judge_error": judge_error_json(&e),
                 "llm_calls": 1}),
         },
+    }
+}
+
+/// The second call for an incorrect verdict: the details to merge into the row (categories, or
+/// the categorisation error; the verdict is never changed). Token counts and `cached` cover
+/// both calls.
+async fn categorise(
+    client: &LlmClient,
+    case: &GoldCase<'_>,
+    schema: &str,
+    judgment: &str,
+    counter: &CallCounter,
+    first_usage: &crate::judge::TokenUsage,
+    first_cached: bool,
+) -> serde_json::Value {
+    let vars = FlexCategoryVars {
+        schema,
+        question: case.question,
+        pred_query: case.pred_sql,
+        gt_query: case.gold_sql,
+        judgment,
+        hint: case.evidence.filter(|h| !h.trim().is_empty()),
+    };
+    let call = StructuredCall::new(FLEX_CATEGORIES_PROMPT, &vars, "");
+    let result = client
+        .call_structured::<ErrorCategories, _, _>(call, &|_| Ok(()))
+        .await;
+    counter.call(Metric::Flex, result.as_ref().is_ok_and(|o| o.cached));
+    match result {
+        Ok(out) => {
+            let explanations: serde_json::Map<String, serde_json::Value> = out
+                .value
+                .flags()
+                .into_iter()
+                .filter(|(_, f)| f.issued)
+                .map(|(k, f)| (k.to_string(), json!(f.explanation)))
+                .collect();
+            json!({
+                "error_categories": out.value.issued(),
+                "error_category_explanations": explanations,
+                "categories_prompt_version": out.prompt_version,
+                "cached": first_cached && out.cached,
+                "prompt_tokens": first_usage.prompt_tokens + out.usage.prompt_tokens,
+                "completion_tokens": first_usage.completion_tokens + out.usage.completion_tokens,
+                "llm_calls": 2,
+            })
+        }
+        Err(e) => json!({"error_categories_error": judge_error_json(&e), "llm_calls": 2}),
     }
 }
 

@@ -746,7 +746,30 @@ pub async fn score_hybrid(
             json!({"judge_error": super::judged::judge_error_json(&e)}),
         ),
     };
-    let scored = score_tables(case.gold, pred, &alignment, options.tolerance);
+    let scored = if case.gold.rows.len().saturating_mul(pred.rows.len()) > INLINE_PAIR_LIMIT {
+        // Large tables: the greedy path is CPU-bound, keep it off the async workers.
+        let (gold, pred, meta, tolerance) = (
+            std::sync::Arc::clone(case.gold),
+            std::sync::Arc::clone(pred),
+            alignment.clone(),
+            options.tolerance,
+        );
+        match tokio::task::spawn_blocking(move || score_tables(&gold, &pred, &meta, tolerance))
+            .await
+        {
+            Ok(scored) => scored,
+            Err(e) => {
+                return Outcome {
+                    value: 0.0,
+                    verdict: None,
+                    status: RowStatus::GoldUnavailable,
+                    details: json!({"error": format!("internal error in Hybrid-EX scoring: {e}")}),
+                };
+            }
+        }
+    } else {
+        score_tables(case.gold, pred, &alignment, options.tolerance)
+    };
     let coverage = if scored.path == ScorePath::Trivial {
         1.0
     } else {
@@ -778,6 +801,9 @@ pub async fn score_hybrid(
 
 /// Prompt name of the Stage-1 alignment.
 pub const HYBRID_PROMPT: &str = "hybrid_ex";
+
+/// Above this many (gold row × predicted row) pairs Stage 2 runs on tokio's blocking pool.
+const INLINE_PAIR_LIMIT: usize = 10_000;
 
 #[cfg(test)]
 mod tests {

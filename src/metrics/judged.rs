@@ -1,7 +1,11 @@
-//! The LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) on one event: executes both queries once,
-//! builds the shared context (schema DDL, results, EX, ESM+ evidence), applies the avoidance
-//! rules, and calls each metric's judge through the structured-call layer
-//! ([`LlmClient::call_structured`]: cache, limits, retries, repair).
+//! The LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) on one event.
+//!
+//! Two steps, so that no SQL runs on the async runtime: [`JudgedInput`] holds both queries
+//! executed once (the pipeline reuses the execution EX made, on tokio's blocking pool), the
+//! schema DDL and the ESM+ verdict; [`JudgedScorer::score`] then builds the shared context,
+//! applies the avoidance rules, and calls each metric's judge through the structured-call layer
+//! ([`LlmClient::call_structured`]: cache, limits, retries, repair) — the three metrics
+//! concurrently.
 
 use std::sync::Arc;
 
@@ -17,6 +21,7 @@ use crate::judge::llm::LlmClient;
 use super::avoid::CallCounter;
 use super::ex::bird_equal;
 use super::flex::{FlexOptions, score_flex};
+use super::gold::GoldExecution;
 use super::hybrid_ex::{DEFAULT_CUTOFF, DEFAULT_TOLERANCE, score_hybrid};
 use super::rose::{RoseOptions, score_rose};
 
@@ -45,9 +50,9 @@ pub struct GoldCase<'a> {
     /// Predicted SQL.
     pub pred_sql: &'a str,
     /// Gold result (the gold executed).
-    pub gold: &'a ResultSet,
+    pub gold: &'a Arc<ResultSet>,
     /// Predicted result, or why it failed.
-    pub pred: Result<&'a ResultSet, &'a ExecError>,
+    pub pred: Result<&'a Arc<ResultSet>, &'a ExecError>,
     /// ESM+ verdict, when computed (avoidance evidence).
     pub esm_plus: Option<bool>,
 }
@@ -200,6 +205,20 @@ impl Default for JudgedOptions {
     }
 }
 
+impl JudgedOptions {
+    /// The metrics switched on, in row order (FLEX, ROSE, Hybrid-EX).
+    pub fn metrics(&self) -> Vec<Metric> {
+        [
+            (self.flex.is_some(), Metric::Flex),
+            (self.rose.is_some(), Metric::Rose),
+            (self.hybrid_ex.is_some(), Metric::HybridEx),
+        ]
+        .into_iter()
+        .filter_map(|(on, m)| on.then_some(m))
+        .collect()
+    }
+}
+
 /// Hybrid-EX settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HybridOptions {
@@ -216,6 +235,59 @@ impl Default for HybridOptions {
             tolerance: DEFAULT_TOLERANCE,
         }
     }
+}
+
+/// Everything the judged metrics need about one event that comes from a database: both
+/// queries executed once, the schema, and the ESM+ verdict as avoidance evidence.
+///
+/// Building it runs SQL, so it happens off the async runtime (the pipeline builds it on
+/// tokio's blocking pool from the same execution EX uses; [`JudgedInput::prepare`] does it on
+/// the calling thread); [`JudgedScorer::score`] then only makes LLM calls.
+#[derive(Debug, Clone)]
+pub struct JudgedInput {
+    /// The executed gold and predicted queries.
+    pub execution: GoldExecution,
+    /// The schema shown to the judges.
+    pub schema: Arc<Vec<TableDdl>>,
+    /// The ESM+ verdict, when computed.
+    pub esm_plus: Option<bool>,
+}
+
+impl JudgedInput {
+    /// Execute the event's gold and predicted SQL and load the schema, on the calling thread
+    /// (blocking: call it from a blocking thread, a test or a bench). `None` when the event has
+    /// no gold SQL.
+    pub fn prepare(
+        event: &Event,
+        exec: &dyn Executor,
+        esm_plus: Option<bool>,
+    ) -> Option<JudgedInput> {
+        let gold = event.gold.as_ref()?;
+        let gold_sql = gold.sql.as_deref().filter(|s| !s.trim().is_empty())?;
+        let execution = GoldExecution::run(exec, gold.db_id.as_deref(), gold_sql, &event.sql);
+        let schema = match &execution {
+            GoldExecution::Executed { db_id, .. } => {
+                event_schema(event).unwrap_or_else(|| load_schema(exec, db_id).unwrap_or_default())
+            }
+            _ => Vec::new(),
+        };
+        Some(JudgedInput {
+            execution,
+            schema: Arc::new(schema),
+            esm_plus,
+        })
+    }
+}
+
+/// The schema an event supplies itself (`gold.schema`), as one pseudo-table.
+pub fn event_schema(event: &Event) -> Option<Vec<TableDdl>> {
+    let text = event.gold.as_ref()?.schema.as_ref()?;
+    (!text.trim().is_empty()).then(|| {
+        vec![TableDdl {
+            name: String::new(),
+            ddl: text.clone(),
+        }]
+    })
 }
 
 /// Scores FLEX, ROSE and Hybrid-EX rows for events with gold data, sharing one client.
@@ -242,33 +314,19 @@ impl JudgedScorer {
     }
 
     /// The client (for cache/limit totals).
-    pub fn client(&self) -> &LlmClient {
+    pub fn client(&self) -> &Arc<LlmClient> {
         &self.client
     }
 
-    /// Score one event; `esm_plus` is the ESM+ verdict when the caller computed it. Events
-    /// without gold SQL get no rows.
-    pub async fn score_at(
-        &self,
-        event: &Event,
-        exec: &dyn Executor,
-        esm_plus: Option<bool>,
-        ts: &str,
-    ) -> Vec<EvaluationRow> {
-        let Some(gold) = &event.gold else {
-            return Vec::new();
-        };
-        let Some(gold_sql) = gold.sql.as_deref().filter(|s| !s.trim().is_empty()) else {
-            return Vec::new();
-        };
-        let metrics: Vec<Metric> = [
-            (self.options.flex.is_some(), Metric::Flex),
-            (self.options.rose.is_some(), Metric::Rose),
-            (self.options.hybrid_ex.is_some(), Metric::HybridEx),
-        ]
-        .into_iter()
-        .filter_map(|(on, m)| on.then_some(m))
-        .collect();
+    /// The options in effect.
+    pub fn options(&self) -> &JudgedOptions {
+        &self.options
+    }
+
+    /// Score one event from its prepared `input`: one row per configured metric. Only LLM
+    /// calls happen here (concurrently for the three metrics); nothing blocks.
+    pub async fn score(&self, event: &Event, input: &JudgedInput, ts: &str) -> Vec<EvaluationRow> {
+        let metrics = self.options.metrics();
         let rows_with = |status: RowStatus, details: Value| {
             metrics
                 .iter()
@@ -280,93 +338,82 @@ impl JudgedScorer {
                 })
                 .collect::<Vec<_>>()
         };
-        let Some(db_id) = gold.db_id.as_deref().filter(|d| exec.has_database(d)) else {
-            return rows_with(
-                RowStatus::GoldUnavailable,
-                json!({"db_id": gold.db_id, "reason": "database not in the executor catalogue"}),
-            );
-        };
-        let gold_rs = match exec.execute(db_id, gold_sql) {
-            Ok(g) => g,
-            Err(e) => {
+        let (db_id, gold_rs, pred_rs) = match &input.execution {
+            GoldExecution::Unavailable { db_id, reason } => {
+                return rows_with(
+                    RowStatus::GoldUnavailable,
+                    json!({"db_id": db_id, "reason": reason}),
+                );
+            }
+            GoldExecution::GoldFailed(e) => {
                 return rows_with(
                     RowStatus::GoldError,
                     json!({"gold_error": {"kind": e.kind(), "message": e.to_string()}}),
                 );
             }
+            GoldExecution::Executed { db_id, gold, pred } => (db_id, gold, pred),
         };
-        let pred_rs = exec.execute(db_id, &event.sql);
-        let schema = match &gold.schema {
-            Some(text) => vec![TableDdl {
-                name: String::new(),
-                ddl: text.clone(),
-            }],
-            None => load_schema(exec, db_id).unwrap_or_default(),
+        let Some(gold_sql) = event
+            .gold
+            .as_ref()
+            .and_then(|g| g.sql.as_deref())
+            .filter(|s| !s.trim().is_empty())
+        else {
+            return Vec::new();
         };
         let case = GoldCase {
             db_id,
             question: &event.question,
-            evidence: gold.evidence.as_deref(),
-            schema: &schema,
+            evidence: event.gold.as_ref().and_then(|g| g.evidence.as_deref()),
+            schema: &input.schema,
             gold_sql,
             pred_sql: &event.sql,
-            gold: &gold_rs,
-            pred: pred_rs.as_deref(),
-            esm_plus,
+            gold: gold_rs,
+            pred: pred_rs.as_ref(),
+            esm_plus: input.esm_plus,
         };
-        let mut rows = Vec::new();
-        for m in metrics {
+        for &m in &metrics {
             self.counter.event(m);
-            let outcome = match m {
-                Metric::Flex => match &self.options.flex {
-                    Some(o) => {
-                        score_flex(
-                            &self.client,
-                            &case,
-                            o,
-                            self.options.avoidance,
-                            &self.counter,
-                        )
-                        .await
-                    }
-                    None => continue,
-                },
-                Metric::Rose => match &self.options.rose {
-                    Some(o) => {
-                        score_rose(
-                            &self.client,
-                            &case,
-                            o,
-                            self.options.avoidance,
-                            &self.counter,
-                        )
-                        .await
-                    }
-                    None => continue,
-                },
-                Metric::HybridEx => match &self.options.hybrid_ex {
-                    Some(o) => {
-                        score_hybrid(
-                            &self.client,
-                            &case,
-                            o,
-                            self.options.avoidance,
-                            &self.counter,
-                        )
-                        .await
-                    }
-                    None => continue,
-                },
-                _ => continue,
-            };
+        }
+        let avoidance = self.options.avoidance;
+        let counter = &self.counter;
+        let client = &self.client;
+        let case = &case;
+        let flex = async {
+            match &self.options.flex {
+                Some(o) => Some(score_flex(client, case, o, avoidance, counter).await),
+                None => None,
+            }
+        };
+        let rose = async {
+            match &self.options.rose {
+                Some(o) => Some(score_rose(client, case, o, avoidance, counter).await),
+                None => None,
+            }
+        };
+        let hybrid = async {
+            match &self.options.hybrid_ex {
+                Some(o) => Some(score_hybrid(client, case, o, avoidance, counter).await),
+                None => None,
+            }
+        };
+        let (flex, rose, hybrid) = tokio::join!(flex, rose, hybrid);
+        [
+            (Metric::Flex, flex),
+            (Metric::Rose, rose),
+            (Metric::HybridEx, hybrid),
+        ]
+        .into_iter()
+        .filter_map(|(m, outcome)| {
+            let outcome = outcome?;
             let mut row = EvaluationRow::for_event(event, ts, m);
             row.value = outcome.value;
             row.verdict = outcome.verdict;
             row.status = outcome.status;
             row.details = outcome.details;
-            rows.push(row);
-        }
-        rows
+            Some(row)
+        })
+        .collect()
     }
 }
 

@@ -6,11 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
+use crate::config::{Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceKind};
 use crate::health::Health;
 use crate::judge::Judge;
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::llm::{DurableCache, LlmClient, LlmConfig, LlmJudge};
+use crate::metrics::judged::JudgedScorer;
 use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
 use crate::sink::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
@@ -96,18 +97,27 @@ pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
     }
 }
 
-/// The LLM client of `[judge]` (whatever `judge.kind` says): endpoint, API key (an inline
-/// `api_key` wins over `api_key_env`), limits, the in-memory cache and the durable cache of
-/// [`build_durable_cache`]. Every LLM-backed metric built from one config should share one
-/// client (FLEX, ROSE and Hybrid-EX included), so that they share its caches and limits.
+/// The LLM client of `[judge]` (whatever `judge.kind` says); see [`build_llm_client_for`].
 pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
-    let llm_config = LlmConfig::from_judge_config(&config.judge);
-    let client = match config.judge.api_key.as_ref().filter(|k| !k.is_empty()) {
+    build_llm_client_for(config, &config.judge)
+}
+
+/// The LLM client for the judge settings `judge` (`[judge]`, or `[gold.judge]` for the gold
+/// metrics): endpoint, API key (an inline `api_key` wins over `api_key_env`), limits, the
+/// in-memory cache and the durable cache of [`build_durable_cache`]. LLM-backed metrics built
+/// from one config share one client where they can (FLEX, ROSE and Hybrid-EX use the STEF
+/// judge's when they name the same endpoint and model), so that they share caches and limits.
+pub fn build_llm_client_for(
+    config: &Config,
+    judge: &JudgeConfig,
+) -> Result<Arc<LlmClient>, BuildError> {
+    let llm_config = LlmConfig::from_judge_config(judge);
+    let client = match judge.api_key.as_ref().filter(|k| !k.is_empty()) {
         Some(key) => LlmClient::with_api_key(llm_config, Some(key.expose())),
         None => LlmClient::new(llm_config),
     }
     .map_err(|e| BuildError::Judge(e.to_string()))?;
-    Ok(Arc::new(match build_durable_cache(config) {
+    Ok(Arc::new(match build_durable_cache(judge, &config.sink) {
         Some(durable) => client.with_durable_cache(durable),
         None => client,
     }))
@@ -116,11 +126,14 @@ pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
 /// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
 /// `[sink]` server for `clickhouse`, and for `auto` when `sink.kind = "clickhouse"`; none for
 /// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`.
-pub fn build_durable_cache(config: &Config) -> Option<Arc<dyn DurableCache>> {
-    if !config.judge.durable_cache.uses_clickhouse(config.sink.kind) {
+pub fn build_durable_cache(
+    judge: &JudgeConfig,
+    sink: &SinkConfig,
+) -> Option<Arc<dyn DurableCache>> {
+    if !judge.durable_cache.uses_clickhouse(sink.kind) {
         return None;
     }
-    let settings = ClickHouseSettings::from_config(&config.sink);
+    let settings = ClickHouseSettings::from_config(sink);
     tracing::info!(
         url = %crate::config::redact_url(&settings.url),
         database = %settings.database,
@@ -129,7 +142,7 @@ pub fn build_durable_cache(config: &Config) -> Option<Arc<dyn DurableCache>> {
     Some(Arc::new(ClickHouseJudgeCache::new(
         &settings,
         ClickHouseJudgeCacheOptions {
-            lookup_timeout: Duration::from_millis(config.judge.durable_cache_timeout_ms.max(1)),
+            lookup_timeout: Duration::from_millis(judge.durable_cache_timeout_ms.max(1)),
             ..ClickHouseJudgeCacheOptions::default()
         },
     )))
@@ -164,10 +177,19 @@ pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildEr
     )))
 }
 
-/// The scorer: judge, rule profiles and limits from the config.
+/// The scorer: judge, rule profiles and limits from the config, plus the gold metrics of
+/// `[gold]` (with the LLM-judged ones when `gold.metrics` names any).
 pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
     let judge = build_judge(config)?;
     let profiles = build_profiles(config)?;
+    let gold = crate::pipeline::gold::SqliteGoldMetrics::from_config(&config.gold)?;
+    let gold = match gold {
+        Some(gold) => Some(match build_judged(config, judge.as_ref())? {
+            Some((judged, shared)) => gold.with_judged(judged, shared),
+            None => gold,
+        }),
+        None => None,
+    };
     let scorer = Scorer::new(
         judge,
         profiles,
@@ -175,12 +197,50 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
             max_sql_bytes: config.pipeline.max_sql_bytes,
         },
     );
-    Ok(
-        match crate::pipeline::gold::SqliteGoldMetrics::from_config(&config.gold)? {
-            Some(gold) => scorer.with_gold(Arc::new(gold)),
-            None => scorer,
-        },
-    )
+    Ok(match gold {
+        Some(gold) => scorer.with_gold(Arc::new(gold)),
+        None => scorer,
+    })
+}
+
+/// The LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) named in `gold.metrics`, and whether
+/// their client is the STEF judge's. They use `[gold.judge]`, else `[judge]`; the STEF judge's
+/// client (cache, rate limits, concurrency) is shared whenever both name the same endpoint and
+/// model. Named metrics without an LLM judge are an error, never skipped.
+fn build_judged(
+    config: &Config,
+    stef_judge: &dyn Judge,
+) -> Result<Option<(JudgedScorer, bool)>, BuildError> {
+    let Some(options) = crate::pipeline::gold::judged_options(&config.gold) else {
+        return Ok(None);
+    };
+    let Some(settings) = config.gold_judge() else {
+        return Err(BuildError::Judge(
+            "gold.metrics names LLM-judged metrics (flex, rose, hybrid_ex), but no LLM judge is \
+             configured: set [judge] kind = \"llm\" or add [gold.judge] with kind = \"llm\""
+                .into(),
+        ));
+    };
+    let same_endpoint = config.judge.kind == JudgeKind::Llm
+        && settings.base_url.trim() == config.judge.base_url.trim()
+        && settings.model == config.judge.model;
+    if same_endpoint && let Some(client) = stef_judge.llm_client() {
+        if config
+            .gold
+            .judge
+            .as_ref()
+            .is_some_and(|g| g != &config.judge)
+        {
+            tracing::warn!(
+                "[gold.judge] names the same endpoint and model as [judge]: the gold metrics \
+                 share the STEF judge's client, with [judge]'s limits and cache"
+            );
+        }
+        return Ok(Some((JudgedScorer::new(client, options), true)));
+    }
+    let client = build_llm_client_for(config, settings)
+        .map_err(|e| BuildError::Judge(format!("gold metrics: {e}")))?;
+    Ok(Some((JudgedScorer::new(client, options), false)))
 }
 
 #[cfg(test)]
@@ -200,7 +260,10 @@ mod tests {
 
     #[test]
     fn durable_cache_follows_the_mode_and_the_sink() {
-        let on = |sink, mode| build_durable_cache(&llm_config(sink, mode)).is_some();
+        let on = |sink, mode| {
+            let config = llm_config(sink, mode);
+            build_durable_cache(&config.judge, &config.sink).is_some()
+        };
         assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
         assert!(!on(SinkKind::Jsonl, DurableCacheMode::Auto));
         assert!(!on(SinkKind::Stdout, DurableCacheMode::Auto));

@@ -193,6 +193,9 @@ impl Pipeline {
             alerts,
             metrics,
         } = self;
+        // LLM usage is reported per run, also when the scorer outlives it.
+        let usage_before = scorer.llm_usage();
+        let usage_scorer = Arc::clone(&scorer);
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
         let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
@@ -206,12 +209,7 @@ impl Pipeline {
             options.max_event_bytes,
             transform,
         ));
-        let score_task = tokio::spawn(score_stage(
-            work_rx,
-            done_tx,
-            Arc::clone(&scorer),
-            options.workers,
-        ));
+        let score_task = tokio::spawn(score_stage(work_rx, done_tx, scorer, options.workers));
         let batch_task = tokio::spawn(batch_stage(
             done_rx, sink, options, progress, alerts, metrics,
         ));
@@ -223,8 +221,7 @@ impl Pipeline {
 
         let (mut summary, mut sink) = batch_result??;
         // Every event is scored: store the verdicts the durable judge cache still queues.
-        scorer.flush().await;
-        summary.judge = scorer.judge_totals();
+        usage_scorer.flush().await;
         score_result??;
         decode_result?;
         let mut source = source_result?;
@@ -232,6 +229,7 @@ impl Pipeline {
         sink.flush().await?;
         source.last_error?;
         finish_result?;
+        summary.llm = usage_scorer.llm_usage().since(&usage_before);
         summary.elapsed = started.elapsed();
         Ok(summary)
     }

@@ -545,6 +545,10 @@ impl Judge for LlmJudge {
             tracing::warn!(%error, "durable judge cache: queued verdicts not written");
         }
     }
+
+    fn llm_client(&self) -> Option<Arc<LlmClient>> {
+        Some(Arc::clone(&self.client))
+    }
 }
 
 fn collapse_all(items: &[String]) -> Vec<String> {

@@ -385,8 +385,18 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
     };
     let telemetry = if config.telemetry.enabled {
         let mut telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
         let judged = Arc::clone(&scorer);
-        telemetry.observe_judge(move || judged.judge_totals());
+        telemetry.observe_judge(move || {
+            let mut sum = sqlgrade::judge::JudgeTotals::default();
+            for client in judged.llm_usage().clients {
+                let t = client.totals;
+                sum.assessments += t.assessments;
+                sum.cache_hits += t.cache_hits;
+                sum.durable_hits += t.durable_hits;
+            }
+            sum
+        });
         pipeline = pipeline.with_metrics(telemetry.metrics());
         Some(telemetry)
     } else {

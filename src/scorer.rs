@@ -149,12 +149,6 @@ impl Scorer {
         self.judge.kind()
     }
 
-    /// The primary judge's running totals (assessments, memory and durable cache hits, LLM
-    /// calls, tokens).
-    pub fn judge_totals(&self) -> crate::judge::JudgeTotals {
-        self.judge.totals()
-    }
-
     /// Finish the judge's background work (queued durable-cache writes); call after the last
     /// event, before exiting.
     pub async fn flush(&self) {

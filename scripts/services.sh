@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Test servers for sqlgrade's integration tests and daemon benchmark: ClickHouse (Debian's
 # clickhouse-server) and the Kafka-compatible broker tansu 0.6, run as user processes on free
-# loopback ports with all state in a temp dir.
+# loopback ports with all state in a temp dir; plus chDB (a current ClickHouse engine from PyPI)
+# for the DDL check on current releases.
 #
 #   scripts/services.sh install          install whatever is missing (idempotent)
 #   scripts/services.sh start [DIR]      install, then start both servers under DIR (default: a new
@@ -73,9 +74,28 @@ install_chromium() {
     fi
 }
 
+# A current ClickHouse engine for tests/clickhouse_ddl_current.rs, which runs the DDL of
+# deploy/clickhouse/ on it (the server above is Debian's 18.16). chDB is ClickHouse built as a
+# library, on PyPI; installed into its own virtualenv (~15 s, ~0.5 GB with pyarrow/pandas).
+# SQLGRADE_CHDB_PACKAGE=chdb-core==26.9.0 picks the full, newer build (180 MB wheel).
+CHDB_PACKAGE="${SQLGRADE_CHDB_PACKAGE:-chdb-core-lite==26.5.0}"
+CHDB_VENV="${SQLGRADE_CHDB_VENV:-$HOME/.cache/sqlgrade/chdb-venv}"
+
+install_chdb() {
+    if "$CHDB_VENV/bin/python" -c "import chdb" >/dev/null 2>&1; then
+        return 0
+    fi
+    log "installing $CHDB_PACKAGE (current ClickHouse engine) into $CHDB_VENV"
+    mkdir -p "$(dirname "$CHDB_VENV")"
+    python3 -m venv "$CHDB_VENV" >&2
+    "$CHDB_VENV/bin/pip" install -q --disable-pip-version-check "$CHDB_PACKAGE" >&2
+    "$CHDB_VENV/bin/python" -c "import chdb" >&2
+}
+
 install_all() {
     install_clickhouse
     install_tansu
+    install_chdb
     install_chromium
 }
 

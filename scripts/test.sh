@@ -8,7 +8,9 @@
 #
 # The daemon integration tests (tests/daemon_*.rs) run against real servers: ClickHouse from
 # Debian and the tansu Kafka broker. scripts/services.sh installs whatever is missing; each test
-# then starts its own instances on free ports in temp dirs (so it can stop/restart them). If the
+# then starts its own instances on free ports in temp dirs (so it can stop/restart them).
+# tests/clickhouse_ddl_current.rs runs the DDL on chDB, a current ClickHouse engine that
+# services.sh installs from PyPI into ~/.cache/sqlgrade/chdb-venv (~15 s). If the
 # install fails (outside CI) the tests still run and print a loud SKIPPED for the daemon tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -233,6 +233,32 @@ pub enum JudgeKind {
     Llm,
 }
 
+/// Where the LLM judge keeps verdicts beyond its in-memory cache (`judge.durable_cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurableCacheMode {
+    /// ClickHouse `judge_cache` when the sink is ClickHouse (the server is already there and
+    /// migrated); none otherwise.
+    #[default]
+    Auto,
+    /// ClickHouse `judge_cache` on the `[sink]` server (`sink.url`, `database`, `user`,
+    /// `password`), whatever the sink kind.
+    Clickhouse,
+    /// No durable cache: the in-memory cache, then the LLM.
+    Off,
+}
+
+impl DurableCacheMode {
+    /// Whether this mode, with a sink of kind `sink`, uses ClickHouse `judge_cache`.
+    pub fn uses_clickhouse(self, sink: SinkKind) -> bool {
+        match self {
+            DurableCacheMode::Auto => sink == SinkKind::Clickhouse,
+            DurableCacheMode::Clickhouse => true,
+            DurableCacheMode::Off => false,
+        }
+    }
+}
+
 /// `[judge]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -266,6 +292,10 @@ pub struct JudgeConfig {
     pub rate_burst: u32,
     /// Directory of prompt templates overriding the built-in `prompts/` (none: built-in).
     pub prompts_dir: Option<PathBuf>,
+    /// Durable verdict cache after the in-memory one (`auto` | `clickhouse` | `off`).
+    pub durable_cache: DurableCacheMode,
+    /// Longest wait for one durable-cache lookup; a slower answer counts as a miss.
+    pub durable_cache_timeout_ms: u64,
 }
 
 impl Default for JudgeConfig {
@@ -285,6 +315,8 @@ impl Default for JudgeConfig {
             max_tokens_per_minute: 0,
             rate_burst: 0,
             prompts_dir: None,
+            durable_cache: DurableCacheMode::Auto,
+            durable_cache_timeout_ms: 1_000,
         }
     }
 }
@@ -524,6 +556,18 @@ impl Config {
             if self.judge.model.trim().is_empty() {
                 problems.push("judge.model is required for judge.kind = \"llm\"".to_string());
             }
+            if self.judge.durable_cache == DurableCacheMode::Clickhouse
+                && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
+            {
+                problems.push(
+                    "judge.durable_cache = \"clickhouse\" needs sink.url (the ClickHouse server \
+                     holding judge_cache)"
+                        .to_string(),
+                );
+            }
+        }
+        if self.judge.durable_cache_timeout_ms == 0 {
+            problems.push("judge.durable_cache_timeout_ms must be at least 1".to_string());
         }
         if !(self.judge.max_requests_per_second.is_finite()
             && self.judge.max_requests_per_second > 0.0)

@@ -392,7 +392,12 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         workers = config.pipeline.workers,
         "sqlgrade run starting"
     );
-    let mut pipeline = Pipeline::new(source, sink, scorer, PipelineOptions::from_config(&config));
+    let mut pipeline = Pipeline::new(
+        source,
+        sink,
+        Arc::clone(&scorer),
+        PipelineOptions::from_config(&config),
+    );
     let alert_service = if config.alerts.enabled {
         let (service, handle) = sqlgrade::alert::AlertService::start(
             config.alerts.clone(),
@@ -404,7 +409,19 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         None
     };
     let telemetry = if config.telemetry.enabled {
-        let telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        let mut telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
+        // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
+        let judged = Arc::clone(&scorer);
+        telemetry.observe_judge(move || {
+            let mut sum = sqlgrade::judge::JudgeTotals::default();
+            for client in judged.llm_usage().clients {
+                let t = client.totals;
+                sum.assessments += t.assessments;
+                sum.cache_hits += t.cache_hits;
+                sum.durable_hits += t.durable_hits;
+            }
+            sum
+        });
         pipeline = pipeline.with_metrics(telemetry.metrics());
         Some(telemetry)
     } else {
@@ -469,7 +486,9 @@ async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match Event::decode_with_limit(&payload, limit) {
         Ok(event) => {
-            for row in scorer.score(&event).await {
+            let rows = scorer.score(&event).await;
+            scorer.flush().await;
+            for row in rows {
                 serde_json::to_writer(&mut out, &row)?;
                 out.write_all(b"\n")?;
             }

@@ -40,14 +40,20 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(4, "004_judge_cache.sql"),
     migration!(5, "005_evaluations_hourly.sql"),
     migration!(6, "006_dead_letters_hourly.sql"),
+    migration!(7, "007_judge_cache_point_lookups.sql"),
 ];
 
 /// Name of the bookkeeping table.
 pub const MIGRATIONS_TABLE: &str = "schema_migrations";
 
-const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations \
+/// The bookkeeping table's DDL (run before the migrations; portable like them).
+pub const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations \
      (version UInt32, name String, checksum String, applied_at DateTime) \
      ENGINE = MergeTree() ORDER BY version";
+
+/// How `migrate` reads what is already applied.
+pub const READ_MIGRATIONS: &str =
+    "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version";
 
 /// Why a migration run failed.
 #[derive(Debug, thiserror::Error)]
@@ -186,15 +192,16 @@ pub async fn migrate(settings: &ClickHouseSettings) -> Result<MigrationReport, M
             url: url.clone(),
             source,
         })?;
-    let recorded: Vec<AppliedRecord> = client
-        .query("SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version")
-        .fetch_all()
-        .await
-        .map_err(|source| MigrateError::Bookkeeping {
-            what: "read the migrations table",
-            url: url.clone(),
-            source,
-        })?;
+    let recorded: Vec<AppliedRecord> =
+        client
+            .query(READ_MIGRATIONS)
+            .fetch_all()
+            .await
+            .map_err(|source| MigrateError::Bookkeeping {
+                what: "read the migrations table",
+                url: url.clone(),
+                source,
+            })?;
 
     let mut report = MigrationReport::default();
     for m in MIGRATIONS {

@@ -83,6 +83,10 @@ pub trait GoldMetrics: Send + Sync {
     fn shares_judge_client(&self) -> bool {
         false
     }
+
+    /// Finish background work of the gold metrics' own LLM client (queued durable-cache
+    /// writes) before the process exits. Default: nothing to finish.
+    async fn flush(&self) {}
 }
 
 /// Knobs of the scorer.
@@ -143,6 +147,15 @@ impl Scorer {
     /// The primary judge's kind (`deterministic` or `llm:<model>`).
     pub fn judge_kind(&self) -> String {
         self.judge.kind()
+    }
+
+    /// Finish the judge's background work (queued durable-cache writes); call after the last
+    /// event, before exiting.
+    pub async fn flush(&self) {
+        self.judge.flush().await;
+        if let Some(gold) = &self.gold {
+            gold.flush().await;
+        }
     }
 
     /// LLM usage so far: the STEF judge's totals when it is an LLM judge, the gold metrics'

@@ -7,9 +7,11 @@
 //! attribute `prompt`/`completion`); `judge.latency` and `score.latency` (histograms, seconds);
 //! `sink.batch.size` (histogram, rows + dead letters) and `sink.batch.latency` (seconds);
 //! `consumer.lag` (gauge, messages, with `topic`/`partition`; fed by the Kafka source from
-//! librdkafka's statistics). Judge numbers are derived from the STEF rows (`judge`,
-//! `judge_cached`, `status`, tokens, latency), so every judge implementation is covered without
-//! instrumenting it separately.
+//! librdkafka's statistics); `judge.cache.lookups` (observable counter from the judge's totals,
+//! `result` = `memory_hit`/`durable_hit`/`miss`, registered with [`Telemetry::observe_judge`]).
+//! The other judge numbers are derived from the STEF rows (`judge`, `judge_cached`, `status`,
+//! tokens, latency), so every judge implementation is covered without instrumenting it
+//! separately.
 //!
 //! Traces: the pipeline scores every event inside a `score_event` span carrying `event_id`,
 //! `app_id`, `agent_id`, `agent_version`, `model` and `origin`. With `traces = true` (the
@@ -23,7 +25,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _};
+use opentelemetry::metrics::{
+    Counter, Gauge, Histogram, Meter, MeterProvider as _, ObservableCounter,
+};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
@@ -37,6 +41,7 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Registry, reload};
 
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::judge::JudgeTotals;
 
 /// `[telemetry]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -279,6 +284,8 @@ pub struct Telemetry {
     provider: SdkMeterProvider,
     tracer_provider: Option<SdkTracerProvider>,
     metrics: PipelineMetrics,
+    /// Observable instruments, kept alive for as long as telemetry runs.
+    observers: Vec<ObservableCounter<u64>>,
 }
 
 impl Telemetry {
@@ -338,6 +345,7 @@ impl Telemetry {
             provider,
             tracer_provider,
             metrics,
+            observers: Vec::new(),
         })
     }
 
@@ -354,6 +362,29 @@ impl Telemetry {
                 .with_tracer(provider.tracer("sqlgrade"))
                 .with_filter(span_targets()),
         )
+    }
+
+    /// Export where the judge's verdicts came from as `sqlgrade.judge.cache.lookups`, an
+    /// observable counter with attribute `result` = `memory_hit` | `durable_hit` | `miss`, read
+    /// from `totals` (e.g. the scorer's judge totals) at each export. The rows' `judge_cached`
+    /// flag cannot tell the in-memory cache from the durable one; this can.
+    pub fn observe_judge(&mut self, totals: impl Fn() -> JudgeTotals + Send + Sync + 'static) {
+        let counter = self
+            .provider
+            .meter("sqlgrade")
+            .u64_observable_counter("sqlgrade.judge.cache.lookups")
+            .with_description("LLM judge assessments by where the verdict came from")
+            .with_callback(move |observer| {
+                let t = totals();
+                observer.observe(t.memory_hits(), &[KeyValue::new("result", "memory_hit")]);
+                observer.observe(t.durable_hits, &[KeyValue::new("result", "durable_hit")]);
+                observer.observe(
+                    t.assessments.saturating_sub(t.cache_hits),
+                    &[KeyValue::new("result", "miss")],
+                );
+            })
+            .build();
+        self.observers.push(counter);
     }
 
     /// The instruments (clone into the pipeline).

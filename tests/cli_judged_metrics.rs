@@ -16,6 +16,7 @@ use sqlgrade::config::Config;
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::Avoidance;
 use sqlgrade::pipeline::build::build_scorer;
+use sqlgrade::summary::MetricStats;
 use sqlgrade::testdata::data_dir;
 use support::openai_mock::{MockServer, Recorded, Scripted};
 
@@ -466,16 +467,31 @@ async fn second_backfill_is_served_from_the_shared_cache() {
         1
     );
     for metric in ["flex", "rose", "hybrid_ex"] {
-        // Same rows from the cache. Rows complete in any order, so the float sum behind the
-        // mean may differ in the last bit; everything countable must be identical.
-        let (a, b) = (&first.metrics[metric], &second.metrics[metric]);
-        assert_eq!(
-            (a.count, a.verdicts, a.verdicts_true, &a.statuses),
-            (b.count, b.verdicts, b.verdicts_true, &b.statuses),
-            "{metric}: same rows from the cache"
+        assert_same_stats(&first.metrics[metric], &second.metrics[metric], metric);
+    }
+}
+
+/// Same rows from the cache: equal counts and statuses, and value sums equal up to rounding
+/// (events complete out of order, so the f64 sums add the same values in another order).
+fn assert_same_stats(a: &MetricStats, b: &MetricStats, metric: &str) {
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1.0);
+    assert_eq!(
+        (a.count, a.verdicts, a.verdicts_true, &a.statuses),
+        (b.count, b.verdicts, b.verdicts_true, &b.statuses),
+        "{metric}: same rows from the cache"
+    );
+    assert!(
+        close(a.mean().unwrap_or(0.0), b.mean().unwrap_or(0.0)),
+        "{metric}: {a:?} vs {b:?}"
+    );
+    let keys = |m: &MetricStats| m.by_difficulty.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(a), keys(b), "{metric}");
+    for (difficulty, (n, sum)) in &a.by_difficulty {
+        let (m, other) = b.by_difficulty[difficulty];
+        assert!(
+            *n == m && close(*sum, other),
+            "{metric} {difficulty}: {a:?} vs {b:?}"
         );
-        let (ma, mb) = (a.mean().unwrap(), b.mean().unwrap());
-        assert!((ma - mb).abs() < 1e-9, "{metric}: mean {ma} vs {mb}");
     }
 }
 

@@ -6,6 +6,9 @@
 #[path = "support/servers.rs"]
 mod support;
 
+#[path = "support/dashboard.rs"]
+mod dashboard;
+
 use std::time::Duration;
 
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus, StefColumns};
@@ -129,29 +132,13 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     );
 
     // Every query in the Grafana dashboard runs on this server.
-    let dashboard: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("deploy/grafana/dashboards/sqlgrade.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let mut queries: Vec<String> = Vec::new();
-    for p in dashboard["panels"].as_array().unwrap() {
-        for t in p["targets"].as_array().unwrap() {
-            queries.push(t["rawSql"].as_str().unwrap().to_string());
-        }
-    }
-    for v in dashboard["templating"]["list"].as_array().unwrap() {
-        queries.push(v["query"].as_str().unwrap().to_string());
-    }
+    let queries = dashboard::dashboard_queries();
     for q in &queries {
-        let sql = grafana_to_sql(q);
+        let sql = dashboard::grafana_to_sql(q);
         let result = support::http_post(ch.http_port, "/?database=sg_test", &sql);
         assert!(result.is_ok(), "dashboard query failed: {sql}\n{result:?}");
         assert!(
-            reads_deduplicated(q),
+            dashboard::reads_deduplicated(q),
             "dashboard reads a table without FINAL: {q}"
         );
     }
@@ -203,46 +190,4 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         ch.count("SELECT count() FROM sg_test.evaluations FINAL WHERE metric = 'stef'"),
         1500
     );
-}
-
-/// Whether every `FROM <table>` of a ReplacingMergeTree table is followed by FINAL (rollups are
-/// aggregate states and need none).
-fn reads_deduplicated(q: &str) -> bool {
-    let words: Vec<&str> = q.split_whitespace().collect();
-    words.windows(3).all(|w| {
-        !(w[0].eq_ignore_ascii_case("FROM")
-            && ["evaluations", "dead_letters", "alerts", "judge_cache"].contains(&w[1])
-            && !w[2].eq_ignore_ascii_case("FINAL"))
-    })
-}
-
-/// Replace the Grafana macros/variables with concrete SQL.
-fn grafana_to_sql(q: &str) -> String {
-    let mut s = q.to_string();
-    for (from, to) in [
-        (
-            "$__timeFilter(hour)",
-            "hour >= toDateTime('2026-01-01 00:00:00') AND hour <= now() + 86400",
-        ),
-        (
-            "$__timeFilter(ts)",
-            "ts >= toDateTime('2026-01-01 00:00:00') AND ts <= now() + 86400",
-        ),
-        (
-            "$__timeFilter(fired_at)",
-            "fired_at >= toDateTime('2026-01-01 00:00:00')",
-        ),
-        (
-            "${app:singlequote}",
-            "'bird', 'spider', 'superhero', 'student_club', 'toxicology', 'concert_singer', ''",
-        ),
-        (
-            "${agent:singlequote}",
-            "'SuperSQL', 'DAIL-SQL', 'CHESS-GPT-4o-mini', 'DAIL-SQL-GPT-4', 'TA-ACL', ''",
-        ),
-    ] {
-        s = s.replace(from, to);
-    }
-    assert!(!s.contains('$'), "unreplaced macro in {s}");
-    s
 }

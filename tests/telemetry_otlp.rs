@@ -7,6 +7,7 @@ mod otlp;
 use std::sync::Arc;
 
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::judge::JudgeTotals;
 use sqlgrade::pipeline::{Pipeline, PipelineOptions};
 use sqlgrade::scorer::Scorer;
 use sqlgrade::sink::JsonlSink;
@@ -39,13 +40,20 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
     }
     std::fs::write(&input, text).unwrap();
 
-    let telemetry = Telemetry::start(&TelemetryConfig {
+    let mut telemetry = Telemetry::start(&TelemetryConfig {
         enabled: true,
         otlp_endpoint: receiver.endpoint(),
         export_interval_ms: 60_000,
         ..TelemetryConfig::default()
     })
     .unwrap();
+    // Judge cache use as an LLM judge would report it: 4 memory hits, 3 durable hits, 3 misses.
+    telemetry.observe_judge(|| JudgeTotals {
+        assessments: 10,
+        cache_hits: 7,
+        durable_hits: 3,
+        ..JudgeTotals::default()
+    });
     let pipeline = Pipeline::new(
         Box::new(FileSource::new(&input, false, 1 << 20)),
         Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
@@ -73,6 +81,8 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
     assert_eq!(histograms["sqlgrade.score.latency"].0, 432);
     // Every row and dead letter went through some sink batch.
     assert_eq!(histograms["sqlgrade.sink.batch.size"].1, 435.0);
+    // memory 4 + durable 3 + miss 3 (a miscomputed split would not add up to 10).
+    assert_eq!(sums["sqlgrade.judge.cache.lookups"], 10.0);
     // Deterministic judge: no LLM calls, no fallbacks.
     assert!(!sums.contains_key("sqlgrade.judge.calls") || sums["sqlgrade.judge.calls"] == 0.0);
     let resource = &requests[0].resource_metrics[0]

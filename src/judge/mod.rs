@@ -109,6 +109,18 @@ pub struct JudgeTotals {
     pub failures: u64,
 }
 
+impl JudgeTotals {
+    /// Assessments answered by the in-memory cache (or an identical in-flight call).
+    pub fn memory_hits(&self) -> u64 {
+        self.cache_hits.saturating_sub(self.durable_hits)
+    }
+
+    /// Share of assessments answered from a cache, in [0, 1] (`None` before any assessment).
+    pub fn hit_rate(&self) -> Option<f64> {
+        (self.assessments > 0).then(|| self.cache_hits as f64 / self.assessments as f64)
+    }
+}
+
 /// Supplies question spec, enrichment status and semantic verdict for STEF.
 #[async_trait]
 pub trait Judge: Send + Sync {
@@ -122,6 +134,10 @@ pub trait Judge: Send + Sync {
     fn totals(&self) -> JudgeTotals {
         JudgeTotals::default()
     }
+
+    /// Finish background work (queued durable-cache writes) before the process exits. Never
+    /// fails: a judge logs what it could not finish.
+    async fn flush(&self) {}
 
     /// The LLM client behind this judge, if any, so that other LLM metrics (FLEX, ROSE,
     /// Hybrid-EX) can share its cache, rate limits and concurrency.

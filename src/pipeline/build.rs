@@ -6,14 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, JudgeKind, SinkKind, SourceKind};
+use crate::config::{Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceKind};
 use crate::health::Health;
 use crate::judge::Judge;
 use crate::judge::deterministic::DeterministicJudge;
-use crate::judge::llm::LlmJudge;
+use crate::judge::llm::{DurableCache, LlmClient, LlmConfig, LlmJudge};
 use crate::metrics::judged::JudgedScorer;
 use crate::scorer::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
+use crate::sink::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
 use crate::source::kafka::{KafkaSettings, KafkaSource};
 use crate::source::{FileSource, Source, StdinSource};
@@ -87,14 +88,64 @@ pub async fn build_sink_with_health(
     }
 }
 
-/// The configured judge (`[judge]`).
+/// The configured judge (`[judge]`). The LLM judge's client consults its in-memory cache, then
+/// the durable cache `judge.durable_cache` selects ([`build_durable_cache`]), then the endpoint.
 pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
     match config.judge.kind {
         JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
-        JudgeKind::Llm => crate::judge::llm::LlmJudge::from_judge_config(&config.judge)
-            .map(|judge| Arc::new(judge) as Arc<dyn Judge>)
-            .map_err(|e| BuildError::Judge(e.to_string())),
+        JudgeKind::Llm => Ok(Arc::new(LlmJudge::new(build_llm_client(config)?))),
     }
+}
+
+/// The LLM client of `[judge]` (whatever `judge.kind` says); see [`build_llm_client_for`].
+pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
+    build_llm_client_for(config, &config.judge)
+}
+
+/// The LLM client for the judge settings `judge` (`[judge]`, or `[gold.judge]` for the gold
+/// metrics): endpoint, API key (an inline `api_key` wins over `api_key_env`), limits, the
+/// in-memory cache and the durable cache of [`build_durable_cache`]. LLM-backed metrics built
+/// from one config share one client where they can (FLEX, ROSE and Hybrid-EX use the STEF
+/// judge's when they name the same endpoint and model), so that they share caches and limits.
+pub fn build_llm_client_for(
+    config: &Config,
+    judge: &JudgeConfig,
+) -> Result<Arc<LlmClient>, BuildError> {
+    let llm_config = LlmConfig::from_judge_config(judge);
+    let client = match judge.api_key.as_ref().filter(|k| !k.is_empty()) {
+        Some(key) => LlmClient::with_api_key(llm_config, Some(key.expose())),
+        None => LlmClient::new(llm_config),
+    }
+    .map_err(|e| BuildError::Judge(e.to_string()))?;
+    Ok(Arc::new(match build_durable_cache(judge, &config.sink) {
+        Some(durable) => client.with_durable_cache(durable),
+        None => client,
+    }))
+}
+
+/// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
+/// `[sink]` server for `clickhouse`, and for `auto` when `sink.kind = "clickhouse"`; none for
+/// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`.
+pub fn build_durable_cache(
+    judge: &JudgeConfig,
+    sink: &SinkConfig,
+) -> Option<Arc<dyn DurableCache>> {
+    if !judge.durable_cache.uses_clickhouse(sink.kind) {
+        return None;
+    }
+    let settings = ClickHouseSettings::from_config(sink);
+    tracing::info!(
+        url = %crate::config::redact_url(&settings.url),
+        database = %settings.database,
+        "durable judge cache: ClickHouse judge_cache"
+    );
+    Some(Arc::new(ClickHouseJudgeCache::new(
+        &settings,
+        ClickHouseJudgeCacheOptions {
+            lookup_timeout: Duration::from_millis(judge.durable_cache_timeout_ms.max(1)),
+            ..ClickHouseJudgeCacheOptions::default()
+        },
+    )))
 }
 
 /// The rule profiles (`[rules]`).
@@ -187,9 +238,55 @@ fn build_judged(
         }
         return Ok(Some((JudgedScorer::new(client, options), true)));
     }
-    let client = LlmJudge::from_judge_config(settings)
-        .map_err(|e| BuildError::Judge(format!("gold metrics: {e}")))?
-        .client()
-        .clone();
+    let client = build_llm_client_for(config, settings)
+        .map_err(|e| BuildError::Judge(format!("gold metrics: {e}")))?;
     Ok(Some((JudgedScorer::new(client, options), false)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DurableCacheMode;
+
+    fn llm_config(sink: SinkKind, mode: DurableCacheMode) -> Config {
+        let mut config = Config::default();
+        config.judge.kind = JudgeKind::Llm;
+        config.judge.api_key_env = String::new();
+        config.judge.durable_cache = mode;
+        config.sink.kind = sink;
+        config.sink.url = Some("http://127.0.0.1:1".into());
+        config
+    }
+
+    #[test]
+    fn durable_cache_follows_the_mode_and_the_sink() {
+        let on = |sink, mode| {
+            let config = llm_config(sink, mode);
+            build_durable_cache(&config.judge, &config.sink).is_some()
+        };
+        assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::Jsonl, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::Stdout, DurableCacheMode::Auto));
+        assert!(on(SinkKind::Jsonl, DurableCacheMode::Clickhouse));
+        assert!(!on(SinkKind::Clickhouse, DurableCacheMode::Off));
+        // The judge builds either way (the cache connects lazily).
+        for mode in [
+            DurableCacheMode::Auto,
+            DurableCacheMode::Clickhouse,
+            DurableCacheMode::Off,
+        ] {
+            let judge = build_judge(&llm_config(SinkKind::Clickhouse, mode)).unwrap();
+            assert_eq!(judge.kind(), "llm:gpt-4o-mini");
+        }
+    }
+
+    #[test]
+    fn explicit_clickhouse_cache_needs_a_server() {
+        let mut config = llm_config(SinkKind::Jsonl, DurableCacheMode::Clickhouse);
+        config.sink.url = None;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("judge.durable_cache"), "{error}");
+        config.judge.durable_cache = DurableCacheMode::Auto;
+        config.validate().unwrap();
+    }
 }

@@ -266,4 +266,13 @@ impl GoldMetrics for SqliteGoldMetrics {
     fn shares_judge_client(&self) -> bool {
         self.judged.as_ref().is_some_and(|j| j.shared_with_stef)
     }
+
+    async fn flush(&self) {
+        // A client shared with the STEF judge is flushed by the judge.
+        if let Some(judged) = self.judged.as_ref().filter(|j| !j.shared_with_stef)
+            && let Err(error) = judged.scorer.client().flush_durable_cache().await
+        {
+            tracing::warn!(%error, "durable judge cache (gold metrics): queued verdicts not written");
+        }
+    }
 }

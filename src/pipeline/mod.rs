@@ -224,6 +224,8 @@ impl Pipeline {
         let source_result = join("source", source_task).await;
 
         let (mut summary, mut sink) = batch_result??;
+        // Every event is scored: store the verdicts the durable judge cache still queues.
+        usage_scorer.flush().await;
         score_result??;
         decode_result?;
         let mut source = source_result?;

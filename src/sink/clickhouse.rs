@@ -560,71 +560,107 @@ struct JudgeCacheRecord<'a> {
     created_at: u32,
 }
 
-/// The durable judge verdict cache in ClickHouse (`judge_cache`): shared by every replica and
-/// surviving restarts. The LLM judge consults its in-memory cache, then [`JudgeCacheStore::get`],
-/// then the LLM, and writes new verdicts back with [`JudgeCacheStore::put`]. Values are opaque
-/// JSON text; the newest `created_at` wins for a key (ReplacingMergeTree, read with `FINAL`).
+/// The lookup [`JudgeCacheStore::get`] runs: by key, deduplicated (`FINAL`, and the newest
+/// `created_at` first). `PREWHERE` filters on the sorting key before the verdict column is read
+/// (with the table's small index granularity, a lookup reads a few KB). Public so that tests
+/// can run the exact query on other ClickHouse releases.
+pub const JUDGE_CACHE_LOOKUP: &str =
+    "SELECT value FROM judge_cache FINAL PREWHERE key = ? ORDER BY created_at DESC LIMIT 1";
+
+/// The durable judge verdict store in ClickHouse (`judge_cache`): shared by every replica and
+/// surviving restarts. Values are opaque JSON text; the newest `created_at` wins for a key
+/// (ReplacingMergeTree, read with `FINAL`). The LLM client reaches it through
+/// [`crate::sink::judge_cache::ClickHouseJudgeCache`], which adds batching, time limits and
+/// outage handling; this type is the plain storage access.
 #[derive(Clone)]
 pub struct JudgeCacheStore {
     client: clickhouse::Client,
     table: String,
-    timeout: Duration,
+    read_timeout: Duration,
+    write_timeout: Duration,
 }
 
 impl std::fmt::Debug for JudgeCacheStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JudgeCacheStore")
             .field("table", &self.table)
+            .field("read_timeout", &self.read_timeout)
+            .field("write_timeout", &self.write_timeout)
             .finish()
     }
 }
 
 impl JudgeCacheStore {
-    /// A store on the sink's server and database (table `judge_cache`).
+    /// A store on the sink's server and database (table `judge_cache`); reads and writes are
+    /// limited by the sink's `request_timeout_ms`.
     pub fn new(settings: &ClickHouseSettings) -> JudgeCacheStore {
+        let timeout = Duration::from_millis(settings.request_timeout_ms.max(1));
         JudgeCacheStore {
             client: settings.client(),
             table: "judge_cache".into(),
-            timeout: Duration::from_millis(settings.request_timeout_ms.max(1)),
+            read_timeout: timeout,
+            write_timeout: timeout,
         }
+    }
+
+    /// The same store with another limit on one lookup (a slow lookup must not stall scoring).
+    pub fn with_read_timeout(mut self, timeout: Duration) -> JudgeCacheStore {
+        self.read_timeout = timeout.max(Duration::from_millis(1));
+        self
     }
 
     /// The value stored under `key`, if any (newest wins).
     pub async fn get(&self, key: &str) -> Result<Option<String>, SinkError> {
-        let query = format!(
-            "SELECT value FROM {} FINAL WHERE key = ? ORDER BY created_at DESC LIMIT 1",
-            self.table
-        );
+        let query = JUDGE_CACHE_LOOKUP.replacen("judge_cache", &self.table, 1);
         let fetch = self
             .client
             .query(&query)
             .bind(key)
             .fetch_optional::<String>();
-        match tokio::time::timeout(self.timeout, fetch).await {
+        match tokio::time::timeout(self.read_timeout, fetch).await {
             Ok(result) => result.map_err(|e| SinkError::Store(format!("judge_cache get: {e}"))),
-            Err(_) => Err(SinkError::Store("judge_cache get: timed out".into())),
+            Err(_) => Err(SinkError::Store(format!(
+                "judge_cache get: no answer within {} ms",
+                self.read_timeout.as_millis()
+            ))),
         }
     }
 
     /// Store `value` (JSON text) under `key`. Idempotent: the same key twice collapses on merge.
     pub async fn put(&self, key: &str, value: &str) -> Result<(), SinkError> {
-        let record = JudgeCacheRecord {
-            key,
-            value,
-            created_at: now_seconds(),
-        };
+        self.put_many(&[(key, value)]).await
+    }
+
+    /// Store several `(key, value)` pairs in one INSERT.
+    pub async fn put_many(&self, entries: &[(&str, &str)]) -> Result<(), SinkError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let created_at = now_seconds();
         let store = async {
             let mut insert = self
                 .client
                 .insert::<JudgeCacheRecord<'_>>(&self.table)
                 .await?
-                .with_timeouts(Some(self.timeout), Some(self.timeout));
-            insert.write(&record).await?;
+                .with_timeouts(Some(self.write_timeout), Some(self.write_timeout));
+            for (key, value) in entries {
+                insert
+                    .write(&JudgeCacheRecord {
+                        key,
+                        value,
+                        created_at,
+                    })
+                    .await?;
+            }
             insert.end().await
         };
-        store
-            .await
-            .map_err(|e| SinkError::Store(format!("judge_cache put: {e}")))
+        match tokio::time::timeout(self.write_timeout, store).await {
+            Ok(result) => result.map_err(|e| SinkError::Store(format!("judge_cache put: {e}"))),
+            Err(_) => Err(SinkError::Store(format!(
+                "judge_cache put: no answer within {} ms",
+                self.write_timeout.as_millis()
+            ))),
+        }
     }
 }
 

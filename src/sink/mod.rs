@@ -1,6 +1,7 @@
 //! Sinks for evaluation rows and dead letters (JSONL, stdout, ClickHouse).
 
 pub mod clickhouse;
+pub mod judge_cache;
 
 use async_trait::async_trait;
 

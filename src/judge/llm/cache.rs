@@ -123,8 +123,14 @@ pub trait DurableCache: Send + Sync {
     /// The entry stored under `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<DurableEntry>, DurableCacheError>;
 
-    /// Store an entry (idempotent: storing the same key twice is harmless).
+    /// Store an entry (idempotent: storing the same key twice is harmless). Implementations
+    /// may queue the write and return at once; [`DurableCache::flush`] waits for it.
     async fn put(&self, entry: &DurableEntry) -> Result<(), DurableCacheError>;
+
+    /// Write whatever `put` queued (called before the process exits). Default: nothing queued.
+    async fn flush(&self) -> Result<(), DurableCacheError> {
+        Ok(())
+    }
 }
 
 /// The default durable cache: stores nothing.

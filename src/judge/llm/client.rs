@@ -208,6 +208,12 @@ impl LlmClient {
         self
     }
 
+    /// Write the durable cache's queued entries (call before exiting so that the verdicts
+    /// this process paid for are there for the next one).
+    pub async fn flush_durable_cache(&self) -> Result<(), super::DurableCacheError> {
+        self.durable.flush().await
+    }
+
     /// The configured model.
     pub fn model(&self) -> &str {
         &self.config.model

@@ -540,6 +540,12 @@ impl Judge for LlmJudge {
         self.client.totals()
     }
 
+    async fn flush(&self) {
+        if let Err(error) = self.client.flush_durable_cache().await {
+            tracing::warn!(%error, "durable judge cache: queued verdicts not written");
+        }
+    }
+
     fn llm_client(&self) -> Option<Arc<LlmClient>> {
         Some(Arc::clone(&self.client))
     }

@@ -1,0 +1,216 @@
+//! The ClickHouse DDL on a *current* ClickHouse release. The other ClickHouse tests run on
+//! Debian's server (18.16); here every file of `deploy/clickhouse/` — split exactly as `sqlgrade
+//! migrate` splits it — plus the migrations bookkeeping, sample writes through the materialized
+//! views, the durable judge-cache lookup and every Grafana dashboard query run on chDB, the
+//! ClickHouse engine built as a library (PyPI `chdb-core-lite`, installed by
+//! `scripts/services.sh install` into a virtualenv; `SQLGRADE_CHDB_PYTHON` names another
+//! interpreter). Without chDB the test prints SKIPPED, or fails under `SQLGRADE_REQUIRE_SERVERS`.
+
+#[path = "support/servers.rs"]
+mod servers;
+
+#[path = "support/dashboard.rs"]
+mod dashboard;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use sqlgrade::migrate::{
+    CREATE_MIGRATIONS_TABLE, MIGRATIONS, READ_MIGRATIONS, checksum, split_statements,
+};
+use sqlgrade::sink::clickhouse::JUDGE_CACHE_LOOKUP;
+
+/// The interpreter with chDB: `$SQLGRADE_CHDB_PYTHON`, else the virtualenv services.sh makes.
+fn chdb_python() -> Result<PathBuf, String> {
+    let python = match std::env::var_os("SQLGRADE_CHDB_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let venv = std::env::var_os("SQLGRADE_CHDB_VENV")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME")
+                        .map(|h| Path::new(&h).join(".cache/sqlgrade/chdb-venv"))
+                })
+                .ok_or("HOME is not set")?;
+            venv.join("bin/python")
+        }
+    };
+    let works = Command::new(&python)
+        .args(["-c", "import chdb"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{} cannot import chdb (run scripts/services.sh install)",
+            python.display()
+        ))
+    }
+}
+
+/// Run `statements` (label, SQL) in one chDB session; returns (version, results).
+fn run_chdb(python: &Path, statements: &[(String, String)]) -> (String, Vec<Value>) {
+    let plan = json!({
+        "statements": statements
+            .iter()
+            .map(|(label, sql)| json!({"label": label, "sql": sql}))
+            .collect::<Vec<_>>()
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/chdb_run.py");
+    let mut child = Command::new(python)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "chdb_run.py failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("chdb_run.py printed no JSON ({e}): {stderr}"));
+    (
+        report["version"].as_str().unwrap().to_string(),
+        report["results"].as_array().unwrap().clone(),
+    )
+}
+
+#[test]
+fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
+    let python = match chdb_python() {
+        Ok(p) => p,
+        Err(why) => {
+            return servers::skip("ddl_and_shipped_queries_run_on_a_current_clickhouse", &why);
+        }
+    };
+    let mut plan: Vec<(String, String)> = vec![
+        (
+            "create database".into(),
+            "CREATE DATABASE IF NOT EXISTS sqlgrade".into(),
+        ),
+        ("use".into(), "USE sqlgrade".into()),
+        ("schema_migrations".into(), CREATE_MIGRATIONS_TABLE.into()),
+    ];
+    // Every file, statement by statement, twice: the second pass shows `IF NOT EXISTS` makes a
+    // re-run harmless.
+    for pass in 1..=2 {
+        for m in MIGRATIONS {
+            for (i, statement) in split_statements(m.sql).into_iter().enumerate() {
+                plan.push((format!("pass {pass}: {} #{}", m.name, i + 1), statement));
+            }
+            if pass == 1 {
+                plan.push((
+                    format!("record {}", m.name),
+                    format!(
+                        "INSERT INTO schema_migrations VALUES ({}, '{}', '{}', now())",
+                        m.version,
+                        m.name,
+                        checksum(m.sql)
+                    ),
+                ));
+            }
+        }
+    }
+    // Writes like the sink's (an event redelivered), through the materialized views.
+    let writes = [
+        "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, semantic_verdict, confidence, rules_fired, judge, judge_cached, scored_at) VALUES \
+         ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 92.5, 1, 'ok', '{}', 'excellent', 'correct', 0.9, ['safety_limit'], 'llm:gpt-4o', 1, now()), \
+         ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'incorrect', 0.8, [], 'deterministic', 0, now()), \
+         ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 1, 1, 'ok', '{}', NULL, NULL, NULL, [], NULL, NULL, now())",
+        "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, judge, judge_cached, scored_at) VALUES \
+         ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'deterministic', 0, now() + 1)",
+        "INSERT INTO dead_letters VALUES (now() - 60, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
+        "INSERT INTO dead_letters VALUES (now() - 30, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
+        "INSERT INTO alerts VALUES ('a1', now(), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 'stef_drop', 'warning', now() - 3600, now(), 80, 60, 200, 'Φ dropped', '{}')",
+        "INSERT INTO judge_cache VALUES ('k1', '{\"v\":1}', now() - 10), ('k2', '{\"v\":7}', now())",
+        "INSERT INTO judge_cache VALUES ('k1', '{\"v\":2}', now())",
+    ];
+    for (i, sql) in writes.iter().enumerate() {
+        plan.push((format!("write {}", i + 1), (*sql).to_string()));
+    }
+    // Reads with the answers they must give.
+    let lookup = JUDGE_CACHE_LOOKUP.replace('?', "'k1'");
+    let applied = MIGRATIONS.len().to_string();
+    let checks: Vec<(&str, String, &str)> = vec![
+        (
+            "applied migrations",
+            format!("SELECT count() FROM ({READ_MIGRATIONS})"),
+            applied.as_str(),
+        ),
+        (
+            "evaluations deduplicated",
+            "SELECT count() FROM evaluations FINAL WHERE metric = 'stef'".into(),
+            "2",
+        ),
+        (
+            "rollup counts distinct events",
+            "SELECT uniqMerge(events), uniqIfMerge(tier_excellent), uniqIfMerge(tier_poor), uniqIfMerge(judge_cached), uniqIfMerge(judged_by_llm) FROM evaluations_hourly WHERE metric = 'stef'".into(),
+            "2\t1\t1\t1\t1",
+        ),
+        (
+            "rollup mean",
+            "SELECT round(avgMerge(value_avg), 2) FROM evaluations_hourly WHERE metric = 'ex'".into(),
+            "1",
+        ),
+        ("dead letters deduplicated", "SELECT count() FROM dead_letters FINAL".into(), "1"),
+        (
+            "dead-letter rollup",
+            "SELECT reason_class, uniqMerge(letters) FROM dead_letters_hourly GROUP BY reason_class".into(),
+            "malformed JSON\t1",
+        ),
+        ("alerts", "SELECT count() FROM alerts FINAL".into(), "1"),
+        ("judge cache lookup (newest wins)", lookup, "{\"v\":2}"),
+    ];
+    for (label, sql, _) in &checks {
+        plan.push(((*label).to_string(), sql.clone()));
+    }
+    let queries = dashboard::dashboard_queries();
+    for (i, q) in queries.iter().enumerate() {
+        plan.push((
+            format!("dashboard query {}", i + 1),
+            dashboard::grafana_to_sql(q),
+        ));
+    }
+
+    let (version, results) = run_chdb(&python, &plan);
+    eprintln!(
+        "chDB ClickHouse version {version}: {} statements",
+        plan.len()
+    );
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("version {version:?}"));
+    assert!(major >= 24, "not a current release: {version}");
+    assert_eq!(results.len(), plan.len());
+    let failures: Vec<String> = results
+        .iter()
+        .zip(&plan)
+        .filter(|(r, _)| r["ok"] != true)
+        .map(|(r, (label, sql))| format!("{label}: {}\n    {sql}", r["error"]))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "on ClickHouse {version}:\n{}",
+        failures.join("\n")
+    );
+    for (label, _, expected) in &checks {
+        let result = results.iter().find(|r| r["label"] == *label).unwrap();
+        // TSV escapes backslashes only; the JSON values here have none.
+        assert_eq!(
+            result["output"].as_str().unwrap().trim(),
+            *expected,
+            "{label} on ClickHouse {version}"
+        );
+    }
+}

@@ -81,7 +81,7 @@ fn only(metric: Metric) -> JudgedOptions {
         hybrid_ex: (metric == Metric::HybridEx)
             .then_some(d.hybrid_ex)
             .flatten(),
-        avoidance: true,
+        ..d
     }
 }
 
@@ -184,6 +184,39 @@ async fn flex_neq_branch_shows_rendered_results() {
     assert!(u.contains("| 3-D Man | Charles Chandler | 1 |"), "{u}");
     assert!(u.contains("shape=("));
     assert!(u.contains("Note: two queries have different execution results."));
+}
+
+/// FLEX's branch follows the configured EX convention: a prediction that drops the gold's
+/// duplicate rows is EX = 1 under BIRD's set equality but EX = 0 under Spider's test-suite
+/// multiset equality, so the same event goes to the EQ branch in one and the NEQ branch in the
+/// other.
+#[tokio::test]
+async fn flex_branch_follows_the_configured_ex_convention() {
+    use sqlgrade::metrics::ex::ExConvention;
+    let gold = "SELECT eye_colour_id FROM superhero WHERE eye_colour_id IN (9, 7)";
+    let pred = "SELECT DISTINCT eye_colour_id FROM superhero WHERE eye_colour_id IN (9, 7)";
+    let e = event(
+        "Which eye colour ids among 7 and 9 occur?",
+        None,
+        pred,
+        gold,
+    );
+    let mut branches = Vec::new();
+    for convention in [ExConvention::Bird, ExConvention::SpiderTestSuite] {
+        let server = MockServer::start().await;
+        server.push([Scripted::json(&json!({"reasoning": "ok", "correct": true}))]);
+        let options = JudgedOptions {
+            ex_convention: convention,
+            ..only(Metric::Flex)
+        };
+        let row = one(&scorer(&server, options), &e, None).await;
+        assert_eq!(server.request_count(), 1);
+        branches.push((row.details["branch"].clone(), row.details["ex"].clone()));
+    }
+    assert_eq!(
+        branches,
+        vec![(json!("eq"), json!(true)), (json!("neq"), json!(false))]
+    );
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ use crate::judge::JudgeError;
 use crate::judge::llm::LlmClient;
 
 use super::avoid::CallCounter;
-use super::ex::bird_equal;
+use super::ex::{ExConvention, results_match};
 use super::flex::{FlexOptions, score_flex};
 use super::gold::GoldExecution;
 use super::hybrid_ex::{DEFAULT_CUTOFF, DEFAULT_TOLERANCE, score_hybrid};
@@ -55,14 +55,16 @@ pub struct GoldCase<'a> {
     pub pred: Result<&'a Arc<ResultSet>, &'a ExecError>,
     /// ESM+ verdict, when computed (avoidance evidence).
     pub esm_plus: Option<bool>,
+    /// How EX compares the results (FLEX's branch and ROSE's route follow EX).
+    pub ex_convention: ExConvention,
 }
 
 impl GoldCase<'_> {
-    /// EX with BIRD set semantics (None when the prediction failed).
+    /// EX under the configured convention (None when the prediction failed).
     pub fn ex(&self) -> Option<bool> {
         self.pred
             .ok()
-            .map(|p| bird_equal(&self.gold.key_ref_rows(), &p.key_ref_rows()))
+            .map(|p| results_match(self.gold, p, self.ex_convention, self.gold_sql))
     }
 
     /// Schema text: tables referenced by `sqls` first (or only, with `only_referenced`).
@@ -192,6 +194,8 @@ pub struct JudgedOptions {
     pub hybrid_ex: Option<HybridOptions>,
     /// Skip the judge where deterministic evidence decides.
     pub avoidance: bool,
+    /// EX convention deciding FLEX's branch and ROSE's route (`[gold] ex_convention`).
+    pub ex_convention: ExConvention,
 }
 
 impl Default for JudgedOptions {
@@ -201,6 +205,7 @@ impl Default for JudgedOptions {
             rose: Some(RoseOptions::default()),
             hybrid_ex: Some(HybridOptions::default()),
             avoidance: true,
+            ex_convention: ExConvention::Bird,
         }
     }
 }
@@ -371,6 +376,7 @@ impl JudgedScorer {
             gold: gold_rs,
             pred: pred_rs.as_ref(),
             esm_plus: input.esm_plus,
+            ex_convention: self.options.ex_convention,
         };
         for &m in &metrics {
             self.counter.event(m);

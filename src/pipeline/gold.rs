@@ -67,8 +67,18 @@ pub fn judged_options(config: &GoldConfig) -> Option<JudgedOptions> {
             tolerance: config.hybrid_tolerance,
         }),
         avoidance: config.avoidance,
+        ex_convention: ex_convention(config),
     };
     (!options.metrics().is_empty()).then_some(options)
+}
+
+/// The EX convention `[gold] ex_convention` names (validated by the config).
+fn ex_convention(config: &GoldConfig) -> ExConvention {
+    if config.ex_convention == "spider" {
+        ExConvention::SpiderTestSuite
+    } else {
+        ExConvention::Bird
+    }
 }
 
 impl SqliteGoldMetrics {
@@ -95,11 +105,7 @@ impl SqliteGoldMetrics {
             ..ExecLimits::default()
         };
         let options = GoldOptions {
-            ex_convention: if config.ex_convention == "spider" {
-                ExConvention::SpiderTestSuite
-            } else {
-                ExConvention::Bird
-            },
+            ex_convention: ex_convention(config),
             ex: config.has("ex"),
             esm: config.has("esm"),
             esm_plus: config.has("esm_plus"),

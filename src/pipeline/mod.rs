@@ -331,9 +331,14 @@ async fn decode_stage(
             payload,
             origin,
             ack,
+            decoded,
         } = message;
         let received_at = now_rfc3339();
-        match Event::decode_with_limit(&payload, max_event_bytes) {
+        let event = match decoded {
+            Some(event) => Ok(*event),
+            None => Event::decode_with_limit(&payload, max_event_bytes),
+        };
+        match event {
             Ok(mut event) => {
                 if let Some(transform) = &transform {
                     transform(&mut event);

@@ -229,6 +229,7 @@ impl Source for FileSource {
                         origin: origin_of(&self.origin_prefix, self.line_no, &line),
                         payload: line.bytes,
                         ack: AckToken::new(position, acks),
+                        decoded: None,
                     }));
                 }
                 None if !self.follow => return Ok(None),
@@ -316,6 +317,7 @@ impl Source for StdinSource {
                 origin: origin_of("stdin", self.line_no, &line),
                 payload: line.bytes,
                 ack: AckToken::new(position, acks),
+                decoded: None,
             }));
         }
     }

@@ -695,26 +695,31 @@ impl Source for KafkaSource {
                 },
                 self.tracker.clone() as Arc<dyn Acknowledge>,
             );
+            let mut decoded = None;
             if let (Some(dl_topic), Some(producer)) =
                 (&self.settings.dead_letter_topic, &self.producer)
-                && let Err(reason) =
-                    Event::decode_with_limit(&payload, self.settings.max_event_bytes)
             {
-                let (dl_topic, producer) = (dl_topic.clone(), producer.clone());
-                self.dead_letter(
-                    producer,
-                    dl_topic,
-                    payload,
-                    origin,
-                    reason.to_string(),
-                    token,
-                );
-                continue;
+                match Event::decode_with_limit(&payload, self.settings.max_event_bytes) {
+                    Ok(event) => decoded = Some(Box::new(event)),
+                    Err(reason) => {
+                        let (dl_topic, producer) = (dl_topic.clone(), producer.clone());
+                        self.dead_letter(
+                            producer,
+                            dl_topic,
+                            payload,
+                            origin,
+                            reason.to_string(),
+                            token,
+                        );
+                        continue;
+                    }
+                }
             }
             return Ok(Some(SourceMessage {
                 payload,
                 origin,
                 ack: token,
+                decoded,
             }));
         }
     }

@@ -4,6 +4,7 @@ pub mod kafka;
 
 use async_trait::async_trait;
 
+use crate::event::Event;
 use crate::pipeline::AckToken;
 
 /// One raw payload read from a source, not yet decoded.
@@ -15,6 +16,9 @@ pub struct SourceMessage {
     pub origin: String,
     /// Acknowledge once the sink has this message's output.
     pub ack: AckToken,
+    /// The event, when the source already decoded the payload (the Kafka source does, to route
+    /// undecodable payloads to its dead-letter topic), so the pipeline does not parse it twice.
+    pub decoded: Option<Box<Event>>,
 }
 
 /// Why a source failed (fatal for the run; transient errors are retried inside the source).
@@ -129,6 +133,7 @@ impl Source for MemorySource {
             payload,
             origin: format!("{}:{}", self.name, self.next_index),
             ack: AckToken::new(position, acks),
+            decoded: None,
         }))
     }
 

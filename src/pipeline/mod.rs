@@ -480,7 +480,7 @@ struct PendingBatch {
 
 async fn batch_stage(
     mut done_rx: mpsc::Receiver<Completed>,
-    mut sink: Box<dyn Sink>,
+    sink: Box<dyn Sink>,
     options: PipelineOptions,
     progress: Option<ProgressFn>,
     alerts: Option<crate::alert::AlertHandle>,
@@ -488,19 +488,26 @@ async fn batch_stage(
 ) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
     let mut summary = Summary::default();
     let mut pending = PendingBatch::default();
+    // The sink writes on its own task, so the next batch fills while the previous one is being
+    // inserted; the one-slot channel keeps at most one batch writing and one waiting.
+    let (batch_tx, batch_rx) = mpsc::channel::<PendingBatch>(1);
+    let writer = tokio::spawn(write_stage(batch_rx, sink, progress, metrics.clone()));
     loop {
-        let received = match pending.opened_at {
-            Some(opened) => {
-                let deadline = opened + options.flush_interval;
-                match tokio::time::timeout_at(deadline, done_rx.recv()).await {
-                    Ok(received) => received,
-                    Err(_elapsed) => {
-                        write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
-                        continue;
-                    }
+        // Wait for the next completion, the flush deadline, or the writer stopping (a sink
+        // error ends the run even while the source idles).
+        let deadline = pending
+            .opened_at
+            .map(|opened| opened + options.flush_interval);
+        let received = tokio::select! {
+            biased;
+            () = batch_tx.closed() => break,
+            () = sleep_until_some(deadline) => {
+                if !hand_over(&batch_tx, &mut pending).await {
+                    break;
                 }
+                continue;
             }
-            None => done_rx.recv().await,
+            received = done_rx.recv() => received,
         };
         let Some(completed) = received else {
             break;
@@ -546,12 +553,49 @@ async fn batch_stage(
             }
         }
         summary.messages += 1;
-        if pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes {
-            write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
+        if (pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes)
+            && !hand_over(&batch_tx, &mut pending).await
+        {
+            break;
         }
     }
-    write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
+    // On a writer failure the loop stopped early: the rows still pending are not acknowledged,
+    // so they are redelivered; the writer's error is the run's error.
+    hand_over(&batch_tx, &mut pending).await;
+    drop(batch_tx);
+    let sink = join("sink writer", writer).await??;
     Ok((summary, sink))
+}
+
+/// Sleep until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Pass the pending batch to the writer task; false when the writer has stopped (failed).
+async fn hand_over(batch_tx: &mpsc::Sender<PendingBatch>, pending: &mut PendingBatch) -> bool {
+    let batch = std::mem::take(pending);
+    if batch.acks.is_empty() && batch.batch.is_empty() {
+        return true;
+    }
+    batch_tx.send(batch).await.is_ok()
+}
+
+/// Write batches in order and acknowledge each once the sink has it; stops at the first sink
+/// error (the batcher then sees the channel closed) and returns the sink when the batcher is done.
+async fn write_stage(
+    mut batch_rx: mpsc::Receiver<PendingBatch>,
+    mut sink: Box<dyn Sink>,
+    progress: Option<ProgressFn>,
+    metrics: Option<crate::telemetry::PipelineMetrics>,
+) -> Result<Box<dyn Sink>, PipelineError> {
+    while let Some(mut pending) = batch_rx.recv().await {
+        write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
+    }
+    Ok(sink)
 }
 
 /// Write the pending batch and, once the sink has it, acknowledge its messages.

@@ -11,7 +11,7 @@
 //!
 //! Shutdown: when the shutdown signal fires (or the source ends) the source is stopped, each
 //! stage finishes what it holds and closes its output channel, the batcher hands the last batch to
-the writer (which writes batches in order while the batcher fills the next one),
+//! the writer (which writes batches in order while the batcher fills the next one),
 //! the sink is flushed and [`Source::finish`] commits. A panic while scoring one event is caught
 //! and turns that event into a dead letter, so one poison message cannot stop the daemon. A sink
 //! failure ends the run with [`PipelineError::Sink`]: every stage stops (a source idling at EOF

@@ -166,6 +166,11 @@ fn valid_identifier(name: &str) -> bool {
 /// Apply every migration not yet recorded in `settings.database`, creating the database first.
 pub async fn migrate(settings: &ClickHouseSettings) -> Result<MigrationReport, MigrateError> {
     let url = redact_url(&settings.url);
+    // The error of a bookkeeping step (`what`) against this server.
+    let bookkeeping = |what: &'static str| {
+        let url = url.clone();
+        move |source| MigrateError::Bookkeeping { what, url, source }
+    };
     if !valid_identifier(&settings.database) {
         return Err(MigrateError::DatabaseName(settings.database.clone()));
     }
@@ -177,31 +182,18 @@ pub async fn migrate(settings: &ClickHouseSettings) -> Result<MigrationReport, M
         ))
         .execute()
         .await
-        .map_err(|source| MigrateError::Bookkeeping {
-            what: "create the database",
-            url: url.clone(),
-            source,
-        })?;
+        .map_err(bookkeeping("create the database"))?;
     let client = settings.client();
     client
         .query(CREATE_MIGRATIONS_TABLE)
         .execute()
         .await
-        .map_err(|source| MigrateError::Bookkeeping {
-            what: "create the migrations table",
-            url: url.clone(),
-            source,
-        })?;
-    let recorded: Vec<AppliedRecord> =
-        client
-            .query(READ_MIGRATIONS)
-            .fetch_all()
-            .await
-            .map_err(|source| MigrateError::Bookkeeping {
-                what: "read the migrations table",
-                url: url.clone(),
-                source,
-            })?;
+        .map_err(bookkeeping("create the migrations table"))?;
+    let recorded: Vec<AppliedRecord> = client
+        .query(READ_MIGRATIONS)
+        .fetch_all()
+        .await
+        .map_err(bookkeeping("read the migrations table"))?;
 
     let mut report = MigrationReport::default();
     for m in MIGRATIONS {
@@ -237,27 +229,15 @@ pub async fn migrate(settings: &ClickHouseSettings) -> Result<MigrationReport, M
         let mut insert = client
             .insert::<AppliedRecord>(MIGRATIONS_TABLE)
             .await
-            .map_err(|source| MigrateError::Bookkeeping {
-                what: "record a migration",
-                url: url.clone(),
-                source,
-            })?;
+            .map_err(bookkeeping("record a migration"))?;
         insert
             .write(&record)
             .await
-            .map_err(|source| MigrateError::Bookkeeping {
-                what: "record a migration",
-                url: url.clone(),
-                source,
-            })?;
+            .map_err(bookkeeping("record a migration"))?;
         insert
             .end()
             .await
-            .map_err(|source| MigrateError::Bookkeeping {
-                what: "record a migration",
-                url: url.clone(),
-                source,
-            })?;
+            .map_err(bookkeeping("record a migration"))?;
         tracing::info!(migration = m.name, database = %settings.database, "applied");
         report.applied.push(m.name.to_string());
     }

@@ -2,6 +2,8 @@
 //! --follow` stopped by SIGTERM, `score` on stdin, `backfill` of a BIRD run, `check-config`
 //! redaction, and `migrate`'s errors.
 
+mod support;
+
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,21 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlgrade::event::Event;
 use sqlgrade::testdata::data_dir;
+use support::cli::sqlgrade;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary with a clean `SQLGRADE__*` environment and quiet logs.
-fn sqlgrade(cwd: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sqlgrade"));
-    cmd.current_dir(cwd).env("RUST_LOG", "warn");
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("SQLGRADE__") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
 }
 
 fn json_lines(path: &Path) -> Vec<Value> {

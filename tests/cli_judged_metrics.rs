@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -18,23 +18,13 @@ use sqlgrade::metrics::avoid::Avoidance;
 use sqlgrade::pipeline::build::build_scorer;
 use sqlgrade::summary::MetricStats;
 use sqlgrade::testdata::data_dir;
+use support::cli::sqlgrade;
 use support::openai_mock::{MockServer, Recorded, Scripted};
 
 /// Questions backfilled (the first of BIRD dev).
 const QUESTIONS: usize = 24;
 /// A prediction containing this makes the scripted judge answer garbage.
 const MALFORMED_MARKER: &str = "malformed-judge-marker";
-
-fn sqlgrade(cwd: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sqlgrade"));
-    cmd.current_dir(cwd).env("RUST_LOG", "warn");
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("SQLGRADE__") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

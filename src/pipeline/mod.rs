@@ -593,8 +593,8 @@ async fn write_stage(
     progress: Option<ProgressFn>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> Result<Box<dyn Sink>, PipelineError> {
-    while let Some(mut pending) = batch_rx.recv().await {
-        write_batch(&mut sink, &mut pending, &progress, metrics.as_ref()).await?;
+    while let Some(pending) = batch_rx.recv().await {
+        write_batch(&mut sink, pending, &progress, metrics.as_ref()).await?;
     }
     Ok(sink)
 }
@@ -602,14 +602,12 @@ async fn write_stage(
 /// Write the pending batch and, once the sink has it, acknowledge its messages.
 async fn write_batch(
     sink: &mut Box<dyn Sink>,
-    pending: &mut PendingBatch,
+    pending: PendingBatch,
     progress: &Option<ProgressFn>,
     metrics: Option<&crate::telemetry::PipelineMetrics>,
 ) -> Result<(), PipelineError> {
-    let PendingBatch { batch, acks, .. } = std::mem::take(pending);
-    if acks.is_empty() && batch.is_empty() {
-        return Ok(());
-    }
+    // Empty batches never get here: `hand_over` drops them.
+    let PendingBatch { batch, acks, .. } = pending;
     let messages = acks.len() as u64;
     let (rows, dead_letters) = (batch.rows.len(), batch.dead_letters.len());
     if !batch.is_empty() {

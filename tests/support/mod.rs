@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod openai_mock;
 
 use std::collections::{BTreeMap, HashSet};

@@ -17,8 +17,7 @@
 //!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 
-#[path = "../tests/support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::time::{Duration, Instant};
 

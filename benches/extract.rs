@@ -26,7 +26,7 @@ const FILES: &[(&str, &str)] = &[
 ];
 
 fn corpus() -> Vec<String> {
-    let data = sqlgrade::testdata::data_dir();
+    let data = sqlgrade_testkit::data::data_dir();
     let mut queries = Vec::new();
     for (file, field) in FILES {
         let text = std::fs::read_to_string(data.join(file)).expect("corpus file");

@@ -9,11 +9,12 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use sqlgrade::event::Event;
-use sqlgrade::exec::{ExecLimits, Executor, SqliteExecutor};
+use sqlgrade::exec::Executor;
 use sqlgrade::metrics::esm::ir::PlusSchema;
 use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
-use sqlgrade::metrics::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
+use sqlgrade::metrics::esm::{SpiderEvalOptions, SpiderSchema, esm};
 use sqlgrade::metrics::gold::{GoldOptions, GoldScorer};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 
 fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -25,7 +26,7 @@ fn read_jsonl(path: &Path) -> Vec<Value> {
 }
 
 fn spider_pairs() -> Vec<(String, String, String)> {
-    let data = sqlgrade::testdata::data_dir().join("spider");
+    let data = sqlgrade_testkit::data::data_dir().join("spider");
     let preds: HashMap<i64, String> = read_jsonl(&data.join("predictions/DAIL-SQL-GPT-4.jsonl"))
         .into_iter()
         .map(|v| {
@@ -49,10 +50,10 @@ fn spider_pairs() -> Vec<(String, String, String)> {
 }
 
 fn bench_esm(c: &mut Criterion) {
-    let data = sqlgrade::testdata::data_dir().join("spider");
-    let mut catalog = SchemaCatalog::load_tables_json(&data.join("tables.json")).expect("tables");
-    catalog
-        .introspect_sqlite_dir(&data.join("databases"))
+    let data = sqlgrade_testkit::data::data_dir().join("spider");
+    let mut catalog =
+        sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).expect("tables");
+    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut catalog, &data.join("databases"))
         .expect("introspect");
     let pairs = spider_pairs();
     let mut spider: HashMap<String, SpiderSchema> = HashMap::new();
@@ -112,7 +113,7 @@ fn bench_esm(c: &mut Criterion) {
 }
 
 fn bird_items() -> Vec<(String, String, String, Value)> {
-    let data = sqlgrade::testdata::data_dir().join("bird");
+    let data = sqlgrade_testkit::data::data_dir().join("bird");
     let preds: HashMap<i64, String> = read_jsonl(&data.join("predictions/SuperSQL.jsonl"))
         .into_iter()
         .map(|v| {
@@ -167,7 +168,7 @@ fn serial_sqlite(root: &Path, items: &[(String, String, String, Value)]) -> usiz
 }
 
 fn bench_ex(c: &mut Criterion) {
-    let data = sqlgrade::testdata::data_dir();
+    let data = sqlgrade_testkit::data::data_dir();
     let root = data.join("bird/databases");
     let items = bird_items();
     let events: Vec<Event> = items
@@ -181,7 +182,7 @@ fn bench_ex(c: &mut Criterion) {
         })
         .collect();
     let scorer = GoldScorer::new(
-        SchemaCatalog::load_tables_json(&data.join("bird/tables.json")).expect("tables"),
+        sqlgrade::sqlite::schema::load_tables_json(&data.join("bird/tables.json")).expect("tables"),
     );
     let opts = GoldOptions {
         esm: false,

@@ -12,9 +12,7 @@
 //! Run with `cargo bench --bench judge`; numbers are recorded in `benches/README.md`
 //! ("## LLM judge").
 
-#[path = "../tests/support/openai_mock.rs"]
-mod openai_mock;
-#[path = "support/mod.rs"]
+use sqlgrade_testkit::openai_mock;
 mod support;
 
 use std::collections::HashSet;
@@ -24,9 +22,10 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use openai_mock::{MockServer, Scripted};
 use serde_json::json;
+use sqlgrade::config::JudgeConfig;
 use sqlgrade::event::Event;
-use sqlgrade::judge::llm::{LlmConfig, LlmJudge};
 use sqlgrade::judge::{Judge, JudgeRequest};
+use sqlgrade::llm::LlmJudge;
 use sqlgrade::stef::{Prepared, RuleProfile};
 
 const LATENCY: Duration = Duration::from_millis(200);
@@ -64,14 +63,15 @@ fn reply() -> serde_json::Value {
     })
 }
 
-fn config(server: &MockServer) -> LlmConfig {
-    LlmConfig {
+fn config(server: &MockServer) -> JudgeConfig {
+    JudgeConfig {
+        api_key_env: String::new(),
         base_url: server.base_url(),
         model: "bench-judge".into(),
         max_requests_per_second: RATE_LIMIT,
         max_concurrency: CONCURRENCY,
         timeout_ms: 5_000,
-        ..LlmConfig::default()
+        ..JudgeConfig::default()
     }
 }
 
@@ -141,7 +141,7 @@ fn bench_judge(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 // Fresh judge (empty cache) and events not seen in the previous batch.
-                let judge = Arc::new(LlmJudge::from_config(config(&server)).expect("judge"));
+                let judge = Arc::new(LlmJudge::from_config(&config(&server)).expect("judge"));
                 let batch: Vec<_> = (0..BATCH)
                     .map(|i| cases[(offset + i) % cases.len()].clone())
                     .collect();
@@ -174,7 +174,7 @@ fn bench_judge(c: &mut Criterion) {
     let fast = runtime.block_on(fast);
     let body = reply();
     fast.respond_with(move |_| Scripted::json(&body));
-    let judge = LlmJudge::from_config(LlmConfig {
+    let judge = LlmJudge::from_config(&JudgeConfig {
         max_requests_per_second: 0.0,
         ..config(&fast)
     })

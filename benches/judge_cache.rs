@@ -14,16 +14,16 @@
 //!
 //! Results are recorded in benches/README.md ("## durable judge cache").
 
-#[path = "../tests/support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlgrade::judge::llm::{DurableCache, DurableEntry};
-use sqlgrade::migrate::migrate;
-use sqlgrade::sink::clickhouse::{ClickHouseSettings, JudgeCacheStore};
-use sqlgrade::sink::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
+use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
+use sqlgrade::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
+use sqlgrade::clickhouse::migrate::migrate;
+use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::llm::{DurableCache, DurableEntry};
 
 struct Args {
     entries: usize,
@@ -123,10 +123,11 @@ async fn main() {
             return;
         }
     };
-    let settings = ClickHouseSettings {
-        url: ch.url(),
+    let settings = SinkConfig {
+        kind: SinkKind::Clickhouse,
+        url: Some(ch.url()),
         database: "sqlgrade".into(),
-        ..ClickHouseSettings::default()
+        ..SinkConfig::default()
     };
     migrate(&settings).await.unwrap();
 

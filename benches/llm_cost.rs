@@ -13,8 +13,7 @@
 //! the prompt, so the routes taken (e.g. ROSE's Prover rejections) are a fixed mix. Every
 //! assertion is about counts, never time.
 
-#[path = "../tests/support/openai_mock.rs"]
-mod openai_mock;
+use sqlgrade_testkit::openai_mock;
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -25,11 +24,11 @@ use std::time::Instant;
 use openai_mock::{MockServer, Recorded, Scripted};
 use serde_json::json;
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::build::build_scorer;
 use sqlgrade::config::{Config, JudgeConfig, JudgeKind, SinkKind};
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::MetricCalls;
-use sqlgrade::pipeline::build::build_scorer;
-use sqlgrade::scorer::Scorer;
+use sqlgrade::score::Scorer;
 use sqlgrade::summary::Summary;
 
 /// ROSE's paper: ≈1.45 judge calls per question.
@@ -71,7 +70,7 @@ fn reply(req: &Recorded) -> Scripted {
 
 /// The first `n` questions of BIRD dev, as a dataset file of their own.
 fn dataset_subset(dir: &Path, n: usize) -> PathBuf {
-    let full = std::fs::read_to_string(sqlgrade::testdata::data_dir().join("bird/dev.jsonl"))
+    let full = std::fs::read_to_string(sqlgrade_testkit::data::data_dir().join("bird/dev.jsonl"))
         .expect("BIRD dev.jsonl");
     let lines: Vec<&str> = full.lines().filter(|l| !l.trim().is_empty()).collect();
     let path = dir.join("dev.jsonl");
@@ -80,7 +79,7 @@ fn dataset_subset(dir: &Path, n: usize) -> PathBuf {
 }
 
 fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) -> Config {
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let mut config = Config::default();
     config.sink.kind = SinkKind::Jsonl;
     config.sink.dir = out.to_path_buf();
@@ -89,9 +88,7 @@ fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) ->
     config.pipeline.workers = 16;
     config.gold.databases = Some(bird.join("databases"));
     config.gold.tables = vec![bird.join("tables.json")];
-    config.gold.metrics = ["ex", "esm", "esm_plus", "flex", "rose", "hybrid_ex"]
-        .map(String::from)
-        .to_vec();
+    config.gold.metrics = sqlgrade::config::GOLD_METRICS.to_vec();
     config.gold.avoidance = avoidance;
     config.gold.flex_error_categories = categories;
     config.gold.judge = Some(JudgeConfig {
@@ -156,7 +153,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let input = dataset_subset(dir.path(), n);
     let predictions =
-        sqlgrade::testdata::data_dir().join(format!("bird/predictions/{system}.jsonl"));
+        sqlgrade_testkit::data::data_dir().join(format!("bird/predictions/{system}.jsonl"));
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let server = MockServer::start().await;

@@ -14,9 +14,8 @@ use std::time::Duration;
 use criterion::measurement::Measurement;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sqlgrade::event::Event;
-use sqlgrade::scorer::Scorer;
+use sqlgrade::score::Scorer;
 
-#[path = "support/mod.rs"]
 mod support;
 
 use support::ThreadCpuTime;

@@ -22,7 +22,7 @@ use serde_json::Value;
 use sqlgrade::event::Event;
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::stef::{self, RuleProfile};
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 
 fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -70,7 +70,6 @@ fn corpus() -> Vec<Event> {
     events
 }
 
-#[path = "support/mod.rs"]
 mod support;
 
 use support::ThreadCpuTime;

@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::config::{PipelineConfig, SinkConfig};
 use sqlgrade::event::Event;
-use sqlgrade::pipeline::{Pipeline, PipelineOptions};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::pipeline::Pipeline;
+use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::FileSource;
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 
 fn corpus() -> Result<Vec<Event>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
@@ -107,15 +108,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 2. Full pipeline.
     let out_dir = dir.path().join("out");
-    let options = PipelineOptions {
+    let options = PipelineConfig {
         workers,
-        ..PipelineOptions::default()
+        ..PipelineConfig::default()
     };
     let pipeline = Pipeline::new(
         Box::new(FileSource::new(&input, false, options.max_event_bytes)),
         Box::new(JsonlSink::open(&out_dir).await?),
         Arc::new(Scorer::deterministic()),
-        options,
+        &options,
+        &SinkConfig::default(),
     );
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let summary = pipeline.run(rx).await?;

@@ -26,11 +26,11 @@ use tokio::sync::watch;
 
 use crate::alert::delivery::Destinations;
 use crate::alert::{AlertNotification, AlertService};
+use crate::build::{BuildError, build_scorer, build_sink};
 use crate::config::Config;
 use crate::event::{Event, Gold};
-use crate::pipeline::build::{BuildError, build_scorer, build_sink};
-use crate::pipeline::{EventTransform, Pipeline, PipelineError, PipelineOptions, ProgressFn};
-use crate::scorer::Scorer;
+use crate::pipeline::{EventTransform, Pipeline, PipelineError, ProgressFn};
+use crate::score::Scorer;
 use crate::source::{FileSource, MemorySource, Source};
 use crate::summary::Summary;
 
@@ -335,8 +335,8 @@ pub fn apply_benchmark_gold_defaults(request: &BackfillRequest, config: &mut Con
         }
     }
     config.gold.ex_convention = match format {
-        BackfillFormat::Spider => "spider".into(),
-        _ => "bird".into(),
+        BackfillFormat::Spider => crate::metrics::ex::ExConvention::SpiderTestSuite,
+        _ => crate::metrics::ex::ExConvention::Bird,
     };
 }
 
@@ -496,13 +496,8 @@ impl BackfillPlan {
             destinations,
             MAX_REPORTED_ALERTS,
         )?;
-        let mut pipeline = Pipeline::new(
-            self.source,
-            sink,
-            scorer,
-            PipelineOptions::from_config(config),
-        )
-        .with_alerts(alert_handle.lossless());
+        let mut pipeline = Pipeline::new(self.source, sink, scorer, &config.pipeline, &config.sink)
+            .with_alerts(alert_handle.lossless());
         if let Some(transform) = self.transform {
             pipeline = pipeline.with_transform(transform);
         }
@@ -522,7 +517,7 @@ impl BackfillPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata::data_dir;
+    use sqlgrade_testkit::data::data_dir;
 
     #[test]
     fn bird_join_uses_question_ids_and_file_stem() {

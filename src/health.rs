@@ -20,7 +20,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// One component's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -148,15 +148,6 @@ impl Health {
         };
         (code, body)
     }
-}
-
-/// `[server]` settings of the health endpoint.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerSettings {
-    /// Address to listen on (e.g. `127.0.0.1:9464`, `0.0.0.0:9464` in a container); empty (the
-    /// default) = no HTTP endpoint.
-    pub listen: String,
 }
 
 /// Why the health endpoint could not start.

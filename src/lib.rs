@@ -1,27 +1,40 @@
-//! sqlgrade: continuous quality scoring for text-to-SQL agents.
+//! sqlgrade: continuous quality scoring for text-to-SQL agents — the daemon crate.
 //!
-//! The crate is a pipeline of *sources → scorer → sinks* (see `DESIGN.md`). Domain code
-//! ([`sqlspec`], [`stef`], [`metrics`]) is pure and synchronous; everything that performs I/O
-//! (sources, sinks, judge clients, executors) lives at the edges behind small traits.
+//! The scoring core (SQL analysis, STEF, the deterministic judge, the gold-metric algorithms and
+//! the row contract) is the pure crate `sqlgrade-core`, re-exported here under its own module
+//! names. This crate owns every edge and the topology that joins them (`ARCHITECTURE.md`):
+//!
+//! ```text
+//! source → decode → score → batch → write → ack
+//! ```
+//!
+//! Layers, lowest first (a module imports only from lower layers):
+//!
+//! 1. the core re-exports ([`event`], [`evaluation`], [`sqlspec`], [`stef`], [`judge`],
+//!    [`exec`], [`metrics`]) and [`config`] (every setting, declared once);
+//! 2. edges, each behind a small trait or type: [`source`], [`sink`], [`clickhouse`], [`llm`],
+//!    [`sqlite`], [`health`], [`telemetry`], [`alert`], [`stats`];
+//! 3. [`score`] — the scorer (STEF through a judge, gold metrics through executors);
+//! 4. [`pipeline`] — the topology;
+//! 5. [`build`] — wiring a run from a [`config::Config`]; [`backfill`], [`report`],
+//!    [`calibrate`], [`summary`] — the commands' library halves.
+
+pub use sqlgrade_core::{evaluation, event, exec, judge, metrics, sqlspec, stef};
 
 pub mod alert;
 pub mod backfill;
+pub mod build;
 pub mod calibrate;
+pub mod clickhouse;
 pub mod config;
-pub mod evaluation;
-pub mod event;
-pub mod exec;
 pub mod health;
-pub mod judge;
-pub mod metrics;
-pub mod migrate;
+pub mod llm;
 pub mod pipeline;
 pub mod report;
-pub mod scorer;
+pub mod score;
 pub mod sink;
 pub mod source;
-pub mod sqlspec;
-pub mod stef;
+pub mod sqlite;
+pub mod stats;
 pub mod summary;
 pub mod telemetry;
-pub mod testdata;

@@ -1,7 +1,7 @@
 //! sqlgrade command line (thin: everything lives in the library).
 //!
-//! Commands and flags are public interface (DESIGN.md, README "CLI reference"): `run`, `score`,
-//! `backfill`, `migrate`, `check-config`, `calibrate`.
+//! Commands and flags are public interface (README "CLI reference", `ARCHITECTURE.md`): `run`,
+//! `score`, `backfill`, `migrate`, `check-config`, `calibrate`, `report`.
 
 use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::path::PathBuf;
@@ -14,12 +14,12 @@ use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::build::{build_scorer, build_sink_with_health, build_source_with_health};
 use sqlgrade::config::{Config, SinkKind, SourceKind};
 use sqlgrade::evaluation::DeadLetter;
 use sqlgrade::event::Event;
 use sqlgrade::health::{Health, Phase};
-use sqlgrade::pipeline::build::{build_scorer, build_sink_with_health, build_source_with_health};
-use sqlgrade::pipeline::{Pipeline, PipelineOptions, ProgressFn};
+use sqlgrade::pipeline::{Pipeline, ProgressFn};
 use sqlgrade::summary::Summary;
 
 /// mimalloc instead of glibc malloc: scoring workers allocate rows that the sink task frees, and
@@ -277,9 +277,7 @@ async fn report(
         (Some(path), _) => rows_from_jsonl(path, &run_id)?,
         (None, Some(_)) => {
             let config = load_config(config.as_ref())?;
-            let settings =
-                sqlgrade::sink::clickhouse::ClickHouseSettings::from_config(&config.sink);
-            rows_from_clickhouse(&settings, &run_id).await?
+            rows_from_clickhouse(&config.sink, &run_id).await?
         }
         (None, None) => anyhow::bail!("report needs --input FILE or --config FILE (ClickHouse)"),
     };
@@ -396,7 +394,8 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         source,
         sink,
         Arc::clone(&scorer),
-        PipelineOptions::from_config(&config),
+        &config.pipeline,
+        &config.sink,
     );
     let alert_service = if config.alerts.enabled {
         let (service, handle) = sqlgrade::alert::AlertService::start(
@@ -412,16 +411,7 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         let mut telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
         // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
         let judged = Arc::clone(&scorer);
-        telemetry.observe_judge(move || {
-            let mut sum = sqlgrade::judge::JudgeTotals::default();
-            for client in judged.llm_usage().clients {
-                let t = client.totals;
-                sum.assessments += t.assessments;
-                sum.cache_hits += t.cache_hits;
-                sum.durable_hits += t.durable_hits;
-            }
-            sum
-        });
+        telemetry.observe_judge(move || judged.llm_usage().total());
         pipeline = pipeline.with_metrics(telemetry.metrics());
         Some(telemetry)
     } else {
@@ -552,8 +542,7 @@ async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
             config.sink.kind
         );
     }
-    let settings = sqlgrade::sink::clickhouse::ClickHouseSettings::from_config(&config.sink);
-    let report = sqlgrade::migrate::migrate(&settings).await?;
+    let report = sqlgrade::clickhouse::migrate::migrate(&config.sink).await?;
     for name in &report.applied {
         println!("applied  {name}");
     }
@@ -565,7 +554,7 @@ async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
     }
     println!(
         "database {}: {} migration(s) applied, {} already present",
-        settings.database,
+        config.sink.database,
         report.applied.len(),
         report.already_applied.len()
     );
@@ -613,7 +602,7 @@ fn config_warnings(config: &Config) -> Vec<String> {
     }
     if config.judge.kind == sqlgrade::config::JudgeKind::Llm {
         // Builds the client without contacting the endpoint: URL, API key, prompt templates.
-        if let Err(e) = sqlgrade::judge::llm::LlmJudge::from_judge_config(&config.judge) {
+        if let Err(e) = sqlgrade::llm::LlmJudge::from_config(&config.judge) {
             warnings.push(e.to_string());
         }
     }

@@ -38,7 +38,7 @@ impl SplitMix {
 /// SuperSQL's BIRD events, and the same questions paired with the SQL of the next question on
 /// the same database.
 fn correct_and_wrong_question() -> (Vec<Event>, Vec<Event>) {
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let correct = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),

@@ -2,20 +2,20 @@
 //! `report` reads a run back from ClickHouse `evaluations`. Needs Debian's `clickhouse-server`
 //! (scripts/services.sh install); skips loudly without it.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::collections::HashMap;
 
 use sqlgrade::alert::delivery::Destinations;
 use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::clickhouse::migrate::migrate;
+use sqlgrade::clickhouse::sink::ClickHouseSink;
+use sqlgrade::config::{SinkConfig, SinkKind};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
-use sqlgrade::migrate::migrate;
 use sqlgrade::report::{RunReport, rows_from_clickhouse};
-use sqlgrade::scorer::Scorer;
-use sqlgrade::sink::clickhouse::{ClickHouseSettings, ClickHouseSink};
+use sqlgrade::score::Scorer;
 use sqlgrade::sink::{Batch, Sink};
 use support::ClickHouse;
 
@@ -39,12 +39,13 @@ async fn alerts_table_and_report_from_clickhouse() {
             return;
         }
     };
-    let settings = ClickHouseSettings {
-        url: ch.url(),
+    let settings = SinkConfig {
+        kind: SinkKind::Clickhouse,
+        url: Some(ch.url()),
         database: "alerts_it".into(),
         retry_initial_ms: 50,
         retry_max_ms: 500,
-        ..ClickHouseSettings::default()
+        ..SinkConfig::default()
     };
     migrate(&settings).await.unwrap();
 
@@ -107,7 +108,7 @@ async fn alerts_table_and_report_from_clickhouse() {
     assert_eq!(details["state"], "resolved", "{details}");
 
     // Report: a real scored run written through the ClickHouse sink, read back.
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let events = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),
@@ -124,7 +125,7 @@ async fn alerts_table_and_report_from_clickhouse() {
             .extend(scorer.score_at(e, "2026-11-21T00:00:00Z").await);
     }
     let mean_phi = batch.rows.iter().map(|r| r.value).sum::<f64>() / batch.rows.len() as f64;
-    let mut sink = ClickHouseSink::new(settings.clone());
+    let mut sink = ClickHouseSink::new(&settings);
     sink.write(batch).await.unwrap();
     sink.flush().await.unwrap();
     let read = rows_from_clickhouse(&settings, "ch-run").await.unwrap();

@@ -12,7 +12,7 @@ use sqlgrade::alert::engine::{AlertEngine, AlertInput, AlertNotification, AlertS
 use sqlgrade::alert::{AlertsConfig, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::score::Scorer;
 
 /// splitmix64: a tiny deterministic generator (no dependency, reproducible streams).
 struct SplitMix(u64);
@@ -33,7 +33,7 @@ impl SplitMix {
 
 /// One system's rows per question: [stef, ex].
 async fn system_rows(system: &str) -> Vec<Vec<EvaluationRow>> {
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let events = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),

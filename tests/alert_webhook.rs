@@ -15,8 +15,8 @@ use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
-use sqlgrade::pipeline::{Pipeline, PipelineOptions};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::pipeline::Pipeline;
+use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::FileSource;
 use tokio::sync::Mutex;
@@ -192,7 +192,7 @@ async fn a_dead_webhook_never_stalls_scoring() {
     .unwrap();
     let counters = Arc::clone(service.counters());
 
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let events = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),
@@ -214,7 +214,8 @@ async fn a_dead_webhook_never_stalls_scoring() {
         Box::new(FileSource::new(&input, false, 1 << 20)),
         Box::new(JsonlSink::open(&out).await.unwrap()),
         Arc::new(Scorer::deterministic()),
-        PipelineOptions::default(),
+        &sqlgrade::config::PipelineConfig::default(),
+        &sqlgrade::config::SinkConfig::default(),
     )
     .with_alerts(handle);
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

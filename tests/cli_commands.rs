@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlgrade::event::Event;
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 use support::cli::sqlgrade;
 
 fn repo() -> PathBuf {

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::build::build_scorer;
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::Avoidance;
-use sqlgrade::pipeline::build::build_scorer;
 use sqlgrade::summary::MetricStats;
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 use support::cli::sqlgrade;
 use support::openai_mock::{MockServer, Recorded, Scripted};
 
@@ -495,7 +495,7 @@ async fn avoidance_evidence_without_esm_plus_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(dir.path(), &gold_judge_section(&server));
     let mut config = Config::load_with_env(Some(&path), Some(HashMap::new())).unwrap();
-    config.gold.metrics = vec!["flex".into(), "hybrid_ex".into()];
+    config.gold.metrics = vec![Metric::Flex, Metric::HybridEx];
     config.gold.flex_error_categories = false;
     let scorer = build_scorer(&config).unwrap();
     let gold = "SELECT COUNT(*) FROM superhero WHERE eye_colour_id = 9";

@@ -6,21 +6,19 @@
 //! `scripts/services.sh install` into a virtualenv; `SQLGRADE_CHDB_PYTHON` names another
 //! interpreter). Without chDB the test prints SKIPPED, or fails under `SQLGRADE_REQUIRE_SERVERS`.
 
-#[path = "support/servers.rs"]
-mod servers;
+use sqlgrade_testkit::servers;
 
-#[path = "support/dashboard.rs"]
-mod dashboard;
+use sqlgrade_testkit::dashboard;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use sqlgrade::migrate::{
+use sqlgrade::clickhouse::judge_cache::JUDGE_CACHE_LOOKUP;
+use sqlgrade::clickhouse::migrate::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, READ_MIGRATIONS, checksum, split_statements,
 };
-use sqlgrade::sink::clickhouse::JUDGE_CACHE_LOOKUP;
 
 /// The interpreter with chDB: `$SQLGRADE_CHDB_PYTHON`, else the virtualenv services.sh makes.
 fn chdb_python() -> Result<PathBuf, String> {

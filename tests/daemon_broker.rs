@@ -1,7 +1,6 @@
 //! The broker restarts mid-stream: the consumer reconnects and nothing is lost.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::time::Duration;
 

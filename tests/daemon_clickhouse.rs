@@ -3,28 +3,29 @@
 //! finishes it after a restart, and every query the project ships (Grafana dashboard) runs and
 //! reads deduplicated data.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
-#[path = "support/dashboard.rs"]
-mod dashboard;
+use sqlgrade_testkit::dashboard;
 
 use std::time::Duration;
 
+use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
+use sqlgrade::clickhouse::migrate::{MIGRATIONS, migrate};
+use sqlgrade::clickhouse::sink::ClickHouseSink;
+use sqlgrade::config::{SinkConfig, SinkKind};
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus, StefColumns};
 use sqlgrade::event::Event;
-use sqlgrade::migrate::{MIGRATIONS, migrate};
-use sqlgrade::sink::clickhouse::{ClickHouseSettings, ClickHouseSink, JudgeCacheStore};
 use sqlgrade::sink::{Batch, Sink};
 use support::ClickHouse;
 
-fn settings(ch: &ClickHouse, database: &str) -> ClickHouseSettings {
-    ClickHouseSettings {
-        url: ch.url(),
+fn settings(ch: &ClickHouse, database: &str) -> SinkConfig {
+    SinkConfig {
+        kind: SinkKind::Clickhouse,
+        url: Some(ch.url()),
         database: database.into(),
         retry_initial_ms: 50,
         retry_max_ms: 500,
-        ..ClickHouseSettings::default()
+        ..SinkConfig::default()
     }
 }
 
@@ -87,7 +88,7 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
 
     eprintln!("migrations: {:?}", t0.elapsed());
     // Sink: 1,000 rows + 3 dead letters, then the same batch again (redelivery).
-    let mut sink = ClickHouseSink::new(s.clone());
+    let mut sink = ClickHouseSink::new(&s);
     let batch = Batch {
         rows: (0..1000).map(stef_row).collect(),
         dead_letters: vec![

@@ -2,8 +2,7 @@
 //! exactly 10,000 distinct events, none missing. Malformed messages go to the `dead_letters`
 //! table here (no dead-letter topic): exactly 200 after deduplication.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::time::Duration;
 

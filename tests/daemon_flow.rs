@@ -4,8 +4,7 @@
 //! event stored exactly once, exactly 200 dead letters (with reasons) on the dead-letter topic.
 //! SIGTERM mid-stream exits 0 having flushed and committed exactly what it consumed.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

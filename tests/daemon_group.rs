@@ -1,8 +1,7 @@
 //! Two daemons in one consumer group share the partitions: 10,000 distinct events, none missing,
 //! and both members did work.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::time::Duration;
 

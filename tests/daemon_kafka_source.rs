@@ -3,13 +3,13 @@
 //! with reasons (acknowledging them only after the produce is confirmed), and commits everything
 //! acknowledged on finish.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sqlgrade::source::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSettings, KafkaSource};
+use sqlgrade::config::{SourceConfig, SourceKind};
+use sqlgrade::source::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSource};
 use sqlgrade::source::{Source, SourceMessage};
 use support::{Tansu, committed, read_topic};
 
@@ -50,16 +50,18 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
     let producer = support::producer(&brokers);
     support::produce_all(&producer, "events", 3, &payloads).await;
 
-    let settings = KafkaSettings {
-        brokers: brokers.clone(),
+    let settings = SourceConfig {
+        kind: SourceKind::Kafka,
+        brokers: Some(brokers.clone()),
         topics: vec!["events".into()],
         group_id: "g1".into(),
         dead_letter_topic: Some("events-dlq".into()),
         max_in_flight: 100,
         commit_interval_ms: 200,
-        ..KafkaSettings::default()
+        ..SourceConfig::default()
     };
-    let mut source = KafkaSource::new(settings, None).unwrap();
+    let mut source =
+        KafkaSource::new(&settings, sqlgrade::event::DEFAULT_MAX_EVENT_BYTES, None).unwrap();
 
     // Back-pressure: 100 messages out and unacknowledged → the source stops handing out more.
     let mut held: Vec<SourceMessage> = Vec::new();

@@ -1,8 +1,7 @@
 //! ClickHouse stopped for 20 s mid-stream: the sink holds its batch (and the offsets), the daemon
 //! reports not-ready, and once the server is back everything arrives without a restart.
 
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::servers as support;
 
 use std::time::{Duration, Instant};
 

@@ -39,7 +39,10 @@ fn fixture() -> Fixture {
         .execute_batch(DDL)
         .unwrap();
     let mut cat = SchemaCatalog::new();
-    assert_eq!(cat.introspect_sqlite_dir(dir.path()).unwrap(), 1);
+    assert_eq!(
+        sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, dir.path()).unwrap(),
+        1
+    );
     let db = cat.get("dogs").unwrap();
     Fixture {
         plus: PlusSchema::new(db),
@@ -727,8 +730,8 @@ fn each_rule_in_both_directions_and_is_responsible() {
 #[test]
 fn rules_needing_unknown_facts_are_skipped_and_recorded() {
     // concert_singer from tables.json alone: no NOT NULL / UNIQUE facts beyond primary keys.
-    let data = sqlgrade::testdata::data_dir().join("spider");
-    let cat = SchemaCatalog::load_tables_json(&data.join("tables.json")).unwrap();
+    let data = sqlgrade_testkit::data::data_dir().join("spider");
+    let cat = sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
     let schema = PlusSchema::new(cat.get("concert_singer").unwrap());
     let out = esm_plus(
         &schema,
@@ -741,7 +744,7 @@ fn rules_needing_unknown_facts_are_skipped_and_recorded() {
     assert!(out.skipped_rules.iter().any(|s| s.rule == 7), "{out:?}");
     // With the SQLite file introspected, the same facts are known (Name is nullable there).
     let mut cat = cat;
-    cat.introspect_sqlite_dir(&data.join("databases")).unwrap();
+    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, &data.join("databases")).unwrap();
     let schema = PlusSchema::new(cat.get("concert_singer").unwrap());
     let out = esm_plus(
         &schema,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sqlgrade::metrics::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
+use sqlgrade::metrics::esm::{SpiderEvalOptions, SpiderSchema, esm};
 
 fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -17,8 +17,8 @@ fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
 
 #[test]
 fn spider_esm_agrees_with_the_official_evaluator() {
-    let data = sqlgrade::testdata::data_dir().join("spider");
-    let catalog = SchemaCatalog::load_tables_json(&data.join("tables.json")).unwrap();
+    let data = sqlgrade_testkit::data::data_dir().join("spider");
+    let catalog = sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
     let mut schemas: HashMap<String, SpiderSchema> = HashMap::new();
     let dev: HashMap<i64, Value> = read_jsonl(&data.join("dev.jsonl"))
         .into_iter()
@@ -100,11 +100,10 @@ fn spider_esm_agrees_with_the_official_evaluator() {
 fn spider_esm_plus_runs_over_every_pair() {
     use sqlgrade::metrics::esm::ir::PlusSchema;
     use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
-    let data = sqlgrade::testdata::data_dir().join("spider");
-    let mut catalog = SchemaCatalog::load_tables_json(&data.join("tables.json")).unwrap();
-    catalog
-        .introspect_sqlite_dir(&data.join("databases"))
-        .unwrap();
+    let data = sqlgrade_testkit::data::data_dir().join("spider");
+    let mut catalog =
+        sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
+    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut catalog, &data.join("databases")).unwrap();
     let mut schemas: HashMap<String, PlusSchema> = HashMap::new();
     let dev: Vec<Value> = read_jsonl(&data.join("dev.jsonl"));
     let verbose = std::env::var_os("ESM_VERBOSE").is_some();

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlgrade::exec::{ExecLimits, Executor, SqliteExecutor};
+use sqlgrade::exec::Executor;
 use sqlgrade::metrics::ex::{ExConvention, results_match};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 
 fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -18,7 +19,7 @@ fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
 
 #[test]
 fn bird_ex_reproduces_every_reference_verdict() {
-    let data = sqlgrade::testdata::data_dir().join("bird");
+    let data = sqlgrade_testkit::data::data_dir().join("bird");
     let exec = SqliteExecutor::new(
         data.join("databases"),
         ExecLimits {

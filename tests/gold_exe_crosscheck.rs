@@ -2,11 +2,12 @@
 //! test-suite convention) disagrees with ESM's false positives, agrees with ESM+ on the rules
 //! that are sound, and shows the classic EXE false positive (#10) that ESM+ rejects.
 
-use sqlgrade::exec::{ExecLimits, Executor, SqliteExecutor};
+use sqlgrade::exec::Executor;
 use sqlgrade::metrics::esm::ir::PlusSchema;
 use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
 use sqlgrade::metrics::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
 use sqlgrade::metrics::ex::{ExConvention, results_match};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 
 const DDL: &str = "
 CREATE TABLE owners (owner_id INTEGER PRIMARY KEY, first_name TEXT, state TEXT);
@@ -33,7 +34,7 @@ fn exe_cross_checks() {
         .execute_batch(DDL)
         .unwrap();
     let mut cat = SchemaCatalog::new();
-    cat.introspect_sqlite_dir(dir.path()).unwrap();
+    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, dir.path()).unwrap();
     let db = cat.get("dogs").unwrap();
     let (plus, spider) = (PlusSchema::new(db), SpiderSchema::new(db));
     let exec = SqliteExecutor::new(dir.path(), ExecLimits::default());

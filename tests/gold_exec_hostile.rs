@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use sqlgrade::exec::{ExecError, ExecLimits, Executor, SqliteExecutor};
+use sqlgrade::exec::{ExecError, Executor};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 
 fn sha256(path: &Path) -> String {
     hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
 }
 
 fn shared_db() -> PathBuf {
-    sqlgrade::testdata::data_dir().join("bird/databases/toxicology/toxicology.sqlite")
+    sqlgrade_testkit::data::data_dir().join("bird/databases/toxicology/toxicology.sqlite")
 }
 
 /// A catalogue in a temp dir holding a copy of toxicology as `tox`.

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::event::Event;
-use sqlgrade::exec::{ExecLimits, SqliteExecutor};
-use sqlgrade::judge::llm::LlmClient;
+use sqlgrade::llm::LlmClient;
 use sqlgrade::metrics::avoid::Avoidance;
 use sqlgrade::metrics::flex::{ERROR_CATEGORY_KEYS, FlexOptions};
 use sqlgrade::metrics::judged::{JudgedInput, JudgedOptions, JudgedScorer};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 use support::config;
 use support::openai_mock::{MockServer, Scripted};
 
@@ -21,7 +21,7 @@ const TS: &str = "2026-01-01T00:00:00Z";
 
 fn exec() -> SqliteExecutor {
     SqliteExecutor::new(
-        sqlgrade::testdata::data_dir().join("bird/databases"),
+        sqlgrade_testkit::data::data_dir().join("bird/databases"),
         ExecLimits::default(),
     )
 }
@@ -86,7 +86,7 @@ fn only(metric: Metric) -> JudgedOptions {
 }
 
 fn scorer(server: &MockServer, options: JudgedOptions) -> JudgedScorer {
-    let client = LlmClient::new(config(&server.base_url())).unwrap();
+    let client = LlmClient::new(&config(&server.base_url())).unwrap();
     JudgedScorer::new(Arc::new(client), options)
 }
 

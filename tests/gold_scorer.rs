@@ -6,20 +6,26 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlgrade::evaluation::{Metric, RowStatus};
 use sqlgrade::event::Event;
-use sqlgrade::exec::{ExecLimits, SqliteExecutor};
 use sqlgrade::metrics::ex::ExConvention;
 use sqlgrade::metrics::gold::{GoldOptions, GoldScorer};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 
 fn data() -> PathBuf {
-    sqlgrade::testdata::data_dir()
+    sqlgrade_testkit::data::data_dir()
 }
 
 fn scorer() -> GoldScorer {
     let bird = data().join("bird/tables.json");
     let spider = data().join("spider/tables.json");
-    let mut s = GoldScorer::load(&[&bird, &spider], Some(&data().join("bird/databases"))).unwrap();
+    let mut s = GoldScorer::new(
+        sqlgrade::sqlite::schema::load_catalog(
+            &[&bird, &spider],
+            Some(&data().join("bird/databases")),
+        )
+        .unwrap(),
+    );
     let mut cat = s.catalog().clone();
-    cat.introspect_sqlite_dir(&data().join("spider/databases"))
+    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, &data().join("spider/databases"))
         .unwrap();
     s = GoldScorer::new(cat);
     s

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use sqlgrade::build::build_scorer;
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus};
-use sqlgrade::pipeline::build::build_scorer;
-use sqlgrade::pipeline::{Pipeline, PipelineOptions};
+use sqlgrade::pipeline::Pipeline;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::sink::jsonl::{DEAD_LETTERS_FILE, EVALUATIONS_FILE};
 use sqlgrade::source::{FileSource, MemorySource};
@@ -43,7 +43,8 @@ async fn run(payloads: Vec<Vec<u8>>, config: &Config) -> Outcome {
         Box::new(source),
         Box::new(sink),
         scorer,
-        PipelineOptions::from_config(config),
+        &config.pipeline,
+        &config.sink,
     )
     .run(rx)
     .await
@@ -230,7 +231,8 @@ async fn an_overlong_line_is_a_dead_letter_and_the_file_goes_on() {
         )),
         Box::new(JsonlSink::open(&out_dir).await.unwrap()),
         Arc::new(build_scorer(&config).unwrap()),
-        PipelineOptions::from_config(&config),
+        &config.pipeline,
+        &config.sink,
     )
     .run(rx)
     .await

@@ -4,8 +4,9 @@
 
 mod support;
 
+use sqlgrade::config::JudgeConfig;
 use sqlgrade::judge::Judge;
-use sqlgrade::judge::llm::{LlmClient, LlmConfig, LlmJudge};
+use sqlgrade::llm::{LlmClient, LlmJudge};
 use std::sync::Arc;
 use support::openai_mock::{MockServer, Scripted};
 
@@ -18,7 +19,7 @@ async fn api_key_is_sent_and_never_shown() {
 
     let server = MockServer::start().await;
     server.push([Scripted::json(&support::stef_reply("correct", 0.9))]);
-    let client = LlmClient::new(LlmConfig {
+    let client = LlmClient::new(&JudgeConfig {
         api_key_env: "SQLGRADE_TEST_JUDGE_KEY".into(),
         ..support::config(&server.base_url())
     })

@@ -13,8 +13,7 @@
 
 mod support;
 
-#[path = "support/servers.rs"]
-mod servers;
+use sqlgrade_testkit::servers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,9 +23,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use servers::ClickHouse;
+use sqlgrade::clickhouse::migrate::migrate;
+use sqlgrade::config::{SinkConfig, SinkKind};
 use sqlgrade::event::Event;
-use sqlgrade::migrate::migrate;
-use sqlgrade::sink::clickhouse::ClickHouseSettings;
 use support::openai_mock::{MockServer, Scripted};
 use support::{distinct_events, stef_reply};
 
@@ -122,7 +121,7 @@ workers = 8
             rules = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("rules")
                 .display(),
-            databases = sqlgrade::testdata::data_dir()
+            databases = sqlgrade_testkit::data::data_dir()
                 .join("bird/databases")
                 .display(),
         );
@@ -185,10 +184,11 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         Ok(ch) => ch,
         Err(e) => return servers::skip("judge_cache_clickhouse", &e),
     };
-    let settings = ClickHouseSettings {
-        url: ch.url(),
+    let settings = SinkConfig {
+        kind: SinkKind::Clickhouse,
+        url: Some(ch.url()),
         database: "sqlgrade".into(),
-        ..ClickHouseSettings::default()
+        ..SinkConfig::default()
     };
     migrate(&settings).await.unwrap();
 

@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use sqlgrade::config::JudgeConfig;
 use sqlgrade::event::Event;
-use sqlgrade::judge::llm::{
-    DurableCache, DurableCacheError, DurableEntry, LlmClient, LlmConfig, LlmJudge, ResponseMode,
-};
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
+use sqlgrade::llm::{
+    DurableCache, DurableCacheError, DurableEntry, LlmClient, LlmJudge, ResponseMode,
+};
 use sqlgrade::stef::{EnrichmentStatus, FilterStatus, Prepared, RuleProfile, Verdict};
 use support::openai_mock::{MockServer, Scripted};
 use support::{benchmark_events, config, prepare, profile, stef_reply};
@@ -61,8 +62,8 @@ fn bird_case() -> Case {
     Case::new(event)
 }
 
-fn judge(cfg: LlmConfig) -> LlmJudge {
-    LlmJudge::from_config(cfg).unwrap()
+fn judge(cfg: JudgeConfig) -> LlmJudge {
+    LlmJudge::from_config(&cfg).unwrap()
 }
 
 #[tokio::test]
@@ -226,7 +227,7 @@ async fn reply_slower_than_the_timeout_is_retried() {
         Scripted::json(&stef_reply("incorrect", 0.9)).after(Duration::from_millis(1500)),
         Scripted::json(&stef_reply("correct", 0.9)),
     ]);
-    let judge = judge(LlmConfig {
+    let judge = judge(JudgeConfig {
         timeout_ms: 300,
         ..config(&server.base_url())
     });
@@ -243,7 +244,7 @@ async fn reply_always_slower_than_the_timeout_fails() {
     server.respond_with(|_| {
         Scripted::json(&stef_reply("correct", 0.9)).after(Duration::from_millis(1500))
     });
-    let judge = judge(LlmConfig {
+    let judge = judge(JudgeConfig {
         timeout_ms: 200,
         max_retries: 1,
         ..config(&server.base_url())
@@ -479,7 +480,7 @@ async fn durable_cache_is_consulted_before_the_llm() {
     let durable = Arc::new(MapCache::default());
     let make = || {
         LlmJudge::new(Arc::new(
-            LlmClient::new(config(&server.base_url()))
+            LlmClient::new(&config(&server.base_url()))
                 .unwrap()
                 .with_durable_cache(durable.clone()),
         ))
@@ -529,11 +530,11 @@ async fn profile_version_is_part_of_the_cache_key() {
     assert_eq!(server.request_count(), 2);
 }
 
-fn scorer(judge: LlmJudge) -> sqlgrade::scorer::Scorer {
-    sqlgrade::scorer::Scorer::new(
+fn scorer(judge: LlmJudge) -> sqlgrade::score::Scorer {
+    sqlgrade::score::Scorer::new(
         Arc::new(judge),
-        Arc::new(sqlgrade::scorer::SingleProfile(Arc::new(profile()))),
-        sqlgrade::scorer::ScorerOptions::default(),
+        Arc::new(sqlgrade::score::SingleProfile(Arc::new(profile()))),
+        sqlgrade::score::ScorerOptions::default(),
     )
 }
 
@@ -619,7 +620,7 @@ async fn daemon_config_builds_the_llm_judge() {
     .unwrap();
     let config =
         sqlgrade::config::Config::load_with_env(Some(&file), Some(HashMap::new())).unwrap();
-    let scorer = sqlgrade::pipeline::build::build_scorer(&config).unwrap();
+    let scorer = sqlgrade::build::build_scorer(&config).unwrap();
     assert_eq!(scorer.judge_kind(), "llm:cfg-model");
     let rows = scorer.score(&bird_case().event).await;
     let stef = rows[0].stef.as_ref().unwrap();
@@ -630,9 +631,7 @@ async fn daemon_config_builds_the_llm_judge() {
     // A key variable that is not set is a setup error, reported before any event is scored.
     let mut broken = config.clone();
     broken.judge.api_key_env = "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
-    let err = sqlgrade::pipeline::build::build_scorer(&broken)
-        .err()
-        .unwrap();
+    let err = sqlgrade::build::build_scorer(&broken).err().unwrap();
     assert!(
         err.to_string().contains("SQLGRADE_TEST_SURELY_UNSET_KEY"),
         "{err}"

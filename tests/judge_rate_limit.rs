@@ -8,9 +8,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sqlgrade::config::JudgeConfig;
 use sqlgrade::event::Event;
-use sqlgrade::judge::llm::{LlmConfig, LlmJudge};
 use sqlgrade::judge::{Judge, JudgeRequest};
+use sqlgrade::llm::LlmJudge;
 use sqlgrade::stef::{Prepared, RuleProfile};
 use support::openai_mock::{MockServer, Scripted};
 use support::{config, distinct_events, prepare, profile, stef_reply};
@@ -46,15 +47,15 @@ impl Case {
     }
 }
 
-fn judge(cfg: LlmConfig) -> LlmJudge {
-    LlmJudge::from_config(cfg).unwrap()
+fn judge(cfg: JudgeConfig) -> LlmJudge {
+    LlmJudge::from_config(&cfg).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn thousand_distinct_events_respect_fifty_requests_per_second() {
     let server = MockServer::start().await;
     server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
-    let judge = Arc::new(judge(LlmConfig {
+    let judge = Arc::new(judge(JudgeConfig {
         max_requests_per_second: 50.0,
         max_concurrency: 32,
         ..config(&server.base_url())

@@ -4,34 +4,35 @@
 //! not committed; once everything is committed the source reports 0 (library accessor and
 //! gauge alike).
 
-#[path = "support/otlp.rs"]
-mod otlp;
-#[path = "support/servers.rs"]
-mod support;
+use sqlgrade_testkit::otlp;
+use sqlgrade_testkit::servers as support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlgrade::pipeline::{Pipeline, PipelineOptions};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::config::SourceConfig;
+use sqlgrade::config::TelemetryConfig;
+use sqlgrade::pipeline::Pipeline;
+use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::Source;
-use sqlgrade::source::kafka::{KafkaSettings, KafkaSource};
-use sqlgrade::telemetry::{Telemetry, TelemetryConfig};
+use sqlgrade::source::kafka::KafkaSource;
+use sqlgrade::telemetry::Telemetry;
 use support::{Tansu, committed};
 
 const TOPIC: &str = "lag-events";
 const GROUP: &str = "lag-group";
 
-fn settings(brokers: &str, commit_interval_ms: u64) -> KafkaSettings {
-    KafkaSettings {
-        brokers: brokers.to_string(),
+fn settings(brokers: &str, commit_interval_ms: u64) -> SourceConfig {
+    SourceConfig {
+        kind: sqlgrade::config::SourceKind::Kafka,
+        brokers: Some(brokers.to_string()),
         topics: vec![TOPIC.into()],
         group_id: GROUP.into(),
         commit_interval_ms,
-        properties: BTreeMap::from([("statistics.interval.ms".into(), "200".into())]),
-        ..KafkaSettings::default()
+        kafka_properties: BTreeMap::from([("statistics.interval.ms".into(), "200".into())]),
+        ..SourceConfig::default()
     }
 }
 
@@ -99,7 +100,12 @@ async fn consumer_lag_is_exported_per_partition() {
     // 1. The group consumes and commits the first 10 messages (5 per partition).
     support::produce_all(&producer, TOPIC, 2, &payloads[..10]).await;
     {
-        let mut source = KafkaSource::new(settings(&brokers, 100), None).unwrap();
+        let mut source = KafkaSource::new(
+            &settings(&brokers, 100),
+            sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
+            None,
+        )
+        .unwrap();
         for _ in 0..10 {
             let m = tokio::time::timeout(Duration::from_secs(60), source.next())
                 .await
@@ -123,10 +129,18 @@ async fn consumer_lag_is_exported_per_partition() {
     let receiver = otlp::OtlpReceiver::start().await;
     let telemetry = start_telemetry(&receiver);
     let pipeline = Pipeline::new(
-        Box::new(KafkaSource::new(settings(&brokers, 3_600_000), None).unwrap()),
+        Box::new(
+            KafkaSource::new(
+                &settings(&brokers, 3_600_000),
+                sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
+                None,
+            )
+            .unwrap(),
+        ),
         Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
         Arc::new(Scorer::deterministic()),
-        PipelineOptions::default(),
+        &sqlgrade::config::PipelineConfig::default(),
+        &sqlgrade::config::SinkConfig::default(),
     )
     .with_metrics(telemetry.metrics());
     let (stop, shutdown) = tokio::sync::watch::channel(false);
@@ -161,7 +175,12 @@ async fn consumer_lag_is_exported_per_partition() {
     //    and through the gauge.
     let receiver = otlp::OtlpReceiver::start().await;
     let telemetry = start_telemetry(&receiver);
-    let mut source = KafkaSource::new(settings(&brokers, 100), None).unwrap();
+    let mut source = KafkaSource::new(
+        &settings(&brokers, 100),
+        sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
+        None,
+    )
+    .unwrap();
     source.attach_metrics(telemetry.metrics());
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {

@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::config::{PipelineConfig, SinkConfig};
 use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::event::{Event, Gold};
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
-use sqlgrade::pipeline::{Pipeline, PipelineError, PipelineOptions};
-use sqlgrade::scorer::{GoldMetrics, Scorer, ScorerOptions, SingleProfile};
+use sqlgrade::pipeline::{Pipeline, PipelineError};
+use sqlgrade::score::{GoldMetrics, Scorer, ScorerOptions, SingleProfile};
 use sqlgrade::sink::{Batch, Sink, SinkError};
 use sqlgrade::source::{AckCounter, FileSource, MemorySource};
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 use tokio::sync::watch;
 
 fn bird_events(predictions: &str) -> Vec<Event> {
@@ -87,12 +88,23 @@ impl RecordingSink {
     }
 }
 
-fn options(workers: usize, batch_rows: usize) -> PipelineOptions {
-    PipelineOptions {
-        workers,
-        channel_capacity: 16,
-        batch_rows,
-        ..PipelineOptions::default()
+/// `[pipeline]` and `[sink]` (batching) settings of a test run.
+struct Options {
+    pipeline: PipelineConfig,
+    sink: SinkConfig,
+}
+
+fn options(workers: usize, batch_rows: usize) -> Options {
+    Options {
+        pipeline: PipelineConfig {
+            workers,
+            channel_capacity: 16,
+            ..PipelineConfig::default()
+        },
+        sink: SinkConfig {
+            batch_rows,
+            ..SinkConfig::default()
+        },
     }
 }
 
@@ -168,7 +180,8 @@ async fn every_event_is_written_once_and_acked_after_the_write() {
         Box::new(source),
         Box::new(sink.clone()),
         scorer_with(Arc::new(SlowJudge)),
-        options(8, 50),
+        &options(8, 50).pipeline,
+        &options(8, 50).sink,
     )
     .run(rx)
     .await
@@ -205,7 +218,8 @@ async fn a_failing_judge_falls_back_with_the_error_kept() {
         Box::new(MemorySource::new("mem", payloads(&events))),
         Box::new(sink.clone()),
         scorer_with(Arc::new(DownJudge)),
-        options(4, 100),
+        &options(4, 100).pipeline,
+        &options(4, 100).sink,
     )
     .run(rx)
     .await
@@ -243,7 +257,8 @@ async fn a_panic_while_scoring_dead_letters_only_that_event() {
         Box::new(MemorySource::new("mem", payloads(&events))),
         Box::new(sink.clone()),
         scorer_with(Arc::new(PanickyJudge(victim.clone()))),
-        options(4, 100),
+        &options(4, 100).pipeline,
+        &options(4, 100).sink,
     )
     .run(rx)
     .await
@@ -279,7 +294,8 @@ async fn sink_failure_stops_the_run_without_acking() {
         Box::new(source),
         Box::new(sink.clone()),
         scorer_with(Arc::new(DeterministicJudge)),
-        options(2, 10),
+        &options(2, 10).pipeline,
+        &options(2, 10).sink,
     )
     .run(rx)
     .await;
@@ -310,13 +326,14 @@ async fn followed_file_flushes_on_time_and_drains_on_shutdown() {
     let sink = RecordingSink::default();
     let (tx, rx) = watch::channel(false);
     let mut opts = options(2, 1000);
-    opts.flush_interval = Duration::from_millis(50);
+    opts.sink.flush_interval_ms = 50;
     let run = tokio::spawn(
         Pipeline::new(
             Box::new(source),
             Box::new(sink.clone()),
             scorer_with(Arc::new(DeterministicJudge)),
-            opts,
+            &opts.pipeline,
+            &opts.sink,
         )
         .run(rx),
     );
@@ -396,7 +413,8 @@ async fn gold_hook_rows_follow_the_stef_row() {
         Box::new(MemorySource::new("mem", payloads(&events))),
         Box::new(sink.clone()),
         Arc::new(scorer),
-        options(2, 100),
+        &options(2, 100).pipeline,
+        &options(2, 100).sink,
     )
     .run(rx)
     .await
@@ -442,7 +460,7 @@ async fn sink_failure_ends_a_run_whose_source_never_ends() {
         ..RecordingSink::default()
     };
     let mut opts = options(2, 1000);
-    opts.flush_interval = Duration::from_millis(20);
+    opts.sink.flush_interval_ms = 20;
     let (_tx, rx) = watch::channel(false);
     let result = tokio::time::timeout(
         Duration::from_secs(10),
@@ -450,7 +468,8 @@ async fn sink_failure_ends_a_run_whose_source_never_ends() {
             Box::new(source),
             Box::new(sink),
             scorer_with(Arc::new(DeterministicJudge)),
-            opts,
+            &opts.pipeline,
+            &opts.sink,
         )
         .run(rx),
     )

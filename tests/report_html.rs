@@ -9,13 +9,13 @@ use std::process::Command;
 
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::score::Scorer;
 
 async fn run_rows(
     system: &str,
     version: &str,
 ) -> (Vec<EvaluationRow>, Vec<sqlgrade::event::Event>) {
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let mut events = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),

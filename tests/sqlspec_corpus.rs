@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use sqlgrade::sqlspec::{SpecError, extract};
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 
 /// (file relative to shared/data, JSON field holding the SQL)
 const FILES: &[(&str, &str)] = &[

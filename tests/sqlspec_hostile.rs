@@ -378,7 +378,7 @@ fn every_prefix_and_byte_deletion_of_real_queries_is_handled() {
     // Truncations and single-character deletions of real BIRD gold queries: malformed SQL of
     // every shape the parser can meet. Each must yield a spec or a clean error, never a panic.
     let text =
-        std::fs::read_to_string(sqlgrade::testdata::data_dir().join("bird/dev.jsonl")).unwrap();
+        std::fs::read_to_string(sqlgrade_testkit::data::data_dir().join("bird/dev.jsonl")).unwrap();
     let mut checked = 0usize;
     for line in text.lines().step_by(12).take(30) {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();

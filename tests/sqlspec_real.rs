@@ -72,7 +72,7 @@ fn sql_in_file(file: &str, id: i64) -> String {
     } else {
         "gold_sql"
     };
-    let text = std::fs::read_to_string(sqlgrade::testdata::data_dir().join(file)).unwrap();
+    let text = std::fs::read_to_string(sqlgrade_testkit::data::data_dir().join(file)).unwrap();
     text.lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|row| row["question_id"].as_i64() == Some(id))

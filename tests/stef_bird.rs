@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlgrade::event::Event;
 use sqlgrade::judge::deterministic::DeterministicJudge;
-use sqlgrade::stef::rules::RulesStore;
+use sqlgrade::score::profiles::RulesStore;
 use sqlgrade::stef::{self, Verdict};
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 
 struct Case {
     event: Event,

@@ -5,7 +5,7 @@
 use sqlgrade::event::Event;
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::judge::{Judge, JudgeRequest};
-use sqlgrade::stef::rules::RuleProfile;
+use sqlgrade::stef::profile::RuleProfile;
 use sqlgrade::stef::{
     self, EnrichmentStatus, FilterStatus, NormalizationRule, StefOutcome, Verdict,
 };
@@ -112,7 +112,7 @@ fn listing_6_scores_the_deterministic_maximum_for_its_questions() {
 fn listing_6_with_the_example_app_profile() {
     // Listing 1's profile maps spend → TotalSpendUSD; the agent's SQL uses the mapped column and
     // adds the app's benign soft-delete guard and the tenant filter the access layer injects.
-    let profile = RuleProfile::from_file(
+    let profile = sqlgrade::score::profiles::load_profile(
         &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules/example-app.toml"),
     )
     .unwrap();

@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use sqlgrade::stef::rules::{RuleProfile, RulesStore, content_version};
+use sqlgrade::score::profiles::RulesStore;
+use sqlgrade::stef::profile::{RuleProfile, content_version};
 
 fn rules_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules")

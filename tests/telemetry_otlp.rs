@@ -1,25 +1,25 @@
 //! OTLP/HTTP export: a local receiver decodes the protobuf `ExportMetricsServiceRequest`s the
 //! daemon's pipeline exports and finds the counters with the values of the run.
 
-#[path = "support/otlp.rs"]
-mod otlp;
+use sqlgrade_testkit::otlp;
 
 use std::sync::Arc;
 
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::config::TelemetryConfig;
 use sqlgrade::judge::JudgeTotals;
-use sqlgrade::pipeline::{Pipeline, PipelineOptions};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::pipeline::Pipeline;
+use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::FileSource;
-use sqlgrade::telemetry::{Telemetry, TelemetryConfig};
+use sqlgrade::telemetry::Telemetry;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_metrics_reach_an_otlp_http_receiver() {
     let receiver = otlp::OtlpReceiver::start().await;
 
     // 432 real BIRD events plus 3 lines that are not events.
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let events = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),
@@ -58,7 +58,8 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
         Box::new(FileSource::new(&input, false, 1 << 20)),
         Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
         Arc::new(Scorer::deterministic()),
-        PipelineOptions::default(),
+        &sqlgrade::config::PipelineConfig::default(),
+        &sqlgrade::config::SinkConfig::default(),
     )
     .with_metrics(telemetry.metrics());
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

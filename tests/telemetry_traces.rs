@@ -5,18 +5,18 @@
 //!
 //! Its own test binary: the subscriber is process-global.
 
-#[path = "support/otlp.rs"]
-mod otlp;
+use sqlgrade_testkit::otlp;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
-use sqlgrade::pipeline::{Pipeline, PipelineOptions};
-use sqlgrade::scorer::Scorer;
+use sqlgrade::config::TelemetryConfig;
+use sqlgrade::pipeline::Pipeline;
+use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::FileSource;
-use sqlgrade::telemetry::{Telemetry, TelemetryConfig, span_export_layer};
+use sqlgrade::telemetry::{Telemetry, span_export_layer};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -27,7 +27,7 @@ async fn every_scored_event_exports_a_span_with_its_event_id() {
         .init();
     let receiver = otlp::OtlpReceiver::start().await;
 
-    let bird = sqlgrade::testdata::data_dir().join("bird");
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let mut events = benchmark_events(
         BackfillFormat::Bird,
         &bird.join("dev.jsonl"),
@@ -63,7 +63,8 @@ async fn every_scored_event_exports_a_span_with_its_event_id() {
         Box::new(FileSource::new(&input, false, 1 << 20)),
         Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
         Arc::new(Scorer::deterministic()),
-        PipelineOptions::default(),
+        &sqlgrade::config::PipelineConfig::default(),
+        &sqlgrade::config::SinkConfig::default(),
     )
     .with_metrics(telemetry.metrics());
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

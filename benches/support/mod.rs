@@ -1,5 +1,5 @@
 //! Shared benchmark helpers: the real-traffic corpus and a thread-CPU-time measurement.
-//! Included by the bench targets with `#[path = "support/mod.rs"] mod support;`.
+//! Included by the bench targets as `mod support;`.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::event::Event;
-use sqlgrade::testdata::data_dir;
+use sqlgrade_testkit::data::data_dir;
 
 /// Every prediction of every system in `shared/data` as events, joined the way
 /// `sqlgrade backfill --format bird|spider` joins them (BIRD evidence is the enriched question).

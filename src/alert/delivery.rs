@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 use super::engine::{AlertEngine, AlertInput, AlertNotification, AlertState};
 use super::rules::AlertsConfig;
-use crate::sink::clickhouse::ClickHouseSettings;
+use crate::config::SinkConfig;
 
 /// Alertmanager's "zero" time, used as `endsAt` of firing alerts.
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -124,7 +124,7 @@ pub struct Destinations {
     /// Webhook URL.
     pub webhook_url: Option<String>,
     /// ClickHouse connection for the `alerts` table.
-    pub clickhouse: Option<ClickHouseSettings>,
+    pub clickhouse: Option<SinkConfig>,
 }
 
 impl Destinations {
@@ -137,10 +137,7 @@ impl Destinations {
                 .as_ref()
                 .filter(|u| !u.is_empty())
                 .map(|u| u.expose().to_string()),
-            clickhouse: config
-                .alerts
-                .clickhouse
-                .then(|| ClickHouseSettings::from_config(&config.sink)),
+            clickhouse: config.alerts.clickhouse.then(|| config.sink.clone()),
         }
     }
 }
@@ -307,7 +304,11 @@ struct Delivery {
 
 impl Delivery {
     async fn run(self, mut rx: mpsc::Receiver<AlertNotification>) {
-        let clickhouse = self.destinations.clickhouse.as_ref().map(|s| s.client());
+        let clickhouse = self
+            .destinations
+            .clickhouse
+            .as_ref()
+            .map(crate::clickhouse::client);
         while let Some(note) = rx.recv().await {
             if let Some(url) = &self.destinations.webhook_url {
                 self.deliver_webhook(url, &note).await;

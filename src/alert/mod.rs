@@ -1,10 +1,12 @@
 //! Score-drop detection and alert delivery (see [`engine`] for the detectors and
-//! [`delivery`] for the webhook / ClickHouse / log channels).
+//! [`delivery`] for the webhook / ClickHouse / log channels). The `[alerts]` rules are
+//! configuration ([`crate::config::alerts`]), re-exported here as [`rules`].
 
 pub mod delivery;
 pub mod engine;
-pub mod rules;
 pub mod stats;
+
+pub use crate::config::alerts as rules;
 
 pub use delivery::{AlertHandle, AlertService};
 pub use engine::{

@@ -18,11 +18,6 @@
 //! included) and nothing after the last successful write is acknowledged, so sources that track
 //! offsets redeliver it.
 
-pub mod ack;
-pub mod build;
-pub mod gold;
-pub mod offsets;
-
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -32,51 +27,44 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc, watch};
 
-pub use ack::{AckToken, Acknowledge, Position};
-
+use crate::config::{PipelineConfig, SinkConfig};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::event::Event;
-use crate::scorer::{Scorer, now_rfc3339};
+use crate::score::{Scorer, now_rfc3339};
 use crate::sink::{Batch, Sink, SinkError};
-use crate::source::{Source, SourceError, SourceMessage};
+use crate::source::{AckToken, Source, SourceError, SourceMessage};
+use crate::stats::RunStats;
 use crate::summary::Summary;
 
 /// Rough size of one serialized row, for `batch_bytes` accounting.
 const ROW_BYTES_ESTIMATE: usize = 1024;
 
-/// Topology knobs (see `[pipeline]` and `[sink]` in the config).
+/// The topology's knobs, read from `[pipeline]` and `[sink]` (zeros clamped to 1).
 #[derive(Debug, Clone)]
-pub struct PipelineOptions {
+struct Knobs {
     /// Events scored concurrently.
-    pub workers: usize,
+    workers: usize,
     /// Capacity of each bounded channel.
-    pub channel_capacity: usize,
+    channel_capacity: usize,
     /// Larger payloads are dead-lettered unread.
-    pub max_event_bytes: usize,
+    max_event_bytes: usize,
     /// Write a batch at this many rows plus dead letters …
-    pub batch_rows: usize,
+    batch_rows: usize,
     /// … or at about this many bytes …
-    pub batch_bytes: usize,
+    batch_bytes: usize,
     /// … or when its oldest entry has waited this long.
-    pub flush_interval: Duration,
+    flush_interval: Duration,
 }
 
-impl Default for PipelineOptions {
-    fn default() -> Self {
-        PipelineOptions::from_config(&crate::config::Config::default())
-    }
-}
-
-impl PipelineOptions {
-    /// Options from the `[pipeline]` and `[sink]` sections.
-    pub fn from_config(config: &crate::config::Config) -> PipelineOptions {
-        PipelineOptions {
-            workers: config.pipeline.workers.max(1),
-            channel_capacity: config.pipeline.channel_capacity.max(1),
-            max_event_bytes: config.pipeline.max_event_bytes,
-            batch_rows: config.sink.batch_rows.max(1),
-            batch_bytes: config.sink.batch_bytes.max(1),
-            flush_interval: Duration::from_millis(config.sink.flush_interval_ms.max(1)),
+impl Knobs {
+    fn new(pipeline: &PipelineConfig, sink: &SinkConfig) -> Knobs {
+        Knobs {
+            workers: pipeline.workers.max(1),
+            channel_capacity: pipeline.channel_capacity.max(1),
+            max_event_bytes: pipeline.max_event_bytes,
+            batch_rows: sink.batch_rows.max(1),
+            batch_bytes: sink.batch_bytes.max(1),
+            flush_interval: Duration::from_millis(sink.flush_interval_ms.max(1)),
         }
     }
 }
@@ -106,7 +94,7 @@ pub struct Pipeline {
     source: Box<dyn Source>,
     sink: Box<dyn Sink>,
     scorer: Arc<Scorer>,
-    options: PipelineOptions,
+    options: Knobs,
     transform: Option<EventTransform>,
     progress: Option<ProgressFn>,
     alerts: Option<crate::alert::AlertHandle>,
@@ -136,18 +124,20 @@ enum Completed {
 }
 
 impl Pipeline {
-    /// Wire `source` → `scorer` → `sink`.
+    /// Wire `source` → `scorer` → `sink`, with the workers, channels and event size limit of
+    /// `[pipeline]` and the batching of `[sink]`.
     pub fn new(
         source: Box<dyn Source>,
         sink: Box<dyn Sink>,
         scorer: Arc<Scorer>,
-        options: PipelineOptions,
+        pipeline: &PipelineConfig,
+        batching: &SinkConfig,
     ) -> Pipeline {
         Pipeline {
             source,
             sink,
             scorer,
-            options,
+            options: Knobs::new(pipeline, batching),
             transform: None,
             progress: None,
             alerts: None,
@@ -469,6 +459,43 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Everything that watches what the pipeline completes, fed in one place: the run statistics
+/// (the summary), the OpenTelemetry instruments and the alert engine.
+struct Observers {
+    stats: RunStats,
+    metrics: Option<crate::telemetry::PipelineMetrics>,
+    alerts: Option<crate::alert::AlertHandle>,
+}
+
+impl Observers {
+    /// One scored event's rows.
+    async fn rows(&mut self, rows: &[EvaluationRow]) {
+        self.stats.events += 1;
+        if let Some(metrics) = &self.metrics {
+            metrics.scored(rows);
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts
+                .submit(crate::alert::AlertInput::Rows(rows.to_vec()))
+                .await;
+        }
+        for row in rows {
+            self.stats.observe_row(row);
+        }
+    }
+
+    /// One dead letter.
+    async fn dead_letter(&mut self, dead_letter: &DeadLetter) {
+        self.stats.observe_dead_letter(dead_letter);
+        if let Some(metrics) = &self.metrics {
+            metrics.dead_lettered();
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts.submit(crate::alert::AlertInput::DeadLetter).await;
+        }
+    }
+}
+
 /// Rows, dead letters and tokens of the batch being filled.
 #[derive(Default)]
 struct PendingBatch {
@@ -482,12 +509,16 @@ struct PendingBatch {
 async fn batch_stage(
     mut done_rx: mpsc::Receiver<Completed>,
     sink: Box<dyn Sink>,
-    options: PipelineOptions,
+    options: Knobs,
     progress: Option<ProgressFn>,
     alerts: Option<crate::alert::AlertHandle>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
-    let mut summary = Summary::default();
+    let mut observers = Observers {
+        stats: RunStats::default(),
+        metrics: metrics.clone(),
+        alerts,
+    };
     let mut pending = PendingBatch::default();
     // The sink writes on its own task, so the next batch fills while the previous one is being
     // inserted; the one-slot channel keeps at most one batch writing and one waiting.
@@ -522,38 +553,21 @@ async fn batch_stage(
                 payload_bytes,
                 ack,
             } => {
-                summary.events += 1;
-                if let Some(metrics) = &metrics {
-                    metrics.scored(&rows);
-                }
-                if let Some(alerts) = &alerts {
-                    alerts
-                        .submit(crate::alert::AlertInput::Rows(rows.clone()))
-                        .await;
-                }
-                for row in &rows {
-                    summary.observe_row(row);
-                }
+                observers.rows(&rows).await;
                 pending.entries += rows.len().max(1);
                 pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
                 pending.batch.rows.extend(rows);
                 pending.acks.push(ack);
             }
             Completed::DeadLetter { dead_letter, ack } => {
-                summary.observe_dead_letter(&dead_letter);
-                if let Some(metrics) = &metrics {
-                    metrics.dead_lettered();
-                }
-                if let Some(alerts) = &alerts {
-                    alerts.submit(crate::alert::AlertInput::DeadLetter).await;
-                }
+                observers.dead_letter(&dead_letter).await;
                 pending.entries += 1;
                 pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
                 pending.batch.dead_letters.push(dead_letter);
                 pending.acks.push(ack);
             }
         }
-        summary.messages += 1;
+        observers.stats.messages += 1;
         if (pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes)
             && !hand_over(&batch_tx, &mut pending).await
         {
@@ -565,7 +579,7 @@ async fn batch_stage(
     hand_over(&batch_tx, &mut pending).await;
     drop(batch_tx);
     let sink = join("sink writer", writer).await??;
-    Ok((summary, sink))
+    Ok((observers.stats, sink))
 }
 
 /// Sleep until `deadline`, or forever without one.

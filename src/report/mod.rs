@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::sink::clickhouse::ClickHouseSettings;
+use crate::config::SinkConfig;
 
 /// Why a report could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -115,11 +115,10 @@ pub fn rows_from_jsonl(path: &Path, run_id: &str) -> Result<Vec<ReportRow>, Repo
 
 /// Read the rows of `run_id` from ClickHouse `evaluations` (deduplicated with `FINAL`).
 pub async fn rows_from_clickhouse(
-    settings: &ClickHouseSettings,
+    settings: &SinkConfig,
     run_id: &str,
 ) -> Result<Vec<ReportRow>, ReportError> {
-    let mut cursor = settings
-        .client()
+    let mut cursor = crate::clickhouse::client(settings)
         .query(
             "SELECT event_id, agent_id, agent_version, run_id, metric, value, verdict, status, \
              quality_tier, details FROM evaluations FINAL WHERE run_id = ?",

@@ -1,7 +1,5 @@
-//! Sinks for evaluation rows and dead letters (JSONL, stdout, ClickHouse).
-
-pub mod clickhouse;
-pub mod judge_cache;
+//! Sinks for evaluation rows and dead letters: the [`Sink`] trait, and the JSONL and stdout
+//! sinks. The ClickHouse sink lives with the other ClickHouse code (`crate::clickhouse::sink`).
 
 use async_trait::async_trait;
 

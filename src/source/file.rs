@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::{AckCounter, Source, SourceError, SourceMessage};
-use crate::pipeline::{AckToken, Acknowledge, Position};
+use crate::source::{AckToken, Acknowledge, Position};
 
 /// Read buffer size of line sources.
 const READ_BUFFER_BYTES: usize = 256 * 1024;

@@ -1,11 +1,18 @@
-//! Sources of raw event payloads (file/stdin, Kafka).
+//! Sources of raw event payloads (file/stdin, Kafka, memory), and the acknowledgements that
+//! travel back from the sink ([`ack`]).
+//!
+//! A source hands each payload out with an [`AckToken`]; the pipeline acknowledges it once the
+//! sink has durably written everything the payload produced, and a source that tracks offsets
+//! (Kafka, through [`kafka::offsets`]) commits only acknowledged positions.
 
+pub mod ack;
 pub mod kafka;
 
 use async_trait::async_trait;
 
+pub use ack::{AckToken, Acknowledge, Position};
+
 use crate::event::Event;
-use crate::pipeline::AckToken;
 
 /// One raw payload read from a source, not yet decoded.
 #[derive(Debug)]
@@ -63,8 +70,6 @@ pub use file::{FileSource, StdinSource};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::pipeline::{Acknowledge, Position};
 
 /// Counts acknowledgements (line-oriented and in-memory sources have no offsets to commit, but
 /// the count shows that every message made it through the sink).

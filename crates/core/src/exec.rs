@@ -1,0 +1,197 @@
+//! The executor seam of the gold metrics: result sets, values and their comparison keys, and
+//! the small [`Executor`] trait.
+//!
+//! The metric code sees only "run this SQL on that database and give me the rows, or tell me why
+//! not". The production implementation (read-only SQLite with time, row and size limits and a
+//! per-run result cache) lives at the edge, in the daemon's `sqlite` module.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// One value of a result row, as SQLite returned it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SqlValue {
+    /// SQL NULL.
+    Null,
+    /// INTEGER storage class.
+    Integer(i64),
+    /// REAL storage class.
+    Real(f64),
+    /// TEXT storage class (invalid UTF-8 is replaced lossily).
+    Text(String),
+    /// BLOB storage class.
+    Blob(Vec<u8>),
+}
+
+impl SqlValue {
+    /// The comparison key of this value with Python's equality semantics (what the reference
+    /// evaluators use): an integral REAL equals the INTEGER of the same value (`507 == 507.0`),
+    /// `-0.0 == 0`, TEXT never equals a number.
+    pub fn key(&self) -> ValueKey {
+        match self {
+            SqlValue::Null => ValueKey::Null,
+            SqlValue::Integer(i) => ValueKey::Int(*i),
+            SqlValue::Real(f) => real_key(*f),
+            SqlValue::Text(s) => ValueKey::Text(s.clone()),
+            SqlValue::Blob(b) => ValueKey::Blob(b.clone()),
+        }
+    }
+
+    /// Borrowed comparison key (no allocation); same semantics as [`SqlValue::key`].
+    pub fn key_ref(&self) -> KeyRef<'_> {
+        match self {
+            SqlValue::Null => KeyRef::Null,
+            SqlValue::Integer(i) => KeyRef::Int(*i),
+            SqlValue::Real(f) => match real_key(*f) {
+                ValueKey::Int(i) => KeyRef::Int(i),
+                ValueKey::Real(bits) => KeyRef::Real(bits),
+                _ => KeyRef::Null,
+            },
+            SqlValue::Text(s) => KeyRef::Text(s),
+            SqlValue::Blob(b) => KeyRef::Blob(b),
+        }
+    }
+
+    /// Approximate heap size in bytes (for the result-size cap).
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            SqlValue::Text(s) => s.len() + 8,
+            SqlValue::Blob(b) => b.len() + 8,
+            _ => 16,
+        }
+    }
+}
+
+fn real_key(f: f64) -> ValueKey {
+    // 2^63 as f64; integral floats strictly inside (-2^63, 2^63) convert exactly to i64.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if f.is_finite() && f.fract() == 0.0 && f > -LIMIT && f < LIMIT {
+        ValueKey::Int(f as i64)
+    } else if f.is_nan() {
+        ValueKey::Real(f64::NAN.to_bits())
+    } else {
+        ValueKey::Real(f.to_bits())
+    }
+}
+
+/// Hashable, equality-comparable form of a [`SqlValue`] (see [`SqlValue::key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ValueKey {
+    /// NULL (equal to NULL, as Python's `None == None`).
+    Null,
+    /// An integer, or an integral real.
+    Int(i64),
+    /// A non-integral real, by bit pattern.
+    Real(u64),
+    /// Text.
+    Text(String),
+    /// Blob.
+    Blob(Vec<u8>),
+}
+
+/// Borrowed form of [`ValueKey`], for comparing results without copying them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyRef<'a> {
+    /// NULL.
+    Null,
+    /// An integer, or an integral real.
+    Int(i64),
+    /// A non-integral real, by bit pattern.
+    Real(u64),
+    /// Text.
+    Text(&'a str),
+    /// Blob.
+    Blob(&'a [u8]),
+}
+
+/// The rows one query returned.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ResultSet {
+    /// Column names as SQLite reports them.
+    pub columns: Vec<String>,
+    /// Rows, in the order SQLite produced them.
+    pub rows: Vec<Vec<SqlValue>>,
+}
+
+impl ResultSet {
+    /// Every row as a vector of comparison keys.
+    pub fn keyed_rows(&self) -> Vec<Vec<ValueKey>> {
+        self.rows
+            .iter()
+            .map(|r| r.iter().map(SqlValue::key).collect())
+            .collect()
+    }
+
+    /// Every row as a vector of borrowed comparison keys.
+    pub fn key_ref_rows(&self) -> Vec<Vec<KeyRef<'_>>> {
+        self.rows
+            .iter()
+            .map(|r| r.iter().map(SqlValue::key_ref).collect())
+            .collect()
+    }
+}
+
+/// Why a query produced no result set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+pub enum ExecError {
+    /// No database with this id in the catalogue (or the id is not a plain name).
+    #[error("unknown database `{0}`")]
+    UnknownDatabase(String),
+    /// The database file exists but could not be opened.
+    #[error("cannot open database: {0}")]
+    Open(String),
+    /// The query ran longer than the time limit and was interrupted.
+    #[error("query exceeded the time limit of {0} ms")]
+    Timeout(u64),
+    /// The query returned more rows than the row cap.
+    #[error("query returned more than {0} rows")]
+    RowLimit(usize),
+    /// The result exceeded the result-size cap.
+    #[error("query result exceeded {0} bytes")]
+    ValueLimit(usize),
+    /// The statement tried something a read-only evaluator forbids (write, ATTACH, PRAGMA, …).
+    #[error("statement not authorized: {0}")]
+    Denied(String),
+    /// The text holds more than one statement.
+    #[error("more than one statement")]
+    MultipleStatements,
+    /// SQLite rejected or failed the query (syntax error, no such column, …).
+    #[error("{0}")]
+    Sql(String),
+    /// The executor is shut down or its pool is gone.
+    #[error("executor unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl ExecError {
+    /// Short machine-readable kind, used in row details.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ExecError::UnknownDatabase(_) => "unknown_database",
+            ExecError::Open(_) => "open",
+            ExecError::Timeout(_) => "timeout",
+            ExecError::RowLimit(_) => "row_limit",
+            ExecError::ValueLimit(_) => "value_limit",
+            ExecError::Denied(_) => "denied",
+            ExecError::MultipleStatements => "multiple_statements",
+            ExecError::Sql(_) => "sql_error",
+            ExecError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+/// Outcome of executing one query.
+pub type ExecResult = Result<Arc<ResultSet>, ExecError>;
+
+/// Runs SQL against a named database. Implementations must be safe to call from many threads;
+/// calls block the calling thread (async callers run them on a blocking pool).
+pub trait Executor: Send + Sync {
+    /// Execute one read-only query on database `db_id`.
+    fn execute(&self, db_id: &str, sql: &str) -> ExecResult;
+
+    /// Whether `db_id` names a database this executor can reach.
+    fn has_database(&self, db_id: &str) -> bool;
+}

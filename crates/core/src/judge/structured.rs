@@ -1,0 +1,291 @@
+//! The structured judge seam: "this prompt, these variables → a validated, typed reply".
+//!
+//! Metrics that need an LLM (STEF's LLM judge, FLEX, ROSE, Hybrid-EX) describe a call as a
+//! [`StructuredCall`] and get a [`StructuredOutcome`] back through [`call_structured`], which
+//! talks to any [`StructuredJudge`]: the daemon's OpenAI-compatible client (with its caches,
+//! rate limits, retries and repair turn), or an in-memory judge in tests. The trait is
+//! object-safe (the call's variables are type-erased with `erased_serde`, the reply type by a
+//! [`ReplyDecoder`]), so metrics hold an `Arc<dyn StructuredJudge>` and never see HTTP.
+//!
+//! Every reply goes through [`parse_reply`]: strict JSON first, then the first JSON object found
+//! in the text (code fences, prose around it), then serde with strict types
+//! (`deny_unknown_fields` on the reply types), then the type's own range checks.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::{JudgeError, JudgeTotals, TokenUsage};
+
+/// One structured call: which prompt, with which variables, in which cache scope.
+#[derive(Debug, Clone, Copy)]
+pub struct StructuredCall<'a, V, K = V> {
+    /// Prompt template name (`prompts/NAME.system.j2` + `NAME.user.j2`).
+    pub prompt: &'a str,
+    /// Template variables: everything the prompt shows the model, already normalized. Rendered
+    /// only on a cache miss.
+    pub vars: &'a V,
+    /// What determines the reply, hashed into the cache key: the normalized inputs (often the
+    /// variables themselves; STEF uses Qu, Qe, S and the dialect, since everything else it
+    /// shows is derived from them by code and the rule profile).
+    pub identity: &'a K,
+    /// Extra cache scope, e.g. the rule-profile version.
+    pub scope: &'a str,
+}
+
+impl<'a, V> StructuredCall<'a, V, V> {
+    /// A call whose cache identity is its template variables.
+    pub fn new(prompt: &'a str, vars: &'a V, scope: &'a str) -> StructuredCall<'a, V, V> {
+        StructuredCall {
+            prompt,
+            vars,
+            identity: vars,
+            scope,
+        }
+    }
+}
+
+/// A validated reply and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StructuredOutcome<T> {
+    /// The reply.
+    pub value: T,
+    /// Tokens spent by this call (zero when it was answered from a cache).
+    pub usage: TokenUsage,
+    /// Answered from the in-memory or durable cache, or by an identical in-flight call.
+    pub cached: bool,
+    /// Version of the prompt that produced the reply.
+    pub prompt_version: String,
+}
+
+/// A typed reply behind `Any` (what a [`ReplyDecoder`] produced), shared by cache entries.
+pub type AnyReply = Arc<dyn Any + Send + Sync>;
+
+/// The reply type of a call, type-erased: its schema, and how a JSON value becomes the typed
+/// reply (serde, the type's own checks, and the caller's extra check).
+pub trait ReplyDecoder: Sync {
+    /// The schema the reply must follow.
+    fn schema(&self) -> &'static ReplySchema;
+
+    /// Validate `value` into the typed reply; also returns its canonical JSON (what caches
+    /// store). The error message is shown to the model in the repair turn.
+    fn decode(&self, value: Value) -> Result<(AnyReply, Value), String>;
+}
+
+/// A [`StructuredCall`] with its variables and reply type erased (what a [`StructuredJudge`]
+/// receives).
+pub struct ErasedCall<'a> {
+    /// Prompt template name.
+    pub prompt: &'a str,
+    /// Template variables (rendered only on a cache miss).
+    pub vars: &'a (dyn erased_serde::Serialize + Sync),
+    /// Cache identity (hashed into the key).
+    pub identity: &'a (dyn erased_serde::Serialize + Sync),
+    /// Extra cache scope.
+    pub scope: &'a str,
+    /// The reply type.
+    pub reply: &'a dyn ReplyDecoder,
+}
+
+/// What a [`StructuredJudge`] answers: the typed reply behind `Any`, and what it cost.
+pub type ErasedOutcome = StructuredOutcome<AnyReply>;
+
+/// Anything that answers structured calls: the daemon's LLM client, or a scripted judge in
+/// tests. Implementations cache, limit and retry as they see fit; callers use
+/// [`call_structured`].
+#[async_trait]
+pub trait StructuredJudge: Send + Sync {
+    /// `llm:<model>` (recorded on rows and in summaries).
+    fn kind(&self) -> String;
+
+    /// Answer one call.
+    async fn call(&self, call: ErasedCall<'_>) -> Result<ErasedOutcome, JudgeError>;
+
+    /// Version (hash) of prompt `name`, if the judge knows it.
+    fn prompt_version(&self, name: &str) -> Option<String>;
+
+    /// Running totals (calls, cache hits, tokens, retries, failures).
+    fn totals(&self) -> JudgeTotals {
+        JudgeTotals::default()
+    }
+
+    /// Finish background work (queued durable-cache writes) before the process exits. Never
+    /// fails: a judge logs what it could not finish.
+    async fn flush(&self) {}
+}
+
+/// [`ReplyDecoder`] for a concrete reply type `T` plus a caller's extra check.
+struct TypedDecoder<'c, T> {
+    check: &'c (dyn Fn(&T) -> Result<(), String> + Sync),
+}
+
+impl<T: StructuredReply> ReplyDecoder for TypedDecoder<'_, T> {
+    fn schema(&self) -> &'static ReplySchema {
+        T::schema()
+    }
+
+    fn decode(&self, value: Value) -> Result<(AnyReply, Value), String> {
+        let (typed, canonical) = validate_value::<T>(value)?;
+        (self.check)(&typed)?;
+        Ok((Arc::new(typed), canonical))
+    }
+}
+
+/// Ask `judge` for a reply of type `T` that passes `T::validate` and `check`.
+pub async fn call_structured<T, V, K>(
+    judge: &dyn StructuredJudge,
+    call: StructuredCall<'_, V, K>,
+    check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+) -> Result<StructuredOutcome<T>, JudgeError>
+where
+    T: StructuredReply,
+    V: Serialize + Sync,
+    K: Serialize + Sync,
+{
+    let decoder = TypedDecoder { check };
+    let outcome = judge
+        .call(ErasedCall {
+            prompt: call.prompt,
+            vars: call.vars,
+            identity: call.identity,
+            scope: call.scope,
+            reply: &decoder,
+        })
+        .await?;
+    // The decoder made the value, and caches key entries by the reply schema, so a reply of
+    // another type here is a judge bug, reported as an invalid reply (never a panic).
+    let value = outcome.value.downcast_ref::<T>().cloned().ok_or_else(|| {
+        JudgeError::InvalidReply(format!(
+            "judge answered prompt {:?} with another reply type",
+            call.prompt
+        ))
+    })?;
+    Ok(StructuredOutcome {
+        value,
+        usage: outcome.usage,
+        cached: outcome.cached,
+        prompt_version: outcome.prompt_version,
+    })
+}
+
+/// At most `max` characters of `text`, with an ellipsis when cut.
+pub fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// A JSON schema offered to the endpoint (`response_format` json_schema) and to the prompt.
+#[derive(Debug, Clone)]
+pub struct ReplySchema {
+    /// Schema name (`^[a-zA-Z0-9_-]+$`, as OpenAI requires).
+    pub name: String,
+    /// The JSON schema (strict-mode compatible: every property required, no extra properties).
+    pub schema: Value,
+    /// Short content hash of the schema; part of every cache key.
+    pub hash: String,
+}
+
+impl ReplySchema {
+    /// A schema with its hash computed.
+    pub fn new(name: &str, schema: Value) -> ReplySchema {
+        let hash = hex::encode(Sha256::digest(schema.to_string().as_bytes()));
+        ReplySchema {
+            name: name.to_string(),
+            schema,
+            hash: hash.get(..16).unwrap_or(&hash).to_string(),
+        }
+    }
+}
+
+/// A reply type the structured-call layer can request: serde with strict types, a schema, and
+/// range checks that serde cannot express.
+pub trait StructuredReply: DeserializeOwned + Serialize + Clone + Send + Sync + 'static {
+    /// The schema the reply must follow.
+    fn schema() -> &'static ReplySchema;
+
+    /// Checks beyond types (ranges, lengths, consistency). The message is shown to the model in
+    /// the repair retry and ends up in `details` when the repair fails too.
+    fn validate(&self) -> Result<(), String>;
+}
+
+/// Parse and validate a model's text as `T`, returning the typed value and its canonical JSON.
+pub fn parse_reply<T: StructuredReply>(text: &str) -> Result<(T, Value), String> {
+    let value = json_in_text(text)?;
+    validate_value::<T>(value)
+}
+
+/// Validate an already-parsed JSON value as `T` (used for durable-cache entries too).
+pub fn validate_value<T: StructuredReply>(value: Value) -> Result<(T, Value), String> {
+    let typed: T = serde_json::from_value(value).map_err(|e| format!("schema violation: {e}"))?;
+    typed.validate()?;
+    let canonical = serde_json::to_value(&typed).map_err(|e| format!("re-encoding: {e}"))?;
+    Ok((typed, canonical))
+}
+
+/// The JSON object a text holds: the whole text if it is one, else the first `{…}` in it that
+/// parses as a JSON object.
+pub fn json_in_text(text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(v @ Value::Object(_)) => return Ok(v),
+        Ok(other) => {
+            return Err(format!(
+                "reply is JSON but not an object (got {})",
+                kind_of(&other)
+            ));
+        }
+        Err(_) => {}
+    }
+    for (start, _) in trimmed.match_indices('{') {
+        let Some(rest) = trimmed.get(start..) else {
+            continue;
+        };
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        if let Some(Ok(v @ Value::Object(_))) = stream.next() {
+            return Ok(v);
+        }
+    }
+    Err(format!(
+        "reply contains no JSON object (starts with {:?})",
+        truncate_chars(trimmed, 80)
+    ))
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_json_in_text() {
+        assert_eq!(json_in_text(r#" {"a":1} "#).unwrap()["a"], 1);
+        let fenced = "Here you go:\n```json\n{\"a\": {\"b\": \"}\"}}\n```\nThanks";
+        assert_eq!(json_in_text(fenced).unwrap()["a"]["b"], "}");
+        // A broken brace before the real object is skipped.
+        assert_eq!(json_in_text("{oops {\"a\":2}").unwrap()["a"], 2);
+        assert!(json_in_text("[1,2]").unwrap_err().contains("not an object"));
+        assert!(
+            json_in_text("no json here")
+                .unwrap_err()
+                .contains("no JSON")
+        );
+        assert!(json_in_text("").is_err());
+    }
+}

@@ -1,0 +1,331 @@
+//! Database schemas for ESM and ESM+: table/column names (from Spider-style `tables.json`),
+//! primary and foreign keys, and the constraint facts ESM+ rules need (NOT NULL, UNIQUE), which
+//! `tables.json` lacks and which are introspected from the SQLite file when it is available.
+//!
+//! Reading files happens at the edge (the daemon reads `tables.json` files and introspects SQLite
+//! files into [`IntrospectedDb`]); this module parses and merges, and the metric code only reads
+//! the resulting structures.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value;
+
+/// Why a schema could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {reason}")]
+    Io {
+        /// Path.
+        path: String,
+        /// Reason.
+        reason: String,
+    },
+    /// The file is not a valid `tables.json`.
+    #[error("invalid tables.json: {0}")]
+    Format(String),
+    /// The SQLite file could not be introspected.
+    #[error("cannot introspect {path}: {reason}")]
+    Sqlite {
+        /// Path.
+        path: String,
+        /// Reason.
+        reason: String,
+    },
+}
+
+/// One column, by (table index, column name) as written in the schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Index of the table in [`DbSchema::tables`].
+    pub table: usize,
+    /// Original column name.
+    pub name: String,
+}
+
+/// Where the constraint facts (NOT NULL / UNIQUE) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConstraintSource {
+    /// Only `tables.json`: PK/FK known, NOT NULL and UNIQUE unknown beyond single-column PKs.
+    TablesJson,
+    /// Introspected from the SQLite file (`PRAGMA table_info`, `index_list`, `foreign_key_list`).
+    Sqlite,
+}
+
+/// Schema of one database.
+#[derive(Debug, Clone)]
+pub struct DbSchema {
+    /// Database id.
+    pub db_id: String,
+    /// Original table names.
+    pub tables: Vec<String>,
+    /// Columns in `tables.json` order (index 0 is `*`, stored with `table = usize::MAX`).
+    pub columns: Vec<Column>,
+    /// Foreign keys as column-index pairs `(from, to)`, in file order.
+    pub foreign_keys: Vec<(usize, usize)>,
+    /// Primary keys: each entry is the column indices of one table's key (len > 1 = composite).
+    pub primary_keys: Vec<Vec<usize>>,
+    /// Lowercased `table.column` keys known NOT NULL.
+    pub not_null: BTreeSet<String>,
+    /// Lowercased `table.column` keys with a single-column UNIQUE index or single-column PK.
+    pub unique: BTreeSet<String>,
+    /// Where NOT NULL/UNIQUE facts came from.
+    pub constraints: ConstraintSource,
+}
+
+impl DbSchema {
+    /// Lowercased table name → lowercased column names, in order (process_sql's `schema`).
+    pub fn lower_columns(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for t in &self.tables {
+            out.entry(t.to_lowercase()).or_default();
+        }
+        for c in &self.columns {
+            if let Some(t) = self.tables.get(c.table) {
+                out.entry(t.to_lowercase())
+                    .or_default()
+                    .push(c.name.to_lowercase());
+            }
+        }
+        out
+    }
+
+    /// Lowercased `table.column` of a column index (`None` for `*`).
+    pub fn column_key(&self, idx: usize) -> Option<String> {
+        let c = self.columns.get(idx)?;
+        let t = self.tables.get(c.table)?;
+        Some(format!("{}.{}", t.to_lowercase(), c.name.to_lowercase()))
+    }
+
+    /// Whether the lowercased `table.column` is a single-column primary key.
+    pub fn is_single_pk(&self, key: &str) -> bool {
+        self.primary_keys.iter().any(|pk| {
+            pk.len() == 1 && pk.first().and_then(|&i| self.column_key(i)).as_deref() == Some(key)
+        })
+    }
+
+    /// Whether the lowercased `table.column` is part of some primary key.
+    pub fn in_any_pk(&self, key: &str) -> bool {
+        self.primary_keys.iter().any(|pk| {
+            pk.iter()
+                .any(|&i| self.column_key(i).as_deref() == Some(key))
+        })
+    }
+
+    /// UNIQUE fact (single-column UNIQUE index or single-column PK).
+    pub fn is_unique(&self, key: &str) -> bool {
+        self.unique.contains(key) || self.is_single_pk(key)
+    }
+
+    /// NOT NULL fact (declared NOT NULL or single-column PK; see esm_plus.md A19).
+    pub fn is_not_null(&self, key: &str) -> bool {
+        self.not_null.contains(key) || self.is_single_pk(key)
+    }
+
+    /// Foreign keys as lowercased `(fk table.column, referenced table.column)` pairs.
+    pub fn fk_pairs(&self) -> Vec<(String, String)> {
+        self.foreign_keys
+            .iter()
+            .filter_map(|&(a, b)| Some((self.column_key(a)?, self.column_key(b)?)))
+            .collect()
+    }
+
+    fn from_json(entry: &Value) -> Result<DbSchema, SchemaError> {
+        let fmt = |m: &str| SchemaError::Format(m.to_string());
+        let db_id = entry["db_id"]
+            .as_str()
+            .ok_or_else(|| fmt("db_id"))?
+            .to_string();
+        let tables: Vec<String> = entry["table_names_original"]
+            .as_array()
+            .ok_or_else(|| fmt("table_names_original"))?
+            .iter()
+            .map(|t| t.as_str().unwrap_or_default().to_string())
+            .collect();
+        let columns: Vec<Column> = entry["column_names_original"]
+            .as_array()
+            .ok_or_else(|| fmt("column_names_original"))?
+            .iter()
+            .map(|c| {
+                let t = c.get(0).and_then(Value::as_i64).unwrap_or(-1);
+                Column {
+                    table: usize::try_from(t).unwrap_or(usize::MAX),
+                    name: c
+                        .get(1)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                }
+            })
+            .collect();
+        let as_idx = |v: &Value| v.as_u64().and_then(|n| usize::try_from(n).ok());
+        let foreign_keys = entry["foreign_keys"]
+            .as_array()
+            .map(|fks| {
+                fks.iter()
+                    .filter_map(|p| Some((as_idx(p.get(0)?)?, as_idx(p.get(1)?)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let primary_keys = entry["primary_keys"]
+            .as_array()
+            .map(|pks| {
+                pks.iter()
+                    .map(|p| match p {
+                        Value::Array(items) => items.iter().filter_map(as_idx).collect(),
+                        other => as_idx(other).into_iter().collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(DbSchema {
+            db_id,
+            tables,
+            columns,
+            foreign_keys,
+            primary_keys,
+            not_null: BTreeSet::new(),
+            unique: BTreeSet::new(),
+            constraints: ConstraintSource::TablesJson,
+        })
+    }
+}
+
+/// Facts read from a database file, in the file's own spelling (see
+/// [`SchemaCatalog::merge_introspected`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IntrospectedDb {
+    /// Tables in file order, each with its columns in order and whether each is in the
+    /// primary key.
+    pub tables: Vec<(String, Vec<(String, bool)>)>,
+    /// Foreign keys `(table, column, referenced table, referenced column)`.
+    pub foreign_keys: Vec<(String, String, String, String)>,
+    /// `table.column` (lowercased) declared NOT NULL.
+    pub not_null: BTreeSet<String>,
+    /// `table.column` (lowercased) unique on its own (single-column PK or UNIQUE index).
+    pub unique: BTreeSet<String>,
+}
+
+/// Schemas of every known database, by `db_id`.
+#[derive(Debug, Clone, Default)]
+pub struct SchemaCatalog {
+    dbs: HashMap<String, DbSchema>,
+}
+
+impl SchemaCatalog {
+    /// An empty catalogue.
+    pub fn new() -> SchemaCatalog {
+        SchemaCatalog::default()
+    }
+
+    /// Parse a Spider/BIRD `tables.json` document.
+    pub fn parse_tables_json(text: &str) -> Result<SchemaCatalog, SchemaError> {
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| SchemaError::Format(e.to_string()))?;
+        let arr = v
+            .as_array()
+            .ok_or_else(|| SchemaError::Format("expected a JSON array".into()))?;
+        let mut dbs = HashMap::new();
+        for entry in arr {
+            let s = DbSchema::from_json(entry)?;
+            dbs.insert(s.db_id.clone(), s);
+        }
+        Ok(SchemaCatalog { dbs })
+    }
+
+    /// Add (or replace) one database schema.
+    pub fn insert(&mut self, schema: DbSchema) {
+        self.dbs.insert(schema.db_id.clone(), schema);
+    }
+
+    /// Merge another catalogue into this one.
+    pub fn extend(&mut self, other: SchemaCatalog) {
+        self.dbs.extend(other.dbs);
+    }
+
+    /// The schema of `db_id`.
+    pub fn get(&self, db_id: &str) -> Option<&DbSchema> {
+        self.dbs.get(db_id)
+    }
+
+    /// Number of databases.
+    pub fn len(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// Whether the catalogue is empty.
+    pub fn is_empty(&self) -> bool {
+        self.dbs.is_empty()
+    }
+
+    /// Merge what was read from a database file (the daemon introspects SQLite files): NOT NULL
+    /// and single-column UNIQUE facts for a database `tables.json` already describes, or the
+    /// whole schema for one it does not.
+    pub fn merge_introspected(&mut self, db_id: &str, facts: IntrospectedDb) {
+        let IntrospectedDb {
+            tables: cols_of,
+            foreign_keys: fks,
+            not_null,
+            unique,
+        } = facts;
+        let schema = match self.dbs.get_mut(db_id) {
+            Some(s) => s,
+            None => {
+                // Build the whole schema from the file.
+                let mut tables = Vec::new();
+                let mut columns = vec![Column {
+                    table: usize::MAX,
+                    name: "*".into(),
+                }];
+                let mut primary_keys = Vec::new();
+                for (ti, (t, cols)) in cols_of.iter().enumerate() {
+                    tables.push(t.clone());
+                    let mut pk = Vec::new();
+                    for (c, is_pk) in cols {
+                        if *is_pk {
+                            pk.push(columns.len());
+                        }
+                        columns.push(Column {
+                            table: ti,
+                            name: c.clone(),
+                        });
+                    }
+                    if !pk.is_empty() {
+                        primary_keys.push(pk);
+                    }
+                }
+                let find = |t: &str, c: &str| {
+                    let ti = tables.iter().position(|x| x.eq_ignore_ascii_case(t))?;
+                    columns
+                        .iter()
+                        .position(|col| col.table == ti && col.name.eq_ignore_ascii_case(c))
+                };
+                let foreign_keys = fks
+                    .iter()
+                    .filter_map(|(t, f, rt, to)| Some((find(t, f)?, find(rt, to)?)))
+                    .collect();
+                self.dbs.insert(
+                    db_id.to_string(),
+                    DbSchema {
+                        db_id: db_id.to_string(),
+                        tables,
+                        columns,
+                        foreign_keys,
+                        primary_keys,
+                        not_null: BTreeSet::new(),
+                        unique: BTreeSet::new(),
+                        constraints: ConstraintSource::Sqlite,
+                    },
+                );
+                match self.dbs.get_mut(db_id) {
+                    Some(s) => s,
+                    None => return,
+                }
+            }
+        };
+        schema.not_null = not_null;
+        schema.unique = unique;
+        schema.constraints = ConstraintSource::Sqlite;
+    }
+}

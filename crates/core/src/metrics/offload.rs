@@ -1,0 +1,45 @@
+//! Running CPU-heavy metric work off the async workers, without the core knowing the runtime.
+//!
+//! The daemon implements [`Offload`] with tokio's blocking pool; [`Inline`] runs the work on the
+//! calling thread (tests, benches, callers without a runtime).
+
+use futures::future::BoxFuture;
+
+/// Runs CPU-heavy work off the async workers. The daemon hands it to tokio's blocking pool;
+/// [`Inline`] runs it on the calling thread (tests, benches, callers without a runtime).
+pub trait Offload: Send + Sync {
+    /// Run `job`; the future resolves when it has run, or with why it could not.
+    fn offload(
+        &self,
+        job: Box<dyn FnOnce() + Send + 'static>,
+    ) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// Runs offloaded work on the calling thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inline;
+
+impl Offload for Inline {
+    fn offload(
+        &self,
+        job: Box<dyn FnOnce() + Send + 'static>,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        job();
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Run `f` through `offload` and return its result.
+pub async fn offloaded<R: Send + 'static>(
+    offload: &dyn Offload,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, String> {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    offload
+        .offload(Box::new(move || {
+            let _ = tx.send(f());
+        }))
+        .await?;
+    rx.await
+        .map_err(|_| "offloaded job ended without a result".to_string())
+}

@@ -1,0 +1,43 @@
+//! What a judge says about one event ([`JudgeAssessment`]) and what it cost ([`TokenUsage`]).
+//!
+//! These types belong to STEF: [`super::finish`] turns an assessment into Φ. Judges (the
+//! deterministic one in `crate::judge`, the LLM judge at the edge) produce them; keeping the
+//! types here means STEF never imports the judges.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Enrichment, FilterStatus, QuestionSpec, Verdict};
+
+/// LLM token usage of one assessment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// A judge's answer about one event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeAssessment {
+    /// The question spec Sq as the judge understands it.
+    pub question_spec: QuestionSpec,
+    /// Enrichment validation.
+    pub enrichment: Enrichment,
+    /// The judge's own filter assessment, when it gives one (LLM); code-side alignment decides Φ.
+    pub filter_status: Option<FilterStatus>,
+    /// Semantic verdict.
+    pub verdict: Verdict,
+    /// Confidence γ ∈ [0, 1].
+    pub confidence: f64,
+    /// Short rationale.
+    pub rationale: String,
+    /// `deterministic` or `llm:<model>`.
+    pub judge: String,
+    /// Whether this came from a cache.
+    pub cached: bool,
+    /// Prompt template version (LLM only).
+    pub prompt_version: Option<String>,
+    /// Tokens spent.
+    pub usage: TokenUsage,
+}

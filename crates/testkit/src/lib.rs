@@ -1,0 +1,19 @@
+//! Test and benchmark support for sqlgrade — a dev-dependency, never part of the daemon.
+//!
+//! - [`data`]: the repository root and the shared benchmark data beside it;
+//! - [`bin`]: the `sqlgrade` binary under test; [`cli`]: running it with a clean environment;
+//! - [`events`]: real events built from the shared BIRD/Spider predictions, valid judge replies;
+//! - [`servers`]: real ClickHouse and tansu servers as child processes, the daemon as a child
+//!   process, a Kafka producer, and the daemon-test harness;
+//! - [`openai_mock`]: a scripted OpenAI-compatible server (delays, 429s, garbage);
+//! - [`otlp`]: an OTLP/HTTP receiver;
+//! - [`dashboard`]: the shipped Grafana queries, runnable against a server.
+
+pub mod bin;
+pub mod cli;
+pub mod dashboard;
+pub mod data;
+pub mod events;
+pub mod openai_mock;
+pub mod otlp;
+pub mod servers;

@@ -1,0 +1,928 @@
+//! Real servers for the daemon integration tests: ClickHouse (Debian's `clickhouse-server`) and
+//! the Kafka-compatible broker tansu, each started as a child process on free loopback ports with
+//! its state in a temp dir, so that a test can stop, kill and restart them to inject faults.
+//! Also: the `sqlgrade` daemon as a child process, a Kafka producer, and the event corpus.
+//!
+//! `scripts/services.sh install` installs the binaries; when they are missing or cannot start,
+//! [`Servers::start`] returns `None` and the test prints a loud SKIPPED message.
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+/// A free loopback TCP port (bound, read, released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}").parse().unwrap(),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+fn find_binary(name: &str, extra_dirs: &[PathBuf]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(extra_dirs.iter().cloned())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn signal(child: &Child, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status();
+}
+
+fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
+    if let Some(mut c) = child.take() {
+        signal(&c, sig);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(_)) = c.try_wait() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A ClickHouse server process.
+pub struct ClickHouse {
+    dir: PathBuf,
+    pub http_port: u16,
+    pub tcp_port: u16,
+    child: Option<Child>,
+    binary: PathBuf,
+}
+
+impl ClickHouse {
+    /// Start a server with its state under `root/clickhouse`.
+    pub fn start_in(root: &Path) -> Result<ClickHouse, String> {
+        let binary = find_binary(
+            "clickhouse-server",
+            &[PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")],
+        )
+        .ok_or("clickhouse-server not installed (run scripts/services.sh install)")?;
+        let dir = root.join("clickhouse");
+        std::fs::create_dir_all(dir.join("log")).map_err(|e| e.to_string())?;
+        let (http_port, tcp_port) = (free_port(), free_port());
+        let support = crate::data::repo_root().join("tests/support");
+        let config = std::fs::read_to_string(support.join("clickhouse-config.xml.tmpl"))
+            .map_err(|e| e.to_string())?
+            .replace("@DIR@", &dir.to_string_lossy())
+            .replace("@HTTP_PORT@", &http_port.to_string())
+            .replace("@TCP_PORT@", &tcp_port.to_string());
+        std::fs::write(dir.join("config.xml"), config).map_err(|e| e.to_string())?;
+        std::fs::copy(
+            support.join("clickhouse-users.xml.tmpl"),
+            dir.join("users.xml"),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut ch = ClickHouse {
+            dir,
+            http_port,
+            tcp_port,
+            child: None,
+            binary,
+        };
+        ch.launch()?;
+        Ok(ch)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let log =
+            std::fs::File::create(self.dir.join("log/stdout.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(&self.binary)
+            .arg(format!(
+                "--config-file={}",
+                self.dir.join("config.xml").display()
+            ))
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start clickhouse-server: {e}"))?;
+        self.child = Some(child);
+        let port = self.http_port;
+        if !wait_until(Duration::from_secs(60), || {
+            http_get(port, "/ping").is_some_and(|b| b.starts_with("Ok"))
+        }) {
+            return Err(format!(
+                "clickhouse did not answer on port {port}; see {}",
+                self.dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// HTTP URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// Process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stop (SIGTERM).
+    pub fn stop(&mut self) {
+        stop_child(&mut self.child, "TERM", Duration::from_secs(20));
+    }
+
+    /// Start again on the same ports and data.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch().expect("clickhouse restarts");
+    }
+
+    /// Start after [`ClickHouse::stop`].
+    pub fn start_again(&mut self) {
+        self.launch().expect("clickhouse restarts");
+    }
+
+    /// Run a query, return the body (TabSeparated). Panics on failure.
+    pub fn query(&self, sql: &str) -> String {
+        http_post(self.http_port, "/", sql).unwrap_or_else(|e| panic!("query {sql:?} failed: {e}"))
+    }
+
+    /// Run a query that returns one number.
+    pub fn count(&self, sql: &str) -> u64 {
+        let body = self.query(sql);
+        body.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{sql:?} returned {body:?}"))
+    }
+}
+
+impl Drop for ClickHouse {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+}
+
+/// Minimal blocking HTTP/1.0 GET; the body on 200.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    http_request(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"),
+    )
+    .ok()
+    .and_then(|(code, body)| (code == 200).then_some(body))
+}
+
+/// Minimal blocking HTTP/1.0 POST; the body on 200, the error body otherwise.
+pub fn http_post(port: u16, path: &str, body: &str) -> Result<String, String> {
+    let req = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    match http_request(port, &req) {
+        Ok((200, body)) => Ok(body),
+        Ok((code, body)) => Err(format!("HTTP {code}: {body}")),
+        Err(e) => Err(e),
+    }
+}
+
+/// Send a raw request, return (status, body).
+pub fn http_request(port: u16, request: &str) -> Result<(u16, String), String> {
+    use std::io::Read as _;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .ok_or("bad HTTP response")?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+/// A tansu broker process (sqlite storage).
+pub struct Tansu {
+    dir: PathBuf,
+    pub port: u16,
+    child: Option<Child>,
+    binary: PathBuf,
+}
+
+impl Tansu {
+    /// Start a broker with its state under `root/tansu`.
+    pub fn start_in(root: &Path) -> Result<Tansu, String> {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+            .unwrap_or_default();
+        let binary = find_binary("tansu", &[home.join("bin")])
+            .ok_or("tansu not installed (run scripts/services.sh install)")?;
+        let dir = root.join("tansu");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut t = Tansu {
+            dir,
+            port: free_port(),
+            child: None,
+            binary,
+        };
+        t.launch()?;
+        Ok(t)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("broker.log"))
+            .map_err(|e| e.to_string())?;
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let child = Command::new(&self.binary)
+            .arg("broker")
+            .arg("--listener-url")
+            .arg(&url)
+            .arg("--advertised-listener-url")
+            .arg(&url)
+            .arg("--storage-engine")
+            // tansu resolves the sqlite path against its working directory (an absolute path
+            // gets the cwd prefixed), so pass it relative to `current_dir`.
+            .arg("sqlite://tansu.db")
+            .current_dir(&self.dir)
+            .env_remove("STORAGE_ENGINE")
+            .env_remove("LISTENER_URL")
+            .env_remove("ADVERTISED_LISTENER_URL")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start tansu: {e}"))?;
+        self.child = Some(child);
+        let port = self.port;
+        if !wait_until(Duration::from_secs(30), || port_open(port)) {
+            return Err(format!(
+                "tansu did not listen on {port}; see {}",
+                self.dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `host:port` for bootstrap.servers.
+    pub fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Create a topic.
+    pub fn create_topic(&self, name: &str, partitions: u32) {
+        let out = Command::new(&self.binary)
+            .args(["topic", "create", "--broker"])
+            .arg(format!("tcp://127.0.0.1:{}", self.port))
+            .args(["--partitions", &partitions.to_string(), name])
+            .output()
+            .expect("tansu topic create runs");
+        assert!(
+            out.status.success(),
+            "tansu topic create {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Stop (SIGTERM, then SIGKILL).
+    pub fn stop(&mut self) {
+        stop_child(&mut self.child, "TERM", Duration::from_secs(10));
+    }
+
+    /// Start after [`Tansu::stop`] on the same port and storage.
+    pub fn start_again(&mut self) {
+        self.launch().expect("tansu restarts");
+    }
+
+    /// Stop and start on the same port and storage.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+}
+
+/// ClickHouse + tansu for one test, in one temp dir.
+pub struct Servers {
+    pub clickhouse: ClickHouse,
+    pub kafka: Tansu,
+    pub dir: tempfile::TempDir,
+}
+
+impl Servers {
+    /// Start both; `None` (after a loud message) if they cannot be started on this machine.
+    pub fn start(test: &str) -> Option<Servers> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sqlgrade-{test}-"))
+            .tempdir()
+            .unwrap();
+        let started = ClickHouse::start_in(dir.path())
+            .and_then(|ch| Tansu::start_in(dir.path()).map(|k| (ch, k)));
+        match started {
+            Ok((clickhouse, kafka)) => Some(Servers {
+                clickhouse,
+                kafka,
+                dir,
+            }),
+            Err(e) => {
+                skip(test, &e);
+                None
+            }
+        }
+    }
+}
+
+/// Print a loud SKIPPED message (or panic when `SQLGRADE_REQUIRE_SERVERS` is set, as the test
+/// script sets it after starting the servers' installation).
+pub fn skip(test: &str, why: &str) {
+    let msg = format!(
+        "\n\n======== SKIPPED {test}: cannot start the test servers: {why}\n======== run `scripts/services.sh install` first\n\n"
+    );
+    eprintln!("{msg}");
+    if std::env::var_os("SQLGRADE_REQUIRE_SERVERS").is_some() {
+        panic!("{msg}");
+    }
+}
+
+/// An async Kafka producer for tests.
+pub fn producer(brokers: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "60000")
+        .create()
+        .expect("producer")
+}
+
+/// Produce `payloads` round-robin over `partitions`, waiting for every delivery; returns each
+/// payload's (partition, offset).
+pub async fn produce_all(
+    producer: &FutureProducer,
+    topic: &str,
+    partitions: i32,
+    payloads: &[Vec<u8>],
+) -> Vec<(i32, i64)> {
+    let mut positions = Vec::with_capacity(payloads.len());
+    let mut pending: Vec<DeliveryFuture> = Vec::new();
+    for (i, p) in payloads.iter().enumerate() {
+        let partition = (i as i32) % partitions;
+        let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(topic)
+            .payload(p.as_slice())
+            .partition(partition);
+        let fut = producer.send_result(record).expect("queue has room");
+        pending.push(fut);
+        if pending.len() >= 2000 {
+            drain(&mut pending, &mut positions).await;
+        }
+    }
+    drain(&mut pending, &mut positions).await;
+    positions
+}
+
+type DeliveryFuture = rdkafka::producer::DeliveryFuture;
+
+async fn drain(pending: &mut Vec<DeliveryFuture>, positions: &mut Vec<(i32, i64)>) {
+    for f in pending.drain(..) {
+        match f.await {
+            Ok(Ok(delivery)) => positions.push((delivery.partition, delivery.offset)),
+            Ok(Err((e, _))) => panic!("delivery failed: {e}"),
+            Err(_) => panic!("delivery canceled"),
+        }
+    }
+}
+
+/// `n` valid events built from the real corpus (BIRD + Spider questions with predicted SQL),
+/// each with a unique `event_id` (`ev-00000`, …), cycling over the corpus.
+pub fn corpus_events(n: usize) -> Vec<(String, Vec<u8>)> {
+    let base = corpus();
+    assert!(!base.is_empty(), "no events found in the shared data");
+    (0..n)
+        .map(|i| {
+            let mut e = base[i % base.len()].clone();
+            let id = format!("ev-{i:05}");
+            e["event_id"] = serde_json::Value::String(id.clone());
+            e["agent_version"] = serde_json::Value::String(format!("v{}", i % 3));
+            (id, serde_json::to_vec(&e).unwrap())
+        })
+        .collect()
+}
+
+/// The base corpus: examples/events.jsonl when present, else events built from shared/data.
+/// Loaded once per test binary.
+pub fn corpus() -> &'static [serde_json::Value] {
+    static CORPUS: std::sync::OnceLock<Vec<serde_json::Value>> = std::sync::OnceLock::new();
+    CORPUS.get_or_init(load_corpus)
+}
+
+fn load_corpus() -> Vec<serde_json::Value> {
+    let examples = crate::data::repo_root().join("examples/events.jsonl");
+    if let Ok(text) = std::fs::read_to_string(&examples) {
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("question").is_some() && v.get("sql").is_some())
+            .collect();
+        if events.len() >= 20 {
+            return events;
+        }
+    }
+    events_from_shared_data()
+}
+
+fn events_from_shared_data() -> Vec<serde_json::Value> {
+    // BIRD and Spider dev questions joined with the real systems' predicted SQL: one event per
+    // (question, system). No gold block: these exercise the live (STEF) path.
+    let data = crate::data::data_dir();
+    let mut out = Vec::new();
+    for bench in ["bird", "spider"] {
+        let Ok(dev) = std::fs::read_to_string(data.join(bench).join("dev.jsonl")) else {
+            continue;
+        };
+        let questions: std::collections::HashMap<i64, serde_json::Value> = dev
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| Some((v.get("question_id")?.as_i64()?, v)))
+            .collect();
+        let Ok(entries) = std::fs::read_dir(data.join(bench).join("predictions")) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for file in files {
+            let system = file
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            for line in text.lines() {
+                let Ok(p) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                let Some(q) = p
+                    .get("question_id")
+                    .and_then(|v| v.as_i64())
+                    .and_then(|id| questions.get(&id))
+                else {
+                    continue;
+                };
+                let (Some(question), Some(sql)) = (q.get("question"), p.get("predicted_sql"))
+                else {
+                    continue;
+                };
+                out.push(serde_json::json!({
+                    "ts": "2026-11-21T10:00:00Z",
+                    "app_id": q.get("db_id").cloned().unwrap_or_default(),
+                    "agent_id": system,
+                    "model": bench,
+                    "question": question,
+                    "sql": sql,
+                    "dialect": "sqlite",
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// Malformed payloads of several kinds (each dead-lettered with a distinct reason class).
+pub fn malformed(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| match i % 4 {
+            0 => format!("{{not json {i}").into_bytes(),
+            1 => format!(r#"{{"event_id":"bad-{i}","sql":"SELECT 1"}}"#).into_bytes(),
+            2 => format!("[{i}]").into_bytes(),
+            _ => {
+                let mut b = format!("bad-{i}-").into_bytes();
+                b.extend_from_slice(b"\xff\xfe");
+                b
+            }
+        })
+        .collect()
+}
+
+/// A running `sqlgrade run` process.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    pub health_port: u16,
+}
+
+impl Daemon {
+    /// Spawn `sqlgrade run --config <config>` with output in `log`.
+    pub fn spawn(config: &Path, log: &Path, health_port: u16) -> Daemon {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let child = Command::new(crate::bin::sqlgrade())
+            .args(["run", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info,rdkafka=warn")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("sqlgrade spawns");
+        Daemon {
+            child: Some(child),
+            config: config.to_path_buf(),
+            log: log.to_path_buf(),
+            health_port,
+        }
+    }
+
+    /// SIGKILL (no cleanup at all).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for the exit code.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        let mut c = self.child.take()?;
+        signal(&c, "TERM");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn ready(&self) -> bool {
+        http_get(self.health_port, "/readyz").is_some()
+    }
+
+    /// The daemon's log so far (ANSI colour codes removed).
+    pub fn log_text(&self) -> String {
+        strip_ansi(&std::fs::read_to_string(&self.log).unwrap_or_default())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Remove ANSI escape sequences (`ESC [ … letter`).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Poll `check` until it returns true or `timeout` passes.
+pub fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
+    wait_until(timeout, check)
+}
+
+/// Committed offsets of `group` for `topic` partitions `0..partitions` (-1 = none).
+pub fn committed(
+    brokers: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> std::collections::BTreeMap<i32, i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    got.elements()
+        .iter()
+        .map(|e| {
+            let o = match e.offset() {
+                Offset::Offset(o) => o,
+                _ => -1,
+            };
+            (e.partition(), o)
+        })
+        .collect()
+}
+
+/// Read up to `expect` records of partition 0 of `topic` from the beginning (60 s at most):
+/// payload and headers.
+pub fn read_topic(
+    brokers: &str,
+    topic: &str,
+    expect: usize,
+) -> Vec<(Vec<u8>, std::collections::BTreeMap<String, String>)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "sqlgrade-test-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while out.len() < expect && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let mut headers = std::collections::BTreeMap::new();
+            if let Some(h) = m.headers() {
+                for header in h.iter() {
+                    headers.insert(
+                        header.key.to_string(),
+                        String::from_utf8_lossy(header.value.unwrap_or_default()).into_owned(),
+                    );
+                }
+            }
+            out.push((m.payload().unwrap_or_default().to_vec(), headers));
+        }
+    }
+    out
+}
+
+/// Topic the daemon tests consume.
+pub const TOPIC: &str = "agent-events";
+/// Dead-letter topic of the daemon tests.
+pub const DLQ_TOPIC: &str = "agent-events-dlq";
+/// Partitions of [`TOPIC`].
+pub const PARTITIONS: i32 = 3;
+/// Consumer group of the daemon tests.
+pub const GROUP: &str = "sqlgrade-test";
+
+/// Servers + a migrated database + a daemon config: the scaffolding of a daemon test.
+pub struct Harness {
+    pub servers: Servers,
+    pub producer: FutureProducer,
+    /// Every valid event to be produced: (event_id, payload).
+    pub events: Vec<(String, Vec<u8>)>,
+    pub malformed: Vec<Vec<u8>>,
+    /// Where each produced valid event landed (event_id → (partition, offset)).
+    pub positions: std::collections::HashMap<String, (i32, i64)>,
+    next: usize,
+    daemons: u32,
+    dead_letter_topic: bool,
+    /// `sink.batch_rows` / `sink.flush_interval_ms` of the daemons (tests: small and quick).
+    pub batch: (usize, u64),
+}
+
+impl Harness {
+    /// Start the servers, create the topics, run `sqlgrade migrate`. `None` = skipped.
+    pub fn start(
+        test: &str,
+        events: usize,
+        malformed: usize,
+        dead_letter_topic: bool,
+    ) -> Option<Harness> {
+        let servers = Servers::start(test)?;
+        servers.kafka.create_topic(TOPIC, PARTITIONS as u32);
+        servers.kafka.create_topic(DLQ_TOPIC, 1);
+        let producer = producer(&servers.kafka.brokers());
+        let h = Harness {
+            servers,
+            producer,
+            events: corpus_events(events),
+            malformed: self::malformed(malformed),
+            positions: Default::default(),
+            next: 0,
+            daemons: 0,
+            dead_letter_topic,
+            batch: (1000, 200),
+        };
+        let config = h.write_config("migrate", free_port());
+        let out = Command::new(crate::bin::sqlgrade())
+            .args(["migrate", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "migrate failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(h)
+    }
+
+    /// Write a daemon config; returns its path.
+    pub fn write_config(&self, name: &str, health_port: u16) -> PathBuf {
+        let dlq = if self.dead_letter_topic {
+            format!("dead_letter_topic = \"{DLQ_TOPIC}\"\n")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            r#"[source]
+kind = "kafka"
+brokers = "{brokers}"
+topics = ["{TOPIC}"]
+group_id = "{GROUP}"
+{dlq}max_in_flight = 5000
+commit_interval_ms = 200
+
+[source.kafka_properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+
+[sink]
+kind = "clickhouse"
+url = "{url}"
+database = "sqlgrade"
+batch_rows = {batch_rows}
+flush_interval_ms = {flush_ms}
+retry_initial_ms = 100
+retry_max_ms = 1000
+
+[rules]
+dir = "{rules}"
+
+[server]
+listen = "127.0.0.1:{health_port}"
+"#,
+            brokers = self.servers.kafka.brokers(),
+            url = self.servers.clickhouse.url(),
+            rules = crate::data::repo_root().join("rules").display(),
+            batch_rows = self.batch.0,
+            flush_ms = self.batch.1,
+        );
+        let path = self.servers.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Start a daemon (its own config, log and health port).
+    pub fn spawn_daemon(&mut self) -> Daemon {
+        self.daemons += 1;
+        let name = format!("daemon-{}", self.daemons);
+        let port = free_port();
+        let config = self.write_config(&name, port);
+        let log = self.servers.dir.path().join(format!("{name}.log"));
+        Daemon::spawn(&config, &log, port)
+    }
+
+    /// Produce the next `n` valid events, with malformed ones mixed in proportionally.
+    pub async fn produce(&mut self, n: usize) {
+        let end = (self.next + n).min(self.events.len());
+        let total = self.events.len().max(1);
+        let mut payloads = Vec::new();
+        let mut ids = Vec::new();
+        for i in self.next..end {
+            payloads.push(self.events[i].1.clone());
+            ids.push(Some(self.events[i].0.clone()));
+            // Malformed message k goes right after valid event k * total / malformed.len().
+            let m = self.malformed.len();
+            for k in 0..m {
+                if k * total / m == i {
+                    payloads.push(self.malformed[k].clone());
+                    ids.push(None);
+                }
+            }
+        }
+        self.next = end;
+        let positions = produce_all(&self.producer, TOPIC, PARTITIONS, &payloads).await;
+        for (id, pos) in ids.into_iter().zip(positions) {
+            if let Some(id) = id {
+                self.positions.insert(id, pos);
+            }
+        }
+    }
+
+    /// Produce everything not produced yet.
+    pub async fn produce_rest(&mut self) {
+        let rest = self.events.len() - self.next;
+        self.produce(rest).await;
+    }
+
+    /// Distinct STEF rows in ClickHouse (deduplicated read).
+    pub fn stef_rows(&self) -> u64 {
+        self.servers
+            .clickhouse
+            .count("SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'")
+    }
+
+    /// Wait until `n` STEF rows are stored (`false` on timeout).
+    pub fn wait_rows(&self, n: u64, timeout: Duration) -> bool {
+        eventually(timeout, || {
+            http_post(
+                self.servers.clickhouse.http_port,
+                "/",
+                "SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'",
+            )
+            .ok()
+            .and_then(|b| b.trim().parse::<u64>().ok())
+            .is_some_and(|c| c >= n)
+        })
+    }
+
+    /// The event_ids stored (metric stef), sorted, from a deduplicated read.
+    pub fn stored_ids(&self) -> Vec<String> {
+        let body = self.servers.clickhouse.query(
+            "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' ORDER BY event_id",
+        );
+        body.lines().map(str::to_string).collect()
+    }
+
+    /// Assert that every produced event is stored exactly once (deduplicated) and nothing else.
+    pub fn assert_exactly_all_events(&self) {
+        let ids = self.stored_ids();
+        let mut want: Vec<String> = self.events.iter().map(|(id, _)| id.clone()).collect();
+        want.sort();
+        let stored: std::collections::BTreeSet<&String> = ids.iter().collect();
+        let missing: Vec<&String> = want
+            .iter()
+            .filter(|id| !stored.contains(id))
+            .take(10)
+            .collect();
+        assert!(missing.is_empty(), "missing events (first 10): {missing:?}");
+        assert_eq!(ids.len(), want.len(), "FINAL row count");
+        assert_eq!(ids, want);
+        let distinct = self.servers.clickhouse.count(
+            "SELECT uniqExact(event_id) FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'",
+        );
+        assert_eq!(distinct, want.len() as u64);
+    }
+}

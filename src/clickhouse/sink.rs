@@ -1,0 +1,374 @@
+//! ClickHouse sink: evaluation rows into `evaluations`, dead letters into `dead_letters`.
+//!
+//! Each [`Batch`] the pipeline's batcher hands over (the batcher bounds it by rows, bytes and
+//! time) becomes one `INSERT … FORMAT RowBinary` per table. [`Sink::write`] returns only once the
+//! server has accepted the batch, so the pipeline acknowledges (and the Kafka source commits) only
+//! stored data:
+//!
+//! - **transient failures** (network, timeouts, server overload, a stopped server) are retried
+//!   with capped exponential backoff while the batch — and therefore its offsets — is held;
+//! - **data the server rejects** (parse/type errors) is bisected down to the offending rows,
+//!   which are written to `dead_letters` with the server's error, while the rest is stored.
+//!
+//! Writes are idempotent: `evaluations` is a `ReplacingMergeTree` keyed by (event_id, metric),
+//! so a batch re-sent after a timeout or redelivered after a crash collapses on merge (queries read
+//! it with `FINAL`). Client schema validation is off (`with_validation(false)`) so that the
+//! crate works with ClickHouse 18.16 as well as current servers; the row types below mirror
+//! `deploy/clickhouse/001_evaluations.sql` and `002_dead_letters.sql`.
+//!
+//! The password is only handed to the client; neither it nor the URL's userinfo is logged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::{Backoff, DEAD_LETTERS_TABLE, EVALUATIONS_TABLE, FailureKind, classify};
+use super::{epoch_seconds, now_seconds};
+use crate::config::SinkConfig;
+use crate::evaluation::{DeadLetter, EvaluationRow};
+use crate::health::{ComponentHealth, Health};
+use crate::sink::{Batch, Sink, SinkError};
+
+/// One row of `evaluations` in RowBinary column order (see 001_evaluations.sql).
+#[derive(Debug, clickhouse::Row, Serialize)]
+struct EvaluationRecord<'a> {
+    event_id: &'a str,
+    ts: u32,
+    app_id: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    agent_version: Option<&'a str>,
+    model: Option<&'a str>,
+    run_id: Option<&'a str>,
+    metric: &'static str,
+    value: f64,
+    verdict: Option<u8>,
+    status: &'static str,
+    details: String,
+    quality_tier: Option<&'a str>,
+    filter_status: Option<&'a str>,
+    semantic_verdict: Option<&'a str>,
+    confidence: Option<f64>,
+    confidence_tier: Option<&'a str>,
+    sigma_filters: Option<u8>,
+    sigma_verdict: Option<u8>,
+    leniency: Option<u8>,
+    rules_fired: &'a [String],
+    enrichment_status: Option<&'a str>,
+    judge: Option<&'a str>,
+    judge_cached: Option<u8>,
+    prompt_version: Option<&'a str>,
+    rules_version: Option<&'a str>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    latency_us: u64,
+    scored_at: u32,
+}
+
+const NO_RULES: &[String] = &[];
+
+impl<'a> EvaluationRecord<'a> {
+    fn new(row: &'a EvaluationRow, scored_at: u32) -> EvaluationRecord<'a> {
+        let stef = row.stef.as_ref();
+        EvaluationRecord {
+            event_id: &row.event_id,
+            ts: epoch_seconds(&row.ts).unwrap_or(scored_at),
+            app_id: row.app_id.as_deref(),
+            agent_id: row.agent_id.as_deref(),
+            agent_version: row.agent_version.as_deref(),
+            model: row.model.as_deref(),
+            run_id: row.run_id.as_deref(),
+            metric: row.metric.as_str(),
+            value: row.value,
+            verdict: row.verdict.map(u8::from),
+            status: row.status.as_str(),
+            details: row.details.to_string(),
+            quality_tier: stef.map(|s| s.quality_tier.as_str()),
+            filter_status: stef.map(|s| s.filter_status.as_str()),
+            semantic_verdict: stef.map(|s| s.semantic_verdict.as_str()),
+            confidence: stef.map(|s| s.confidence),
+            confidence_tier: stef.map(|s| s.confidence_tier.as_str()),
+            sigma_filters: stef.map(|s| s.sigma_filters),
+            sigma_verdict: stef.map(|s| s.sigma_verdict),
+            leniency: stef.map(|s| s.leniency),
+            rules_fired: stef.map_or(NO_RULES, |s| s.rules_fired.as_slice()),
+            enrichment_status: stef.map(|s| s.enrichment_status.as_str()),
+            judge: stef.map(|s| s.judge.as_str()),
+            judge_cached: stef.map(|s| u8::from(s.judge_cached)),
+            prompt_version: stef.and_then(|s| s.prompt_version.as_deref()),
+            rules_version: stef.map(|s| s.rules_version.as_str()),
+            prompt_tokens: stef.map_or(0, |s| s.prompt_tokens),
+            completion_tokens: stef.map_or(0, |s| s.completion_tokens),
+            latency_us: stef.map_or(0, |s| s.latency_us),
+            scored_at,
+        }
+    }
+}
+
+/// One row of `dead_letters` (see 002_dead_letters.sql).
+#[derive(Debug, clickhouse::Row, Serialize)]
+struct DeadLetterRecord<'a> {
+    received_at: u32,
+    source: &'a str,
+    reason: &'a str,
+    payload: &'a str,
+    payload_encoding: &'a str,
+    error: &'a str,
+}
+
+impl<'a> DeadLetterRecord<'a> {
+    fn new(letter: &'a DeadLetter, error: &'a str, now: u32) -> DeadLetterRecord<'a> {
+        DeadLetterRecord {
+            received_at: epoch_seconds(&letter.received_at).unwrap_or(now),
+            source: &letter.source,
+            reason: &letter.reason,
+            payload: &letter.payload,
+            payload_encoding: &letter.payload_encoding,
+            error,
+        }
+    }
+}
+
+/// The ClickHouse [`Sink`].
+pub struct ClickHouseSink {
+    client: clickhouse::Client,
+    settings: SinkConfig,
+    health: Option<Arc<Health>>,
+}
+
+impl std::fmt::Debug for ClickHouseSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClickHouseSink")
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+/// Outcome of inserting one chunk with bisection.
+struct Rejected<T> {
+    item: T,
+    error: String,
+}
+
+impl ClickHouseSink {
+    /// A sink for the `[sink]` section (server, credentials, retries, timeouts). Connects lazily
+    /// (the first write).
+    pub fn new(settings: &SinkConfig) -> ClickHouseSink {
+        ClickHouseSink {
+            client: super::client(settings),
+            settings: settings.clone(),
+            health: None,
+        }
+    }
+
+    /// Report the sink's state (`clickhouse` component) to a health registry.
+    pub fn with_health(mut self, health: Arc<Health>) -> ClickHouseSink {
+        health.set("clickhouse", ComponentHealth::Ok);
+        self.health = Some(health);
+        self
+    }
+
+    fn report(&self, state: ComponentHealth) {
+        if let Some(h) = &self.health {
+            h.set("clickhouse", state);
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(Duration::from_millis(
+            self.settings.request_timeout_ms.max(1),
+        ))
+    }
+
+    async fn insert_evaluations(&self, rows: &[EvaluationRow]) -> clickhouse::error::Result<()> {
+        let scored_at = now_seconds();
+        let mut insert = self
+            .client
+            .insert::<EvaluationRecord<'_>>(EVALUATIONS_TABLE)
+            .await?
+            .with_timeouts(self.timeout(), self.timeout());
+        for row in rows {
+            insert.write(&EvaluationRecord::new(row, scored_at)).await?;
+        }
+        insert.end().await
+    }
+
+    async fn insert_dead_letters(
+        &self,
+        letters: &[(DeadLetter, String)],
+    ) -> clickhouse::error::Result<()> {
+        let now = now_seconds();
+        let mut insert = self
+            .client
+            .insert::<DeadLetterRecord<'_>>(DEAD_LETTERS_TABLE)
+            .await?
+            .with_timeouts(self.timeout(), self.timeout());
+        for (letter, error) in letters {
+            insert
+                .write(&DeadLetterRecord::new(letter, error, now))
+                .await?;
+        }
+        insert.end().await
+    }
+
+    /// Run `attempt` until it succeeds or fails with rejected data, sleeping with backoff between
+    /// transient failures. `Err(Ok(message))` = rejected data; `Err(Err(_))` = gave up.
+    async fn with_retries<F, Fut>(
+        &self,
+        what: &str,
+        mut attempt: F,
+    ) -> Result<(), Result<String, SinkError>>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = clickhouse::error::Result<()>>,
+    {
+        let mut backoff = Backoff::new(
+            Duration::from_millis(self.settings.retry_initial_ms.max(1)),
+            Duration::from_millis(self.settings.retry_max_ms.max(1)),
+        );
+        let started = std::time::Instant::now();
+        let mut failures = 0u32;
+        loop {
+            match attempt().await {
+                Ok(()) => {
+                    if failures > 0 {
+                        tracing::info!(what, failures, "clickhouse insert succeeded after retries");
+                        self.report(ComponentHealth::Ok);
+                    }
+                    return Ok(());
+                }
+                Err(e) => match classify(&e) {
+                    FailureKind::RejectedData => return Err(Ok(e.to_string())),
+                    FailureKind::Transient => {
+                        failures += 1;
+                        let give_up = self.settings.retry_give_up_ms;
+                        if give_up > 0 && started.elapsed() >= Duration::from_millis(give_up) {
+                            self.report(ComponentHealth::Failed(e.to_string()));
+                            return Err(Err(SinkError::Store(format!(
+                                "{what}: giving up after {failures} attempts: {e}"
+                            ))));
+                        }
+                        let delay = backoff.next_delay();
+                        tracing::warn!(
+                            what,
+                            failures,
+                            retry_in_ms = delay.as_millis() as u64,
+                            error = %e,
+                            "clickhouse insert failed; holding the batch and retrying"
+                        );
+                        self.report(ComponentHealth::Degraded(format!(
+                            "insert failing ({failures} attempts): {e}"
+                        )));
+                        tokio::time::sleep(delay).await;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Insert `rows`, bisecting rejected chunks down to single rows; returns the rejected rows.
+    async fn store_rows(
+        &self,
+        rows: Vec<EvaluationRow>,
+    ) -> Result<Vec<Rejected<EvaluationRow>>, SinkError> {
+        let mut rejected = Vec::new();
+        let mut pending: Vec<Vec<EvaluationRow>> = vec![rows];
+        while let Some(chunk) = pending.pop() {
+            if chunk.is_empty() {
+                continue;
+            }
+            let result = self
+                .with_retries("evaluations", || self.insert_evaluations(&chunk))
+                .await;
+            match result {
+                Ok(()) => {}
+                Err(Err(fatal)) => return Err(fatal),
+                Err(Ok(error)) if chunk.len() == 1 => {
+                    for item in chunk {
+                        tracing::warn!(event_id = %item.event_id, %error, "clickhouse rejected a row; dead-lettering it");
+                        rejected.push(Rejected {
+                            item,
+                            error: error.clone(),
+                        });
+                    }
+                }
+                Err(Ok(_)) => {
+                    let mut left = chunk;
+                    let right = left.split_off(left.len() / 2);
+                    pending.push(right);
+                    pending.push(left);
+                }
+            }
+        }
+        Ok(rejected)
+    }
+
+    /// Insert dead letters (with their server errors), bisecting rejected chunks; a dead letter
+    /// the server rejects even alone is logged and dropped (there is nowhere left to put it).
+    async fn store_dead_letters(
+        &self,
+        letters: Vec<(DeadLetter, String)>,
+    ) -> Result<(), SinkError> {
+        let mut pending = vec![letters];
+        while let Some(chunk) = pending.pop() {
+            if chunk.is_empty() {
+                continue;
+            }
+            match self
+                .with_retries("dead_letters", || self.insert_dead_letters(&chunk))
+                .await
+            {
+                Ok(()) => {}
+                Err(Err(fatal)) => return Err(fatal),
+                Err(Ok(error)) if chunk.len() == 1 => {
+                    for (letter, _) in &chunk {
+                        tracing::error!(source = %letter.source, %error, "clickhouse rejected a dead letter; dropping it");
+                    }
+                }
+                Err(Ok(_)) => {
+                    let mut left = chunk;
+                    let right = left.split_off(left.len() / 2);
+                    pending.push(right);
+                    pending.push(left);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Sink for ClickHouseSink {
+    async fn write(&mut self, batch: Batch) -> Result<(), SinkError> {
+        let Batch { rows, dead_letters } = batch;
+        let rejected = self.store_rows(rows).await?;
+        let mut letters: Vec<(DeadLetter, String)> = dead_letters
+            .into_iter()
+            .map(|d| (d, String::new()))
+            .collect();
+        for r in rejected {
+            let payload =
+                serde_json::to_vec(&r.item).map_err(|e| SinkError::Serialize(e.to_string()))?;
+            let letter = DeadLetter::new(
+                format!("clickhouse:{EVALUATIONS_TABLE}:{}", r.item.event_id),
+                "rejected by clickhouse",
+                &payload,
+            );
+            letters.push((letter, r.error));
+        }
+        self.store_dead_letters(letters).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_clamp_into_datetime_range() {
+        assert_eq!(epoch_seconds("1970-01-01T00:00:10Z"), Some(10));
+        assert_eq!(epoch_seconds("1900-01-01T00:00:00Z"), Some(0));
+        assert_eq!(epoch_seconds("not a time"), None);
+    }
+}

@@ -1,0 +1,677 @@
+//! The structured-call layer over HTTP: one [`LlmClient`] per endpoint, shared by every LLM
+//! metric (the STEF judge, FLEX, ROSE, Hybrid-EX), implementing the core's
+//! [`StructuredJudge`] seam.
+//!
+//! A call renders a prompt, asks for a reply that follows a JSON schema, validates it into the
+//! caller's type (through the call's [`ReplyDecoder`]), and shares one in-memory cache (with
+//! coalescing of identical in-flight calls), one durable cache, one set of rate limits and one
+//! retry policy across all callers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rand::Rng;
+use serde::Serialize;
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use super::cache::{
+    CachedReply, DurableCache, DurableEntry, KeyParts, MemoryCache, NoDurableCache, ReplyOrigin,
+    cache_key, memory_cache,
+};
+use super::limits::{Limits, estimate_tokens};
+use super::prompt::{PromptError, PromptLibrary, RenderedPrompt};
+use super::stats::{CallStats, Counter};
+use super::wire::{
+    ChatMessage, ChatReply, ChatRequest, ModeMemory, ResponseMode, endpoint_url, response_format,
+    retry_after, truncate,
+};
+use crate::config::{JudgeConfig, Secret};
+use crate::judge::structured::{
+    ErasedCall, ErasedOutcome, ReplyDecoder, ReplySchema, StructuredCall, StructuredOutcome,
+    StructuredReply, json_in_text,
+};
+use crate::judge::{JudgeError, JudgeTotals, StructuredJudge, TokenUsage};
+
+/// Longest error-body excerpt kept in a [`JudgeError`].
+const ERROR_BODY_CHARS: usize = 500;
+
+/// Why a client could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmSetupError {
+    /// A setting is invalid.
+    #[error("invalid judge config: {0}")]
+    Config(String),
+    /// `api_key_env` names a variable that is not set.
+    #[error("judge.api_key_env names {0:?}, but that environment variable is not set")]
+    MissingApiKey(String),
+    /// Prompt templates could not be loaded.
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    /// The HTTP client could not be built.
+    #[error("cannot build the judge HTTP client: {0}")]
+    Http(String),
+}
+
+/// A completed chat call: the text (or why there is none) and the tokens it used.
+struct Completion {
+    content: Result<String, String>,
+    usage: TokenUsage,
+}
+
+/// How one HTTP attempt failed.
+enum AttemptError {
+    /// Worth retrying after a backoff (429, 5xx, timeout, connection error).
+    Transient {
+        error: JudgeError,
+        retry_after: Option<Duration>,
+    },
+    /// The server rejected the structured-output request; step down the response mode.
+    FormatRejected(JudgeError),
+    /// Retrying cannot help (401, 403, 404, other 4xx).
+    Fatal(JudgeError),
+}
+
+/// Client for one OpenAI-compatible chat-completions endpoint.
+#[derive(Debug)]
+pub struct LlmClient {
+    config: JudgeConfig,
+    url: reqwest::Url,
+    http: reqwest::Client,
+    api_key: Option<Secret>,
+    prompts: PromptLibrary,
+    limits: Limits,
+    memory: Option<MemoryCache>,
+    durable: Arc<dyn DurableCache>,
+    mode: ModeMemory,
+    stats: CallStats,
+}
+
+impl std::fmt::Debug for dyn DurableCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DurableCache")
+    }
+}
+
+impl LlmClient {
+    /// Build a client for `[judge]`-style settings: validates them, takes the API key (an inline
+    /// `api_key` wins over the variable `api_key_env` names; neither: no `Authorization` header),
+    /// loads the prompts (built-in, or overridden from `prompts_dir`). No durable cache.
+    pub fn new(config: &JudgeConfig) -> Result<LlmClient, LlmSetupError> {
+        let api_key = match config
+            .api_key
+            .as_ref()
+            .filter(|k| !k.expose().trim().is_empty())
+        {
+            Some(key) => Some(Secret::new(key.expose().trim())),
+            None => match config.api_key_env.trim() {
+                "" => None,
+                var => match std::env::var(var) {
+                    Ok(key) if !key.trim().is_empty() => Some(Secret::new(key.trim())),
+                    _ => return Err(LlmSetupError::MissingApiKey(var.to_string())),
+                },
+            },
+        };
+        Self::build(config.clone(), api_key)
+    }
+
+    fn build(config: JudgeConfig, api_key: Option<Secret>) -> Result<LlmClient, LlmSetupError> {
+        validate(&config).map_err(LlmSetupError::Config)?;
+        let url = endpoint_url(&config.base_url).map_err(LlmSetupError::Config)?;
+        let prompts = match &config.prompts_dir {
+            Some(dir) => PromptLibrary::with_overrides(dir)?,
+            None => PromptLibrary::builtin()?,
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.timeout())
+            .pool_max_idle_per_host(config.max_concurrency)
+            .build()
+            .map_err(|e| LlmSetupError::Http(e.to_string()))?;
+        let memory = (config.cache_capacity > 0).then(|| {
+            memory_cache(
+                config.cache_capacity,
+                Duration::from_secs(config.cache_ttl_secs.max(1)),
+            )
+        });
+        Ok(LlmClient {
+            limits: Limits::new(&config),
+            url,
+            http,
+            api_key,
+            prompts,
+            memory,
+            durable: Arc::new(NoDurableCache),
+            mode: ModeMemory::new(ResponseMode::JsonSchema),
+            stats: CallStats::default(),
+            config,
+        })
+    }
+
+    /// Use a durable cache (consulted after the in-memory cache, before the LLM).
+    pub fn with_durable_cache(mut self, cache: Arc<dyn DurableCache>) -> LlmClient {
+        self.durable = cache;
+        self
+    }
+
+    /// Write the durable cache's queued entries (call before exiting so that the verdicts
+    /// this process paid for are there for the next one).
+    pub async fn flush_durable_cache(&self) -> Result<(), super::DurableCacheError> {
+        self.durable.flush().await
+    }
+
+    /// The configured model.
+    pub fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &JudgeConfig {
+        &self.config
+    }
+
+    /// The chat-completions URL requests go to.
+    pub fn endpoint(&self) -> &reqwest::Url {
+        &self.url
+    }
+
+    /// The version of prompt `name`.
+    pub fn prompt_version(&self, name: &str) -> Option<&str> {
+        self.prompts.version(name)
+    }
+
+    /// The structured-output mode that currently works for this endpoint.
+    pub fn response_mode(&self) -> ResponseMode {
+        self.mode.current()
+    }
+
+    /// Running totals (calls, cache hits, tokens, retries, failures).
+    pub fn totals(&self) -> JudgeTotals {
+        self.stats.snapshot()
+    }
+
+    /// Render prompt `call.prompt`, get a reply of type `T` that passes `T::validate` and
+    /// `check`, through the in-memory cache, the durable cache and the LLM, in that order.
+    /// Identical concurrent calls are coalesced into one LLM call.
+    pub async fn call_structured<T, V, K>(
+        &self,
+        call: StructuredCall<'_, V, K>,
+        check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+    ) -> Result<StructuredOutcome<T>, JudgeError>
+    where
+        T: StructuredReply,
+        V: Serialize + Sync,
+        K: Serialize + Sync,
+    {
+        crate::judge::structured::call_structured(self, call, check).await
+    }
+
+    async fn call_erased(&self, call: ErasedCall<'_>) -> Result<ErasedOutcome, JudgeError> {
+        let schema = call.reply.schema();
+        let prompt_version = self
+            .prompts
+            .version(call.prompt)
+            .ok_or_else(|| JudgeError::Prompt(format!("unknown prompt {:?}", call.prompt)))?
+            .to_string();
+        let key = cache_key(&KeyParts {
+            prompt: call.prompt,
+            prompt_version: &prompt_version,
+            model: &self.config.model,
+            scope: call.scope,
+            schema_hash: &schema.hash,
+            identity: call.identity,
+        })
+        .map_err(JudgeError::Prompt)?;
+        let (reply, fresh) = match &self.memory {
+            Some(memory) => match memory.get(&key).await {
+                // Fast path: a plain lookup, without building the fill future.
+                Some(hit) => (hit, false),
+                // Miss: the entry API runs one fill per key; concurrent callers wait for it.
+                None => {
+                    let fill = self.fill(&key, &call, &prompt_version, schema);
+                    let entry = memory
+                        .entry_by_ref(&key)
+                        .or_try_insert_with(fill)
+                        .await
+                        .map_err(|e| (*e).clone())?;
+                    let fresh = entry.is_fresh();
+                    (entry.into_value(), fresh)
+                }
+            },
+            None => (self.fill(&key, &call, &prompt_version, schema).await?, true),
+        };
+        let cached = !fresh || reply.origin != ReplyOrigin::Llm;
+        if cached {
+            self.stats.bump(Counter::CacheHit);
+        }
+        Ok(StructuredOutcome {
+            value: Arc::clone(&reply.typed),
+            usage: if cached {
+                TokenUsage::default()
+            } else {
+                reply.usage
+            },
+            cached,
+            prompt_version,
+        })
+    }
+
+    /// Answer a cache miss: durable cache, else the LLM (then store in the durable cache).
+    async fn fill(
+        &self,
+        key: &str,
+        call: &ErasedCall<'_>,
+        prompt_version: &str,
+        schema: &ReplySchema,
+    ) -> Result<Arc<CachedReply>, JudgeError> {
+        match self.durable.get(key).await {
+            Ok(Some(entry)) => {
+                let parsed = serde_json::from_str::<Value>(&entry.reply)
+                    .map_err(|e| e.to_string())
+                    .and_then(|value| call.reply.decode(value));
+                match parsed {
+                    Ok((typed, _)) => {
+                        self.stats.bump(Counter::DurableHit);
+                        return Ok(Arc::new(CachedReply {
+                            typed,
+                            usage: TokenUsage {
+                                prompt_tokens: entry.prompt_tokens,
+                                completion_tokens: entry.completion_tokens,
+                            },
+                            origin: ReplyOrigin::Durable,
+                        }));
+                    }
+                    Err(e) => warn!(key, error = %e, "ignoring invalid durable judge-cache entry"),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => warn!(key, error = %e, "durable judge cache unavailable; asking the LLM"),
+        }
+        let rendered = self
+            .prompts
+            .render(call.prompt, call.vars, &schema.schema)
+            .map_err(|e| JudgeError::Prompt(e.to_string()))?;
+        let (typed, reply, usage) = self.converse(&rendered, schema, call.reply).await?;
+        let entry = DurableEntry {
+            key: key.to_string(),
+            prompt: call.prompt.to_string(),
+            prompt_version: prompt_version.to_string(),
+            model: self.config.model.clone(),
+            reply: reply.to_string(),
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+        };
+        if let Err(e) = self.durable.put(&entry).await {
+            warn!(key, error = %e, "could not store the reply in the durable judge cache");
+        }
+        Ok(Arc::new(CachedReply {
+            typed,
+            usage,
+            origin: ReplyOrigin::Llm,
+        }))
+    }
+
+    /// Ask the model; on a reply that fails validation, ask once more with the problem stated.
+    async fn converse(
+        &self,
+        rendered: &RenderedPrompt,
+        schema: &ReplySchema,
+        reply: &dyn ReplyDecoder,
+    ) -> Result<(crate::judge::structured::AnyReply, Value, TokenUsage), JudgeError> {
+        let mut messages = vec![
+            ChatMessage::new("system", rendered.system.clone()),
+            ChatMessage::new("user", rendered.user.clone()),
+        ];
+        let validate = |content: &Result<String, String>| {
+            let text = content.as_deref().map_err(|e| e.clone())?;
+            reply.decode(json_in_text(text)?)
+        };
+        let estimate = estimate_tokens(rendered.chars());
+        let first = self.chat(&messages, schema, estimate).await?;
+        let mut usage = first.usage;
+        let first_error = match validate(&first.content) {
+            Ok((typed, reply)) => return Ok((typed, reply, usage)),
+            Err(e) => e,
+        };
+        debug!(error = %first_error, "judge reply failed validation; sending one repair retry");
+        self.stats.bump(Counter::Repair);
+        let repair = self
+            .prompts
+            .render_repair(&first_error)
+            .map_err(|e| JudgeError::Prompt(e.to_string()))?;
+        messages.push(ChatMessage::new(
+            "assistant",
+            first.content.unwrap_or_default(),
+        ));
+        messages.push(ChatMessage::new("user", repair));
+        let estimate = estimate_tokens(messages.iter().map(|m| m.content.len()).sum());
+        let second = self.chat(&messages, schema, estimate).await?;
+        usage.prompt_tokens += second.usage.prompt_tokens;
+        usage.completion_tokens += second.usage.completion_tokens;
+        match validate(&second.content) {
+            Ok((typed, reply)) => Ok((typed, reply, usage)),
+            Err(second_error) => Err(JudgeError::InvalidReply(format!(
+                "{second_error} (after one repair retry; the first reply failed with: {first_error})"
+            ))),
+        }
+    }
+
+    /// One chat call with admission control, response-mode fallback and transient retries.
+    async fn chat(
+        &self,
+        messages: &[ChatMessage],
+        schema: &ReplySchema,
+        estimated_tokens: u32,
+    ) -> Result<Completion, JudgeError> {
+        let mut retries = 0u32;
+        loop {
+            let mode = self.mode.current();
+            let request = ChatRequest {
+                model: &self.config.model,
+                messages,
+                temperature: 0.0,
+                max_tokens: self.config.max_completion_tokens,
+                response_format: response_format(mode, &schema.name, &schema.schema),
+            };
+            let body = serde_json::to_vec(&request)
+                .map_err(|e| JudgeError::Prompt(format!("cannot encode the request: {e}")))?;
+            let outcome = {
+                let _admission = self.limits.admit(estimated_tokens).await;
+                self.stats.bump(Counter::HttpRequest);
+                self.send(body).await
+            };
+            match outcome {
+                Ok(reply) => {
+                    let usage = reply
+                        .usage
+                        .map(|u| TokenUsage {
+                            prompt_tokens: u.prompt_tokens,
+                            completion_tokens: u.completion_tokens,
+                        })
+                        .unwrap_or_default();
+                    self.stats.completed(usage);
+                    return Ok(Completion {
+                        content: reply.content().map(str::to_string),
+                        usage,
+                    });
+                }
+                Err(AttemptError::FormatRejected(error)) => match self.mode.step_down(mode) {
+                    Some(next) => {
+                        info!(
+                            endpoint = %self.url,
+                            rejected = mode.as_str(),
+                            next = next.as_str(),
+                            "endpoint rejected the structured-output request; stepping down"
+                        );
+                    }
+                    None => return Err(error),
+                },
+                Err(AttemptError::Fatal(error)) => return Err(error),
+                Err(AttemptError::Transient { error, retry_after }) => {
+                    if retries >= self.config.max_retries {
+                        return Err(gave_up(error, retries + 1));
+                    }
+                    retries += 1;
+                    self.stats.bump(Counter::Retry);
+                    let delay = self.backoff(retries, retry_after);
+                    warn!(
+                        endpoint = %self.url,
+                        error = %error,
+                        retry = retries,
+                        delay_ms = delay.as_millis() as u64,
+                        "judge request failed; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// Delay before retry number `retry` (1-based): the server's hint when it gave one (capped
+    /// by `retry_after_max_ms`), else exponential backoff with equal jitter.
+    fn backoff(&self, retry: u32, hint: Option<Duration>) -> Duration {
+        if let Some(hint) = hint {
+            return hint.min(Duration::from_millis(self.config.retry_after_max_ms));
+        }
+        let exp = self
+            .config
+            .backoff_initial_ms
+            .saturating_mul(1u64 << retry.saturating_sub(1).min(20))
+            .min(self.config.backoff_max_ms);
+        let half = exp / 2;
+        let jitter = if half > 0 {
+            rand::rng().random_range(0..=half)
+        } else {
+            0
+        };
+        Duration::from_millis(exp - half + jitter)
+    }
+
+    /// Send one request and classify the outcome.
+    async fn send(&self, body: Vec<u8>) -> Result<ChatReply, AttemptError> {
+        let mut request = self
+            .http
+            .post(self.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(self.config.timeout())
+            .body(body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let response = request.send().await.map_err(|e| self.classify(e))?;
+        let status = response.status();
+        let hint = retry_after(response.headers());
+        let bytes = response.bytes().await.map_err(|e| self.classify(e))?;
+        if status.is_success() {
+            return serde_json::from_slice::<ChatReply>(&bytes).map_err(|e| {
+                AttemptError::Transient {
+                    error: JudgeError::InvalidReply(format!(
+                        "endpoint answered {status} with a body that is not a chat completion ({e}): {}",
+                        truncate(&String::from_utf8_lossy(&bytes), 200)
+                    )),
+                    retry_after: None,
+                }
+            });
+        }
+        let text = truncate(&String::from_utf8_lossy(&bytes), ERROR_BODY_CHARS);
+        let code = status.as_u16();
+        let error = JudgeError::Http {
+            status: code,
+            body: text.clone(),
+        };
+        Err(match code {
+            408 | 409 | 425 | 429 | 500..=599 => AttemptError::Transient {
+                error,
+                retry_after: hint,
+            },
+            400 | 422 if mentions_response_format(&text) => AttemptError::FormatRejected(error),
+            _ => AttemptError::Fatal(error),
+        })
+    }
+
+    fn classify(&self, error: reqwest::Error) -> AttemptError {
+        if error.is_builder() {
+            return AttemptError::Fatal(JudgeError::Transport(error_chain(&error)));
+        }
+        let error = if error.is_timeout() {
+            JudgeError::Timeout(self.config.timeout_ms)
+        } else {
+            JudgeError::Transport(error_chain(&error))
+        };
+        AttemptError::Transient {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// Whether an error body says the structured-output request itself was the problem.
+fn mentions_response_format(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    [
+        "response_format",
+        "json_schema",
+        "json_object",
+        "guided",
+        "structured output",
+    ]
+    .iter()
+    .any(|hint| lower.contains(hint))
+}
+
+/// The error with the number of attempts made, for `details`.
+fn gave_up(error: JudgeError, attempts: u32) -> JudgeError {
+    match error {
+        JudgeError::Http { status, body } => JudgeError::Http {
+            status,
+            body: format!("{body} (gave up after {attempts} attempts)"),
+        },
+        JudgeError::Transport(message) => {
+            JudgeError::Transport(format!("{message} (gave up after {attempts} attempts)"))
+        }
+        JudgeError::InvalidReply(message) => {
+            JudgeError::InvalidReply(format!("{message} (gave up after {attempts} attempts)"))
+        }
+        other => other,
+    }
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message is terse).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[async_trait]
+impl StructuredJudge for LlmClient {
+    fn kind(&self) -> String {
+        format!("llm:{}", self.config.model)
+    }
+
+    async fn call(&self, call: ErasedCall<'_>) -> Result<ErasedOutcome, JudgeError> {
+        self.stats.bump(Counter::Assessment);
+        let result = self.call_erased(call).await;
+        if result.is_err() {
+            self.stats.bump(Counter::Failure);
+        }
+        result
+    }
+
+    fn prompt_version(&self, name: &str) -> Option<String> {
+        self.prompts.version(name).map(str::to_string)
+    }
+
+    fn totals(&self) -> JudgeTotals {
+        self.stats.snapshot()
+    }
+
+    async fn flush(&self) {
+        if let Err(error) = self.flush_durable_cache().await {
+            warn!(%error, "durable judge cache: queued verdicts not written");
+        }
+    }
+}
+
+/// Reject settings the client cannot work with, with a message naming the key. (The daemon's
+/// [`crate::config::Config::validate`] is stricter, e.g. a rate of 0 there is an error; here 0
+/// switches the limit off.)
+fn validate(config: &JudgeConfig) -> Result<(), String> {
+    if config.base_url.trim().is_empty() {
+        return Err("judge.base_url must not be empty".into());
+    }
+    if config.model.trim().is_empty() {
+        return Err("judge.model must not be empty".into());
+    }
+    if !config.max_requests_per_second.is_finite() || config.max_requests_per_second < 0.0 {
+        return Err("judge.max_requests_per_second must be a finite number ≥ 0".into());
+    }
+    if config.max_concurrency == 0 {
+        return Err("judge.max_concurrency must be at least 1".into());
+    }
+    if config.timeout_ms == 0 {
+        return Err("judge.timeout_ms must be at least 1".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_rejections_are_recognised() {
+        assert!(mentions_response_format(
+            r#"{"error":{"message":"Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}"#
+        ));
+        assert!(!mentions_response_format(
+            r#"{"error":{"message":"maximum context length exceeded"}}"#
+        ));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let client = LlmClient::new(&JudgeConfig {
+            api_key_env: String::new(),
+            backoff_initial_ms: 100,
+            backoff_max_ms: 1000,
+            retry_after_max_ms: 5000,
+            ..JudgeConfig::default()
+        })
+        .unwrap();
+        for retry in 1..=8 {
+            let d = client.backoff(retry, None).as_millis() as u64;
+            let exp = (100u64 << (retry - 1)).min(1000);
+            assert!(d >= exp / 2 && d <= exp, "retry {retry}: {d} ms");
+        }
+        assert_eq!(
+            client.backoff(1, Some(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            client.backoff(1, Some(Duration::from_secs(60))),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn missing_api_key_is_a_setup_error() {
+        let err = LlmClient::new(&JudgeConfig {
+            api_key_env: "SQLGRADE_TEST_SURELY_UNSET_KEY".into(),
+            ..JudgeConfig::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("SQLGRADE_TEST_SURELY_UNSET_KEY"));
+        assert!(matches!(
+            LlmClient::new(&JudgeConfig {
+                api_key_env: String::new(),
+                max_concurrency: 0,
+                ..JudgeConfig::default()
+            }),
+            Err(LlmSetupError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn gave_up_counts_attempts() {
+        let e = gave_up(
+            JudgeError::Http {
+                status: 503,
+                body: "busy".into(),
+            },
+            4,
+        );
+        assert_eq!(
+            e.to_string(),
+            "judge HTTP 503: busy (gave up after 4 attempts)"
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! Scoring, in one room: the [`Scorer`] (one validated [`Event`] in, its evaluation rows out),
+//! the gold wiring ([`gold`]: EX/ESM/ESM+ and the LLM-judged metrics over SQLite) and the rule
+//! profiles it reads ([`profiles`]).
+//!
+//! STEF runs as [`stef::prepare_with_limit`] → [`Judge::assess`] → [`stef::finish`] → row — the
+//! same core entry points tests and benches use. The scorer never loses an event: SQL that
+//! cannot be scored becomes a Φ = 0 row with an explicit status ([`stef::non_scorable_row`]),
+//! and a failing judge is replaced by the deterministic judge, the row then carrying status
+//! `judge_fallback` and the judge's error in `details.judge_error`. Gold metrics plug in
+//! through the optional [`GoldMetrics`] hook.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::evaluation::{EvaluationRow, RowStatus};
+use crate::event::{Event, Gold};
+use crate::judge::deterministic::DeterministicJudge;
+use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
+use crate::stef::{self, Prepared, RuleProfile, Verdict};
+
+pub mod gold;
+pub mod profiles;
+
+pub use profiles::{ProfileLookup, SingleProfile, WatchedRules};
+
+/// Hook for gold metrics (EX, ESM, …): called for events that carry `gold`, returns extra rows.
+#[async_trait]
+pub trait GoldMetrics: Send + Sync {
+    /// Rows for the gold metrics of `event`; `ts` is the row time when the event has none.
+    async fn score(&self, event: &Event, gold: &Gold, ts: &str) -> Vec<EvaluationRow>;
+
+    /// LLM usage of the gold metrics so far: judged-metric call counts, and the totals of
+    /// their LLM client when it is not the STEF judge's (nothing for deterministic metrics).
+    fn llm_usage(&self) -> crate::stats::LlmUsage {
+        crate::stats::LlmUsage::default()
+    }
+
+    /// Whether the gold metrics' LLM client is the STEF judge's own (its totals are then
+    /// reported once, with the judge).
+    fn shares_judge_client(&self) -> bool {
+        false
+    }
+
+    /// Finish background work of the gold metrics' own LLM client (queued durable-cache
+    /// writes) before the process exits. Default: nothing to finish.
+    async fn flush(&self) {}
+}
+
+/// Knobs of the scorer.
+#[derive(Debug, Clone)]
+pub struct ScorerOptions {
+    /// SQL longer than this is not parsed (status `sql_too_large`).
+    pub max_sql_bytes: usize,
+}
+
+impl Default for ScorerOptions {
+    fn default() -> Self {
+        ScorerOptions {
+            max_sql_bytes: crate::config::DEFAULT_MAX_SQL_BYTES,
+        }
+    }
+}
+
+/// Scores events: STEF through a [`Judge`] with deterministic fallback, plus optional gold rows.
+pub struct Scorer {
+    judge: Arc<dyn Judge>,
+    fallback: DeterministicJudge,
+    profiles: Arc<dyn ProfileLookup>,
+    gold: Option<Arc<dyn GoldMetrics>>,
+    options: ScorerOptions,
+}
+
+impl Scorer {
+    /// A scorer using `judge` and the profiles of `profiles`.
+    pub fn new(
+        judge: Arc<dyn Judge>,
+        profiles: Arc<dyn ProfileLookup>,
+        options: ScorerOptions,
+    ) -> Scorer {
+        Scorer {
+            judge,
+            fallback: DeterministicJudge,
+            profiles,
+            gold: None,
+            options,
+        }
+    }
+
+    /// The deterministic judge with the default profile for every app.
+    pub fn deterministic() -> Scorer {
+        Scorer::new(
+            Arc::new(DeterministicJudge),
+            Arc::new(SingleProfile::default()),
+            ScorerOptions::default(),
+        )
+    }
+
+    /// Add gold-metric scoring for events that carry `gold`.
+    pub fn with_gold(mut self, gold: Arc<dyn GoldMetrics>) -> Scorer {
+        self.gold = Some(gold);
+        self
+    }
+
+    /// The primary judge's kind (`deterministic` or `llm:<model>`).
+    pub fn judge_kind(&self) -> String {
+        self.judge.kind()
+    }
+
+    /// Finish the judge's background work (queued durable-cache writes); call after the last
+    /// event, before exiting.
+    pub async fn flush(&self) {
+        self.judge.flush().await;
+        if let Some(gold) = &self.gold {
+            gold.flush().await;
+        }
+    }
+
+    /// LLM usage so far: the STEF judge's totals when it is an LLM judge, the gold metrics'
+    /// own client (when separate), and the judged gold metrics' call counts.
+    pub fn llm_usage(&self) -> crate::stats::LlmUsage {
+        let mut usage = self
+            .gold
+            .as_ref()
+            .map(|g| g.llm_usage())
+            .unwrap_or_default();
+        if self.judge.kind().starts_with("llm") {
+            let shared = self.gold.as_ref().is_some_and(|g| g.shares_judge_client());
+            usage.clients.insert(
+                0,
+                crate::stats::ClientUsage {
+                    role: if shared {
+                        "STEF judge + gold metrics".into()
+                    } else {
+                        "STEF judge".into()
+                    },
+                    judge: self.judge.kind(),
+                    totals: self.judge.totals(),
+                },
+            );
+        }
+        usage
+    }
+
+    /// Score `event`; rows of events without `ts` are stamped with the current time.
+    pub async fn score(&self, event: &Event) -> Vec<EvaluationRow> {
+        self.score_at(event, &now_rfc3339()).await
+    }
+
+    /// Score `event`; `ts` is the row time when the event has none (usually the receive time).
+    pub async fn score_at(&self, event: &Event, ts: &str) -> Vec<EvaluationRow> {
+        let started = Instant::now();
+        let profile = self.profiles.profile_for(event.app_id.as_deref());
+        let mut row = self.score_stef(event, ts, &profile).await;
+        if let Some(stef_columns) = row.stef.as_mut() {
+            stef_columns.latency_us =
+                u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        }
+        let mut rows = vec![row];
+        if let (Some(gold_scorer), Some(gold)) = (&self.gold, &event.gold) {
+            rows.extend(gold_scorer.score(event, gold, ts).await);
+        }
+        rows
+    }
+
+    async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
+        let prepared = match stef::prepare_with_limit(event, profile, self.options.max_sql_bytes) {
+            Ok(prepared) => prepared,
+            Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
+        };
+        let request = JudgeRequest {
+            event,
+            prepared: &prepared,
+            profile,
+        };
+        let (assessment, judge_error) = match self.judge.assess(request).await {
+            Ok(assessment) => (assessment, None),
+            Err(error) => {
+                tracing::warn!(
+                    event_id = %event.event_id,
+                    judge = %self.judge.kind(),
+                    %error,
+                    "judge failed; scoring with the deterministic judge"
+                );
+                let assessment = match self.fallback.assess(request).await {
+                    Ok(assessment) => assessment,
+                    Err(second) => last_resort_assessment(&prepared, &error, &second),
+                };
+                (assessment, Some(error))
+            }
+        };
+        let outcome = stef::finish(&prepared, assessment, profile);
+        let mut row = outcome.to_row(event, ts, profile, 0);
+        if let Some(error) = judge_error {
+            mark_judge_fallback(&mut row, &error);
+        }
+        row
+    }
+}
+
+/// Turn a row into a `judge_fallback` row that keeps the judge's error in `details`.
+fn mark_judge_fallback(row: &mut EvaluationRow, error: &JudgeError) {
+    if row.status == RowStatus::Ok {
+        row.status = RowStatus::JudgeFallback;
+    }
+    let entry = Value::String(error.to_string());
+    match &mut row.details {
+        Value::Object(map) => {
+            map.insert("judge_error".into(), entry);
+        }
+        other => {
+            let previous = std::mem::take(other);
+            let mut map = serde_json::Map::new();
+            map.insert("details".into(), previous);
+            map.insert("judge_error".into(), entry);
+            *other = Value::Object(map);
+        }
+    }
+}
+
+/// Used only if even the deterministic judge fails: the deterministic question view, a cautious
+/// verdict and low confidence, with both errors in the rationale.
+fn last_resort_assessment(
+    prepared: &Prepared,
+    first: &JudgeError,
+    second: &JudgeError,
+) -> JudgeAssessment {
+    JudgeAssessment {
+        question_spec: prepared.question_spec.clone(),
+        enrichment: prepared.enrichment.clone(),
+        filter_status: None,
+        verdict: Verdict::PotentiallyIncorrect,
+        confidence: 0.5,
+        rationale: format!("no judge could assess this event: {first}; fallback: {second}"),
+        judge: "deterministic".into(),
+        cached: false,
+        prompt_version: None,
+        usage: TokenUsage::default(),
+    }
+}
+
+/// The current time as RFC 3339 with milliseconds (`2026-11-21T10:00:00.000Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

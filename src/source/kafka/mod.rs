@@ -1,0 +1,789 @@
+//! Kafka source: a consumer-group member that hands raw payloads to the pipeline and commits an
+//! offset only once everything before it has been written by the sink.
+//!
+//! - **At-least-once.** Auto-commit and the automatic offset store are off. Every message handed
+//!   out is registered with an [`OffsetTracker`]; its [`AckToken`] reports back when the sink has
+//!   stored the message's output. A commit task commits each partition's highest contiguous
+//!   completed offset on an interval; revocation (rebalance) and shutdown commit what is done
+//!   synchronously. A crash therefore re-delivers at most the uncommitted tail, which the
+//!   ReplacingMergeTree `evaluations` table collapses.
+//! - **Rebalances.** Acknowledgements for a partition that was revoked are ignored, so this
+//!   process never commits on behalf of a partition's new owner.
+//! - **Back-pressure.** At most `max_in_flight` messages are handed out and unacknowledged;
+//!   beyond that the source stops polling, so a slow judge or sink slows consumption instead of
+//!   growing memory. librdkafka's own prefetch is bounded by `queued.max.messages.kbytes`.
+//! - **Dead letters.** With `dead_letter_topic` set, payloads that fail [`Event::decode`] are
+//!   produced to that topic (original bytes, key = origin, headers `sqlgrade-reason`,
+//!   `sqlgrade-source`, `sqlgrade-received-at`) and acknowledged only once the broker confirmed
+//!   the produce. Without it they flow on and the pipeline dead-letters them to the sink.
+//! - **Pass-through.** Every `[source.kafka_properties]` entry is handed to librdkafka verbatim
+//!   (SASL, TLS, timeouts), for the consumer and the dead-letter producer alike.
+//! - **Consumer lag.** librdkafka's statistics (every `statistics.interval.ms`, default 5 s here)
+//!   give each assigned partition's high watermark and committed offset; the lag
+//!   (high watermark − committed offset: messages not yet durably processed by the group) is
+//!   kept for [`KafkaSource::consumer_lag`] and recorded into the `sqlgrade.consumer.lag` gauge
+//!   once the pipeline attaches its metrics. Statistics are served while the source polls, so
+//!   the values pause while back-pressure holds the source.
+//!
+//! [`Event::decode`]: crate::event::Event::decode
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rdkafka::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+pub mod offsets;
+
+use super::{Source, SourceError, SourceMessage};
+use crate::config::SourceConfig;
+use crate::event::Event;
+use crate::health::{ComponentHealth, Health};
+use crate::source::{AckToken, Acknowledge, Position};
+use crate::telemetry::PipelineMetrics;
+use offsets::{CommitPosition, OffsetTracker};
+
+/// Properties sqlgrade sets itself and never lets configuration override (they carry the
+/// at-least-once guarantee).
+const FORCED_PROPERTIES: &[(&str, &str)] = &[
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+];
+
+/// How often librdkafka reports statistics (consumer lag) unless configured otherwise.
+const DEFAULT_STATISTICS_INTERVAL_MS: &str = "5000";
+
+/// Header names on dead-letter records.
+pub const HEADER_REASON: &str = "sqlgrade-reason";
+/// Header with the message's origin (`kafka:<topic>/<partition>@<offset>`).
+pub const HEADER_SOURCE: &str = "sqlgrade-source";
+/// Header with the time the message was received (RFC 3339).
+pub const HEADER_RECEIVED_AT: &str = "sqlgrade-received-at";
+
+/// The `[source]` section as the Kafka source uses it: topics trimmed (empty names dropped), an
+/// empty dead-letter topic read as none.
+fn normalized(source: &SourceConfig) -> SourceConfig {
+    SourceConfig {
+        topics: source
+            .topics
+            .iter()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect(),
+        dead_letter_topic: source
+            .dead_letter_topic
+            .clone()
+            .filter(|t| !t.trim().is_empty()),
+        ..source.clone()
+    }
+}
+
+/// librdkafka settings built from `[source]`.
+trait ClientConfigs {
+    fn consumer_config(&self) -> ClientConfig;
+    fn producer_config(&self) -> ClientConfig;
+}
+
+impl ClientConfigs for SourceConfig {
+    /// librdkafka configuration for the consumer: our defaults, then the pass-through
+    /// properties, then the forced at-least-once properties.
+    fn consumer_config(&self) -> ClientConfig {
+        let mut cfg = ClientConfig::new();
+        let brokers = self.brokers.as_deref().unwrap_or_default();
+        cfg.set("bootstrap.servers", brokers)
+            .set("group.id", &self.group_id)
+            .set("auto.offset.reset", "earliest")
+            // Bound librdkafka's prefetch (the default is 64 MiB per consumer).
+            .set("queued.max.messages.kbytes", "16384")
+            // Statistics feed the consumer-lag gauge (0 in the properties disables them).
+            .set("statistics.interval.ms", DEFAULT_STATISTICS_INTERVAL_MS)
+            .set("client.id", "sqlgrade");
+        for (k, v) in &self.kafka_properties {
+            cfg.set(k, v);
+        }
+        for (k, v) in FORCED_PROPERTIES {
+            if self
+                .kafka_properties
+                .get(*k)
+                .is_some_and(|given| given != v)
+            {
+                tracing::warn!(
+                    property = k,
+                    "ignoring configured value: sqlgrade manages offsets itself"
+                );
+            }
+            cfg.set(*k, *v);
+        }
+        cfg.set_log_level(RDKafkaLogLevel::Warning);
+        cfg
+    }
+
+    /// librdkafka configuration for the dead-letter producer (shares connection/security
+    /// properties with the consumer).
+    fn producer_config(&self) -> ClientConfig {
+        let mut cfg = ClientConfig::new();
+        let brokers = self.brokers.as_deref().unwrap_or_default();
+        cfg.set("bootstrap.servers", brokers)
+            .set("client.id", "sqlgrade-dead-letters")
+            .set("acks", "all")
+            .set("message.timeout.ms", "30000");
+        for (k, v) in &self.kafka_properties {
+            if is_producer_property(k) {
+                cfg.set(k, v);
+            }
+        }
+        cfg.set_log_level(RDKafkaLogLevel::Warning);
+        cfg
+    }
+}
+
+/// Whether a pass-through property also applies to the producer (connection, security and
+/// client-wide settings; consumer-group settings are left out so librdkafka does not warn).
+fn is_producer_property(name: &str) -> bool {
+    const CONSUMER_ONLY: &[&str] = &[
+        "group.",
+        "auto.offset.reset",
+        "enable.auto.",
+        "auto.commit.",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "partition.assignment.strategy",
+        "queued.",
+        "fetch.",
+        "isolation.level",
+        "check.crcs",
+        "enable.partition.eof",
+        "consume.callback.max.messages",
+        "coordinator.query.interval.ms",
+        "allow.auto.create.topics",
+    ];
+    !CONSUMER_ONLY.iter().any(|p| name.starts_with(p))
+}
+
+/// Consumer lag of one assigned partition, from librdkafka's latest statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionLag {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offset the next produced message will get (end of the log).
+    pub high_watermark: i64,
+    /// The group's committed offset (next offset to read); `None` when nothing was committed
+    /// yet, in which case the lag counts from the log start (`auto.offset.reset = earliest`).
+    pub committed: Option<i64>,
+    /// Messages not yet durably processed by the group.
+    pub lag: i64,
+}
+
+/// The parts of librdkafka's statistics JSON the lag needs (the full document is much larger
+/// and varies between librdkafka versions).
+#[derive(Debug, Default, Deserialize)]
+struct LagStatistics {
+    #[serde(default)]
+    topics: BTreeMap<String, TopicStatistics>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TopicStatistics {
+    #[serde(default)]
+    partitions: BTreeMap<String, PartitionStatistics>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PartitionStatistics {
+    #[serde(default = "invalid_offset")]
+    hi_offset: i64,
+    #[serde(default = "invalid_offset")]
+    lo_offset: i64,
+    #[serde(default = "invalid_offset")]
+    committed_offset: i64,
+}
+
+fn invalid_offset() -> i64 {
+    -1
+}
+
+impl PartitionStatistics {
+    /// The lag, when the statistics tell it: high watermark − committed offset, or − log start
+    /// when the group has committed nothing for the partition.
+    fn lag(&self, topic: &str, partition: i32) -> Option<PartitionLag> {
+        if self.hi_offset < 0 {
+            return None;
+        }
+        let (committed, from) = if self.committed_offset >= 0 {
+            (Some(self.committed_offset), self.committed_offset)
+        } else if self.lo_offset >= 0 {
+            (None, self.lo_offset)
+        } else {
+            return None;
+        };
+        Some(PartitionLag {
+            topic: topic.to_string(),
+            partition,
+            high_watermark: self.hi_offset,
+            committed,
+            lag: (self.hi_offset - from).max(0),
+        })
+    }
+}
+
+/// Consumer lag per assigned partition, shared by the librdkafka callbacks and the source.
+#[derive(Debug, Default)]
+struct LagTable {
+    assigned: Mutex<BTreeSet<(String, i32)>>,
+    lags: Mutex<BTreeMap<(String, i32), PartitionLag>>,
+    metrics: Mutex<Option<PipelineMetrics>>,
+}
+
+impl LagTable {
+    fn assign(&self, partitions: &[(String, i32)]) {
+        lock(&self.assigned).extend(partitions.iter().cloned());
+    }
+
+    fn revoke(&self, partitions: &[(String, i32)]) {
+        let mut assigned = lock(&self.assigned);
+        let mut lags = lock(&self.lags);
+        for p in partitions {
+            assigned.remove(p);
+            lags.remove(p);
+        }
+    }
+
+    /// Take in one statistics document (ignored when it cannot be read).
+    fn update(&self, json: &[u8]) {
+        let statistics: LagStatistics = match serde_json::from_slice(json) {
+            Ok(s) => s,
+            Err(error) => {
+                tracing::debug!(%error, "unreadable librdkafka statistics");
+                return;
+            }
+        };
+        let assigned = lock(&self.assigned).clone();
+        let mut fresh = Vec::new();
+        for (topic, t) in &statistics.topics {
+            for (partition, p) in &t.partitions {
+                let Ok(partition) = partition.parse::<i32>() else {
+                    continue;
+                };
+                if !assigned.contains(&(topic.clone(), partition)) {
+                    continue;
+                }
+                if let Some(lag) = p.lag(topic, partition) {
+                    fresh.push(lag);
+                }
+            }
+        }
+        let metrics = lock(&self.metrics).clone();
+        let mut lags = lock(&self.lags);
+        for lag in fresh {
+            if let Some(metrics) = &metrics {
+                metrics.consumer_lag(&lag.topic, lag.partition, lag.lag);
+            }
+            tracing::trace!(topic = %lag.topic, partition = lag.partition, lag = lag.lag, "consumer lag");
+            lags.insert((lag.topic.clone(), lag.partition), lag);
+        }
+    }
+
+    fn snapshot(&self) -> Vec<PartitionLag> {
+        lock(&self.lags).values().cloned().collect()
+    }
+}
+
+/// Lock a mutex, recovering the data of a poisoned one (plain maps, always consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// librdkafka callbacks: rebalances update the tracker and commit revoked partitions' progress;
+/// statistics update the consumer lag.
+struct TrackingContext {
+    tracker: Arc<OffsetTracker>,
+    health: Option<Arc<Health>>,
+    lag: Arc<LagTable>,
+}
+
+impl ClientContext for TrackingContext {
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.lag.update(statistics);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        // librdkafka recovers from connection errors by itself (a restarted broker, a
+        // rebalance); only a fatal error means this client is finished and the process should
+        // be restarted (liveness fails).
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            tracing::error!(%error, reason, "fatal kafka client error");
+            if let Some(h) = &self.health {
+                h.set(
+                    "kafka",
+                    ComponentHealth::Failed(format!("{error}: {reason}")),
+                );
+            }
+        } else {
+            tracing::warn!(%error, reason, "kafka client error");
+        }
+    }
+}
+
+fn partitions_of(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect()
+}
+
+fn commit_list(commits: &[CommitPosition]) -> Result<TopicPartitionList, KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    for c in commits {
+        tpl.add_partition_offset(&c.topic, c.partition, Offset::Offset(c.offset))?;
+    }
+    Ok(tpl)
+}
+
+impl ConsumerContext for TrackingContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(tpl) => {
+                let parts = partitions_of(tpl);
+                self.lag.revoke(&parts);
+                let commits = self
+                    .tracker
+                    .revoke(parts.iter().map(|(t, p)| (t.as_str(), *p)));
+                tracing::info!(partitions = ?parts, commits = ?commits, "partitions revoked; committing completed offsets");
+                if !commits.is_empty() {
+                    match commit_list(&commits).and_then(|l| consumer.commit(&l, CommitMode::Sync))
+                    {
+                        Ok(()) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "commit on revocation failed; the new owner re-reads from the previous commit")
+                        }
+                    }
+                }
+            }
+            Rebalance::Assign(tpl) => {
+                let parts = partitions_of(tpl);
+                tracing::info!(partitions = ?parts, "partitions assigned");
+                self.lag.assign(&parts);
+                self.tracker
+                    .assign(parts.iter().map(|(t, p)| (t.as_str(), *p)));
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+        }
+    }
+}
+
+type Consumer_ = StreamConsumer<TrackingContext>;
+
+/// Commit `commits` synchronously (on a blocking thread) and record them in the tracker.
+async fn commit_now(
+    consumer: &Arc<Consumer_>,
+    tracker: &Arc<OffsetTracker>,
+    commits: Vec<CommitPosition>,
+) -> Result<(), KafkaError> {
+    if commits.is_empty() {
+        return Ok(());
+    }
+    let list = commit_list(&commits)?;
+    let c = consumer.clone();
+    let result = match tokio::task::spawn_blocking(move || c.commit(&list, CommitMode::Sync)).await
+    {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::error!(error = %e, "commit task failed");
+            Err(KafkaError::Canceled)
+        }
+    };
+    if result.is_ok() {
+        tracker.mark_committed(&commits);
+        tracing::debug!(?commits, "committed");
+    }
+    result
+}
+
+/// The Kafka [`Source`].
+pub struct KafkaSource {
+    consumer: Arc<Consumer_>,
+    tracker: Arc<OffsetTracker>,
+    producer: Option<FutureProducer>,
+    settings: SourceConfig,
+    max_event_bytes: usize,
+    stop: Arc<StopSignal>,
+    committer: Option<tokio::task::JoinHandle<()>>,
+    dead_letters: JoinSet<()>,
+    health: Option<Arc<Health>>,
+    lag: Arc<LagTable>,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("settings", &self.settings)
+            .field("in_flight", &self.tracker.in_flight())
+            .finish()
+    }
+}
+
+/// Tells a running source to stop handing out messages (from a signal handler, another task).
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    stopped: AtomicBool,
+    notify: Notify,
+}
+
+impl StopSignal {
+    /// Request the stop.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether a stop was requested.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl KafkaSource {
+    /// Connect, subscribe and start the commit task for `[source]`; payloads larger than
+    /// `max_event_bytes` are dead-lettered unread. Must be called inside a tokio runtime.
+    pub fn new(
+        source: &SourceConfig,
+        max_event_bytes: usize,
+        health: Option<Arc<Health>>,
+    ) -> Result<KafkaSource, SourceError> {
+        let settings = normalized(source);
+        if settings.topics.is_empty() {
+            return Err(SourceError::Kafka("no topics configured".into()));
+        }
+        let tracker = Arc::new(OffsetTracker::new());
+        let lag = Arc::new(LagTable::default());
+        let context = TrackingContext {
+            tracker: tracker.clone(),
+            health: health.clone(),
+            lag: lag.clone(),
+        };
+        let consumer: Consumer_ = settings
+            .consumer_config()
+            .create_with_context(context)
+            .map_err(|e| SourceError::Kafka(format!("cannot create consumer: {e}")))?;
+        let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(|e| SourceError::Kafka(format!("cannot subscribe to {topics:?}: {e}")))?;
+        let producer = match &settings.dead_letter_topic {
+            Some(_) => Some(
+                settings
+                    .producer_config()
+                    .create::<FutureProducer>()
+                    .map_err(|e| {
+                        SourceError::Kafka(format!("cannot create dead-letter producer: {e}"))
+                    })?,
+            ),
+            None => None,
+        };
+        let consumer = Arc::new(consumer);
+        let committer = {
+            let consumer = consumer.clone();
+            let tracker = tracker.clone();
+            let interval = Duration::from_millis(settings.commit_interval_ms.max(10));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(interval);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let pending = tracker.pending_commits();
+                    if let Err(e) = commit_now(&consumer, &tracker, pending).await {
+                        tracing::warn!(error = %e, "periodic commit failed; retrying next interval");
+                    }
+                }
+            })
+        };
+        if let Some(h) = &health {
+            h.set("kafka", ComponentHealth::Ok);
+        }
+        tracing::info!(settings = ?settings, "kafka source started");
+        Ok(KafkaSource {
+            consumer,
+            tracker,
+            producer,
+            settings,
+            max_event_bytes,
+            stop: Arc::new(StopSignal::default()),
+            committer: Some(committer),
+            dead_letters: JoinSet::new(),
+            health,
+            lag,
+        })
+    }
+
+    /// Consumer lag of each assigned partition, as of librdkafka's latest statistics (empty
+    /// until the first statistics after an assignment).
+    pub fn consumer_lag(&self) -> Vec<PartitionLag> {
+        self.lag.snapshot()
+    }
+
+    /// A handle that stops this source from anywhere (e.g. a signal handler).
+    pub fn stop_signal(&self) -> Arc<StopSignal> {
+        self.stop.clone()
+    }
+
+    /// The offset tracker (for metrics and tests).
+    pub fn tracker(&self) -> Arc<OffsetTracker> {
+        self.tracker.clone()
+    }
+
+    /// Hand an undecodable message to the dead-letter producer; acknowledged once delivered.
+    fn dead_letter(
+        &mut self,
+        producer: FutureProducer,
+        topic: String,
+        payload: Vec<u8>,
+        origin: String,
+        reason: String,
+        token: AckToken,
+    ) {
+        // Reap finished deliveries so the set does not grow.
+        while self.dead_letters.try_join_next().is_some() {}
+        self.dead_letters.spawn(async move {
+            let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let mut delay = Duration::from_millis(100);
+            loop {
+                let headers = OwnedHeaders::new()
+                    .insert(Header { key: HEADER_REASON, value: Some(reason.as_str()) })
+                    .insert(Header { key: HEADER_SOURCE, value: Some(origin.as_str()) })
+                    .insert(Header { key: HEADER_RECEIVED_AT, value: Some(received_at.as_str()) });
+                let record = FutureRecord::to(&topic).payload(&payload).key(&origin).headers(headers);
+                match producer.send(record, Duration::from_secs(30)).await {
+                    Ok(_) => {
+                        tracing::debug!(%origin, %reason, "dead-lettered");
+                        token.ack();
+                        return;
+                    }
+                    Err((e, _)) => {
+                        tracing::warn!(error = %e, %origin, retry_in_ms = delay.as_millis() as u64, "dead-letter produce failed; holding the offset and retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl Source for KafkaSource {
+    async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
+        // Cancel-safe: between receiving a message and returning it there is no await point, so
+        // a cancelled call loses nothing (an unreturned message is never registered, hence never
+        // committed past).
+        loop {
+            if self.stop.is_stopped() {
+                return Ok(None);
+            }
+            if self.tracker.in_flight() >= self.settings.max_in_flight.max(1) {
+                tokio::select! {
+                    _ = self.tracker.wait_below(self.settings.max_in_flight.max(1)) => {}
+                    _ = self.stop.wait() => return Ok(None),
+                }
+                continue;
+            }
+            let received = tokio::select! {
+                m = self.consumer.recv() => m,
+                _ = self.stop.wait() => return Ok(None),
+            };
+            let message = match received {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "kafka receive error");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let (topic, partition, offset) = (
+                message.topic().to_string(),
+                message.partition(),
+                message.offset(),
+            );
+            let payload = message.payload().unwrap_or_default().to_vec();
+            drop(message);
+            if !self.tracker.register(&topic, partition, offset) {
+                tracing::debug!(%topic, partition, offset, "dropping a message of a partition no longer assigned");
+                continue;
+            }
+            let origin = format!("kafka:{topic}/{partition}@{offset}");
+            let token = AckToken::new(
+                Position {
+                    stream: topic,
+                    partition,
+                    offset,
+                },
+                self.tracker.clone() as Arc<dyn Acknowledge>,
+            );
+            let mut decoded = None;
+            if let (Some(dl_topic), Some(producer)) =
+                (&self.settings.dead_letter_topic, &self.producer)
+            {
+                match Event::decode_with_limit(&payload, self.max_event_bytes) {
+                    Ok(event) => decoded = Some(Box::new(event)),
+                    Err(reason) => {
+                        let (dl_topic, producer) = (dl_topic.clone(), producer.clone());
+                        self.dead_letter(
+                            producer,
+                            dl_topic,
+                            payload,
+                            origin,
+                            reason.to_string(),
+                            token,
+                        );
+                        continue;
+                    }
+                }
+            }
+            return Ok(Some(SourceMessage {
+                payload,
+                origin,
+                ack: token,
+                decoded,
+            }));
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.stop();
+    }
+
+    fn attach_metrics(&mut self, metrics: PipelineMetrics) {
+        *lock(&self.lag.metrics) = Some(metrics);
+    }
+
+    async fn finish(&mut self) -> Result<(), SourceError> {
+        self.stop.stop();
+        // Dead letters still being produced: give them time to be confirmed (their offsets are
+        // committed only if they are).
+        let wait = tokio::time::timeout(Duration::from_secs(30), async {
+            while self.dead_letters.join_next().await.is_some() {}
+        });
+        if wait.await.is_err() {
+            tracing::warn!(
+                "dead-letter deliveries still pending at shutdown; their offsets stay uncommitted"
+            );
+            self.dead_letters.abort_all();
+        }
+        if let Some(task) = self.committer.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        let commits = self.tracker.all_commits();
+        tracing::info!(
+            ?commits,
+            in_flight = self.tracker.in_flight(),
+            "final commit"
+        );
+        let result = commit_now(&self.consumer, &self.tracker, commits).await;
+        let consumer = self.consumer.clone();
+        // Leave the group now so partitions move to other members without waiting for the session
+        // timeout. (Revocation commits again; harmless.)
+        let _ = tokio::task::spawn_blocking(move || consumer.unsubscribe()).await;
+        if let Some(h) = &self.health {
+            h.set("kafka", ComponentHealth::Ok);
+        }
+        result.map_err(|e| SourceError::Kafka(format!("final commit failed: {e}")))
+    }
+}
+
+impl Drop for KafkaSource {
+    fn drop(&mut self) {
+        if let Some(task) = self.committer.take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lag_comes_from_statistics_of_assigned_partitions_only() {
+        // Trimmed from a real librdkafka statistics document (unknown fields are ignored;
+        // partition -1 is librdkafka's internal "unassigned" partition).
+        let stats = br#"{"name":"sqlgrade#consumer-1","type":"consumer","topics":{
+            "events":{"topic":"events","partitions":{
+                "0":{"partition":0,"hi_offset":25,"lo_offset":0,"committed_offset":5,"consumer_lag":20},
+                "1":{"partition":1,"hi_offset":30,"lo_offset":10,"committed_offset":-1001},
+                "2":{"partition":2,"hi_offset":-1,"lo_offset":-1,"committed_offset":-1001},
+                "3":{"partition":3,"hi_offset":9,"lo_offset":0,"committed_offset":4},
+                "-1":{"partition":-1,"hi_offset":-1001,"committed_offset":-1001}}}}}"#;
+        let table = LagTable::default();
+        table.assign(&[
+            ("events".into(), 0),
+            ("events".into(), 1),
+            ("events".into(), 2),
+        ]);
+        table.update(stats);
+        let lag: Vec<_> = table
+            .snapshot()
+            .into_iter()
+            .map(|l| (l.partition, l.committed, l.lag))
+            .collect();
+        // 0: 25 − 5; 1: nothing committed, 30 − log start 10; 2: no watermark yet; 3: not ours.
+        assert_eq!(lag, vec![(0, Some(5), 20), (1, None, 20)]);
+        table.revoke(&[("events".into(), 0)]);
+        assert_eq!(table.snapshot().len(), 1);
+        table.update(b"not json");
+        assert_eq!(table.snapshot().len(), 1);
+    }
+
+    #[test]
+    fn forced_properties_win_and_secrets_are_redacted() {
+        let mut s = SourceConfig {
+            brokers: Some("127.0.0.1:9092".into()),
+            ..SourceConfig::default()
+        };
+        s.kafka_properties
+            .insert("enable.auto.commit".into(), "true".into());
+        s.kafka_properties
+            .insert("sasl.password".into(), "hunter2".into());
+        s.kafka_properties
+            .insert("security.protocol".into(), "SASL_SSL".into());
+        s.kafka_properties
+            .insert("session.timeout.ms".into(), "10000".into());
+        let c = s.consumer_config();
+        assert_eq!(c.get("enable.auto.commit"), Some("false"));
+        assert_eq!(c.get("enable.auto.offset.store"), Some("false"));
+        assert_eq!(c.get("security.protocol"), Some("SASL_SSL"));
+        let p = s.producer_config();
+        assert_eq!(p.get("sasl.password"), Some("hunter2"));
+        assert_eq!(p.get("session.timeout.ms"), None);
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("SASL_SSL"));
+    }
+}

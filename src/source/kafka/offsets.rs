@@ -1,0 +1,333 @@
+//! Per-partition offset tracking for at-least-once consumption.
+//!
+//! Scoring finishes out of order, but a Kafka commit says "everything before this offset is
+//! done". [`OffsetTracker`] records every offset handed to the pipeline and every offset the
+//! sink acknowledged, and reports per partition the *committable* offset: the lowest offset still
+//! in flight, or one past the highest handed-out offset when nothing is in flight. Offsets need not
+//! be contiguous integers (compaction and transaction markers leave gaps): only offsets that were
+//! actually handed out are waited for.
+//!
+//! Partitions are assigned and revoked as the consumer group rebalances. Acknowledgements for a
+//! partition this process no longer owns are ignored (its new owner re-reads from the last commit),
+//! so nothing is ever committed on another member's behalf.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::Notify;
+
+use crate::source::{Acknowledge, Position};
+
+/// A (topic, partition) pair.
+pub type PartitionKey = (String, i32);
+
+/// A commit to make: `offset` is the next offset to read (Kafka commit semantics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitPosition {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Next offset to consume; everything below it is durably written.
+    pub offset: i64,
+}
+
+#[derive(Debug, Default)]
+struct PartitionState {
+    /// Handed out, not yet acknowledged.
+    in_flight: BTreeSet<i64>,
+    /// Highest offset ever handed out in this assignment.
+    highest_registered: Option<i64>,
+    /// Offset last reported as committed.
+    committed: Option<i64>,
+}
+
+impl PartitionState {
+    fn committable(&self) -> Option<i64> {
+        match self.in_flight.first() {
+            // Nothing below the lowest pending offset is outstanding.
+            Some(&lowest) => Some(lowest),
+            None => self.highest_registered.map(|h| h.saturating_add(1)),
+        }
+    }
+}
+
+/// Tracks in-flight and completed offsets per partition; the Kafka source's [`Acknowledge`]
+/// target. Thread-safe; acknowledgements arrive from the sink task.
+#[derive(Debug, Default)]
+pub struct OffsetTracker {
+    partitions: Mutex<HashMap<PartitionKey, PartitionState>>,
+    in_flight: AtomicUsize,
+    acked: Notify,
+}
+
+impl OffsetTracker {
+    /// An empty tracker (no partitions assigned).
+    pub fn new() -> OffsetTracker {
+        OffsetTracker::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PartitionKey, PartitionState>> {
+        // A panic while holding the lock cannot leave the map half-updated in a way that matters
+        // more than losing the process; keep going with the data as it is.
+        self.partitions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The consumer group assigned these partitions to this process: start tracking them afresh.
+    pub fn assign<'a>(&self, partitions: impl IntoIterator<Item = (&'a str, i32)>) {
+        let mut map = self.lock();
+        for (topic, partition) in partitions {
+            map.insert((topic.to_string(), partition), PartitionState::default());
+        }
+    }
+
+    /// The consumer group took these partitions away: stop tracking them and return what can
+    /// still be committed for them (commit it before the revocation completes). Later
+    /// acknowledgements for these partitions are ignored.
+    pub fn revoke<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Vec<CommitPosition> {
+        let mut map = self.lock();
+        let mut out = Vec::new();
+        for (topic, partition) in partitions {
+            let key = (topic.to_string(), partition);
+            if let Some(state) = map.remove(&key)
+                && let Some(offset) = state.committable()
+                && state.committed != Some(offset)
+            {
+                out.push(CommitPosition {
+                    topic: key.0,
+                    partition: key.1,
+                    offset,
+                });
+            }
+        }
+        out
+    }
+
+    /// Record that the message at `offset` is being handed to the pipeline (one [`AckToken`]
+    /// will acknowledge it). Returns `false`, tracking nothing, when the partition is not
+    /// assigned to this process (a message fetched before a revocation): drop such a message,
+    /// its partition's new owner reads it again.
+    ///
+    /// [`AckToken`]: super::ack::AckToken
+    pub fn register(&self, topic: &str, partition: i32, offset: i64) -> bool {
+        let mut map = self.lock();
+        let Some(state) = map.get_mut(&(topic.to_string(), partition)) else {
+            return false;
+        };
+        state.in_flight.insert(offset);
+        state.highest_registered = Some(state.highest_registered.map_or(offset, |h| h.max(offset)));
+        // One token per registration, so one acknowledgement per increment.
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Messages handed out and not yet acknowledged, over all partitions.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Wait until fewer than `limit` messages are in flight.
+    pub async fn wait_below(&self, limit: usize) {
+        loop {
+            let notified = self.acked.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.in_flight() < limit {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Partitions whose committable offset advanced since the last [`mark_committed`]; does not
+    /// change state (call `mark_committed` once the commit succeeded).
+    ///
+    /// [`mark_committed`]: OffsetTracker::mark_committed
+    pub fn pending_commits(&self) -> Vec<CommitPosition> {
+        let map = self.lock();
+        let mut out: Vec<CommitPosition> = map
+            .iter()
+            .filter_map(|((topic, partition), state)| {
+                let offset = state.committable()?;
+                (state.committed != Some(offset)).then(|| CommitPosition {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        out
+    }
+
+    /// Every assigned partition's committable offset, advanced or not (for a final commit).
+    pub fn all_commits(&self) -> Vec<CommitPosition> {
+        let map = self.lock();
+        let mut out: Vec<CommitPosition> = map
+            .iter()
+            .filter_map(|((topic, partition), state)| {
+                Some(CommitPosition {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: state.committable()?,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        out
+    }
+
+    /// Record that these positions were committed (so they are not committed again).
+    pub fn mark_committed(&self, commits: &[CommitPosition]) {
+        let mut map = self.lock();
+        for c in commits {
+            if let Some(state) = map.get_mut(&(c.topic.clone(), c.partition)) {
+                state.committed = Some(c.offset);
+            }
+        }
+    }
+}
+
+impl Acknowledge for OffsetTracker {
+    fn ack(&self, position: &Position) {
+        {
+            let mut map = self.lock();
+            if let Some(state) = map.get_mut(&(position.stream.clone(), position.partition)) {
+                state.in_flight.remove(&position.offset);
+            }
+        }
+        // Every handed-out token is acknowledged once, revoked partition or not: the in-flight
+        // count is what back-pressure is measured in.
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        self.acked.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(p: i32, o: i64) -> Position {
+        Position {
+            stream: "t".into(),
+            partition: p,
+            offset: o,
+        }
+    }
+
+    fn commit(p: i32, o: i64) -> CommitPosition {
+        CommitPosition {
+            topic: "t".into(),
+            partition: p,
+            offset: o,
+        }
+    }
+
+    #[test]
+    fn commits_only_the_contiguous_completed_prefix() {
+        let t = OffsetTracker::new();
+        t.assign([("t", 0)]);
+        for o in 10..15 {
+            t.register("t", 0, o);
+        }
+        // Out-of-order completion: 11, 12 and 14 done, 10 and 13 pending.
+        t.ack(&pos(0, 11));
+        t.ack(&pos(0, 12));
+        t.ack(&pos(0, 14));
+        assert_eq!(t.pending_commits(), vec![commit(0, 10)]);
+        t.ack(&pos(0, 10));
+        assert_eq!(t.pending_commits(), vec![commit(0, 13)]);
+        t.ack(&pos(0, 13));
+        assert_eq!(t.pending_commits(), vec![commit(0, 15)]);
+        assert_eq!(t.in_flight(), 0);
+    }
+
+    #[test]
+    fn gaps_in_offsets_do_not_block_commits() {
+        let t = OffsetTracker::new();
+        t.assign([("t", 0)]);
+        // Compacted topic: offsets 3 and 4 do not exist.
+        for o in [1, 2, 5, 6] {
+            t.register("t", 0, o);
+        }
+        for o in [6, 5, 2, 1] {
+            t.ack(&pos(0, o));
+        }
+        assert_eq!(t.pending_commits(), vec![commit(0, 7)]);
+    }
+
+    #[test]
+    fn partitions_are_independent_and_commits_are_not_repeated() {
+        let t = OffsetTracker::new();
+        t.assign([("t", 0), ("t", 1)]);
+        t.register("t", 0, 0);
+        t.register("t", 1, 100);
+        t.register("t", 1, 101);
+        t.ack(&pos(1, 100));
+        let pending = t.pending_commits();
+        assert_eq!(pending, vec![commit(0, 0), commit(1, 101)]);
+        t.mark_committed(&pending);
+        assert!(t.pending_commits().is_empty());
+        t.ack(&pos(1, 101));
+        assert_eq!(t.pending_commits(), vec![commit(1, 102)]);
+        assert_eq!(t.all_commits(), vec![commit(0, 0), commit(1, 102)]);
+    }
+
+    #[test]
+    fn unassigned_partitions_are_not_tracked() {
+        let t = OffsetTracker::new();
+        assert!(!t.register("t", 0, 5));
+        assert_eq!(t.in_flight(), 0);
+        assert!(t.pending_commits().is_empty());
+    }
+
+    #[test]
+    fn revoked_partitions_return_their_final_commit_and_ignore_late_acks() {
+        let t = OffsetTracker::new();
+        t.assign([("t", 0), ("t", 1)]);
+        for o in 0..4 {
+            t.register("t", 0, o);
+        }
+        t.ack(&pos(0, 0));
+        t.ack(&pos(0, 1));
+        assert_eq!(t.revoke([("t", 0)]), vec![commit(0, 2)]);
+        // The late ack of a revoked partition changes nothing we would commit...
+        t.ack(&pos(0, 2));
+        assert!(t.pending_commits().is_empty());
+        // ...but still releases back-pressure.
+        assert_eq!(t.in_flight(), 1);
+        // Re-assignment starts from scratch (the group restarts us at the last commit).
+        t.assign([("t", 0)]);
+        assert!(t.pending_commits().is_empty());
+        assert!(t.register("t", 0, 2));
+        t.ack(&pos(0, 2));
+        assert_eq!(t.pending_commits(), vec![commit(0, 3)]);
+    }
+
+    #[tokio::test]
+    async fn wait_below_wakes_on_ack() {
+        let t = std::sync::Arc::new(OffsetTracker::new());
+        t.assign([("t", 0)]);
+        t.register("t", 0, 0);
+        t.register("t", 0, 1);
+        let waiter = {
+            let t = t.clone();
+            tokio::spawn(async move { t.wait_below(2).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        t.ack(&pos(0, 0));
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

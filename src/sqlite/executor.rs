@@ -1,0 +1,373 @@
+//! Read-only SQLite executor with bounded concurrency.
+//!
+//! Safety layers, each sufficient on its own for its threat:
+//! - files are opened with `SQLITE_OPEN_READ_ONLY` and `PRAGMA query_only = 1`;
+//! - an authorizer denies every action except reading (no writes, DDL, ATTACH/DETACH, PRAGMA,
+//!   transactions), and `SQLITE_LIMIT_ATTACHED` is 0;
+//! - a progress handler interrupts a statement once its deadline has passed (runaway joins,
+//!   recursive CTE bombs);
+//! - a row cap and a result-size cap stop result sets from exhausting memory.
+//!
+//! Concurrency: at most `workers` queries run at once (a counting semaphore); connections are
+//! pooled per database and reused. The blocking [`Executor::execute`] runs the query on the
+//! calling thread (a scorer or blocking-pool thread, never an async worker), which avoids a
+//! thread hand-off per query; [`SqliteExecutor::execute_async`] moves the query to tokio's
+//! blocking pool so the async runtime is never blocked.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::limits::Limit;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::exec::{ExecError, ExecResult, Executor, ResultSet, SqlValue};
+
+/// Limits applied to every query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecLimits {
+    /// Wall-clock limit per query.
+    pub timeout: Duration,
+    /// Largest number of rows a result may have.
+    pub max_rows: usize,
+    /// Largest approximate result size in bytes.
+    pub max_result_bytes: usize,
+    /// Most queries running at the same time.
+    pub workers: usize,
+    /// Cached (db, sql) outcomes kept for the run.
+    pub cache_capacity: usize,
+}
+
+impl Default for ExecLimits {
+    fn default() -> Self {
+        ExecLimits {
+            timeout: Duration::from_secs(30),
+            max_rows: 1_000_000,
+            max_result_bytes: 256 * 1024 * 1024,
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            cache_capacity: 8192,
+        }
+    }
+}
+
+type CacheKey = (String, String);
+
+/// Bounded FIFO cache of query outcomes for one run.
+struct ResultCache {
+    capacity: usize,
+    map: HashMap<CacheKey, ExecResult>,
+    order: VecDeque<CacheKey>,
+}
+
+impl ResultCache {
+    fn get(&self, key: &CacheKey) -> Option<ExecResult> {
+        self.map.get(key).cloned()
+    }
+
+    fn put(&mut self, key: CacheKey, value: ExecResult) {
+        if self.capacity == 0 || self.map.contains_key(&key) {
+            return;
+        }
+        while self.map.len() >= self.capacity {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.order.push_back(key.clone());
+        self.map.insert(key, value);
+    }
+}
+
+/// Counting semaphore bounding concurrent queries.
+struct Permits {
+    free: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Permits {
+    fn acquire(&self) -> Result<PermitGuard<'_>, ExecError> {
+        let mut free = self
+            .free
+            .lock()
+            .map_err(|_| ExecError::Unavailable("executor lock poisoned".into()))?;
+        while *free == 0 {
+            free = self
+                .cv
+                .wait(free)
+                .map_err(|_| ExecError::Unavailable("executor lock poisoned".into()))?;
+        }
+        *free -= 1;
+        Ok(PermitGuard(self))
+    }
+}
+
+struct PermitGuard<'a>(&'a Permits);
+
+impl Drop for PermitGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut free) = self.0.free.lock() {
+            *free += 1;
+        }
+        self.0.cv.notify_one();
+    }
+}
+
+struct Inner {
+    root: PathBuf,
+    limits: ExecLimits,
+    permits: Permits,
+    idle: Mutex<HashMap<String, Vec<Guarded>>>,
+    cache: Mutex<ResultCache>,
+    closed: AtomicBool,
+}
+
+impl Inner {
+    fn cached(&self, db_id: &str, sql: &str) -> Option<ExecResult> {
+        let key = (db_id.to_string(), sql.to_string());
+        self.cache.lock().ok()?.get(&key)
+    }
+
+    fn run(&self, db_id: &str, sql: &str) -> ExecResult {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(ExecError::Unavailable("executor shut down".into()));
+        }
+        if let Some(hit) = self.cached(db_id, sql) {
+            return hit;
+        }
+        let path = database_path(&self.root, db_id)
+            .ok_or_else(|| ExecError::UnknownDatabase(db_id.to_string()))?;
+        let result = {
+            let _permit = self.permits.acquire()?;
+            let pooled = self
+                .idle
+                .lock()
+                .ok()
+                .and_then(|mut m| m.get_mut(db_id).and_then(Vec::pop));
+            let g = match pooled {
+                Some(g) => g,
+                None => open_guarded(&path)?,
+            };
+            let deadline = g.epoch.elapsed() + self.limits.timeout;
+            g.deadline.store(
+                u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            let out = query(&g.conn, sql, self.limits);
+            g.deadline.store(u64::MAX, Ordering::Relaxed);
+            if let Ok(mut m) = self.idle.lock() {
+                m.entry(db_id.to_string()).or_default().push(g);
+            }
+            out.map(Arc::new)
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            c.put((db_id.to_string(), sql.to_string()), result.clone());
+        }
+        result
+    }
+}
+
+/// SQLite executor over a catalogue directory laid out as `<db_id>/<db_id>.sqlite`.
+/// Cheap to clone: clones share the connection pool, limits and result cache.
+#[derive(Clone)]
+pub struct SqliteExecutor {
+    inner: Arc<Inner>,
+}
+
+impl SqliteExecutor {
+    /// An executor serving databases under `root`, running at most `limits.workers` queries
+    /// at once.
+    pub fn new(root: impl Into<PathBuf>, limits: ExecLimits) -> SqliteExecutor {
+        SqliteExecutor {
+            inner: Arc::new(Inner {
+                root: root.into(),
+                limits,
+                permits: Permits {
+                    free: Mutex::new(limits.workers.max(1)),
+                    cv: Condvar::new(),
+                },
+                idle: Mutex::new(HashMap::new()),
+                cache: Mutex::new(ResultCache {
+                    capacity: limits.cache_capacity,
+                    map: HashMap::new(),
+                    order: VecDeque::new(),
+                }),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The catalogue directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> ExecLimits {
+        self.inner.limits
+    }
+
+    /// Path of a database file, if `db_id` is a plain name whose file exists.
+    pub fn database_path(&self, db_id: &str) -> Option<PathBuf> {
+        database_path(&self.inner.root, db_id)
+    }
+
+    /// Execute without blocking the async runtime: the query runs on tokio's blocking pool
+    /// (still bounded by the executor's permits) and this future completes when it is done.
+    pub async fn execute_async(&self, db_id: &str, sql: &str) -> ExecResult {
+        if let Some(hit) = self.inner.cached(db_id, sql) {
+            return hit;
+        }
+        let inner = Arc::clone(&self.inner);
+        let (db, sql) = (db_id.to_string(), sql.to_string());
+        tokio::task::spawn_blocking(move || inner.run(&db, &sql))
+            .await
+            .unwrap_or_else(|e| Err(ExecError::Unavailable(format!("query task failed: {e}"))))
+    }
+
+    /// Refuse further queries and close idle connections.
+    pub fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
+        if let Ok(mut m) = self.inner.idle.lock() {
+            m.clear();
+        }
+    }
+}
+
+impl Executor for SqliteExecutor {
+    fn execute(&self, db_id: &str, sql: &str) -> ExecResult {
+        self.inner.run(db_id, sql)
+    }
+
+    fn has_database(&self, db_id: &str) -> bool {
+        database_path(&self.inner.root, db_id).is_some()
+    }
+}
+
+fn database_path(root: &Path, db_id: &str) -> Option<PathBuf> {
+    let plain = !db_id.is_empty()
+        && db_id != "."
+        && db_id != ".."
+        && db_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+    if !plain {
+        return None;
+    }
+    let path = root.join(db_id).join(format!("{db_id}.sqlite"));
+    path.is_file().then_some(path)
+}
+
+/// A connection plus the deadline its progress handler watches.
+struct Guarded {
+    conn: Connection,
+    deadline: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+/// Open a database read-only with every guard installed.
+fn open_guarded(path: &Path) -> Result<Guarded, ExecError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn =
+        Connection::open_with_flags(path, flags).map_err(|e| ExecError::Open(e.to_string()))?;
+    conn.pragma_update(None, "query_only", 1)
+        .map_err(|e| ExecError::Open(e.to_string()))?;
+    conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
+        .map_err(|e| ExecError::Open(e.to_string()))?;
+    conn.authorizer(Some(authorize))
+        .map_err(|e| ExecError::Open(e.to_string()))?;
+    let deadline = Arc::new(AtomicU64::new(u64::MAX));
+    let epoch = Instant::now();
+    let watched = Arc::clone(&deadline);
+    conn.progress_handler(
+        1000,
+        Some(move || {
+            let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            now > watched.load(Ordering::Relaxed)
+        }),
+    )
+    .map_err(|e| ExecError::Open(e.to_string()))?;
+    Ok(Guarded {
+        conn,
+        deadline,
+        epoch,
+    })
+}
+
+/// Allow reading only.
+fn authorize(ctx: AuthContext<'_>) -> Authorization {
+    match ctx.action {
+        AuthAction::Select
+        | AuthAction::Read { .. }
+        | AuthAction::Function { .. }
+        | AuthAction::Recursive => Authorization::Allow,
+        _ => Authorization::Deny,
+    }
+}
+
+fn map_err(e: rusqlite::Error, limits: ExecLimits) -> ExecError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => match f.code {
+            rusqlite::ErrorCode::OperationInterrupted => {
+                ExecError::Timeout(u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX))
+            }
+            rusqlite::ErrorCode::AuthorizationForStatementDenied => {
+                ExecError::Denied(msg.clone().unwrap_or_else(|| "not authorized".into()))
+            }
+            _ => ExecError::Sql(msg.clone().unwrap_or_else(|| e.to_string())),
+        },
+        rusqlite::Error::MultipleStatement => ExecError::MultipleStatements,
+        rusqlite::Error::SqlInputError { msg, .. } => ExecError::Sql(msg.clone()),
+        _ => ExecError::Sql(e.to_string()),
+    }
+}
+
+fn query(conn: &Connection, sql: &str, limits: ExecLimits) -> Result<ResultSet, ExecError> {
+    let mut stmt = conn.prepare(sql).map_err(|e| map_err(e, limits))?;
+    if !stmt.readonly() {
+        return Err(ExecError::Denied("statement is not read-only".into()));
+    }
+    let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
+    let width = columns.len();
+    let mut rows_out = Vec::new();
+    let mut bytes = 0usize;
+    let mut rows = stmt.query([]).map_err(|e| map_err(e, limits))?;
+    loop {
+        let row = match rows.next() {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => return Err(map_err(e, limits)),
+        };
+        if rows_out.len() >= limits.max_rows {
+            return Err(ExecError::RowLimit(limits.max_rows));
+        }
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
+            let v = match row.get_ref(i).map_err(|e| map_err(e, limits))? {
+                ValueRef::Null => SqlValue::Null,
+                ValueRef::Integer(n) => SqlValue::Integer(n),
+                ValueRef::Real(f) => SqlValue::Real(f),
+                ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+            };
+            bytes = bytes.saturating_add(v.size_bytes());
+            values.push(v);
+        }
+        if bytes > limits.max_result_bytes {
+            return Err(ExecError::ValueLimit(limits.max_result_bytes));
+        }
+        rows_out.push(values);
+    }
+    Ok(ResultSet {
+        columns,
+        rows: rows_out,
+    })
+}

@@ -1,0 +1,8 @@
+//! SQLite at the edge: the read-only [`SqliteExecutor`] behind the core's
+//! [`Executor`](crate::exec::Executor) seam, and schemas read from `tables.json` and SQLite
+//! files ([`schema`]).
+
+pub mod executor;
+pub mod schema;
+
+pub use executor::{ExecLimits, SqliteExecutor};

@@ -1,0 +1,176 @@
+//! Schemas read from files: Spider/BIRD `tables.json` documents and SQLite database files
+//! (opened read-only), handed to the pure [`SchemaCatalog`] that ESM/ESM+ read.
+//!
+//! Introspection reads `sqlite_master` and the `table_info`, `index_list`, `index_info` and
+//! `foreign_key_list` pragmas — only reads, on a connection opened with `SQLITE_OPEN_READ_ONLY`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use sqlgrade_core::metrics::esm::schema::{IntrospectedDb, SchemaCatalog, SchemaError};
+
+/// Read and parse a `tables.json` file.
+pub fn load_tables_json(path: &Path) -> Result<SchemaCatalog, SchemaError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SchemaError::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    SchemaCatalog::parse_tables_json(&text)
+}
+
+/// For every database with a `<db_id>/<db_id>.sqlite` file under `root`, add NOT NULL and
+/// single-column UNIQUE facts to `catalog` (and, for databases absent from `tables.json`, the
+/// whole schema). Returns how many databases were introspected.
+pub fn introspect_sqlite_dir(
+    catalog: &mut SchemaCatalog,
+    root: &Path,
+) -> Result<usize, SchemaError> {
+    let mut n = 0;
+    let entries = std::fs::read_dir(root).map_err(|e| SchemaError::Io {
+        path: root.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    for entry in entries.flatten() {
+        let db_id = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path().join(format!("{db_id}.sqlite"));
+        if path.is_file() {
+            introspect_sqlite(catalog, &db_id, &path)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Introspect one SQLite file (opened read-only) for `db_id` into `catalog`.
+pub fn introspect_sqlite(
+    catalog: &mut SchemaCatalog,
+    db_id: &str,
+    path: &Path,
+) -> Result<(), SchemaError> {
+    catalog.merge_introspected(db_id, read_sqlite_facts(path)?);
+    Ok(())
+}
+
+/// Tables, columns, primary and foreign keys, NOT NULL and single-column UNIQUE facts of one
+/// SQLite file.
+pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
+    let err = |e: rusqlite::Error| SchemaError::Sqlite {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(err)?;
+    let table_names: Vec<String> = {
+        let mut stmt = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            .map_err(err)?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err)?;
+        rows.collect::<Result<_, _>>().map_err(err)?
+    };
+    let mut not_null = BTreeSet::new();
+    let mut unique = BTreeSet::new();
+    let mut tables: Vec<(String, Vec<(String, bool)>)> = Vec::new();
+    let mut foreign_keys: Vec<(String, String, String, String)> = Vec::new();
+    for t in &table_names {
+        let tl = t.to_lowercase();
+        let quoted = t.replace('"', "\"\"");
+        let mut cols = Vec::new();
+        {
+            let mut stmt = conn
+                .prepare(&format!("PRAGMA table_info(\"{quoted}\")"))
+                .map_err(err)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, i64>(5)?,
+                    ))
+                })
+                .map_err(err)?;
+            for row in rows {
+                let (name, notnull, pk) = row.map_err(err)?;
+                if notnull != 0 {
+                    not_null.insert(format!("{tl}.{}", name.to_lowercase()));
+                }
+                cols.push((name, pk != 0));
+            }
+        }
+        let pk_cols: Vec<&String> = cols.iter().filter(|c| c.1).map(|c| &c.0).collect();
+        if let [only] = pk_cols.as_slice() {
+            unique.insert(format!("{tl}.{}", only.to_lowercase()));
+        }
+        {
+            let mut stmt = conn
+                .prepare(&format!("PRAGMA index_list(\"{quoted}\")"))
+                .map_err(err)?;
+            let idx: Vec<(String, i64)> = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
+                .map_err(err)?
+                .collect::<Result<_, _>>()
+                .map_err(err)?;
+            for (name, is_unique) in idx {
+                if is_unique == 0 {
+                    continue;
+                }
+                let q = name.replace('"', "\"\"");
+                let mut s = conn
+                    .prepare(&format!("PRAGMA index_info(\"{q}\")"))
+                    .map_err(err)?;
+                let members: Vec<Option<String>> = s
+                    .query_map([], |r| r.get::<_, Option<String>>(2))
+                    .map_err(err)?
+                    .collect::<Result<_, _>>()
+                    .map_err(err)?;
+                if let [Some(col)] = members.as_slice() {
+                    unique.insert(format!("{tl}.{}", col.to_lowercase()));
+                }
+            }
+        }
+        {
+            let mut stmt = conn
+                .prepare(&format!("PRAGMA foreign_key_list(\"{quoted}\")"))
+                .map_err(err)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                    ))
+                })
+                .map_err(err)?;
+            for row in rows {
+                let (rt, from, to) = row.map_err(err)?;
+                foreign_keys.push((t.clone(), from, rt, to.unwrap_or_default()));
+            }
+        }
+        tables.push((t.clone(), cols));
+    }
+    Ok(IntrospectedDb {
+        tables,
+        foreign_keys,
+        not_null,
+        unique,
+    })
+}
+
+/// The schemas of the gold metrics: `tables.json` files first, then, when given, the SQLite
+/// catalogue (`<db_id>/<db_id>.sqlite`) for NOT NULL / UNIQUE facts and for databases missing
+/// from `tables.json`.
+pub fn load_catalog(
+    tables_json: &[&Path],
+    databases: Option<&Path>,
+) -> Result<SchemaCatalog, SchemaError> {
+    let mut catalog = SchemaCatalog::new();
+    for p in tables_json {
+        catalog.extend(load_tables_json(p)?);
+    }
+    if let Some(dir) = databases {
+        introspect_sqlite_dir(&mut catalog, dir)?;
+    }
+    Ok(catalog)
+}

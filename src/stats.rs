@@ -1,0 +1,302 @@
+//! Run statistics, counted in one place: what a `run` or `backfill` wrote (messages, events,
+//! rows per metric, Φ distribution, tiers, statuses, dead letters by reason) and what its LLM
+//! clients and judged metrics did ([`LlmUsage`]). The pipeline's batcher feeds [`RunStats`] as
+//! the sink accepts rows; the summary table ([`crate::summary`]) renders it, telemetry reads
+//! [`LlmUsage::total`], and the per-run LLM figures come from [`LlmUsage::since`].
+//!
+//! Memory stays constant however long the daemon runs: Φ goes into a fixed histogram at the
+//! 0.01 resolution Φ is rounded to, so mean, P50 and P90 are exact.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
+use crate::judge::JudgeTotals;
+use crate::metrics::avoid::MetricCalls;
+
+/// Φ buckets: 0.00 … 100.00 in steps of 0.01.
+const PHI_BUCKETS: usize = 10_001;
+
+/// Statistics of the STEF rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StefStats {
+    /// STEF rows seen.
+    pub count: u64,
+    sum: f64,
+    histogram: Vec<u64>,
+    /// Rows per quality tier.
+    pub tiers: BTreeMap<String, u64>,
+    /// Rows per filter status.
+    pub filter_statuses: BTreeMap<String, u64>,
+    /// Rows per semantic verdict.
+    pub verdicts: BTreeMap<String, u64>,
+    /// Rows per row status (`ok`, `parse_error`, …).
+    pub statuses: BTreeMap<String, u64>,
+}
+
+impl Default for StefStats {
+    fn default() -> Self {
+        StefStats {
+            count: 0,
+            sum: 0.0,
+            histogram: vec![0; PHI_BUCKETS],
+            tiers: BTreeMap::new(),
+            filter_statuses: BTreeMap::new(),
+            verdicts: BTreeMap::new(),
+            statuses: BTreeMap::new(),
+        }
+    }
+}
+
+impl StefStats {
+    fn observe(&mut self, row: &EvaluationRow) {
+        let phi = if row.value.is_finite() {
+            row.value.clamp(0.0, 100.0)
+        } else {
+            0.0
+        };
+        self.count += 1;
+        self.sum += phi;
+        let bucket = ((phi * 100.0).round() as usize).min(PHI_BUCKETS - 1);
+        if let Some(slot) = self.histogram.get_mut(bucket) {
+            *slot += 1;
+        }
+        *self.statuses.entry(row.status.as_str().into()).or_default() += 1;
+        if let Some(stef) = &row.stef {
+            *self.tiers.entry(stef.quality_tier.clone()).or_default() += 1;
+            *self
+                .filter_statuses
+                .entry(stef.filter_status.clone())
+                .or_default() += 1;
+            *self
+                .verdicts
+                .entry(stef.semantic_verdict.clone())
+                .or_default() += 1;
+        }
+    }
+
+    /// Mean Φ (`None` without rows).
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+
+    /// Nearest-rank percentile of Φ, `p` in (0, 100] (`None` without rows).
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((p / 100.0) * self.count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0u64;
+        for (bucket, n) in self.histogram.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(bucket as f64 / 100.0);
+            }
+        }
+        Some(100.0)
+    }
+}
+
+/// Statistics of one non-STEF metric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricStats {
+    /// Rows.
+    pub count: u64,
+    sum: f64,
+    /// Rows with a verdict.
+    pub verdicts: u64,
+    /// Rows whose verdict is true.
+    pub verdicts_true: u64,
+    /// Rows per row status.
+    pub statuses: BTreeMap<String, u64>,
+    /// (rows, sum of values) per benchmark difficulty / hardness (`details.difficulty`, else
+    /// `details.hardness`).
+    pub by_difficulty: BTreeMap<String, (u64, f64)>,
+}
+
+impl MetricStats {
+    /// Mean value (`None` without rows).
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
+/// Φ per agent label (`agent_id agent_version model`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupStats {
+    /// STEF rows.
+    pub count: u64,
+    sum: f64,
+}
+
+impl GroupStats {
+    /// Mean Φ.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
+/// What one LLM client did during a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientUsage {
+    /// Who uses the client: `STEF judge`, `gold metrics`, or `STEF judge + gold metrics`.
+    pub role: String,
+    /// `llm:<model>`.
+    pub judge: String,
+    /// Calls, cache hits, tokens, retries, failures.
+    pub totals: JudgeTotals,
+}
+
+/// LLM usage of a run: per client, and per LLM-judged gold metric (FLEX, ROSE, Hybrid-EX).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmUsage {
+    /// One entry per distinct LLM client (a client shared by STEF and the gold metrics once).
+    pub clients: Vec<ClientUsage>,
+    /// Judge calls requested, cache hits and avoided calls per judged metric.
+    pub judged: BTreeMap<Metric, MetricCalls>,
+}
+
+impl LlmUsage {
+    /// Whether nothing used an LLM (no LLM client configured).
+    pub fn is_empty(&self) -> bool {
+        self.clients.is_empty() && self.judged.is_empty()
+    }
+
+    /// Every client's totals summed (what telemetry's `judge.cache.lookups` reports).
+    pub fn total(&self) -> JudgeTotals {
+        self.clients
+            .iter()
+            .fold(JudgeTotals::default(), |sum, c| sum.plus(&c.totals))
+    }
+
+    /// The usage accumulated since `before` (a snapshot of the same scorer taken earlier), so a
+    /// run reports its own calls when the scorer outlives it.
+    pub fn since(&self, before: &LlmUsage) -> LlmUsage {
+        let clients = self
+            .clients
+            .iter()
+            .map(|c| {
+                let earlier = before
+                    .clients
+                    .iter()
+                    .find(|b| b.role == c.role && b.judge == c.judge)
+                    .map(|b| b.totals)
+                    .unwrap_or_default();
+                ClientUsage {
+                    totals: c.totals.since(&earlier),
+                    ..c.clone()
+                }
+            })
+            .collect();
+        let judged = self
+            .judged
+            .iter()
+            .map(|(m, c)| {
+                let earlier = before.judged.get(m).cloned().unwrap_or_default();
+                (*m, c.since(&earlier))
+            })
+            .collect();
+        LlmUsage { clients, judged }
+    }
+}
+
+/// Everything a run wrote (counted when the sink accepted it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunStats {
+    /// Messages fully processed and acknowledged.
+    pub messages: u64,
+    /// Events that were scored (messages that produced rows).
+    pub events: u64,
+    /// Rows written, all metrics.
+    pub rows: u64,
+    /// Dead letters written.
+    pub dead_letters: u64,
+    /// Dead letters per reason (the reason up to its first `:`).
+    pub dead_letter_reasons: BTreeMap<String, u64>,
+    /// STEF statistics.
+    pub stef: StefStats,
+    /// Other metrics by name.
+    pub metrics: BTreeMap<String, MetricStats>,
+    /// STEF Φ per agent label.
+    pub by_agent: BTreeMap<String, GroupStats>,
+    /// LLM clients and judged-metric calls of the run.
+    pub llm: LlmUsage,
+    /// Wall-clock time of the run.
+    pub elapsed: Duration,
+}
+
+impl RunStats {
+    /// Count one row.
+    pub fn observe_row(&mut self, row: &EvaluationRow) {
+        self.rows += 1;
+        if row.metric == Metric::Stef {
+            self.stef.observe(row);
+            let label = agent_label(row);
+            let group = self.by_agent.entry(label).or_default();
+            group.count += 1;
+            group.sum += if row.value.is_finite() {
+                row.value
+            } else {
+                0.0
+            };
+        } else {
+            let stats = self.metrics.entry(row.metric.as_str().into()).or_default();
+            stats.count += 1;
+            stats.sum += if row.value.is_finite() {
+                row.value
+            } else {
+                0.0
+            };
+            if let Some(verdict) = row.verdict {
+                stats.verdicts += 1;
+                stats.verdicts_true += u64::from(verdict);
+            }
+            *stats
+                .statuses
+                .entry(row.status.as_str().into())
+                .or_default() += 1;
+            let difficulty = row
+                .details
+                .get("difficulty")
+                .or_else(|| row.details.get("hardness"))
+                .and_then(|v| v.as_str());
+            if let Some(difficulty) = difficulty {
+                let entry = stats
+                    .by_difficulty
+                    .entry(difficulty.to_string())
+                    .or_default();
+                entry.0 += 1;
+                entry.1 += if row.value.is_finite() {
+                    row.value
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+
+    /// Count one dead letter.
+    pub fn observe_dead_letter(&mut self, dead_letter: &DeadLetter) {
+        self.dead_letters += 1;
+        let reason = dead_letter
+            .reason
+            .split_once(':')
+            .map_or(dead_letter.reason.as_str(), |(head, _)| head)
+            .trim()
+            .to_string();
+        *self.dead_letter_reasons.entry(reason).or_default() += 1;
+    }
+}
+
+/// The label Φ is grouped by: `agent_id agent_version (model)`.
+pub(crate) fn agent_label(row: &EvaluationRow) -> String {
+    let mut parts = vec![row.agent_id.as_deref().unwrap_or("(no agent)")];
+    if let Some(version) = row.agent_version.as_deref() {
+        parts.push(version);
+    }
+    let mut label = parts.join(" ");
+    if let Some(model) = row.model.as_deref() {
+        label.push_str(&format!(" ({model})"));
+    }
+    label
+}

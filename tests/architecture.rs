@@ -1,0 +1,563 @@
+//! The architecture, checked from the code (`ARCHITECTURE.md` explains it):
+//!
+//! - the core crate depends on no runtime or client (tokio, reqwest, rusqlite, rdkafka,
+//!   clickhouse, …);
+//! - no file imports a file that imports it back, directly or through others, in either crate;
+//! - every import between top-level modules goes down the layer order of `ARCHITECTURE.md`.
+//!
+//! Imports are read with `syn`: `use` trees and every `crate::`/`super::`/`self::` path (and
+//! paths through a child module's name) in items. A name is resolved to the file that defines
+//! it, following `pub use` re-exports; a module file's `pub use` of its children is a
+//! re-export, not an import. `#[cfg(test)]` items are left out: tests may exercise several
+//! modules together. Paths inside macro invocations are not seen.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// Module path (`["stef", "align"]`; empty for the crate root).
+type ModPath = Vec<String>;
+
+struct ModFile {
+    /// Names defined at the top level (items, child modules).
+    defines: BTreeSet<String>,
+    /// `pub use` re-exports: exported name → full path (`*` for globs, keyed by the path).
+    reexports: Vec<(String, Vec<String>)>,
+    /// Paths this file imports or names.
+    references: Vec<Vec<String>>,
+}
+
+fn module_files(root: &Path) -> BTreeMap<ModPath, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(root).unwrap().with_extension("");
+            let mut segs: ModPath = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                segs.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                segs.pop();
+            }
+            // `main.rs` is the binary's root, not a module of the library.
+            if path.file_name().is_some_and(|n| n == "main.rs") {
+                continue;
+            }
+            out.insert(segs, path);
+        }
+    }
+    out
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|m| m.path().is_ident("test"))
+    })
+}
+
+/// Flatten a use tree into full paths (with the name each path is bound to).
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let name = n.ident.to_string();
+            let mut path = prefix.clone();
+            if name != "self" {
+                path.push(name.clone());
+            }
+            let bound = if name == "self" {
+                prefix.last().cloned().unwrap_or_default()
+            } else {
+                name
+            };
+            out.push((bound, path));
+        }
+        syn::UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            path.push(r.ident.to_string());
+            out.push((r.rename.to_string(), path));
+        }
+        syn::UseTree::Glob(_) => out.push(("*".into(), prefix.clone())),
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_paths(t, prefix, out);
+            }
+        }
+    }
+}
+
+/// Every `syn::Path` in the items of a file.
+#[derive(Default)]
+struct PathCollector {
+    paths: Vec<Vec<String>>,
+}
+
+impl<'ast> Visit<'ast> for PathCollector {
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        self.paths
+            .push(path.segments.iter().map(|s| s.ident.to_string()).collect());
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_item_use(&mut self, _: &'ast syn::ItemUse) {}
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_cfg_test(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_cfg_test(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if !is_cfg_test(&i.attrs) {
+            syn::visit::visit_item_impl(self, i);
+        }
+    }
+}
+
+fn item_name(item: &syn::Item) -> Option<String> {
+    Some(match item {
+        syn::Item::Const(i) => i.ident.to_string(),
+        syn::Item::Enum(i) => i.ident.to_string(),
+        syn::Item::Fn(i) => i.sig.ident.to_string(),
+        syn::Item::Mod(i) => i.ident.to_string(),
+        syn::Item::Static(i) => i.ident.to_string(),
+        syn::Item::Struct(i) => i.ident.to_string(),
+        syn::Item::Trait(i) => i.ident.to_string(),
+        syn::Item::Type(i) => i.ident.to_string(),
+        syn::Item::Union(i) => i.ident.to_string(),
+        syn::Item::Macro(i) => i.ident.as_ref()?.to_string(),
+        _ => return None,
+    })
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    match item {
+        syn::Item::Const(i) => &i.attrs,
+        syn::Item::Enum(i) => &i.attrs,
+        syn::Item::Fn(i) => &i.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        syn::Item::Mod(i) => &i.attrs,
+        syn::Item::Static(i) => &i.attrs,
+        syn::Item::Struct(i) => &i.attrs,
+        syn::Item::Trait(i) => &i.attrs,
+        syn::Item::Type(i) => &i.attrs,
+        syn::Item::Use(i) => &i.attrs,
+        syn::Item::Macro(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+fn read_module(path: &Path) -> ModFile {
+    let text = std::fs::read_to_string(path).unwrap();
+    let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut module = ModFile {
+        defines: BTreeSet::new(),
+        reexports: Vec::new(),
+        references: Vec::new(),
+    };
+    let mut collector = PathCollector::default();
+    for item in &file.items {
+        if is_cfg_test(item_attrs(item)) {
+            continue;
+        }
+        if let Some(name) = item_name(item) {
+            module.defines.insert(name);
+        }
+        if let syn::Item::Use(u) = item {
+            let mut paths = Vec::new();
+            use_paths(&u.tree, &mut Vec::new(), &mut paths);
+            let public = !matches!(u.vis, syn::Visibility::Inherited);
+            for (name, path) in paths {
+                if public {
+                    module.reexports.push((name, path.clone()));
+                }
+                // A `pub use` is also an import unless it only re-exports a child (below).
+                module.references.push(path);
+            }
+            continue;
+        }
+        collector.visit_item(item);
+    }
+    module.references.extend(collector.paths);
+    module
+}
+
+struct Crate {
+    files: BTreeMap<ModPath, PathBuf>,
+    modules: BTreeMap<ModPath, ModFile>,
+}
+
+impl Crate {
+    fn load(root: &Path) -> Crate {
+        let files = module_files(root);
+        let modules = files
+            .iter()
+            .map(|(m, p)| (m.clone(), read_module(p)))
+            .collect();
+        Crate { files, modules }
+    }
+
+    /// The file a path used in module `from` resolves to (`None`: outside the crate).
+    fn resolve(&self, from: &ModPath, path: &[String], depth: usize) -> Option<ModPath> {
+        let first = path.first()?;
+        let mut current: ModPath;
+        let mut rest: &[String] = path;
+        match first.as_str() {
+            "crate" => {
+                current = Vec::new();
+                rest = &path[1..];
+            }
+            "self" | "super" => {
+                current = from.clone();
+                while let Some(seg) = rest.first() {
+                    match seg.as_str() {
+                        "self" => {}
+                        "super" => {
+                            current.pop();
+                        }
+                        _ => break,
+                    }
+                    rest = &rest[1..];
+                }
+            }
+            name => {
+                // A child module of `from`, or a name imported into `from`.
+                let mut child = from.clone();
+                child.push(name.to_string());
+                if self.files.contains_key(&child) {
+                    current = from.clone();
+                } else {
+                    return None;
+                }
+            }
+        }
+        for (i, seg) in rest.iter().enumerate() {
+            let mut child = current.clone();
+            child.push(seg.clone());
+            if self.files.contains_key(&child) {
+                current = child;
+                continue;
+            }
+            // `seg` is an item of `current`: follow a re-export if that is where it comes from.
+            let module = self.modules.get(&current)?;
+            if depth < 16 && !module.defines.contains(seg) {
+                if let Some((_, target)) = module.reexports.iter().find(|(n, _)| n == seg) {
+                    let mut full = target.clone();
+                    full.extend(rest[i + 1..].iter().cloned());
+                    return self.resolve(&current, &full, depth + 1).or(Some(current));
+                }
+                for (_, target) in module.reexports.iter().filter(|(n, _)| n == "*") {
+                    let mut full = target.clone();
+                    full.extend(rest[i..].iter().cloned());
+                    if let Some(found) = self.resolve(&current, &full, depth + 1)
+                        && found != current
+                    {
+                        return Some(found);
+                    }
+                }
+            }
+            return Some(current);
+        }
+        Some(current)
+    }
+
+    /// Edges file → file (each with one example path).
+    fn edges(&self) -> BTreeMap<ModPath, BTreeMap<ModPath, String>> {
+        let mut edges: BTreeMap<ModPath, BTreeMap<ModPath, String>> = BTreeMap::new();
+        for (from, module) in &self.modules {
+            for path in &module.references {
+                let Some(to) = self.resolve(from, path, 0) else {
+                    continue;
+                };
+                if &to == from {
+                    continue;
+                }
+                // A module file re-exporting (or naming) its own descendants is its interface,
+                // not an import: `pub use child::Item`, `pub mod child`.
+                let reexported = module
+                    .reexports
+                    .iter()
+                    .any(|(_, p)| self.resolve(from, p, 0).as_ref() == Some(&to));
+                if reexported && to.starts_with(from) {
+                    continue;
+                }
+                edges
+                    .entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_insert_with(|| path.join("::"));
+            }
+        }
+        edges
+    }
+}
+
+/// Strongly connected components with more than one file.
+fn cycles(edges: &BTreeMap<ModPath, BTreeMap<ModPath, String>>) -> Vec<Vec<ModPath>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<ModPath, BTreeMap<ModPath, String>>,
+        index: HashMap<ModPath, usize>,
+        low: HashMap<ModPath, usize>,
+        stack: Vec<ModPath>,
+        on_stack: BTreeSet<ModPath>,
+        next: usize,
+        out: Vec<Vec<ModPath>>,
+    }
+    fn visit(s: &mut State<'_>, v: &ModPath) {
+        s.index.insert(v.clone(), s.next);
+        s.low.insert(v.clone(), s.next);
+        s.next += 1;
+        s.stack.push(v.clone());
+        s.on_stack.insert(v.clone());
+        let targets: Vec<ModPath> = s
+            .edges
+            .get(v)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        for w in targets {
+            if !s.index.contains_key(&w) {
+                visit(s, &w);
+                let lw = s.low[&w];
+                let lv = s.low[v];
+                s.low.insert(v.clone(), lv.min(lw));
+            } else if s.on_stack.contains(&w) {
+                let iw = s.index[&w];
+                let lv = s.low[v];
+                s.low.insert(v.clone(), lv.min(iw));
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(&w);
+                let done = &w == v;
+                component.push(w);
+                if done {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                s.out.push(component);
+            }
+        }
+    }
+    let mut state = State {
+        edges,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    let nodes: BTreeSet<ModPath> = edges
+        .iter()
+        .flat_map(|(a, m)| std::iter::once(a.clone()).chain(m.keys().cloned()))
+        .collect();
+    for v in &nodes {
+        if !state.index.contains_key(v) {
+            visit(&mut state, v);
+        }
+    }
+    state.out
+}
+
+fn name(m: &ModPath) -> String {
+    if m.is_empty() {
+        "(crate root)".into()
+    } else {
+        m.join("::")
+    }
+}
+
+fn assert_acyclic(label: &str, krate: &Crate) -> BTreeMap<ModPath, BTreeMap<ModPath, String>> {
+    let edges = krate.edges();
+    let found = cycles(&edges);
+    let mut report = String::new();
+    for component in &found {
+        report.push_str(&format!(
+            "\n{label}: import cycle among {}",
+            component.iter().map(name).collect::<Vec<_>>().join(", ")
+        ));
+        for a in component {
+            for (b, example) in &edges[a] {
+                if component.contains(b) {
+                    report.push_str(&format!("\n    {} -> {} ({example})", name(a), name(b)));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{report}");
+    edges
+}
+
+/// Check that every edge between top-level modules goes to a strictly lower layer.
+fn assert_layers(
+    label: &str,
+    edges: &BTreeMap<ModPath, BTreeMap<ModPath, String>>,
+    layers: &[&[&str]],
+) {
+    let rank: HashMap<&str, usize> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, names)| names.iter().map(move |n| (*n, i)))
+        .collect();
+    let mut problems = Vec::new();
+    for (from, targets) in edges {
+        let Some(a) = from.first() else { continue };
+        for (to, example) in targets {
+            let Some(b) = to.first() else { continue };
+            if a == b {
+                continue;
+            }
+            let (Some(ra), Some(rb)) = (rank.get(a.as_str()), rank.get(b.as_str())) else {
+                problems.push(format!("{a} or {b} is in no layer of ARCHITECTURE.md"));
+                continue;
+            };
+            if rb >= ra {
+                problems.push(format!(
+                    "{} imports {} ({example}), which is not in a lower layer",
+                    name(from),
+                    name(to)
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{label}: layering broken:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The core crate's layers, lowest first (ARCHITECTURE.md).
+const CORE_LAYERS: &[&[&str]] = &[
+    &["event"],
+    &["evaluation"],
+    &["sqlspec"],
+    &["stef"],
+    &["judge"],
+    &["exec"],
+    &["metrics"],
+];
+
+/// The daemon crate's layers, lowest first (ARCHITECTURE.md). The core's modules, re-exported
+/// at the crate root, sit below all of them.
+const DAEMON_LAYERS: &[&[&str]] = &[
+    &[
+        "event",
+        "evaluation",
+        "sqlspec",
+        "stef",
+        "judge",
+        "exec",
+        "metrics",
+    ],
+    &["config"],
+    &["health", "telemetry", "stats", "sink"],
+    &["summary", "llm", "sqlite", "source", "clickhouse"],
+    &["alert", "score"],
+    &["pipeline"],
+    &["build", "report", "calibrate"],
+    &["backfill"],
+];
+
+#[test]
+fn core_has_no_io_dependencies() {
+    let manifest = std::fs::read_to_string(repo().join("crates/core/Cargo.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&manifest).unwrap();
+    let deps = manifest
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .expect("[dependencies]");
+    for forbidden in [
+        "tokio",
+        "reqwest",
+        "rusqlite",
+        "rdkafka",
+        "clickhouse",
+        "hyper",
+        "axum",
+        "moka",
+        "governor",
+        "opentelemetry",
+        "libsqlite3-sys",
+    ] {
+        assert!(
+            !deps.contains_key(forbidden),
+            "sqlgrade-core must not depend on {forbidden}"
+        );
+    }
+}
+
+#[test]
+fn core_has_no_import_cycles_and_keeps_its_layers() {
+    let krate = Crate::load(&repo().join("crates/core/src"));
+    let edges = assert_acyclic("sqlgrade-core", &krate);
+    assert_layers("sqlgrade-core", &edges, CORE_LAYERS);
+}
+
+#[test]
+fn daemon_has_no_import_cycles_and_keeps_its_layers() {
+    let krate = Crate::load(&repo().join("src"));
+    let edges = assert_acyclic("sqlgrade", &krate);
+    assert_layers("sqlgrade", &edges, DAEMON_LAYERS);
+}
+
+#[test]
+fn the_checker_sees_a_cycle() {
+    // Two files that import each other, and a module file that only re-exports its child.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
+    std::fs::write(
+        src.join("a/mod.rs"),
+        "pub mod child;\npub use child::Thing;\npub struct Root;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("a/child.rs"), "pub struct Thing(crate::b::B);\n").unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "pub struct B;\npub fn f(_: crate::a::Thing) {}\n",
+    )
+    .unwrap();
+    let krate = Crate::load(src);
+    let found = cycles(&krate.edges());
+    assert_eq!(found.len(), 1, "{found:?}");
+    let mut members: Vec<String> = found[0].iter().map(name).collect();
+    members.sort();
+    assert_eq!(members, vec!["a::child", "b"]);
+    // Without the back edge there is none; the re-export alone is not an import.
+    std::fs::write(src.join("b.rs"), "pub struct B;\n").unwrap();
+    assert!(cycles(&Crate::load(src).edges()).is_empty());
+}

@@ -246,10 +246,11 @@ impl Crate {
                 }
             }
             name => {
-                // A child module of `from`, or a name imported into `from`.
+                // `child::Item` through a child module of `from` (a lone `name` is a local
+                // variable or an imported item, not a module path).
                 let mut child = from.clone();
                 child.push(name.to_string());
-                if self.files.contains_key(&child) {
+                if path.len() >= 2 && self.files.contains_key(&child) {
                     current = from.clone();
                 } else {
                     return None;
@@ -484,7 +485,8 @@ const DAEMON_LAYERS: &[&[&str]] = &[
     ],
     &["config"],
     &["health", "telemetry", "stats", "sink"],
-    &["summary", "llm", "sqlite", "source", "clickhouse"],
+    &["summary", "llm", "sqlite", "source"],
+    &["clickhouse"],
     &["alert", "score"],
     &["pipeline"],
     &["build", "report", "calibrate"],

@@ -7,14 +7,9 @@
 //! prompt and these variables → a typed reply", implemented by the daemon's LLM client and by
 //! in-memory judges in tests.
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::event::Event;
-use crate::stef::{Prepared, RuleProfile};
-
+pub mod assess;
 pub mod deterministic;
 pub mod structured;
 
@@ -22,18 +17,8 @@ pub mod structured;
 mod stef_tests;
 
 pub use crate::stef::assessment::{JudgeAssessment, TokenUsage};
+pub use assess::{Judge, JudgeRequest};
 pub use structured::StructuredJudge;
-
-/// What a judge is asked about one event.
-#[derive(Debug, Clone, Copy)]
-pub struct JudgeRequest<'a> {
-    /// The event (Qu, Qe, S, labels).
-    pub event: &'a Event,
-    /// SQL spec and the deterministic comparison record.
-    pub prepared: &'a Prepared,
-    /// The app's rule profile.
-    pub profile: &'a RuleProfile,
-}
 
 /// Why a judge could not assess an event. The scorer falls back to the deterministic judge.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -120,30 +105,5 @@ impl JudgeTotals {
     /// Share of assessments answered from a cache, in [0, 1] (`None` before any assessment).
     pub fn hit_rate(&self) -> Option<f64> {
         (self.assessments > 0).then(|| self.cache_hits as f64 / self.assessments as f64)
-    }
-}
-
-/// Supplies question spec, enrichment status and semantic verdict for STEF.
-#[async_trait]
-pub trait Judge: Send + Sync {
-    /// `deterministic` or `llm:<model>`.
-    fn kind(&self) -> String;
-
-    /// Assess one event.
-    async fn assess(&self, request: JudgeRequest<'_>) -> Result<JudgeAssessment, JudgeError>;
-
-    /// Running totals since the judge was built (all zero for judges without calls or caches).
-    fn totals(&self) -> JudgeTotals {
-        JudgeTotals::default()
-    }
-
-    /// Finish background work (queued durable-cache writes) before the process exits. Never
-    /// fails: a judge logs what it could not finish.
-    async fn flush(&self) {}
-
-    /// The structured judge behind this judge, if any (the LLM client), so that other LLM
-    /// metrics (FLEX, ROSE, Hybrid-EX) can share its cache, rate limits and concurrency.
-    fn structured_judge(&self) -> Option<Arc<dyn StructuredJudge>> {
-        None
     }
 }

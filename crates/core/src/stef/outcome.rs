@@ -1,0 +1,365 @@
+//! The STEF flow for one event, end to end: [`prepare`] (SQL spec, deterministic question spec,
+//! enrichment, alignment) → a judge's [`JudgeAssessment`] → [`finish`] (alignment against the
+//! judge's question spec, rules, Φ) → [`StefOutcome::to_row`]; SQL that cannot be scored becomes
+//! [`non_scorable_row`].
+
+use serde::{Deserialize, Serialize};
+
+use super::profile::RuleProfile;
+use super::score::{ConfidenceTier, QualityTier, Score, compose};
+use super::{
+    Alignment, FilterStatus, JudgeAssessment, Prepared, QuestionSpec, Verdict, align, enrichment,
+    question, text,
+};
+use crate::event::Event;
+use crate::sqlspec::{SpecError, SqlSpec};
+
+/// Extract the SQL spec and the deterministic question spec, enrichment and alignment, with the
+/// default SQL size limit ([`prepare_with_limit`]).
+pub fn prepare(event: &Event, profile: &RuleProfile) -> Result<Prepared, SpecError> {
+    prepare_with_limit(event, profile, crate::sqlspec::DEFAULT_MAX_SQL_BYTES)
+}
+
+/// [`prepare`] with SQL longer than `max_sql_bytes` refused unparsed ([`SpecError::TooLarge`]).
+/// The scorer's entry point.
+///
+/// The dialect is the event's, else the profile's, else generic (sqlspec adds its fallbacks).
+pub fn prepare_with_limit(
+    event: &Event,
+    profile: &RuleProfile,
+    max_sql_bytes: usize,
+) -> Result<Prepared, SpecError> {
+    let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
+    let mut options = crate::sqlspec::ExtractOptions::for_dialect(dialect);
+    options.max_sql_bytes = max_sql_bytes;
+    let sql_spec = crate::sqlspec::extract_with(&event.sql, &options)?;
+    Ok(prepare_with_spec(event, profile, sql_spec))
+}
+
+/// [`prepare`] for an already extracted SQL spec (tests, callers that cache specs).
+pub fn prepare_with_spec(event: &Event, profile: &RuleProfile, sql_spec: SqlSpec) -> Prepared {
+    let enriched = event.enriched_question.as_deref();
+    let question_spec = question::extract(&event.question, enriched, Some(&sql_spec), profile);
+    let enrichment = enrichment::validate(&event.question, enriched, profile);
+    let alignment = align::align(&question_spec, &sql_spec, profile);
+    Prepared {
+        sql_spec,
+        question_spec,
+        enrichment,
+        alignment,
+    }
+}
+
+/// The STEF result for one scorable event, before it becomes a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StefOutcome {
+    /// Composite score and its components.
+    pub score: Score,
+    /// Code-side filter status (decides σ_filters).
+    pub filter_status: FilterStatus,
+    /// The judge's own filter status when it gave one and it disagrees with the code's.
+    pub judge_filter_status: Option<FilterStatus>,
+    /// Alignment of the judge's question spec against the SQL spec.
+    pub alignment: Alignment,
+    /// The judge's assessment (verdict, γ, rationale, enrichment, usage, …).
+    pub assessment: JudgeAssessment,
+    /// Compact rendering of the SQL spec for drill-down.
+    #[serde(default)]
+    pub sql_summary: SqlSummary,
+}
+
+/// A readable summary of the SQL spec, stored in the row's `details`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SqlSummary {
+    /// Dialect that parsed the SQL.
+    pub dialect: String,
+    /// Projections (`expr` or `expr AS alias`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub projections: Vec<String>,
+    /// Aggregations (`count(distinct molecule_id)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aggregations: Vec<String>,
+    /// Filters (`lhs op rhs`, HAVING/depth/OR marked).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<String>,
+    /// GROUP BY.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub group_by: Vec<String>,
+    /// ORDER BY (`expr asc|desc`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub order_by: Vec<String>,
+    /// LIMIT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// SELECT DISTINCT.
+    pub distinct: bool,
+    /// Tables referenced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
+    /// Nested subqueries walked.
+    pub subqueries: usize,
+    /// Set operations present.
+    pub set_operations: bool,
+    /// Window functions present.
+    pub window_functions: bool,
+}
+
+/// The question spec as stored in `details`: aggregations and filters rendered as readable
+/// strings (`count distinct(hero)`, `publisher_name = 'marvel comics'`, `? > 15` when the
+/// dimension is unknown) — compact for drill-down, and far fewer JSON objects per row.
+fn question_summary(q: &QuestionSpec) -> serde_json::Value {
+    use serde_json::Value;
+    let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
+    let mut map = serde_json::Map::new();
+    if !q.outputs.is_empty() {
+        map.insert("outputs".into(), strings(&q.outputs));
+    }
+    if !q.aggregations.is_empty() {
+        let aggs = q
+            .aggregations
+            .iter()
+            .map(|a| {
+                let mut s = align::agg_name(&a.func).to_string();
+                if a.distinct {
+                    s.push_str(" distinct");
+                }
+                if let Some(c) = &a.column {
+                    s.push('(');
+                    s.push_str(c);
+                    s.push(')');
+                }
+                Value::String(s)
+            })
+            .collect();
+        map.insert("aggregations".into(), Value::Array(aggs));
+    }
+    if !q.filters.is_empty() {
+        let filters = q
+            .filters
+            .iter()
+            .map(|f| Value::String(text::render_question_filter(f)))
+            .collect();
+        map.insert("filters".into(), Value::Array(filters));
+    }
+    if !q.group_by.is_empty() {
+        map.insert("group_by".into(), strings(&q.group_by));
+    }
+    map.insert("explicit_order".into(), Value::Bool(q.explicit_order));
+    if let Some(k) = q.top_k {
+        map.insert("top_k".into(), Value::from(k));
+    }
+    Value::Object(map)
+}
+
+impl SqlSummary {
+    /// Summarize a spec.
+    pub fn of(spec: &SqlSpec) -> SqlSummary {
+        let agg = |a: &crate::sqlspec::Aggregation| {
+            format!(
+                "{}({}{})",
+                align::agg_name(&a.func),
+                if a.distinct { "distinct " } else { "" },
+                a.arg
+            )
+        };
+        SqlSummary {
+            dialect: spec.dialect.clone(),
+            projections: spec
+                .projections
+                .iter()
+                .map(|p| match &p.alias {
+                    Some(a) => format!("{} as {a}", p.expr),
+                    None => p.expr.clone(),
+                })
+                .collect(),
+            aggregations: spec.aggregations.iter().map(agg).collect(),
+            filters: spec
+                .filters
+                .iter()
+                .map(|f| {
+                    let mut s = text::render_filter(f);
+                    if f.clause == crate::sqlspec::Clause::Having {
+                        s.push_str(" [having]");
+                    }
+                    if f.in_disjunction {
+                        s.push_str(" [or]");
+                    }
+                    if f.depth > 0 {
+                        s.push_str(&format!(" [depth {}]", f.depth));
+                    }
+                    s
+                })
+                .collect(),
+            group_by: spec.group_by.clone(),
+            order_by: spec
+                .order_by
+                .iter()
+                .map(|o| {
+                    let dir = match o.dir {
+                        crate::sqlspec::SortDir::Asc => "asc",
+                        crate::sqlspec::SortDir::Desc => "desc",
+                    };
+                    format!("{} {dir}", o.expr)
+                })
+                .collect(),
+            limit: spec.limit,
+            distinct: spec.distinct,
+            tables: spec.tables.clone(),
+            subqueries: spec.subqueries,
+            set_operations: spec.set_operations,
+            window_functions: spec.window_functions,
+        }
+    }
+}
+
+/// Align the judge's question spec with the SQL spec, apply the normalization rules and compute Φ.
+///
+/// The code-side alignment decides σ_filters; the judge supplies the verdict and γ. When the
+/// judge's question spec is the deterministic one, the prepared alignment is reused. Values in a
+/// judge's spec are normalized like SQL literals first.
+pub fn finish(
+    prepared: &Prepared,
+    assessment: JudgeAssessment,
+    profile: &RuleProfile,
+) -> StefOutcome {
+    let alignment = if assessment.question_spec == prepared.question_spec {
+        prepared.alignment.clone()
+    } else {
+        let mut spec = assessment.question_spec.clone();
+        for f in &mut spec.filters {
+            f.value = text::normalize_value(&f.value);
+        }
+        align::align(&spec, &prepared.sql_spec, profile)
+    };
+    let filter_status = alignment
+        .filter_status
+        .unwrap_or(FilterStatus::FullyApplied);
+    let extras_all_benign = alignment.extras.iter().all(|e| e.benign);
+    let score = compose(
+        filter_status,
+        assessment.verdict,
+        assessment.confidence,
+        extras_all_benign,
+        &profile.tiers,
+    );
+    let judge_filter_status = assessment.filter_status.filter(|s| *s != filter_status);
+    StefOutcome {
+        score,
+        filter_status,
+        judge_filter_status,
+        alignment,
+        assessment,
+        sql_summary: SqlSummary::of(&prepared.sql_spec),
+    }
+}
+
+impl StefOutcome {
+    /// The `metric = "stef"` row for this outcome. `ts` is used when the event has none.
+    pub fn to_row(
+        &self,
+        event: &Event,
+        ts: &str,
+        profile: &RuleProfile,
+        latency_us: u64,
+    ) -> crate::evaluation::EvaluationRow {
+        let mut row =
+            crate::evaluation::EvaluationRow::for_event(event, ts, crate::evaluation::Metric::Stef);
+        let a = &self.assessment;
+        let s = &self.score;
+        row.value = s.phi;
+        row.verdict = Some(matches!(
+            a.verdict,
+            Verdict::Correct | Verdict::LikelyCorrect
+        ));
+        row.status = crate::evaluation::RowStatus::Ok;
+        row.details = serde_json::json!({
+            "sql": &self.sql_summary,
+            "question_spec": question_summary(&a.question_spec),
+            "alignment": &self.alignment,
+            "enrichment": &a.enrichment,
+            "rationale": &a.rationale,
+            "judge_filter_status": self.judge_filter_status.map(FilterStatus::as_str),
+            "components": {
+                "sigma_filters": s.sigma_filters,
+                "sigma_verdict": s.sigma_verdict,
+                "leniency": s.leniency,
+                "base": s.base,
+                "confidence": s.confidence,
+                "multiplier": s.multiplier,
+            },
+        });
+        row.stef = Some(crate::evaluation::StefColumns {
+            quality_tier: s.quality_tier.as_str().to_string(),
+            filter_status: self.filter_status.as_str().to_string(),
+            semantic_verdict: a.verdict.as_str().to_string(),
+            confidence: s.confidence,
+            confidence_tier: s.confidence_tier.as_str().to_string(),
+            sigma_filters: s.sigma_filters,
+            sigma_verdict: s.sigma_verdict,
+            leniency: s.leniency,
+            rules_fired: self
+                .alignment
+                .rules_fired
+                .iter()
+                .map(|r| r.as_str().to_string())
+                .collect(),
+            enrichment_status: a.enrichment.status.as_str().to_string(),
+            judge: a.judge.clone(),
+            judge_cached: a.cached,
+            prompt_version: a.prompt_version.clone(),
+            rules_version: profile.version.clone(),
+            prompt_tokens: a.usage.prompt_tokens,
+            completion_tokens: a.usage.completion_tokens,
+            latency_us,
+        });
+        row
+    }
+}
+
+/// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser
+/// message in `details`).
+///
+/// No judge is asked: the row carries σ = 0, verdict `incorrect`, γ = 0 (tier `low`), quality tier
+/// `poor`, and the deterministic enrichment validation (it does not need the SQL).
+pub fn non_scorable_row(
+    event: &Event,
+    ts: &str,
+    error: &SpecError,
+    profile: &RuleProfile,
+) -> crate::evaluation::EvaluationRow {
+    let mut row =
+        crate::evaluation::EvaluationRow::for_event(event, ts, crate::evaluation::Metric::Stef);
+    let status = error.status();
+    let enrichment =
+        enrichment::validate(&event.question, event.enriched_question.as_deref(), profile);
+    row.value = 0.0;
+    row.verdict = Some(false);
+    row.status = status;
+    row.details = serde_json::json!({
+        "error": error.to_string(),
+        "status": status.as_str(),
+        "sql_bytes": event.sql.len(),
+        "enrichment": &enrichment,
+    });
+    row.stef = Some(crate::evaluation::StefColumns {
+        quality_tier: QualityTier::Poor.as_str().to_string(),
+        filter_status: FilterStatus::NotApplied.as_str().to_string(),
+        semantic_verdict: Verdict::Incorrect.as_str().to_string(),
+        confidence: 0.0,
+        confidence_tier: ConfidenceTier::Low.as_str().to_string(),
+        sigma_filters: 0,
+        sigma_verdict: 0,
+        leniency: 0,
+        rules_fired: Vec::new(),
+        enrichment_status: enrichment.status.as_str().to_string(),
+        judge: "deterministic".into(),
+        judge_cached: false,
+        prompt_version: None,
+        rules_version: profile.version.clone(),
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        latency_us: 0,
+    });
+    row
+}

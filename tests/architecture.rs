@@ -120,6 +120,9 @@ impl<'ast> Visit<'ast> for PathCollector {
 
     fn visit_item_use(&mut self, _: &'ast syn::ItemUse) {}
 
+    // `pub(super)` / `pub(in path)` name a scope, not something imported.
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {}
+
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         if !is_cfg_test(&m.attrs) {
             syn::visit::visit_item_mod(self, m);

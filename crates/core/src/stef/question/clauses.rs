@@ -1,0 +1,283 @@
+//! Reading the enriched question clause by clause: splitting, definitions (`X refers to …`),
+//! declarations (`'v' is a …`), and whether a definition's subject is about the question.
+
+use crate::stef::text::{TokenKind, lower_collapsed, tokenize};
+
+use super::doc::*;
+use super::lexicon::*;
+
+/// The part of Qe that states requirements: every clause that is not a definition, plus the
+/// constraint side of definitions whose subject is (mostly) made of Qu's words. Glossary
+/// definitions about things Qu does not mention (`label = '+' means carcinogenic` for a question
+/// about bond types) are dropped. Subjects of kept definitions are collected in `defined`.
+pub(crate) fn required_text(
+    enriched: &str,
+    qu: &Doc<'_>,
+    defined: &mut Vec<(String, String)>,
+) -> String {
+    // Qu's words are only needed when Qe holds a definition.
+    let qu_words_cell: std::cell::OnceCell<Vec<String>> = std::cell::OnceCell::new();
+    let mut out = String::with_capacity(enriched.len());
+    for clause in split_clauses(enriched) {
+        let piece = match definition_parts(clause) {
+            None => match declared_value(clause) {
+                // A declaration about a value Qu does not mention is glossary, too.
+                Some(value) => {
+                    let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
+                    if !subject_matches(value, qu_words) {
+                        continue;
+                    }
+                    value
+                }
+                None => clause,
+            },
+            Some((subject, definition)) => {
+                let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
+                if !subject_matches(subject, qu_words) {
+                    continue;
+                }
+                defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+                definition
+            }
+        };
+        if !out.is_empty() {
+            out.push_str(" ; ");
+        }
+        out.push_str(piece.trim());
+    }
+    out
+}
+
+/// `<value> is a|an|the <description>` ("'Vice President' is a position of Student Club",
+/// "TR000 is the molecule id"): only the value is a requirement, the description names its
+/// column. Returns the value part.
+pub(super) fn declared_value(clause: &str) -> Option<&str> {
+    let lower = clause.to_ascii_lowercase();
+    for m in [
+        " is a ",
+        " is an ",
+        " is the ",
+        " are the ",
+        " are a ",
+        " are ",
+    ] {
+        if let Some(pos) = lower.find(m) {
+            let value = clause.get(..pos)?.trim();
+            // Only short value-like subjects ('President', TR000, Women's Soccer), never prose
+            // ("What is the …", "In how many atoms is …").
+            let first = value
+                .split_whitespace()
+                .next()
+                .map(|w| {
+                    w.trim_matches(|c: char| !c.is_alphanumeric())
+                        .to_ascii_lowercase()
+                })
+                .unwrap_or_default();
+            let value_like = value
+                .chars()
+                .any(|c| c == '\'' || c == '"' || c.is_ascii_digit() || c.is_uppercase());
+            let short = (1..=4).contains(&value.split_whitespace().count());
+            if short && value_like && !has_constraint(value) && !is_in(ENTITY_STOP, &first) {
+                return Some(value);
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Split text into clauses at `;`, newlines and sentence ends (`.`, `?`, `!` before whitespace
+/// or the end), outside parentheses.
+pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        let end_here = match b {
+            b'(' => {
+                depth += 1;
+                false
+            }
+            b')' => {
+                depth -= 1;
+                false
+            }
+            b';' | b'\n' => depth <= 0,
+            b'.' | b'?' | b'!' => {
+                let next_word = bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace());
+                depth <= 0
+                    && bytes.get(i + 1).is_none_or(|c| c.is_ascii_whitespace())
+                    // `element ! = 'br'` is an operator, not a sentence end.
+                    && !(b == b'!' && next_word == Some(&b'='))
+            }
+            _ => false,
+        };
+        if end_here {
+            if let Some(piece) = text.get(start..i)
+                && !piece.trim().is_empty()
+            {
+                out.push(piece);
+            }
+            start = i + 1;
+            depth = 0;
+        }
+    }
+    if let Some(piece) = text.get(start..)
+        && !piece.trim().is_empty()
+    {
+        out.push(piece);
+    }
+    // "element = 'o' means Oxygen, element = 's' means Sulfur": chained definitions in one
+    // clause are split at their commas.
+    let mut split = Vec::with_capacity(out.len());
+    for clause in out {
+        if !has_two_markers(clause) {
+            split.push(clause);
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut from = 0usize;
+        for (i, b) in clause.bytes().enumerate() {
+            match b {
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                b',' if depth <= 0 => {
+                    if let Some(piece) = clause.get(from..i)
+                        && !piece.trim().is_empty()
+                    {
+                        split.push(piece);
+                    }
+                    from = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if let Some(piece) = clause.get(from..)
+            && !piece.trim().is_empty()
+        {
+            split.push(piece);
+        }
+    }
+    split
+}
+
+/// Definition verbs (longest first where one is a prefix of another), matched as whole words.
+pub(super) const DEFINITION_MARKERS: &[&str] = &[
+    "refers to",
+    "refer to",
+    "refers",
+    "refer",
+    "means",
+    "mean",
+    "stands for",
+    "is defined as",
+    "indicates",
+    "represents",
+    "denotes",
+];
+
+/// Byte range (leading and trailing space included) of the first definition marker, scanning
+/// word starts once (ASCII case-insensitive, no allocation).
+pub(super) fn find_marker(text: &str) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    for i in 1..b.len() {
+        if b[i - 1] != b' ' || !b[i].is_ascii_alphabetic() {
+            continue;
+        }
+        let first = b[i].to_ascii_lowercase();
+        if !matches!(first, b'r' | b'm' | b's' | b'i' | b'd') {
+            continue;
+        }
+        for m in DEFINITION_MARKERS {
+            let end = i + m.len();
+            if end < b.len() && b[end] == b' ' && b[i..end].eq_ignore_ascii_case(m.as_bytes()) {
+                return Some((i - 1, m.len() + 2));
+            }
+        }
+    }
+    None
+}
+
+pub(super) fn has_two_markers(text: &str) -> bool {
+    let Some((pos, len)) = find_marker(text) else {
+        return false;
+    };
+    text.get(pos + len - 1..)
+        .is_some_and(|rest| find_marker(rest).is_some())
+}
+
+/// Whether a piece of a clause states a constraint or a formula (comparison, function call).
+pub(super) fn has_constraint(s: &str) -> bool {
+    s.contains(['=', '<', '>', '('])
+        || s.split_ascii_whitespace().any(|w| {
+            w.eq_ignore_ascii_case("like")
+                || w.eq_ignore_ascii_case("in")
+                || w.eq_ignore_ascii_case("between")
+        })
+}
+
+/// Split a definition clause into (subject, definition): `<subject> refers to <definition>`,
+/// `<definition> means <subject>`, `<multi-word subject> = <formula>`. `None` for clauses that
+/// are not definitions.
+pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
+    if let Some((pos, len)) = find_marker(clause) {
+        let left = clause.get(..pos)?;
+        let right = clause.get(pos + len..)?;
+        return if has_constraint(right) || !has_constraint(left) {
+            Some((left, right))
+        } else {
+            Some((right, left))
+        };
+    }
+    // `average number of oxygen atoms = AVG(...)`: a multi-word NL subject before `=`.
+    let pos = clause.find('=')?;
+    let left = clause.get(..pos)?.trim_end_matches(['!', '<', '>']);
+    let words = left
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .count();
+    let identifier_like = left.contains(['_', '.', '(', '\'', '"']);
+    if words >= 2 && !identifier_like && !has_constraint(left) {
+        return Some((left, clause.get(pos + 1..)?));
+    }
+    None
+}
+
+/// Whether at least two thirds of a subject's content words are words of Qu (a hyphenated
+/// subject word also matches when all of its parts are in Qu; Qu's `double-bond` also counts as
+/// `double` and `bond`, but `non-carcinogenic` is never `carcinogenic`, and `not carcinogenic`
+/// counts as `non-carcinogenic`). For `<noun> are|is <predicate>` subjects only the predicate is
+/// compared.
+pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
+    // "molecules are carcinogenic": the predicate is the distinctive part.
+    let lower = subject.to_ascii_lowercase();
+    let subject = [" are ", " is "]
+        .iter()
+        .find_map(|m| lower.find(m).map(|pos| &subject[pos + m.len()..]))
+        .filter(|rest| !rest.trim().is_empty())
+        .unwrap_or(subject);
+    let toks = tokenize(subject);
+    let mut total = 0usize;
+    let mut found = 0usize;
+    for t in &toks {
+        if t.kind != TokenKind::Word {
+            continue;
+        }
+        let w = t.text.to_ascii_lowercase();
+        if w.len() < 2 || is_in(PHRASE_STOP, &w) || is_in(SUBJECT_STOP, &w) {
+            continue;
+        }
+        total += 1;
+        let s = stem(&w);
+        let hit = qu_words.binary_search(&s).is_ok()
+            || (w.contains('-')
+                && w.split('-')
+                    .filter(|p| !p.is_empty())
+                    .all(|p| qu_words.binary_search(&stem(p)).is_ok()));
+        if hit {
+            found += 1;
+        }
+    }
+    total > 0 && found * 3 >= total * 2
+}

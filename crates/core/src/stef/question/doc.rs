@@ -1,0 +1,85 @@
+//! A tokenized question text ([`Doc`]) and its content-word set.
+
+use crate::stef::text::{Token, TokenKind, canonical_number, singular};
+
+use super::lexicon::*;
+
+/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole).
+pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
+    let mut words: Vec<String> = Vec::with_capacity(doc.toks.len() + 4);
+    for i in 0..doc.toks.len() {
+        let w = doc.w(i);
+        if w.is_empty() {
+            continue;
+        }
+        words.push(stem(w));
+        if let Some((head, _)) = w.split_once('-') {
+            // "double-bond" also says "double" and "bond"; "non-carcinogenic" says neither
+            // "carcinogenic" nor anything positive.
+            if !matches!(head, "non" | "un" | "anti" | "not" | "in" | "dis") {
+                words.extend(w.split('-').filter(|p| !p.is_empty()).map(stem));
+            }
+        } else if matches!(w, "not" | "non" | "no") {
+            // "not carcinogenic" is "non-carcinogenic".
+            let next = doc.w(i + 1);
+            if !next.is_empty() {
+                words.push(stem(&format!("non-{next}")));
+            }
+        }
+    }
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.
+pub(super) fn stem(w: &str) -> String {
+    let w = w.trim_end_matches("'s");
+    let base = if w.len() > 5 {
+        w.strip_suffix("ing")
+            .or_else(|| w.strip_suffix("ed"))
+            .unwrap_or(w)
+    } else {
+        w
+    };
+    singular(base)
+}
+
+/// A tokenized text with an ASCII-lowercased copy (same byte offsets).
+pub(crate) struct Doc<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) lower: &'a str,
+    pub(crate) toks: &'a [Token<'a>],
+}
+
+impl<'a> Doc<'a> {
+    /// Lowercase text of token `i` if it is a word, else "".
+    pub(super) fn w(&self, i: usize) -> &'a str {
+        match self.toks.get(i) {
+            Some(t) if t.kind == TokenKind::Word => self
+                .lower
+                .get(t.start..t.start + t.text.len())
+                .unwrap_or(""),
+            _ => "",
+        }
+    }
+
+    pub(super) fn tok(&self, i: usize) -> Option<&Token<'a>> {
+        self.toks.get(i)
+    }
+
+    pub(super) fn is_punct(&self, i: usize, p: &str) -> bool {
+        self.toks
+            .get(i)
+            .is_some_and(|t| t.kind == TokenKind::Punct && t.text == p)
+    }
+
+    pub(super) fn number(&self, i: usize) -> Option<String> {
+        let t = self.toks.get(i)?;
+        match t.kind {
+            TokenKind::Number => canonical_number(&t.text.replace(',', "")),
+            TokenKind::Word => number_word(self.w(i)).map(|n| n.to_string()),
+            _ => None,
+        }
+    }
+}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The project's one test command (README "Run the tests"; .ci/run calls exactly this).
 #
-# Runs every test target (unit, integration, CLI end-to-end, hostile inputs, benches compiled in
-# test mode) and the doc tests. Tests find the benchmark data through
-# sqlgrade::testdata::shared_dir(): $SQLGRADE_SHARED_DIR, else ../shared beside the repository,
-# else /work/shared.
+# Checks style first (rustfmt, then clippy with warnings as errors — about a `cargo check` of the
+# workspace, a few minutes on a fresh 2-core machine), then runs every test target of every
+# workspace crate (unit, integration, CLI end-to-end, hostile inputs, the architecture check,
+# benches compiled in test mode) and the doc tests. Tests find the benchmark data through
+# sqlgrade_testkit::data::shared_dir(): $SQLGRADE_SHARED_DIR, else ../shared beside the
+# repository.
 #
 # The daemon integration tests (tests/daemon_*.rs) run against real servers: ClickHouse from
 # Debian and the tansu Kafka broker. scripts/services.sh installs whatever is missing; each test
@@ -25,5 +27,8 @@ else
     echo "WARNING: scripts/services.sh install failed: the daemon tests will be SKIPPED" >&2
 fi
 
-cargo test --all-targets
-cargo test --doc
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+cargo test --workspace --all-targets
+cargo test --workspace --doc

@@ -14,5 +14,7 @@ pub mod gold;
 pub mod hybrid_ex;
 pub mod judge_case;
 pub mod judged;
+#[cfg(test)]
+mod judged_tests;
 pub mod offload;
 pub mod rose;

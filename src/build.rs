@@ -10,21 +10,34 @@ use std::time::Duration;
 use crate::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
 use crate::clickhouse::sink::ClickHouseSink;
 use crate::config::{Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceKind};
-use crate::health::Health;
+use tokio::sync::watch;
+
+use crate::health::{Health, Phase};
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, StructuredJudge};
 use crate::llm::{DurableCache, LlmClient, LlmJudge};
 use crate::metrics::judged::JudgedScorer;
+use crate::pipeline::{Pipeline, PipelineError};
 use crate::score::gold::BlockingPool;
 use crate::score::profiles::RulesStore;
 use crate::score::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
 use crate::source::kafka::KafkaSource;
 use crate::source::{FileSource, Source, StdinSource};
+use crate::summary::Summary;
 
 /// Why a component could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// The health endpoint could not start.
+    #[error(transparent)]
+    Health(#[from] crate::health::HealthError),
+    /// The alert engine could not start.
+    #[error(transparent)]
+    Alerts(#[from] crate::alert::delivery::AlertError),
+    /// Telemetry export could not start.
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
     /// The sink could not be opened.
     #[error(transparent)]
     Sink(#[from] SinkError),
@@ -247,6 +260,137 @@ fn judged_scorer(
 ) -> JudgedScorer {
     JudgedScorer::new(judge, options).with_offload(Arc::new(BlockingPool))
 }
+
+/// The daemon of `sqlgrade run`, wired from a [`Config`]: health endpoint, source, scorer, sink,
+/// alert engine and telemetry around one [`Pipeline`].
+pub struct Daemon {
+    pipeline: Pipeline,
+    health: Arc<Health>,
+    health_server: Option<crate::health::HealthServer>,
+    alerts: Option<crate::alert::AlertService>,
+    telemetry: Option<crate::telemetry::Telemetry>,
+}
+
+impl Daemon {
+    /// Build every component of `config` (nothing is read from the source yet). Must be called
+    /// inside a tokio runtime.
+    pub async fn build(config: &Config) -> Result<Daemon, BuildError> {
+        let health = Arc::new(Health::new());
+        let health_server = if config.server.listen.trim().is_empty() {
+            None
+        } else {
+            Some(crate::health::serve(&config.server.listen, health.clone()).await?)
+        };
+        let scorer = Arc::new(build_scorer(config)?);
+        let source = build_source_with_health(config, Some(health.clone()))?;
+        let sink = build_sink_with_health(config, Some(health.clone())).await?;
+        tracing::info!(
+            source = ?config.source.kind,
+            path = %config.source.path.display(),
+            follow = config.source.follow,
+            sink = ?config.sink.kind,
+            dir = %config.sink.dir.display(),
+            judge = %scorer.judge_kind(),
+            workers = config.pipeline.workers,
+            "sqlgrade run starting"
+        );
+        let mut pipeline = Pipeline::new(
+            source,
+            sink,
+            Arc::clone(&scorer),
+            &config.pipeline,
+            &config.sink,
+        );
+        let alerts = if config.alerts.enabled {
+            let (service, handle) = crate::alert::AlertService::start(
+                config.alerts.clone(),
+                crate::alert::delivery::Destinations::from_config(config),
+            )?;
+            pipeline = pipeline.with_alerts(handle);
+            Some(service)
+        } else {
+            None
+        };
+        let telemetry = if config.telemetry.enabled {
+            let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
+            // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
+            let judged = Arc::clone(&scorer);
+            telemetry.observe_judge(move || judged.llm_usage().total());
+            pipeline = pipeline.with_metrics(telemetry.metrics());
+            Some(telemetry)
+        } else {
+            None
+        };
+        Ok(Daemon {
+            pipeline,
+            health,
+            health_server,
+            alerts,
+            telemetry,
+        })
+    }
+
+    /// The daemon's health registry (`/healthz`, `/readyz`).
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Run until the source ends or `shutdown` turns `true`; then stop the health endpoint, give
+    /// pending alert deliveries a bounded grace period, flush telemetry, and return what the run
+    /// wrote.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
+        let Daemon {
+            pipeline,
+            health,
+            health_server,
+            alerts,
+            telemetry,
+        } = self;
+        {
+            // Not ready while draining.
+            let mut draining = shutdown.clone();
+            let health = health.clone();
+            tokio::spawn(async move {
+                while draining.changed().await.is_ok() {
+                    if *draining.borrow() {
+                        health.set_phase(Phase::Draining);
+                        break;
+                    }
+                }
+            });
+        }
+        health.set_phase(Phase::Running);
+        let result = pipeline.run(shutdown).await;
+        health.set_phase(Phase::Draining);
+        if let Some(server) = health_server {
+            server.shutdown().await;
+        }
+        if let Some(service) = alerts {
+            // Pending deliveries get a bounded grace period; shutdown never waits on a dead
+            // webhook.
+            let counters = Arc::clone(service.counters());
+            if tokio::time::timeout(ALERT_GRACE, service.finish())
+                .await
+                .is_err()
+            {
+                tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
+            }
+            tracing::info!(?counters, "alerting finished");
+        }
+        if let Some(telemetry) = telemetry {
+            // The exporter's final push blocks; keep it off the async workers.
+            match tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
+                Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown"),
+                Err(error) => tracing::warn!(%error, "telemetry shutdown task"),
+                Ok(Ok(())) => {}
+            }
+        }
+        result
+    }
+}
+
+/// How long pending alert deliveries may still retry when the daemon stops.
+const ALERT_GRACE: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

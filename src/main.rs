@@ -14,12 +14,11 @@ use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
-use sqlgrade::build::{build_scorer, build_sink_with_health, build_source_with_health};
+use sqlgrade::build::build_scorer;
 use sqlgrade::config::{Config, SinkKind, SourceKind};
 use sqlgrade::evaluation::DeadLetter;
 use sqlgrade::event::Event;
-use sqlgrade::health::{Health, Phase};
-use sqlgrade::pipeline::{Pipeline, ProgressFn};
+use sqlgrade::pipeline::ProgressFn;
 use sqlgrade::summary::Summary;
 
 /// mimalloc instead of glibc malloc: scoring workers allocate rows that the sink task frees, and
@@ -371,91 +370,8 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
             config.source.path.display()
         );
     }
-    let health = Arc::new(Health::new());
-    let health_server = if config.server.listen.trim().is_empty() {
-        None
-    } else {
-        Some(sqlgrade::health::serve(&config.server.listen, health.clone()).await?)
-    };
-    let scorer = Arc::new(build_scorer(&config)?);
-    let source = build_source_with_health(&config, Some(health.clone()))?;
-    let sink = build_sink_with_health(&config, Some(health.clone())).await?;
-    tracing::info!(
-        source = ?config.source.kind,
-        path = %config.source.path.display(),
-        follow = config.source.follow,
-        sink = ?config.sink.kind,
-        dir = %config.sink.dir.display(),
-        judge = %scorer.judge_kind(),
-        workers = config.pipeline.workers,
-        "sqlgrade run starting"
-    );
-    let mut pipeline = Pipeline::new(
-        source,
-        sink,
-        Arc::clone(&scorer),
-        &config.pipeline,
-        &config.sink,
-    );
-    let alert_service = if config.alerts.enabled {
-        let (service, handle) = sqlgrade::alert::AlertService::start(
-            config.alerts.clone(),
-            sqlgrade::alert::delivery::Destinations::from_config(&config),
-        )?;
-        pipeline = pipeline.with_alerts(handle);
-        Some(service)
-    } else {
-        None
-    };
-    let telemetry = if config.telemetry.enabled {
-        let mut telemetry = sqlgrade::telemetry::Telemetry::start(&config.telemetry)?;
-        // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
-        let judged = Arc::clone(&scorer);
-        telemetry.observe_judge(move || judged.llm_usage().total());
-        pipeline = pipeline.with_metrics(telemetry.metrics());
-        Some(telemetry)
-    } else {
-        None
-    };
-    let shutdown = shutdown_signal();
-    {
-        // Not ready while draining.
-        let mut draining = shutdown.clone();
-        let health = health.clone();
-        tokio::spawn(async move {
-            while draining.changed().await.is_ok() {
-                if *draining.borrow() {
-                    health.set_phase(Phase::Draining);
-                    break;
-                }
-            }
-        });
-    }
-    health.set_phase(Phase::Running);
-    let result = pipeline.run(shutdown).await;
-    health.set_phase(Phase::Draining);
-    if let Some(server) = health_server {
-        server.shutdown().await;
-    }
-    if let Some(service) = alert_service {
-        // Pending deliveries get a bounded grace period; shutdown never waits on a dead webhook.
-        let counters = std::sync::Arc::clone(service.counters());
-        if tokio::time::timeout(std::time::Duration::from_secs(30), service.finish())
-            .await
-            .is_err()
-        {
-            tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
-        }
-        tracing::info!(?counters, "alerting finished");
-    }
-    if let Some(telemetry) = telemetry {
-        // The exporter's final push blocks; keep it off the async workers.
-        match tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
-            Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown"),
-            Err(error) => tracing::warn!(%error, "telemetry shutdown task"),
-            Ok(Ok(())) => {}
-        }
-    }
+    let daemon = sqlgrade::build::Daemon::build(&config).await?;
+    let result = daemon.run(shutdown_signal()).await;
     let summary = result?;
     print_summary(&config, &summary, "sqlgrade run summary");
     Ok(ExitCode::SUCCESS)

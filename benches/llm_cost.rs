@@ -114,6 +114,7 @@ async fn backfill(
         format: BackfillFormat::Bird,
         predictions: Some(predictions.to_path_buf()),
         run_id: None,
+        judge: sqlgrade::backfill::PlanMode::Census,
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     BackfillPlan::prepare(&request, config)

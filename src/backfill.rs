@@ -26,9 +26,10 @@ use tokio::sync::watch;
 
 use crate::alert::delivery::Destinations;
 use crate::alert::{AlertNotification, AlertService};
-use crate::build::{BuildError, build_scorer, build_sink};
+use crate::build::{BuildError, build_scorer, build_second_pass, build_sink};
 use crate::config::Config;
 use crate::event::{Event, Gold};
+pub use crate::judging::planner::PlanMode;
 use crate::pipeline::{EventTransform, Pipeline, PipelineError, ProgressFn};
 use crate::score::Scorer;
 use crate::source::{FileSource, MemorySource, Source};
@@ -83,6 +84,9 @@ pub struct BackfillRequest {
     /// Run id; for `bird`/`spider` it defaults to the predictions file's stem, for `events` it
     /// replaces the events' own `run_id` only when given.
     pub run_id: Option<String>,
+    /// With an LLM judge: judge every event (`Census`, the default: a benchmark run wants every
+    /// item judged) or apply the live policy of `[judge.budget]` (`Sample`).
+    pub judge: PlanMode,
 }
 
 /// Why a backfill could not run.
@@ -306,6 +310,7 @@ pub struct BackfillPlan {
     total: u64,
     transform: Option<EventTransform>,
     run_id: Option<String>,
+    judge: PlanMode,
 }
 
 /// For a benchmark backfill, switch the gold metrics on with the benchmark's own data when the
@@ -375,6 +380,7 @@ impl BackfillPlan {
                     total,
                     transform,
                     run_id: request.run_id.clone(),
+                    judge: request.judge,
                 })
             }
             format @ (BackfillFormat::Bird | BackfillFormat::Spider) => {
@@ -419,6 +425,7 @@ impl BackfillPlan {
                     )),
                     transform: None,
                     run_id,
+                    judge: request.judge,
                 })
             }
         }
@@ -496,8 +503,12 @@ impl BackfillPlan {
             destinations,
             MAX_REPORTED_ALERTS,
         )?;
+        let second_pass = build_second_pass(config, &scorer, self.judge, alerts.firing())?;
         let mut pipeline = Pipeline::new(self.source, sink, scorer, &config.pipeline, &config.sink)
             .with_alerts(alert_handle.lossless());
+        if let Some(second_pass) = second_pass {
+            pipeline = pipeline.with_second_pass(second_pass);
+        }
         if let Some(transform) = self.transform {
             pipeline = pipeline.with_transform(transform);
         }

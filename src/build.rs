@@ -7,9 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::alert::FiringSeries;
 use crate::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
 use crate::clickhouse::sink::ClickHouseSink;
-use crate::config::{Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceKind};
+use crate::config::{
+    Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceConfig, SourceKind,
+};
+use crate::judging::planner::PlanMode;
+use crate::judging::stage::Leftover;
+use crate::judging::work::{KafkaWorkSink, QueueMode, spawn_kafka_feeder};
+use crate::judging::{JudgeStage, JudgeStats, Planner, WorkQueue, WorkSink};
+use crate::pipeline::SecondPass;
+use crate::sampling::{BudgetLedger, DailyCaps, Prices};
 use tokio::sync::watch;
 
 use crate::health::{Health, Phase};
@@ -187,30 +196,138 @@ pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildEr
     )))
 }
 
-/// The scorer: judge, rule profiles and limits from the config, plus the gold metrics of
-/// `[gold]` (with the LLM-judged ones when `gold.metrics` names any).
+/// The scorer: the deterministic judge for every event's line-rate row, the LLM judge (with
+/// `judge.kind = "llm"`) for the second pass, rule profiles and limits from the config, plus
+/// the gold metrics of `[gold]` (with the LLM-judged ones when `gold.metrics` names any).
 pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
-    let judge = build_judge(config)?;
+    let llm_judge = match config.judge.kind {
+        JudgeKind::Llm => Some(build_judge(config)?),
+        JudgeKind::Deterministic => None,
+    };
     let profiles = build_profiles(config)?;
     let gold = crate::score::gold::SqliteGoldMetrics::from_config(&config.gold)?;
     let gold = match gold {
-        Some(gold) => Some(match build_judged(config, judge.as_ref())? {
+        Some(gold) => Some(match build_judged(config, llm_judge.as_deref())? {
             Some((judged, shared)) => gold.with_judged(judged, shared),
             None => gold,
         }),
         None => None,
     };
-    let scorer = Scorer::new(
-        judge,
+    let mut scorer = Scorer::new(
+        Arc::new(DeterministicJudge),
         profiles,
         ScorerOptions {
             max_sql_bytes: config.pipeline.max_sql_bytes,
         },
     );
+    if let Some(judge) = llm_judge {
+        scorer = scorer.with_judged_pass(judge);
+    }
     Ok(match gold {
         Some(gold) => scorer.with_gold(Arc::new(gold)),
         None => scorer,
     })
+}
+
+/// The second, LLM-judged pass of a run, when the scorer has an LLM judge: the planner
+/// (`mode`: the live policy or a census), the hand-over of selected work (an in-process queue,
+/// or the Kafka work topic with `judge.budget.work_topic`), and the judge stage. `firing` is the
+/// alert engine's view of alerting series (a priority slice).
+pub fn build_second_pass(
+    config: &Config,
+    scorer: &Arc<Scorer>,
+    mode: PlanMode,
+    firing: Arc<FiringSeries>,
+) -> Result<Option<SecondPass>, BuildError> {
+    let Some(judge) = scorer.judged_pass().cloned() else {
+        return Ok(None);
+    };
+    let budget = &config.judge.budget;
+    let stats = Arc::new(JudgeStats::default());
+    let planner = Arc::new(Planner::new(
+        budget,
+        mode,
+        config.alerts.series_key.clone(),
+        firing,
+        Arc::clone(&stats),
+    ));
+    let ledger = BudgetLedger::new(
+        DailyCaps {
+            requests: budget.max_requests_per_day,
+            tokens: budget.max_tokens_per_day,
+            cost: budget.max_cost_per_day,
+        },
+        Prices {
+            input_per_1k: budget.price_input_per_1k,
+            output_per_1k: budget.price_output_per_1k,
+        },
+    );
+    let census = mode == PlanMode::Census;
+    let kafka_topic = budget
+        .work_topic
+        .as_deref()
+        .filter(|_| config.source.kind == SourceKind::Kafka && !census);
+    let (queue, work_sink, feeder, leftover): (_, Arc<dyn WorkSink>, _, _) = match kafka_topic {
+        Some(topic) => {
+            // The judge stage reads the work topic in its own group; its queue holds what the
+            // consumer has in flight (bounded by the same capacity), most important first.
+            let queue = WorkQueue::new(budget.queue_capacity, QueueMode::Block, Arc::clone(&stats));
+            let consumer = SourceConfig {
+                topics: vec![topic.to_string()],
+                group_id: format!("{}-judge", config.source.group_id),
+                dead_letter_topic: None,
+                max_in_flight: budget.queue_capacity,
+                ..config.source.clone()
+            };
+            let source = KafkaSource::new(&consumer, usize::MAX, None)?;
+            let stop = Arc::new(tokio::sync::Notify::new());
+            let feeder =
+                spawn_kafka_feeder(Box::new(source), Arc::clone(&queue), Arc::clone(&stop));
+            let producer = crate::source::kafka::producer(&config.source, "sqlgrade-judge-work")?;
+            let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop));
+            (
+                queue,
+                sink as Arc<dyn WorkSink>,
+                Some(feeder),
+                Leftover::Keep,
+            )
+        }
+        None => {
+            let mode = if census {
+                QueueMode::Block
+            } else {
+                QueueMode::Shed
+            };
+            let queue = WorkQueue::new(budget.queue_capacity, mode, Arc::clone(&stats));
+            let sink = Arc::clone(&queue) as Arc<dyn WorkSink>;
+            (queue, sink, None, Leftover::Shed)
+        }
+    };
+    let stage = JudgeStage::new(
+        Arc::clone(&queue),
+        queue.closed_signal(),
+        Arc::clone(scorer),
+        judge,
+        ledger,
+        Arc::clone(&stats),
+        config.judge.max_concurrency,
+        Duration::from_millis(budget.max_wait_ms.max(1)),
+        (!census).then(|| Duration::from_millis(budget.drain_grace_ms)),
+        leftover,
+    );
+    tracing::info!(
+        mode = ?mode,
+        uniform_rate = budget.uniform_rate,
+        work_topic = kafka_topic.unwrap_or("(in-process)"),
+        "LLM judge: second pass on"
+    );
+    Ok(Some(SecondPass {
+        planner,
+        work_sink,
+        stage,
+        feeder,
+        stats,
+    }))
 }
 
 /// The LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) named in `gold.metrics`, and whether
@@ -219,7 +336,7 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
 /// model. Named metrics without an LLM judge are an error, never skipped.
 fn build_judged(
     config: &Config,
-    stef_judge: &dyn Judge,
+    stef_judge: Option<&dyn Judge>,
 ) -> Result<Option<(JudgedScorer, bool)>, BuildError> {
     let Some(options) = crate::score::gold::judged_options(&config.gold) else {
         return Ok(None);
@@ -234,7 +351,7 @@ fn build_judged(
     let same_endpoint = config.judge.kind == JudgeKind::Llm
         && settings.base_url.trim() == config.judge.base_url.trim()
         && settings.model == config.judge.model;
-    if same_endpoint && let Some(client) = stef_judge.structured_judge() {
+    if same_endpoint && let Some(client) = stef_judge.and_then(|j| j.structured_judge()) {
         if config
             .gold
             .judge
@@ -301,16 +418,21 @@ impl Daemon {
             &config.pipeline,
             &config.sink,
         );
+        let mut firing = Arc::new(FiringSeries::default());
         let alerts = if config.alerts.enabled {
             let (service, handle) = crate::alert::AlertService::start(
                 config.alerts.clone(),
                 crate::alert::delivery::Destinations::from_config(config),
             )?;
+            firing = service.firing();
             pipeline = pipeline.with_alerts(handle);
             Some(service)
         } else {
             None
         };
+        if let Some(second_pass) = build_second_pass(config, &scorer, PlanMode::Sample, firing)? {
+            pipeline = pipeline.with_second_pass(second_pass);
+        }
         let telemetry = if config.telemetry.enabled {
             let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
             // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.

@@ -19,7 +19,7 @@
 //! 5. [`build`] — wiring a run from a [`config::Config`]; [`backfill`], [`report`],
 //!    [`calibrate`], [`summary`] — the commands' library halves.
 
-pub use sqlgrade_core::{evaluation, event, exec, judge, metrics, sqlspec, stef};
+pub use sqlgrade_core::{evaluation, event, exec, judge, metrics, sampling, sqlspec, stef};
 
 pub mod alert;
 pub mod backfill;
@@ -28,6 +28,7 @@ pub mod calibrate;
 pub mod clickhouse;
 pub mod config;
 pub mod health;
+pub mod judging;
 pub mod llm;
 pub mod pipeline;
 pub mod report;

@@ -87,6 +87,10 @@ enum Command {
         /// TOML config file.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// With an LLM judge: judge every event (`all`, the default for a benchmark run) or
+        /// apply the live sampling policy of `[judge.budget]` (`sample`).
+        #[arg(long, value_enum, default_value_t = JudgeArg::All)]
+        judge: JudgeArg,
     },
     /// Apply the ClickHouse DDL (idempotent).
     Migrate {
@@ -138,6 +142,15 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+}
+
+/// `backfill --judge` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum JudgeArg {
+    /// Judge every event (the batch waits for the judge, `judge.max_concurrency` in flight).
+    All,
+    /// The live policy: uniform slice plus priority slices within `[judge.budget]`.
+    Sample,
 }
 
 /// `backfill --format` values.
@@ -213,12 +226,17 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             predictions,
             run_id,
             config,
+            judge,
         } => {
             let request = BackfillRequest {
                 input,
                 format: format.into(),
                 predictions,
                 run_id,
+                judge: match judge {
+                    JudgeArg::All => sqlgrade::backfill::PlanMode::Census,
+                    JudgeArg::Sample => sqlgrade::backfill::PlanMode::Sample,
+                },
             };
             backfill(config, request).await
         }

@@ -28,6 +28,14 @@ impl RunStats {
             let _ = writeln!(out, "    {n:>6}  {reason}");
         }
         let _ = writeln!(out, "  {:<18}{secs:.2} s ({rate:.0} messages/s)", "elapsed");
+        if let (Some(line), Some(_)) = (self.line_rate_elapsed, &self.judge_pass) {
+            let _ = writeln!(
+                out,
+                "  {:<18}{:.2} s (the judge stage drained after it)",
+                "line-rate pass",
+                line.as_secs_f64()
+            );
+        }
         let stef = &self.stef;
         if stef.count > 0 {
             let _ = writeln!(
@@ -116,7 +124,130 @@ impl RunStats {
             }
         }
         self.render_llm(&mut out);
+        self.render_judge_pass(&mut out);
         out
+    }
+
+    fn render_judge_pass(&self, out: &mut String) {
+        let Some(pass) = &self.judge_pass else {
+            return;
+        };
+        let _ = writeln!(out, "LLM judge, second pass (rows: stef_judged)");
+        let reasons: Vec<String> = pass
+            .reasons
+            .iter()
+            .map(|(r, n)| format!("{} {n}", r.as_str()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<18}{} (uniform slice {}; by reason: {})",
+            "selected",
+            pass.selected,
+            pass.selected_uniform,
+            if reasons.is_empty() {
+                "-".to_string()
+            } else {
+                reasons.join(", ")
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  {:<18}{}  cache hits {}  failures {}",
+            "judged", pass.judged, pass.cache_hits, pass.failures
+        );
+        let shed: Vec<String> = pass
+            .shed
+            .iter()
+            .map(|(r, n)| format!("{} {n}", r.as_str()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<18}{}{}",
+            "shed",
+            pass.shed_total(),
+            if shed.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", shed.join(", "))
+            }
+        );
+        if pass.left_in_topic > 0 {
+            let _ = writeln!(
+                out,
+                "  {:<18}{} (in the Kafka work topic, for the next start)",
+                "left unjudged", pass.left_in_topic
+            );
+        }
+        let spent = &pass.spent;
+        let _ = writeln!(
+            out,
+            "  {:<18}requests {}  tokens {} (prompt {}, completion {})  cost {:.4}",
+            "spent",
+            spent.requests,
+            spent.tokens(),
+            spent.prompt_tokens,
+            spent.completion_tokens,
+            spent.cost
+        );
+        let (requests, tokens, cost) = pass.left_today;
+        if requests.is_some() || tokens.is_some() || cost.is_some() {
+            let mut left = Vec::new();
+            if let Some(n) = requests {
+                left.push(format!("requests {n}"));
+            }
+            if let Some(n) = tokens {
+                left.push(format!("tokens {n}"));
+            }
+            if let Some(c) = cost {
+                left.push(format!("cost {c:.4}"));
+            }
+            let _ = writeln!(out, "  {:<18}{}", "left today", left.join("  "));
+        }
+        self.render_estimates(out);
+    }
+
+    fn render_estimates(&self, out: &mut String) {
+        if self.estimates.series.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "Calibrated estimates: what the LLM judge would say about all scored events \
+             (PPI, 95% interval; n = judged uniform slice)"
+        );
+        let _ = writeln!(
+            out,
+            "  {:<44}{:>8}{:>6}  {:>10}  {:<24}{:<24}",
+            "series", "events", "n", "line Φ", "estimated Φ [95%]", "share correct [95%]"
+        );
+        let mut rows: Vec<(String, crate::sampling::SeriesEstimate)> = self
+            .estimates
+            .series
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        if rows.len() > 1 {
+            rows.push(("(all series)".to_string(), self.estimates.total()));
+        }
+        for (series, s) in rows {
+            let label = if series.is_empty() {
+                "(no labels)".to_string()
+            } else {
+                series
+            };
+            let phi = s.phi();
+            let share = s.correct_share();
+            let _ = writeln!(
+                out,
+                "  {:<44}{:>8}{:>6}  {:>10}  {:<24}{:<24}",
+                label,
+                s.phi.n,
+                s.phi_correction.n,
+                s.phi.mean().map_or("-".into(), |m| format!("{m:.2}")),
+                interval(phi, 2, 1.0),
+                interval(share, 1, 100.0),
+            );
+        }
     }
 
     fn render_llm(&self, out: &mut String) {
@@ -189,6 +320,24 @@ fn percent(part: u64, whole: u64) -> String {
         "-".into()
     } else {
         format!("{:.1}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+/// `mean [lower, upper]` (scaled, with `decimals`), `mean [n<2]` without an interval, `-`
+/// without an estimate.
+fn interval(e: Option<crate::sampling::Estimate>, decimals: usize, scale: f64) -> String {
+    match e {
+        None => "-".into(),
+        Some(e) => match (e.lower, e.upper) {
+            (Some(lo), Some(hi)) => format!(
+                "{:.d$} [{:.d$}, {:.d$}]",
+                e.mean * scale,
+                lo * scale,
+                hi * scale,
+                d = decimals
+            ),
+            _ => format!("{:.d$} [n<2]", e.mean * scale, d = decimals),
+        },
     }
 }
 

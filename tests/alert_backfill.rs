@@ -124,6 +124,7 @@ async fn backfill_replay_fires_once_on_phi_and_resolves() {
         format: BackfillFormat::Events,
         predictions: None,
         run_id: Some("replay".into()),
+        judge: sqlgrade::backfill::PlanMode::Census,
     };
     let plan = BackfillPlan::prepare(&request, &config).unwrap();
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

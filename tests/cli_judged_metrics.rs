@@ -404,6 +404,7 @@ async fn second_backfill_is_served_from_the_shared_cache() {
         format: BackfillFormat::Bird,
         predictions: Some(f.predictions.clone()),
         run_id: None,
+        judge: sqlgrade::backfill::PlanMode::Census,
     };
     let run = || async {
         let (_stop, shutdown) = tokio::sync::watch::channel(false);

@@ -116,6 +116,7 @@ pub struct AlertService {
     delivery_task: JoinHandle<()>,
     counters: Arc<AlertCounters>,
     recorded: Arc<Mutex<Vec<AlertNotification>>>,
+    firing: Arc<super::FiringSeries>,
 }
 
 /// Where notifications go besides the log.
@@ -179,6 +180,8 @@ impl AlertService {
             max: Duration::from_millis(config.retry_max_ms.max(config.retry_initial_ms)),
         };
         let engine_counters = Arc::clone(&counters);
+        let firing = Arc::new(super::FiringSeries::default());
+        let engine_firing = Arc::clone(&firing);
         let recorded = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&recorded);
         let mut engine = AlertEngine::new(config);
@@ -189,6 +192,11 @@ impl AlertService {
                         .notifications
                         .fetch_add(1, Ordering::Relaxed);
                     log_notification(&note);
+                    engine_firing.set(
+                        &note.fingerprint,
+                        &note.labels,
+                        note.state == AlertState::Firing,
+                    );
                     if keep > 0 {
                         let mut record = record.lock().unwrap_or_else(|p| p.into_inner());
                         if record.len() < keep {
@@ -222,6 +230,7 @@ impl AlertService {
                 delivery_task,
                 counters,
                 recorded,
+                firing,
             },
             handle,
         ))
@@ -230,6 +239,11 @@ impl AlertService {
     /// The shared counters.
     pub fn counters(&self) -> &Arc<AlertCounters> {
         &self.counters
+    }
+
+    /// The series alerts fire on right now (updated as the engine fires and resolves).
+    pub fn firing(&self) -> Arc<super::FiringSeries> {
+        Arc::clone(&self.firing)
     }
 
     /// Wait until every queued input is observed and every notification delivered (or given up).

@@ -4,6 +4,7 @@
 
 pub mod delivery;
 pub mod engine;
+pub mod firing;
 pub mod stats;
 
 pub use crate::config::alerts as rules;
@@ -12,4 +13,5 @@ pub use delivery::{AlertHandle, AlertService};
 pub use engine::{
     AlertEngine, AlertInput, AlertNotification, AlertState, RuleKind, render_notifications,
 };
+pub use firing::FiringSeries;
 pub use rules::{AlertsConfig, RuleOverrides, RuleSet, SeriesLabel};

@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(5, "005_evaluations_hourly.sql"),
     migration!(6, "006_dead_letters_hourly.sql"),
     migration!(7, "007_judge_cache_point_lookups.sql"),
+    migration!(8, "008_second_pass.sql"),
 ];
 
 /// Name of the bookkeeping table.

@@ -64,6 +64,10 @@ struct EvaluationRecord<'a> {
     completion_tokens: u64,
     latency_us: u64,
     scored_at: u32,
+    selection: &'a str,
+    inclusion_probability: Option<f64>,
+    revised_value: Option<f64>,
+    revised_verdict: Option<&'a str>,
 }
 
 const NO_RULES: &[String] = &[];
@@ -71,6 +75,7 @@ const NO_RULES: &[String] = &[];
 impl<'a> EvaluationRecord<'a> {
     fn new(row: &'a EvaluationRow, scored_at: u32) -> EvaluationRecord<'a> {
         let stef = row.stef.as_ref();
+        let judged = row.judged.as_ref();
         EvaluationRecord {
             event_id: &row.event_id,
             ts: epoch_seconds(&row.ts).unwrap_or(scored_at),
@@ -102,6 +107,10 @@ impl<'a> EvaluationRecord<'a> {
             completion_tokens: stef.map_or(0, |s| s.completion_tokens),
             latency_us: stef.map_or(0, |s| s.latency_us),
             scored_at,
+            selection: judged.map_or("", |j| j.selection.as_str()),
+            inclusion_probability: judged.and_then(|j| j.inclusion_probability),
+            revised_value: judged.map(|j| j.revised_value),
+            revised_verdict: judged.map(|j| j.revised_verdict.as_str()),
         }
     }
 }

@@ -24,7 +24,7 @@ pub mod alerts;
 mod observability;
 mod secret;
 
-pub use alerts::AlertsConfig;
+pub use alerts::{AlertsConfig, SeriesLabel};
 pub use observability::{ServerSettings, TelemetryConfig};
 use secret::redact;
 pub use secret::{REDACTED, Secret, is_secret_key, redact_url};
@@ -338,6 +338,125 @@ pub struct JudgeConfig {
     /// configuration key.
     #[serde(skip)]
     pub max_completion_tokens: Option<u32>,
+    /// Which events the LLM judge sees and what it may spend (`[judge.budget]`).
+    pub budget: JudgeBudgetConfig,
+}
+
+/// `[judge.budget]`: the second, LLM-judged pass. Every event gets its line-rate STEF row from
+/// the deterministic path; the LLM judge sees the uniform slice plus, within the quota
+/// (`judge.max_requests_per_second`, `judge.max_tokens_per_minute`) and the daily caps here,
+/// the priority slices. The budget is per process: with R replicas give each `1/R` of the quota
+/// and of the daily caps (the uniform slice needs no division: each replica applies the same
+/// rate to its own share of the traffic).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JudgeBudgetConfig {
+    /// Share of events in the uniform slice, in [0, 1] (decided by a hash of `event_id` and
+    /// `salt`, the same on every replica and redelivery). The calibrated estimates rest on it.
+    pub uniform_rate: f64,
+    /// Salt of the uniform hash.
+    pub salt: String,
+    /// Priority slice: the line-rate verdict is not `correct`.
+    pub priority_not_correct: bool,
+    /// Priority slice: the line-rate confidence tier is `low`.
+    pub priority_low_confidence: bool,
+    /// Priority slice: the line-rate quality tier is `poor`.
+    pub priority_poor_tier: bool,
+    /// Priority slice: the first this-many events of a new (app, agent, agent_version, model);
+    /// 0 = off.
+    pub priority_new_series: u64,
+    /// Priority slice: events of a series an alert currently fires on (needs `[alerts]`).
+    pub priority_alerting: bool,
+    /// Judgments sent to the LLM per UTC day; 0 = no cap.
+    pub max_requests_per_day: u64,
+    /// Prompt plus completion tokens per UTC day; 0 = no cap.
+    pub max_tokens_per_day: u64,
+    /// Cost per UTC day (at the prices below); 0 = no cap.
+    pub max_cost_per_day: f64,
+    /// Price per 1,000 prompt tokens.
+    pub price_input_per_1k: f64,
+    /// Price per 1,000 completion tokens.
+    pub price_output_per_1k: f64,
+    /// Work waiting for the judge, at most (in-process queue); beyond it the least important is
+    /// shed.
+    pub queue_capacity: usize,
+    /// Work older than this is shed (`stale`) instead of judged late.
+    pub max_wait_ms: u64,
+    /// At shutdown, how long the judge stage may still work through its queue; what is left is
+    /// counted (`shutdown`) and reported (with Kafka it stays in the work topic).
+    pub drain_grace_ms: u64,
+    /// Kafka source: the judge-work topic selected events are produced to and the judge stage
+    /// consumes (group `<source.group_id>-judge`), so judging survives crashes and spreads over
+    /// replicas. Unset: an in-process queue.
+    pub work_topic: Option<String>,
+}
+
+impl Default for JudgeBudgetConfig {
+    fn default() -> Self {
+        JudgeBudgetConfig {
+            uniform_rate: 0.05,
+            salt: String::new(),
+            priority_not_correct: true,
+            priority_low_confidence: true,
+            priority_poor_tier: true,
+            priority_new_series: 20,
+            priority_alerting: true,
+            max_requests_per_day: 0,
+            max_tokens_per_day: 0,
+            max_cost_per_day: 0.0,
+            price_input_per_1k: 0.0,
+            price_output_per_1k: 0.0,
+            queue_capacity: 10_000,
+            max_wait_ms: 600_000,
+            drain_grace_ms: 30_000,
+            work_topic: None,
+        }
+    }
+}
+
+impl JudgeBudgetConfig {
+    /// Problems with the section (`prefix` names it in messages).
+    fn problems(&self, prefix: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !(self.uniform_rate.is_finite() && (0.0..=1.0).contains(&self.uniform_rate)) {
+            problems.push(format!(
+                "{prefix}.uniform_rate must be between 0 and 1, not {}",
+                self.uniform_rate
+            ));
+        }
+        for (key, value) in [
+            ("max_cost_per_day", self.max_cost_per_day),
+            ("price_input_per_1k", self.price_input_per_1k),
+            ("price_output_per_1k", self.price_output_per_1k),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                problems.push(format!("{prefix}.{key} must be a number ≥ 0, not {value}"));
+            }
+        }
+        if self.max_cost_per_day > 0.0
+            && self.price_input_per_1k == 0.0
+            && self.price_output_per_1k == 0.0
+        {
+            problems.push(format!(
+                "{prefix}.max_cost_per_day needs prices ({prefix}.price_input_per_1k, \
+                 price_output_per_1k): without them every call costs 0"
+            ));
+        }
+        if self.queue_capacity == 0 {
+            problems.push(format!("{prefix}.queue_capacity must be at least 1"));
+        }
+        if self.max_wait_ms == 0 {
+            problems.push(format!("{prefix}.max_wait_ms must be at least 1"));
+        }
+        if self
+            .work_topic
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            problems.push(format!("{prefix}.work_topic must not be empty when set"));
+        }
+        problems
+    }
 }
 
 impl JudgeConfig {
@@ -370,6 +489,7 @@ impl Default for JudgeConfig {
             backoff_max_ms: 10_000,
             retry_after_max_ms: 60_000,
             max_completion_tokens: None,
+            budget: JudgeBudgetConfig::default(),
         }
     }
 }
@@ -612,6 +732,24 @@ impl Config {
                         .to_string(),
                 );
             }
+        }
+        problems.extend(self.judge.budget.problems("judge.budget"));
+        if self.judge.budget.work_topic.is_some() && self.source.kind != SourceKind::Kafka {
+            problems.push(
+                "judge.budget.work_topic needs source.kind = \"kafka\" (other sources use an \
+                 in-process queue)"
+                    .to_string(),
+            );
+        }
+        if let Some(gold_judge) = &self.gold.judge
+            && gold_judge.budget != JudgeBudgetConfig::default()
+        {
+            problems.push(
+                "gold.judge.budget has no effect: the budget governs the STEF judge's second \
+                 pass ([judge.budget]); LLM-judged gold metrics judge every event that carries \
+                 gold data"
+                    .to_string(),
+            );
         }
         if self.judge.durable_cache_timeout_ms == 0 {
             problems.push("judge.durable_cache_timeout_ms must be at least 1".to_string());

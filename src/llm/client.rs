@@ -206,6 +206,72 @@ impl LlmClient {
         crate::judge::structured::call_structured(self, call, check).await
     }
 
+    /// The reply of `call` if the in-memory or the durable cache holds it; `None` on a miss (no
+    /// LLM call is made, nothing is spent). A hit counts as an assessment answered from a cache.
+    pub async fn lookup_structured<T, V, K>(
+        &self,
+        call: StructuredCall<'_, V, K>,
+        check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+    ) -> Option<StructuredOutcome<T>>
+    where
+        T: StructuredReply,
+        V: Serialize + Sync,
+        K: Serialize + Sync,
+    {
+        let decoder = crate::judge::structured::TypedDecoder::new(check);
+        let call = ErasedCall {
+            prompt: call.prompt,
+            vars: call.vars,
+            identity: call.identity,
+            scope: call.scope,
+            reply: &decoder,
+        };
+        let prompt_version = self.prompts.version(call.prompt)?.to_string();
+        let key = cache_key(&KeyParts {
+            prompt: call.prompt,
+            prompt_version: &prompt_version,
+            model: &self.config.model,
+            scope: call.scope,
+            schema_hash: &call.reply.schema().hash,
+            identity: call.identity,
+        })
+        .ok()?;
+        let hit = match self.memory.as_ref() {
+            Some(memory) => memory.get(&key).await,
+            None => None,
+        };
+        let reply = match hit {
+            Some(reply) => reply,
+            None => {
+                let entry = self.durable.get(&key).await.ok()??;
+                let value = serde_json::from_str::<Value>(&entry.reply).ok()?;
+                let (typed, _) = call.reply.decode(value).ok()?;
+                self.stats.bump(Counter::DurableHit);
+                let reply = Arc::new(CachedReply {
+                    typed,
+                    usage: TokenUsage {
+                        prompt_tokens: entry.prompt_tokens,
+                        completion_tokens: entry.completion_tokens,
+                    },
+                    origin: ReplyOrigin::Durable,
+                });
+                if let Some(memory) = &self.memory {
+                    memory.insert(key, Arc::clone(&reply)).await;
+                }
+                reply
+            }
+        };
+        let value = reply.typed.downcast_ref::<T>().cloned()?;
+        self.stats.bump(Counter::Assessment);
+        self.stats.bump(Counter::CacheHit);
+        Some(StructuredOutcome {
+            value,
+            usage: TokenUsage::default(),
+            cached: true,
+            prompt_version,
+        })
+    }
+
     async fn call_erased(&self, call: ErasedCall<'_>) -> Result<ErasedOutcome, JudgeError> {
         let schema = call.reply.schema();
         let prompt_version = self

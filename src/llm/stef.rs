@@ -473,6 +473,50 @@ impl LlmJudge {
     }
 }
 
+impl LlmJudge {
+    /// The STEF assessment of a validated reply.
+    fn assessment(
+        &self,
+        outcome: crate::judge::structured::StructuredOutcome<StefReply>,
+        has_enriched: bool,
+    ) -> JudgeAssessment {
+        let reply = outcome.value;
+        let enrichment = if has_enriched {
+            Enrichment {
+                status: reply.enrichment.status,
+                added: collapse_all(&reply.enrichment.added),
+                dropped: collapse_all(&reply.enrichment.dropped),
+            }
+        } else {
+            Enrichment::absent()
+        };
+        JudgeAssessment {
+            question_spec: reply.question_spec.to_question_spec(),
+            enrichment,
+            filter_status: Some(reply.filter_status),
+            verdict: reply.verdict,
+            confidence: reply.confidence,
+            rationale: collapse_whitespace(&reply.rationale).into_owned(),
+            judge: self.kind.clone(),
+            cached: outcome.cached,
+            prompt_version: Some(outcome.prompt_version),
+            usage: outcome.usage,
+        }
+    }
+}
+
+/// A reply must not call the enrichment `absent` when there is an enriched question.
+fn enrichment_check(has_enriched: bool) -> impl Fn(&StefReply) -> Result<(), String> + Sync {
+    move |reply: &StefReply| {
+        if has_enriched && reply.enrichment.status == EnrichmentStatus::Absent {
+            return Err(
+                "enrichment.status is \"absent\" but an enriched question was given".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Judge for LlmJudge {
     fn kind(&self) -> String {
@@ -482,14 +526,7 @@ impl Judge for LlmJudge {
     async fn assess(&self, request: JudgeRequest<'_>) -> Result<JudgeAssessment, JudgeError> {
         let vars = StefVars::new(&request);
         let has_enriched = vars.enriched_question.is_some();
-        let check = move |reply: &StefReply| -> Result<(), String> {
-            if has_enriched && reply.enrichment.status == EnrichmentStatus::Absent {
-                return Err(
-                    "enrichment.status is \"absent\" but an enriched question was given".into(),
-                );
-            }
-            Ok(())
-        };
+        let check = enrichment_check(has_enriched);
         let outcome = self
             .client
             .call_structured::<StefReply, _, _>(
@@ -502,28 +539,26 @@ impl Judge for LlmJudge {
                 &check,
             )
             .await?;
-        let reply = outcome.value;
-        let enrichment = if has_enriched {
-            Enrichment {
-                status: reply.enrichment.status,
-                added: collapse_all(&reply.enrichment.added),
-                dropped: collapse_all(&reply.enrichment.dropped),
-            }
-        } else {
-            Enrichment::absent()
-        };
-        Ok(JudgeAssessment {
-            question_spec: reply.question_spec.to_question_spec(),
-            enrichment,
-            filter_status: Some(reply.filter_status),
-            verdict: reply.verdict,
-            confidence: reply.confidence,
-            rationale: collapse_whitespace(&reply.rationale).into_owned(),
-            judge: self.kind.clone(),
-            cached: outcome.cached,
-            prompt_version: Some(outcome.prompt_version),
-            usage: outcome.usage,
-        })
+        Ok(self.assessment(outcome, has_enriched))
+    }
+
+    async fn assess_cached(&self, request: JudgeRequest<'_>) -> Option<JudgeAssessment> {
+        let vars = StefVars::new(&request);
+        let has_enriched = vars.enriched_question.is_some();
+        let check = enrichment_check(has_enriched);
+        let outcome = self
+            .client
+            .lookup_structured::<StefReply, _, _>(
+                StructuredCall {
+                    prompt: STEF_PROMPT,
+                    vars: &vars,
+                    identity: &StefIdentity::of(&vars),
+                    scope: &request.profile.version,
+                },
+                &check,
+            )
+            .await?;
+        Some(self.assessment(outcome, has_enriched))
     }
 
     fn totals(&self) -> JudgeTotals {

@@ -6,8 +6,17 @@
 //!
 //! ```text
 //! source task ──raw──▶ decode task ──work──▶ dispatcher ─spawn×workers─▶ ──done──▶ batcher ─▶ writer ─▶ sink
-//!                          └──────────── dead letters ───────────────────────────▲
+//!                          └──────────── dead letters ───────────────────────────▲            │
+//!                                          judge stage ──judged rows────────────┘            │
+//!                                               ▲ work queue / Kafka work topic ◀─ selected ──┘
 //! ```
+//!
+//! With a second pass ([`crate::judging`]), the scorer's planner selects events for the LLM
+//! judge; the writer hands their work over once their line-rate rows are written (the offsets
+//! of those events are acknowledged after that hand-over), and the judge stage's `stef_judged`
+//! rows come back to the batcher on their own channel. The line-rate pass never waits for the
+//! LLM. When the line-rate pass is done, the writer closes the hand-over; the judge stage then
+//! drains within its grace period and the batcher ends when both passes are done.
 //!
 //! Shutdown: when the shutdown signal fires (or the source ends) the source is stopped, each
 //! stage finishes what it holds and closes its output channel, the batcher hands the last batch to
@@ -27,9 +36,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc, watch};
 
-use crate::config::{PipelineConfig, SinkConfig};
+use crate::config::{PipelineConfig, SeriesLabel, SinkConfig};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::event::Event;
+use crate::judging::{JudgeStage, JudgeWork, JudgedOutput, Planner, WorkError, WorkSink};
 use crate::score::{Scorer, now_rfc3339};
 use crate::sink::{Batch, Sink, SinkError};
 use crate::source::{AckToken, Source, SourceError, SourceMessage};
@@ -72,6 +82,9 @@ impl Knobs {
 /// Why a run failed. Messages not yet acknowledged are redelivered by sources that track offsets.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
+    /// Judge work could not be handed over (the Kafka work topic failed).
+    #[error(transparent)]
+    Work(#[from] WorkError),
     /// The source failed.
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -99,6 +112,21 @@ pub struct Pipeline {
     progress: Option<ProgressFn>,
     alerts: Option<crate::alert::AlertHandle>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
+    second_pass: Option<SecondPass>,
+}
+
+/// The second, LLM-judged pass of a run (see [`crate::judging`]).
+pub struct SecondPass {
+    /// Selects events right after scoring.
+    pub planner: Arc<Planner>,
+    /// Where the writer hands selected work once the line-rate rows are written.
+    pub work_sink: Arc<dyn WorkSink>,
+    /// The judge stage.
+    pub stage: JudgeStage,
+    /// Kafka: the consumer task feeding the stage's queue from the work topic.
+    pub feeder: Option<tokio::task::JoinHandle<Box<dyn Source>>>,
+    /// The pass's counters (for the summary).
+    pub stats: Arc<crate::judging::JudgeStats>,
 }
 
 /// A decoded event on its way to the scorer.
@@ -116,6 +144,8 @@ enum Completed {
         rows: Vec<EvaluationRow>,
         payload_bytes: usize,
         ack: AckToken,
+        /// The event selected for the LLM judge, handed over once the rows are written.
+        work: Option<Box<JudgeWork>>,
     },
     DeadLetter {
         dead_letter: DeadLetter,
@@ -142,7 +172,14 @@ impl Pipeline {
             progress: None,
             alerts: None,
             metrics: None,
+            second_pass: None,
         }
+    }
+
+    /// Add the second, LLM-judged pass.
+    pub fn with_second_pass(mut self, second_pass: SecondPass) -> Pipeline {
+        self.second_pass = Some(second_pass);
+        self
     }
 
     /// Rewrite each decoded event before scoring.
@@ -184,10 +221,21 @@ impl Pipeline {
             progress,
             alerts,
             metrics,
+            second_pass,
         } = self;
         if let Some(metrics) = &metrics {
             source.attach_metrics(metrics.clone());
         }
+        let (planner, work_sink, stage, feeder, judge_stats) = match second_pass {
+            Some(s) => (
+                Some(s.planner),
+                Some(s.work_sink),
+                Some(s.stage),
+                s.feeder,
+                Some(s.stats),
+            ),
+            None => (None, None, None, None, None),
+        };
         // LLM usage is reported per run, also when the scorer outlives it.
         let usage_before = scorer.llm_usage();
         let usage_scorer = Arc::clone(&scorer);
@@ -204,17 +252,67 @@ impl Pipeline {
             options.max_event_bytes,
             transform,
         ));
-        let score_task = tokio::spawn(score_stage(work_rx, done_tx, scorer, options.workers));
+        let series_key = planner.as_ref().map(|p| p.series_key().to_vec());
+        let score_task = tokio::spawn(score_stage(
+            work_rx,
+            done_tx,
+            scorer,
+            options.workers,
+            planner,
+        ));
+        let (judged_tx, judged_rx) = match &stage {
+            Some(_) => {
+                let (tx, rx) = mpsc::channel::<JudgedOutput>(capacity);
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        let stage_task = match (stage, judged_tx) {
+            (Some(stage), Some(tx)) => Some(tokio::spawn(stage.run(tx))),
+            _ => None,
+        };
         let batch_task = tokio::spawn(batch_stage(
-            done_rx, sink, options, progress, alerts, metrics,
+            done_rx,
+            judged_rx,
+            sink,
+            BatchOptions {
+                knobs: options,
+                progress,
+                alerts,
+                metrics,
+                work_sink: work_sink.clone(),
+                series_key,
+            },
         ));
 
         let batch_result = join("batcher", batch_task).await;
+        // Whatever happened, no more work will be handed over: let the judge stage finish.
+        if let Some(work_sink) = &work_sink {
+            work_sink.close();
+        }
+        let stage_failed = !matches!(batch_result, Ok(Ok(_)));
+        if let Some(task) = stage_task {
+            if stage_failed {
+                task.abort();
+            }
+            let _ = task.await;
+        }
         let score_result = join("scorer", score_task).await;
         let decode_result = join("decoder", decode_task).await;
         let source_result = join("source", source_task).await;
+        let work_source = match feeder {
+            Some(feeder) => Some(join("judge work consumer", feeder).await?),
+            None => None,
+        };
 
         let (mut summary, mut sink) = batch_result??;
+        if let Some(mut work_source) = work_source {
+            // Commit the judged (and shed) work.
+            work_source.finish().await?;
+        }
+        if let Some(stats) = &judge_stats {
+            summary.judge_pass = Some(stats.snapshot());
+        }
         // Every event is scored: store the verdicts the durable judge cache still queues.
         usage_scorer.flush().await;
         score_result??;
@@ -365,6 +463,7 @@ async fn score_stage(
     done_tx: mpsc::Sender<Completed>,
     scorer: Arc<Scorer>,
     workers: usize,
+    planner: Option<Arc<Planner>>,
 ) -> Result<(), PipelineError> {
     let permits = Arc::new(Semaphore::new(workers));
     loop {
@@ -383,8 +482,9 @@ async fn score_stage(
             .map_err(|e| PipelineError::Task(format!("scorer pool: {e}")))?;
         let scorer = Arc::clone(&scorer);
         let done_tx = done_tx.clone();
+        let planner = planner.clone();
         tokio::spawn(async move {
-            let completed = score_one(&scorer, work).await;
+            let completed = score_one(&scorer, work, planner.as_deref()).await;
             drop(permit);
             // A closed channel means the batcher failed; it reports the error.
             let _ = done_tx.send(completed).await;
@@ -394,7 +494,7 @@ async fn score_stage(
 }
 
 /// Score one event; a panic in scoring becomes a dead letter carrying the original payload.
-async fn score_one(scorer: &Scorer, work: Work) -> Completed {
+async fn score_one(scorer: &Scorer, work: Work, planner: Option<&Planner>) -> Completed {
     let Work {
         event,
         received_at,
@@ -415,6 +515,10 @@ async fn score_one(scorer: &Scorer, work: Work) -> Completed {
     let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &received_at), span);
     match CatchUnwind(Box::pin(scoring)).await {
         Ok(rows) => Completed::Rows {
+            work: planner.and_then(|p| {
+                let ts = rows.first().map_or(received_at.as_str(), |r| r.ts.as_str());
+                p.plan(&event, &rows, ts).map(Box::new)
+            }),
             rows,
             payload_bytes: payload.len(),
             ack,
@@ -460,17 +564,22 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Everything that watches what the pipeline completes, fed in one place: the run statistics
-/// (the summary), the OpenTelemetry instruments and the alert engine.
+/// (the summary and the calibrated estimates), the OpenTelemetry instruments and the alert
+/// engine.
 struct Observers {
     stats: RunStats,
     metrics: Option<crate::telemetry::PipelineMetrics>,
     alerts: Option<crate::alert::AlertHandle>,
+    /// Series key of the calibrated estimates (with a second pass).
+    series_key: Option<Vec<SeriesLabel>>,
 }
 
 impl Observers {
-    /// One scored event's rows.
-    async fn rows(&mut self, rows: &[EvaluationRow]) {
-        self.stats.events += 1;
+    /// One scored event's rows, or one judged row.
+    async fn rows(&mut self, rows: &[EvaluationRow], event: bool) {
+        if event {
+            self.stats.events += 1;
+        }
         if let Some(metrics) = &self.metrics {
             metrics.scored(rows);
         }
@@ -481,6 +590,10 @@ impl Observers {
         }
         for row in rows {
             self.stats.observe_row(row);
+            if let Some(key) = &self.series_key {
+                self.stats
+                    .observe_estimate(row, &crate::judging::planner::series_of(row, key));
+            }
         }
     }
 
@@ -501,36 +614,79 @@ impl Observers {
 struct PendingBatch {
     batch: Batch,
     acks: Vec<AckToken>,
+    /// Work selected for the LLM judge, handed over once the batch is written.
+    work: Vec<JudgeWork>,
+    /// The line-rate pass is done: after this batch, close the work hand-over.
+    last_line_rate: bool,
+    /// Source messages among `acks` (the rest acknowledge judged work).
+    messages: u64,
     bytes: usize,
     entries: usize,
     opened_at: Option<tokio::time::Instant>,
 }
 
-async fn batch_stage(
-    mut done_rx: mpsc::Receiver<Completed>,
-    sink: Box<dyn Sink>,
-    options: Knobs,
+/// What the batcher needs besides its channels and the sink.
+struct BatchOptions {
+    knobs: Knobs,
     progress: Option<ProgressFn>,
     alerts: Option<crate::alert::AlertHandle>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
+    work_sink: Option<Arc<dyn WorkSink>>,
+    series_key: Option<Vec<SeriesLabel>>,
+}
+
+/// Receive from an optional channel (pending forever without one).
+async fn recv_opt<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn batch_stage(
+    mut done_rx: mpsc::Receiver<Completed>,
+    mut judged_rx: Option<mpsc::Receiver<JudgedOutput>>,
+    sink: Box<dyn Sink>,
+    options: BatchOptions,
 ) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
+    let started = Instant::now();
+    let BatchOptions {
+        knobs: options,
+        progress,
+        alerts,
+        metrics,
+        work_sink,
+        series_key,
+    } = options;
     let mut observers = Observers {
         stats: RunStats::default(),
         metrics: metrics.clone(),
         alerts,
+        series_key,
     };
     let mut pending = PendingBatch::default();
     // The sink writes on its own task, so the next batch fills while the previous one is being
     // inserted; the one-slot channel keeps at most one batch writing and one waiting.
     let (batch_tx, batch_rx) = mpsc::channel::<PendingBatch>(1);
-    let writer = tokio::spawn(write_stage(batch_rx, sink, progress, metrics.clone()));
+    let writer = tokio::spawn(write_stage(
+        batch_rx,
+        sink,
+        progress,
+        metrics.clone(),
+        work_sink,
+    ));
+    let mut line_open = true;
+    let mut judged_open = judged_rx.is_some();
     loop {
+        if !line_open && !judged_open {
+            break;
+        }
         // Wait for the next completion, the flush deadline, or the writer stopping (a sink
         // error ends the run even while the source idles).
         let deadline = pending
             .opened_at
             .map(|opened| opened + options.flush_interval);
-        let received = tokio::select! {
+        tokio::select! {
             biased;
             () = batch_tx.closed() => break,
             () = sleep_until_some(deadline) => {
@@ -539,35 +695,67 @@ async fn batch_stage(
                 }
                 continue;
             }
-            received = done_rx.recv() => received,
-        };
-        let Some(completed) = received else {
-            break;
-        };
-        if pending.opened_at.is_none() {
-            pending.opened_at = Some(tokio::time::Instant::now());
+            received = done_rx.recv(), if line_open => match received {
+                Some(completed) => {
+                    if pending.opened_at.is_none() {
+                        pending.opened_at = Some(tokio::time::Instant::now());
+                    }
+                    match completed {
+                        Completed::Rows {
+                            rows,
+                            payload_bytes,
+                            ack,
+                            work,
+                        } => {
+                            observers.rows(&rows, true).await;
+                            pending.entries += rows.len().max(1);
+                            pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
+                            pending.batch.rows.extend(rows);
+                            pending.acks.push(ack);
+                            if let Some(work) = work {
+                                pending.work.push(*work);
+                            }
+                        }
+                        Completed::DeadLetter { dead_letter, ack } => {
+                            observers.dead_letter(&dead_letter).await;
+                            pending.entries += 1;
+                            pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
+                            pending.batch.dead_letters.push(dead_letter);
+                            pending.acks.push(ack);
+                        }
+                    }
+                    observers.stats.messages += 1;
+                    pending.messages += 1;
+                }
+                None => {
+                    // The line-rate pass is done: write what is pending, then close the work
+                    // hand-over so the judge stage can finish.
+                    line_open = false;
+                    observers.stats.line_rate_elapsed = Some(started.elapsed());
+                    pending.last_line_rate = true;
+                    if !hand_over(&batch_tx, &mut pending).await {
+                        break;
+                    }
+                    continue;
+                }
+            },
+            received = recv_opt(&mut judged_rx), if judged_open => match received {
+                Some(JudgedOutput { rows, ack }) => {
+                    if pending.opened_at.is_none() {
+                        pending.opened_at = Some(tokio::time::Instant::now());
+                    }
+                    observers.rows(&rows, false).await;
+                    pending.entries += rows.len().max(1);
+                    pending.bytes += rows.len() * ROW_BYTES_ESTIMATE;
+                    pending.batch.rows.extend(rows);
+                    pending.acks.push(ack);
+                }
+                None => {
+                    judged_open = false;
+                    continue;
+                }
+            },
         }
-        match completed {
-            Completed::Rows {
-                rows,
-                payload_bytes,
-                ack,
-            } => {
-                observers.rows(&rows).await;
-                pending.entries += rows.len().max(1);
-                pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
-                pending.batch.rows.extend(rows);
-                pending.acks.push(ack);
-            }
-            Completed::DeadLetter { dead_letter, ack } => {
-                observers.dead_letter(&dead_letter).await;
-                pending.entries += 1;
-                pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
-                pending.batch.dead_letters.push(dead_letter);
-                pending.acks.push(ack);
-            }
-        }
-        observers.stats.messages += 1;
         if (pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes)
             && !hand_over(&batch_tx, &mut pending).await
         {
@@ -593,7 +781,7 @@ async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
 /// Pass the pending batch to the writer task; false when the writer has stopped (failed).
 async fn hand_over(batch_tx: &mpsc::Sender<PendingBatch>, pending: &mut PendingBatch) -> bool {
     let batch = std::mem::take(pending);
-    if batch.acks.is_empty() && batch.batch.is_empty() {
+    if batch.acks.is_empty() && batch.batch.is_empty() && !batch.last_line_rate {
         return true;
     }
     batch_tx.send(batch).await.is_ok()
@@ -606,9 +794,21 @@ async fn write_stage(
     mut sink: Box<dyn Sink>,
     progress: Option<ProgressFn>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
+    work_sink: Option<Arc<dyn WorkSink>>,
 ) -> Result<Box<dyn Sink>, PipelineError> {
     while let Some(pending) = batch_rx.recv().await {
-        write_batch(&mut sink, pending, &progress, metrics.as_ref()).await?;
+        let last_line_rate = pending.last_line_rate;
+        write_batch(
+            &mut sink,
+            pending,
+            &progress,
+            metrics.as_ref(),
+            work_sink.as_deref(),
+        )
+        .await?;
+        if last_line_rate && let Some(work_sink) = &work_sink {
+            work_sink.close();
+        }
     }
     Ok(sink)
 }
@@ -619,10 +819,15 @@ async fn write_batch(
     pending: PendingBatch,
     progress: &Option<ProgressFn>,
     metrics: Option<&crate::telemetry::PipelineMetrics>,
+    work_sink: Option<&dyn WorkSink>,
 ) -> Result<(), PipelineError> {
-    // Empty batches never get here: `hand_over` drops them.
-    let PendingBatch { batch, acks, .. } = pending;
-    let messages = acks.len() as u64;
+    let PendingBatch {
+        batch,
+        acks,
+        work,
+        messages,
+        ..
+    } = pending;
     let (rows, dead_letters) = (batch.rows.len(), batch.dead_letters.len());
     if !batch.is_empty() {
         let started = Instant::now();
@@ -630,6 +835,13 @@ async fn write_batch(
         if let Some(metrics) = metrics {
             metrics.sink_batch(rows + dead_letters, started.elapsed());
         }
+    }
+    // The selected events' work is handed over before their offsets are acknowledged, so a
+    // crash in between redelivers the events (and selects them again) instead of losing work.
+    if !work.is_empty()
+        && let Some(work_sink) = work_sink
+    {
+        work_sink.submit(work).await?;
     }
     for ack in acks {
         ack.ack();

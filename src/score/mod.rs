@@ -64,13 +64,16 @@ impl Default for ScorerOptions {
     }
 }
 
-/// Scores events: STEF through a [`Judge`] with deterministic fallback, plus optional gold rows.
+/// Scores events: the line-rate STEF row through a [`Judge`] (the deterministic judge in the
+/// daemon) with deterministic fallback, plus optional gold rows; and, for the second pass, the
+/// `stef_judged` row of selected events through the LLM judge ([`Scorer::judged_pass`]).
 pub struct Scorer {
     judge: Arc<dyn Judge>,
     fallback: DeterministicJudge,
     profiles: Arc<dyn ProfileLookup>,
     gold: Option<Arc<dyn GoldMetrics>>,
     options: ScorerOptions,
+    judged_pass: Option<Arc<dyn Judge>>,
 }
 
 impl Scorer {
@@ -86,7 +89,70 @@ impl Scorer {
             profiles,
             gold: None,
             options,
+            judged_pass: None,
         }
+    }
+
+    /// Judge selected events a second time with `judge` (the LLM judge): their `stef_judged`
+    /// rows ([`Scorer::judged_row`]).
+    pub fn with_judged_pass(mut self, judge: Arc<dyn Judge>) -> Scorer {
+        self.judged_pass = Some(judge);
+        self
+    }
+
+    /// The second-pass judge, when there is one.
+    pub fn judged_pass(&self) -> Option<&Arc<dyn Judge>> {
+        self.judged_pass.as_ref()
+    }
+
+    /// The rule profile and the deterministic preparation of a selected event, for its
+    /// second-pass judgment.
+    pub fn prepare_judged(
+        &self,
+        event: &Event,
+    ) -> (
+        Arc<RuleProfile>,
+        Result<Prepared, crate::sqlspec::SpecError>,
+    ) {
+        let profile = self.profiles.profile_for(event.app_id.as_deref());
+        let prepared = stef::prepare_with_limit(event, &profile, self.options.max_sql_bytes);
+        (profile, prepared)
+    }
+
+    /// The `stef_judged` row of a selected event: STEF computed with the second-pass judge's
+    /// `assessment` (or, when it failed, a `judge_error` row that keeps the error), carrying why
+    /// the event was selected and the line-rate score it revises.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judged_row(
+        &self,
+        event: &Event,
+        ts: &str,
+        columns: crate::evaluation::JudgedColumns,
+        profile: &RuleProfile,
+        prepared: &Prepared,
+        assessment: Result<JudgeAssessment, JudgeError>,
+        latency_us: u64,
+    ) -> EvaluationRow {
+        let mut row = match assessment {
+            Ok(assessment) => {
+                let outcome = stef::finish(prepared, assessment, profile);
+                let mut row = outcome.to_row(event, ts, profile, latency_us);
+                row.metric = crate::evaluation::Metric::StefJudged;
+                row
+            }
+            Err(error) => {
+                let mut row =
+                    EvaluationRow::for_event(event, ts, crate::evaluation::Metric::StefJudged);
+                row.status = RowStatus::JudgeError;
+                row.details = serde_json::json!({
+                    "judge_error": error.to_string(),
+                    "judge": self.judged_pass.as_ref().map(|j| j.kind()),
+                });
+                row
+            }
+        };
+        row.judged = Some(columns);
+        row
     }
 
     /// The deterministic judge with the default profile for every app.
@@ -113,6 +179,9 @@ impl Scorer {
     /// event, before exiting.
     pub async fn flush(&self) {
         self.judge.flush().await;
+        if let Some(judge) = &self.judged_pass {
+            judge.flush().await;
+        }
         if let Some(gold) = &self.gold {
             gold.flush().await;
         }
@@ -126,7 +195,14 @@ impl Scorer {
             .as_ref()
             .map(|g| g.llm_usage())
             .unwrap_or_default();
-        if self.judge.kind().starts_with("llm") {
+        // The STEF judge that talks to an LLM: the second pass's, else (tests, custom scorers)
+        // the line-rate judge when it is one.
+        let stef_llm = self
+            .judged_pass
+            .as_ref()
+            .filter(|j| j.kind().starts_with("llm"))
+            .or(Some(&self.judge).filter(|j| j.kind().starts_with("llm")));
+        if let Some(judge) = stef_llm {
             let shared = self.gold.as_ref().is_some_and(|g| g.shares_judge_client());
             usage.clients.insert(
                 0,
@@ -136,8 +212,8 @@ impl Scorer {
                     } else {
                         "STEF judge".into()
                     },
-                    judge: self.judge.kind(),
-                    totals: self.judge.totals(),
+                    judge: judge.kind(),
+                    totals: judge.totals(),
                 },
             );
         }

@@ -12,8 +12,12 @@ use crate::event::Event;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
-    /// Schema-free production score, 0–100.
+    /// Schema-free production score, 0–100: the line-rate row every event gets, from the
+    /// deterministic path.
     Stef,
+    /// STEF as the LLM judge scores it (0–100): the second pass, for selected events only; the
+    /// row says why the event was selected and which line-rate score it revises.
+    StefJudged,
     /// Execution accuracy.
     Ex,
     /// Spider exact set matching.
@@ -33,6 +37,7 @@ impl Metric {
     pub fn as_str(self) -> &'static str {
         match self {
             Metric::Stef => "stef",
+            Metric::StefJudged => "stef_judged",
             Metric::Ex => "ex",
             Metric::Esm => "esm",
             Metric::EsmPlus => "esm_plus",
@@ -136,6 +141,32 @@ pub struct EvaluationRow {
     /// STEF-only columns; absent for other metrics.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub stef: Option<StefColumns>,
+    /// Second-pass columns of a `stef_judged` row; absent for every other row.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<JudgedColumns>,
+}
+
+/// What a `metric = "stef_judged"` row adds (flattened into the row): why the event was
+/// selected for the LLM judge and the line-rate score this row revises.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgedColumns {
+    /// Every selection reason, comma-separated, most important first (`uniform`,
+    /// `not_correct`, …; `census` when every event is judged).
+    pub selection: String,
+    /// The probability that the event was in the uniform slice (1 for a census); `null` for an
+    /// event picked by priority reasons only (it does not enter the calibrated estimate).
+    pub inclusion_probability: Option<f64>,
+    /// Φ of the line-rate `stef` row this row revises.
+    pub revised_value: f64,
+    /// Semantic verdict of that line-rate row.
+    pub revised_verdict: String,
+}
+
+impl JudgedColumns {
+    /// Whether the row belongs to the uniform slice (or a census), i.e. enters the estimate.
+    pub fn uniform(&self) -> bool {
+        self.inclusion_probability.is_some()
+    }
 }
 
 /// The extra columns a `metric = "stef"` row carries (flattened into the row).
@@ -194,6 +225,7 @@ impl EvaluationRow {
             status: RowStatus::Ok,
             details: Value::Object(Default::default()),
             stef: None,
+            judged: None,
         }
     }
 }

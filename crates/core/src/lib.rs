@@ -20,5 +20,6 @@ pub mod event;
 pub mod exec;
 pub mod judge;
 pub mod metrics;
+pub mod sampling;
 pub mod sqlspec;
 pub mod stef;

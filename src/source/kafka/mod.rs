@@ -91,6 +91,15 @@ fn normalized(source: &SourceConfig) -> SourceConfig {
     }
 }
 
+/// A producer with the connection and security properties of `[source]` (for the judge-work
+/// topic), acknowledged by all in-sync replicas.
+pub fn producer(source: &SourceConfig, client_id: &str) -> Result<FutureProducer, SourceError> {
+    let mut cfg = source.producer_config();
+    cfg.set("client.id", client_id);
+    cfg.create::<FutureProducer>()
+        .map_err(|e| SourceError::Kafka(format!("cannot create producer {client_id}: {e}")))
+}
+
 /// librdkafka settings built from `[source]`.
 trait ClientConfigs {
     fn consumer_config(&self) -> ClientConfig;

@@ -30,6 +30,12 @@ pub trait Judge: Send + Sync {
     /// Assess one event.
     async fn assess(&self, request: JudgeRequest<'_>) -> Result<JudgeAssessment, JudgeError>;
 
+    /// The assessment of one event if a cache already holds it (no LLM call, nothing spent);
+    /// `None` on a miss, and for judges without caches.
+    async fn assess_cached(&self, _request: JudgeRequest<'_>) -> Option<JudgeAssessment> {
+        None
+    }
+
     /// Running totals since the judge was built (all zero for judges without calls or caches).
     fn totals(&self) -> JudgeTotals {
         JudgeTotals::default()

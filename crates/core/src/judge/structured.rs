@@ -120,8 +120,15 @@ pub trait StructuredJudge: Send + Sync {
 }
 
 /// [`ReplyDecoder`] for a concrete reply type `T` plus a caller's extra check.
-struct TypedDecoder<'c, T> {
+pub struct TypedDecoder<'c, T> {
     check: &'c (dyn Fn(&T) -> Result<(), String> + Sync),
+}
+
+impl<'c, T> TypedDecoder<'c, T> {
+    /// A decoder that also applies `check`.
+    pub fn new(check: &'c (dyn Fn(&T) -> Result<(), String> + Sync)) -> TypedDecoder<'c, T> {
+        TypedDecoder { check }
+    }
 }
 
 impl<T: StructuredReply> ReplyDecoder for TypedDecoder<'_, T> {

@@ -10,9 +10,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
+use crate::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus};
 use crate::judge::JudgeTotals;
 use crate::metrics::avoid::MetricCalls;
+use crate::sampling::EstimateTracker;
+
+pub mod judge_pass;
+
+pub use judge_pass::{JudgeStats, JudgeStatsSnapshot};
 
 /// Φ buckets: 0.00 … 100.00 in steps of 0.01.
 const PHI_BUCKETS: usize = 10_001;
@@ -221,6 +226,13 @@ pub struct RunStats {
     pub by_agent: BTreeMap<String, GroupStats>,
     /// LLM clients and judged-metric calls of the run.
     pub llm: LlmUsage,
+    /// The second, LLM-judged pass: selected, judged, shed, spend (runs with an LLM judge).
+    pub judge_pass: Option<JudgeStatsSnapshot>,
+    /// Calibrated estimates per series (runs with an LLM judge).
+    pub estimates: EstimateTracker,
+    /// When the line-rate pass was done (every message's rows handed to the writer), since the
+    /// run started; with a second pass the run ends later, once the judge stage drained.
+    pub line_rate_elapsed: Option<Duration>,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
 }
@@ -272,6 +284,36 @@ impl RunStats {
                     0.0
                 };
             }
+        }
+    }
+
+    /// Feed the calibrated estimates: a line-rate `stef` row (every scored event) or a
+    /// `stef_judged` row of the uniform slice, for `series`. Other rows, priority-only picks and
+    /// failed judgments are ignored.
+    pub fn observe_estimate(&mut self, row: &EvaluationRow, series: &str) {
+        match row.metric {
+            Metric::Stef if matches!(row.status, RowStatus::Ok | RowStatus::JudgeFallback) => {
+                let correct = row.stef.as_ref().is_some_and(|s| {
+                    crate::sampling::select::verdict_is_correct(&s.semantic_verdict)
+                });
+                self.estimates.observe_line(series, row.value, correct);
+            }
+            Metric::StefJudged if row.status == RowStatus::Ok => {
+                let (Some(judged), Some(stef)) = (&row.judged, &row.stef) else {
+                    return;
+                };
+                if !judged.uniform() {
+                    return;
+                }
+                self.estimates.observe_judged(
+                    series,
+                    row.value,
+                    crate::sampling::select::verdict_is_correct(&stef.semantic_verdict),
+                    judged.revised_value,
+                    crate::sampling::select::verdict_is_correct(&judged.revised_verdict),
+                );
+            }
+            _ => {}
         }
     }
 

@@ -1,0 +1,130 @@
+//! The planner: decides, right after an event's line-rate row is scored, whether the LLM judge
+//! should see it (the core's [`SelectionPolicy`]), with the state the policy needs — how many
+//! events of each series were seen (new-series slice) and which series an alert fires on.
+//!
+//! Only events whose line-rate STEF row was scored normally (status `ok` or `judge_fallback`)
+//! are offered: SQL that does not parse gets Φ = 0 whoever judges it, so asking an LLM would
+//! spend budget to learn nothing.
+
+use std::sync::{Arc, Mutex};
+
+use crate::alert::FiringSeries;
+use crate::config::{JudgeBudgetConfig, SeriesLabel};
+use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::event::Event;
+use crate::sampling::{LineRate, Selection, SelectionPolicy, SeriesFirstSeen};
+
+use super::work::JudgeWork;
+use crate::stats::judge_pass::JudgeStats;
+
+/// Series tracked at most by the new-series slice.
+const MAX_TRACKED_SERIES: usize = 100_000;
+
+/// The value of label `label` on `row`.
+pub fn label_value<'r>(row: &'r EvaluationRow, label: &str) -> Option<&'r str> {
+    match label {
+        "app_id" => row.app_id.as_deref(),
+        "agent_id" => row.agent_id.as_deref(),
+        "agent_version" => row.agent_version.as_deref(),
+        "model" => row.model.as_deref(),
+        "run_id" => row.run_id.as_deref(),
+        _ => None,
+    }
+}
+
+/// The series of a row under `series_key`, as text (`app_id=a agent_id=b …`; missing labels
+/// are left out). Used by the new-series slice and the calibrated estimates.
+pub fn series_of(row: &EvaluationRow, series_key: &[SeriesLabel]) -> String {
+    let mut out = String::new();
+    for label in series_key {
+        if let Some(value) = label_value(row, label.as_str()) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(label.as_str());
+            out.push('=');
+            out.push_str(value);
+        }
+    }
+    out
+}
+
+/// What the planner does with every event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanMode {
+    /// The live policy: uniform slice plus priority slices, within the budget.
+    Sample,
+    /// Every scorable event is judged (a benchmark backfill by default).
+    Census,
+}
+
+/// Decides which events go to the LLM judge.
+pub struct Planner {
+    mode: PlanMode,
+    policy: SelectionPolicy,
+    series_key: Vec<SeriesLabel>,
+    seen: Mutex<SeriesFirstSeen>,
+    firing: Arc<FiringSeries>,
+    stats: Arc<JudgeStats>,
+}
+
+impl Planner {
+    /// A planner for `[judge.budget]`; series are keyed like the alerts (`series_key`).
+    pub fn new(
+        budget: &JudgeBudgetConfig,
+        mode: PlanMode,
+        series_key: Vec<SeriesLabel>,
+        firing: Arc<FiringSeries>,
+        stats: Arc<JudgeStats>,
+    ) -> Planner {
+        Planner {
+            mode,
+            policy: SelectionPolicy {
+                uniform_rate: budget.uniform_rate,
+                salt: budget.salt.clone(),
+                not_correct: budget.priority_not_correct,
+                low_confidence: budget.priority_low_confidence,
+                poor_tier: budget.priority_poor_tier,
+                new_series: budget.priority_new_series,
+                alerting: budget.priority_alerting,
+            },
+            series_key,
+            seen: Mutex::new(SeriesFirstSeen::new(MAX_TRACKED_SERIES)),
+            firing,
+            stats,
+        }
+    }
+
+    /// The series key estimates and the new-series slice use.
+    pub fn series_key(&self) -> &[SeriesLabel] {
+        &self.series_key
+    }
+
+    /// The judge work for `event` given its rows (the line-rate `stef` row among them), or
+    /// `None` when the LLM judge does not see it.
+    pub fn plan(&self, event: &Event, rows: &[EvaluationRow], ts: &str) -> Option<JudgeWork> {
+        let row = rows.iter().find(|r| r.metric == Metric::Stef)?;
+        if !matches!(row.status, RowStatus::Ok | RowStatus::JudgeFallback) {
+            return None;
+        }
+        let line = LineRate::of(row)?;
+        let selection = match self.mode {
+            PlanMode::Census => Selection::census(),
+            PlanMode::Sample => {
+                let new_series = self.policy.new_series > 0 && {
+                    let series = series_of(row, &self.series_key);
+                    self.seen
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .observe(&series, self.policy.new_series)
+                };
+                let alerting =
+                    self.policy.alerting && !self.firing.is_empty() && self.firing.contains(row);
+                self.policy
+                    .select(&event.event_id, &line, new_series, alerting)?
+            }
+        };
+        self.stats.selected(&selection);
+        Some(JudgeWork::new(event.clone(), selection, line, ts))
+    }
+}

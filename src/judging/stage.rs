@@ -1,0 +1,304 @@
+//! The judge stage: takes work from the [`WorkQueue`] (most important first) and writes one
+//! `stef_judged` row per judged event, `judge.max_concurrency` judgments in flight.
+//!
+//! For each piece of work, in order:
+//!
+//! 1. work older than `max_wait_ms` is shed (`stale`): a verdict that arrives too late to matter
+//!    is not worth its budget;
+//! 2. a verdict already in the judge's caches (in-memory or durable) is used at once — it costs
+//!    no budget and is never shed;
+//! 3. otherwise one request is reserved against the daily caps (a cap reached sheds the work:
+//!    `daily_requests`, `daily_tokens`, `daily_cost`), the LLM is asked (paced by the client's
+//!    rate and token limits), and the real token usage is settled;
+//! 4. the row goes to the batcher with the work's acknowledgement, so a Kafka work offset is
+//!    committed only after the judged row is written.
+//!
+//! Shutdown: when the queue is closed (the line-rate pass is done, or the daemon stops), the
+//! stage keeps judging for at most `drain_grace` (`None`: until the queue is empty — a census);
+//! then what still waits is shed (`shutdown`) — or, for the Kafka work topic, left uncommitted
+//! for the next start — and counted.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::evaluation::{EvaluationRow, JudgedColumns};
+use crate::judge::{Judge, JudgeError, JudgeRequest};
+use crate::sampling::{BudgetLedger, ShedReason};
+use crate::score::Scorer;
+use crate::source::AckToken;
+
+use super::work::{Queued, WorkQueue};
+use crate::stats::judge_pass::JudgeStats;
+
+/// What the stage hands the batcher: the judged row and the work's acknowledgement.
+pub struct JudgedOutput {
+    /// The `stef_judged` row.
+    pub rows: Vec<EvaluationRow>,
+    /// Acknowledged once the sink has the row.
+    pub ack: AckToken,
+}
+
+/// Where unjudged work goes at shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftover {
+    /// In-process work is lost with the process: acknowledge and count it as shed.
+    Shed,
+    /// Kafka work stays in the topic (not acknowledged) and is counted as left for next time.
+    Keep,
+}
+
+/// The judge stage (see the module documentation).
+pub struct JudgeStage {
+    queue: Arc<WorkQueue>,
+    closed: watch::Receiver<bool>,
+    scorer: Arc<Scorer>,
+    judge: Arc<dyn Judge>,
+    ledger: Arc<Mutex<BudgetLedger>>,
+    stats: Arc<JudgeStats>,
+    concurrency: usize,
+    max_wait_ms: i64,
+    drain_grace: Option<Duration>,
+    leftover: Leftover,
+}
+
+impl JudgeStage {
+    /// A stage over `queue`; `closed` turns `true` when no more work will be queued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        queue: Arc<WorkQueue>,
+        closed: watch::Receiver<bool>,
+        scorer: Arc<Scorer>,
+        judge: Arc<dyn Judge>,
+        ledger: BudgetLedger,
+        stats: Arc<JudgeStats>,
+        concurrency: usize,
+        max_wait: Duration,
+        drain_grace: Option<Duration>,
+        leftover: Leftover,
+    ) -> JudgeStage {
+        stats.ledger(&ledger);
+        JudgeStage {
+            queue,
+            closed,
+            scorer,
+            judge,
+            ledger: Arc::new(Mutex::new(ledger)),
+            stats,
+            concurrency: concurrency.max(1),
+            max_wait_ms: i64::try_from(max_wait.as_millis()).unwrap_or(i64::MAX),
+            drain_grace,
+            leftover,
+        }
+    }
+
+    /// Judge until the queue is closed and empty, or the drain grace ends; judged rows go to
+    /// `out`.
+    pub async fn run(mut self, out: mpsc::Sender<JudgedOutput>) {
+        let permits = Arc::new(Semaphore::new(self.concurrency));
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut deadline: Option<tokio::time::Instant> = None;
+        let mut watching = true;
+        let timed_out = loop {
+            if deadline.is_none() && *self.closed.borrow() {
+                deadline = self
+                    .drain_grace
+                    .map(|grace| tokio::time::Instant::now() + grace);
+            }
+            // Reap finished judgments so the set does not grow.
+            while tasks.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                biased;
+                () = sleep_until_some(deadline) => break true,
+                changed = self.closed.changed(), if watching => {
+                    watching = changed.is_ok();
+                    continue;
+                }
+                permit = Arc::clone(&permits).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break false,
+                },
+            };
+            let queued = tokio::select! {
+                biased;
+                () = sleep_until_some(deadline) => break true,
+                changed = self.closed.changed(), if watching => {
+                    watching = changed.is_ok();
+                    continue;
+                }
+                queued = self.queue.pop() => match queued {
+                    Some(queued) => queued,
+                    None => break false,
+                },
+            };
+            let job = Judgment {
+                scorer: Arc::clone(&self.scorer),
+                judge: Arc::clone(&self.judge),
+                ledger: Arc::clone(&self.ledger),
+                stats: Arc::clone(&self.stats),
+                max_wait_ms: self.max_wait_ms,
+            };
+            let out = out.clone();
+            tasks.spawn(async move {
+                if let Some(output) = job.run(queued).await {
+                    // A closed channel means the batcher failed; it reports the error.
+                    let _ = out.send(output).await;
+                }
+                drop(permit);
+            });
+        };
+        if timed_out {
+            let left = self.queue.drain();
+            let n = left.len() as u64;
+            match self.leftover {
+                Leftover::Shed => {
+                    self.stats.shed(ShedReason::Shutdown, n);
+                    for queued in left {
+                        queued.ack.ack();
+                    }
+                }
+                Leftover::Keep => self.stats.left_in_topic(n),
+            }
+            // Judgments still in flight get until their own timeouts, but no longer than the
+            // grace period again.
+            let grace = self.drain_grace.unwrap_or_default();
+            let finish = async { while tasks.join_next().await.is_some() {} };
+            if tokio::time::timeout(grace, finish).await.is_err() {
+                let aborted = tasks.len() as u64;
+                tasks.abort_all();
+                match self.leftover {
+                    Leftover::Shed => self.stats.shed(ShedReason::Shutdown, aborted),
+                    Leftover::Keep => self.stats.left_in_topic(aborted),
+                }
+            }
+            tracing::warn!(
+                left = n,
+                "judge stage: the drain grace period ended with work still waiting"
+            );
+        } else {
+            while tasks.join_next().await.is_some() {}
+        }
+        let ledger = self
+            .ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.stats.ledger(&ledger);
+    }
+}
+
+/// Sleep until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One judgment (module documentation, steps 1–4).
+struct Judgment {
+    scorer: Arc<Scorer>,
+    judge: Arc<dyn Judge>,
+    ledger: Arc<Mutex<BudgetLedger>>,
+    stats: Arc<JudgeStats>,
+    max_wait_ms: i64,
+}
+
+/// The current UTC day number (days since the epoch).
+fn utc_day() -> i64 {
+    chrono::Utc::now().timestamp().div_euclid(86_400)
+}
+
+impl Judgment {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, BudgetLedger> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn run(self, queued: Queued) -> Option<JudgedOutput> {
+        let Queued { work, ack } = queued;
+        if work.age_ms() > self.max_wait_ms {
+            self.stats.shed(ShedReason::Stale, 1);
+            ack.ack();
+            return None;
+        }
+        let started = Instant::now();
+        let event = &work.event;
+        let (profile, prepared) = self.scorer.prepare_judged(event);
+        let columns = JudgedColumns {
+            selection: work.selection.reasons_text(),
+            inclusion_probability: work.selection.inclusion_probability,
+            revised_value: work.line.phi,
+            revised_verdict: work.line.verdict.clone(),
+        };
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            // The line-rate row parsed this SQL, so only a changed size limit or a changed
+            // profile dialect gets here: say so on the row instead of guessing.
+            Err(error) => {
+                self.stats.failed();
+                let mut row = EvaluationRow::for_event(
+                    event,
+                    &work.ts,
+                    crate::evaluation::Metric::StefJudged,
+                );
+                row.status = crate::evaluation::RowStatus::JudgeError;
+                row.details = serde_json::json!({"judge_error": format!("cannot prepare the event: {error}")});
+                row.judged = Some(columns);
+                return Some(JudgedOutput {
+                    rows: vec![row],
+                    ack,
+                });
+            }
+        };
+        let request = JudgeRequest {
+            event,
+            prepared: &prepared,
+            profile: &profile,
+        };
+        let assessment = match self.judge.assess_cached(request).await {
+            Some(assessment) => Ok(assessment),
+            None => {
+                let reserved = self.ledger().try_reserve(utc_day());
+                if let Err(reason) = reserved {
+                    self.stats.shed(reason, 1);
+                    ack.ack();
+                    return None;
+                }
+                let result = self.judge.assess(request).await;
+                {
+                    let mut ledger = self.ledger();
+                    match &result {
+                        Ok(a) if a.cached => ledger.release(),
+                        Ok(a) => ledger.settle(utc_day(), &a.usage),
+                        // The request went out (and may have been retried): it counts, without
+                        // tokens (a failed call reports none).
+                        Err(_) => ledger.settle(utc_day(), &Default::default()),
+                    }
+                    self.stats.ledger(&ledger);
+                }
+                result
+            }
+        };
+        match &assessment {
+            Ok(a) => self.stats.judged(a.cached),
+            Err(error) => {
+                self.stats.failed();
+                log_failure(&work.event.event_id, error);
+            }
+        }
+        let latency = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let row = self.scorer.judged_row(
+            event, &work.ts, columns, &profile, &prepared, assessment, latency,
+        );
+        Some(JudgedOutput {
+            rows: vec![row],
+            ack,
+        })
+    }
+}
+
+fn log_failure(event_id: &str, error: &JudgeError) {
+    tracing::warn!(%event_id, %error, "LLM judgment failed; the stef_judged row records the error");
+}

@@ -1,0 +1,172 @@
+//! Counters of the second pass, shared by the planner, the work queue and the judge stage, and
+//! read by the summary and telemetry: selected (by reason), judged, cache hits, failures, shed
+//! (by reason), the queue's depth and oldest wait, and the budget ledger.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use crate::sampling::{BudgetLedger, Selection, SelectionReason, ShedReason, Spend};
+
+/// Live counters (cheap to update from any task).
+#[derive(Default)]
+pub struct JudgeStats {
+    selected: Mutex<BTreeMap<SelectionReason, u64>>,
+    selected_events: AtomicU64,
+    selected_uniform: AtomicU64,
+    judged: AtomicU64,
+    cache_hits: AtomicU64,
+    failures: AtomicU64,
+    shed: Mutex<BTreeMap<ShedReason, u64>>,
+    left_in_topic: AtomicU64,
+    queue_depth: AtomicI64,
+    oldest_wait_probe: Mutex<Option<OldestWaitProbe>>,
+    ledger: Mutex<Option<BudgetLedger>>,
+}
+
+/// Reads the oldest wait of the judge stage's queue (registered by the queue).
+type OldestWaitProbe = Box<dyn Fn() -> i64 + Send + Sync>;
+
+impl std::fmt::Debug for JudgeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JudgeStats")
+            .field("snapshot", &self.snapshot())
+            .finish()
+    }
+}
+
+/// A snapshot of [`JudgeStats`] (plain data, for the summary).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JudgeStatsSnapshot {
+    /// Events selected for the LLM judge.
+    pub selected: u64,
+    /// Of those, in the uniform slice (or a census).
+    pub selected_uniform: u64,
+    /// Selections per reason (an event with several reasons counts under each).
+    pub reasons: BTreeMap<SelectionReason, u64>,
+    /// Judged rows written by the judge stage (cache hits included).
+    pub judged: u64,
+    /// Of those, answered from a cache (no LLM call, no budget).
+    pub cache_hits: u64,
+    /// Judgments that failed (rows with status `judge_error`).
+    pub failures: u64,
+    /// Selected events not judged, by reason.
+    pub shed: BTreeMap<ShedReason, u64>,
+    /// Kafka: work not judged when the run stopped, left in the work topic for the next start.
+    pub left_in_topic: u64,
+    /// Work waiting in the queue now.
+    pub queue_depth: i64,
+    /// How long the oldest waiting work has waited, in milliseconds.
+    pub oldest_wait_ms: i64,
+    /// Spent since the stage started.
+    pub spent: Spend,
+    /// Spent today (UTC).
+    pub spent_today: Spend,
+    /// Left today under each daily cap (requests, tokens, cost); `None` where no cap is set.
+    pub left_today: (Option<u64>, Option<u64>, Option<f64>),
+}
+
+impl JudgeStatsSnapshot {
+    /// Shed work in all.
+    pub fn shed_total(&self) -> u64 {
+        self.shed.values().sum()
+    }
+}
+
+impl JudgeStats {
+    /// One event selected.
+    pub fn selected(&self, selection: &Selection) {
+        self.selected_events.fetch_add(1, Ordering::Relaxed);
+        if selection.uniform {
+            self.selected_uniform.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut map = self.selected.lock().unwrap_or_else(|p| p.into_inner());
+        for reason in &selection.reasons {
+            *map.entry(*reason).or_default() += 1;
+        }
+    }
+
+    /// One judged row written (answered from a cache or not).
+    pub fn judged(&self, cached: bool) {
+        self.judged.fetch_add(1, Ordering::Relaxed);
+        if cached {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One judgment failed (its row says `judge_error`).
+    pub fn failed(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` selected events shed for `reason`.
+    pub fn shed(&self, reason: ShedReason, n: u64) {
+        if n == 0 {
+            return;
+        }
+        *self
+            .shed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(reason)
+            .or_default() += n;
+    }
+
+    /// `n` pieces of work left unjudged in the Kafka work topic at shutdown.
+    pub fn left_in_topic(&self, n: u64) {
+        self.left_in_topic.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The queue's current depth.
+    pub fn queue_depth(&self, depth: usize) {
+        self.queue_depth
+            .store(i64::try_from(depth).unwrap_or(i64::MAX), Ordering::Relaxed);
+    }
+
+    /// Register how to read the queue's oldest wait (a scan, done only for reports).
+    pub fn set_oldest_wait_probe(&self, probe: OldestWaitProbe) {
+        *self
+            .oldest_wait_probe
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(probe);
+    }
+
+    /// Publish the ledger's state.
+    pub fn ledger(&self, ledger: &BudgetLedger) {
+        *self.ledger.lock().unwrap_or_else(|p| p.into_inner()) = Some(ledger.clone());
+    }
+
+    /// Everything, now.
+    pub fn snapshot(&self) -> JudgeStatsSnapshot {
+        let ledger = self
+            .ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        JudgeStatsSnapshot {
+            selected: self.selected_events.load(Ordering::Relaxed),
+            selected_uniform: self.selected_uniform.load(Ordering::Relaxed),
+            reasons: self
+                .selected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            judged: self.judged.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            shed: self.shed.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            left_in_topic: self.left_in_topic.load(Ordering::Relaxed),
+            queue_depth: self.queue_depth.load(Ordering::Relaxed),
+            oldest_wait_ms: self
+                .oldest_wait_probe
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map_or(0, |probe| probe()),
+            spent: ledger.total(),
+            spent_today: ledger.today(),
+            left_today: ledger.left_today(),
+        }
+    }
+}

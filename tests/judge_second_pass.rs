@@ -1,0 +1,308 @@
+//! The second, LLM-judged pass against the scripted OpenAI-compatible server: the line-rate pass
+//! keeps its pace whatever the judge does, the judge works within its quota and caps, nothing is
+//! lost (every selected event is judged or shed and counted), a benchmark backfill judges every
+//! event with `judge.max_concurrency` calls in flight, and cost accounting matches the tokens
+//! the server reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlgrade::config::{Config, JudgeKind};
+use sqlgrade::sampling::ShedReason;
+use sqlgrade::summary::Summary;
+use sqlgrade_testkit::events::{benchmark_events, stef_reply};
+use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
+
+/// `n` events with pairwise distinct judge inputs (a per-copy suffix on the question), from
+/// every BIRD and Spider prediction.
+fn events(n: usize) -> Vec<Value> {
+    let mut base = Vec::new();
+    for (dataset, system) in [
+        ("bird", "SuperSQL"),
+        ("bird", "CHESS-GPT-4o-mini"),
+        ("spider", "SuperSQL"),
+        ("spider", "TA-ACL"),
+    ] {
+        base.extend(benchmark_events(dataset, system));
+    }
+    (0..n)
+        .map(|i| {
+            let e = &base[i % base.len()];
+            let mut v = serde_json::to_value(e).unwrap();
+            v["event_id"] = json!(format!("ev-{i}"));
+            v["question"] = json!(format!("{} (#{})", e.question, i / base.len()));
+            v["agent_id"] = json!("agent-a");
+            v["agent_version"] = json!(if i % 2 == 0 { "1" } else { "2" });
+            v
+        })
+        .collect()
+}
+
+fn write_events(dir: &Path, events: &[Value]) -> std::path::PathBuf {
+    let path = dir.join("events.jsonl");
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn base_config(dir: &Path, input: &Path, out: &str) -> Config {
+    let mut config = Config::default();
+    config.source.path = input.to_path_buf();
+    config.sink.dir = dir.join(out);
+    config.rules.reload_interval_ms = 0;
+    config.pipeline.workers = 2;
+    config
+}
+
+fn llm_config(dir: &Path, input: &Path, out: &str, server: &MockServer) -> Config {
+    let mut config = base_config(dir, input, out);
+    config.judge.kind = JudgeKind::Llm;
+    config.judge.base_url = server.base_url();
+    config.judge.model = "judge-test".into();
+    config.judge.api_key_env = String::new();
+    config.judge.max_retries = 0;
+    config.judge.timeout_ms = 10_000;
+    config
+}
+
+async fn run(config: &Config) -> Summary {
+    config.validate().unwrap();
+    let daemon = sqlgrade::build::Daemon::build(config).await.unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    daemon.run(shutdown).await.unwrap()
+}
+
+/// `(metric → event ids)` of a JSONL sink's output, and the rows of one metric.
+fn rows(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("evaluations.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn ids(rows: &[Value], metric: &str) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r["metric"] == metric)
+        .map(|r| r["event_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_line_rate_pass_keeps_its_pace_with_a_slow_judge() {
+    let n = 20_000;
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_events(dir.path(), &events(n));
+
+    // Deterministic only: the reference pace.
+    let reference = run(&base_config(dir.path(), &input, "det")).await;
+    assert_eq!(reference.events, n as u64);
+
+    // The same events with an LLM judge answering in 1 s, 20 requests/s.
+    let server = MockServer::start().await;
+    let reply = stef_reply("incorrect", 0.9);
+    server.respond_with(move |_| Scripted::json(&reply).after(Duration::from_secs(1)));
+    let mut config = llm_config(dir.path(), &input, "llm", &server);
+    config.judge.max_requests_per_second = 20.0;
+    config.judge.max_concurrency = 32;
+    config.judge.budget.uniform_rate = 0.05;
+    config.judge.budget.drain_grace_ms = 3_000;
+    let summary = run(&config).await;
+
+    // Every event's line-rate row, at about the deterministic pace.
+    let line = summary.line_rate_elapsed.unwrap();
+    assert!(
+        line.as_secs_f64() <= 1.5 * reference.elapsed.as_secs_f64() + 2.0,
+        "line-rate pass {line:?} vs deterministic run {:?}",
+        reference.elapsed
+    );
+    let out = rows(&dir.path().join("llm"));
+    let stef: BTreeSet<String> = ids(&out, "stef").into_iter().collect();
+    assert_eq!(stef.len(), n, "every event has exactly its line-rate row");
+    assert_eq!(ids(&out, "stef").len(), n);
+
+    // The judge worked within its quota; everything selected is judged or shed and counted.
+    let pass = summary.judge_pass.clone().unwrap();
+    let judged = ids(&out, "stef_judged");
+    assert_eq!(judged.len() as u64, pass.judged + pass.failures);
+    assert_eq!(pass.failures, 0);
+    assert_eq!(
+        pass.judged + pass.shed_total(),
+        pass.selected,
+        "selected = judged + shed: {pass:?}"
+    );
+    assert!(
+        pass.selected_uniform >= 800 && pass.selected_uniform <= 1200,
+        "{pass:?}"
+    );
+    assert!(
+        pass.shed.get(&ShedReason::Shutdown).copied().unwrap_or(0) > 0,
+        "far more was selected than 20 req/s can judge: the rest is reported at shutdown"
+    );
+    let requests = server.request_count() as u64;
+    assert_eq!(
+        requests,
+        pass.judged - pass.cache_hits,
+        "one request per judgment"
+    );
+    assert_eq!(pass.spent.requests, requests);
+    // At most the quota (20/s, burst 2) over the time the judge stage ran.
+    let window = summary.elapsed.as_secs_f64();
+    assert!(
+        (requests as f64) <= 20.0 * window + 3.0,
+        "{requests} requests in {window:.1} s"
+    );
+    assert!(server.max_in_window(Duration::from_secs(1)) <= 22);
+    // And it used the quota: at 1 s per answer and 32 in flight, 20/s are sustainable.
+    assert!(
+        requests as f64 >= 0.7 * 20.0 * (window - line.as_secs_f64()).max(1.0),
+        "{requests} requests in {window:.1} s"
+    );
+    // Judged rows say why they were selected and what they revise.
+    let first = out.iter().find(|r| r["metric"] == "stef_judged").unwrap();
+    assert!(first["selection"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(first["revised_value"].is_number());
+    assert_eq!(first["judge"], "llm:judge-test");
+    let text = summary.render("slow judge");
+    eprintln!("{text}");
+    assert!(text.contains("LLM judge, second pass"), "{text}");
+    assert!(text.contains("shutdown"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_census_backfill_judges_every_event_with_calls_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = sqlgrade_testkit::data::data_dir();
+    let server = MockServer::start().await;
+    let reply = stef_reply("correct", 0.9);
+    server.respond_with(move |_| Scripted::json(&reply).after(Duration::from_millis(500)));
+    let mut config = llm_config(dir.path(), Path::new("unused"), "out", &server);
+    config.judge.max_requests_per_second = 100.0;
+    config.judge.max_concurrency = 20;
+    config.gold.metrics = vec![sqlgrade::evaluation::Metric::Ex];
+    let request = sqlgrade::backfill::BackfillRequest {
+        input: data.join("bird/dev.jsonl"),
+        format: sqlgrade::backfill::BackfillFormat::Bird,
+        predictions: Some(data.join("bird/predictions/DAIL-SQL.jsonl")),
+        run_id: None,
+        judge: sqlgrade::backfill::PlanMode::Census,
+    };
+    sqlgrade::backfill::apply_benchmark_gold_defaults(&request, &mut config);
+    let plan = sqlgrade::backfill::BackfillPlan::prepare(&request, &config).unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let started = std::time::Instant::now();
+    let summary = plan.run(&config, shutdown, None).await.unwrap();
+    let took = started.elapsed();
+    let out = rows(&dir.path().join("out"));
+    let scorable = out
+        .iter()
+        .filter(|r| r["metric"] == "stef" && r["status"] == "ok")
+        .count();
+    let judged = ids(&out, "stef_judged");
+    assert_eq!(judged.len(), scorable, "every scorable event is judged");
+    assert_eq!(ids(&out, "stef").len(), 432);
+    let pass = summary.judge_pass.unwrap();
+    assert_eq!(pass.shed_total(), 0, "a census sheds nothing: {pass:?}");
+    assert!(judged.iter().all(|id| !id.is_empty()));
+    // 0.5 s per answer with 20 in flight: ~40 judgments/s, far above one at a time (2/s).
+    let rate = judged.len() as f64 / took.as_secs_f64();
+    assert!(rate >= 10.0, "{} judgments in {took:?}", judged.len());
+    let census = out.iter().find(|r| r["metric"] == "stef_judged").unwrap();
+    assert_eq!(census["selection"], "census");
+    assert_eq!(census["inclusion_probability"], 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daily_caps_stop_llm_calls_and_cost_follows_the_servers_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_events(dir.path(), &events(300));
+    let server = MockServer::start().await;
+    let reply = stef_reply("likely_correct", 0.8);
+    let content = reply.to_string();
+    server.respond_with(move |_| Scripted::json(&reply));
+    let mut config = llm_config(dir.path(), &input, "out", &server);
+    config.judge.max_requests_per_second = 1000.0;
+    config.judge.max_concurrency = 8;
+    config.judge.budget.uniform_rate = 1.0;
+    config.judge.budget.max_requests_per_day = 40;
+    config.judge.budget.price_input_per_1k = 0.5;
+    config.judge.budget.price_output_per_1k = 1.5;
+    config.judge.budget.drain_grace_ms = 60_000;
+    let summary = run(&config).await;
+    let out = rows(&dir.path().join("out"));
+    // Rows keep flowing: every event has its line-rate row.
+    assert_eq!(ids(&out, "stef").len(), 300);
+    // The LLM stopped at the cap.
+    assert_eq!(server.request_count(), 40);
+    let pass = summary.judge_pass.clone().unwrap();
+    assert_eq!(pass.spent.requests, 40);
+    assert_eq!(pass.judged, 40);
+    assert_eq!(
+        pass.shed.get(&ShedReason::DailyRequests).copied(),
+        Some(pass.selected - 40)
+    );
+    assert_eq!(pass.left_today.0, Some(0));
+    // Cost from the tokens the server reported (prompt = body bytes / 4, completion = reply
+    // bytes / 4, rounded up), at the configured prices.
+    let prompt: u64 = server
+        .requests()
+        .iter()
+        .map(|r| r.raw.len().div_ceil(4) as u64)
+        .sum();
+    let completion = 40 * content.len().div_ceil(4) as u64;
+    assert_eq!(pass.spent.prompt_tokens, prompt);
+    assert_eq!(pass.spent.completion_tokens, completion);
+    let cost = prompt as f64 / 1000.0 * 0.5 + completion as f64 / 1000.0 * 1.5;
+    assert!(
+        (pass.spent.cost - cost).abs() < 1e-9,
+        "{} vs {cost}",
+        pass.spent.cost
+    );
+    let text = summary.render("t");
+    assert!(text.contains("daily_requests"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_hits_cost_no_budget() {
+    // Two copies of every event under new ids: the second copy's verdicts are in the cache.
+    let dir = tempfile::tempdir().unwrap();
+    let base = events(50);
+    let mut twice = base.clone();
+    for (i, e) in base.iter().enumerate() {
+        let mut copy = e.clone();
+        copy["event_id"] = json!(format!("copy-{i}"));
+        twice.push(copy);
+    }
+    let input = write_events(dir.path(), &twice);
+    let server = MockServer::start().await;
+    let reply = stef_reply("correct", 0.9);
+    server.respond_with(move |_| Scripted::json(&reply));
+    let mut config = llm_config(dir.path(), &input, "out", &server);
+    config.judge.max_requests_per_second = 1000.0;
+    config.judge.max_concurrency = 1;
+    config.judge.budget.uniform_rate = 1.0;
+    config.judge.budget.max_requests_per_day = 25;
+    config.judge.budget.drain_grace_ms = 60_000;
+    let summary = run(&config).await;
+    let pass = summary.judge_pass.unwrap();
+    // 25 requests paid for 25 originals; their copies were answered from the cache although
+    // the request cap was reached by then; everything else hit the cap.
+    assert_eq!(server.request_count(), 25);
+    assert_eq!(pass.judged, 50, "{pass:?}");
+    assert_eq!(pass.cache_hits, 25);
+    assert_eq!(
+        pass.shed.get(&ShedReason::DailyRequests).copied(),
+        Some(pass.selected - 50)
+    );
+    let by_metric: BTreeMap<String, usize> =
+        rows(&dir.path().join("out"))
+            .iter()
+            .fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(r["metric"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+                m
+            });
+    assert_eq!(by_metric["stef_judged"], 50);
+}

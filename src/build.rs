@@ -430,19 +430,23 @@ impl Daemon {
         } else {
             None
         };
-        if let Some(second_pass) = build_second_pass(config, &scorer, PlanMode::Sample, firing)? {
-            pipeline = pipeline.with_second_pass(second_pass);
-        }
+        let second_pass = build_second_pass(config, &scorer, PlanMode::Sample, firing)?;
         let telemetry = if config.telemetry.enabled {
             let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
             // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
             let judged = Arc::clone(&scorer);
             telemetry.observe_judge(move || judged.llm_usage().total());
+            if let Some(second_pass) = &second_pass {
+                telemetry.observe_judge_pass(Arc::clone(&second_pass.stats));
+            }
             pipeline = pipeline.with_metrics(telemetry.metrics());
             Some(telemetry)
         } else {
             None
         };
+        if let Some(second_pass) = second_pass {
+            pipeline = pipeline.with_second_pass(second_pass);
+        }
         Ok(Daemon {
             pipeline,
             health,

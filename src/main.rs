@@ -410,7 +410,7 @@ async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match Event::decode_with_limit(&payload, limit) {
         Ok(event) => {
-            let rows = scorer.score(&event).await;
+            let rows = scorer.score_both_passes(&event).await;
             scorer.flush().await;
             for row in rows {
                 serde_json::to_writer(&mut out, &row)?;

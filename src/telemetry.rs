@@ -144,9 +144,16 @@ impl PipelineMetrics {
 
     /// One event's rows were produced.
     pub fn scored(&self, rows: &[EvaluationRow]) {
-        self.events_scored.add(1, &[]);
-        for row in rows.iter().filter(|r| r.metric == Metric::Stef) {
-            self.phi.record(row.value, &[]);
+        if rows.iter().any(|r| r.metric != Metric::StefJudged) {
+            self.events_scored.add(1, &[]);
+        }
+        for row in rows
+            .iter()
+            .filter(|r| matches!(r.metric, Metric::Stef | Metric::StefJudged))
+        {
+            if row.metric == Metric::Stef {
+                self.phi.record(row.value, &[]);
+            }
             let Some(stef) = &row.stef else { continue };
             let seconds = stef.latency_us as f64 / 1e6;
             self.score_latency.record(seconds, &[]);
@@ -231,6 +238,8 @@ pub struct Telemetry {
     metrics: PipelineMetrics,
     /// Observable instruments, kept alive for as long as telemetry runs.
     observers: Vec<ObservableCounter<u64>>,
+    gauges: Vec<opentelemetry::metrics::ObservableGauge<i64>>,
+    f64_gauges: Vec<opentelemetry::metrics::ObservableGauge<f64>>,
 }
 
 impl Telemetry {
@@ -291,6 +300,8 @@ impl Telemetry {
             tracer_provider,
             metrics,
             observers: Vec::new(),
+            gauges: Vec::new(),
+            f64_gauges: Vec::new(),
         })
     }
 
@@ -330,6 +341,181 @@ impl Telemetry {
             })
             .build();
         self.observers.push(counter);
+    }
+
+    /// Export the second pass: `sqlgrade.judge.selected` (by `reason`), `.judged`,
+    /// `.pass.cache_hits`, `.failures`, `.shed` (by `reason`) — observable counters;
+    /// `sqlgrade.judge.queue.depth` and `.queue.oldest_wait` (s); `sqlgrade.judge.budget.spent`
+    /// (by `kind` = requests | prompt_tokens | completion_tokens) and `.budget.cost`;
+    /// `sqlgrade.judge.budget.left` (by `kind` = requests | tokens | cost, only for the caps that
+    /// are set); and the calibrated estimates `sqlgrade.judge.estimate.phi` and
+    /// `.estimate.correct_share` (by `series` and `bound` = estimate | lower | upper) with
+    /// `.estimate.judged` (the judged uniform slice behind them).
+    pub fn observe_judge_pass(&mut self, stats: std::sync::Arc<crate::stats::JudgeStats>) {
+        let meter = self.provider.meter("sqlgrade");
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.selected")
+                .with_description("Events selected for the LLM judge, by reason")
+                .with_callback(move |o| {
+                    for (reason, n) in s.snapshot().reasons {
+                        o.observe(n, &[KeyValue::new("reason", reason.as_str())]);
+                    }
+                })
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.judged")
+                .with_description("stef_judged rows written (cache hits included)")
+                .with_callback(move |o| o.observe(s.snapshot().judged, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.pass.cache_hits")
+                .with_description("Second-pass judgments answered from a cache (no budget)")
+                .with_callback(move |o| o.observe(s.snapshot().cache_hits, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.failures")
+                .with_description("Second-pass judgments that failed (judge_error rows)")
+                .with_callback(move |o| o.observe(s.snapshot().failures, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.shed")
+                .with_description("Selected events not judged, by reason")
+                .with_callback(move |o| {
+                    for (reason, n) in s.snapshot().shed {
+                        o.observe(n, &[KeyValue::new("reason", reason.as_str())]);
+                    }
+                })
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.gauges.push(
+            meter
+                .i64_observable_gauge("sqlgrade.judge.queue.depth")
+                .with_description("Work waiting for the LLM judge")
+                .with_callback(move |o| o.observe(s.snapshot().queue_depth, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.f64_gauges.push(
+            meter
+                .f64_observable_gauge("sqlgrade.judge.queue.oldest_wait")
+                .with_unit("s")
+                .with_description("How long the oldest waiting work has waited")
+                .with_callback(move |o| {
+                    o.observe(s.snapshot().oldest_wait_ms as f64 / 1000.0, &[]);
+                })
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.budget.spent")
+                .with_description("LLM spend of the second pass (kind = requests | prompt_tokens | completion_tokens)")
+                .with_callback(move |o| {
+                    let spent = s.snapshot().spent;
+                    o.observe(spent.requests, &[KeyValue::new("kind", "requests")]);
+                    o.observe(spent.prompt_tokens, &[KeyValue::new("kind", "prompt_tokens")]);
+                    o.observe(
+                        spent.completion_tokens,
+                        &[KeyValue::new("kind", "completion_tokens")],
+                    );
+                })
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.f64_gauges.push(
+            meter
+                .f64_observable_gauge("sqlgrade.judge.budget.cost")
+                .with_description("Cost of the second pass so far, at the configured prices")
+                .with_callback(move |o| o.observe(s.snapshot().spent.cost, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.f64_gauges.push(
+            meter
+                .f64_observable_gauge("sqlgrade.judge.budget.left")
+                .with_description(
+                    "Left today under each daily cap (kind = requests | tokens | cost)",
+                )
+                .with_callback(move |o| {
+                    let (requests, tokens, cost) = s.snapshot().left_today;
+                    if let Some(n) = requests {
+                        o.observe(n as f64, &[KeyValue::new("kind", "requests")]);
+                    }
+                    if let Some(n) = tokens {
+                        o.observe(n as f64, &[KeyValue::new("kind", "tokens")]);
+                    }
+                    if let Some(c) = cost {
+                        o.observe(c, &[KeyValue::new("kind", "cost")]);
+                    }
+                })
+                .build(),
+        );
+        for (name, description, share) in [
+            (
+                "sqlgrade.judge.estimate.phi",
+                "Calibrated estimate of the LLM judge's mean Φ over all scored events (PPI)",
+                false,
+            ),
+            (
+                "sqlgrade.judge.estimate.correct_share",
+                "Calibrated estimate of the share the LLM judge calls correct/likely_correct (PPI)",
+                true,
+            ),
+        ] {
+            let s = std::sync::Arc::clone(&stats);
+            self.f64_gauges.push(
+                meter
+                    .f64_observable_gauge(name)
+                    .with_description(description)
+                    .with_callback(move |o| {
+                        for (series, est) in s.estimates().series {
+                            let e = if share {
+                                est.correct_share()
+                            } else {
+                                est.phi()
+                            };
+                            let Some(e) = e else { continue };
+                            let label = KeyValue::new("series", series.clone());
+                            o.observe(e.mean, &[label.clone(), KeyValue::new("bound", "estimate")]);
+                            if let (Some(lo), Some(hi)) = (e.lower, e.upper) {
+                                o.observe(lo, &[label.clone(), KeyValue::new("bound", "lower")]);
+                                o.observe(hi, &[label, KeyValue::new("bound", "upper")]);
+                            }
+                        }
+                    })
+                    .build(),
+            );
+        }
+        let s = stats;
+        self.gauges.push(
+            meter
+                .i64_observable_gauge("sqlgrade.judge.estimate.judged")
+                .with_description("Judged uniform-slice events behind each series' estimate")
+                .with_callback(move |o| {
+                    for (series, est) in s.estimates().series {
+                        o.observe(
+                            i64::try_from(est.phi_correction.n).unwrap_or(i64::MAX),
+                            &[KeyValue::new("series", series)],
+                        );
+                    }
+                })
+                .build(),
+        );
     }
 
     /// The instruments (clone into the pipeline).

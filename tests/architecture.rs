@@ -472,6 +472,7 @@ const CORE_LAYERS: &[&[&str]] = &[
     &["judge"],
     &["exec"],
     &["metrics"],
+    &["sampling"],
 ];
 
 /// The daemon crate's layers, lowest first (ARCHITECTURE.md). The core's modules, re-exported
@@ -487,10 +488,12 @@ const DAEMON_LAYERS: &[&[&str]] = &[
         "metrics",
     ],
     &["config"],
-    &["health", "telemetry", "stats", "sink"],
-    &["summary", "llm", "sqlite", "source"],
+    &["health", "stats", "sink"],
+    &["telemetry", "summary"],
+    &["llm", "sqlite", "source"],
     &["clickhouse"],
     &["alert", "score"],
+    &["judging"],
     &["pipeline"],
     &["build", "report", "calibrate"],
     &["backfill"],

@@ -2,8 +2,9 @@
 //! OpenAI-compatible server: the LLM client consults its in-memory cache, then `judge_cache`,
 //! then the LLM, and writes verdicts back.
 //!
-//! - process A (`sqlgrade run`, JSONL sink, `judge.durable_cache = "clickhouse"`) scores N real
-//!   benchmark events: N LLM calls, N entries in `judge_cache`;
+//! - process A (`sqlgrade run`, JSONL sink, `judge.durable_cache = "clickhouse"`, every event in
+//!   the second pass's uniform slice) judges N real benchmark events: N LLM calls, N entries in
+//!   `judge_cache`;
 //! - process B (`sqlgrade run`, ClickHouse sink, `durable_cache` left at `auto`), a fresh
 //!   process with an empty in-memory cache, scores the same events: 0 LLM calls, the same
 //!   verdicts, every row `judge_cached`, the summary counts N durable hits;
@@ -105,6 +106,10 @@ max_concurrency = 16
 timeout_ms = 5000
 max_retries = 1
 {durable}
+[judge.budget]
+uniform_rate = 1.0
+drain_grace_ms = 120000
+
 [gold]
 databases = "{databases}"
 metrics = ["flex"]
@@ -214,7 +219,7 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
     let (code, stdout, stderr) = run(&setup.config("a", "jsonl", Some("clickhouse")));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stderr.contains("durable judge cache: ClickHouse judge_cache"));
-    let rows_a = jsonl_rows(&setup.dir.path().join("a"), "stef");
+    let rows_a = jsonl_rows(&setup.dir.path().join("a"), "stef_judged");
     let flex_a = jsonl_rows(&setup.dir.path().join("a"), "flex");
     assert_eq!(rows_a.len() as u64, all);
     assert_eq!(flex_a.len(), GOLD_EVENTS);
@@ -263,7 +268,7 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
     );
     let stored = ch.query(
         "SELECT event_id, semantic_verdict, confidence, value, judge_cached, status \
-         FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' ORDER BY event_id",
+         FROM sqlgrade.evaluations FINAL WHERE metric = 'stef_judged' ORDER BY event_id",
     );
     let mut compared = 0;
     for line in stored.lines() {
@@ -318,7 +323,7 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         stderr.contains("durable judge cache (ClickHouse judge_cache) unavailable"),
         "{stderr}"
     );
-    let rows_c = jsonl_rows(&setup.dir.path().join("c"), "stef");
+    let rows_c = jsonl_rows(&setup.dir.path().join("c"), "stef_judged");
     assert_eq!(rows_c.len() as u64, all);
     for r in rows_c.values() {
         assert_eq!(r["status"], "ok", "{r}");

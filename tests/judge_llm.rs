@@ -621,11 +621,22 @@ async fn daemon_config_builds_the_llm_judge() {
     let config =
         sqlgrade::config::Config::load_with_env(Some(&file), Some(HashMap::new())).unwrap();
     let scorer = sqlgrade::build::build_scorer(&config).unwrap();
-    assert_eq!(scorer.judge_kind(), "llm:cfg-model");
-    let rows = scorer.score(&bird_case().event).await;
-    let stef = rows[0].stef.as_ref().unwrap();
+    // The LLM judges the second pass; the line-rate row stays deterministic.
+    assert_eq!(scorer.judge_kind(), "deterministic");
+    assert_eq!(
+        scorer.judged_pass().map(|j| j.kind()).as_deref(),
+        Some("llm:cfg-model")
+    );
+    let rows = scorer.score_both_passes(&bird_case().event).await;
+    assert_eq!(rows[0].stef.as_ref().unwrap().judge, "deterministic");
+    let judged = rows
+        .iter()
+        .find(|r| r.metric == sqlgrade::evaluation::Metric::StefJudged)
+        .unwrap();
+    let stef = judged.stef.as_ref().unwrap();
     assert_eq!(stef.judge, "llm:cfg-model");
     assert_eq!(stef.semantic_verdict, "likely_correct");
+    assert_eq!(judged.judged.as_ref().unwrap().selection, "census");
     assert_eq!(server.request_count(), 1);
 
     // A key variable that is not set is a setup error, reported before any event is scored.

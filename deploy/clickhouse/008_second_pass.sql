@@ -2,12 +2,13 @@
 -- for the LLM judge (`selection`: reasons, most important first; `census` when every event is
 -- judged), the probability it was in the uniform slice (NULL for priority-only picks, which
 -- never enter the estimates), and the line-rate `stef` score the row revises. Empty / NULL on
--- every other row. Portable DDL (18.16 and current releases).
-ALTER TABLE evaluations
-    ADD COLUMN selection String DEFAULT '',
-    ADD COLUMN inclusion_probability Nullable(Float64),
-    ADD COLUMN revised_value Nullable(Float64),
-    ADD COLUMN revised_verdict Nullable(String);
+-- every other row. Portable DDL (18.16 and current releases). 18.16 has no
+-- `ADD COLUMN IF NOT EXISTS`: `sqlgrade migrate` skips an `ALTER TABLE … ADD COLUMN` (one
+-- column per statement) whose column exists already.
+ALTER TABLE evaluations ADD COLUMN selection String DEFAULT '';
+ALTER TABLE evaluations ADD COLUMN inclusion_probability Nullable(Float64);
+ALTER TABLE evaluations ADD COLUMN revised_value Nullable(Float64);
+ALTER TABLE evaluations ADD COLUMN revised_verdict Nullable(String);
 
 -- Calibrated estimates per hour and series (app, agent, agent_version, model): what the LLM
 -- judge would say about *all* scored events, by prediction-powered inference — the line-rate

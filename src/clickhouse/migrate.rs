@@ -109,6 +109,29 @@ pub fn checksum(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))
 }
 
+/// The query that says whether `statement` is already applied, for DDL that has no
+/// `IF NOT EXISTS` on every release: an `ALTER TABLE t ADD COLUMN c …` (one column per
+/// statement; 18.16 has no `ADD COLUMN IF NOT EXISTS`) is skipped when `t` already has `c`. The
+/// query returns a count; non-zero means skip.
+pub fn skip_if(statement: &str) -> Option<String> {
+    let words: Vec<&str> = statement.split_whitespace().collect();
+    let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let is = |i: usize, w: &str| upper.get(i).is_some_and(|u| u == w);
+    if !(is(0, "ALTER") && is(1, "TABLE") && is(3, "ADD") && is(4, "COLUMN")) {
+        return None;
+    }
+    let table = words.get(2)?.trim_matches('`');
+    let column = words.get(5)?.trim_matches('`');
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !(plain(table) && plain(column)) || statement.matches("ADD COLUMN").count() > 1 {
+        return None;
+    }
+    Some(format!(
+        "SELECT count() FROM system.columns WHERE database = currentDatabase() \
+         AND table = '{table}' AND name = '{column}'"
+    ))
+}
+
 /// Split a DDL file into statements: `;` ends a statement unless inside quotes; `--` line
 /// comments are removed; empty statements are dropped.
 pub fn split_statements(sql: &str) -> Vec<String> {
@@ -210,6 +233,21 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
             continue;
         }
         for (i, statement) in split_statements(m.sql).iter().enumerate() {
+            if let Some(check) = skip_if(statement) {
+                let present: u64 = client
+                    .query(&check)
+                    .fetch_one()
+                    .await
+                    .map_err(bookkeeping("check whether a column exists"))?;
+                if present > 0 {
+                    tracing::info!(
+                        migration = m.name,
+                        statement = i + 1,
+                        "already applied; skipped"
+                    );
+                    continue;
+                }
+            }
             client
                 .query(statement)
                 .execute()
@@ -247,6 +285,23 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn add_column_statements_are_guarded() {
+        let check =
+            skip_if("ALTER TABLE evaluations\n    ADD COLUMN selection String DEFAULT ''").unwrap();
+        assert!(
+            check.contains("table = 'evaluations' AND name = 'selection'"),
+            "{check}"
+        );
+        assert_eq!(skip_if("CREATE TABLE IF NOT EXISTS t (a UInt8)"), None);
+        assert_eq!(
+            skip_if("ALTER TABLE t ADD COLUMN a UInt8, ADD COLUMN b UInt8"),
+            None,
+            "one column per guarded statement"
+        );
+        assert_eq!(skip_if("ALTER TABLE t ADD COLUMN a'b UInt8"), None);
+    }
 
     #[test]
     fn compiled_in_list_matches_the_files() {

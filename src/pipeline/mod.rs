@@ -252,7 +252,12 @@ impl Pipeline {
             options.max_event_bytes,
             transform,
         ));
-        let series_key = planner.as_ref().map(|p| p.series_key().to_vec());
+        let judge_observer = match (&planner, &judge_stats) {
+            (Some(planner), Some(stats)) => {
+                Some((Arc::clone(stats), planner.series_key().to_vec()))
+            }
+            _ => None,
+        };
         let score_task = tokio::spawn(score_stage(
             work_rx,
             done_tx,
@@ -281,7 +286,7 @@ impl Pipeline {
                 alerts,
                 metrics,
                 work_sink: work_sink.clone(),
-                series_key,
+                judge: judge_observer,
             },
         ));
 
@@ -312,6 +317,7 @@ impl Pipeline {
         }
         if let Some(stats) = &judge_stats {
             summary.judge_pass = Some(stats.snapshot());
+            summary.estimates = stats.estimates();
         }
         // Every event is scored: store the verdicts the durable judge cache still queues.
         usage_scorer.flush().await;
@@ -570,8 +576,8 @@ struct Observers {
     stats: RunStats,
     metrics: Option<crate::telemetry::PipelineMetrics>,
     alerts: Option<crate::alert::AlertHandle>,
-    /// Series key of the calibrated estimates (with a second pass).
-    series_key: Option<Vec<SeriesLabel>>,
+    /// The second pass's counters and estimates, and the series key of the estimates.
+    judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
 }
 
 impl Observers {
@@ -590,9 +596,8 @@ impl Observers {
         }
         for row in rows {
             self.stats.observe_row(row);
-            if let Some(key) = &self.series_key {
-                self.stats
-                    .observe_estimate(row, &crate::judging::planner::series_of(row, key));
+            if let Some((stats, key)) = &self.judge {
+                stats.observe_estimate(row, &crate::judging::planner::series_of(row, key));
             }
         }
     }
@@ -632,7 +637,7 @@ struct BatchOptions {
     alerts: Option<crate::alert::AlertHandle>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
     work_sink: Option<Arc<dyn WorkSink>>,
-    series_key: Option<Vec<SeriesLabel>>,
+    judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
 }
 
 /// Receive from an optional channel (pending forever without one).
@@ -656,13 +661,13 @@ async fn batch_stage(
         alerts,
         metrics,
         work_sink,
-        series_key,
+        judge,
     } = options;
     let mut observers = Observers {
         stats: RunStats::default(),
         metrics: metrics.clone(),
         alerts,
-        series_key,
+        judge,
     };
     let mut pending = PendingBatch::default();
     // The sink writes on its own task, so the next batch fills while the previous one is being

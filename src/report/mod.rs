@@ -65,6 +65,18 @@ pub struct ReportRow {
     /// Metric details (object in JSONL, JSON text in ClickHouse).
     #[serde(default)]
     pub details: Value,
+    /// STEF semantic verdict (`stef`, `stef_judged`).
+    #[serde(default)]
+    pub semantic_verdict: Option<String>,
+    /// `stef_judged`: probability of being in the uniform slice (`null`: priority-only pick).
+    #[serde(default)]
+    pub inclusion_probability: Option<f64>,
+    /// `stef_judged`: the line-rate Φ the row revises.
+    #[serde(default)]
+    pub revised_value: Option<f64>,
+    /// `stef_judged`: the line-rate verdict the row revises.
+    #[serde(default)]
+    pub revised_verdict: Option<String>,
 }
 
 impl ReportRow {
@@ -121,7 +133,8 @@ pub async fn rows_from_clickhouse(
     let mut cursor = crate::clickhouse::client(settings)
         .query(
             "SELECT event_id, agent_id, agent_version, run_id, metric, value, verdict, status, \
-             quality_tier, details FROM evaluations FINAL WHERE run_id = ?",
+             quality_tier, details, semantic_verdict, inclusion_probability, revised_value, \
+             revised_verdict FROM evaluations FINAL WHERE run_id = ?",
         )
         .bind(run_id)
         .fetch_bytes("JSONEachRow")
@@ -158,6 +171,9 @@ pub struct VariantStats {
     pub metrics: BTreeMap<String, (f64, usize)>,
     /// Rows per status (all metrics).
     pub statuses: BTreeMap<String, usize>,
+    /// The calibrated estimate of the LLM judge over all scored events (runs with an LLM
+    /// judge; empty otherwise).
+    pub estimate: crate::sampling::SeriesEstimate,
 }
 
 /// An event where EX and FLEX or ROSE disagree.
@@ -241,11 +257,31 @@ impl RunReport {
             let variant = row.variant();
             let stats = variants.entry(variant.clone()).or_default();
             *stats.statuses.entry(row.status.clone()).or_default() += 1;
-            let scaled = if row.metric == "stef" {
+            let scaled = if row.metric == "stef" || row.metric == "stef_judged" {
                 row.value / 100.0
             } else {
                 row.value
             };
+            let correct = |v: &Option<String>| {
+                v.as_deref()
+                    .is_some_and(crate::sampling::select::verdict_is_correct)
+            };
+            match row.metric.as_str() {
+                "stef" if matches!(row.status.as_str(), "ok" | "judge_fallback") => stats
+                    .estimate
+                    .observe_line(row.value, correct(&row.semantic_verdict)),
+                "stef_judged" if row.status == "ok" && row.inclusion_probability.is_some() => {
+                    if let Some(line) = row.revised_value {
+                        stats.estimate.observe_judged(
+                            row.value,
+                            correct(&row.semantic_verdict),
+                            line,
+                            correct(&row.revised_verdict),
+                        );
+                    }
+                }
+                _ => {}
+            }
             let entry = stats.metrics.entry(row.metric.clone()).or_insert((0.0, 0));
             entry.0 += scaled;
             entry.1 += 1;
@@ -373,6 +409,32 @@ impl RunReport {
                 }
             }
             out.push('\n');
+        }
+        let estimated: Vec<(&String, crate::sampling::Estimate)> = self
+            .variants
+            .iter()
+            .filter_map(|(name, v)| Some((name, v.estimate.phi()?)))
+            .collect();
+        if !estimated.is_empty() {
+            let _ = writeln!(
+                out,
+                "LLM judge over all scored events (calibrated, PPI; 95% interval; n = judged \
+                 uniform slice):"
+            );
+            for (name, e) in estimated {
+                let interval = match (e.lower, e.upper) {
+                    (Some(lo), Some(hi)) => format!("[{lo:.2}, {hi:.2}]"),
+                    _ => "[n<2]".into(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<28} line-rate Φ {:>6.2}  estimated Φ {:>6.2} {interval}  n {}",
+                    truncate(name, 28),
+                    e.line_rate_mean,
+                    e.mean,
+                    e.judged
+                );
+            }
         }
         let _ = writeln!(
             out,

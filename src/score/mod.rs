@@ -220,6 +220,49 @@ impl Scorer {
         usage
     }
 
+    /// Score `event` and, with a second-pass judge, judge it at once (a census of one: `score`
+    /// shows both rows of a scorable event).
+    pub async fn score_both_passes(&self, event: &Event) -> Vec<EvaluationRow> {
+        let mut rows = self.score(event).await;
+        let Some(judge) = &self.judged_pass else {
+            return rows;
+        };
+        let Some(line) = rows
+            .iter()
+            .find(|r| {
+                r.metric == crate::evaluation::Metric::Stef
+                    && matches!(r.status, RowStatus::Ok | RowStatus::JudgeFallback)
+            })
+            .and_then(crate::sampling::LineRate::of)
+        else {
+            return rows;
+        };
+        let ts = rows.first().map(|r| r.ts.clone()).unwrap_or_default();
+        let (profile, prepared) = self.prepare_judged(event);
+        let Ok(prepared) = prepared else {
+            return rows;
+        };
+        let started = Instant::now();
+        let request = JudgeRequest {
+            event,
+            prepared: &prepared,
+            profile: &profile,
+        };
+        let assessment = judge.assess(request).await;
+        let census = crate::sampling::Selection::census();
+        let columns = crate::evaluation::JudgedColumns {
+            selection: census.reasons_text(),
+            inclusion_probability: census.inclusion_probability,
+            revised_value: line.phi,
+            revised_verdict: line.verdict,
+        };
+        let latency = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        rows.push(self.judged_row(
+            event, &ts, columns, &profile, &prepared, assessment, latency,
+        ));
+        rows
+    }
+
     /// Score `event`; rows of events without `ts` are stamped with the current time.
     pub async fn score(&self, event: &Event) -> Vec<EvaluationRow> {
         self.score_at(event, &now_rfc3339()).await

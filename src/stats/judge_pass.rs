@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::sampling::{BudgetLedger, Selection, SelectionReason, ShedReason, Spend};
+use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::sampling::select::verdict_is_correct;
+use crate::sampling::{
+    BudgetLedger, EstimateTracker, Selection, SelectionReason, ShedReason, Spend,
+};
 
 /// Live counters (cheap to update from any task).
 #[derive(Default)]
@@ -22,6 +26,7 @@ pub struct JudgeStats {
     queue_depth: AtomicI64,
     oldest_wait_probe: Mutex<Option<OldestWaitProbe>>,
     ledger: Mutex<Option<BudgetLedger>>,
+    estimates: Mutex<EstimateTracker>,
 }
 
 /// Reads the oldest wait of the judge stage's queue (registered by the queue).
@@ -134,6 +139,52 @@ impl JudgeStats {
     /// Publish the ledger's state.
     pub fn ledger(&self, ledger: &BudgetLedger) {
         *self.ledger.lock().unwrap_or_else(|p| p.into_inner()) = Some(ledger.clone());
+    }
+
+    /// Feed the calibrated estimates: a line-rate `stef` row (every scored event) or a
+    /// `stef_judged` row of the uniform slice, for `series`. Other rows, priority-only picks and
+    /// failed judgments are ignored.
+    pub fn observe_estimate(&self, row: &EvaluationRow, series: &str) {
+        let scored = matches!(row.status, RowStatus::Ok | RowStatus::JudgeFallback);
+        match row.metric {
+            Metric::Stef if scored => {
+                let correct = row
+                    .stef
+                    .as_ref()
+                    .is_some_and(|s| verdict_is_correct(&s.semantic_verdict));
+                self.estimates
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .observe_line(series, row.value, correct);
+            }
+            Metric::StefJudged if row.status == RowStatus::Ok => {
+                let (Some(judged), Some(stef)) = (&row.judged, &row.stef) else {
+                    return;
+                };
+                if !judged.uniform() {
+                    return;
+                }
+                self.estimates
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .observe_judged(
+                        series,
+                        row.value,
+                        verdict_is_correct(&stef.semantic_verdict),
+                        judged.revised_value,
+                        verdict_is_correct(&judged.revised_verdict),
+                    );
+            }
+            _ => {}
+        }
+    }
+
+    /// The calibrated estimates so far.
+    pub fn estimates(&self) -> EstimateTracker {
+        self.estimates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Everything, now.

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus};
+use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
 use crate::judge::JudgeTotals;
 use crate::metrics::avoid::MetricCalls;
 use crate::sampling::EstimateTracker;
@@ -284,36 +284,6 @@ impl RunStats {
                     0.0
                 };
             }
-        }
-    }
-
-    /// Feed the calibrated estimates: a line-rate `stef` row (every scored event) or a
-    /// `stef_judged` row of the uniform slice, for `series`. Other rows, priority-only picks and
-    /// failed judgments are ignored.
-    pub fn observe_estimate(&mut self, row: &EvaluationRow, series: &str) {
-        match row.metric {
-            Metric::Stef if matches!(row.status, RowStatus::Ok | RowStatus::JudgeFallback) => {
-                let correct = row.stef.as_ref().is_some_and(|s| {
-                    crate::sampling::select::verdict_is_correct(&s.semantic_verdict)
-                });
-                self.estimates.observe_line(series, row.value, correct);
-            }
-            Metric::StefJudged if row.status == RowStatus::Ok => {
-                let (Some(judged), Some(stef)) = (&row.judged, &row.stef) else {
-                    return;
-                };
-                if !judged.uniform() {
-                    return;
-                }
-                self.estimates.observe_judged(
-                    series,
-                    row.value,
-                    crate::sampling::select::verdict_is_correct(&stef.semantic_verdict),
-                    judged.revised_value,
-                    crate::sampling::select::verdict_is_correct(&judged.revised_verdict),
-                );
-            }
-            _ => {}
         }
     }
 

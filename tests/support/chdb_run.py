@@ -6,7 +6,9 @@ Used by tests/clickhouse_ddl_current.rs to check that the project's ClickHouse D
 other integration tests use Debian's ClickHouse 18.16 server. chDB is ClickHouse built as a
 library (PyPI `chdb-core-lite` / `chdb-core`); scripts/services.sh installs it in a virtualenv.
 
-stdin:  {"statements": [{"label": "...", "sql": "..."}, ...]}
+stdin:  {"statements": [{"label": "...", "sql": "...", "skip_if": "SELECT count() ..."}, ...]}
+        (`skip_if`, optional: a query whose non-zero answer skips the statement, as `sqlgrade
+        migrate` skips an `ADD COLUMN` whose column exists)
 stdout: {"version": "26.5.1.1", "results": [{"label": ..., "ok": true, "output": "TSV"}
                                              | {"label": ..., "ok": false, "error": "..."}]}
 The statements run in order in one session with its data in a fresh temporary directory (so
@@ -33,6 +35,10 @@ def main() -> int:
         results = []
         for item in plan["statements"]:
             try:
+                skip_if = item.get("skip_if")
+                if skip_if and str(sess.query(skip_if, "TSV")).strip() not in ("", "0"):
+                    results.append({"label": item["label"], "ok": True, "output": "skipped"})
+                    continue
                 output = sess.query(item["sql"], "TSV")
                 results.append({"label": item["label"], "ok": True, "output": str(output)})
             except Exception as error:  # chDB raises RuntimeError with the server's message

@@ -748,6 +748,8 @@ pub struct Harness {
     dead_letter_topic: bool,
     /// `sink.batch_rows` / `sink.flush_interval_ms` of the daemons (tests: small and quick).
     pub batch: (usize, u64),
+    /// TOML appended to every daemon config (e.g. a `[judge]` section).
+    pub extra_config: String,
 }
 
 impl Harness {
@@ -772,6 +774,7 @@ impl Harness {
             daemons: 0,
             dead_letter_topic,
             batch: (1000, 200),
+            extra_config: String::new(),
         };
         let config = h.write_config("migrate", free_port());
         let out = Command::new(crate::bin::sqlgrade())
@@ -829,6 +832,7 @@ listen = "127.0.0.1:{health_port}"
             batch_rows = self.batch.0,
             flush_ms = self.batch.1,
         );
+        let text = format!("{text}\n{}\n", self.extra_config);
         let path = self.servers.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
         path

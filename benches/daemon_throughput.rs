@@ -15,6 +15,12 @@
 //!    while the daemon runs; lag = how long ago the event that ClickHouse just reached was
 //!    produced (sampled every 250 ms; p50 / p99 / max).
 //!
+//! 3. **The same backlog with the LLM judge on** (`--llm-rate`, default 50 requests/s): a
+//!    scripted OpenAI-compatible judge answering in `--llm-latency-ms` (default 1,000 ms), the
+//!    second pass on the live policy (uniform slice 5% plus priority slices, in-process queue),
+//!    on fresh servers in the same run: the sustained line-rate, side by side with (1), and the
+//!    judge's utilisation (requests/s in the window ÷ the quota). `--no-llm` skips it.
+//!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 
 use sqlgrade_testkit::servers as support;
@@ -27,6 +33,9 @@ struct Args {
     events: usize,
     rate: usize,
     lag_seconds: u64,
+    llm: bool,
+    llm_rate: usize,
+    llm_latency_ms: usize,
 }
 
 fn args() -> Args {
@@ -34,6 +43,9 @@ fn args() -> Args {
         events: 100_000,
         rate: 5_000,
         lag_seconds: 20,
+        llm: true,
+        llm_rate: 50,
+        llm_latency_ms: 1_000,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -43,6 +55,13 @@ fn args() -> Args {
             ("--events", Some(v)) => a.events = v,
             ("--rate", Some(v)) => a.rate = v,
             ("--lag-seconds", Some(v)) => a.lag_seconds = v as u64,
+            ("--llm-rate", Some(v)) => a.llm_rate = v,
+            ("--llm-latency-ms", Some(v)) => a.llm_latency_ms = v,
+            ("--no-llm", _) => {
+                a.llm = false;
+                i += 1;
+                continue;
+            }
             _ => {
                 // `cargo bench` passes `--bench`; ignore anything unknown.
                 i += 1;
@@ -95,9 +114,8 @@ fn rows(h: &Harness) -> u64 {
     support::http_post(
         h.servers.clickhouse.http_port,
         "/",
-        // Every bench event yields one STEF row; a bare count() is answered from part metadata,
-        // so polling costs the server next to nothing.
-        "SELECT count() FROM sqlgrade.evaluations",
+        // Every bench event yields one line-rate STEF row (LLM-judged rows are another metric).
+        "SELECT count() FROM sqlgrade.evaluations WHERE metric = 'stef'",
     )
     .ok()
     .and_then(|b| b.trim().parse().ok())
@@ -260,6 +278,89 @@ async fn main() {
     );
     println!(
         "  peak RSS over both phases: {:.1} MiB",
+        hwm as f64 / 1024.0
+    );
+    drop(daemon);
+    drop(h);
+    if args.llm {
+        llm_phase(&args, sustained).await;
+    }
+}
+
+/// Phase 3: the same backlog with the LLM judge on, on fresh servers.
+async fn llm_phase(args: &Args, deterministic: f64) {
+    use sqlgrade_testkit::events::stef_reply;
+    use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
+    let Some(mut h) = Harness::start("daemon_throughput_llm", args.events, 0, false) else {
+        return;
+    };
+    h.batch = (5000, 1000);
+    let server = MockServer::start().await;
+    let reply = stef_reply("likely_correct", 0.8);
+    let latency = Duration::from_millis(args.llm_latency_ms as u64);
+    server.respond_with(move |_| Scripted::json(&reply).after(latency));
+    // Enough calls in flight for the quota at this latency, with head room.
+    let concurrency = (args.llm_rate * args.llm_latency_ms / 1000 * 3 / 2).max(8);
+    h.extra_config = format!(
+        "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"bench\"\napi_key_env = \"\"\n\
+         max_requests_per_second = {}.0\nmax_concurrency = {concurrency}\nmax_retries = 0\n\
+         timeout_ms = 30000\n",
+        server.base_url(),
+        args.llm_rate
+    );
+    h.produce(args.events).await;
+    let daemon = h.spawn_daemon();
+    let pid = daemon.child.as_ref().map(|c| c.id()).unwrap_or(0);
+    let start = Instant::now();
+    let (lo, hi) = (args.events as u64 / 10, args.events as u64 * 9 / 10);
+    let (mut t_lo, mut t_hi) = (None, None);
+    loop {
+        let n = rows(&h);
+        if t_lo.is_none() && n >= lo {
+            t_lo = Some((Instant::now(), n, server.request_count(), cpu_seconds(pid)));
+        }
+        if t_hi.is_none() && n >= hi {
+            t_hi = Some((Instant::now(), n, server.request_count(), cpu_seconds(pid)));
+        }
+        if n >= args.events as u64 {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(900) {
+            eprintln!("timed out at {n} rows\n{}", daemon.log_text());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (Some((a, na, ra, ca)), Some((b, nb, rb, cb))) = (t_lo, t_hi) else {
+        return;
+    };
+    let secs = (b - a).as_secs_f64();
+    let sustained = (nb - na) as f64 / secs;
+    let judge_rate = (rb - ra) as f64 / secs;
+    // Keep judging for a while after the backlog: the judge's steady state.
+    let before = (Instant::now(), server.request_count());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let steady = (server.request_count() - before.1) as f64 / before.0.elapsed().as_secs_f64();
+    let hwm = rss_kib(pid, "VmHWM:").unwrap_or(0);
+    println!(
+        "daemon_throughput with the LLM judge: {} events, judge {} ms latency, quota {}/s, \
+         {concurrency} in flight",
+        args.events, args.llm_latency_ms, args.llm_rate
+    );
+    println!(
+        "  sustained line rate (10%→90%): {sustained:.0} events/s = {:.0}% of the \
+         deterministic-only {deterministic:.0} events/s",
+        100.0 * sustained / deterministic.max(1e-9)
+    );
+    println!(
+        "  judge: {judge_rate:.1} requests/s in that window ({:.0}% of the quota), \
+         {steady:.1}/s in the 10 s after it ({:.0}%)",
+        100.0 * judge_rate / args.llm_rate as f64,
+        100.0 * steady / args.llm_rate as f64
+    );
+    println!(
+        "  daemon CPU in the window: {:.0} µs per event; peak RSS {:.1} MiB",
+        (cb - ca) / (nb - na) as f64 * 1e6,
         hwm as f64 / 1024.0
     );
     drop(daemon);

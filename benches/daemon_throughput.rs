@@ -1,25 +1,31 @@
-//! Daemon throughput: Kafka (tansu) → `sqlgrade run` (deterministic judge) → ClickHouse.
+//! Daemon throughput: Kafka (tansu) → `sqlgrade run` → ClickHouse, with the deterministic judge
+//! and with the LLM judge's second pass on, side by side.
 //!
-//!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--partitions P]
+//!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
+//!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm]
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
-//! first), migrates, then measures two things with the release daemon as a separate process:
-//!
-//! Batching as in deploy/config/production.toml (5,000 rows or 1 s).
+//! first), migrates, and runs the release daemon as a separate process, batching as in
+//! deploy/config/production.toml (5,000 rows or 1 s). Each *run* starts fresh servers and
+//! measures:
 //!
 //! 1. **Backlog drain**: N events (default 100,000, from the real BIRD/Spider corpus) are
-//!    produced first, then the daemon starts; the sustained rate is measured between 10 % and 90 %
-//!    of the rows landing in ClickHouse (`count()` of `evaluations FINAL`), plus the daemon's peak
-//!    resident memory (VmHWM).
+//!    produced first, then the daemon starts; the sustained line rate is measured between 10 %
+//!    and 90 % of the line-rate `stef` rows landing in ClickHouse, with the CPU time of the
+//!    daemon, the broker and ClickHouse in that window and the daemon's peak memory (VmHWM).
 //! 2. **End-to-end lag at a fixed rate**: events are produced at R/s (default 5,000) for 20 s
-//!    while the daemon runs; lag = how long ago the event that ClickHouse just reached was
+//!    while the daemon runs; lag = how long ago the event whose row ClickHouse just got was
 //!    produced (sampled every 250 ms; p50 / p99 / max).
 //!
-//! 3. **The same backlog with the LLM judge on** (`--llm-rate`, default 50 requests/s): a
-//!    scripted OpenAI-compatible judge answering in `--llm-latency-ms` (default 1,000 ms), the
-//!    second pass on the live policy (uniform slice 5% plus priority slices, in-process queue),
-//!    on fresh servers in the same run: the sustained line-rate, side by side with (1), and the
-//!    judge's utilisation (requests/s in the window ÷ the quota). `--no-llm` skips it.
+//! A run is *deterministic* (`[judge] kind = "deterministic"`) or *LLM* (`kind = "llm"` against
+//! a scripted OpenAI-compatible server answering in L ms, default 1,000, quota Q requests/s,
+//! default 50, the second pass on its live policy: uniform slice 5 % plus priority slices,
+//! in-process queue). LLM runs also report the judge's utilisation (requests/s the server saw
+//! in the drain window, and in the 10 s after it, ÷ Q).
+//!
+//! The machine's speed drifts (other tenants, ClickHouse merges), so the runs are interleaved
+//! deterministic, LLM, LLM, deterministic (K = 2 rounds, default; K = 1: deterministic, LLM)
+//! and the ratio compares the means. `--no-llm` runs the deterministic side only.
 //!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 
@@ -27,12 +33,13 @@ use sqlgrade_testkit::servers as support;
 
 use std::time::{Duration, Instant};
 
-use support::{Harness, PARTITIONS, TOPIC};
+use support::Harness;
 
 struct Args {
     events: usize,
     rate: usize,
     lag_seconds: u64,
+    rounds: usize,
     llm: bool,
     llm_rate: usize,
     llm_latency_ms: usize,
@@ -43,6 +50,7 @@ fn args() -> Args {
         events: 100_000,
         rate: 5_000,
         lag_seconds: 20,
+        rounds: 2,
         llm: true,
         llm_rate: 50,
         llm_latency_ms: 1_000,
@@ -55,6 +63,7 @@ fn args() -> Args {
             ("--events", Some(v)) => a.events = v,
             ("--rate", Some(v)) => a.rate = v,
             ("--lag-seconds", Some(v)) => a.lag_seconds = v as u64,
+            ("--rounds", Some(v)) => a.rounds = v.max(1),
             ("--llm-rate", Some(v)) => a.llm_rate = v,
             ("--llm-latency-ms", Some(v)) => a.llm_latency_ms = v,
             ("--no-llm", _) => {
@@ -111,11 +120,15 @@ fn cpu_all(daemon: u32, h: &Harness) -> [f64; 3] {
 }
 
 fn rows(h: &Harness) -> u64 {
+    count(h, "stef")
+}
+
+fn count(h: &Harness, metric: &str) -> u64 {
     support::http_post(
         h.servers.clickhouse.http_port,
         "/",
         // Every bench event yields one line-rate STEF row (LLM-judged rows are another metric).
-        "SELECT count() FROM sqlgrade.evaluations WHERE metric = 'stef'",
+        &format!("SELECT count() FROM sqlgrade.evaluations WHERE metric = '{metric}'"),
     )
     .ok()
     .and_then(|b| b.trim().parse().ok())
@@ -130,30 +143,73 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        // `cargo test --all-targets` runs bench binaries without `--bench`: the daemon tests
-        // cover correctness, so there is nothing to measure here.
-        println!("daemon_throughput: skipped outside `cargo bench`");
-        return;
-    }
-    let args = args();
+/// What one run measured.
+struct Run {
+    llm: bool,
+    sustained: f64,
+    window_events: f64,
+    /// CPU seconds of (daemon, broker, clickhouse) in the drain window.
+    cpu: [f64; 3],
+    hwm_mib: f64,
+    load: String,
+    /// LLM runs: requests/s the server saw in the drain window and in the 10 s after it.
+    judge: Option<(f64, f64)>,
+    lag: Lag,
+}
+
+struct Lag {
+    sent: usize,
+    offered: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    samples: usize,
+    drained: bool,
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// One run on fresh servers (module documentation); `None` when the servers are unavailable
+/// or the daemon stalls (the reason is printed).
+async fn run(args: &Args, llm: bool) -> Option<Run> {
+    use sqlgrade_testkit::events::stef_reply;
+    use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
     let lag_events = args.rate * args.lag_seconds as usize;
-    let Some(mut h) = Harness::start("daemon_throughput", args.events + lag_events, 0, false)
-    else {
-        eprintln!("daemon_throughput: servers unavailable; nothing measured");
-        return;
+    let name = if llm {
+        "daemon_throughput_llm"
+    } else {
+        "daemon_throughput"
     };
+    let mut h = Harness::start(name, args.events + lag_events, 0, false)?;
     // Production-like batching (deploy/config/production.toml).
     h.batch = (5000, 1000);
-    eprintln!(
-        "producing {} events to {TOPIC} ({PARTITIONS} partitions)…",
-        args.events
-    );
-    let t = Instant::now();
+    let server = if llm {
+        let server = MockServer::start().await;
+        let reply = stef_reply("likely_correct", 0.8);
+        let latency = Duration::from_millis(args.llm_latency_ms as u64);
+        server.respond_with(move |_| Scripted::json(&reply).after(latency));
+        // Enough calls in flight for the quota at this latency, with head room.
+        let concurrency = (args.llm_rate * args.llm_latency_ms / 1000 * 3 / 2).max(8);
+        h.extra_config = format!(
+            "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"bench\"\napi_key_env = \"\"\n\
+             max_requests_per_second = {}.0\nmax_concurrency = {concurrency}\nmax_retries = 0\n\
+             timeout_ms = 30000\n",
+            server.base_url(),
+            args.llm_rate
+        );
+        Some(server)
+    } else {
+        None
+    };
+    let requests = || server.as_ref().map_or(0, |s| s.request_count());
     h.produce(args.events).await;
-    eprintln!("produced in {:.1?}", t.elapsed());
 
     // 1. Backlog drain.
     let daemon = h.spawn_daemon();
@@ -161,67 +217,55 @@ async fn main() {
     let start = Instant::now();
     let (lo, hi) = (args.events as u64 / 10, args.events as u64 * 9 / 10);
     let (mut t_lo, mut t_hi) = (None, None);
-    let mut peak_rss = 0;
     loop {
         let n = rows(&h);
-        peak_rss = peak_rss.max(rss_kib(pid, "VmRSS:").unwrap_or(0));
         if t_lo.is_none() && n >= lo {
-            t_lo = Some((Instant::now(), n, cpu_all(pid, &h)));
+            t_lo = Some((Instant::now(), n, cpu_all(pid, &h), requests()));
         }
         if t_hi.is_none() && n >= hi {
-            t_hi = Some((Instant::now(), n, cpu_all(pid, &h)));
+            t_hi = Some((Instant::now(), n, cpu_all(pid, &h), requests()));
         }
         if n >= args.events as u64 {
             break;
         }
         if start.elapsed() > Duration::from_secs(900) {
             eprintln!("timed out at {n} rows\n{}", daemon.log_text());
-            return;
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let total = start.elapsed();
-    let (Some((a, na, cpu_a)), Some((b, nb, cpu_b))) = (t_lo, t_hi) else {
-        return;
+    let (Some((a, na, cpu_a, ra)), Some((b, nb, cpu_b, rb))) = (t_lo, t_hi) else {
+        return None;
     };
-    let sustained = (nb - na) as f64 / (b - a).as_secs_f64();
-    let window_events = (nb - na) as f64;
-    let cpu: Vec<f64> = (0..3).map(|i| cpu_b[i] - cpu_a[i]).collect();
-    let total_cpu: f64 = cpu.iter().sum();
-    let hwm = rss_kib(pid, "VmHWM:").unwrap_or(peak_rss);
-    println!("daemon_throughput backlog: {} events", args.events);
-    println!("  sustained (10%→90%): {sustained:.0} events/s");
-    println!(
-        "  overall incl. startup: {:.0} events/s ({:.1?})",
-        args.events as f64 / total.as_secs_f64(),
-        total
-    );
-    println!("  peak RSS (VmHWM): {:.1} MiB", hwm as f64 / 1024.0);
-    println!(
-        "  CPU in the window: daemon {:.1} s, broker {:.1} s, clickhouse {:.1} s \
-         ({:.0} µs of daemon CPU per event)",
-        cpu[0],
-        cpu[1],
-        cpu[2],
-        cpu[0] / window_events * 1e6
-    );
-    println!(
-        "  CPU-bound capacity: daemon alone {:.0} events/s per core; whole stack on 2 \
-         uncontended cores {:.0} events/s",
-        window_events / cpu[0].max(1e-9),
-        2.0 * window_events / total_cpu.max(1e-9)
-    );
-    println!(
-        "  machine load during the run (1-min loadavg): {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split_whitespace()
-            .next()
-            .unwrap_or("?")
-    );
+    let secs = (b - a).as_secs_f64();
+    let load = loadavg();
+    let judge_window = (rb - ra) as f64 / secs;
 
-    // 2. Lag at a fixed production rate.
-    let base = rows(&h);
+    // 2. Lag at a fixed production rate (the LLM judge keeps working meanwhile: its steady
+    // state is measured over the first 10 s).
+    let judged_before = (Instant::now(), requests());
+    let lag = lag(&mut h, args, lag_events).await;
+    let judge_steady =
+        (requests() - judged_before.1) as f64 / judged_before.0.elapsed().as_secs_f64().max(1e-9);
+    let hwm_mib = rss_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0;
+    if llm {
+        eprintln!("  (judged rows written: {})", count(&h, "stef_judged"));
+    }
+    drop(daemon);
+    Some(Run {
+        llm,
+        sustained: (nb - na) as f64 / secs,
+        window_events: (nb - na) as f64,
+        cpu: [0, 1, 2].map(|i| cpu_b[i] - cpu_a[i]),
+        hwm_mib,
+        load,
+        judge: llm.then_some((judge_window, judge_steady)),
+        lag,
+    })
+}
+
+async fn lag(h: &mut Harness, args: &Args, lag_events: usize) -> Lag {
+    let base = rows(h);
     let mut produced_at: Vec<(Instant, u64)> = Vec::new();
     let tick = Duration::from_millis(100);
     let per_tick = (args.rate / 10).max(1);
@@ -239,7 +283,7 @@ async fn main() {
         produced_at.push((Instant::now(), sent as u64));
         if Instant::now() >= next_sample {
             next_sample = Instant::now() + Duration::from_millis(250);
-            let stored = rows(&h).saturating_sub(base);
+            let stored = rows(h).saturating_sub(base);
             // When was the `stored`-th lag event produced?
             if let Some((when, _)) = produced_at.iter().find(|(_, n)| *n >= stored)
                 && stored > 0
@@ -248,120 +292,136 @@ async fn main() {
             }
         }
     }
-    let produce_rate = sent as f64 / begin.elapsed().as_secs_f64();
+    let offered = sent as f64 / begin.elapsed().as_secs_f64();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while rows(&h) < base + sent as u64 && Instant::now() < deadline {
-        let stored = rows(&h).saturating_sub(base);
+    while rows(h) < base + sent as u64 && Instant::now() < deadline {
+        let stored = rows(h).saturating_sub(base);
         if let Some((when, _)) = produced_at.iter().find(|(_, n)| *n >= stored) {
             lags.push(when.elapsed().as_secs_f64());
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let drained = rows(&h) >= base + sent as u64;
+    let drained = rows(h) >= base + sent as u64;
     lags.sort_by(|a, b| a.total_cmp(b));
-    let hwm = rss_kib(pid, "VmHWM:").unwrap_or(0);
+    Lag {
+        sent,
+        offered,
+        p50: percentile(&lags, 0.5),
+        p99: percentile(&lags, 0.99),
+        max: lags.last().copied().unwrap_or(f64::NAN),
+        samples: lags.len(),
+        drained,
+    }
+}
+
+fn report(args: &Args, r: &Run) {
+    let kind = if r.llm {
+        format!(
+            "LLM judge ({} ms, quota {}/s)",
+            args.llm_latency_ms, args.llm_rate
+        )
+    } else {
+        "deterministic".to_string()
+    };
+    let total_cpu: f64 = r.cpu.iter().sum();
+    println!("daemon_throughput {kind}: {} events", args.events);
     println!(
-        "daemon_throughput lag: {sent} events at {produce_rate:.0}/s offered ({} requested)",
-        args.rate
+        "  sustained line rate (10%→90%): {:.0} events/s",
+        r.sustained
     );
     println!(
-        "  end-to-end lag p50 {:.2} s, p99 {:.2} s, max {:.2} s ({} samples){}",
-        percentile(&lags, 0.5),
-        percentile(&lags, 0.99),
-        lags.last().copied().unwrap_or(f64::NAN),
-        lags.len(),
-        if drained {
+        "  CPU in the window: daemon {:.1} s, broker {:.1} s, clickhouse {:.1} s \
+         ({:.0} µs of daemon CPU per event; whole stack on 2 uncontended cores {:.0} events/s)",
+        r.cpu[0],
+        r.cpu[1],
+        r.cpu[2],
+        r.cpu[0] / r.window_events * 1e6,
+        2.0 * r.window_events / total_cpu.max(1e-9)
+    );
+    if let Some((window, steady)) = r.judge {
+        println!(
+            "  judge: {window:.1} requests/s in the window ({:.1}% of the quota), {steady:.1}/s \
+             in the 10 s after it ({:.1}%)",
+            100.0 * window / args.llm_rate as f64,
+            100.0 * steady / args.llm_rate as f64
+        );
+    }
+    let l = &r.lag;
+    println!(
+        "  lag at {:.0}/s offered ({} events): p50 {:.2} s, p99 {:.2} s, max {:.2} s ({} samples){}",
+        l.offered,
+        l.sent,
+        l.p50,
+        l.p99,
+        l.max,
+        l.samples,
+        if l.drained {
             ""
         } else {
             " — NOT fully drained"
         }
     );
     println!(
-        "  peak RSS over both phases: {:.1} MiB",
-        hwm as f64 / 1024.0
+        "  peak RSS (VmHWM) {:.1} MiB; 1-min loadavg at the end of the window {}",
+        r.hwm_mib, r.load
     );
-    drop(daemon);
-    drop(h);
-    if args.llm {
-        llm_phase(&args, sustained).await;
-    }
 }
 
-/// Phase 3: the same backlog with the LLM judge on, on fresh servers.
-async fn llm_phase(args: &Args, deterministic: f64) {
-    use sqlgrade_testkit::events::stef_reply;
-    use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
-    let Some(mut h) = Harness::start("daemon_throughput_llm", args.events, 0, false) else {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs bench binaries without `--bench`: the daemon tests
+        // cover correctness, so there is nothing to measure here.
+        println!("daemon_throughput: skipped outside `cargo bench`");
         return;
-    };
-    h.batch = (5000, 1000);
-    let server = MockServer::start().await;
-    let reply = stef_reply("likely_correct", 0.8);
-    let latency = Duration::from_millis(args.llm_latency_ms as u64);
-    server.respond_with(move |_| Scripted::json(&reply).after(latency));
-    // Enough calls in flight for the quota at this latency, with head room.
-    let concurrency = (args.llm_rate * args.llm_latency_ms / 1000 * 3 / 2).max(8);
-    h.extra_config = format!(
-        "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"bench\"\napi_key_env = \"\"\n\
-         max_requests_per_second = {}.0\nmax_concurrency = {concurrency}\nmax_retries = 0\n\
-         timeout_ms = 30000\n",
-        server.base_url(),
-        args.llm_rate
-    );
-    h.produce(args.events).await;
-    let daemon = h.spawn_daemon();
-    let pid = daemon.child.as_ref().map(|c| c.id()).unwrap_or(0);
-    let start = Instant::now();
-    let (lo, hi) = (args.events as u64 / 10, args.events as u64 * 9 / 10);
-    let (mut t_lo, mut t_hi) = (None, None);
-    loop {
-        let n = rows(&h);
-        if t_lo.is_none() && n >= lo {
-            t_lo = Some((Instant::now(), n, server.request_count(), cpu_seconds(pid)));
-        }
-        if t_hi.is_none() && n >= hi {
-            t_hi = Some((Instant::now(), n, server.request_count(), cpu_seconds(pid)));
-        }
-        if n >= args.events as u64 {
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(900) {
-            eprintln!("timed out at {n} rows\n{}", daemon.log_text());
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (Some((a, na, ra, ca)), Some((b, nb, rb, cb))) = (t_lo, t_hi) else {
-        return;
+    let args = args();
+    // Deterministic, LLM, LLM, deterministic, … (module documentation).
+    let mut order = Vec::new();
+    for round in 0..args.rounds {
+        let pair = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        order.extend(pair.into_iter().filter(|&llm| !llm || args.llm));
+    }
+    let mut runs = Vec::new();
+    for llm in order {
+        match run(&args, llm).await {
+            Some(r) => {
+                report(&args, &r);
+                runs.push(r);
+            }
+            None => {
+                eprintln!("daemon_throughput: servers unavailable; nothing measured");
+                return;
+            }
+        }
+    }
+    let mean = |llm: bool, f: &dyn Fn(&Run) -> f64| {
+        let v: Vec<f64> = runs.iter().filter(|r| r.llm == llm).map(f).collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
     };
-    let secs = (b - a).as_secs_f64();
-    let sustained = (nb - na) as f64 / secs;
-    let judge_rate = (rb - ra) as f64 / secs;
-    // Keep judging for a while after the backlog: the judge's steady state.
-    let before = (Instant::now(), server.request_count());
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let steady = (server.request_count() - before.1) as f64 / before.0.elapsed().as_secs_f64();
-    let hwm = rss_kib(pid, "VmHWM:").unwrap_or(0);
+    let det = mean(false, &|r| r.sustained);
     println!(
-        "daemon_throughput with the LLM judge: {} events, judge {} ms latency, quota {}/s, \
-         {concurrency} in flight",
-        args.events, args.llm_latency_ms, args.llm_rate
+        "daemon_throughput summary ({} events per run, {} round(s)):",
+        args.events, args.rounds
     );
     println!(
-        "  sustained line rate (10%→90%): {sustained:.0} events/s = {:.0}% of the \
-         deterministic-only {deterministic:.0} events/s",
-        100.0 * sustained / deterministic.max(1e-9)
+        "  deterministic: {det:.0} events/s (mean of {}), {:.0} µs daemon CPU per event",
+        runs.iter().filter(|r| !r.llm).count(),
+        mean(false, &|r| r.cpu[0] / r.window_events * 1e6)
     );
-    println!(
-        "  judge: {judge_rate:.1} requests/s in that window ({:.0}% of the quota), \
-         {steady:.1}/s in the 10 s after it ({:.0}%)",
-        100.0 * judge_rate / args.llm_rate as f64,
-        100.0 * steady / args.llm_rate as f64
-    );
-    println!(
-        "  daemon CPU in the window: {:.0} µs per event; peak RSS {:.1} MiB",
-        (cb - ca) / (nb - na) as f64 * 1e6,
-        hwm as f64 / 1024.0
-    );
-    drop(daemon);
+    if args.llm {
+        let llm = mean(true, &|r| r.sustained);
+        println!(
+            "  LLM judge on: {llm:.0} events/s = {:.1}% of deterministic, {:.0} µs daemon CPU per \
+             event; judge {:.1}% of the quota in the window, {:.1}% after it",
+            100.0 * llm / det.max(1e-9),
+            mean(true, &|r| r.cpu[0] / r.window_events * 1e6),
+            mean(true, &|r| r.judge.map_or(0.0, |j| j.0)) * 100.0 / args.llm_rate as f64,
+            mean(true, &|r| r.judge.map_or(0.0, |j| j.1)) * 100.0 / args.llm_rate as f64,
+        );
+    }
 }

@@ -246,6 +246,7 @@ pub fn build_second_pass(
     let stats = Arc::new(JudgeStats::default());
     let planner = Arc::new(Planner::new(
         budget,
+        config.judge.max_requests_per_second,
         mode,
         config.alerts.series_key.clone(),
         firing,

@@ -6,6 +6,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -454,13 +455,15 @@ async fn json_object_mode_is_kept_when_it_works() {
     assert_eq!(server.request_count(), 2);
 }
 
-/// A durable cache kept in memory, standing in for ClickHouse `judge_cache` in this test.
+/// A durable cache kept in memory, standing in for ClickHouse `judge_cache` in this test; it
+/// counts its lookups.
 #[derive(Default)]
-struct MapCache(Mutex<HashMap<String, DurableEntry>>);
+struct MapCache(Mutex<HashMap<String, DurableEntry>>, AtomicUsize);
 
 #[async_trait]
 impl DurableCache for MapCache {
     async fn get(&self, key: &str) -> Result<Option<DurableEntry>, DurableCacheError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
         Ok(self.0.lock().unwrap().get(key).cloned())
     }
 
@@ -516,6 +519,45 @@ async fn durable_cache_is_consulted_before_the_llm() {
     assert_eq!(a.verdict, Verdict::Incorrect);
     assert!(!a.cached);
     assert_eq!(server.request_count(), 2);
+}
+
+/// The judge stage asks the caches first (free), then the LLM on a miss: the durable store is
+/// asked once, not twice; a hit found by the cache-only lookup costs no call.
+#[tokio::test]
+async fn cache_only_lookup_then_call_asks_the_durable_store_once() {
+    let server = MockServer::start().await;
+    server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
+    let durable = Arc::new(MapCache::default());
+    let make = || {
+        LlmJudge::new(Arc::new(
+            LlmClient::new(&config(&server.base_url()))
+                .unwrap()
+                .with_durable_cache(durable.clone()),
+        ))
+    };
+    let case = bird_case();
+    let first = make();
+    assert!(first.assess_cached(case.request()).await.is_none());
+    assert_eq!(durable.1.load(Ordering::SeqCst), 1);
+    let a = case.assess(&first).await.unwrap();
+    assert!(!a.cached);
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(durable.1.load(Ordering::SeqCst), 1, "second durable lookup");
+    assert_eq!(durable.0.lock().unwrap().len(), 1, "the reply is stored");
+
+    // A fresh process: the cache-only lookup finds it in the durable store; no call.
+    let second = make();
+    let hit = second.assess_cached(case.request()).await.unwrap();
+    assert!(hit.cached);
+    assert_eq!(hit.verdict, Verdict::Correct);
+    assert_eq!(durable.1.load(Ordering::SeqCst), 2);
+    assert_eq!(server.request_count(), 1);
+
+    // Without a preceding cache-only miss, a call looks in the durable store itself.
+    let mut other = bird_case();
+    other.profile.version = "test-profile-3".into();
+    assert!(!other.assess(&make()).await.unwrap().cached);
+    assert_eq!(durable.1.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test]

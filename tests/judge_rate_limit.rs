@@ -51,7 +51,10 @@ fn judge(cfg: JudgeConfig) -> LlmJudge {
     LlmJudge::from_config(&cfg).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+// Two runtime threads, as the daemon has on a two-core machine. (On one thread, a debug build's
+// prompt rendering and reply parsing delay sends after their permits by up to ~40 ms: two more
+// requests in the server's busiest second than the limiter let go.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_distinct_events_respect_fifty_requests_per_second() {
     let server = MockServer::start().await;
     server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));

@@ -316,7 +316,8 @@ pub struct JudgeConfig {
     pub cache_ttl_secs: u64,
     /// Estimated prompt tokens per minute (prompt length / 4); 0 disables the limit.
     pub max_tokens_per_minute: u32,
-    /// Request-limiter burst; 0 chooses automatically (see `LlmConfig::rate_burst`).
+    /// Requests the limiter lets go at once after a quiet spell; 0 = 1 (`llm::limits::Pacing`
+    /// says how the rate is paced and what a one-second window can hold).
     pub rate_burst: u32,
     /// Directory of prompt templates overriding the built-in `prompts/` (none: built-in).
     pub prompts_dir: Option<PathBuf>,
@@ -367,6 +368,12 @@ pub struct JudgeBudgetConfig {
     pub priority_new_series: u64,
     /// Priority slice: events of a series an alert currently fires on (needs `[alerts]`).
     pub priority_alerting: bool,
+    /// Priority work is offered to the judge stage at most this many times
+    /// `judge.max_requests_per_second` (per process, one second of burst); beyond it, selected
+    /// priority events are shed at once (`priority_over_rate`) instead of queued — or produced to
+    /// the work topic — only to be shed later. The uniform slice is never limited here. 0 = no
+    /// limit.
+    pub priority_offer_factor: f64,
     /// Judgments sent to the LLM per UTC day; 0 = no cap.
     pub max_requests_per_day: u64,
     /// Prompt plus completion tokens per UTC day; 0 = no cap.
@@ -401,6 +408,7 @@ impl Default for JudgeBudgetConfig {
             priority_poor_tier: true,
             priority_new_series: 20,
             priority_alerting: true,
+            priority_offer_factor: 2.0,
             max_requests_per_day: 0,
             max_tokens_per_day: 0,
             max_cost_per_day: 0.0,
@@ -425,6 +433,7 @@ impl JudgeBudgetConfig {
             ));
         }
         for (key, value) in [
+            ("priority_offer_factor", self.priority_offer_factor),
             ("max_cost_per_day", self.max_cost_per_day),
             ("price_input_per_1k", self.price_input_per_1k),
             ("price_output_per_1k", self.price_output_per_1k),

@@ -5,14 +5,25 @@
 //! Only events whose line-rate STEF row was scored normally (status `ok` or `judge_fallback`)
 //! are offered: SQL that does not parse gets Φ = 0 whoever judges it, so asking an LLM would
 //! spend budget to learn nothing.
+//!
+//! Priority work is admitted at most at `priority_offer_factor` × the judge's request rate (a
+//! non-blocking GCRA check, one second of burst): at line rate the priority slices can select a
+//! third of all traffic, far beyond any LLM quota, and queueing (or producing to the work topic)
+//! work that can only be shed later costs CPU and broker bandwidth for nothing. What is over the
+//! rate is shed here, counted (`priority_over_rate`). The uniform slice is never limited by the
+//! planner: the calibrated estimates rest on it.
 
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::alert::FiringSeries;
 use crate::config::{JudgeBudgetConfig, SeriesLabel};
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 use crate::event::Event;
-use crate::sampling::{LineRate, Selection, SelectionPolicy, SeriesFirstSeen};
+use crate::sampling::{LineRate, Selection, SelectionPolicy, SeriesFirstSeen, ShedReason};
 
 use super::work::JudgeWork;
 use crate::stats::judge_pass::JudgeStats;
@@ -66,12 +77,31 @@ pub struct Planner {
     seen: Mutex<SeriesFirstSeen>,
     firing: Arc<FiringSeries>,
     stats: Arc<JudgeStats>,
+    /// Admission of priority work (module documentation); `None` = unlimited.
+    priority_admission: Option<DefaultDirectRateLimiter>,
+}
+
+/// The GCRA limiter admitting priority work at `factor × requests_per_second` per second with one
+/// second of burst; `None` when either is 0 (no limit).
+fn priority_admission(factor: f64, requests_per_second: f64) -> Option<DefaultDirectRateLimiter> {
+    let rate = factor * requests_per_second;
+    if !(rate.is_finite() && rate > 0.0) {
+        return None;
+    }
+    let period = Duration::try_from_secs_f64(1.0 / rate).ok()?;
+    // One second of offers may come at once (a burst of selections after a quiet spell).
+    let burst = NonZeroU32::new(rate.ceil().min(f64::from(u32::MAX)) as u32)?;
+    Some(RateLimiter::direct(
+        Quota::with_period(period)?.allow_burst(burst),
+    ))
 }
 
 impl Planner {
-    /// A planner for `[judge.budget]`; series are keyed like the alerts (`series_key`).
+    /// A planner for `[judge.budget]` in front of a judge allowed `requests_per_second`; series
+    /// are keyed like the alerts (`series_key`).
     pub fn new(
         budget: &JudgeBudgetConfig,
+        requests_per_second: f64,
         mode: PlanMode,
         series_key: Vec<SeriesLabel>,
         firing: Arc<FiringSeries>,
@@ -92,6 +122,12 @@ impl Planner {
             seen: Mutex::new(SeriesFirstSeen::new(MAX_TRACKED_SERIES)),
             firing,
             stats,
+            priority_admission: match mode {
+                PlanMode::Sample => {
+                    priority_admission(budget.priority_offer_factor, requests_per_second)
+                }
+                PlanMode::Census => None,
+            },
         }
     }
 
@@ -125,6 +161,13 @@ impl Planner {
             }
         };
         self.stats.selected(&selection);
+        if !selection.uniform
+            && let Some(admission) = &self.priority_admission
+            && admission.check().is_err()
+        {
+            self.stats.shed(ShedReason::PriorityOverRate, 1);
+            return None;
+        }
         Some(JudgeWork::new(event.clone(), selection, line, ts))
     }
 }

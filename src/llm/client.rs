@@ -6,6 +6,11 @@
 //! caller's type (through the call's [`ReplyDecoder`]), and shares one in-memory cache (with
 //! coalescing of identical in-flight calls), one durable cache, one set of rate limits and one
 //! retry policy across all callers.
+//!
+//! A caller that first asks only the caches ([`LlmClient::lookup_structured`], the judge stage
+//! before it spends budget) and then calls on a miss does not pay a second durable lookup: a key
+//! the durable store just answered "absent" for is remembered for [`DURABLE_MISS_TTL`], and the
+//! next fill of that key goes straight to the LLM (its reply is then stored as usual).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +38,13 @@ use crate::judge::structured::{
     StructuredReply, json_in_text,
 };
 use crate::judge::{JudgeError, JudgeTotals, StructuredJudge, TokenUsage};
+
+/// How long a durable-cache miss seen by a cache-only lookup stands in for the next lookup of
+/// the same key (module documentation).
+pub const DURABLE_MISS_TTL: Duration = Duration::from_secs(30);
+
+/// Keys remembered as durable misses, at most.
+const DURABLE_MISS_CAPACITY: u64 = 10_000;
 
 /// Longest error-body excerpt kept in a [`JudgeError`].
 const ERROR_BODY_CHARS: usize = 500;
@@ -84,6 +96,8 @@ pub struct LlmClient {
     limits: Limits,
     memory: Option<MemoryCache>,
     durable: Arc<dyn DurableCache>,
+    /// Keys the durable cache just said it lacks (module documentation).
+    durable_misses: moka::future::Cache<String, ()>,
     mode: ModeMemory,
     stats: CallStats,
 }
@@ -142,6 +156,10 @@ impl LlmClient {
             prompts,
             memory,
             durable: Arc::new(NoDurableCache),
+            durable_misses: moka::future::Cache::builder()
+                .max_capacity(DURABLE_MISS_CAPACITY)
+                .time_to_live(DURABLE_MISS_TTL)
+                .build(),
             mode: ModeMemory::new(ResponseMode::JsonSchema),
             stats: CallStats::default(),
             config,
@@ -243,7 +261,15 @@ impl LlmClient {
         let reply = match hit {
             Some(reply) => reply,
             None => {
-                let entry = self.durable.get(&key).await.ok()??;
+                let entry = match self.durable.get(&key).await {
+                    Ok(Some(entry)) => entry,
+                    Ok(None) => {
+                        self.durable_misses.insert(key, ()).await;
+                        return None;
+                    }
+                    // Unavailable: not a miss; the fill will ask again.
+                    Err(_) => return None,
+                };
                 let value = serde_json::from_str::<Value>(&entry.reply).ok()?;
                 let (typed, _) = call.reply.decode(value).ok()?;
                 self.stats.bump(Counter::DurableHit);
@@ -330,7 +356,11 @@ impl LlmClient {
         prompt_version: &str,
         schema: &ReplySchema,
     ) -> Result<Arc<CachedReply>, JudgeError> {
-        match self.durable.get(key).await {
+        let lookup = match self.durable_misses.remove(key).await {
+            Some(()) => Ok(None),
+            None => self.durable.get(key).await,
+        };
+        match lookup {
             Ok(Some(entry)) => {
                 let parsed = serde_json::from_str::<Value>(&entry.reply)
                     .map_err(|e| e.to_string())

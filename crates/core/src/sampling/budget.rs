@@ -22,6 +22,9 @@ pub enum ShedReason {
     DailyTokens,
     /// Today's cost cap is reached.
     DailyCost,
+    /// Priority work offered faster than the judge can take it (`priority_offer_factor` times
+    /// its request rate): shed when selected, before it is queued or produced.
+    PriorityOverRate,
     /// The work queue was full and this was the least important work in it.
     QueueFull,
     /// The work waited longer than the judge stage's `max_wait`.
@@ -37,6 +40,7 @@ impl ShedReason {
             ShedReason::DailyRequests => "daily_requests",
             ShedReason::DailyTokens => "daily_tokens",
             ShedReason::DailyCost => "daily_cost",
+            ShedReason::PriorityOverRate => "priority_over_rate",
             ShedReason::QueueFull => "queue_full",
             ShedReason::Stale => "stale",
             ShedReason::Shutdown => "shutdown",

@@ -145,7 +145,9 @@ pub fn build_llm_client_for(
 
 /// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
 /// `[sink]` server for `clickhouse`, and for `auto` when `sink.kind = "clickhouse"`; none for
-/// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`.
+/// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`;
+/// the writer's batch, retry window and queue bound are `judge.durable_cache_write_batch`,
+/// `durable_cache_retry_ms` and `durable_cache_max_queued`.
 pub fn build_durable_cache(
     judge: &JudgeConfig,
     sink: &SinkConfig,
@@ -162,6 +164,11 @@ pub fn build_durable_cache(
         sink,
         ClickHouseJudgeCacheOptions {
             lookup_timeout: Duration::from_millis(judge.durable_cache_timeout_ms.max(1)),
+            write_batch: judge.durable_cache_write_batch.max(1),
+            outage_backoff: Duration::from_millis(judge.durable_cache_retry_ms.max(1)),
+            max_queued: judge
+                .durable_cache_max_queued
+                .max(judge.durable_cache_write_batch.max(1)),
             ..ClickHouseJudgeCacheOptions::default()
         },
     )))

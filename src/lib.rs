@@ -22,6 +22,7 @@
 pub use sqlgrade_core::{evaluation, event, exec, judge, metrics, sampling, sqlspec, stef};
 
 pub mod alert;
+pub mod audit;
 pub mod backfill;
 pub mod build;
 pub mod calibrate;

@@ -136,6 +136,37 @@ enum Command {
         #[arg(long, default_value = "report.html")]
         out: PathBuf,
     },
+    /// Point at benchmark items whose gold query is suspect, from several systems' runs over
+    /// the same items (cross-system agreement, gold failures, FLEX/ROSE verdicts on the gold);
+    /// prints a ranked table and EX per system plain and with the suspected items left out.
+    Audit {
+        /// A run to compare (give at least two; benchmark backfills: the predictions file's stem).
+        #[arg(long = "run-id", required = true)]
+        run_ids: Vec<String>,
+        /// Evaluations JSONL (the JSONL sink's evaluations.jsonl); default: ClickHouse from
+        /// --config.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// TOML config whose [sink] names the ClickHouse to read from.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The benchmark's dev.jsonl (or the events JSONL), to show questions and gold SQL.
+        #[arg(long)]
+        dataset: Option<PathBuf>,
+        /// A predictions file (question_id, predicted_sql) or events JSONL of one run, to show
+        /// its SQL: `RUN_ID=FILE`, or FILE whose stem is the run id. Repeatable.
+        #[arg(long = "predictions")]
+        predictions: Vec<String>,
+        /// Items shown in the terminal table.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Write every item with evidence as JSONL (for dataset maintainers).
+        #[arg(long)]
+        jsonl: Option<PathBuf>,
+        /// HTML output file.
+        #[arg(long, default_value = "audit.html")]
+        out: PathBuf,
+    },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
         /// TOML config file.
@@ -256,7 +287,109 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             config,
             out,
         } => report(run_id, input, events, config, out).await,
+        Command::Audit {
+            run_ids,
+            input,
+            config,
+            dataset,
+            predictions,
+            top,
+            jsonl,
+            out,
+        } => {
+            let request = AuditRequest {
+                run_ids,
+                input,
+                config,
+                dataset,
+                predictions,
+                top,
+                jsonl,
+                out,
+            };
+            audit(request).await
+        }
     }
+}
+
+/// The arguments of `sqlgrade audit`.
+struct AuditRequest {
+    run_ids: Vec<String>,
+    input: Option<PathBuf>,
+    config: Option<PathBuf>,
+    dataset: Option<PathBuf>,
+    predictions: Vec<String>,
+    top: usize,
+    jsonl: Option<PathBuf>,
+    out: PathBuf,
+}
+
+async fn audit(request: AuditRequest) -> Result<ExitCode> {
+    use sqlgrade::audit::{GoldAudit, html, predictions_from_file, texts_from_file};
+    use sqlgrade::report::{rows_from_clickhouse, rows_from_jsonl};
+    use std::collections::{BTreeMap, HashMap};
+    let mut run_ids = request.run_ids.clone();
+    run_ids.sort();
+    run_ids.dedup();
+    if run_ids.len() < 2 {
+        anyhow::bail!("audit compares systems: give at least two distinct --run-id");
+    }
+    let config = match (&request.input, &request.config) {
+        (Some(_), _) => None,
+        (None, Some(_)) => Some(load_config(request.config.as_ref())?),
+        (None, None) => anyhow::bail!("audit needs --input FILE or --config FILE (ClickHouse)"),
+    };
+    let mut rows = BTreeMap::new();
+    for run_id in &run_ids {
+        let run_rows = match (&request.input, &config) {
+            (Some(path), _) => rows_from_jsonl(path, run_id)?,
+            (None, Some(config)) => rows_from_clickhouse(&config.sink, run_id).await?,
+            (None, None) => Vec::new(),
+        };
+        if run_rows.is_empty() {
+            anyhow::bail!("no evaluation rows with run_id {run_id:?}");
+        }
+        rows.insert(run_id.clone(), run_rows);
+    }
+    let texts = match &request.dataset {
+        Some(path) => texts_from_file(path)?,
+        None => HashMap::new(),
+    };
+    let mut predictions = HashMap::new();
+    for spec in &request.predictions {
+        let (run, path) = match spec.split_once('=') {
+            Some((run, path)) if run_ids.iter().any(|r| r == run) => {
+                (run.to_string(), PathBuf::from(path))
+            }
+            _ => {
+                let path = PathBuf::from(spec);
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (stem, path)
+            }
+        };
+        if !run_ids.contains(&run) {
+            anyhow::bail!(
+                "--predictions {spec}: run {run:?} is not one of the --run-id values (use RUN_ID=FILE)"
+            );
+        }
+        for (item, sql) in predictions_from_file(&path)? {
+            predictions.insert((run.clone(), item), sql);
+        }
+    }
+    let audit = GoldAudit::build(&rows, &texts, &predictions);
+    print_stdout(&audit.terminal_summary(request.top))?;
+    if let Some(path) = &request.jsonl {
+        std::fs::write(path, audit.to_jsonl())
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("JSONL: {}", path.display());
+    }
+    std::fs::write(&request.out, html::render(&audit))
+        .with_context(|| format!("writing {}", request.out.display()))?;
+    println!("HTML: {}", request.out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn calibrate(
@@ -303,11 +436,21 @@ async fn report(
         None => Default::default(),
     };
     let report = RunReport::build(&run_id, &rows, &sql)?;
-    print!("{}", report.terminal_summary());
+    print_stdout(&report.terminal_summary())?;
     std::fs::write(&out, html::render(&report))
         .with_context(|| format!("writing {}", out.display()))?;
     println!("HTML report: {}", out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Print a table to stdout; a closed pipe (`sqlgrade audit | head`) is not an error.
+fn print_stdout(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
 }
 
 fn load_config(path: Option<&PathBuf>) -> Result<Config> {

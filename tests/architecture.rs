@@ -486,6 +486,7 @@ const DAEMON_LAYERS: &[&[&str]] = &[
         "judge",
         "exec",
         "metrics",
+        "sampling",
     ],
     &["config"],
     &["health", "stats", "sink"],
@@ -496,7 +497,7 @@ const DAEMON_LAYERS: &[&[&str]] = &[
     &["judging"],
     &["pipeline"],
     &["build", "report", "calibrate"],
-    &["backfill"],
+    &["backfill", "audit"],
 ];
 
 #[test]

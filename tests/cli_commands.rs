@@ -411,6 +411,104 @@ api_key = "sk-inline-789"
 }
 
 #[test]
+fn check_config_rejects_a_gold_judge_durable_cache_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sqlgrade.toml");
+    let gold_judge = r#"
+[gold]
+metrics = ["ex", "flex"]
+
+[gold.judge]
+kind = "llm"
+base_url = "http://127.0.0.1:9/v1"
+model = "m"
+durable_cache = "clickhouse"
+"#;
+    std::fs::write(&config, gold_judge).unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("gold.judge.durable_cache = \"clickhouse\" needs sink.url"),
+        "{}",
+        stderr(&out)
+    );
+    // With the server named, the same section is accepted.
+    let with_sink =
+        format!("{gold_judge}\n[sink]\nkind = \"jsonl\"\nurl = \"http://127.0.0.1:8123\"\n");
+    std::fs::write(&config, with_sink).unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn check_config_exposes_the_durable_cache_writer_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        "[judge]\ndurable_cache_write_batch = 64\ndurable_cache_retry_ms = 250\n\
+         durable_cache_max_queued = 1000\n",
+    )
+    .unwrap();
+    let out = sqlgrade(dir.path())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let parsed: toml::Value = toml::from_str(&text).unwrap();
+    let judge = &parsed["judge"];
+    assert_eq!(judge["durable_cache_write_batch"].as_integer(), Some(64));
+    assert_eq!(judge["durable_cache_retry_ms"].as_integer(), Some(250));
+    assert_eq!(judge["durable_cache_max_queued"].as_integer(), Some(1000));
+
+    let bad = sqlgrade(dir.path())
+        .arg("check-config")
+        .env("SQLGRADE__JUDGE__DURABLE_CACHE_WRITE_BATCH", "0")
+        .env("SQLGRADE__JUDGE__DURABLE_CACHE_RETRY_MS", "0")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = stderr(&bad);
+    assert!(
+        err.contains("judge.durable_cache_write_batch must be at least 1")
+            && err.contains("judge.durable_cache_retry_ms must be at least 1"),
+        "{err}"
+    );
+    let queue = sqlgrade(dir.path())
+        .arg("check-config")
+        .env("SQLGRADE__JUDGE__DURABLE_CACHE_MAX_QUEUED", "10")
+        .output()
+        .unwrap();
+    assert!(!queue.status.success());
+    assert!(
+        stderr(&queue).contains("judge.durable_cache_max_queued (10) must be at least"),
+        "{}",
+        stderr(&queue)
+    );
+    let preview = sqlgrade(dir.path())
+        .arg("check-config")
+        .env("SQLGRADE__GOLD__ROSE_PREVIEW_ROWS", "0")
+        .output()
+        .unwrap();
+    assert!(!preview.status.success());
+    assert!(
+        stderr(&preview).contains("gold.rose_preview_rows must be between 1 and 200"),
+        "{}",
+        stderr(&preview)
+    );
+}
+
+#[test]
 fn migrate_needs_a_clickhouse_sink_and_reports_an_unreachable_server() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.toml");

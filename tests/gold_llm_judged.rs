@@ -11,8 +11,9 @@ use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::event::Event;
 use sqlgrade::llm::LlmClient;
 use sqlgrade::metrics::avoid::Avoidance;
-use sqlgrade::metrics::flex::{ERROR_CATEGORY_KEYS, FlexOptions};
+use sqlgrade::metrics::flex::{ERROR_CATEGORY_KEYS, FN_CATEGORY_KEYS, FlexOptions};
 use sqlgrade::metrics::judged::{JudgedInput, JudgedOptions, JudgedScorer};
+use sqlgrade::metrics::rose::{DEFAULT_PREVIEW_ROWS, RoseOptions};
 use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 use support::config;
 use support::openai_mock::{MockServer, Scripted};
@@ -352,17 +353,114 @@ async fn flex_error_categories_follow_an_incorrect_verdict() {
 }
 
 #[tokio::test]
-async fn flex_error_categories_are_not_asked_for_a_correct_verdict() {
+async fn flex_categories_are_not_asked_for_a_true_positive() {
+    // EX = 1 and judged correct: nothing to explain, no second call.
     let server = MockServer::start().await;
     server.push([Scripted::json(
         &json!({"reasoning": "fine", "correct": true}),
     )]);
     let s = scorer(&server, flex_with_categories());
-    let row = one(&s, &f8(), None).await;
+    let row = one(&s, &f5(), Some(false)).await;
+    assert_eq!(row.details["branch"], "eq");
     assert_eq!(row.verdict, Some(true));
     assert!(row.details.get("error_categories").is_none());
+    assert!(row.details.get("fn_categories").is_none());
     assert_eq!(row.details["llm_calls"], 1);
     assert_eq!(server.request_count(), 1);
+}
+
+fn fn_categories_reply(issued: &[&str]) -> String {
+    let map: serde_json::Map<String, Value> = FN_CATEGORY_KEYS
+        .iter()
+        .map(|k| {
+            let on = issued.contains(k);
+            (
+                k.to_string(),
+                json!({"issued": on, "explanation": if on { format!("{k} because") } else { String::new() }}),
+            )
+        })
+        .collect();
+    serde_json::to_string_pretty(&Value::Object(map)).unwrap()
+}
+
+#[tokio::test]
+async fn flex_false_negative_categories_say_why_ex_missed_it() {
+    // EX = 0 (other column order plus an extra column) but judged correct: the Fig 13 taxonomy.
+    // The released FN template ends without a closing brace or fence, and models follow it: the
+    // reply below is cut before its final `}` and must still be read.
+    let server = MockServer::start().await;
+    let mut cut = fn_categories_reply(&["different_output_structure"]);
+    assert_eq!(cut.pop(), Some('}'));
+    server.push([
+        Scripted::json(&json!({"reasoning": "same heroes, extra id column", "correct": true})),
+        Scripted::Content(format!("```json\n{cut}\n")),
+    ]);
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &f8(), None).await;
+    assert_eq!(row.status, RowStatus::Ok);
+    assert_eq!(row.details["branch"], "neq");
+    assert_eq!(
+        row.verdict,
+        Some(true),
+        "the categoriser never changes the verdict"
+    );
+    assert_eq!(
+        row.details["fn_categories"],
+        json!(["different_output_structure"])
+    );
+    assert_eq!(
+        row.details["fn_category_explanations"]["different_output_structure"],
+        "different_output_structure because"
+    );
+    assert!(row.details.get("error_categories").is_none());
+    assert_eq!(row.details["llm_calls"], 2);
+    assert_eq!(
+        server.request_count(),
+        2,
+        "no repair turn for the unterminated object"
+    );
+    let sys = system(&server, 1);
+    assert!(sys.contains("missed a correct answer"), "{sys}");
+    assert!(sys.contains("incorrect_ground_truth_query"), "{sys}");
+    let u = user(&server, 1);
+    assert!(
+        u.contains("extra id column"),
+        "the first judgment is shown: {u}"
+    );
+    assert!(!u.contains("Result**"), "no execution results: {u}");
+}
+
+#[tokio::test]
+async fn flex_false_negative_categories_can_point_at_the_gold() {
+    let server = MockServer::start().await;
+    server.push([
+        Scripted::json(&json!({"reasoning": "the gold answers another question", "correct": true})),
+        Scripted::Content(fn_categories_reply(&[
+            "incorrect_ground_truth_query",
+            "multiple_answers_available",
+        ])),
+    ]);
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &f8(), None).await;
+    assert_eq!(
+        row.details["fn_categories"],
+        json!(["incorrect_ground_truth_query", "multiple_answers_available"])
+    );
+}
+
+#[tokio::test]
+async fn flex_false_negative_categorisation_failure_keeps_the_verdict() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(
+        &json!({"reasoning": "fine", "correct": true}),
+    )]);
+    server.respond_with(|_| Scripted::Content("no idea".into()));
+    let s = scorer(&server, flex_with_categories());
+    let row = one(&s, &f8(), None).await;
+    assert_eq!(row.status, RowStatus::Ok);
+    assert_eq!((row.value, row.verdict), (1.0, Some(true)));
+    assert_eq!(row.details["fn_categories_error"]["kind"], "invalid_reply");
+    assert!(row.details.get("fn_categories").is_none());
 }
 
 #[tokio::test]
@@ -768,4 +866,44 @@ async fn second_scoring_is_served_from_cache() {
     let c = s.counter().snapshot();
     assert_eq!(c[&Metric::Rose].llm_calls, 4);
     assert_eq!(c[&Metric::Rose].cache_hits, 2);
+}
+
+/// Data rows of the result table in a ROSE prompt (the `sql_result` data block holds the
+/// JSON-encoded markdown table: header, rule, rows, `...`, shape).
+fn preview_rows(prompt: &str) -> usize {
+    let start = prompt
+        .find("<data name=\"sql_result\">")
+        .expect("a result block")
+        + 24;
+    let end = start + prompt[start..].find("</data>").expect("block end");
+    let table: String = serde_json::from_str(&prompt[start..end]).expect("JSON-encoded text");
+    table.lines().filter(|l| l.starts_with('|')).count() - 2
+}
+
+#[tokio::test]
+async fn rose_preview_size_follows_the_setting() {
+    // 750 rows against 10: the mismatch path, the Prover sees a preview of the prediction.
+    let many = event(
+        "List the ids of the first ten superheroes.",
+        None,
+        "SELECT id FROM superhero",
+        "SELECT id FROM superhero WHERE id <= 10",
+    );
+    let mut shown = Vec::new();
+    for rows in [None, Some(3)] {
+        let server = rose_server(Some(prover(json!(false))), None).await;
+        let mut options = only(Metric::Rose);
+        if let Some(n) = rows {
+            options.rose = Some(RoseOptions {
+                preview_rows: n,
+                ..RoseOptions::default()
+            });
+        }
+        let s = scorer(&server, options);
+        let row = one(&s, &many, None).await;
+        assert_eq!(row.details["path"], "prover_rejected", "{}", row.details);
+        let u = user(&server, 0);
+        shown.push(preview_rows(&u));
+    }
+    assert_eq!(shown, vec![DEFAULT_PREVIEW_ROWS, 3]);
 }

@@ -325,6 +325,15 @@ pub struct JudgeConfig {
     pub durable_cache: DurableCacheMode,
     /// Longest wait for one durable-cache lookup; a slower answer counts as a miss.
     pub durable_cache_timeout_ms: u64,
+    /// Durable-cache entries written per INSERT at most (verdicts are queued and written in
+    /// the background).
+    pub durable_cache_write_batch: usize,
+    /// After a failed durable-cache lookup or insert: how long lookups are skipped (immediate
+    /// misses) and a failed batch waits before it is retried.
+    pub durable_cache_retry_ms: u64,
+    /// Durable-cache entries waiting to be written at most; beyond it new entries are dropped
+    /// and counted (a lost cache write only costs a future LLM call).
+    pub durable_cache_max_queued: usize,
     /// First backoff delay before a retry, doubling per retry with jitter. Not a configuration
     /// key (fixed in production; tests shorten it).
     #[serde(skip)]
@@ -494,6 +503,9 @@ impl Default for JudgeConfig {
             prompts_dir: None,
             durable_cache: DurableCacheMode::Auto,
             durable_cache_timeout_ms: 1_000,
+            durable_cache_write_batch: 500,
+            durable_cache_retry_ms: 5_000,
+            durable_cache_max_queued: 10_000,
             backoff_initial_ms: 250,
             backoff_max_ms: 10_000,
             retry_after_max_ms: 60_000,
@@ -553,6 +565,8 @@ pub struct GoldConfig {
     pub flex_render: crate::metrics::flex::RenderPreset,
     /// FLEX: a second call classifies the error categories of incorrect verdicts.
     pub flex_error_categories: bool,
+    /// ROSE: rows of each execution result shown in the prompts (the released code's 20).
+    pub rose_preview_rows: usize,
     /// Hybrid-EX: verdict cut-off θ (pass iff score ≥ θ).
     pub hybrid_cutoff: f64,
     /// Hybrid-EX: default relative numeric tolerance δ0.
@@ -603,6 +617,7 @@ impl Default for GoldConfig {
             avoidance: true,
             flex_render: crate::metrics::flex::RenderPreset::Paper,
             flex_error_categories: false,
+            rose_preview_rows: crate::metrics::rose::DEFAULT_PREVIEW_ROWS,
             hybrid_cutoff: crate::metrics::hybrid_ex::DEFAULT_CUTOFF,
             hybrid_tolerance: crate::metrics::hybrid_ex::DEFAULT_TOLERANCE,
             judge: None,
@@ -760,9 +775,7 @@ impl Config {
                     .to_string(),
             );
         }
-        if self.judge.durable_cache_timeout_ms == 0 {
-            problems.push("judge.durable_cache_timeout_ms must be at least 1".to_string());
-        }
+        problems.extend(durable_cache_problems("judge", &self.judge));
         if !(self.judge.max_requests_per_second.is_finite()
             && self.judge.max_requests_per_second > 0.0)
         {
@@ -814,6 +827,16 @@ impl Config {
             .map(Metric::as_str)
             .collect();
         if let Some(judge) = &gold.judge {
+            problems.extend(durable_cache_problems("gold.judge", judge));
+            if judge.durable_cache == DurableCacheMode::Clickhouse
+                && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
+            {
+                problems.push(
+                    "gold.judge.durable_cache = \"clickhouse\" needs sink.url (the ClickHouse \
+                     server holding judge_cache; [gold.judge] uses the [sink] server)"
+                        .to_string(),
+                );
+            }
             if judge.kind != JudgeKind::Llm {
                 problems.push(
                     "gold.judge.kind must be \"llm\" ([gold.judge] is the LLM endpoint of flex, \
@@ -846,6 +869,13 @@ impl Config {
                 judged.join(", ")
             ));
         }
+        if !(1..=crate::metrics::rose::MAX_PREVIEW_ROWS).contains(&gold.rose_preview_rows) {
+            problems.push(format!(
+                "gold.rose_preview_rows must be between 1 and {}, not {}",
+                crate::metrics::rose::MAX_PREVIEW_ROWS,
+                gold.rose_preview_rows
+            ));
+        }
         if !(gold.hybrid_cutoff.is_finite() && (0.0..=1.0).contains(&gold.hybrid_cutoff)) {
             problems.push(format!(
                 "gold.hybrid_cutoff must be between 0 and 1, not {}",
@@ -869,6 +899,34 @@ impl Config {
         redact(&mut value);
         toml::to_string_pretty(&value).map_err(|e| ConfigError::Render(e.to_string()))
     }
+}
+
+/// Problems with the durable-cache keys of a judge section (`judge` or `gold.judge`).
+fn durable_cache_problems(section: &str, judge: &JudgeConfig) -> Vec<String> {
+    let mut problems = Vec::new();
+    if judge.durable_cache_timeout_ms == 0 {
+        problems.push(format!(
+            "{section}.durable_cache_timeout_ms must be at least 1"
+        ));
+    }
+    if judge.durable_cache_write_batch == 0 {
+        problems.push(format!(
+            "{section}.durable_cache_write_batch must be at least 1"
+        ));
+    }
+    if judge.durable_cache_retry_ms == 0 {
+        problems.push(format!(
+            "{section}.durable_cache_retry_ms must be at least 1"
+        ));
+    }
+    if judge.durable_cache_max_queued < judge.durable_cache_write_batch {
+        problems.push(format!(
+            "{section}.durable_cache_max_queued ({}) must be at least \
+             {section}.durable_cache_write_batch ({})",
+            judge.durable_cache_max_queued, judge.durable_cache_write_batch
+        ));
+    }
+    problems
 }
 
 fn string_or_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {

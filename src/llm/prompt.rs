@@ -49,6 +49,14 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../prompts/flex_categories.user.j2"),
     ),
     (
+        "flex_fn_categories.system.j2",
+        include_str!("../../prompts/flex_fn_categories.system.j2"),
+    ),
+    (
+        "flex_fn_categories.user.j2",
+        include_str!("../../prompts/flex_fn_categories.user.j2"),
+    ),
+    (
         "rose_prover.system.j2",
         include_str!("../../prompts/rose_prover.system.j2"),
     ),

@@ -87,7 +87,8 @@ impl ReportRow {
             .unwrap_or_else(|| "unknown".into())
     }
 
-    fn verdict(&self) -> Option<bool> {
+    /// The verdict, whichever way the store encoded it (bool in JSONL, 0/1 in ClickHouse).
+    pub fn verdict(&self) -> Option<bool> {
         match &self.verdict {
             Some(Value::Bool(b)) => Some(*b),
             Some(Value::Number(n)) => n.as_f64().map(|v| v != 0.0),
@@ -95,7 +96,8 @@ impl ReportRow {
         }
     }
 
-    fn details(&self) -> Value {
+    /// The details object (parsed when the store kept it as JSON text).
+    pub fn details(&self) -> Value {
         match &self.details {
             Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
             other => other.clone(),

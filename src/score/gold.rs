@@ -61,7 +61,10 @@ pub fn judged_options(config: &GoldConfig) -> Option<JudgedOptions> {
             preset: config.flex_render,
             error_categories: config.flex_error_categories,
         }),
-        rose: config.has(Metric::Rose).then(RoseOptions::default),
+        rose: config.has(Metric::Rose).then(|| RoseOptions {
+            preview_rows: config.rose_preview_rows,
+            ..RoseOptions::default()
+        }),
         hybrid_ex: config.has(Metric::HybridEx).then_some(HybridOptions {
             cutoff: config.hybrid_cutoff,
             tolerance: config.hybrid_tolerance,

@@ -131,6 +131,49 @@ impl ResultSet {
             .map(|r| r.iter().map(SqlValue::key_ref).collect())
             .collect()
     }
+
+    /// A short fingerprint of the result as a *set* of rows (BIRD's notion of equality: row
+    /// order and duplicates ignored, column order kept, values by their comparison keys, so
+    /// `507` and `507.0` agree): the first 16 hex digits of SHA-256 over the sorted distinct
+    /// rows. BIRD-equal results have the same digest and, up to a 64-bit collision, the other
+    /// way round (all empty results share one); it
+    /// lets rows of different runs say "these systems returned the same answer" without
+    /// carrying the rows (the gold audit reads it).
+    pub fn set_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut rows = self.key_ref_rows();
+        rows.sort_unstable();
+        rows.dedup();
+        let mut hasher = Sha256::new();
+        for row in &rows {
+            hasher.update([0xFE]);
+            for value in row {
+                match value {
+                    KeyRef::Null => hasher.update([0]),
+                    KeyRef::Int(i) => {
+                        hasher.update([1]);
+                        hasher.update(i.to_le_bytes());
+                    }
+                    KeyRef::Real(bits) => {
+                        hasher.update([2]);
+                        hasher.update(bits.to_le_bytes());
+                    }
+                    KeyRef::Text(t) => {
+                        hasher.update([3]);
+                        hasher.update((t.len() as u64).to_le_bytes());
+                        hasher.update(t.as_bytes());
+                    }
+                    KeyRef::Blob(b) => {
+                        hasher.update([4]);
+                        hasher.update((b.len() as u64).to_le_bytes());
+                        hasher.update(b);
+                    }
+                }
+            }
+        }
+        let digest = hasher.finalize();
+        hex::encode(digest.get(..8).unwrap_or_default())
+    }
 }
 
 /// Why a query produced no result set.
@@ -194,4 +237,51 @@ pub trait Executor: Send + Sync {
 
     /// Whether `db_id` names a database this executor can reach.
     fn has_database(&self, db_id: &str) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rs(rows: Vec<Vec<SqlValue>>) -> ResultSet {
+        ResultSet {
+            columns: vec!["a".into(), "b".into()],
+            rows,
+        }
+    }
+
+    #[test]
+    fn set_digest_follows_bird_equality() {
+        use SqlValue::{Integer, Null, Real, Text};
+        let a = rs(vec![
+            vec![Integer(1), Text("x".into())],
+            vec![Integer(2), Null],
+        ]);
+        // Other order, a duplicate, and 2.0 for 2: the same set of rows.
+        let b = rs(vec![
+            vec![Real(2.0), Null],
+            vec![Integer(1), Text("x".into())],
+            vec![Integer(1), Text("x".into())],
+        ]);
+        assert_eq!(a.set_digest(), b.set_digest());
+        assert_eq!(a.set_digest().len(), 16);
+        // Column order matters; text never equals a number; a missing row matters.
+        let swapped = rs(vec![
+            vec![Text("x".into()), Integer(1)],
+            vec![Null, Integer(2)],
+        ]);
+        assert_ne!(a.set_digest(), swapped.set_digest());
+        let text = rs(vec![
+            vec![Integer(1), Text("x".into())],
+            vec![Text("2".into()), Null],
+        ]);
+        assert_ne!(a.set_digest(), text.set_digest());
+        let fewer = rs(vec![vec![Integer(1), Text("x".into())]]);
+        assert_ne!(a.set_digest(), fewer.set_digest());
+        // Value boundaries are unambiguous: ("ab", "c") is not ("a", "bc").
+        let ab = rs(vec![vec![Text("ab".into()), Text("c".into())]]);
+        let bc = rs(vec![vec![Text("a".into()), Text("bc".into())]]);
+        assert_ne!(ab.set_digest(), bc.set_digest());
+        assert_eq!(rs(vec![]).set_digest(), ResultSet::default().set_digest());
+    }
 }

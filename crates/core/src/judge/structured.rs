@@ -237,7 +237,10 @@ pub fn validate_value<T: StructuredReply>(value: Value) -> Result<(T, Value), St
 }
 
 /// The JSON object a text holds: the whole text if it is one, else the first `{…}` in it that
-/// parses as a JSON object.
+/// parses as a JSON object. A reply cut short of its closing braces — as the released FLEX
+/// false-negative template invites (it ends without `}` or a closing fence) — is read from its
+/// first `{` to the end (less a trailing code fence) with at most [`MAX_MISSING_BRACES`] `}`
+/// appended, before any object nested inside it is considered.
 pub fn json_in_text(text: &str) -> Result<Value, String> {
     let trimmed = text.trim();
     match serde_json::from_str::<Value>(trimmed) {
@@ -250,7 +253,7 @@ pub fn json_in_text(text: &str) -> Result<Value, String> {
         }
         Err(_) => {}
     }
-    for (start, _) in trimmed.match_indices('{') {
+    for (i, (start, _)) in trimmed.match_indices('{').enumerate() {
         let Some(rest) = trimmed.get(start..) else {
             continue;
         };
@@ -258,11 +261,37 @@ pub fn json_in_text(text: &str) -> Result<Value, String> {
         if let Some(Ok(v @ Value::Object(_))) = stream.next() {
             return Ok(v);
         }
+        // The outermost object cut short: complete it before settling for an inner object.
+        if i == 0
+            && let Some(v) = unterminated_object(rest)
+        {
+            return Ok(v);
+        }
     }
     Err(format!(
         "reply contains no JSON object (starts with {:?})",
         truncate_chars(trimmed, 80)
     ))
+}
+
+/// Closing braces [`json_in_text`] may add to an object that the reply left open.
+pub const MAX_MISSING_BRACES: usize = 2;
+
+/// `text` (which starts with `{`) to its end, less a trailing code fence, completed with up to
+/// [`MAX_MISSING_BRACES`] closing braces; `None` when no completion parses as an object.
+fn unterminated_object(text: &str) -> Option<Value> {
+    let mut rest = text.trim_end();
+    if let Some(stripped) = rest.strip_suffix("```") {
+        rest = stripped.trim_end();
+    }
+    let mut candidate = rest.to_string();
+    for _ in 0..MAX_MISSING_BRACES {
+        candidate.push('}');
+        if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&candidate) {
+            return Some(v);
+        }
+    }
+    None
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -294,5 +323,19 @@ mod tests {
                 .contains("no JSON")
         );
         assert!(json_in_text("").is_err());
+    }
+
+    #[test]
+    fn accepts_an_object_missing_its_closing_braces() {
+        // The released FLEX FN template ends without `}` and without a closing fence.
+        let cut = "```json\n{\"a\": {\"issued\": true, \"explanation\": \"x\"}\n";
+        assert_eq!(json_in_text(cut).unwrap()["a"]["issued"], true);
+        let two = "{\"a\": {\"issued\": false, \"explanation\": \"\"";
+        assert_eq!(json_in_text(two).unwrap()["a"]["issued"], false);
+        let fenced = "{\"a\": 1\n```";
+        assert_eq!(json_in_text(fenced).unwrap()["a"], 1);
+        // More than MAX_MISSING_BRACES missing, or a cut inside a string: still no object.
+        assert!(json_in_text("{\"a\": {\"b\": {\"c\": 1").is_err());
+        assert!(json_in_text("{\"a\": \"unterminated").is_err());
     }
 }

@@ -19,13 +19,19 @@
 //!   with the Fig 12 taxonomy ([`ErrorCategories`]). The issued keys go to
 //!   `details.error_categories`; it never changes the verdict, and a failed categorisation keeps
 //!   the verdict and records `details.error_categories_error`. A prediction that fails to execute
-//!   gets the category `error` without a call. The false-negative taxonomy (Fig 13, for EX = 0
-//!   items judged correct) is not implemented.
+//!   gets the category `error` without a call.
+//! - The false-negative taxonomy (§2.9, Fig 13; same switch): when EX = 0 but the verdict is
+//!   *correct*, the `flex_fn_categories` prompt (same sections) asks *why EX missed it*
+//!   ([`FnCategories`]: output structure, value representation, incorrect ground truth, multiple
+//!   answers, other minor issues) → `details.fn_categories` (+ `fn_category_explanations`, or
+//!   `fn_categories_error`). Never changes the verdict. The released FN template ends without a
+//!   closing brace, so replies missing their final `}` are accepted (the structured layer's
+//!   lenient JSON extraction). Correct verdicts with EX = 1 (true positives) get no second call.
 
 use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::evaluation::{Metric, RowStatus};
 use crate::exec::{ExecError, ResultSet, SqlValue};
@@ -150,6 +156,8 @@ pub const FLEX_EQ_PROMPT: &str = "flex_eq";
 pub const FLEX_NEQ_PROMPT: &str = "flex_neq";
 /// Prompt name of the error categorisation (second call, incorrect verdicts only).
 pub const FLEX_CATEGORIES_PROMPT: &str = "flex_categories";
+/// Prompt name of the false-negative categorisation (second call, EX = 0 judged correct).
+pub const FLEX_FN_CATEGORIES_PROMPT: &str = "flex_fn_categories";
 /// Category recorded for a prediction that failed to execute (no LLM call).
 pub const EXEC_ERROR_CATEGORY: &str = "error";
 
@@ -266,25 +274,8 @@ impl ErrorCategories {
     }
 }
 
-static CATEGORIES_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
-    let flag = json!({
-        "type": "object", "additionalProperties": false,
-        "required": ["issued", "explanation"],
-        "properties": {"issued": {"type": "boolean"}, "explanation": {"type": "string"}}
-    });
-    let properties: serde_json::Map<String, serde_json::Value> = ERROR_CATEGORY_KEYS
-        .iter()
-        .map(|k| (k.to_string(), flag.clone()))
-        .collect();
-    ReplySchema::new(
-        "flex_error_categories",
-        json!({
-            "type": "object", "additionalProperties": false,
-            "required": ERROR_CATEGORY_KEYS,
-            "properties": properties
-        }),
-    )
-});
+static CATEGORIES_SCHEMA: LazyLock<ReplySchema> =
+    LazyLock::new(|| taxonomy_schema("flex_error_categories", &ERROR_CATEGORY_KEYS));
 
 impl StructuredReply for ErrorCategories {
     fn schema() -> &'static ReplySchema {
@@ -292,6 +283,108 @@ impl StructuredReply for ErrorCategories {
     }
     fn validate(&self) -> Result<(), String> {
         Ok(())
+    }
+}
+
+/// Why EX missed a correct prediction (flex.md §2.9, Fig 13 taxonomy; multi-label).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FnCategories {
+    /// Column selection or order differs (output column names are ignored).
+    pub different_output_structure: CategoryFlag,
+    /// Formatting or data-type differences that do not change the logic.
+    pub different_output_value_representation: CategoryFlag,
+    /// The gold query is wrong and does not logically answer the question.
+    pub incorrect_ground_truth_query: CategoryFlag,
+    /// The question is ambiguous and has several correct answers.
+    pub multiple_answers_available: CategoryFlag,
+    /// Minor issues that leave logical correctness intact.
+    pub other_minor_issues: CategoryFlag,
+}
+
+/// The false-negative category keys, in the taxonomy's order.
+pub const FN_CATEGORY_KEYS: [&str; 5] = [
+    "different_output_structure",
+    "different_output_value_representation",
+    "incorrect_ground_truth_query",
+    "multiple_answers_available",
+    "other_minor_issues",
+];
+
+/// The FN category that points at a wrong gold query (read by the gold audit).
+pub const INCORRECT_GROUND_TRUTH: &str = "incorrect_ground_truth_query";
+
+impl FnCategories {
+    /// (key, flag) pairs in the taxonomy's order.
+    pub fn flags(&self) -> [(&'static str, &CategoryFlag); 5] {
+        let [a, b, c, d, e] = FN_CATEGORY_KEYS;
+        [
+            (a, &self.different_output_structure),
+            (b, &self.different_output_value_representation),
+            (c, &self.incorrect_ground_truth_query),
+            (d, &self.multiple_answers_available),
+            (e, &self.other_minor_issues),
+        ]
+    }
+}
+
+fn taxonomy_schema(name: &str, keys: &[&str]) -> ReplySchema {
+    let flag = json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["issued", "explanation"],
+        "properties": {"issued": {"type": "boolean"}, "explanation": {"type": "string"}}
+    });
+    let properties: serde_json::Map<String, serde_json::Value> =
+        keys.iter().map(|k| (k.to_string(), flag.clone())).collect();
+    ReplySchema::new(
+        name,
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": keys,
+            "properties": properties
+        }),
+    )
+}
+
+static FN_CATEGORIES_SCHEMA: LazyLock<ReplySchema> =
+    LazyLock::new(|| taxonomy_schema("flex_fn_categories", &FN_CATEGORY_KEYS));
+
+impl StructuredReply for FnCategories {
+    fn schema() -> &'static ReplySchema {
+        &FN_CATEGORIES_SCHEMA
+    }
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A categorisation reply (either taxonomy) and where its result goes in `details`.
+trait Taxonomy: StructuredReply {
+    /// The prompt that asks for it.
+    const PROMPT: &'static str;
+    /// `details` key of the issued keys; `<KEY>_error` holds a failed categorisation.
+    const KEY: &'static str;
+    /// `details` key of the issued keys' explanations.
+    const EXPLANATIONS_KEY: &'static str;
+    /// (key, flag) pairs in the taxonomy's order.
+    fn pairs(&self) -> Vec<(&'static str, &CategoryFlag)>;
+}
+
+impl Taxonomy for ErrorCategories {
+    const PROMPT: &'static str = FLEX_CATEGORIES_PROMPT;
+    const KEY: &'static str = "error_categories";
+    const EXPLANATIONS_KEY: &'static str = "error_category_explanations";
+    fn pairs(&self) -> Vec<(&'static str, &CategoryFlag)> {
+        self.flags().to_vec()
+    }
+}
+
+impl Taxonomy for FnCategories {
+    const PROMPT: &'static str = FLEX_FN_CATEGORIES_PROMPT;
+    const KEY: &'static str = "fn_categories";
+    const EXPLANATIONS_KEY: &'static str = "fn_category_explanations";
+    fn pairs(&self) -> Vec<(&'static str, &CategoryFlag)> {
+        self.flags().to_vec()
     }
 }
 
@@ -389,22 +482,28 @@ pub async fn score_flex(
                 "completion_tokens": out.usage.completion_tokens, "llm_calls": 1,
                 "render_preset": options.preset,
             });
-            if options.error_categories && !out.value.correct {
-                let categories = categorise(
-                    judge,
-                    case,
-                    &schema,
-                    &out.value.reasoning,
-                    counter,
-                    &out.usage,
-                    out.cached,
+            let (correct, reasoning) = (out.value.correct, &out.value.reasoning);
+            let categories = if !options.error_categories || (correct && ex) {
+                None
+            } else if !correct {
+                Some(
+                    categorise::<ErrorCategories>(
+                        judge, case, &schema, reasoning, counter, &out.usage, out.cached,
+                    )
+                    .await,
                 )
-                .await;
-                if let (Some(d), serde_json::Value::Object(x)) =
-                    (details.as_object_mut(), categories)
-                {
-                    d.extend(x);
-                }
+            } else {
+                Some(
+                    categorise::<FnCategories>(
+                        judge, case, &schema, reasoning, counter, &out.usage, out.cached,
+                    )
+                    .await,
+                )
+            };
+            if let (Some(d), Some(serde_json::Value::Object(x))) =
+                (details.as_object_mut(), categories)
+            {
+                d.extend(x);
             }
             Outcome {
                 value: if out.value.correct { 1.0 } else { 0.0 },
@@ -423,10 +522,10 @@ pub async fn score_flex(
     }
 }
 
-/// The second call for an incorrect verdict: the details to merge into the row (categories, or
-/// the categorisation error; the verdict is never changed). Token counts and `cached` cover
-/// both calls.
-async fn categorise(
+/// The second call (an incorrect verdict: [`ErrorCategories`]; EX = 0 judged correct:
+/// [`FnCategories`]): the details to merge into the row (categories, or the categorisation
+/// error; the verdict is never changed). Token counts and `cached` cover both calls.
+async fn categorise<T: Taxonomy>(
     judge: &dyn StructuredJudge,
     case: &GoldCase<'_>,
     schema: &str,
@@ -443,29 +542,41 @@ async fn categorise(
         judgment,
         hint: case.evidence.filter(|h| !h.trim().is_empty()),
     };
-    let call = StructuredCall::new(FLEX_CATEGORIES_PROMPT, &vars, "");
-    let result = call_structured::<ErrorCategories, _, _>(judge, call, &|_| Ok(())).await;
+    let call = StructuredCall::new(T::PROMPT, &vars, "");
+    let result = call_structured::<T, _, _>(judge, call, &|_| Ok(())).await;
     counter.call(Metric::Flex, result.as_ref().is_ok_and(|o| o.cached));
     match result {
         Ok(out) => {
-            let explanations: serde_json::Map<String, serde_json::Value> = out
+            let issued: Vec<(&str, &CategoryFlag)> = out
                 .value
-                .flags()
+                .pairs()
                 .into_iter()
                 .filter(|(_, f)| f.issued)
+                .collect();
+            let keys: Vec<&str> = issued.iter().map(|(k, _)| *k).collect();
+            let explanations: serde_json::Map<String, serde_json::Value> = issued
+                .iter()
                 .map(|(k, f)| (k.to_string(), json!(f.explanation)))
                 .collect();
-            json!({
-                "error_categories": out.value.issued(),
-                "error_category_explanations": explanations,
+            let mut merged = json!({
                 "categories_prompt_version": out.prompt_version,
                 "cached": first_cached && out.cached,
                 "prompt_tokens": first_usage.prompt_tokens + out.usage.prompt_tokens,
                 "completion_tokens": first_usage.completion_tokens + out.usage.completion_tokens,
                 "llm_calls": 2,
-            })
+            });
+            if let Some(m) = merged.as_object_mut() {
+                m.insert(T::KEY.to_string(), json!(keys));
+                m.insert(T::EXPLANATIONS_KEY.to_string(), Value::Object(explanations));
+            }
+            merged
         }
-        Err(e) => json!({"error_categories_error": judge_error_json(&e), "llm_calls": 2}),
+        Err(e) => {
+            let mut failed = serde_json::Map::new();
+            failed.insert(format!("{}_error", T::KEY), judge_error_json(&e));
+            failed.insert("llm_calls".to_string(), json!(2));
+            Value::Object(failed)
+        }
     }
 }
 

@@ -303,6 +303,8 @@ fn ex_row(
                 "pred_rows": pred.rows.len(),
                 "gold_columns": gold.columns.len(),
                 "pred_columns": pred.columns.len(),
+                "gold_digest": gold.set_digest(),
+                "pred_digest": pred.set_digest(),
             });
         }
         GoldExecution::Executed {
@@ -317,6 +319,7 @@ fn ex_row(
             row.details = json!({
                 "convention": convention,
                 "gold_rows": gold.rows.len(),
+                "gold_digest": gold.set_digest(),
                 "pred_error": error_json(e),
             });
         }

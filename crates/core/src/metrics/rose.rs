@@ -36,10 +36,17 @@ pub const REFUTER_RESULTS_PROMPT: &str = "rose_refuter_results";
 /// Prompt of the Refuter without results (match path, variant B).
 pub const REFUTER_MATCH_PROMPT: &str = "rose_refuter_match";
 
+/// Rows of a result shown in ROSE's prompts by default: the released code's first 20 rows
+/// (rose.md §2.6, A6).
+pub const DEFAULT_PREVIEW_ROWS: usize = 20;
+/// Largest preview accepted (`gold.rose_preview_rows`): the annotators saw at most 200 rows
+/// (rose.md A6); beyond that the prompt only grows.
+pub const MAX_PREVIEW_ROWS: usize = 200;
+
 /// ROSE settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoseOptions {
-    /// Rows shown in result previews (A6: 20).
+    /// Rows shown in result previews (`gold.rose_preview_rows`; A6: 20).
     pub preview_rows: usize,
     /// Longest text cell shown, in characters (A6: 200).
     pub max_chars: usize,
@@ -48,7 +55,7 @@ pub struct RoseOptions {
 impl Default for RoseOptions {
     fn default() -> Self {
         RoseOptions {
-            preview_rows: 20,
+            preview_rows: DEFAULT_PREVIEW_ROWS,
             max_chars: 200,
         }
     }

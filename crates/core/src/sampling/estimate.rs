@@ -23,6 +23,21 @@ use serde::Serialize;
 /// z of a two-sided 95% normal interval.
 pub const Z_95: f64 = 1.959_963_984_540_054;
 
+/// The Wilson score interval (95%) of a proportion: `successes` of `n`; `None` when `n = 0`.
+/// Unlike the normal interval it stays inside [0, 1] and is honest for small `n` and for
+/// proportions near 0 or 1.
+pub fn wilson_interval(successes: u64, n: u64) -> Option<(f64, f64)> {
+    if n == 0 {
+        return None;
+    }
+    let n_f = n as f64;
+    let p = successes.min(n) as f64 / n_f;
+    let z2 = Z_95 * Z_95;
+    let centre = (p + z2 / (2.0 * n_f)) / (1.0 + z2 / n_f);
+    let half = Z_95 * (p * (1.0 - p) / n_f + z2 / (4.0 * n_f * n_f)).sqrt() / (1.0 + z2 / n_f);
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
+}
+
 /// Count, sum and sum of squares of a stream of values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Moments {
@@ -252,5 +267,19 @@ mod tests {
         );
         assert_eq!(s.correct_share().unwrap().mean, 0.5);
         assert!(SeriesEstimate::default().phi().is_none());
+    }
+
+    #[test]
+    fn wilson_interval_matches_known_values() {
+        // 8 of 10: (0.4902, 0.9433) — the textbook value.
+        let (lo, hi) = wilson_interval(8, 10).unwrap();
+        assert!(
+            (lo - 0.4902).abs() < 1e-3 && (hi - 0.9433).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = wilson_interval(0, 20).unwrap();
+        assert_eq!(lo, 0.0);
+        assert!((hi - 0.1611).abs() < 1e-3, "{hi}");
+        assert_eq!(wilson_interval(0, 0), None);
     }
 }

@@ -40,11 +40,12 @@ impl RunStats {
         if stef.count > 0 {
             let _ = writeln!(
                 out,
-                "STEF Φ              count {}  mean {}  P50 {}  P90 {}",
+                "STEF Φ              count {}  mean {}  P50 {}  P90 {}{}",
                 stef.count,
                 fmt2(stef.mean()),
                 fmt2(stef.percentile(50.0)),
-                fmt2(stef.percentile(90.0))
+                fmt2(stef.percentile(90.0)),
+                coverage(stef.scored, stef.count)
             );
             let _ = writeln!(
                 out,
@@ -110,9 +111,10 @@ impl RunStats {
             };
             let _ = writeln!(
                 out,
-                "{name:<20}count {}  mean {}{verdict}  status {}",
+                "{name:<20}count {}  mean {}{}{verdict}  status {}",
                 m.count,
                 m.mean().map_or("-".into(), |v| format!("{v:.4}")),
+                coverage(m.scored, m.count),
                 counts(&m.statuses)
             );
             for (difficulty, (n, sum)) in &m.by_difficulty {
@@ -320,6 +322,18 @@ fn percent(part: u64, whole: u64) -> String {
         "-".into()
     } else {
         format!("{:.1}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+/// `  over S scored (coverage P%)` when some rows were not scored; nothing when all were.
+fn coverage(scored: u64, count: u64) -> String {
+    if scored == count || count == 0 {
+        String::new()
+    } else {
+        format!(
+            "  over {scored} scored (coverage {:.1}%)",
+            100.0 * scored as f64 / count as f64
+        )
     }
 }
 

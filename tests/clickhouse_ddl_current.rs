@@ -124,7 +124,8 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
         "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, semantic_verdict, confidence, rules_fired, judge, judge_cached, scored_at) VALUES \
          ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 92.5, 1, 'ok', '{}', 'excellent', 'correct', 0.9, ['safety_limit'], 'llm:gpt-4o', 1, now()), \
          ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'incorrect', 0.8, [], 'deterministic', 0, now()), \
-         ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 1, 1, 'ok', '{}', NULL, NULL, NULL, [], NULL, NULL, now())",
+         ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 1, 1, 'ok', '{}', NULL, NULL, NULL, [], NULL, NULL, now()), \
+         ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 0, NULL, 'gold_error', '{}', NULL, NULL, NULL, [], NULL, NULL, now())",
         "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, judge, judge_cached, scored_at) VALUES \
          ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'deterministic', 0, now() + 1)",
         "INSERT INTO dead_letters VALUES (now() - 60, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
@@ -156,9 +157,14 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
             "2\t1\t1\t1\t1",
         ),
         (
-            "rollup mean",
+            "rollup mean of every row (the gold_error row counts as 0)",
             "SELECT round(avgMerge(value_avg), 2) FROM evaluations_hourly WHERE metric = 'ex'".into(),
-            "1",
+            "0.5",
+        ),
+        (
+            "scored rollup: mean over scored rows, with coverage",
+            "SELECT round(avgIfMerge(value_avg), 2), uniqIfMerge(scored), uniqMerge(events) FROM evaluations_scored_hourly WHERE metric = 'ex'".into(),
+            "1\t1\t2",
         ),
         ("dead letters deduplicated", "SELECT count() FROM dead_letters FINAL".into(), "1"),
         (

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
-use sqlgrade::evaluation::{EvaluationRow, Metric};
+use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::score::Scorer;
 
 async fn run_rows(
@@ -77,6 +77,24 @@ async fn report_command_writes_terminal_summary_and_html() {
         text.push_str(&serde_json::to_string(row).unwrap());
         text.push('\n');
     }
+    // ESM rows for 15 SuperSQL events: 5 scored (all correct) and 10 whose gold query the
+    // metric cannot parse — not scored, so the mean is 1.000 over 5 with coverage 5/15.
+    for (i, base) in rows
+        .iter()
+        .filter(|r| r.metric == Metric::Ex && r.agent_version.as_deref() == Some("2026.11.2"))
+        .take(15)
+        .enumerate()
+    {
+        let mut esm = base.clone();
+        esm.metric = Metric::Esm;
+        if i < 5 {
+            (esm.value, esm.verdict, esm.status) = (1.0, Some(true), RowStatus::Ok);
+        } else {
+            (esm.value, esm.verdict, esm.status) = (0.0, None, RowStatus::GoldParseError);
+        }
+        text.push_str(&serde_json::to_string(&esm).unwrap());
+        text.push('\n');
+    }
     // A row of another run must be ignored.
     let mut other = rows[0].clone();
     other.run_id = Some("other-run".into());
@@ -99,7 +117,7 @@ async fn report_command_writes_terminal_summary_and_html() {
         String::from_utf8_lossy(&output.stderr)
     );
     eprintln!("{stdout}");
-    assert!(stdout.contains("run nightly-42 (1728 rows)"), "{stdout}");
+    assert!(stdout.contains("run nightly-42 (1743 rows)"), "{stdout}");
     let line = |v: &str| {
         stdout
             .lines()
@@ -111,6 +129,23 @@ async fn report_command_writes_terminal_summary_and_html() {
     assert!(line("2026.11.2").contains("0.713"), "{stdout}");
     assert!(line("2026.11.3").contains("0.634"), "{stdout}");
     assert!(line("2026.11.2").contains(" 432 "));
+    // Means over scored rows with their interval and coverage.
+    let esm = stdout
+        .lines()
+        .find(|l| l.contains("2026.11.2") && l.contains(" esm "))
+        .unwrap_or_else(|| panic!("no esm interval line: {stdout}"));
+    assert!(
+        esm.contains("1.000 [") && esm.contains("scored 5/15 (33.3%)"),
+        "{esm}"
+    );
+    let ex = stdout
+        .lines()
+        .find(|l| l.contains("2026.11.2") && l.contains(" ex "))
+        .unwrap();
+    assert!(
+        ex.contains("0.713 [0.669, 0.754]  scored 432/432 (100.0%)"),
+        "{ex}"
+    );
 
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));

@@ -41,6 +41,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(6, "006_dead_letters_hourly.sql"),
     migration!(7, "007_judge_cache_point_lookups.sql"),
     migration!(8, "008_second_pass.sql"),
+    migration!(9, "009_scored_means.sql"),
 ];
 
 /// Name of the bookkeeping table.

@@ -36,7 +36,7 @@ fn phi_histograms(report: &RunReport) -> String {
     let max = report
         .variants
         .values()
-        .flat_map(|v| v.phi_histogram.iter().map(|&c| share(c, v.events)))
+        .flat_map(|v| v.phi_histogram.iter().map(|&c| share(c, v.phi_scored)))
         .fold(0.0_f64, f64::max)
         .max(0.01);
     let mut out = String::from("<div class=\"multiples\">");
@@ -50,7 +50,7 @@ fn phi_histograms(report: &RunReport) -> String {
         );
         let bar_w = (w - 2.0 * pad) / PHI_BINS as f64;
         for (bin, &count) in v.phi_histogram.iter().enumerate() {
-            let frac = share(count, v.events) / max;
+            let frac = share(count, v.phi_scored) / max;
             let bh = frac * (h - pad);
             let x = pad + bin as f64 * bar_w;
             let _ = write!(
@@ -269,6 +269,38 @@ fn summary_table(report: &RunReport) -> String {
     out
 }
 
+/// Mean of every metric per variant over scored rows, with its 95% interval and coverage.
+fn interval_table(report: &RunReport) -> String {
+    let mut metrics: Vec<&String> = report
+        .variants
+        .values()
+        .flat_map(|v| v.rows.keys())
+        .collect();
+    metrics.sort();
+    metrics.dedup();
+    let mut out = String::from(
+        "<p>Means over scored rows (rows that are not scored — the gold query cannot be parsed \
+         or run, the judge gave no verdict — are not averaged in as 0), with a 95% interval \
+         (Wilson for verdict metrics) and the coverage (scored / rows).</p><table><thead><tr>\
+         <th>variant</th><th>metric</th><th>mean [95% interval]  coverage</th></tr></thead><tbody>",
+    );
+    for (name, v) in &report.variants {
+        for m in &metrics {
+            if let Some(line) = v.metric_line(m) {
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    escape(name),
+                    escape(m),
+                    escape(&line)
+                );
+            }
+        }
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
 /// The whole page.
 pub fn render(report: &RunReport) -> String {
     format!(
@@ -298,6 +330,7 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
 {tiers}
 <h2>Per-metric comparison</h2>
 {metrics}
+{intervals}
 <h2>EX vs FLEX/ROSE disagreements ({n_dis})</h2>
 {dis}
 </body></html>
@@ -310,6 +343,7 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
         histograms = phi_histograms(report),
         tiers = tier_bars(report),
         metrics = metric_bars(report),
+        intervals = interval_table(report),
         n_dis = report.disagreements.len(),
         dis = disagreements(report),
     )

@@ -163,19 +163,62 @@ pub const TIERS: [&str; 4] = ["excellent", "good", "marginal", "poor"];
 pub struct VariantStats {
     /// Events (STEF rows).
     pub events: usize,
-    /// Mean Φ.
+    /// Mean Φ over scored STEF rows.
     pub phi_mean: f64,
+    /// Scored STEF rows (the Φ mean's and histogram's count).
+    pub phi_scored: usize,
     /// Φ histogram (counts per 10-point bin).
     pub phi_histogram: [usize; PHI_BINS],
     /// Rows per quality tier.
     pub tiers: BTreeMap<String, usize>,
-    /// Mean value and row count per metric (gold metrics 0–1; `stef` scaled to 0–1).
+    /// Mean value over *scored* rows and their count per metric (gold metrics 0–1; `stef`
+    /// scaled to 0–1); rows that are not scored (`gold_parse_error`, `judge_error`, …) never
+    /// enter a mean ([`crate::evaluation::RowStatus::is_scored`]).
     pub metrics: BTreeMap<String, (f64, usize)>,
+    /// Scored values per metric (for the interval), same scale as `metrics`.
+    pub moments: BTreeMap<String, crate::sampling::Moments>,
+    /// Rows per metric, scored or not (coverage = scored / rows).
+    pub rows: BTreeMap<String, usize>,
+    /// Metrics with a value other than 0 or 1 (their interval is the normal one, not Wilson's).
+    pub continuous: std::collections::BTreeSet<String>,
     /// Rows per status (all metrics).
     pub statuses: BTreeMap<String, usize>,
     /// The calibrated estimate of the LLM judge over all scored events (runs with an LLM
     /// judge; empty otherwise).
     pub estimate: crate::sampling::SeriesEstimate,
+}
+
+impl VariantStats {
+    /// The mean of `metric` over scored rows with its 95% interval (Wilson's for 0/1 metrics,
+    /// the normal one otherwise; `stef` scaled to 0–1).
+    pub fn interval(&self, metric: &str) -> Option<(f64, Option<(f64, f64)>)> {
+        let m = self.moments.get(metric)?;
+        let mean = m.mean()?;
+        let interval = if self.continuous.contains(metric) {
+            m.variance().map(|var| {
+                let half = crate::sampling::estimate::Z_95 * (var / m.n as f64).sqrt();
+                (mean - half, mean + half)
+            })
+        } else {
+            crate::sampling::estimate::wilson_interval(m.sum.round() as u64, m.n)
+        };
+        Some((mean, interval))
+    }
+
+    /// `0.671 [0.626, 0.714]  scored 432/432 (100.0%)` for one metric (`None` without rows).
+    pub fn metric_line(&self, metric: &str) -> Option<String> {
+        let rows = *self.rows.get(metric)?;
+        let scored = self.moments.get(metric).map_or(0, |m| m.n);
+        let coverage = format!(
+            "scored {scored}/{rows} ({:.1}%)",
+            100.0 * scored as f64 / rows.max(1) as f64
+        );
+        Some(match self.interval(metric) {
+            Some((mean, Some((lo, hi)))) => format!("{mean:.3} [{lo:.3}, {hi:.3}]  {coverage}"),
+            Some((mean, None)) => format!("{mean:.3} [n<2]  {coverage}"),
+            None => format!("—  {coverage}"),
+        })
+    }
 }
 
 /// An event where EX and FLEX or ROSE disagree.
@@ -284,19 +327,36 @@ impl RunReport {
                 }
                 _ => {}
             }
-            let entry = stats.metrics.entry(row.metric.clone()).or_insert((0.0, 0));
-            entry.0 += scaled;
-            entry.1 += 1;
+            let scored = crate::evaluation::RowStatus::name_is_scored(&row.status);
+            *stats.rows.entry(row.metric.clone()).or_default() += 1;
+            if scored {
+                let entry = stats.metrics.entry(row.metric.clone()).or_insert((0.0, 0));
+                entry.0 += scaled;
+                entry.1 += 1;
+                stats
+                    .moments
+                    .entry(row.metric.clone())
+                    .or_default()
+                    .add(scaled);
+                if scaled != 0.0 && scaled != 1.0 {
+                    stats.continuous.insert(row.metric.clone());
+                }
+            }
             if row.metric == "stef" {
                 stats.events += 1;
+            }
+            if row.metric == "stef" && scored {
+                stats.phi_scored += 1;
                 stats.phi_mean += row.value;
                 let bin = ((row.value / 10.0).floor().max(0.0) as usize).min(PHI_BINS - 1);
                 if let Some(slot) = stats.phi_histogram.get_mut(bin) {
                     *slot += 1;
                 }
-                if let Some(tier) = &row.quality_tier {
-                    *stats.tiers.entry(tier.clone()).or_default() += 1;
-                }
+            }
+            if row.metric == "stef"
+                && let Some(tier) = &row.quality_tier
+            {
+                *stats.tiers.entry(tier.clone()).or_default() += 1;
             }
             if let Some(verdict) = row.verdict() {
                 verdicts
@@ -318,8 +378,8 @@ impl RunReport {
             }
         }
         for stats in variants.values_mut() {
-            if stats.events > 0 {
-                stats.phi_mean /= stats.events as f64;
+            if stats.phi_scored > 0 {
+                stats.phi_mean /= stats.phi_scored as f64;
             }
             for (sum, n) in stats.metrics.values_mut() {
                 if *n > 0 {
@@ -411,6 +471,17 @@ impl RunReport {
                 }
             }
             out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "Means over scored rows, 95% interval (Wilson for verdict metrics), coverage = scored / rows:"
+        );
+        for (name, v) in &self.variants {
+            for m in &metrics {
+                if let Some(line) = v.metric_line(m) {
+                    let _ = writeln!(out, "  {:<28} {:<10} {line}", truncate(name, 28), m);
+                }
+            }
         }
         let estimated: Vec<(&String, crate::sampling::Estimate)> = self
             .variants

@@ -22,11 +22,15 @@ pub use judge_pass::{JudgeStats, JudgeStatsSnapshot};
 /// Φ buckets: 0.00 … 100.00 in steps of 0.01.
 const PHI_BUCKETS: usize = 10_001;
 
-/// Statistics of the STEF rows.
+/// Statistics of the STEF rows. Mean and percentiles are over *scored* rows
+/// ([`crate::evaluation::RowStatus::is_scored`]); `count - scored` were not scored
+/// (`sql_too_large`) and are reported as coverage, never averaged in as Φ 0.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StefStats {
     /// STEF rows seen.
     pub count: u64,
+    /// Rows that are scored (enter the mean and the percentiles).
+    pub scored: u64,
     sum: f64,
     histogram: Vec<u64>,
     /// Rows per quality tier.
@@ -43,6 +47,7 @@ impl Default for StefStats {
     fn default() -> Self {
         StefStats {
             count: 0,
+            scored: 0,
             sum: 0.0,
             histogram: vec![0; PHI_BUCKETS],
             tiers: BTreeMap::new(),
@@ -61,10 +66,13 @@ impl StefStats {
             0.0
         };
         self.count += 1;
-        self.sum += phi;
-        let bucket = ((phi * 100.0).round() as usize).min(PHI_BUCKETS - 1);
-        if let Some(slot) = self.histogram.get_mut(bucket) {
-            *slot += 1;
+        if row.status.is_scored() {
+            self.scored += 1;
+            self.sum += phi;
+            let bucket = ((phi * 100.0).round() as usize).min(PHI_BUCKETS - 1);
+            if let Some(slot) = self.histogram.get_mut(bucket) {
+                *slot += 1;
+            }
         }
         *self.statuses.entry(row.status.as_str().into()).or_default() += 1;
         if let Some(stef) = &row.stef {
@@ -80,17 +88,17 @@ impl StefStats {
         }
     }
 
-    /// Mean Φ (`None` without rows).
+    /// Mean Φ over scored rows (`None` without any).
     pub fn mean(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum / self.count as f64)
+        (self.scored > 0).then(|| self.sum / self.scored as f64)
     }
 
     /// Nearest-rank percentile of Φ, `p` in (0, 100] (`None` without rows).
     pub fn percentile(&self, p: f64) -> Option<f64> {
-        if self.count == 0 {
+        if self.scored == 0 {
             return None;
         }
-        let rank = ((p / 100.0) * self.count as f64).ceil().max(1.0) as u64;
+        let rank = ((p / 100.0) * self.scored as f64).ceil().max(1.0) as u64;
         let mut seen = 0u64;
         for (bucket, n) in self.histogram.iter().enumerate() {
             seen += n;
@@ -102,11 +110,15 @@ impl StefStats {
     }
 }
 
-/// Statistics of one non-STEF metric.
+/// Statistics of one non-STEF metric. The mean is over *scored* rows
+/// ([`crate::evaluation::RowStatus::is_scored`]: a prediction that fails counts 0, a gold query
+/// that cannot be parsed or run is not scored); `count - scored` is the coverage gap.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetricStats {
     /// Rows.
     pub count: u64,
+    /// Rows that are scored (enter the mean).
+    pub scored: u64,
     sum: f64,
     /// Rows with a verdict.
     pub verdicts: u64,
@@ -114,15 +126,20 @@ pub struct MetricStats {
     pub verdicts_true: u64,
     /// Rows per row status.
     pub statuses: BTreeMap<String, u64>,
-    /// (rows, sum of values) per benchmark difficulty / hardness (`details.difficulty`, else
-    /// `details.hardness`).
+    /// (scored rows, sum of their values) per benchmark difficulty / hardness
+    /// (`details.difficulty`, else `details.hardness`).
     pub by_difficulty: BTreeMap<String, (u64, f64)>,
 }
 
 impl MetricStats {
-    /// Mean value (`None` without rows).
+    /// Mean value over scored rows (`None` without any).
     pub fn mean(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum / self.count as f64)
+        (self.scored > 0).then(|| self.sum / self.scored as f64)
+    }
+
+    /// Scored rows / all rows (`None` without rows).
+    pub fn coverage(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.scored as f64 / self.count as f64)
     }
 }
 
@@ -254,11 +271,16 @@ impl RunStats {
         } else {
             let stats = self.metrics.entry(row.metric.as_str().into()).or_default();
             stats.count += 1;
-            stats.sum += if row.value.is_finite() {
+            let scored = row.status.is_scored();
+            let value = if row.value.is_finite() {
                 row.value
             } else {
                 0.0
             };
+            if scored {
+                stats.scored += 1;
+                stats.sum += value;
+            }
             if let Some(verdict) = row.verdict {
                 stats.verdicts += 1;
                 stats.verdicts_true += u64::from(verdict);
@@ -272,17 +294,15 @@ impl RunStats {
                 .get("difficulty")
                 .or_else(|| row.details.get("hardness"))
                 .and_then(|v| v.as_str());
-            if let Some(difficulty) = difficulty {
+            if let Some(difficulty) = difficulty
+                && scored
+            {
                 let entry = stats
                     .by_difficulty
                     .entry(difficulty.to_string())
                     .or_default();
                 entry.0 += 1;
-                entry.1 += if row.value.is_finite() {
-                    row.value
-                } else {
-                    0.0
-                };
+                entry.1 += value;
             }
         }
     }

@@ -86,6 +86,30 @@ pub enum RowStatus {
 }
 
 impl RowStatus {
+    /// Whether the row is *scored*: its value is a judgment of the SQL and enters means and
+    /// verdict rates. Scored and wrong counts (a prediction that fails to execute or times out
+    /// is 0, as the benchmarks define it; unparseable or non-query SQL is Φ 0); not scored is
+    /// reported beside the mean as coverage, never averaged in as 0: the SQL was too large to
+    /// parse (`sql_too_large`), the LLM judge gave no verdict (`judge_error`), or the gold side
+    /// failed (`gold_error`, `gold_unavailable`, `gold_parse_error`).
+    pub fn is_scored(self) -> bool {
+        !matches!(
+            self,
+            RowStatus::SqlTooLarge
+                | RowStatus::JudgeError
+                | RowStatus::GoldError
+                | RowStatus::GoldUnavailable
+                | RowStatus::GoldParseError
+        )
+    }
+
+    /// [`RowStatus::is_scored`] for a status as stored (`status` column); unknown names are
+    /// not scored.
+    pub fn name_is_scored(name: &str) -> bool {
+        serde_json::from_value::<RowStatus>(Value::String(name.to_string()))
+            .is_ok_and(RowStatus::is_scored)
+    }
+
     /// The status as stored in the `status` column.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -607,3 +607,55 @@ fn run_from_stdin_to_stdout() {
         "summary goes to stderr when rows go to stdout"
     );
 }
+
+#[test]
+fn events_without_ts_take_the_files_time_on_every_run() {
+    // A re-run over the same file (a redelivery) must give rows the same event time, so that
+    // they land in the same ClickHouse partition and hour and collapse with the first run's.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("no-ts.jsonl");
+    std::fs::write(
+        &input,
+        "{\"event_id\": \"a\", \"question\": \"How many heroes?\", \"sql\": \"SELECT COUNT(*) FROM superhero\"}\n\
+         {\"event_id\": \"b\", \"ts\": \"2026-03-01T00:00:00Z\", \"question\": \"How many heroes?\", \"sql\": \"SELECT COUNT(*) FROM superhero\"}\n",
+    )
+    .unwrap();
+    // 2026-01-02T03:04:05Z
+    let mtime = std::time::UNIX_EPOCH + Duration::from_secs(1_767_323_045);
+    std::fs::File::options()
+        .write(true)
+        .open(&input)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let mut runs = Vec::new();
+    for run in ["first", "second"] {
+        let out_dir = dir.path().join(run);
+        let out = sqlgrade(dir.path())
+            .arg("run")
+            .env("SQLGRADE__SOURCE__PATH", &input)
+            .env("SQLGRADE__SINK__DIR", &out_dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut ts: Vec<(String, String)> = json_lines(&out_dir.join("evaluations.jsonl"))
+            .iter()
+            .map(|r| {
+                (
+                    r["event_id"].as_str().unwrap().to_string(),
+                    r["ts"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        ts.sort();
+        runs.push(ts);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(runs[0], runs[1]);
+    let of = |id: &str| runs[0].iter().find(|(e, _)| e == id).unwrap().1.clone();
+    assert_eq!(of("a"), "2026-01-02T03:04:05.000Z", "the file's time");
+    assert!(
+        of("b").starts_with("2026-03-01T00:00:00"),
+        "the event's own ts"
+    );
+}

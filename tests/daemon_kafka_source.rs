@@ -155,3 +155,70 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
         assert!(headers[HEADER_SOURCE].starts_with("kafka:events/"));
     }
 }
+
+/// An event without `ts` takes the Kafka message timestamp as its event time, so a redelivery
+/// (here: the same messages read again by another consumer group) carries the same time and its
+/// rows collapse with the first delivery's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
+    use rdkafka::producer::FutureRecord;
+    let dir = tempfile::tempdir().unwrap();
+    let kafka = match Tansu::start_in(dir.path()) {
+        Ok(k) => k,
+        Err(e) => {
+            return support::skip(
+                "kafka_message_timestamp_is_the_source_time_on_every_delivery",
+                &e,
+            );
+        }
+    };
+    kafka.create_topic("no-ts", 1);
+    let brokers = kafka.brokers();
+    let producer = support::producer(&brokers);
+    // 2026-01-02T03:04:05.678Z plus i seconds.
+    let base_ms: i64 = 1_767_323_045_678;
+    for i in 0..3i64 {
+        let payload = format!(
+            r#"{{"event_id": "nots-{i}", "question": "How many heroes?", "sql": "SELECT COUNT(*) FROM superhero"}}"#
+        );
+        let record: FutureRecord<'_, (), str> = FutureRecord::to("no-ts")
+            .payload(payload.as_str())
+            .partition(0)
+            .timestamp(base_ms + i * 1000);
+        producer
+            .send(record, Duration::from_secs(30))
+            .await
+            .expect("delivered");
+    }
+    let mut deliveries = Vec::new();
+    for group in ["first", "redelivery"] {
+        let settings = SourceConfig {
+            kind: SourceKind::Kafka,
+            brokers: Some(brokers.clone()),
+            topics: vec!["no-ts".into()],
+            group_id: group.into(),
+            ..SourceConfig::default()
+        };
+        let mut source =
+            KafkaSource::new(&settings, sqlgrade::event::DEFAULT_MAX_EVENT_BYTES, None).unwrap();
+        let mut times = Vec::new();
+        while times.len() < 3 {
+            let m = next_within(&mut source, Duration::from_secs(60))
+                .await
+                .expect("messages arrive");
+            times.push(m.source_time.clone());
+            m.ack.ack();
+        }
+        source.finish().await.unwrap();
+        deliveries.push(times);
+    }
+    assert_eq!(
+        deliveries[0],
+        vec![
+            Some("2026-01-02T03:04:05.678Z".to_string()),
+            Some("2026-01-02T03:04:06.678Z".to_string()),
+            Some("2026-01-02T03:04:07.678Z".to_string()),
+        ]
+    );
+    assert_eq!(deliveries[0], deliveries[1], "the same time on redelivery");
+}

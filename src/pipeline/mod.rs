@@ -132,7 +132,7 @@ pub struct SecondPass {
 /// A decoded event on its way to the scorer.
 struct Work {
     event: Event,
-    received_at: String,
+    fallback_ts: String,
     origin: String,
     payload: Vec<u8>,
     ack: AckToken,
@@ -427,8 +427,11 @@ async fn decode_stage(
             origin,
             ack,
             decoded,
+            source_time,
         } = message;
-        let received_at = now_rfc3339();
+        // The event time of an event without `ts`: the source's own time of the message (stable
+        // across redelivery), else the receive time.
+        let fallback_ts = source_time.unwrap_or_else(now_rfc3339);
         let event = match decoded {
             Some(event) => Ok(*event),
             None => Event::decode_with_limit(&payload, max_event_bytes),
@@ -440,7 +443,7 @@ async fn decode_stage(
                 }
                 let work = Work {
                     event,
-                    received_at,
+                    fallback_ts,
                     origin,
                     payload,
                     ack,
@@ -503,7 +506,7 @@ async fn score_stage(
 async fn score_one(scorer: &Scorer, work: Work, planner: Option<&Planner>) -> Completed {
     let Work {
         event,
-        received_at,
+        fallback_ts,
         origin,
         payload,
         ack,
@@ -518,11 +521,11 @@ async fn score_one(scorer: &Scorer, work: Work, planner: Option<&Planner>) -> Co
         model = event.model.as_deref(),
         %origin,
     );
-    let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &received_at), span);
+    let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &fallback_ts), span);
     match CatchUnwind(Box::pin(scoring)).await {
         Ok(rows) => Completed::Rows {
             work: planner.and_then(|p| {
-                let ts = rows.first().map_or(received_at.as_str(), |r| r.ts.as_str());
+                let ts = rows.first().map_or(fallback_ts.as_str(), |r| r.ts.as_str());
                 p.plan(&event, &rows, ts).map(Box::new)
             }),
             rows,

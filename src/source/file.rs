@@ -137,6 +137,8 @@ pub struct FileSource {
     max_line_bytes: usize,
     reader: Option<LineReader<tokio::fs::File>>,
     line_no: u64,
+    /// The file's modification time when it was first opened: the `ts` of events without one.
+    source_time: Option<String>,
     stopped: bool,
     acks: Arc<AckCounter>,
 }
@@ -153,6 +155,7 @@ impl FileSource {
             max_line_bytes,
             reader: None,
             line_no: 0,
+            source_time: None,
             stopped: false,
             acks: Arc::new(AckCounter::default()),
         }
@@ -193,6 +196,16 @@ impl FileSource {
     }
 }
 
+/// A file's modification time as RFC 3339 (`None` when the platform cannot tell).
+async fn modified_time(path: &std::path::Path) -> Option<String> {
+    let modified = tokio::fs::metadata(path).await.ok()?.modified().ok()?;
+    let millis = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    super::rfc3339_from_millis(i64::try_from(millis).ok()?)
+}
+
 #[async_trait]
 impl Source for FileSource {
     async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
@@ -202,6 +215,9 @@ impl Source for FileSource {
             }
             if self.reader.is_none() {
                 self.reader = Some(self.open().await?);
+                if self.source_time.is_none() {
+                    self.source_time = modified_time(&self.path).await;
+                }
             }
             let Some(reader) = self.reader.as_mut() else {
                 continue;
@@ -230,6 +246,7 @@ impl Source for FileSource {
                         payload: line.bytes,
                         ack: AckToken::new(position, acks),
                         decoded: None,
+                        source_time: self.source_time.clone(),
                     }));
                 }
                 None if !self.follow => return Ok(None),
@@ -318,6 +335,7 @@ impl Source for StdinSource {
                 payload: line.bytes,
                 ack: AckToken::new(position, acks),
                 decoded: None,
+                source_time: None,
             }));
         }
     }

@@ -26,6 +26,18 @@ pub struct SourceMessage {
     /// The event, when the source already decoded the payload (the Kafka source does, to route
     /// undecodable payloads to its dead-letter topic), so the pipeline does not parse it twice.
     pub decoded: Option<Box<Event>>,
+    /// The source's own time of the message (RFC 3339), the event time of an event without
+    /// `ts`, so that a redelivered message gets the same `ts` — and lands in the same
+    /// partition and hour, where its duplicate rows collapse: the Kafka message timestamp; a
+    /// file's modification time when it was first opened. `None` (stdin, memory): the time the
+    /// message was received.
+    pub source_time: Option<String>,
+}
+
+/// `millis` since the Unix epoch as the RFC 3339 text rows carry (`None` when out of range).
+pub fn rfc3339_from_millis(millis: i64) -> Option<String> {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
 /// Why a source failed (fatal for the run; transient errors are retried inside the source).
@@ -139,6 +151,7 @@ impl Source for MemorySource {
             origin: format!("{}:{}", self.name, self.next_index),
             ack: AckToken::new(position, acks),
             decoded: None,
+            source_time: None,
         }))
     }
 

@@ -140,7 +140,8 @@ impl std::fmt::Display for RowStatus {
 pub struct EvaluationRow {
     /// The event's idempotency key.
     pub event_id: String,
-    /// Event time (RFC 3339): the event's `ts`, or the time it was received.
+    /// Event time (RFC 3339): the event's `ts`, else the source's own time of the message (the
+    /// Kafka message timestamp, a file's modification time), else the time it was received.
     pub ts: String,
     /// Application id.
     pub app_id: Option<String>,

@@ -641,6 +641,11 @@ impl Source for KafkaSource {
                 message.offset(),
             );
             let payload = message.payload().unwrap_or_default().to_vec();
+            // CreateTime or LogAppendTime: the same on every redelivery of this offset.
+            let source_time = message
+                .timestamp()
+                .to_millis()
+                .and_then(crate::source::rfc3339_from_millis);
             drop(message);
             if !self.tracker.register(&topic, partition, offset) {
                 tracing::debug!(%topic, partition, offset, "dropping a message of a partition no longer assigned");
@@ -680,6 +685,7 @@ impl Source for KafkaSource {
                 origin,
                 ack: token,
                 decoded,
+                source_time,
             }));
         }
     }

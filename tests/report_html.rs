@@ -194,3 +194,76 @@ async fn report_command_writes_terminal_summary_and_html() {
     );
     eprintln!("screenshot: {}", png.display());
 }
+
+/// Two systems backfilled over the same BIRD questions (same `event_id`, different agent): the
+/// report compares them pairwise. The McNemar p-value is checked against the exact binomial tail
+/// computed here in integers from the official evaluator's verdicts.
+#[test]
+fn report_compares_two_systems_on_the_same_items() {
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
+    let verdicts = |system: &str| -> HashMap<String, bool> {
+        std::fs::read_to_string(bird.join("reference").join(format!("ex_{system}.jsonl")))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (v["question_id"].to_string(), v["ex"].as_i64().unwrap() == 1)
+            })
+            .collect()
+    };
+    let (a, b) = (verdicts("SuperSQL"), verdicts("DAIL-SQL"));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("evaluations.jsonl");
+    let mut text = String::new();
+    for (system, ex) in [("SuperSQL", &a), ("DAIL-SQL", &b)] {
+        for (qid, ok) in ex {
+            let row = serde_json::json!({
+                "event_id": qid, "ts": "2026-11-21T00:00:00Z", "agent_id": system,
+                "run_id": "cmp", "metric": "ex", "value": if *ok { 1.0 } else { 0.0 },
+                "verdict": ok, "status": "ok", "details": {}
+            });
+            text.push_str(&row.to_string());
+            text.push('\n');
+        }
+    }
+    std::fs::write(&input, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+        .args(["report", "--run-id", "cmp", "--input"])
+        .arg(&input)
+        .arg("--out")
+        .arg(dir.path().join("cmp.html"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    // Variants in name order: A = DAIL-SQL, B = SuperSQL.
+    let dail_only = a.iter().filter(|(q, ok)| !**ok && b[*q]).count() as u32;
+    let super_only = a.iter().filter(|(q, ok)| **ok && !b[*q]).count() as u32;
+    let n = dail_only + super_only;
+    assert!(n <= 120, "exact check needs u128: n = {n}");
+    let choose = |n: u32, k: u32| -> u128 {
+        (0..k).fold(1u128, |acc, i| acc * u128::from(n - i) / u128::from(i + 1))
+    };
+    let tail: u128 = (0..=dail_only.min(super_only)).map(|k| choose(n, k)).sum();
+    let p = (2.0 * (tail as f64) / 2f64.powi(n as i32)).min(1.0);
+    let want = if p < 1e-4 {
+        "p = < 0.0001".to_string()
+    } else {
+        format!("p = {p:.4}")
+    };
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("A = DAIL-SQL vs B = SuperSQL") && l.contains(" ex "))
+        .unwrap_or_else(|| panic!("no comparison line: {stdout}"));
+    assert!(line.contains("0.634 vs 0.713 on 432 items"), "{line}");
+    assert!(line.contains(&want), "{line} vs {want}");
+    assert!(
+        line.contains(&format!(
+            "right for A only {dail_only}, right for B only {super_only}"
+        )),
+        "{line}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("cmp.html")).unwrap();
+    assert!(html.contains("Paired comparisons") && html.contains("McNemar exact"));
+}

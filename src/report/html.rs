@@ -301,6 +301,32 @@ fn interval_table(report: &RunReport) -> String {
     out
 }
 
+/// Paired comparisons of every two variants on the items both scored.
+fn comparison_table(report: &RunReport) -> String {
+    if report.comparisons.is_empty() {
+        return "<p>No two variants scored the same items (same <code>event_id</code>), so no \
+                paired comparison.</p>"
+            .to_string();
+    }
+    let mut out = String::from(
+        "<p>McNemar's exact test for verdict metrics, the Wilcoxon signed-rank test for \
+         continuous values; two-sided p-values over the items both variants scored.</p>\
+         <table><thead><tr><th>A</th><th>B</th><th>metric</th><th>comparison</th></tr></thead><tbody>",
+    );
+    for c in &report.comparisons {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&c.a),
+            escape(&c.b),
+            escape(&c.metric),
+            escape(&c.describe())
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
 /// The whole page.
 pub fn render(report: &RunReport) -> String {
     format!(
@@ -331,6 +357,8 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
 <h2>Per-metric comparison</h2>
 {metrics}
 {intervals}
+<h2>Paired comparisons</h2>
+{comparisons}
 <h2>EX vs FLEX/ROSE disagreements ({n_dis})</h2>
 {dis}
 </body></html>
@@ -344,6 +372,7 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
         tiers = tier_bars(report),
         metrics = metric_bars(report),
         intervals = interval_table(report),
+        comparisons = comparison_table(report),
         n_dis = report.disagreements.len(),
         dis = disagreements(report),
     )

@@ -5,6 +5,7 @@
 //! system name as agent_id), else `unknown`.
 
 pub mod html;
+pub mod paired;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -188,6 +189,101 @@ pub struct VariantStats {
     pub estimate: crate::sampling::SeriesEstimate,
 }
 
+/// (variant, metric) → event → (scaled value, verdict) of its scored row.
+type ScoredByEvent = BTreeMap<(String, String), HashMap<String, (f64, Option<bool>)>>;
+
+/// Every two variants, every metric both scored on common items: the paired test.
+fn compare(variants: &BTreeMap<String, VariantStats>, scored: &ScoredByEvent) -> Vec<Comparison> {
+    let names: Vec<&String> = variants.keys().collect();
+    let mut out = Vec::new();
+    for (i, a) in names.iter().enumerate() {
+        for b in names.iter().skip(i + 1) {
+            let metrics: std::collections::BTreeSet<&String> = scored
+                .keys()
+                .filter(|(v, _)| v == *a)
+                .map(|(_, m)| m)
+                .collect();
+            for metric in metrics {
+                let (Some(xa), Some(xb)) = (
+                    scored.get(&((*a).clone(), metric.clone())),
+                    scored.get(&((*b).clone(), metric.clone())),
+                ) else {
+                    continue;
+                };
+                let mut values = Vec::new();
+                let mut verdicts = Vec::new();
+                for (event, (va, da)) in xa {
+                    if let Some((vb, db)) = xb.get(event) {
+                        values.push((*va, *vb));
+                        if let (Some(da), Some(db)) = (da, db) {
+                            verdicts.push((*da, *db));
+                        }
+                    }
+                }
+                if values.is_empty() {
+                    continue;
+                }
+                let continuous = variants
+                    .get(*a)
+                    .is_some_and(|v| v.continuous.contains(metric))
+                    || variants
+                        .get(*b)
+                        .is_some_and(|v| v.continuous.contains(metric));
+                let test = if continuous || verdicts.is_empty() {
+                    paired::wilcoxon(&values)
+                } else {
+                    paired::mcnemar(&verdicts)
+                };
+                let n = values.len() as f64;
+                out.push(Comparison {
+                    a: (*a).clone(),
+                    b: (*b).clone(),
+                    metric: metric.clone(),
+                    mean_a: values.iter().map(|(x, _)| x).sum::<f64>() / n,
+                    mean_b: values.iter().map(|(_, y)| y).sum::<f64>() / n,
+                    test,
+                });
+            }
+        }
+    }
+    out
+}
+
+impl Comparison {
+    /// `A 0.713 vs B 0.634 on 432 items (Δ +0.079): McNemar exact p = 0.0004 (A only 52, B only 18)`.
+    pub fn describe(&self) -> String {
+        let (better_a, better_b) = if self.test.test == "mcnemar_exact" {
+            ("right for A only", "right for B only")
+        } else {
+            ("A higher", "B higher")
+        };
+        format!(
+            "{:.3} vs {:.3} on {} items (Δ {:+.3}): {} p = {} ({better_a} {}, {better_b} {})",
+            self.mean_a,
+            self.mean_b,
+            self.test.pairs,
+            self.mean_a - self.mean_b,
+            if self.test.test == "mcnemar_exact" {
+                "McNemar exact"
+            } else {
+                "Wilcoxon signed-rank"
+            },
+            format_p(self.test.p_value),
+            self.test.a_better,
+            self.test.b_better
+        )
+    }
+}
+
+/// A p-value for people: 4 significant digits, `< 0.0001` below that.
+pub fn format_p(p: f64) -> String {
+    if p < 1e-4 {
+        "< 0.0001".to_string()
+    } else {
+        format!("{p:.4}")
+    }
+}
+
 impl VariantStats {
     /// The mean of `metric` over scored rows with its 95% interval (Wilson's for 0/1 metrics,
     /// the normal one otherwise; `stef` scaled to 0–1).
@@ -240,6 +336,23 @@ pub struct Disagreement {
     pub gold_sql: Option<String>,
 }
 
+/// Two variants compared on the items both scored (same `event_id`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// First variant.
+    pub a: String,
+    /// Second variant.
+    pub b: String,
+    /// Metric.
+    pub metric: String,
+    /// A's mean over the paired items (same scale as [`VariantStats::metrics`]).
+    pub mean_a: f64,
+    /// B's mean over the paired items.
+    pub mean_b: f64,
+    /// The paired test (McNemar for verdicts, Wilcoxon for continuous values).
+    pub test: paired::PairedTest,
+}
+
 /// Everything the terminal and HTML views show.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunReport {
@@ -251,6 +364,8 @@ pub struct RunReport {
     pub variants: BTreeMap<String, VariantStats>,
     /// EX vs FLEX/ROSE disagreements.
     pub disagreements: Vec<Disagreement>,
+    /// Paired comparisons of every two variants on the items both scored.
+    pub comparisons: Vec<Comparison>,
 }
 
 /// SQL texts of an event, for the disagreement listing.
@@ -298,6 +413,8 @@ impl RunReport {
         // (event, variant) → metric → verdict, and any SQL found in details.
         let mut verdicts: BTreeMap<(String, String), BTreeMap<String, bool>> = BTreeMap::new();
         let mut detail_sql: HashMap<String, EventSql> = HashMap::new();
+        // (variant, metric) → event → (scaled value, verdict) of its scored row.
+        let mut scored_by_event: ScoredByEvent = BTreeMap::new();
         for row in rows {
             let variant = row.variant();
             let stats = variants.entry(variant.clone()).or_default();
@@ -330,6 +447,10 @@ impl RunReport {
             let scored = crate::evaluation::RowStatus::name_is_scored(&row.status);
             *stats.rows.entry(row.metric.clone()).or_default() += 1;
             if scored {
+                scored_by_event
+                    .entry((variant.clone(), row.metric.clone()))
+                    .or_default()
+                    .insert(row.event_id.clone(), (scaled, row.verdict()));
                 let entry = stats.metrics.entry(row.metric.clone()).or_insert((0.0, 0));
                 entry.0 += scaled;
                 entry.1 += 1;
@@ -409,11 +530,13 @@ impl RunReport {
                 }
             }
         }
+        let comparisons = compare(&variants, &scored_by_event);
         Ok(RunReport {
             run_id: run_id.to_string(),
             rows: rows.len(),
             variants,
             disagreements,
+            comparisons,
         })
     }
 
@@ -506,6 +629,23 @@ impl RunReport {
                     e.line_rate_mean,
                     e.mean,
                     e.judged
+                );
+            }
+        }
+        if !self.comparisons.is_empty() {
+            let _ = writeln!(
+                out,
+                "Paired comparisons on the items both variants scored (McNemar exact for verdicts, \
+                 Wilcoxon signed-rank for continuous values; two-sided p):"
+            );
+            for c in &self.comparisons {
+                let _ = writeln!(
+                    out,
+                    "  A = {} vs B = {}  {:<10} {}",
+                    truncate(&c.a, 24),
+                    truncate(&c.b, 24),
+                    c.metric,
+                    c.describe()
                 );
             }
         }

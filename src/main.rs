@@ -167,6 +167,22 @@ enum Command {
         #[arg(long, default_value = "audit.html")]
         out: PathBuf,
     },
+    /// Drop whole monthly partitions older than a duration from the ClickHouse tables (works on
+    /// every ClickHouse release; see also TTL in deploy/clickhouse/README.md).
+    Prune {
+        /// TOML config file with the [sink] ClickHouse settings.
+        #[arg(long)]
+        config: PathBuf,
+        /// Age beyond which whole months are dropped, e.g. `90days`, `26weeks`, `2160h`.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: std::time::Duration,
+        /// Only this table (repeatable); default: every partitioned table.
+        #[arg(long = "table")]
+        tables: Vec<String>,
+        /// Report what would be dropped without dropping it.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
         /// TOML config file.
@@ -272,6 +288,12 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             backfill(config, request).await
         }
         Command::Migrate { config } => migrate(config).await,
+        Command::Prune {
+            config,
+            older_than,
+            tables,
+            dry_run,
+        } => prune(config, older_than, tables, dry_run).await,
         Command::CheckConfig { config } => check_config(config),
         Command::Calibrate {
             labels,
@@ -634,6 +656,44 @@ async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
         config.sink.database,
         report.applied.len(),
         report.already_applied.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn prune(
+    config_path: PathBuf,
+    older_than: std::time::Duration,
+    tables: Vec<String>,
+    dry_run: bool,
+) -> Result<ExitCode> {
+    let config = load_config(Some(&config_path))?;
+    if config.sink.kind != SinkKind::Clickhouse {
+        bail!(
+            "ClickHouse sink not configured: {} sets sink.kind = {:?}; prune works on ClickHouse only",
+            config_path.display(),
+            config.sink.kind
+        );
+    }
+    let report = sqlgrade::clickhouse::retention::prune(
+        &config.sink,
+        older_than,
+        &tables,
+        chrono::Utc::now(),
+        dry_run,
+    )
+    .await?;
+    let verb = if dry_run { "would drop" } else { "dropped" };
+    for (table, partition) in &report.dropped {
+        println!("{verb}  {table} {partition}");
+    }
+    for (table, partition) in &report.unrecognised {
+        eprintln!("warning: {table} partition {partition} is not a YYYYMM month; left alone");
+    }
+    println!(
+        "cut-off {}: {} partition(s) {verb}, {} kept",
+        report.cut_off,
+        report.dropped.len(),
+        report.kept.len()
     );
     Ok(ExitCode::SUCCESS)
 }

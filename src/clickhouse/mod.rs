@@ -14,6 +14,7 @@ use crate::config::SinkConfig;
 
 pub mod judge_cache;
 pub mod migrate;
+pub mod retention;
 pub mod sink;
 
 /// The server used when `[sink] url` is unset.

@@ -139,34 +139,7 @@ enum Command {
     /// Point at benchmark items whose gold query is suspect, from several systems' runs over
     /// the same items (cross-system agreement, gold failures, FLEX/ROSE verdicts on the gold);
     /// prints a ranked table and EX per system plain and with the suspected items left out.
-    Audit {
-        /// A run to compare (give at least two; benchmark backfills: the predictions file's stem).
-        #[arg(long = "run-id", required = true)]
-        run_ids: Vec<String>,
-        /// Evaluations JSONL (the JSONL sink's evaluations.jsonl); default: ClickHouse from
-        /// --config.
-        #[arg(long)]
-        input: Option<PathBuf>,
-        /// TOML config whose [sink] names the ClickHouse to read from.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// The benchmark's dev.jsonl (or the events JSONL), to show questions and gold SQL.
-        #[arg(long)]
-        dataset: Option<PathBuf>,
-        /// A predictions file (question_id, predicted_sql) or events JSONL of one run, to show
-        /// its SQL: `RUN_ID=FILE`, or FILE whose stem is the run id. Repeatable.
-        #[arg(long = "predictions")]
-        predictions: Vec<String>,
-        /// Items shown in the terminal table.
-        #[arg(long, default_value_t = 20)]
-        top: usize,
-        /// Write every item with evidence as JSONL (for dataset maintainers).
-        #[arg(long)]
-        jsonl: Option<PathBuf>,
-        /// HTML output file.
-        #[arg(long, default_value = "audit.html")]
-        out: PathBuf,
-    },
+    Audit(AuditArgs),
     /// Drop whole monthly partitions older than a duration from the ClickHouse tables (works on
     /// every ClickHouse release; see also TTL in deploy/clickhouse/README.md).
     Prune {
@@ -309,44 +282,42 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             config,
             out,
         } => report(run_id, input, events, config, out).await,
-        Command::Audit {
-            run_ids,
-            input,
-            config,
-            dataset,
-            predictions,
-            top,
-            jsonl,
-            out,
-        } => {
-            let request = AuditRequest {
-                run_ids,
-                input,
-                config,
-                dataset,
-                predictions,
-                top,
-                jsonl,
-                out,
-            };
-            audit(request).await
-        }
+        Command::Audit(args) => audit(args).await,
     }
 }
 
 /// The arguments of `sqlgrade audit`.
-struct AuditRequest {
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// A run to compare (give at least two; benchmark backfills: the predictions file's stem).
+    #[arg(long = "run-id", required = true)]
     run_ids: Vec<String>,
+    /// Evaluations JSONL (the JSONL sink's evaluations.jsonl); default: ClickHouse from
+    /// --config.
+    #[arg(long)]
     input: Option<PathBuf>,
+    /// TOML config whose [sink] names the ClickHouse to read from.
+    #[arg(long)]
     config: Option<PathBuf>,
+    /// The benchmark's dev.jsonl (or the events JSONL), to show questions and gold SQL.
+    #[arg(long)]
     dataset: Option<PathBuf>,
+    /// A predictions file (question_id, predicted_sql) or events JSONL of one run, to show
+    /// its SQL: `RUN_ID=FILE`, or FILE whose stem is the run id. Repeatable.
+    #[arg(long = "predictions")]
     predictions: Vec<String>,
+    /// Items shown in the terminal table.
+    #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Write every item with evidence as JSONL (for dataset maintainers).
+    #[arg(long)]
     jsonl: Option<PathBuf>,
+    /// HTML output file.
+    #[arg(long, default_value = "audit.html")]
     out: PathBuf,
 }
 
-async fn audit(request: AuditRequest) -> Result<ExitCode> {
+async fn audit(request: AuditArgs) -> Result<ExitCode> {
     use sqlgrade::audit::{GoldAudit, html, predictions_from_file, texts_from_file};
     use sqlgrade::report::{rows_from_clickhouse, rows_from_jsonl};
     use std::collections::{BTreeMap, HashMap};

@@ -286,8 +286,9 @@ fn flex_with_categories() -> JudgedOptions {
     }
 }
 
-fn categories(issued: &[&str]) -> Value {
-    let map: serde_json::Map<String, Value> = ERROR_CATEGORY_KEYS
+/// A categorisation reply over `keys` with `issued` set (explanations say which key).
+fn taxonomy(keys: &[&str], issued: &[&str]) -> Value {
+    let map: serde_json::Map<String, Value> = keys
         .iter()
         .map(|k| {
             let on = issued.contains(k);
@@ -298,6 +299,10 @@ fn categories(issued: &[&str]) -> Value {
         })
         .collect();
     Value::Object(map)
+}
+
+fn categories(issued: &[&str]) -> Value {
+    taxonomy(&ERROR_CATEGORY_KEYS, issued)
 }
 
 #[tokio::test]
@@ -370,17 +375,7 @@ async fn flex_categories_are_not_asked_for_a_true_positive() {
 }
 
 fn fn_categories_reply(issued: &[&str]) -> String {
-    let map: serde_json::Map<String, Value> = FN_CATEGORY_KEYS
-        .iter()
-        .map(|k| {
-            let on = issued.contains(k);
-            (
-                k.to_string(),
-                json!({"issued": on, "explanation": if on { format!("{k} because") } else { String::new() }}),
-            )
-        })
-        .collect();
-    serde_json::to_string_pretty(&Value::Object(map)).unwrap()
+    serde_json::to_string_pretty(&taxonomy(&FN_CATEGORY_KEYS, issued)).unwrap()
 }
 
 #[tokio::test]

@@ -128,6 +128,10 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
          ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 0, NULL, 'gold_error', '{}', NULL, NULL, NULL, [], NULL, NULL, now())",
         "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, judge, judge_cached, scored_at) VALUES \
          ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'deterministic', 0, now() + 1)",
+        "INSERT INTO evaluations (event_id, ts, run_id, run_key, metric, value, status, details, rules_fired, scored_at) VALUES \
+         ('q1', now() - 7200, 'sysA', 'sysA', 'esm', 1, 'ok', '{}', [], now()), \
+         ('q1', now() - 7200, 'sysB', 'sysB', 'esm', 0, 'ok', '{}', [], now()), \
+         ('q1', now() - 7200, 'sysA', 'sysA', 'esm', 1, 'ok', '{}', [], now() + 1)",
         "INSERT INTO dead_letters VALUES (now() - 60, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
         "INSERT INTO dead_letters VALUES (now() - 30, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
         "INSERT INTO alerts VALUES ('a1', now(), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 'stef_drop', 'warning', now() - 3600, now(), 80, 60, 200, 'Φ dropped', '{}')",
@@ -165,6 +169,11 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
             "scored rollup: mean over scored rows, with coverage",
             "SELECT round(avgIfMerge(value_avg), 2), uniqIfMerge(scored), uniqMerge(events) FROM evaluations_scored_hourly WHERE metric = 'ex'".into(),
             "1\t1\t2",
+        ),
+        (
+            "one row per (event, metric, run): runs kept apart, a redelivery collapsed",
+            "SELECT count() FROM evaluations FINAL WHERE event_id = 'q1'".into(),
+            "2",
         ),
         ("dead letters deduplicated", "SELECT count() FROM dead_letters FINAL".into(), "1"),
         (

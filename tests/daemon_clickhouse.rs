@@ -147,6 +147,33 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     );
     assert_eq!(rollup.trim(), detail.trim());
 
+    // Two benchmark runs over the same question keep their own rows (run_key in the sorting
+    // key, migration 010); a redelivered row of one run still collapses.
+    let run_row = |run: &str, value: f64| {
+        let mut row = stef_row(1);
+        row.event_id = "question-195".into();
+        row.metric = Metric::Ex;
+        row.stef = None;
+        row.run_id = Some(run.into());
+        row.value = value;
+        row
+    };
+    for rows in [
+        vec![run_row("SuperSQL", 1.0), run_row("DAIL-SQL", 0.0)],
+        vec![run_row("SuperSQL", 1.0)],
+    ] {
+        sink.write(Batch {
+            rows,
+            dead_letters: vec![],
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        ch.query("SELECT groupArray(run_id) FROM (SELECT run_id FROM sg_test.evaluations FINAL WHERE event_id = 'question-195' ORDER BY run_id)").trim(),
+        "['DAIL-SQL','SuperSQL']"
+    );
+
     // Every query in the Grafana dashboard runs on this server.
     let queries = dashboard::dashboard_queries();
     for q in &queries {

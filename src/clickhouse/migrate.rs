@@ -42,6 +42,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "007_judge_cache_point_lookups.sql"),
     migration!(8, "008_second_pass.sql"),
     migration!(9, "009_scored_means.sql"),
+    migration!(10, "010_run_key.sql"),
 ];
 
 /// Name of the bookkeeping table.

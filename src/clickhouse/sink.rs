@@ -10,7 +10,8 @@
 //! - **data the server rejects** (parse/type errors) is bisected down to the offending rows,
 //!   which are written to `dead_letters` with the server's error, while the rest is stored.
 //!
-//! Writes are idempotent: `evaluations` is a `ReplacingMergeTree` keyed by (event_id, metric),
+//! Writes are idempotent: `evaluations` is a `ReplacingMergeTree` keyed by (event_id, metric,
+//! run_key — the run id or '', migration 010),
 //! so a batch re-sent after a timeout or redelivered after a crash collapses on merge (queries read
 //! it with `FINAL`). Client schema validation is off (`with_validation(false)`) so that the
 //! crate works with ClickHouse 18.16 as well as current servers; the row types below mirror
@@ -68,6 +69,8 @@ struct EvaluationRecord<'a> {
     inclusion_probability: Option<f64>,
     revised_value: Option<f64>,
     revised_verdict: Option<&'a str>,
+    /// `run_id` or '' (part of the sorting key since migration 010).
+    run_key: &'a str,
 }
 
 const NO_RULES: &[String] = &[];
@@ -111,6 +114,7 @@ impl<'a> EvaluationRecord<'a> {
             inclusion_probability: judged.and_then(|j| j.inclusion_probability),
             revised_value: judged.map(|j| j.revised_value),
             revised_verdict: judged.map(|j| j.revised_verdict.as_str()),
+            run_key: row.run_id.as_deref().unwrap_or(""),
         }
     }
 }

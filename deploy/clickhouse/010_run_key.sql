@@ -1,0 +1,12 @@
+-- Rows of different runs of one event are different rows. `evaluations` deduplicates on its
+-- whole sorting key, and until now that key was (event_id, metric): two benchmark backfills of
+-- different systems over the same questions (event_id = question id) overwrote each other on
+-- merge, so a report or audit read through ClickHouse saw one system per question. `run_key` is
+-- the row's run id ('' for live traffic, which has none); appending it to the sorting key keeps
+-- one row per (event, metric, run) while a redelivered row — same run — still collapses.
+--
+-- A metadata-only change on every release: a column added without a default expression can be
+-- appended to the sorting key in the same ALTER (18.16 refuses one with a DEFAULT expression, so
+-- the sink writes the value itself). Rows written before this migration have run_key = '' and
+-- dedupe as they did.
+ALTER TABLE evaluations ADD COLUMN run_key String, MODIFY ORDER BY (event_id, metric, run_key);

@@ -1,0 +1,153 @@
+//! The whole process against the scoring core, file → JSONL, deterministic judge:
+//!
+//!   cargo bench --bench process -- [--events N]
+//!
+//! 1. **Core**: the STEF path alone (`stef::prepare` → deterministic judge → `stef::finish` →
+//!    row), on this thread, over the same events: CPU µs per event.
+//! 2. **Process**: N events (default 100,000: the shared BIRD and Spider predictions of every
+//!    system, cycled with fresh `event_id`s, no gold data) written to a JSONL file, then the
+//!    release `sqlgrade run` as a child process, file source → JSONL sink, default workers
+//!    (the machine's cores); and again pinned to one core (`taskset -c 0`, one worker) when
+//!    `taskset` exists. For each: wall time, events/s, the child's CPU (user + system, from
+//!    `getrusage(RUSAGE_CHILDREN)`) per event, and its peak RSS.
+//!
+//! The ratio process CPU / core CPU is the overhead the process adds around the core (decode,
+//! tasks and channels, the row's details JSON, the JSONL encoder, allocation): the line-rate
+//! issue's target is ≤ 40 µs per event end to end. Results are recorded in `benches/README.md`
+//! ("whole process").
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use sqlgrade::judge::deterministic::DeterministicJudge;
+use sqlgrade::stef::{self, RuleProfile};
+
+fn events_arg() -> usize {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.iter()
+        .position(|a| a == "--events")
+        .and_then(|i| argv.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// CPU time (user + system) and peak RSS (KiB) of the waited-for children so far.
+fn children_usage() -> (Duration, i64) {
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_CHILDREN is a constant the kernel knows.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    if rc != 0 {
+        return (Duration::ZERO, 0);
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
+    (tv(usage.ru_utime) + tv(usage.ru_stime), usage.ru_maxrss)
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs bench binaries without `--bench`.
+        println!("process: skipped outside `cargo bench`");
+        return;
+    }
+    let n = events_arg();
+    let corpus = support::prediction_events();
+    assert!(!corpus.is_empty(), "no shared data");
+
+    // 1. The core, on this thread.
+    let profile = RuleProfile::default();
+    let judge = DeterministicJudge;
+    let ts = "2026-11-21T10:00:00Z";
+    let start = support::thread_cpu_now();
+    let mut total = 0.0;
+    for i in 0..n {
+        let event = &corpus[i % corpus.len()];
+        let row = match stef::prepare(event, &profile) {
+            Ok(prepared) => {
+                let assessment = judge.assess_prepared(&prepared);
+                stef::finish(&prepared, assessment, &profile).to_row(event, ts, &profile, 0)
+            }
+            Err(err) => stef::non_scorable_row(event, ts, &err, &profile),
+        };
+        total += row.value;
+    }
+    let core = support::thread_cpu_now() - start;
+    let core_us = core.as_secs_f64() * 1e6 / n as f64;
+    println!(
+        "process bench: {n} events ({} distinct from shared/data); mean Φ {:.2}",
+        corpus.len(),
+        total / n as f64
+    );
+    println!(
+        "  core (STEF path, one thread): {core_us:.1} µs CPU per event = {:.0} events/s per core",
+        1e6 / core_us
+    );
+
+    // 2. The process.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("events.jsonl");
+    let mut text = String::with_capacity(n * 600);
+    for i in 0..n {
+        let mut event = corpus[i % corpus.len()].clone();
+        event.event_id = format!("ev-{i:06}");
+        event.gold = None;
+        text.push_str(&serde_json::to_string(&event).expect("event JSON"));
+        text.push('\n');
+    }
+    std::fs::write(&input, text).expect("write events");
+    let binary = sqlgrade_testkit::bin::sqlgrade();
+    let pinned = Command::new("taskset").arg("--version").output().is_ok();
+    let mut runs = vec![("default workers", false)];
+    if pinned {
+        runs.push(("pinned to one core, 1 worker", true));
+    }
+    for (label, pin) in runs {
+        let out_dir = dir.path().join(if pin { "out-pinned" } else { "out" });
+        let mut cmd = if pin {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0"]).arg(&binary);
+            c.env("SQLGRADE__PIPELINE__WORKERS", "1");
+            c
+        } else {
+            Command::new(&binary)
+        };
+        cmd.arg("run")
+            .env("SQLGRADE__SOURCE__PATH", &input)
+            .env("SQLGRADE__SINK__DIR", &out_dir)
+            .env("RUST_LOG", "warn")
+            .current_dir(dir.path());
+        let (cpu_before, _) = children_usage();
+        let started = Instant::now();
+        let output = cmd.output().expect("run sqlgrade");
+        let wall = started.elapsed();
+        let (cpu_after, max_rss_kib) = children_usage();
+        assert!(
+            output.status.success(),
+            "sqlgrade run failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rows = std::fs::read_to_string(out_dir.join("evaluations.jsonl"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        assert_eq!(rows, n, "one STEF row per event");
+        let cpu = cpu_after - cpu_before;
+        let cpu_us = cpu.as_secs_f64() * 1e6 / n as f64;
+        println!(
+            "  process ({label}): {:.2} s wall = {:.0} events/s; {cpu_us:.1} µs CPU per event \
+             ({:.2}× the core); peak RSS {:.1} MiB",
+            wall.as_secs_f64(),
+            n as f64 / wall.as_secs_f64(),
+            cpu_us / core_us,
+            max_rss_kib as f64 / 1024.0
+        );
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "  load average at the end: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}

@@ -21,8 +21,7 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sqlgrade::judge::deterministic::DeterministicJudge;
-use sqlgrade::stef::{self, RuleProfile};
+use sqlgrade::stef::RuleProfile;
 
 fn events_arg() -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -57,20 +56,11 @@ fn main() {
 
     // 1. The core, on this thread.
     let profile = RuleProfile::default();
-    let judge = DeterministicJudge;
     let ts = "2026-11-21T10:00:00Z";
     let start = support::thread_cpu_now();
     let mut total = 0.0;
     for i in 0..n {
-        let event = &corpus[i % corpus.len()];
-        let row = match stef::prepare(event, &profile) {
-            Ok(prepared) => {
-                let assessment = judge.assess_prepared(&prepared);
-                stef::finish(&prepared, assessment, &profile).to_row(event, ts, &profile, 0)
-            }
-            Err(err) => stef::non_scorable_row(event, ts, &err, &profile),
-        };
-        total += row.value;
+        total += support::stef_row(&corpus[i % corpus.len()], &profile, ts).value;
     }
     let core = support::thread_cpu_now() - start;
     let core_us = core.as_secs_f64() * 1e6 / n as f64;

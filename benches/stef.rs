@@ -95,14 +95,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         b.iter(|| {
             let mut total = 0.0;
             for event in &events {
-                let row = match stef::prepare(event, &profile) {
-                    Ok(prepared) => {
-                        let assessment = judge.assess_prepared(&prepared);
-                        stef::finish(&prepared, assessment, &profile).to_row(event, ts, &profile, 0)
-                    }
-                    Err(err) => stef::non_scorable_row(event, ts, &err, &profile),
-                };
-                total += row.value;
+                total += support::stef_row(event, &profile, ts).value;
             }
             total
         })

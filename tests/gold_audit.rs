@@ -8,20 +8,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use rusqlite::types::Value as Sql;
-use serde_json::Value;
 use sqlgrade_testkit::cli::sqlgrade;
-use sqlgrade_testkit::data::data_dir;
+use sqlgrade_testkit::data::{data_dir, read_jsonl as lines};
 
 const SYSTEMS: [&str; 3] = ["CHESS-GPT-4o-mini", "DAIL-SQL", "SuperSQL"];
-
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// The rows of `sql` on `db` as a set of printable tuples (BIRD's set equality; integral reals
 /// as integers, as Python compares them).

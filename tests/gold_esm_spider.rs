@@ -6,14 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlgrade::metrics::esm::{SpiderEvalOptions, SpiderSchema, esm};
 
-fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use sqlgrade_testkit::data::read_jsonl;
 
 #[test]
 fn spider_esm_agrees_with_the_official_evaluator() {

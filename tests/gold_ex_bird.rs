@@ -8,14 +8,7 @@ use sqlgrade::exec::Executor;
 use sqlgrade::metrics::ex::{ExConvention, results_match};
 use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 
-fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use sqlgrade_testkit::data::read_jsonl;
 
 #[test]
 fn bird_ex_reproduces_every_reference_verdict() {

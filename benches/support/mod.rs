@@ -38,6 +38,24 @@ pub fn prediction_events() -> Vec<Event> {
     out
 }
 
+/// One event through the deterministic STEF path, SQL text to row: `stef::prepare` → the
+/// deterministic judge → `stef::finish` → `to_row` (non-scorable SQL: `non_scorable_row`).
+pub fn stef_row(
+    event: &Event,
+    profile: &sqlgrade::stef::RuleProfile,
+    ts: &str,
+) -> sqlgrade::evaluation::EvaluationRow {
+    use sqlgrade::stef;
+    match stef::prepare(event, profile) {
+        Ok(prepared) => {
+            let assessment =
+                sqlgrade::judge::deterministic::DeterministicJudge.assess_prepared(&prepared);
+            stef::finish(&prepared, assessment, profile).to_row(event, ts, profile, 0)
+        }
+        Err(err) => stef::non_scorable_row(event, ts, &err, profile),
+    }
+}
+
 /// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID).
 pub fn thread_cpu_now() -> Duration {
     let mut ts = libc::timespec {

@@ -37,3 +37,16 @@ pub fn shared_dir() -> PathBuf {
 pub fn data_dir() -> PathBuf {
     shared_dir().join("data")
 }
+
+/// Every non-blank line of a JSONL file as JSON.
+///
+/// # Panics
+/// When the file cannot be read or a line is not JSON (test support: the data is ours).
+pub fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
+}

@@ -510,15 +510,15 @@ async fn avoidance_evidence_without_esm_plus_rows() {
     let rows = scorer.score(&event(gold)).await;
     let metrics: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
     assert_eq!(metrics, vec!["stef", "flex", "hybrid_ex"]);
-    assert_eq!(rows[1].details["avoided"], "esm_plus_equivalent");
-    assert_eq!(rows[2].details["avoided"], "identical_results");
+    assert_eq!(rows[1].details.to_value()["avoided"], "esm_plus_equivalent");
+    assert_eq!(rows[2].details.to_value()["avoided"], "identical_results");
     assert_eq!(server.request_count(), 0);
     // A different prediction goes to the judge (FLEX's NEQ branch, Hybrid-EX's alignment).
     let rows = scorer
         .score(&event("SELECT COUNT(id) + 1 FROM superhero"))
         .await;
-    assert_eq!(rows[1].details["branch"], "neq");
-    assert_eq!(rows[2].details["alignment_source"], "llm");
+    assert_eq!(rows[1].details.to_value()["branch"], "neq");
+    assert_eq!(rows[2].details.to_value()["alignment_source"], "llm");
     assert_eq!(server.request_count(), 2);
     let usage = scorer.llm_usage();
     assert_eq!(usage.clients.len(), 1, "the STEF judge is deterministic");

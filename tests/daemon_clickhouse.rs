@@ -44,7 +44,7 @@ fn stef_row(i: usize) -> EvaluationRow {
     } else {
         RowStatus::Ok
     };
-    row.details = serde_json::json!({"i": i});
+    row.details = serde_json::json!({"i": i}).into();
     row.stef = Some(StefColumns {
         quality_tier: ["excellent", "good", "marginal", "poor"][i % 4].into(),
         filter_status: "fully_applied".into(),

@@ -123,8 +123,8 @@ async fn flex_eq_branch_withholds_results() {
     assert_eq!(row.metric, Metric::Flex);
     assert_eq!(row.status, RowStatus::Ok);
     assert_eq!(row.verdict, Some(false));
-    assert_eq!(row.details["branch"], "eq");
-    assert_eq!(row.details["ex"], true);
+    assert_eq!(row.details.to_value()["branch"], "eq");
+    assert_eq!(row.details.to_value()["ex"], true);
     assert_eq!(server.request_count(), 1);
     let sys = system(&server, 0);
     assert!(sys.contains("return the same execution result"), "{sys}");
@@ -161,7 +161,7 @@ async fn flex_neq_branch_shows_rendered_results() {
     let row = one(&s, &f8(), None).await;
     assert_eq!(row.verdict, Some(true));
     assert_eq!(row.value, 1.0);
-    assert_eq!(row.details["branch"], "neq");
+    assert_eq!(row.details.to_value()["branch"], "neq");
     let sys = system(&server, 0);
     assert!(sys.contains("return different execution results"));
     let u = user(&server, 0);
@@ -212,7 +212,10 @@ async fn flex_branch_follows_the_configured_ex_convention() {
         };
         let row = one(&scorer(&server, options), &e, None).await;
         assert_eq!(server.request_count(), 1);
-        branches.push((row.details["branch"].clone(), row.details["ex"].clone()));
+        branches.push((
+            row.details.to_value()["branch"].clone(),
+            row.details.to_value()["ex"].clone(),
+        ));
     }
     assert_eq!(
         branches,
@@ -238,7 +241,7 @@ async fn flex_failing_prediction_is_incorrect_without_a_call() {
     let row = one(&s, &failing(), None).await;
     assert_eq!(row.status, RowStatus::ExecError);
     assert_eq!(row.verdict, Some(false));
-    assert_eq!(row.details["avoided"], "prediction_failed");
+    assert_eq!(row.details.to_value()["avoided"], "prediction_failed");
     assert_eq!(server.request_count(), 0);
     let counts = s.counter().snapshot();
     assert_eq!(
@@ -257,8 +260,11 @@ async fn flex_malformed_output_is_a_judge_error() {
     assert_eq!(row.status, RowStatus::JudgeError);
     assert_eq!(row.verdict, None);
     assert_eq!(row.value, 0.0);
-    assert_eq!(row.details["branch"], "eq");
-    assert_eq!(row.details["judge_error"]["kind"], "invalid_reply");
+    assert_eq!(row.details.to_value()["branch"], "eq");
+    assert_eq!(
+        row.details.to_value()["judge_error"]["kind"],
+        "invalid_reply"
+    );
     assert!(server.request_count() >= 1);
 }
 
@@ -324,14 +330,14 @@ async fn flex_error_categories_follow_an_incorrect_verdict() {
         "the categoriser never changes the verdict"
     );
     assert_eq!(
-        row.details["error_categories"],
+        row.details.to_value()["error_categories"],
         json!(["incorrect_filtering_condition", "abused_clauses"])
     );
     assert_eq!(
-        row.details["error_category_explanations"]["abused_clauses"],
+        row.details.to_value()["error_category_explanations"]["abused_clauses"],
         "abused_clauses because"
     );
-    assert_eq!(row.details["llm_calls"], 2);
+    assert_eq!(row.details.to_value()["llm_calls"], 2);
     assert_eq!(server.request_count(), 2);
     let sys = system(&server, 1);
     assert!(sys.contains("categorise why"), "{sys}");
@@ -366,11 +372,11 @@ async fn flex_categories_are_not_asked_for_a_true_positive() {
     )]);
     let s = scorer(&server, flex_with_categories());
     let row = one(&s, &f5(), Some(false)).await;
-    assert_eq!(row.details["branch"], "eq");
+    assert_eq!(row.details.to_value()["branch"], "eq");
     assert_eq!(row.verdict, Some(true));
-    assert!(row.details.get("error_categories").is_none());
-    assert!(row.details.get("fn_categories").is_none());
-    assert_eq!(row.details["llm_calls"], 1);
+    assert!(row.details.to_value().get("error_categories").is_none());
+    assert!(row.details.to_value().get("fn_categories").is_none());
+    assert_eq!(row.details.to_value()["llm_calls"], 1);
     assert_eq!(server.request_count(), 1);
 }
 
@@ -393,22 +399,22 @@ async fn flex_false_negative_categories_say_why_ex_missed_it() {
     let s = scorer(&server, flex_with_categories());
     let row = one(&s, &f8(), None).await;
     assert_eq!(row.status, RowStatus::Ok);
-    assert_eq!(row.details["branch"], "neq");
+    assert_eq!(row.details.to_value()["branch"], "neq");
     assert_eq!(
         row.verdict,
         Some(true),
         "the categoriser never changes the verdict"
     );
     assert_eq!(
-        row.details["fn_categories"],
+        row.details.to_value()["fn_categories"],
         json!(["different_output_structure"])
     );
     assert_eq!(
-        row.details["fn_category_explanations"]["different_output_structure"],
+        row.details.to_value()["fn_category_explanations"]["different_output_structure"],
         "different_output_structure because"
     );
-    assert!(row.details.get("error_categories").is_none());
-    assert_eq!(row.details["llm_calls"], 2);
+    assert!(row.details.to_value().get("error_categories").is_none());
+    assert_eq!(row.details.to_value()["llm_calls"], 2);
     assert_eq!(
         server.request_count(),
         2,
@@ -438,7 +444,7 @@ async fn flex_false_negative_categories_can_point_at_the_gold() {
     let s = scorer(&server, flex_with_categories());
     let row = one(&s, &f8(), None).await;
     assert_eq!(
-        row.details["fn_categories"],
+        row.details.to_value()["fn_categories"],
         json!(["incorrect_ground_truth_query", "multiple_answers_available"])
     );
 }
@@ -454,8 +460,11 @@ async fn flex_false_negative_categorisation_failure_keeps_the_verdict() {
     let row = one(&s, &f8(), None).await;
     assert_eq!(row.status, RowStatus::Ok);
     assert_eq!((row.value, row.verdict), (1.0, Some(true)));
-    assert_eq!(row.details["fn_categories_error"]["kind"], "invalid_reply");
-    assert!(row.details.get("fn_categories").is_none());
+    assert_eq!(
+        row.details.to_value()["fn_categories_error"]["kind"],
+        "invalid_reply"
+    );
+    assert!(row.details.to_value().get("fn_categories").is_none());
 }
 
 #[tokio::test]
@@ -467,7 +476,7 @@ async fn flex_error_categories_are_off_by_default() {
     let s = scorer(&server, only(Metric::Flex));
     let row = one(&s, &f5(), None).await;
     assert_eq!(row.verdict, Some(false));
-    assert!(row.details.get("error_categories").is_none());
+    assert!(row.details.to_value().get("error_categories").is_none());
     assert_eq!(server.request_count(), 1);
 }
 
@@ -482,12 +491,12 @@ async fn flex_error_category_failure_keeps_the_verdict() {
     let row = one(&s, &f5(), None).await;
     assert_eq!(row.status, RowStatus::Ok);
     assert_eq!((row.value, row.verdict), (0.0, Some(false)));
-    assert_eq!(row.details["reasoning"], "wrong");
+    assert_eq!(row.details.to_value()["reasoning"], "wrong");
     assert_eq!(
-        row.details["error_categories_error"]["kind"],
+        row.details.to_value()["error_categories_error"]["kind"],
         "invalid_reply"
     );
-    assert!(row.details.get("error_categories").is_none());
+    assert!(row.details.to_value().get("error_categories").is_none());
     assert_eq!(server.request_count(), 3, "verdict, categories, one repair");
 }
 
@@ -497,7 +506,7 @@ async fn flex_error_category_of_a_failing_prediction_needs_no_call() {
     let s = scorer(&server, flex_with_categories());
     let row = one(&s, &failing(), None).await;
     assert_eq!(row.status, RowStatus::ExecError);
-    assert_eq!(row.details["error_categories"], json!(["error"]));
+    assert_eq!(row.details.to_value()["error_categories"], json!(["error"]));
     assert_eq!(server.request_count(), 0);
 }
 
@@ -515,7 +524,7 @@ async fn esm_plus_equivalence_avoids_flex_and_rose_calls() {
     assert_eq!(rows.len(), 2);
     for r in &rows {
         assert_eq!(r.verdict, Some(true), "{r:?}");
-        assert_eq!(r.details["avoided"], "esm_plus_equivalent");
+        assert_eq!(r.details.to_value()["avoided"], "esm_plus_equivalent");
     }
     assert_eq!(server.request_count(), 0);
     let c = s.counter().snapshot();
@@ -545,7 +554,7 @@ async fn identical_tables_avoid_hybrid_call() {
     );
     let row = one(&s, &e, None).await;
     assert_eq!(row.value, 1.0);
-    assert_eq!(row.details["avoided"], "identical_results");
+    assert_eq!(row.details.to_value()["avoided"], "identical_results");
     assert_eq!(server.request_count(), 0);
     // Same rows but renamed columns: not identical, the judge is asked.
     server.push([Scripted::json(&alignment(
@@ -561,7 +570,7 @@ async fn identical_tables_avoid_hybrid_call() {
     let row = one(&s, &e, None).await;
     assert_eq!(server.request_count(), 1);
     assert_eq!(row.value, 1.0);
-    assert_eq!(row.details["alignment_source"], "llm");
+    assert_eq!(row.details.to_value()["alignment_source"], "llm");
 }
 
 #[tokio::test]
@@ -571,7 +580,7 @@ async fn hybrid_failing_prediction_scores_zero_without_a_call() {
     let row = one(&s, &failing(), None).await;
     assert_eq!(row.value, 0.0);
     assert_eq!(row.status, RowStatus::ExecError);
-    assert_eq!(row.details["match_category"], "no_match");
+    assert_eq!(row.details.to_value()["match_category"], "no_match");
     assert_eq!(server.request_count(), 0);
 }
 
@@ -607,12 +616,12 @@ async fn hybrid_uses_the_alignment_and_reports_llm_ex() {
     assert_eq!(row.status, RowStatus::Ok);
     assert_eq!(row.value, 0.5);
     assert_eq!(row.verdict, Some(false));
-    assert_eq!(row.details["path"], "index_matched");
-    assert_eq!(row.details["n_padded"], 1);
-    assert_eq!(row.details["n_matched"], 3);
-    assert_eq!(row.details["alignment_source"], "llm");
-    assert_eq!(row.details["llm_ex"], 0.95);
-    assert_eq!(row.details["match_category"], "complete");
+    assert_eq!(row.details.to_value()["path"], "index_matched");
+    assert_eq!(row.details.to_value()["n_padded"], 1);
+    assert_eq!(row.details.to_value()["n_matched"], 3);
+    assert_eq!(row.details.to_value()["alignment_source"], "llm");
+    assert_eq!(row.details.to_value()["llm_ex"], 0.95);
+    assert_eq!(row.details.to_value()["match_category"], "complete");
     let u = user(&server, 0);
     assert!(
         u.contains("gold_result") && u.contains("hero,name,id"),
@@ -634,9 +643,9 @@ async fn hybrid_large_tables_are_scored_off_the_runtime() {
     );
     let row = one(&s, &e, None).await;
     assert_eq!(row.status, RowStatus::Ok);
-    assert_eq!(row.details["path"], "index_matched");
-    assert_eq!(row.details["n_matched"], 749);
-    assert_eq!(row.details["n_unmatched"], 1);
+    assert_eq!(row.details.to_value()["path"], "index_matched");
+    assert_eq!(row.details.to_value()["n_matched"], 749);
+    assert_eq!(row.details.to_value()["n_unmatched"], 1);
     assert!((row.value - 749.0 / 750.0).abs() < 1e-9, "{}", row.value);
     assert_eq!(row.verdict, Some(true));
 }
@@ -654,10 +663,13 @@ async fn hybrid_malformed_output_falls_back_to_heuristic() {
     );
     let row = one(&s, &e, None).await;
     assert_eq!(row.status, RowStatus::JudgeFallback);
-    assert_eq!(row.details["alignment_source"], "heuristic");
-    assert_eq!(row.details["llm_ex"], Value::Null);
-    assert_eq!(row.details["match_category"], Value::Null);
-    assert_eq!(row.details["judge_error"]["kind"], "invalid_reply");
+    assert_eq!(row.details.to_value()["alignment_source"], "heuristic");
+    assert_eq!(row.details.to_value()["llm_ex"], Value::Null);
+    assert_eq!(row.details.to_value()["match_category"], Value::Null);
+    assert_eq!(
+        row.details.to_value()["judge_error"]["kind"],
+        "invalid_reply"
+    );
     // Positional mapping (equal column counts, same types) recovers the renamed columns.
     assert_eq!(row.value, 1.0);
     assert_eq!(row.verdict, Some(true));
@@ -712,8 +724,8 @@ async fn rose_not_executable_scores_zero_with_no_call() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &failing(), None).await;
     assert_eq!((row.value, row.verdict), (0.0, Some(false)));
-    assert_eq!(row.details["path"], "not_executable");
-    assert_eq!(row.details["llm_calls"], 0);
+    assert_eq!(row.details.to_value()["path"], "not_executable");
+    assert_eq!(row.details.to_value()["llm_calls"], 0);
     assert_eq!(server.request_count(), 0);
 }
 
@@ -723,14 +735,14 @@ async fn rose_match_path_uphold() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f15(), None).await;
     assert_eq!((row.value, row.verdict), (1.0, Some(true)));
-    assert_eq!(row.details["path"], "match_upheld");
-    assert_eq!(row.details["llm_calls"], 1);
+    assert_eq!(row.details.to_value()["path"], "match_upheld");
+    assert_eq!(row.details.to_value()["llm_calls"], 1);
     assert_eq!(roles(&server), vec!["refuter"]);
     let u = user(&server, 0);
     assert!(u.contains("identical results") && u.contains("###### Gold Standard SQL"));
     assert!(!u.contains("Execution Result") && !u.contains("Prover's Reasoning"));
-    assert_eq!(row.details["gold_incorrect"], false);
-    assert_eq!(row.details["ambiguous_question"], false);
+    assert_eq!(row.details.to_value()["gold_incorrect"], false);
+    assert_eq!(row.details.to_value()["ambiguous_question"], false);
 }
 
 #[tokio::test]
@@ -739,8 +751,8 @@ async fn rose_match_path_overturn_keeps_diagnostics() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f15(), None).await;
     assert_eq!((row.value, row.verdict), (0.0, Some(false)));
-    assert_eq!(row.details["path"], "match_overturned");
-    assert_eq!(row.details["gold_incorrect"], true);
+    assert_eq!(row.details.to_value()["path"], "match_overturned");
+    assert_eq!(row.details.to_value()["gold_incorrect"], true);
     assert_eq!(roles(&server), vec!["refuter"]);
 }
 
@@ -750,10 +762,10 @@ async fn rose_prover_reject_is_final() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f8(), None).await;
     assert_eq!((row.value, row.verdict), (0.0, Some(false)));
-    assert_eq!(row.details["path"], "prover_rejected");
-    assert_eq!(row.details["llm_calls"], 1);
+    assert_eq!(row.details.to_value()["path"], "prover_rejected");
+    assert_eq!(row.details.to_value()["llm_calls"], 1);
     assert!(
-        row.details.get("gold_incorrect").is_none(),
+        row.details.to_value().get("gold_incorrect").is_none(),
         "no diagnostics without the Refuter"
     );
     assert_eq!(roles(&server), vec!["prover"]);
@@ -771,9 +783,9 @@ async fn rose_prover_pass_refuter_uphold_flags_goldx() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f8(), None).await;
     assert_eq!((row.value, row.verdict), (1.0, Some(true)));
-    assert_eq!(row.details["path"], "prover_passed_upheld");
-    assert_eq!(row.details["llm_calls"], 2);
-    assert_eq!(row.details["gold_incorrect"], true);
+    assert_eq!(row.details.to_value()["path"], "prover_passed_upheld");
+    assert_eq!(row.details.to_value()["llm_calls"], 2);
+    assert_eq!(row.details.to_value()["gold_incorrect"], true);
     assert_eq!(roles(&server), vec!["prover", "refuter"]);
     let u = user(&server, 1);
     for section in [
@@ -796,8 +808,8 @@ async fn rose_prover_pass_refuter_uphold_flags_ambq() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f8(), None).await;
     assert_eq!(row.value, 1.0);
-    assert_eq!(row.details["ambiguous_question"], true);
-    assert_eq!(row.details["gold_incorrect"], false);
+    assert_eq!(row.details.to_value()["ambiguous_question"], true);
+    assert_eq!(row.details.to_value()["gold_incorrect"], false);
 }
 
 #[tokio::test]
@@ -810,9 +822,9 @@ async fn rose_prover_pass_refuter_overturn() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f8(), None).await;
     assert_eq!((row.value, row.verdict), (0.0, Some(false)));
-    assert_eq!(row.details["path"], "prover_passed_overturned");
-    assert_eq!(row.details["ambiguous_schema"], true);
-    assert_eq!(row.details["llm_calls"], 2);
+    assert_eq!(row.details.to_value()["path"], "prover_passed_overturned");
+    assert_eq!(row.details.to_value()["ambiguous_schema"], true);
+    assert_eq!(row.details.to_value()["llm_calls"], 2);
 }
 
 #[tokio::test]
@@ -825,7 +837,7 @@ async fn rose_quoted_false_verdict_is_false() {
     let s = scorer(&server, only(Metric::Rose));
     let row = one(&s, &f8(), None).await;
     assert_eq!(row.value, 0.0);
-    assert_eq!(row.details["path"], "prover_rejected");
+    assert_eq!(row.details.to_value()["path"], "prover_rejected");
 }
 
 #[tokio::test]
@@ -835,9 +847,12 @@ async fn rose_refuter_garbage_is_a_judge_error_that_keeps_the_prover() {
     let row = one(&s, &f8(), None).await;
     assert_eq!(row.status, RowStatus::JudgeError);
     assert_eq!(row.verdict, None);
-    assert_eq!(row.details["failed_role"], "refuter");
-    assert_eq!(row.details["prover"]["verdict"], true);
-    assert_eq!(row.details["judge_error"]["kind"], "invalid_reply");
+    assert_eq!(row.details.to_value()["failed_role"], "refuter");
+    assert_eq!(row.details.to_value()["prover"]["verdict"], true);
+    assert_eq!(
+        row.details.to_value()["judge_error"]["kind"],
+        "invalid_reply"
+    );
 }
 
 #[tokio::test]
@@ -857,7 +872,7 @@ async fn second_scoring_is_served_from_cache() {
     one(&s, &f8(), None).await;
     let row = one(&s, &f8(), None).await;
     assert_eq!(server.request_count(), 2);
-    assert_eq!(row.details["cached"], true);
+    assert_eq!(row.details.to_value()["cached"], true);
     let c = s.counter().snapshot();
     assert_eq!(c[&Metric::Rose].llm_calls, 4);
     assert_eq!(c[&Metric::Rose].cache_hits, 2);
@@ -896,7 +911,12 @@ async fn rose_preview_size_follows_the_setting() {
         }
         let s = scorer(&server, options);
         let row = one(&s, &many, None).await;
-        assert_eq!(row.details["path"], "prover_rejected", "{}", row.details);
+        assert_eq!(
+            row.details.to_value()["path"],
+            "prover_rejected",
+            "{}",
+            row.details
+        );
         let u = user(&server, 0);
         shown.push(preview_rows(&u));
     }

@@ -82,7 +82,7 @@ fn rows_and_statuses() {
         "ESM+ rule 7 (atom_id is the PK): {:#?}",
         rows[2]
     );
-    assert_eq!(rows[2].details["pred_rules"], json!([7]));
+    assert_eq!(rows[2].details.to_value()["pred_rules"], json!([7]));
 
     let rows = s.score_at(
         &event("SELECT nope FROM atom", gold, "toxicology"),
@@ -93,7 +93,7 @@ fn rows_and_statuses() {
     assert_eq!(rows[0].status, RowStatus::ExecError);
     assert_eq!(rows[0].verdict, Some(false));
     assert_eq!(
-        rows[0].details["pred_error"]["message"],
+        rows[0].details.to_value()["pred_error"]["message"],
         "no such column: nope"
     );
 

@@ -616,7 +616,8 @@ async fn invalid_replies_become_judge_fallback_rows() {
     let row = &rows[0];
     assert_eq!(row.status, sqlgrade::evaluation::RowStatus::JudgeFallback);
     assert_eq!(row.stef.as_ref().unwrap().judge, "deterministic");
-    let error = row.details["judge_error"].as_str().unwrap();
+    let details = row.details.to_value();
+    let error = details["judge_error"].as_str().unwrap();
     assert!(
         error.starts_with("judge reply invalid: schema violation: missing field `verdict`"),
         "{error}"

@@ -242,7 +242,8 @@ async fn a_failing_judge_falls_back_with_the_error_kept() {
     for row in scorable {
         assert_eq!(row.status, RowStatus::JudgeFallback, "{row:?}");
         assert_eq!(row.stef.as_ref().unwrap().judge, "deterministic");
-        let error = row.details["judge_error"].as_str().unwrap();
+        let details = row.details.to_value();
+        let error = details["judge_error"].as_str().unwrap();
         assert!(error.contains("503"), "{error}");
     }
 }

@@ -244,7 +244,7 @@ impl Judgment {
                     crate::evaluation::Metric::StefJudged,
                 );
                 row.status = crate::evaluation::RowStatus::JudgeError;
-                row.details = serde_json::json!({"judge_error": format!("cannot prepare the event: {error}")});
+                row.details = serde_json::json!({"judge_error": format!("cannot prepare the event: {error}")}).into();
                 row.judged = Some(columns);
                 return Some(JudgedOutput {
                     rows: vec![row],

@@ -246,14 +246,15 @@ impl GoldMetrics for SqliteGoldMetrics {
                     row.status = RowStatus::GoldUnavailable;
                     row.details = serde_json::json!({
                         "error": format!("internal error in gold metric: {join_error}")
-                    });
+                    })
+                    .into();
                     row
                 })
                 .collect(),
         };
         if let Some(difficulty) = difficulty {
             for row in &mut rows {
-                if let Value::Object(map) = &mut row.details {
+                if let Value::Object(map) = row.details.tree_mut() {
                     map.entry("difficulty")
                         .or_insert_with(|| Value::String(difficulty.clone()));
                 }

@@ -147,7 +147,8 @@ impl Scorer {
                 row.details = serde_json::json!({
                     "judge_error": error.to_string(),
                     "judge": self.judged_pass.as_ref().map(|j| j.kind()),
-                });
+                })
+                .into();
                 row
             }
         };
@@ -325,7 +326,7 @@ fn mark_judge_fallback(row: &mut EvaluationRow, error: &JudgeError) {
         row.status = RowStatus::JudgeFallback;
     }
     let entry = Value::String(error.to_string());
-    match &mut row.details {
+    match row.details.tree_mut() {
         Value::Object(map) => {
             map.insert("judge_error".into(), entry);
         }

@@ -289,10 +289,12 @@ impl RunStats {
                 .statuses
                 .entry(row.status.as_str().into())
                 .or_default() += 1;
+            // Benchmark difficulty is in the gold rows' details, which are value trees (the
+            // line-rate STEF row's rendered details never carry it and are not parsed here).
             let difficulty = row
                 .details
-                .get("difficulty")
-                .or_else(|| row.details.get("hardness"))
+                .tree()
+                .and_then(|d| d.get("difficulty").or_else(|| d.get("hardness")))
                 .and_then(|v| v.as_str());
             if let Some(difficulty) = difficulty
                 && scored

@@ -162,7 +162,7 @@ pub struct EvaluationRow {
     /// `ok` or the reason the metric could not be computed normally.
     pub status: RowStatus,
     /// Metric-specific diagnosis (JSON object).
-    pub details: Value,
+    pub details: Details,
     /// STEF-only columns; absent for other metrics.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub stef: Option<StefColumns>,
@@ -248,11 +248,149 @@ impl EvaluationRow {
             value: 0.0,
             verdict: None,
             status: RowStatus::Ok,
-            details: Value::Object(Default::default()),
+            details: Details::default(),
             stef: None,
             judged: None,
         }
     }
+}
+
+/// A row's `details` object, held in one of two forms that serialise to the same JSON.
+///
+/// - [`Details::Tree`]: a [`Value`], for rows whose builders assemble or edit the object piece by
+///   piece (gold metrics, judged rows, error rows) and for rows read back from a sink.
+/// - [`Details::Rendered`]: JSON text rendered once, straight from typed data, for the line-rate
+///   STEF row that every event gets. Building a `Value` tree (a `BTreeMap` per object, a `String`
+///   per key) only to serialise and drop it was a tenth of the whole process's CPU per event;
+///   sinks copy the rendered text as it is.
+///
+/// Readers that need a field use [`Details::tree`] (free, `Tree` only) or [`Details::to_value`]
+/// (parses `Rendered`: fine for one row, not for a per-event hot path). Equality compares the
+/// JSON values, so the two forms of one object are equal.
+#[derive(Debug, Clone)]
+pub enum Details {
+    /// A JSON value (normally an object).
+    Tree(Value),
+    /// JSON text rendered from typed data; always a valid JSON object.
+    Rendered(Box<serde_json::value::RawValue>),
+}
+
+impl Details {
+    /// Render `value` once as JSON text. Serialising the typed data cannot normally fail (only
+    /// maps with non-string keys can); if it does, the details say so instead of vanishing.
+    pub fn rendered<T: Serialize + ?Sized>(value: &T) -> Details {
+        match serde_json::value::to_raw_value(value) {
+            Ok(raw) => Details::Rendered(raw),
+            Err(error) => Details::Tree(serde_json::json!({
+                "details_error": format!("details could not be rendered: {error}"),
+            })),
+        }
+    }
+
+    /// The value tree, when held as one (no parsing). `None` for rendered details.
+    pub fn tree(&self) -> Option<&Value> {
+        match self {
+            Details::Tree(value) => Some(value),
+            Details::Rendered(_) => None,
+        }
+    }
+
+    /// The details as a value tree (a clone, or a parse of the rendered text).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Details::Tree(value) => value.clone(),
+            Details::Rendered(raw) => parse_rendered(raw),
+        }
+    }
+
+    /// The details as a value tree, consuming them.
+    pub fn into_value(self) -> Value {
+        match self {
+            Details::Tree(value) => value,
+            Details::Rendered(raw) => parse_rendered(&raw),
+        }
+    }
+
+    /// The details as a mutable value tree (rendered details are parsed into one first).
+    pub fn tree_mut(&mut self) -> &mut Value {
+        if let Details::Rendered(raw) = self {
+            *self = Details::Tree(parse_rendered(raw));
+        }
+        match self {
+            Details::Tree(value) => value,
+            Details::Rendered(_) => unreachable!("rendered details were just parsed into a tree"),
+        }
+    }
+}
+
+/// Rendered details are produced by `serde_json` from typed data, so they always parse; a
+/// failure would be a bug in `serde_json`, reported in the value rather than by a panic.
+fn parse_rendered(raw: &serde_json::value::RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or_else(|error| {
+        serde_json::json!({"details_error": format!("rendered details do not parse: {error}")})
+    })
+}
+
+impl std::fmt::Display for Details {
+    /// The JSON text (what the ClickHouse `details` column stores).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Details::Tree(value) => value.fmt(f),
+            Details::Rendered(raw) => f.write_str(raw.get()),
+        }
+    }
+}
+
+impl Default for Details {
+    /// An empty object.
+    fn default() -> Details {
+        Details::Tree(Value::Object(Default::default()))
+    }
+}
+
+impl From<Value> for Details {
+    fn from(value: Value) -> Details {
+        Details::Tree(value)
+    }
+}
+
+impl PartialEq for Details {
+    fn eq(&self, other: &Details) -> bool {
+        match (self, other) {
+            (Details::Tree(a), Details::Tree(b)) => a == b,
+            (Details::Rendered(a), Details::Rendered(b)) if a.get() == b.get() => true,
+            _ => self.to_value() == other.to_value(),
+        }
+    }
+}
+
+impl Serialize for Details {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Details::Tree(value) => value.serialize(serializer),
+            // serde_json writes the text verbatim; other serialisers get the parsed value.
+            Details::Rendered(raw) => {
+                if serializer_is_json::<S>() {
+                    raw.serialize(serializer)
+                } else {
+                    parse_rendered(raw).serialize(serializer)
+                }
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Details {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Details, D::Error> {
+        Value::deserialize(deserializer).map(Details::Tree)
+    }
+}
+
+/// Whether `S` is one of serde_json's serialisers (the writer or `to_value`), which pass a
+/// [`RawValue`](serde_json::value::RawValue) through as JSON. Other serialisers would see its
+/// private wrapper struct instead, so they are given the parsed value.
+fn serializer_is_json<S>() -> bool {
+    std::any::type_name::<S>().contains("serde_json::")
 }
 
 /// A payload that could not be decoded or validated, kept losslessly with the reason.

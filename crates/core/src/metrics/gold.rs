@@ -148,7 +148,8 @@ impl GoldScorer {
                             "tables_match": out.tables_match,
                             "value_check": !opts.esm_options.disable_value,
                             "distinct_check": !opts.esm_options.disable_distinct,
-                        });
+                        })
+                        .into();
                     }
                     Err(e) => gold_parse_error(&mut row, &e.0),
                 },
@@ -175,7 +176,8 @@ impl GoldScorer {
                             "value_check": opts.esm_plus_options.value_check,
                             "distinct_check": opts.esm_plus_options.distinct_check,
                             "paper_compat": opts.esm_plus_options.paper_compat,
-                        });
+                        })
+                        .into();
                     }
                     Err(e) => gold_parse_error(&mut row, &e.0),
                 },
@@ -283,11 +285,11 @@ fn ex_row(
     match execution {
         GoldExecution::Unavailable { db_id, reason } => {
             row.status = RowStatus::GoldUnavailable;
-            row.details = json!({"db_id": db_id, "reason": reason});
+            row.details = json!({"db_id": db_id, "reason": reason}).into();
         }
         GoldExecution::GoldFailed(e) => {
             row.status = RowStatus::GoldError;
-            row.details = json!({"convention": convention, "gold_error": error_json(e)});
+            row.details = json!({"convention": convention, "gold_error": error_json(e)}).into();
         }
         GoldExecution::Executed {
             gold,
@@ -305,7 +307,8 @@ fn ex_row(
                 "pred_columns": pred.columns.len(),
                 "gold_digest": gold.set_digest(),
                 "pred_digest": pred.set_digest(),
-            });
+            })
+            .into();
         }
         GoldExecution::Executed {
             gold, pred: Err(e), ..
@@ -321,7 +324,8 @@ fn ex_row(
                 "gold_rows": gold.rows.len(),
                 "gold_digest": gold.set_digest(),
                 "pred_error": error_json(e),
-            });
+            })
+            .into();
         }
     }
     row
@@ -334,10 +338,11 @@ fn error_json(e: &ExecError) -> Value {
 fn unavailable(row: &mut EvaluationRow, db_id: Option<&str>, why: &str) {
     row.status = RowStatus::GoldUnavailable;
     row.details =
-        json!({"db_id": db_id, "reason": if db_id.is_none() { "gold has no db_id" } else { why }});
+        json!({"db_id": db_id, "reason": if db_id.is_none() { "gold has no db_id" } else { why }})
+            .into();
 }
 
 fn gold_parse_error(row: &mut EvaluationRow, msg: &str) {
     row.status = RowStatus::GoldParseError;
-    row.details = json!({"gold_parse_error": msg});
+    row.details = json!({"gold_parse_error": msg}).into();
 }

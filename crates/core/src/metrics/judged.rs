@@ -184,7 +184,7 @@ impl JudgedScorer {
                 .map(|&m| {
                     let mut row = EvaluationRow::for_event(event, ts, m);
                     row.status = status;
-                    row.details = details.clone();
+                    row.details = details.clone().into();
                     row
                 })
                 .collect::<Vec<_>>()
@@ -263,7 +263,7 @@ impl JudgedScorer {
             row.value = outcome.value;
             row.verdict = outcome.verdict;
             row.status = outcome.status;
-            row.details = outcome.details;
+            row.details = outcome.details.into();
             Some(row)
         })
         .collect()

@@ -108,48 +108,73 @@ pub struct SqlSummary {
 /// The question spec as stored in `details`: aggregations and filters rendered as readable
 /// strings (`count distinct(hero)`, `publisher_name = 'marvel comics'`, `? > 15` when the
 /// dimension is unknown) — compact for drill-down, and far fewer JSON objects per row.
-fn question_summary(q: &QuestionSpec) -> serde_json::Value {
-    use serde_json::Value;
-    let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
-    let mut map = serde_json::Map::new();
-    if !q.outputs.is_empty() {
-        map.insert("outputs".into(), strings(&q.outputs));
+struct QuestionSummary<'a>(&'a QuestionSpec);
+
+impl Serialize for QuestionSummary<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let q = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        if !q.outputs.is_empty() {
+            map.serialize_entry("outputs", &q.outputs)?;
+        }
+        if !q.aggregations.is_empty() {
+            let aggs: Vec<String> = q
+                .aggregations
+                .iter()
+                .map(|a| {
+                    let mut s = align::agg_name(&a.func).to_string();
+                    if a.distinct {
+                        s.push_str(" distinct");
+                    }
+                    if let Some(c) = &a.column {
+                        s.push('(');
+                        s.push_str(c);
+                        s.push(')');
+                    }
+                    s
+                })
+                .collect();
+            map.serialize_entry("aggregations", &aggs)?;
+        }
+        if !q.filters.is_empty() {
+            let filters: Vec<String> = q.filters.iter().map(text::render_question_filter).collect();
+            map.serialize_entry("filters", &filters)?;
+        }
+        if !q.group_by.is_empty() {
+            map.serialize_entry("group_by", &q.group_by)?;
+        }
+        map.serialize_entry("explicit_order", &q.explicit_order)?;
+        if let Some(k) = q.top_k {
+            map.serialize_entry("top_k", &k)?;
+        }
+        map.end()
     }
-    if !q.aggregations.is_empty() {
-        let aggs = q
-            .aggregations
-            .iter()
-            .map(|a| {
-                let mut s = align::agg_name(&a.func).to_string();
-                if a.distinct {
-                    s.push_str(" distinct");
-                }
-                if let Some(c) = &a.column {
-                    s.push('(');
-                    s.push_str(c);
-                    s.push(')');
-                }
-                Value::String(s)
-            })
-            .collect();
-        map.insert("aggregations".into(), Value::Array(aggs));
-    }
-    if !q.filters.is_empty() {
-        let filters = q
-            .filters
-            .iter()
-            .map(|f| Value::String(text::render_question_filter(f)))
-            .collect();
-        map.insert("filters".into(), Value::Array(filters));
-    }
-    if !q.group_by.is_empty() {
-        map.insert("group_by".into(), strings(&q.group_by));
-    }
-    map.insert("explicit_order".into(), Value::Bool(q.explicit_order));
-    if let Some(k) = q.top_k {
-        map.insert("top_k".into(), Value::from(k));
-    }
-    Value::Object(map)
+}
+
+/// The line-rate row's `details`, serialised once straight to JSON text (see
+/// [`Details::Rendered`](crate::evaluation::Details::Rendered)); the README's output reference
+/// documents the keys.
+#[derive(Serialize)]
+struct StefDetails<'a> {
+    sql: &'a SqlSummary,
+    question_spec: QuestionSummary<'a>,
+    alignment: &'a Alignment,
+    enrichment: &'a super::Enrichment,
+    rationale: &'a str,
+    judge_filter_status: Option<&'static str>,
+    components: Components,
+}
+
+/// Φ's components in `details.components`.
+#[derive(Serialize)]
+struct Components {
+    sigma_filters: u8,
+    sigma_verdict: u8,
+    leniency: u8,
+    base: u8,
+    confidence: f64,
+    multiplier: f64,
 }
 
 impl SqlSummary {
@@ -273,20 +298,20 @@ impl StefOutcome {
             Verdict::Correct | Verdict::LikelyCorrect
         ));
         row.status = crate::evaluation::RowStatus::Ok;
-        row.details = serde_json::json!({
-            "sql": &self.sql_summary,
-            "question_spec": question_summary(&a.question_spec),
-            "alignment": &self.alignment,
-            "enrichment": &a.enrichment,
-            "rationale": &a.rationale,
-            "judge_filter_status": self.judge_filter_status.map(FilterStatus::as_str),
-            "components": {
-                "sigma_filters": s.sigma_filters,
-                "sigma_verdict": s.sigma_verdict,
-                "leniency": s.leniency,
-                "base": s.base,
-                "confidence": s.confidence,
-                "multiplier": s.multiplier,
+        row.details = crate::evaluation::Details::rendered(&StefDetails {
+            sql: &self.sql_summary,
+            question_spec: QuestionSummary(&a.question_spec),
+            alignment: &self.alignment,
+            enrichment: &a.enrichment,
+            rationale: &a.rationale,
+            judge_filter_status: self.judge_filter_status.map(FilterStatus::as_str),
+            components: Components {
+                sigma_filters: s.sigma_filters,
+                sigma_verdict: s.sigma_verdict,
+                leniency: s.leniency,
+                base: s.base,
+                confidence: s.confidence,
+                multiplier: s.multiplier,
             },
         });
         row.stef = Some(crate::evaluation::StefColumns {
@@ -341,7 +366,8 @@ pub fn non_scorable_row(
         "status": status.as_str(),
         "sql_bytes": event.sql.len(),
         "enrichment": &enrichment,
-    });
+    })
+    .into();
     row.stef = Some(crate::evaluation::StefColumns {
         quality_tier: QualityTier::Poor.as_str().to_string(),
         filter_status: FilterStatus::NotApplied.as_str().to_string(),

@@ -217,8 +217,8 @@ fn flex_equal_results_take_the_strict_prompt_without_results() {
         (out.value, out.verdict, out.status),
         (1.0, Some(true), RowStatus::Ok)
     );
-    assert_eq!(out.details.to_value()["branch"], "eq");
-    assert_eq!(out.details.to_value()["judge"], "llm:scripted");
+    assert_eq!(out.details["branch"], "eq");
+    assert_eq!(out.details["judge"], "llm:scripted");
     // The strict branch withholds execution results on purpose.
     assert!(judge.vars(0)["pred_result"].is_null());
 }
@@ -249,7 +249,7 @@ fn flex_different_results_show_both_and_categorise_incorrect_verdicts() {
     let out = flex(&judge, &different(), options, true);
     assert_eq!(judge.prompts(), [FLEX_NEQ_PROMPT, FLEX_CATEGORIES_PROMPT]);
     assert_eq!((out.value, out.verdict), (0.0, Some(false)));
-    assert_eq!(out.details.to_value()["branch"], "neq");
+    assert_eq!(out.details["branch"], "neq");
     let shown = judge.vars(0);
     assert!(
         shown["pred_result"]
@@ -262,7 +262,7 @@ fn flex_different_results_show_both_and_categorise_incorrect_verdicts() {
         "{shown}"
     );
     assert_eq!(
-        out.details.to_value()["error_categories"],
+        out.details["error_categories"],
         json!(["incorrect_filtering_condition"])
     );
 }
@@ -290,15 +290,12 @@ fn flex_malformed_replies_are_a_judge_error_not_a_verdict() {
     let out = flex(&judge, &different(), FlexOptions::default(), true);
     assert_eq!(out.status, RowStatus::JudgeError);
     assert_eq!((out.value, out.verdict), (0.0, None));
-    assert_eq!(
-        out.details.to_value()["judge_error"]["kind"],
-        "invalid_reply"
-    );
+    assert_eq!(out.details["judge_error"]["kind"], "invalid_reply");
     let failing =
         ScriptedJudge::with(&[(FLEX_NEQ_PROMPT, Reply::Fail(JudgeError::Timeout(30_000)))]);
     let out = flex(&failing, &different(), FlexOptions::default(), true);
     assert_eq!(out.status, RowStatus::JudgeError);
-    assert_eq!(out.details.to_value()["judge_error"]["kind"], "timeout");
+    assert_eq!(out.details["judge_error"]["kind"], "timeout");
 }
 
 #[test]
@@ -334,7 +331,7 @@ fn avoidance_decides_without_a_call() {
     };
     let out = flex(&judge, &equivalent, FlexOptions::default(), true);
     assert_eq!(
-        (out.verdict, out.details.to_value()["avoided"].clone()),
+        (out.verdict, out.details["avoided"].clone()),
         (Some(true), json!("esm_plus_equivalent"))
     );
     let rose = block_on(score_rose(
@@ -355,7 +352,7 @@ fn avoidance_decides_without_a_call() {
         &counter,
     ));
     assert_eq!((hybrid.value, hybrid.verdict), (1.0, Some(true)));
-    assert_eq!(hybrid.details.to_value()["avoided"], "identical_results");
+    assert_eq!(hybrid.details["avoided"], "identical_results");
     assert!(judge.prompts().is_empty(), "{:?}", judge.prompts());
     let snapshot = counter.snapshot();
     assert_eq!(
@@ -399,7 +396,7 @@ fn rose_routes_matched_results_to_the_refuter_and_others_through_the_prover() {
     ));
     assert_eq!(judge.prompts(), [REFUTER_MATCH_PROMPT]);
     assert_eq!(
-        (out.verdict, out.details.to_value()["path"].clone()),
+        (out.verdict, out.details["path"].clone()),
         (Some(true), json!("match_upheld"))
     );
 
@@ -420,7 +417,7 @@ fn rose_routes_matched_results_to_the_refuter_and_others_through_the_prover() {
     ));
     assert_eq!(judge.prompts(), [PROVER_PROMPT]);
     assert_eq!(
-        (out.verdict, out.details.to_value()["path"].clone()),
+        (out.verdict, out.details["path"].clone()),
         (Some(false), json!("prover_rejected"))
     );
     // The prover passes and the refuter overturns, flagging the gold as faulty.
@@ -437,8 +434,8 @@ fn rose_routes_matched_results_to_the_refuter_and_others_through_the_prover() {
     ));
     assert_eq!(judge.prompts(), [PROVER_PROMPT, REFUTER_RESULTS_PROMPT]);
     assert_eq!(out.verdict, Some(false));
-    assert_eq!(out.details.to_value()["path"], "prover_passed_overturned");
-    assert_eq!(out.details.to_value()["gold_incorrect"], true);
+    assert_eq!(out.details["path"], "prover_passed_overturned");
+    assert_eq!(out.details["gold_incorrect"], true);
     // A failing refuter is a judge error that keeps what the prover said.
     let judge = ScriptedJudge::with(&[
         (PROVER_PROMPT, prover(true)),
@@ -455,8 +452,8 @@ fn rose_routes_matched_results_to_the_refuter_and_others_through_the_prover() {
         &CallCounter::default(),
     ));
     assert_eq!((out.status, out.verdict), (RowStatus::JudgeError, None));
-    assert_eq!(out.details.to_value()["failed_role"], "refuter");
-    assert!(out.details.to_value()["prover"].is_object());
+    assert_eq!(out.details["failed_role"], "refuter");
+    assert!(out.details["prover"].is_object());
 }
 
 #[test]
@@ -492,7 +489,7 @@ fn hybrid_uses_the_alignment_and_falls_back_to_the_heuristic() {
     ));
     assert_eq!(out.status, RowStatus::Ok, "{}", out.details);
     assert_eq!(out.value, 1.0, "{}", out.details);
-    assert_eq!(out.details.to_value()["alignment_source"], "llm");
+    assert_eq!(out.details["alignment_source"], "llm");
     let failing = ScriptedJudge::with(&[(
         HYBRID_PROMPT,
         Reply::Fail(JudgeError::Http {
@@ -509,7 +506,7 @@ fn hybrid_uses_the_alignment_and_falls_back_to_the_heuristic() {
         &counter,
     ));
     assert_eq!(out.status, RowStatus::JudgeFallback);
-    assert_eq!(out.details.to_value()["alignment_source"], "heuristic");
+    assert_eq!(out.details["alignment_source"], "heuristic");
     assert!(out.verdict.is_some());
 }
 

@@ -5,7 +5,7 @@
 //! its dead letter), so a Kafka offset is never committed ahead of the data.
 //!
 //! ```text
-//! source task ──raw──▶ decode task ──work──▶ dispatcher ─spawn×workers─▶ ──done──▶ batcher ─▶ writer ─▶ sink
+//! source task ──raw──▶ decode task ──work──▶ dispatcher ─spawn ≤ workers─▶ ──done──▶ batcher ─▶ writer ─▶ sink
 //!                          └──────────── dead letters ───────────────────────────▲            │
 //!                                          judge stage ──judged rows────────────┘            │
 //!                                               ▲ work queue / Kafka work topic ◀─ selected ──┘
@@ -467,6 +467,16 @@ async fn decode_stage(
     }
 }
 
+/// Most events one scoring task takes at once.
+const MAX_EVENTS_PER_TASK: usize = 32;
+
+/// The scorer pool: at most `workers` scoring tasks at a time, each holding a permit. A task
+/// scores a run of events one after another: the first that arrived plus, when events queue up, a
+/// fair share of the queue (queued / workers, at most [`MAX_EVENTS_PER_TASK`]). So at most
+/// `workers` events are in flight, a lone event is scored at once, and under a backlog the
+/// per-event cost of spawning a task and taking a permit is paid once per run. (Long-lived workers
+/// sharing one receiver were tried: the runtime then wakes the next worker in the current
+/// thread's LIFO slot, where the other thread cannot steal it, and two cores score like one.)
 async fn score_stage(
     mut work_rx: mpsc::Receiver<Work>,
     done_tx: mpsc::Sender<Completed>,
@@ -475,28 +485,42 @@ async fn score_stage(
     planner: Option<Arc<Planner>>,
 ) -> Result<(), PipelineError> {
     let permits = Arc::new(Semaphore::new(workers));
+    let mut run: Vec<Work> = Vec::new();
     loop {
-        let work = tokio::select! {
+        let received = tokio::select! {
             biased;
             // The batcher stopped (sink failure): stop taking work so the stages upstream unwind.
-            () = done_tx.closed() => break,
-            work = work_rx.recv() => match work {
-                Some(work) => work,
-                None => break,
-            },
+            () = done_tx.closed() => 0,
+            received = work_rx.recv_many(&mut run, 1) => received,
         };
+        if received == 0 {
+            break;
+        }
         let permit = Arc::clone(&permits)
             .acquire_owned()
             .await
             .map_err(|e| PipelineError::Task(format!("scorer pool: {e}")))?;
+        let share = (work_rx.len() / workers).min(MAX_EVENTS_PER_TASK - 1);
+        while run.len() <= share {
+            match work_rx.try_recv() {
+                Ok(work) => run.push(work),
+                Err(_) => break,
+            }
+        }
+        let run = std::mem::take(&mut run);
         let scorer = Arc::clone(&scorer);
         let done_tx = done_tx.clone();
         let planner = planner.clone();
         tokio::spawn(async move {
-            let completed = score_one(&scorer, work, planner.as_deref()).await;
+            for work in run {
+                let completed = score_one(&scorer, work, planner.as_deref()).await;
+                // A closed channel means the batcher failed; it reports the error (the rest of
+                // the run is not acknowledged, so a source that tracks offsets redelivers it).
+                if done_tx.send(completed).await.is_err() {
+                    break;
+                }
+            }
             drop(permit);
-            // A closed channel means the batcher failed; it reports the error.
-            let _ = done_tx.send(completed).await;
         });
     }
     Ok(())
@@ -633,6 +657,43 @@ struct PendingBatch {
     opened_at: Option<tokio::time::Instant>,
 }
 
+impl PendingBatch {
+    /// Whether the batch reached `batch_rows` entries or `batch_bytes` and must be written.
+    fn is_full(&self, knobs: &Knobs) -> bool {
+        self.entries >= knobs.batch_rows || self.bytes >= knobs.batch_bytes
+    }
+}
+
+/// Add one completed source message (its rows, or its dead letter) to the pending batch.
+async fn absorb(pending: &mut PendingBatch, observers: &mut Observers, completed: Completed) {
+    match completed {
+        Completed::Rows {
+            rows,
+            payload_bytes,
+            ack,
+            work,
+        } => {
+            observers.rows(&rows, true).await;
+            pending.entries += rows.len().max(1);
+            pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
+            pending.batch.rows.extend(rows);
+            pending.acks.push(ack);
+            if let Some(work) = work {
+                pending.work.push(*work);
+            }
+        }
+        Completed::DeadLetter { dead_letter, ack } => {
+            observers.dead_letter(&dead_letter).await;
+            pending.entries += 1;
+            pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
+            pending.batch.dead_letters.push(dead_letter);
+            pending.acks.push(ack);
+        }
+    }
+    observers.stats.messages += 1;
+    pending.messages += 1;
+}
+
 /// What the batcher needs besides its channels and the sink.
 struct BatchOptions {
     knobs: Knobs,
@@ -708,32 +769,15 @@ async fn batch_stage(
                     if pending.opened_at.is_none() {
                         pending.opened_at = Some(tokio::time::Instant::now());
                     }
-                    match completed {
-                        Completed::Rows {
-                            rows,
-                            payload_bytes,
-                            ack,
-                            work,
-                        } => {
-                            observers.rows(&rows, true).await;
-                            pending.entries += rows.len().max(1);
-                            pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
-                            pending.batch.rows.extend(rows);
-                            pending.acks.push(ack);
-                            if let Some(work) = work {
-                                pending.work.push(*work);
-                            }
-                        }
-                        Completed::DeadLetter { dead_letter, ack } => {
-                            observers.dead_letter(&dead_letter).await;
-                            pending.entries += 1;
-                            pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
-                            pending.batch.dead_letters.push(dead_letter);
-                            pending.acks.push(ack);
+                    absorb(&mut pending, &mut observers, completed).await;
+                    // Take what else is already waiting without going back through the select
+                    // (and its flush timer) for every event; stop at the batch limits.
+                    while !pending.is_full(&options) {
+                        match done_rx.try_recv() {
+                            Ok(completed) => absorb(&mut pending, &mut observers, completed).await,
+                            Err(_) => break,
                         }
                     }
-                    observers.stats.messages += 1;
-                    pending.messages += 1;
                 }
                 None => {
                     // The line-rate pass is done: write what is pending, then close the work
@@ -764,9 +808,7 @@ async fn batch_stage(
                 }
             },
         }
-        if (pending.entries >= options.batch_rows || pending.bytes >= options.batch_bytes)
-            && !hand_over(&batch_tx, &mut pending).await
-        {
+        if pending.is_full(&options) && !hand_over(&batch_tx, &mut pending).await {
             break;
         }
     }

@@ -44,7 +44,12 @@ fn stef_row(i: usize) -> EvaluationRow {
     } else {
         RowStatus::Ok
     };
-    row.details = serde_json::json!({"i": i}).into();
+    // Both forms of `details`: a value tree, and JSON text rendered once (the line-rate row's).
+    row.details = if i.is_multiple_of(2) {
+        serde_json::json!({"i": i}).into()
+    } else {
+        sqlgrade::evaluation::Details::rendered(&serde_json::json!({"i": i}))
+    };
     row.stef = Some(StefColumns {
         quality_tier: ["excellent", "good", "marginal", "poor"][i % 4].into(),
         filter_status: "fully_applied".into(),
@@ -122,6 +127,9 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         row.trim(),
         "ev-00007\tstef\t7\t0\tparse_error\tpoor\t['safety_limit']\t0"
     );
+    // `details` is stored as the same JSON text whichever form the row held it in.
+    let details = ch.query("SELECT event_id, details FROM sg_test.evaluations FINAL WHERE event_id IN ('ev-00007', 'ev-00008') ORDER BY event_id");
+    assert_eq!(details.trim(), "ev-00007\t{\"i\":7}\nev-00008\t{\"i\":8}");
     // The rollup counts distinct events, so the redelivered batch is not double counted.
     assert_eq!(
         ch.count("SELECT uniqMerge(events) FROM sg_test.evaluations_hourly WHERE metric = 'stef'"),

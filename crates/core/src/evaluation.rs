@@ -311,6 +311,15 @@ impl Details {
         }
     }
 
+    /// The JSON text, borrowed when the details are rendered (what the ClickHouse `details`
+    /// column stores; the sink then copies no string per row).
+    pub fn json_text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Details::Tree(value) => std::borrow::Cow::Owned(value.to_string()),
+            Details::Rendered(raw) => std::borrow::Cow::Borrowed(raw.get()),
+        }
+    }
+
     /// The details as a mutable value tree (rendered details are parsed into one first).
     pub fn tree_mut(&mut self) -> &mut Value {
         if let Details::Rendered(raw) = self {
@@ -442,6 +451,59 @@ impl DeadLetter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rendered_and_tree_details_are_the_same_json() {
+        #[derive(Serialize)]
+        struct Typed<'a> {
+            sql: &'a str,
+            n: u8,
+            missing: Option<&'a str>,
+        }
+        let rendered = Details::rendered(&Typed {
+            sql: "SELECT \"a\"\n",
+            n: 3,
+            missing: None,
+        });
+        let tree =
+            Details::from(serde_json::json!({"sql": "SELECT \"a\"\n", "n": 3, "missing": null}));
+        assert!(matches!(rendered, Details::Rendered(_)));
+        assert_eq!(rendered, tree);
+        assert_eq!(rendered.to_value(), tree.to_value());
+        assert!(rendered.tree().is_none());
+        assert_eq!(tree.tree(), Some(&tree.to_value()));
+        // Display and the borrowed text are the JSON itself; a row embeds it verbatim.
+        assert_eq!(
+            rendered.to_string(),
+            r#"{"sql":"SELECT \"a\"\n","n":3,"missing":null}"#
+        );
+        assert!(matches!(
+            rendered.json_text(),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let mut row = EvaluationRow::for_event(
+            &Event::from_value(serde_json::json!({"question": "q", "sql": "s", "event_id": "e"}))
+                .unwrap(),
+            "2026-11-24T00:00:00Z",
+            Metric::Stef,
+        );
+        row.details = rendered.clone();
+        let line = serde_json::to_string(&row).unwrap();
+        assert!(line.contains(r#""details":{"sql":"SELECT \"a\"\n","n":3,"missing":null}"#));
+        // Read back, details are a tree equal to what was written.
+        let back: EvaluationRow = serde_json::from_str(&line).unwrap();
+        assert!(matches!(back.details, Details::Tree(_)));
+        assert_eq!(back, row);
+        // Editing rendered details turns them into a tree first.
+        let mut edited = rendered;
+        edited
+            .tree_mut()
+            .as_object_mut()
+            .unwrap()
+            .insert("judge_error".into(), "x".into());
+        assert_eq!(edited.to_value()["judge_error"], "x");
+        assert_eq!(edited.to_value()["n"], 3);
+    }
 
     #[test]
     fn dead_letter_is_lossless() {

@@ -491,29 +491,26 @@ async fn score_stage(
     planner: Option<Arc<Planner>>,
 ) -> Result<(), PipelineError> {
     let permits = Arc::new(Semaphore::new(workers));
-    let mut run: Vec<Work> = Vec::new();
     loop {
-        let received = tokio::select! {
+        let first = tokio::select! {
             biased;
             // The batcher stopped (sink failure): stop taking work so the stages upstream unwind.
-            () = done_tx.closed() => 0,
-            received = work_rx.recv_many(&mut run, 1) => received,
+            () = done_tx.closed() => None,
+            work = work_rx.recv() => work,
         };
-        if received == 0 {
-            break;
-        }
+        let Some(first) = first else { break };
         let permit = Arc::clone(&permits)
             .acquire_owned()
             .await
             .map_err(|e| PipelineError::Task(format!("scorer pool: {e}")))?;
         let share = (work_rx.len() / workers).min(MAX_EVENTS_PER_TASK - 1);
+        let mut run = vec![first];
         while run.len() <= share {
             match work_rx.try_recv() {
                 Ok(work) => run.push(work),
                 Err(_) => break,
             }
         }
-        let run = std::mem::take(&mut run);
         let scorer = Arc::clone(&scorer);
         let done_tx = done_tx.clone();
         let planner = planner.clone();

@@ -303,14 +303,6 @@ impl Details {
         }
     }
 
-    /// The details as a value tree, consuming them.
-    pub fn into_value(self) -> Value {
-        match self {
-            Details::Tree(value) => value,
-            Details::Rendered(raw) => parse_rendered(&raw),
-        }
-    }
-
     /// The JSON text, borrowed when the details are rendered (what the ClickHouse `details`
     /// column stores; the sink then copies no string per row).
     pub fn json_text(&self) -> std::borrow::Cow<'_, str> {

@@ -490,19 +490,24 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
             other => has(other),
         };
         if !ok {
-            let mut label = agg_name(&qa.func).to_string();
-            if qa.distinct {
-                label.push_str(" distinct");
-            }
-            if let Some(c) = &qa.column {
-                label.push('(');
-                label.push_str(c);
-                label.push(')');
-            }
-            missing.push(label);
+            missing.push(question_aggregation_label(qa));
         }
     }
     missing
+}
+
+/// How a question-side aggregation reads in `details`: `count distinct(hero)`, `avg`.
+pub fn question_aggregation_label(qa: &super::QuestionAggregation) -> String {
+    let mut label = agg_name(&qa.func).to_string();
+    if qa.distinct {
+        label.push_str(" distinct");
+    }
+    if let Some(c) = &qa.column {
+        label.push('(');
+        label.push_str(c);
+        label.push(')');
+    }
+    label
 }
 
 /// Lowercase name of an aggregate family.

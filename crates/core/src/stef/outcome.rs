@@ -122,18 +122,7 @@ impl Serialize for QuestionSummary<'_> {
             let aggs: Vec<String> = q
                 .aggregations
                 .iter()
-                .map(|a| {
-                    let mut s = align::agg_name(&a.func).to_string();
-                    if a.distinct {
-                        s.push_str(" distinct");
-                    }
-                    if let Some(c) = &a.column {
-                        s.push('(');
-                        s.push_str(c);
-                        s.push(')');
-                    }
-                    s
-                })
+                .map(align::question_aggregation_label)
                 .collect();
             map.serialize_entry("aggregations", &aggs)?;
         }

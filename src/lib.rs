@@ -19,7 +19,9 @@
 //! 5. [`build`] — wiring a run from a [`config::Config`]; [`backfill`], [`report`],
 //!    [`calibrate`], [`summary`] — the commands' library halves.
 
-pub use sqlgrade_core::{evaluation, event, exec, judge, metrics, sampling, sqlspec, stef};
+pub use sqlgrade_core::{
+    catalogue, evaluation, event, exec, judge, metrics, sampling, sqlspec, stef,
+};
 
 pub mod alert;
 pub mod audit;

@@ -467,7 +467,7 @@ fn repo() -> PathBuf {
 const CORE_LAYERS: &[&[&str]] = &[
     &["event"],
     &["evaluation"],
-    &["sqlspec"],
+    &["sqlspec", "catalogue"],
     &["stef"],
     &["judge"],
     &["exec"],
@@ -482,6 +482,7 @@ const DAEMON_LAYERS: &[&[&str]] = &[
         "event",
         "evaluation",
         "sqlspec",
+        "catalogue",
         "stef",
         "judge",
         "exec",

@@ -22,6 +22,8 @@ fn opts_with_limit(max_sql_bytes: usize) -> ExtractOptions {
     ExtractOptions {
         dialects: vec!["sqlite".into()],
         max_sql_bytes,
+        // The catalogue checks' reference walk sees the same hostile inputs.
+        collect_references: true,
     }
 }
 

@@ -4,10 +4,10 @@
 //! Introspection reads `sqlite_master` and the `table_info`, `index_list`, `index_info` and
 //! `foreign_key_list` pragmas — only reads, on a connection opened with `SQLITE_OPEN_READ_ONLY`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use sqlgrade_core::metrics::esm::schema::{IntrospectedDb, SchemaCatalog, SchemaError};
+use sqlgrade_core::catalogue::{IntrospectedDb, SchemaCatalog, SchemaError};
 
 /// Read and parse a `tables.json` file.
 pub fn load_tables_json(path: &Path) -> Result<SchemaCatalog, SchemaError> {
@@ -72,6 +72,7 @@ pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
     };
     let mut not_null = BTreeSet::new();
     let mut unique = BTreeSet::new();
+    let mut column_types = BTreeMap::new();
     let mut tables: Vec<(String, Vec<(String, bool)>)> = Vec::new();
     let mut foreign_keys: Vec<(String, String, String, String)> = Vec::new();
     for t in &table_names {
@@ -86,13 +87,17 @@ pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
                 .query_map([], |r| {
                     Ok((
                         r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
                         r.get::<_, i64>(3)?,
                         r.get::<_, i64>(5)?,
                     ))
                 })
                 .map_err(err)?;
             for row in rows {
-                let (name, notnull, pk) = row.map_err(err)?;
+                let (name, declared, notnull, pk) = row.map_err(err)?;
+                if let Some(declared) = declared.filter(|d| !d.is_empty()) {
+                    column_types.insert(format!("{tl}.{}", name.to_lowercase()), declared);
+                }
                 if notnull != 0 {
                     not_null.insert(format!("{tl}.{}", name.to_lowercase()));
                 }
@@ -152,6 +157,7 @@ pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
     }
     Ok(IntrospectedDb {
         tables,
+        column_types,
         foreign_keys,
         not_null,
         unique,

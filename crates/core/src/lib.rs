@@ -15,6 +15,7 @@
 //! 5. [`exec`] — result sets and the executor seam.
 //! 6. [`metrics`] — EX, ESM, ESM+, FLEX, ROSE, Hybrid-EX.
 
+pub mod catalogue;
 pub mod evaluation;
 pub mod event;
 pub mod exec;

@@ -2,11 +2,12 @@
 //! ones computed by [`crate::stef::prepare`]; its verdict is derived from the alignment record by
 //! the rule table below, first matching rule wins.
 //!
-//! | # | condition (from the alignment / enrichment record) | verdict | γ |
+//! | # | condition (from the alignment / enrichment record and the checks' findings) | verdict | γ |
 //! |---|---|---|---|
+//! | 0 | a finding of severity `error` (`stef::checks`: the SQL contradicts a definition it was given, names a column or table the catalogue does not have, divides integers, …) | incorrect | 0.75 |
 //! | 1 | filters were required and none matched (`not_applied`) | incorrect | 0.75 |
 //! | 2 | a result restriction that was not asked for (LIMIT < λ_min without top-k, or a LIMIT that contradicts the top-k) **and** a content mismatch (missing/mismatched filter, missing aggregation, unanswered output) | incorrect | 0.70 |
-//! | 3 | `partially_applied`; a requested aggregation missing; a top-k/LIMIT contradiction; a LIMIT < λ_min without top-k; or an enrichment that drops constraints / drifted | potentially_incorrect | 0.60 |
+//! | 3 | `partially_applied`; a requested aggregation missing; a top-k/LIMIT contradiction; a LIMIT < λ_min without top-k; an enrichment that drops constraints / drifted; or a finding of severity `warning` | potentially_incorrect | 0.60 |
 //! | 4 | filters and aggregations fine, but: an unanswered output, a returned column nobody asked for, a grouping difference, a non-benign extra filter, an ORDER BY no rule explains, an enrichment that adds constraints, or nothing in the question could be checked | likely_correct | 0.70 |
 //! | 5 | otherwise (every required filter matched — extras, if any, benign — and outputs, aggregations and grouping match, nothing unexplained) | correct | 0.80 if at least two aspects were checked, else 0.70 |
 //!
@@ -18,7 +19,9 @@
 use async_trait::async_trait;
 
 use super::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
-use crate::stef::{Alignment, EnrichmentStatus, FilterStatus, Prepared, QuestionSpec, Verdict};
+use crate::stef::{
+    Alignment, EnrichmentStatus, FilterStatus, Prepared, QuestionSpec, Severity, Verdict,
+};
 
 /// Highest confidence the deterministic judge ever reports (below the 0.85 `high` band).
 pub const MAX_CONFIDENCE: f64 = 0.80;
@@ -81,6 +84,20 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
         restriction.push(m.clone());
     }
 
+    // Rule 0.
+    let errors: Vec<String> = prepared
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| format!("{}: {}", f.code.as_str(), f.evidence))
+        .collect();
+    if !errors.is_empty() {
+        return (
+            Verdict::Incorrect,
+            0.75,
+            format!("rule 0: {}", errors.join("; ")),
+        );
+    }
     // Rule 1.
     if status == FilterStatus::NotApplied {
         return (
@@ -123,6 +140,13 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
             prepared.enrichment.dropped.join(", ")
         ));
     }
+    rule3.extend(
+        prepared
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .map(|f| format!("{}: {}", f.code.as_str(), f.evidence)),
+    );
     if !rule3.is_empty() {
         return (
             Verdict::PotentiallyIncorrect,

@@ -21,7 +21,7 @@ use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Tokenizer;
 
 use super::normalize::{leading_keyword, lenient_clean};
-use super::walk::spec_of_query;
+use super::walk::{references_of_query, spec_of_query};
 use super::{SpecError, SqlSpec};
 
 /// Default maximum SQL size accepted for parsing, in bytes.
@@ -53,6 +53,9 @@ pub struct ExtractOptions {
     pub dialects: Vec<String>,
     /// Larger SQL is rejected with [`SpecError::TooLarge`] (capped at [`HARD_MAX_SQL_BYTES`]).
     pub max_sql_bytes: usize,
+    /// Also collect [`SqlSpec::references`] (a second, cheaper walk; the catalogue checks need
+    /// it, the schema-free path does not).
+    pub collect_references: bool,
 }
 
 impl Default for ExtractOptions {
@@ -60,6 +63,7 @@ impl Default for ExtractOptions {
         ExtractOptions {
             dialects: vec!["generic".into()],
             max_sql_bytes: DEFAULT_MAX_SQL_BYTES,
+            collect_references: false,
         }
     }
 }
@@ -265,7 +269,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
     let mut first_error: Option<(SqlDialect, ParserError)> = None;
     for &dialect in &chain {
         match dialect.parse(sql) {
-            Ok(statements) => return spec_of_statements(statements, dialect, sql),
+            Ok(statements) => return spec_of_statements(statements, dialect, sql, opts),
             Err(err) => {
                 tracing::trace!(dialect = dialect.name(), error = %err, "sqlspec: dialect failed");
                 let stop = matches!(err, ParserError::RecursionLimitExceeded);
@@ -306,7 +310,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
                     cleaned = cleaned.is_some(),
                     "sqlspec: parsed by the lenient retry"
                 );
-                return spec_of_statements(statements, dialect, text);
+                return spec_of_statements(statements, dialect, text, opts);
             }
         }
     }
@@ -332,6 +336,7 @@ fn spec_of_statements(
     statements: Vec<Statement>,
     dialect: SqlDialect,
     sql: &str,
+    opts: &ExtractOptions,
 ) -> Result<SqlSpec, SpecError> {
     let statement = match statements.as_slice() {
         [] => return Err(SpecError::Empty),
@@ -358,6 +363,9 @@ fn spec_of_statements(
     match spec_of_query(query, dialect.double_quotes_are_strings()) {
         Ok(mut spec) => {
             spec.dialect = dialect.name().to_string();
+            if opts.collect_references {
+                spec.references = references_of_query(query);
+            }
             Ok(spec)
         }
         Err(message) => Err(SpecError::Parse {

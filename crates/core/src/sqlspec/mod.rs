@@ -80,6 +80,97 @@ pub struct SqlSpec {
     pub set_operations: bool,
     /// Whether window functions occur.
     pub window_functions: bool,
+    /// Table and column references by scope, collected only when asked for
+    /// ([`ExtractOptions::collect_references`]: the catalogue checks need them).
+    #[serde(skip)]
+    pub references: Option<QueryReferences>,
+}
+
+/// Every table and column a query names, scope by scope, as written (case kept, qualifiers
+/// kept) — what a schema catalogue can check. Collected without any schema; resolving the names
+/// is the checker's job.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryReferences {
+    /// One scope per SELECT, in walk order; a scope's `parent` is the SELECT it is nested in
+    /// (correlated subqueries see their parents' sources).
+    pub scopes: Vec<RefScope>,
+    /// Column references, each in its scope.
+    pub columns: Vec<ColumnRef>,
+    /// `a = b` between two columns (in `JOIN … ON` or WHERE), as indices into `columns`.
+    pub equalities: Vec<(usize, usize)>,
+    /// Aggregate calls over one column: (family, index into `columns`, DISTINCT).
+    pub aggregates: Vec<(AggFunc, usize, bool)>,
+    /// Comparisons of a column with a literal: (index into `columns`, operator, literal).
+    pub comparisons: Vec<(usize, FilterOp, RefLiteral)>,
+    /// Divisions `a / b`, with whether the written expression forces a non-integer result
+    /// (a REAL cast, a decimal literal, `* 1.0`) on either side.
+    pub divisions: Vec<Division>,
+}
+
+/// One SELECT's name space.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RefScope {
+    /// The enclosing SELECT's scope, if any.
+    pub parent: Option<usize>,
+    /// FROM sources: tables and derived tables with the name they are visible under.
+    pub sources: Vec<RefSource>,
+    /// Projection aliases (SQLite resolves them in WHERE, GROUP BY, HAVING and ORDER BY).
+    pub aliases: Vec<String>,
+}
+
+/// A FROM source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefSource {
+    /// Visible name: the alias, else the table name (as written).
+    pub binding: String,
+    /// What it reads.
+    pub kind: RefSourceKind,
+}
+
+/// What a FROM source reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RefSourceKind {
+    /// A table of the database, by its (last) name as written.
+    Table(String),
+    /// A derived table or CTE: its output column names, `None` when they cannot be known
+    /// (a `*` projection, a table function).
+    Derived(Option<Vec<String>>),
+}
+
+/// A column reference as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnRef {
+    /// Scope (index into [`QueryReferences::scopes`]).
+    pub scope: usize,
+    /// The qualifier (`T1` in `T1.name`), if any.
+    pub qualifier: Option<String>,
+    /// The column name.
+    pub name: String,
+    /// Written in double quotes (a string literal in SQLite when no column has that name).
+    pub double_quoted: bool,
+}
+
+/// A literal compared with a column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefLiteral {
+    /// The literal's text (without quotes).
+    pub text: String,
+    /// Written as a quoted string.
+    pub quoted: bool,
+}
+
+/// A division `left / right`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Division {
+    /// The expression as written (only for a division of integers that nothing forces to
+    /// REAL — the one a check reports; empty otherwise).
+    pub text: String,
+    /// Whether either side forces a non-integer result (REAL/FLOAT/DECIMAL cast, a decimal
+    /// literal, a multiplication by one, a float function).
+    pub forces_real: bool,
+    /// Whether both sides are integer-valued as written: COUNT, SUM of 0/1 cases, integer
+    /// literals.
+    pub both_integer: bool,
 }
 
 /// One output expression of the outermost SELECT.

@@ -12,6 +12,7 @@ use crate::sqlspec::{AggFunc, FilterOp};
 
 pub mod align;
 pub mod assessment;
+pub mod checks;
 pub mod enrichment;
 pub mod normalize;
 pub mod profile;
@@ -22,8 +23,8 @@ pub mod text;
 mod outcome;
 
 pub use outcome::{
-    SqlSummary, StefOutcome, finish, non_scorable_row, prepare, prepare_with_limit,
-    prepare_with_spec,
+    PrepareOptions, SqlSummary, StefOutcome, finish, non_scorable_row, prepare, prepare_with,
+    prepare_with_limit, prepare_with_spec,
 };
 
 pub use score::{ConfidenceTier, QualityTier, Score, TierThresholds, compose};
@@ -220,6 +221,133 @@ pub struct Prepared {
     pub enrichment: Enrichment,
     /// Deterministic alignment of `question_spec` against `sql_spec` under the profile.
     pub alignment: Alignment,
+    /// What the evidence and catalogue checks found ([`checks`]), in check order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+}
+
+/// One thing a deterministic check found wrong (or suspicious) in the SQL, explained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// What was checked (stable name; the README lists every code).
+    pub code: FindingCode,
+    /// How much it weighs in the verdict (the rule table of `judge::deterministic`).
+    pub severity: Severity,
+    /// The error category it indicates.
+    pub category: ErrorCategory,
+    /// What in the question and the SQL made it fire, for people.
+    pub evidence: String,
+}
+
+/// How much a finding weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; does not change the verdict.
+    Info,
+    /// Likely wrong: the verdict is at most `potentially_incorrect`.
+    Warning,
+    /// Wrong as written (the query fails, or contradicts a definition it was given): the
+    /// verdict is `incorrect`.
+    Error,
+}
+
+/// The error taxonomy findings map to (the categories expert annotators use for text-to-SQL
+/// errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    /// Wrong, missing or hallucinated table; a join off the declared keys.
+    Table,
+    /// Wrong, missing or hallucinated column.
+    Attribute,
+    /// A literal that is not the value meant (case, format, a different value).
+    Value,
+    /// A wrong or missing condition.
+    Condition,
+    /// A wrong function or aggregation (integer division, unscaled percentage, counting joined
+    /// rows, SUM/AVG over text).
+    Function,
+    /// A missing or wrong clause (DISTINCT, ORDER BY for a superlative).
+    Clause,
+    /// A wrong subquery.
+    Subquery,
+    /// A wrong operator.
+    Operator,
+    /// Anything else.
+    Other,
+}
+
+/// The finding codes (stable names, stored in `details.findings[].code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingCode {
+    /// A definition maps the question's term to `col = 'v'`; the SQL compares `col` with
+    /// another value.
+    EvidenceValueMismatch,
+    /// A literal equals the defined (or quoted) value except for letter case (SQLite's `=` and
+    /// most engines' default collations are case-sensitive).
+    LiteralCaseMismatch,
+    /// A definition maps the question's term to a column the SQL never names.
+    EvidenceColumnUnused,
+    /// `INTEGER / INTEGER` in a dialect that truncates (SQLite, PostgreSQL, SQL Server, …) for
+    /// a ratio of counts.
+    IntegerDivision,
+    /// A percentage is asked for, the SQL divides but never scales by 100.
+    PercentageNotScaled,
+    /// "distinct / different / unique" is asked for; the SQL has neither DISTINCT nor grouping.
+    DistinctMissing,
+    /// A superlative answered with LIMIT but no ORDER BY (an arbitrary row).
+    UnorderedLimit,
+    /// A table the catalogue does not have.
+    UnknownTable,
+    /// A column no table in scope has.
+    UnknownColumn,
+    /// A column qualified with a table or alias that does not have it.
+    ColumnNotInTable,
+    /// A qualifier that names no table or alias in scope.
+    UnknownQualifier,
+    /// An unqualified column that several tables in scope have.
+    AmbiguousColumn,
+    /// Two tables joined on columns that are not a declared key pair.
+    JoinOffKeys,
+    /// Columns of incompatible types compared for equality.
+    JoinTypeMismatch,
+    /// SUM or AVG over a text column.
+    AggregateOverText,
+    /// A literal that cannot be a value of the column's type (text against a number; a date in
+    /// another format).
+    LiteralTypeMismatch,
+    /// COUNT of a table's key without DISTINCT, over a join that repeats the table's rows.
+    CountFanOut,
+    /// The question asks for a name; the SQL returns only an id although the table has a name.
+    IdInsteadOfName,
+}
+
+impl FindingCode {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingCode::EvidenceValueMismatch => "evidence_value_mismatch",
+            FindingCode::LiteralCaseMismatch => "literal_case_mismatch",
+            FindingCode::EvidenceColumnUnused => "evidence_column_unused",
+            FindingCode::IntegerDivision => "integer_division",
+            FindingCode::PercentageNotScaled => "percentage_not_scaled",
+            FindingCode::DistinctMissing => "distinct_missing",
+            FindingCode::UnorderedLimit => "unordered_limit",
+            FindingCode::UnknownTable => "unknown_table",
+            FindingCode::UnknownColumn => "unknown_column",
+            FindingCode::ColumnNotInTable => "column_not_in_table",
+            FindingCode::UnknownQualifier => "unknown_qualifier",
+            FindingCode::AmbiguousColumn => "ambiguous_column",
+            FindingCode::JoinOffKeys => "join_off_keys",
+            FindingCode::JoinTypeMismatch => "join_type_mismatch",
+            FindingCode::AggregateOverText => "aggregate_over_text",
+            FindingCode::LiteralTypeMismatch => "literal_type_mismatch",
+            FindingCode::CountFanOut => "count_fan_out",
+            FindingCode::IdInsteadOfName => "id_instead_of_name",
+        }
+    }
 }
 
 /// Result of aligning a question spec with a SQL spec (stef.md §2.4), for scoring and drill-down.

@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 use super::profile::RuleProfile;
 use super::score::{ConfidenceTier, QualityTier, Score, compose};
 use super::{
-    Alignment, FilterStatus, JudgeAssessment, Prepared, QuestionSpec, Verdict, align, enrichment,
-    question, text,
+    Alignment, FilterStatus, Finding, JudgeAssessment, Prepared, QuestionSpec, Verdict, align,
+    checks, enrichment, question, text,
 };
+use crate::catalogue::DbSchema;
 use crate::event::Event;
 use crate::sqlspec::{SpecError, SqlSpec};
 
@@ -29,24 +30,79 @@ pub fn prepare_with_limit(
     profile: &RuleProfile,
     max_sql_bytes: usize,
 ) -> Result<Prepared, SpecError> {
-    let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
-    let mut options = crate::sqlspec::ExtractOptions::for_dialect(dialect);
-    options.max_sql_bytes = max_sql_bytes;
-    let sql_spec = crate::sqlspec::extract_with(&event.sql, &options)?;
-    Ok(prepare_with_spec(event, profile, sql_spec))
+    prepare_with(
+        event,
+        profile,
+        &PrepareOptions {
+            max_sql_bytes,
+            schema: None,
+        },
+    )
 }
 
-/// [`prepare`] for an already extracted SQL spec (tests, callers that cache specs).
+/// Knobs of [`prepare_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct PrepareOptions<'a> {
+    /// SQL longer than this is refused unparsed ([`SpecError::TooLarge`]).
+    pub max_sql_bytes: usize,
+    /// The event's database schema, when a catalogue has it: switches on the catalogue checks.
+    pub schema: Option<&'a DbSchema>,
+}
+
+/// [`prepare`] with explicit options: the scorer's entry point.
+///
+/// The dialect is the event's, else the profile's, else generic (sqlspec adds its fallbacks).
+/// The SQL's references ([`SqlSpec::references`]) are collected when a check can use them: with
+/// a schema, with an enriched question (definitions to hold literals to), or with a division.
+pub fn prepare_with(
+    event: &Event,
+    profile: &RuleProfile,
+    options: &PrepareOptions<'_>,
+) -> Result<Prepared, SpecError> {
+    let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
+    let mut extract = crate::sqlspec::ExtractOptions::for_dialect(dialect);
+    extract.max_sql_bytes = options.max_sql_bytes;
+    extract.collect_references = options.schema.is_some()
+        || event
+            .enriched_question
+            .as_deref()
+            .is_some_and(|e| !e.trim().is_empty())
+        || event.sql.contains('/');
+    let sql_spec = crate::sqlspec::extract_with(&event.sql, &extract)?;
+    Ok(prepare_checked(event, profile, sql_spec, options.schema))
+}
+
+/// [`prepare`] for an already extracted SQL spec (tests, callers that cache specs); the
+/// catalogue checks need a schema and the spec's references, so they do not run here.
 pub fn prepare_with_spec(event: &Event, profile: &RuleProfile, sql_spec: SqlSpec) -> Prepared {
+    prepare_checked(event, profile, sql_spec, None)
+}
+
+fn prepare_checked(
+    event: &Event,
+    profile: &RuleProfile,
+    sql_spec: SqlSpec,
+    schema: Option<&DbSchema>,
+) -> Prepared {
     let enriched = event.enriched_question.as_deref();
     let question_spec = question::extract(&event.question, enriched, Some(&sql_spec), profile);
     let enrichment = enrichment::validate(&event.question, enriched, profile);
     let alignment = align::align(&question_spec, &sql_spec, profile);
+    let findings = checks::run(&checks::CheckInput {
+        question: &event.question,
+        enriched,
+        sql: &event.sql,
+        spec: &sql_spec,
+        question_spec: &question_spec,
+        dialect: event.dialect.as_deref().or(profile.dialect.as_deref()),
+        schema,
+    });
     Prepared {
         sql_spec,
         question_spec,
         enrichment,
         alignment,
+        findings,
     }
 }
 
@@ -66,6 +122,9 @@ pub struct StefOutcome {
     /// Compact rendering of the SQL spec for drill-down.
     #[serde(default)]
     pub sql_summary: SqlSummary,
+    /// The deterministic checks' findings (the prepared event's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
 }
 
 /// A readable summary of the SQL spec, stored in the row's `details`.
@@ -152,6 +211,8 @@ struct StefDetails<'a> {
     enrichment: &'a super::Enrichment,
     rationale: &'a str,
     judge_filter_status: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    findings: &'a [Finding],
     components: Components,
 }
 
@@ -265,6 +326,7 @@ pub fn finish(
         alignment,
         assessment,
         sql_summary: SqlSummary::of(&prepared.sql_spec),
+        findings: prepared.findings.clone(),
     }
 }
 
@@ -294,6 +356,7 @@ impl StefOutcome {
             enrichment: &a.enrichment,
             rationale: &a.rationale,
             judge_filter_status: self.judge_filter_status.map(FilterStatus::as_str),
+            findings: &self.findings,
             components: Components {
                 sigma_filters: s.sigma_filters,
                 sigma_verdict: s.sigma_verdict,

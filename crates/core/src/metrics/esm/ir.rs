@@ -16,7 +16,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
-use super::schema::DbSchema;
+use crate::catalogue::DbSchema;
 
 /// A scalar expression.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -298,7 +298,7 @@ impl PlusSchema {
 
     /// Whether NOT NULL/UNIQUE facts beyond PKs are known (introspected from SQLite).
     pub fn has_constraints(&self) -> bool {
-        self.db.constraints == super::schema::ConstraintSource::Sqlite
+        self.db.constraints == crate::catalogue::ConstraintSource::Sqlite
     }
 
     /// UNIQUE fact for a `t.c` column: `Some(true)` established, `Some(false)` known false,

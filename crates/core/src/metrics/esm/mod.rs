@@ -3,12 +3,11 @@
 
 pub mod ir;
 pub mod plus;
-pub mod schema;
 pub mod spider;
 
 use serde::Serialize;
 
-pub use schema::{DbSchema, SchemaCatalog};
+pub use crate::catalogue::{DbSchema, SchemaCatalog};
 pub use spider::{SpiderEvalOptions, SpiderSchema};
 
 /// Result of ESM on one pair.

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::schema::DbSchema;
+use crate::catalogue::DbSchema;
 
 /// Aggregates, indexed as in `AGG_OPS`.
 pub const AGG_OPS: [&str; 6] = ["none", "max", "min", "count", "sum", "avg"];

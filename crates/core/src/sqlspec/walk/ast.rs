@@ -15,7 +15,7 @@ use crate::sqlspec::{AggFunc, Filter, FilterOp, FilterValue, Projection, SortDir
 /// Call `f` on every direct child expression of `expr` (subqueries excluded: the scan handles
 /// them). The match is exhaustive on purpose: a new sqlparser expression kind is a compile
 /// error here, not a silently skipped subtree.
-pub(super) fn visit_children(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
+pub(super) fn visit_children<'e>(expr: &'e Expr, f: &mut dyn FnMut(&'e Expr)) {
     match expr {
         Expr::IsFalse(e)
         | Expr::IsNotFalse(e)

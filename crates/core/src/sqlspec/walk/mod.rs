@@ -18,6 +18,7 @@
 mod ast;
 mod filters;
 mod query;
+mod references;
 mod render;
 mod scan;
 
@@ -28,6 +29,7 @@ use sqlparser::ast::Query;
 
 use super::{Clause, SqlSpec};
 use ast::dedup_in_place;
+pub(crate) use references::references_of_query;
 
 /// Maximum total nesting of the walk (query levels, boolean structure, expression depth).
 /// Deeper input yields an error rather than unbounded recursion.

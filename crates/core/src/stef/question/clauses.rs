@@ -48,6 +48,35 @@ pub(crate) fn required_text(
     out
 }
 
+/// The definitions of Qe whose subject is (mostly) made of Qu's words, as written:
+/// `(subject, definition)` — what the evidence checks hold the SQL to. Glossary definitions about
+/// other things are left out, as in [`required_text`].
+pub(crate) fn relevant_definitions<'e>(
+    question: &str,
+    enriched: &'e str,
+) -> Vec<(&'e str, &'e str)> {
+    let mut out = Vec::new();
+    let mut qu_words: Option<Vec<String>> = None;
+    for clause in split_clauses(enriched) {
+        let Some((subject, definition)) = definition_parts(clause) else {
+            continue;
+        };
+        let words = qu_words.get_or_insert_with(|| {
+            let tokens = tokenize(question);
+            let lower = question.to_ascii_lowercase();
+            word_set(&Doc {
+                text: question,
+                lower: &lower,
+                toks: &tokens,
+            })
+        });
+        if subject_matches(subject, words) {
+            out.push((subject.trim(), definition.trim()));
+        }
+    }
+    out
+}
+
 /// `<value> is a|an|the <description>` ("'Vice President' is a position of Student Club",
 /// "TR000 is the molecule id"): only the value is a requirement, the description names its
 /// column. Returns the value part.

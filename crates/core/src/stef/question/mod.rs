@@ -62,6 +62,6 @@ mod structure;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use clauses::{definition_parts, split_clauses};
+pub(crate) use clauses::{definition_parts, relevant_definitions, split_clauses};
 pub use extract::{extract, text_constraints};
 pub use structure::{COMPUTED, TOTAL};

@@ -1,10 +1,15 @@
-//! Database schemas for ESM and ESM+: table/column names (from Spider-style `tables.json`),
-//! primary and foreign keys, and the constraint facts ESM+ rules need (NOT NULL, UNIQUE), which
-//! `tables.json` lacks and which are introspected from the SQLite file when it is available.
+//! Database schemas, by `db_id`: table and column names with their types, primary and foreign
+//! keys, and the constraint facts (NOT NULL, UNIQUE) that `tables.json` lacks and that are
+//! introspected from a SQLite file when one is available.
 //!
-//! Reading files happens at the edge (the daemon reads `tables.json` files and introspects SQLite
-//! files into [`IntrospectedDb`]); this module parses and merges, and the metric code only reads
-//! the resulting structures.
+//! Two readers share them: the gold metrics ESM and ESM+, and the STEF catalogue checks (unknown
+//! tables and columns, joins off the declared keys, aggregates over text, …). Sources: Spider/BIRD
+//! `tables.json` ([`SchemaCatalog::parse_tables_json`]), a SQLite file
+//! ([`SchemaCatalog::merge_introspected`]), and the small documented form of the README
+//! ([`SchemaCatalog::parse_simple`], JSON or TOML).
+//!
+//! Reading files happens at the edge (the daemon reads files and introspects SQLite databases
+//! into [`IntrospectedDb`]); this module parses and merges, and its readers only look up.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -41,6 +46,67 @@ pub struct Column {
     pub table: usize,
     /// Original column name.
     pub name: String,
+    /// Declared type, in classes ([`ColumnType::Unknown`] when the source does not say).
+    pub ty: ColumnType,
+}
+
+/// A column's declared type, as classes that the checks can reason about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ColumnType {
+    /// Text (`text`, `varchar(…)`, `char`, `clob`).
+    Text,
+    /// Numbers (`number`, `integer`, `real`, `numeric(…)`, `decimal`, `float`, `double`).
+    Number,
+    /// Dates and times (`date`, `datetime`, `time`, `timestamp`).
+    Date,
+    /// Booleans (`boolean`, `bool`).
+    Boolean,
+    /// Binary (`blob`).
+    Blob,
+    /// Not declared, or a type name that says nothing (`others`).
+    #[default]
+    Unknown,
+}
+
+impl ColumnType {
+    /// Classify a declared type name: `tables.json`'s (`text`, `number`, `time`, `boolean`,
+    /// `others`; BIRD's `integer`, `real`, `date`, `datetime`) or a SQL one, by SQLite's
+    /// affinity rules with dates and booleans told apart first.
+    pub fn from_declared(declared: &str) -> ColumnType {
+        let t = declared.trim().to_ascii_lowercase();
+        if t.is_empty() || t == "others" {
+            ColumnType::Unknown
+        } else if t.contains("date") || t.contains("time") {
+            ColumnType::Date
+        } else if t.starts_with("bool") {
+            ColumnType::Boolean
+        } else if t.contains("int") {
+            ColumnType::Number
+        } else if t.contains("char") || t.contains("clob") || t.contains("text") {
+            ColumnType::Text
+        } else if t.contains("blob") {
+            ColumnType::Blob
+        } else if ["real", "floa", "doub", "num", "dec"]
+            .iter()
+            .any(|p| t.contains(p))
+        {
+            ColumnType::Number
+        } else {
+            ColumnType::Unknown
+        }
+    }
+
+    /// Stored name (findings' evidence).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColumnType::Text => "text",
+            ColumnType::Number => "number",
+            ColumnType::Date => "date",
+            ColumnType::Boolean => "boolean",
+            ColumnType::Blob => "blob",
+            ColumnType::Unknown => "unknown",
+        }
+    }
 }
 
 /// Where the constraint facts (NOT NULL / UNIQUE) came from.
@@ -131,6 +197,40 @@ impl DbSchema {
             .collect()
     }
 
+    /// Index of a table by name (case-insensitive).
+    pub fn table_index(&self, name: &str) -> Option<usize> {
+        self.tables
+            .iter()
+            .position(|t| t.eq_ignore_ascii_case(name))
+    }
+
+    /// The column `name` of table `table` (case-insensitive): its index in [`DbSchema::columns`].
+    pub fn column_index(&self, table: usize, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.table == table && c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Columns of table `table`, with their indices.
+    pub fn columns_of(&self, table: usize) -> impl Iterator<Item = (usize, &Column)> {
+        self.columns
+            .iter()
+            .enumerate()
+            .filter(move |(_, c)| c.table == table)
+    }
+
+    /// Whether columns `a` and `b` (indices) are joined by a declared foreign key, either way.
+    pub fn is_foreign_key_pair(&self, a: usize, b: usize) -> bool {
+        self.foreign_keys
+            .iter()
+            .any(|&(x, y)| (x, y) == (a, b) || (x, y) == (b, a))
+    }
+
+    /// Whether column `idx` is (part of) a primary key.
+    pub fn is_primary_key_column(&self, idx: usize) -> bool {
+        self.primary_keys.iter().any(|pk| pk.contains(&idx))
+    }
+
     fn from_json(entry: &Value) -> Result<DbSchema, SchemaError> {
         let fmt = |m: &str| SchemaError::Format(m.to_string());
         let db_id = entry["db_id"]
@@ -143,11 +243,13 @@ impl DbSchema {
             .iter()
             .map(|t| t.as_str().unwrap_or_default().to_string())
             .collect();
+        let types = entry["column_types"].as_array();
         let columns: Vec<Column> = entry["column_names_original"]
             .as_array()
             .ok_or_else(|| fmt("column_names_original"))?
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 let t = c.get(0).and_then(Value::as_i64).unwrap_or(-1);
                 Column {
                     table: usize::try_from(t).unwrap_or(usize::MAX),
@@ -156,6 +258,11 @@ impl DbSchema {
                         .and_then(Value::as_str)
                         .unwrap_or_default()
                         .to_string(),
+                    ty: types
+                        .and_then(|ts| ts.get(i))
+                        .and_then(Value::as_str)
+                        .map(ColumnType::from_declared)
+                        .unwrap_or_default(),
                 }
             })
             .collect();
@@ -199,6 +306,8 @@ pub struct IntrospectedDb {
     /// Tables in file order, each with its columns in order and whether each is in the
     /// primary key.
     pub tables: Vec<(String, Vec<(String, bool)>)>,
+    /// Declared column types by lowercased `table.column` (as written in `CREATE TABLE`).
+    pub column_types: BTreeMap<String, String>,
     /// Foreign keys `(table, column, referenced table, referenced column)`.
     pub foreign_keys: Vec<(String, String, String, String)>,
     /// `table.column` (lowercased) declared NOT NULL.
@@ -265,10 +374,17 @@ impl SchemaCatalog {
     pub fn merge_introspected(&mut self, db_id: &str, facts: IntrospectedDb) {
         let IntrospectedDb {
             tables: cols_of,
+            column_types,
             foreign_keys: fks,
             not_null,
             unique,
         } = facts;
+        let declared = |t: &str, c: &str| {
+            column_types
+                .get(&format!("{}.{}", t.to_lowercase(), c.to_lowercase()))
+                .map(|d| ColumnType::from_declared(d))
+                .unwrap_or_default()
+        };
         let schema = match self.dbs.get_mut(db_id) {
             Some(s) => s,
             None => {
@@ -277,6 +393,7 @@ impl SchemaCatalog {
                 let mut columns = vec![Column {
                     table: usize::MAX,
                     name: "*".into(),
+                    ty: ColumnType::Unknown,
                 }];
                 let mut primary_keys = Vec::new();
                 for (ti, (t, cols)) in cols_of.iter().enumerate() {
@@ -289,6 +406,7 @@ impl SchemaCatalog {
                         columns.push(Column {
                             table: ti,
                             name: c.clone(),
+                            ty: declared(t, c),
                         });
                     }
                     if !pk.is_empty() {
@@ -324,6 +442,21 @@ impl SchemaCatalog {
                 }
             }
         };
+        // Types the schema file left open come from the database's declarations.
+        for i in 0..schema.columns.len() {
+            let (table, name, ty) = {
+                let c = &schema.columns[i];
+                (c.table, c.name.clone(), c.ty)
+            };
+            if ty == ColumnType::Unknown
+                && let Some(t) = schema.tables.get(table)
+            {
+                let found = declared(t, &name);
+                if let Some(c) = schema.columns.get_mut(i) {
+                    c.ty = found;
+                }
+            }
+        }
         schema.not_null = not_null;
         schema.unique = unique;
         schema.constraints = ConstraintSource::Sqlite;

@@ -1,0 +1,945 @@
+//! Deterministic checks that explain what is wrong with a query, as [`Finding`]s: the evidence
+//! checks, which need no schema, and the catalogue checks, which run when the event's database
+//! is in a schema catalogue ([`DbSchema`]). Every check is conservative: it fires on what the
+//! SQL *says*, never on what it might mean, and it stays silent where it cannot tell (a derived
+//! table whose columns are hidden behind `*`, a definition it cannot read).
+//!
+//! Evidence checks (definitions of the enriched question whose subject is about Qu — BIRD's
+//! evidence, an agent's own hints):
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `evidence_value_mismatch` | a definition says `col = 'v'`; the SQL compares `col` for equality only with other values | error |
+//! | `literal_case_mismatch` | the SQL compares a column with `= 'V'` where a definition says `'v'` (same letters, other case); a warning, not an error, because definitions are not always spelled as the data is (BIRD's `race = 'human'` for stored `Human`) | warning |
+//! | `evidence_column_unused` | a definition maps the term to a column (`name refers to superhero_name`) the SQL never names | warning |
+//! | `integer_division` | `COUNT(…) / COUNT(…)` (or other integer-valued operands) with no REAL cast or decimal literal, in a dialect where integer division truncates | error |
+//! | `percentage_not_scaled` | a percentage is asked for, the SQL divides, and no `100` appears | warning |
+//! | `distinct_missing` | "distinct / different / unique" is asked for; no DISTINCT, GROUP BY or set operation | warning |
+//! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |
+//!
+//! Catalogue checks (names resolved scope by scope, as SQLite resolves them: aliases, then
+//! tables in scope, then enclosing scopes; `rowid` is always a column; a double-quoted name
+//! that is no column is a string):
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `unknown_table` | a FROM table is neither in the catalogue nor a CTE | error |
+//! | `unknown_qualifier` | `X.col` where no table or alias `X` is in scope | error |
+//! | `column_not_in_table` | `X.col` where `X`'s table has no `col` | error |
+//! | `unknown_column` | an unqualified column no table in scope has (and no alias) | error |
+//! | `ambiguous_column` | an unqualified column that two tables of the same scope have | error |
+//! | `join_off_keys` | `a.x = b.y` between two tables, not a declared foreign key (either way) and not same-named columns | warning |
+//! | `join_type_mismatch` | the two sides of such an equality have incompatible types (text vs number) | warning |
+//! | `aggregate_over_text` | SUM or AVG over a text column | warning |
+//! | `literal_type_mismatch` | a number column compared with a non-numeric string; a date column compared with a string that is not an ISO date | warning |
+//! | `count_fan_out` | COUNT(t.key) without DISTINCT where t is joined to a table whose foreign key references t (each t row may repeat); information only, because a condition on the other table often keeps one row per t row | info |
+//! | `id_instead_of_name` | the question asks for names; every output is an `…id` column although a table in the query has a name column | warning |
+
+use crate::catalogue::{ColumnType, DbSchema};
+use crate::sqlspec::{AggFunc, FilterOp, FilterValue, QueryReferences, RefSourceKind, SqlSpec};
+
+use super::question::relevant_definitions;
+use super::text::{lower_collapsed, normalize_value};
+use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, Severity};
+
+/// Everything the checks read about one event.
+pub struct CheckInput<'a> {
+    /// The user's question.
+    pub question: &'a str,
+    /// The enriched question (evidence), if any.
+    pub enriched: Option<&'a str>,
+    /// The SQL as written.
+    pub sql: &'a str,
+    /// Its spec (with [`SqlSpec::references`] when the caller collected them).
+    pub spec: &'a SqlSpec,
+    /// The deterministic question spec.
+    pub question_spec: &'a QuestionSpec,
+    /// The dialect the event says the SQL is for (decides integer division).
+    pub dialect: Option<&'a str>,
+    /// The database schema, when the event's database is in a catalogue.
+    pub schema: Option<&'a DbSchema>,
+}
+
+/// Run every check that applies; findings in check order.
+pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    evidence_checks(input, &mut out);
+    if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
+        catalogue_checks(input, schema, refs, &mut out);
+    }
+    out
+}
+
+fn push(
+    out: &mut Vec<Finding>,
+    code: FindingCode,
+    severity: Severity,
+    category: ErrorCategory,
+    evidence: String,
+) {
+    if out.iter().any(|f| f.code == code && f.evidence == evidence) {
+        return;
+    }
+    out.push(Finding {
+        code,
+        severity,
+        category,
+        evidence,
+    });
+}
+
+// ------------------------------------------------------------------------ evidence checks
+
+/// `col op 'v'` constraints read from a definition's text.
+#[derive(Debug, PartialEq)]
+struct DefinedValue<'t> {
+    column: &'t str,
+    value: &'t str,
+}
+
+/// The part of the enriched question that is not Qu repeated.
+fn evidence_text<'a>(question: &str, enriched: &'a str) -> &'a str {
+    enriched
+        .trim_start()
+        .strip_prefix(question.trim())
+        .unwrap_or(enriched)
+}
+
+fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
+    let definitions = match input.enriched.filter(|e| !e.trim().is_empty()) {
+        Some(enriched) => {
+            relevant_definitions(input.question, evidence_text(input.question, enriched))
+        }
+        None => Vec::new(),
+    };
+    let sql_lower = input.sql.to_ascii_lowercase();
+    let mut defined_values: Vec<(DefinedValue<'_>, &str)> = Vec::new();
+    for (subject, definition) in &definitions {
+        for v in quoted_equalities(definition) {
+            defined_values.push((v, subject));
+        }
+        for column in defined_columns(definition) {
+            if !contains_word(&sql_lower, &column.to_ascii_lowercase()) {
+                push(
+                    out,
+                    FindingCode::EvidenceColumnUnused,
+                    Severity::Warning,
+                    ErrorCategory::Attribute,
+                    format!(
+                        "\"{}\" refers to {column}; the SQL never names {column}",
+                        subject.trim()
+                    ),
+                );
+            }
+        }
+    }
+    value_checks(input, &defined_values, out);
+    division_checks(input, &definitions, out);
+    distinct_check(input, &definitions, out);
+    if input.spec.limit.is_some()
+        && input.spec.order_by.is_empty()
+        && !input.spec.set_operations
+        && input.question_spec.explicit_order
+        && !input.spec.projections.iter().all(|p| p.is_aggregate())
+        && !input
+            .spec
+            .aggregations
+            .iter()
+            .any(|a| matches!(a.func, AggFunc::Max | AggFunc::Min))
+    {
+        push(
+            out,
+            FindingCode::UnorderedLimit,
+            Severity::Error,
+            ErrorCategory::Clause,
+            format!(
+                "the question asks for a top/superlative; LIMIT {} without ORDER BY returns arbitrary rows",
+                input.spec.limit.unwrap_or_default()
+            ),
+        );
+    }
+}
+
+fn value_checks(
+    input: &CheckInput<'_>,
+    defined: &[(DefinedValue<'_>, &str)],
+    out: &mut Vec<Finding>,
+) {
+    // Mismatch: the SQL compares the defined column for equality, never with a defined value.
+    for (dv, subject) in defined {
+        let column = last_part(dv.column).to_ascii_lowercase();
+        let wanted = normalize_value(dv.value);
+        let all_for_column: Vec<String> = defined
+            .iter()
+            .filter(|(o, _)| last_part(o.column).eq_ignore_ascii_case(&column))
+            .map(|(o, _)| normalize_value(o.value))
+            .collect();
+        let eq_values: Vec<String> = input
+            .spec
+            .filters
+            .iter()
+            .filter(|f| last_part(&f.lhs) == column && matches!(f.op, FilterOp::Eq | FilterOp::In))
+            .flat_map(|f| filter_texts(&f.rhs))
+            .collect();
+        if !eq_values.is_empty()
+            && !eq_values.iter().any(|v| all_for_column.contains(v))
+            && !input.sql.contains(dv.value)
+        {
+            push(
+                out,
+                FindingCode::EvidenceValueMismatch,
+                Severity::Error,
+                ErrorCategory::Value,
+                format!(
+                    "\"{}\" refers to {} = '{}'; the SQL compares {} with {}",
+                    subject.trim(),
+                    dv.column,
+                    dv.value,
+                    column,
+                    eq_values
+                        .iter()
+                        .map(|v| format!("'{v}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            continue;
+        }
+        let _ = wanted;
+    }
+    // Case: `= 'V'` where a definition says 'v'.
+    let Some(refs) = input.spec.references.as_ref() else {
+        return;
+    };
+    for (col, op, lit) in &refs.comparisons {
+        if !lit.quoted || !matches!(op, FilterOp::Eq | FilterOp::NotEq) {
+            continue;
+        }
+        let Some(cref) = refs.columns.get(*col) else {
+            continue;
+        };
+        for (dv, subject) in defined {
+            if dv.value != lit.text
+                && dv.value.trim().eq_ignore_ascii_case(lit.text.trim())
+                && dv.value.trim() != lit.text.trim()
+                && last_part(dv.column).eq_ignore_ascii_case(&cref.name)
+                && !defined
+                    .iter()
+                    .any(|(o, _)| o.value.trim() == lit.text.trim())
+            {
+                push(
+                    out,
+                    FindingCode::LiteralCaseMismatch,
+                    Severity::Warning,
+                    ErrorCategory::Value,
+                    format!(
+                        "\"{}\" refers to {} = '{}'; the SQL compares with '{}' (comparisons are case-sensitive)",
+                        subject.trim(),
+                        dv.column,
+                        dv.value,
+                        lit.text
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Normalized text values of a filter's right-hand side.
+fn filter_texts(rhs: &FilterValue) -> Vec<String> {
+    match rhs {
+        FilterValue::Text(t) | FilterValue::Number(t) => vec![t.clone()],
+        FilterValue::List(items) => items.iter().flat_map(filter_texts).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn division_checks(input: &CheckInput<'_>, definitions: &[(&str, &str)], out: &mut Vec<Finding>) {
+    let Some(refs) = input.spec.references.as_ref() else {
+        return;
+    };
+    if truncating_dialect(input.dialect.unwrap_or(&input.spec.dialect)) {
+        for d in &refs.divisions {
+            if d.both_integer && !d.forces_real {
+                push(
+                    out,
+                    FindingCode::IntegerDivision,
+                    Severity::Error,
+                    ErrorCategory::Function,
+                    format!(
+                        "{} divides integers: the result is truncated",
+                        clip(&d.text, 160)
+                    ),
+                );
+            }
+        }
+    }
+    let asks_percentage = mentions_percentage(input.question)
+        || definitions
+            .iter()
+            .any(|(subject, _)| mentions_percentage(subject));
+    if asks_percentage && !refs.divisions.is_empty() && !input.sql.contains("100") {
+        push(
+            out,
+            FindingCode::PercentageNotScaled,
+            Severity::Warning,
+            ErrorCategory::Function,
+            "a percentage is asked for; the SQL divides but never multiplies by 100".into(),
+        );
+    }
+}
+
+fn distinct_check(input: &CheckInput<'_>, definitions: &[(&str, &str)], out: &mut Vec<Finding>) {
+    let asks = |text: &str| {
+        let lower = lower_collapsed(text);
+        ["distinct", "different", "unique"].iter().any(|w| {
+            contains_word(&lower, w)
+                && !contains_word(&lower, &format!("{w} id"))
+                && !contains_word(&lower, &format!("{w} identifier"))
+        })
+    };
+    let asked = asks(input.question)
+        || definitions.iter().any(|(s, d)| asks(s) || asks(d))
+        || input
+            .enriched
+            .map(|e| evidence_text(input.question, e))
+            .is_some_and(|e| contains_word(&lower_collapsed(e), "distinct"));
+    if !asked {
+        return;
+    }
+    let spec = input.spec;
+    let deduplicates = spec.distinct
+        || spec.aggregations.iter().any(|a| a.distinct)
+        || !spec.group_by.is_empty()
+        || spec.set_operations
+        || input.sql.to_ascii_lowercase().contains("distinct")
+        || input.sql.to_ascii_lowercase().contains("group by");
+    if !deduplicates {
+        push(
+            out,
+            FindingCode::DistinctMissing,
+            Severity::Warning,
+            ErrorCategory::Clause,
+            "distinct values are asked for; the SQL has no DISTINCT, GROUP BY or set operation"
+                .into(),
+        );
+    }
+}
+
+/// SQL dialects in which `INTEGER / INTEGER` is integer division.
+fn truncating_dialect(dialect: &str) -> bool {
+    matches!(
+        crate::sqlspec::canonical_dialect(dialect),
+        "sqlite" | "postgres" | "mssql" | "redshift" | "ansi"
+    )
+}
+
+fn mentions_percentage(text: &str) -> bool {
+    let lower = lower_collapsed(text);
+    contains_word(&lower, "percentage")
+        || contains_word(&lower, "percent")
+        || contains_word(&lower, "percentages")
+        || lower.contains('%') && !lower.contains("'%") && !lower.contains("%'")
+}
+
+/// `col = 'v'` pairs of a definition (quoted values only: a number or a bare word may be part
+/// of a formula).
+fn quoted_equalities(definition: &str) -> Vec<DefinedValue<'_>> {
+    let mut out = Vec::new();
+    let bytes = definition.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'=' || (i > 0 && matches!(bytes[i - 1], b'!' | b'<' | b'>')) {
+            i += 1;
+            continue;
+        }
+        // Left: an identifier (possibly qualified) right before `=`.
+        let left = definition[..i].trim_end();
+        let start = left
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '`'))
+            .map_or(0, |p| p + 1);
+        let column = left[start..].trim_matches('`');
+        // Right: a quoted value.
+        let right = &definition[i + 1..];
+        let trimmed = right.trim_start();
+        let offset = right.len() - trimmed.len();
+        let quote = trimmed.chars().next();
+        if let Some(q @ ('\'' | '"')) = quote
+            && let Some(end) = trimmed[1..].find(q)
+            && !column.is_empty()
+            && column.chars().any(|c| c.is_ascii_alphabetic())
+        {
+            out.push(DefinedValue {
+                column,
+                value: &trimmed[1..1 + end],
+            });
+            i += 1 + offset + end + 2;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Columns a definition maps its term to: the whole definition is one identifier or a list of
+/// them (`superhero_name`; `first_name, last_name`). Only names that look like columns (an
+/// underscore, a dot or camel case) count: a plain word may be prose.
+fn defined_columns(definition: &str) -> Vec<&str> {
+    let text = definition.trim().trim_end_matches(['.', ';']);
+    if text.is_empty() || text.contains(['=', '<', '>', '(', '\'', '"']) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for piece in text.split(',').flat_map(|p| p.split(" and ")) {
+        let piece = piece.trim().trim_matches('`');
+        if piece.is_empty() {
+            continue;
+        }
+        let is_identifier = piece
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        let looks_like_column =
+            piece.contains(['_', '.']) || piece.chars().skip(1).any(|c| c.is_ascii_uppercase());
+        if !is_identifier || !looks_like_column {
+            return Vec::new();
+        }
+        out.push(last_part(piece));
+    }
+    out
+}
+
+fn last_part(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// Whether `word` occurs in `text` delimited by non-identifier characters.
+fn contains_word(text: &str, word: &str) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(pos) = text.get(from..).and_then(|t| t.find(word)) {
+        let at = from + pos;
+        let end = at + word.len();
+        let before = at == 0 || !is_ident(bytes[at - 1]);
+        let after = end >= bytes.len() || !is_ident(bytes[end]);
+        if before && after {
+            return true;
+        }
+        from = at + 1;
+        while from < text.len() && !text.is_char_boundary(from) {
+            from += 1;
+        }
+    }
+    false
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+// ------------------------------------------------------------------------ catalogue checks
+
+/// What a column reference resolved to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Resolved {
+    /// A column of the database: (table index, column index).
+    Column(usize, usize),
+    /// Something the catalogue cannot check (a derived column, an alias, `rowid`, a string).
+    Opaque,
+    /// Nothing: already reported.
+    Missing,
+}
+
+/// Implicit columns every SQLite table has.
+const IMPLICIT_COLUMNS: [&str; 3] = ["rowid", "oid", "_rowid_"];
+
+struct Resolver<'a> {
+    schema: &'a DbSchema,
+    refs: &'a QueryReferences,
+}
+
+impl Resolver<'_> {
+    /// Scopes from `scope` outwards.
+    fn chain(&self, scope: usize) -> Vec<usize> {
+        let mut out = vec![scope];
+        let mut cur = scope;
+        while let Some(p) = self.refs.scopes.get(cur).and_then(|s| s.parent) {
+            if out.contains(&p) || out.len() > 64 {
+                break;
+            }
+            out.push(p);
+            cur = p;
+        }
+        out
+    }
+
+    fn resolve(&self, idx: usize, out: &mut Vec<Finding>) -> Resolved {
+        let Some(c) = self.refs.columns.get(idx) else {
+            return Resolved::Opaque;
+        };
+        if IMPLICIT_COLUMNS
+            .iter()
+            .any(|i| c.name.eq_ignore_ascii_case(i))
+        {
+            return Resolved::Opaque;
+        }
+        let chain = self.chain(c.scope);
+        if let Some(q) = &c.qualifier {
+            for &s in &chain {
+                let Some(scope) = self.refs.scopes.get(s) else {
+                    continue;
+                };
+                let Some(source) = scope
+                    .sources
+                    .iter()
+                    .find(|src| src.binding.eq_ignore_ascii_case(q))
+                else {
+                    continue;
+                };
+                return match &source.kind {
+                    RefSourceKind::Table(name) => match self.schema.table_index(name) {
+                        None => Resolved::Missing, // reported as unknown_table
+                        Some(t) => match self.schema.column_index(t, &c.name) {
+                            Some(col) => Resolved::Column(t, col),
+                            None => {
+                                let holders = self.tables_with(&c.name);
+                                push(
+                                    out,
+                                    FindingCode::ColumnNotInTable,
+                                    Severity::Error,
+                                    ErrorCategory::Attribute,
+                                    format!(
+                                        "{q}.{} — table {} has no column {}{}",
+                                        c.name,
+                                        self.schema.tables.get(t).map_or("?", String::as_str),
+                                        c.name,
+                                        if holders.is_empty() {
+                                            String::new()
+                                        } else {
+                                            format!(" ({} has)", holders.join(", "))
+                                        }
+                                    ),
+                                );
+                                Resolved::Missing
+                            }
+                        },
+                    },
+                    RefSourceKind::Derived(_) => Resolved::Opaque,
+                };
+            }
+            // A qualifier that is a table name of the database but not in scope, or nothing.
+            push(
+                out,
+                FindingCode::UnknownQualifier,
+                Severity::Error,
+                ErrorCategory::Table,
+                format!("{q}.{} — no table or alias {q} in scope", c.name),
+            );
+            return Resolved::Missing;
+        }
+        let mut opaque_possible = false;
+        for &s in &chain {
+            let Some(scope) = self.refs.scopes.get(s) else {
+                continue;
+            };
+            let mut hits: Vec<(usize, usize)> = Vec::new();
+            let mut derived_hit = false;
+            for src in &scope.sources {
+                match &src.kind {
+                    RefSourceKind::Table(name) => {
+                        if let Some(t) = self.schema.table_index(name) {
+                            if let Some(col) = self.schema.column_index(t, &c.name)
+                                && !hits.iter().any(|&(ht, _)| ht == t)
+                            {
+                                hits.push((t, col));
+                            }
+                        } else {
+                            opaque_possible = true; // unknown table: reported on its own
+                        }
+                    }
+                    RefSourceKind::Derived(Some(cols)) => {
+                        if cols.iter().any(|n| n.eq_ignore_ascii_case(&c.name)) {
+                            derived_hit = true;
+                        }
+                    }
+                    RefSourceKind::Derived(None) => opaque_possible = true,
+                }
+            }
+            if hits.len() > 1 && !derived_hit {
+                let names: Vec<&str> = hits
+                    .iter()
+                    .filter_map(|&(t, _)| self.schema.tables.get(t).map(String::as_str))
+                    .collect();
+                push(
+                    out,
+                    FindingCode::AmbiguousColumn,
+                    Severity::Error,
+                    ErrorCategory::Attribute,
+                    format!(
+                        "{} is a column of {}: ambiguous without a qualifier",
+                        c.name,
+                        names.join(" and ")
+                    ),
+                );
+                return Resolved::Missing;
+            }
+            if let [(t, col)] = hits.as_slice() {
+                return Resolved::Column(*t, *col);
+            }
+            if derived_hit
+                || scope
+                    .aliases
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(&c.name))
+            {
+                return Resolved::Opaque;
+            }
+        }
+        if opaque_possible || c.double_quoted {
+            return Resolved::Opaque;
+        }
+        // An alias of an outer SELECT (ORDER BY of a set operation, a lateral reference).
+        if self
+            .refs
+            .scopes
+            .iter()
+            .any(|s| s.aliases.iter().any(|a| a.eq_ignore_ascii_case(&c.name)))
+        {
+            return Resolved::Opaque;
+        }
+        let holders = self.tables_with(&c.name);
+        push(
+            out,
+            FindingCode::UnknownColumn,
+            Severity::Error,
+            ErrorCategory::Attribute,
+            format!(
+                "{} — no table in scope has this column{}",
+                c.name,
+                if holders.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} has)", holders.join(", "))
+                }
+            ),
+        );
+        Resolved::Missing
+    }
+
+    fn tables_with(&self, column: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .schema
+            .columns
+            .iter()
+            .filter(|c| c.name.eq_ignore_ascii_case(column))
+            .filter_map(|c| self.schema.tables.get(c.table).cloned())
+            .collect();
+        out.dedup();
+        out
+    }
+
+    fn column_label(&self, t: usize, c: usize) -> String {
+        format!(
+            "{}.{}",
+            self.schema.tables.get(t).map_or("?", String::as_str),
+            self.schema.columns.get(c).map_or("?", |c| c.name.as_str())
+        )
+    }
+}
+
+fn catalogue_checks(
+    input: &CheckInput<'_>,
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    out: &mut Vec<Finding>,
+) {
+    for scope in &refs.scopes {
+        for src in &scope.sources {
+            if let RefSourceKind::Table(name) = &src.kind
+                && schema.table_index(name).is_none()
+            {
+                push(
+                    out,
+                    FindingCode::UnknownTable,
+                    Severity::Error,
+                    ErrorCategory::Table,
+                    format!("table {name} is not in database {}", schema.db_id),
+                );
+            }
+        }
+    }
+    let resolver = Resolver { schema, refs };
+    let resolved: Vec<Resolved> = (0..refs.columns.len())
+        .map(|i| resolver.resolve(i, out))
+        .collect();
+    let column = |i: usize| match resolved.get(i) {
+        Some(Resolved::Column(t, c)) => Some((*t, *c)),
+        _ => None,
+    };
+    let ty = |c: usize| schema.columns.get(c).map_or(ColumnType::Unknown, |c| c.ty);
+
+    for &(a, b) in &refs.equalities {
+        let (Some((ta, ca)), Some((tb, cb))) = (column(a), column(b)) else {
+            continue;
+        };
+        if ta == tb {
+            continue;
+        }
+        let same_name = schema
+            .columns
+            .get(ca)
+            .zip(schema.columns.get(cb))
+            .is_some_and(|(x, y)| x.name.eq_ignore_ascii_case(&y.name));
+        if !schema.is_foreign_key_pair(ca, cb) && !same_name {
+            push(
+                out,
+                FindingCode::JoinOffKeys,
+                Severity::Warning,
+                ErrorCategory::Table,
+                format!(
+                    "{} = {} is not a declared foreign key",
+                    resolver.column_label(ta, ca),
+                    resolver.column_label(tb, cb)
+                ),
+            );
+        }
+        let (x, y) = (ty(ca), ty(cb));
+        if matches!(
+            (x, y),
+            (ColumnType::Text, ColumnType::Number) | (ColumnType::Number, ColumnType::Text)
+        ) {
+            push(
+                out,
+                FindingCode::JoinTypeMismatch,
+                Severity::Warning,
+                ErrorCategory::Condition,
+                format!(
+                    "{} ({}) = {} ({})",
+                    resolver.column_label(ta, ca),
+                    x.as_str(),
+                    resolver.column_label(tb, cb),
+                    y.as_str()
+                ),
+            );
+        }
+    }
+
+    for (func, col, distinct) in &refs.aggregates {
+        let Some((t, c)) = column(*col) else {
+            continue;
+        };
+        match func {
+            AggFunc::Sum | AggFunc::Avg if ty(c) == ColumnType::Text => push(
+                out,
+                FindingCode::AggregateOverText,
+                Severity::Warning,
+                ErrorCategory::Function,
+                format!(
+                    "{}({}) — the column is text",
+                    if *func == AggFunc::Sum { "SUM" } else { "AVG" },
+                    resolver.column_label(t, c)
+                ),
+            ),
+            AggFunc::Count if !distinct => {
+                let scope = refs.columns.get(*col).map(|r| r.scope);
+                if let Some(scope) = scope
+                    && is_single_key(schema, t, c)
+                    && let Some(many) = fan_out_table(schema, refs, scope, t, c)
+                {
+                    push(
+                        out,
+                        FindingCode::CountFanOut,
+                        Severity::Info,
+                        ErrorCategory::Function,
+                        format!(
+                            "COUNT({}) without DISTINCT over a join with {}, which has many rows per {} row",
+                            resolver.column_label(t, c),
+                            many,
+                            schema.tables.get(t).map_or("?", String::as_str)
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    for (col, op, lit) in &refs.comparisons {
+        let Some((t, c)) = column(*col) else {
+            continue;
+        };
+        if !lit.quoted || matches!(op, FilterOp::Like | FilterOp::Contains) {
+            continue;
+        }
+        let text = lit.text.trim();
+        let bad = match ty(c) {
+            ColumnType::Number => !text.is_empty() && text.parse::<f64>().is_err(),
+            ColumnType::Date => !text.is_empty() && !is_iso_date_prefix(text),
+            _ => false,
+        };
+        if bad {
+            push(
+                out,
+                FindingCode::LiteralTypeMismatch,
+                Severity::Warning,
+                ErrorCategory::Value,
+                format!(
+                    "{} is a {} column; compared with '{}'",
+                    resolver.column_label(t, c),
+                    ty(c).as_str(),
+                    lit.text
+                ),
+            );
+        }
+    }
+
+    id_instead_of_name(input, schema, refs, &resolved, out);
+}
+
+fn is_single_key(schema: &DbSchema, _t: usize, c: usize) -> bool {
+    schema
+        .primary_keys
+        .iter()
+        .any(|pk| pk.len() == 1 && pk.first() == Some(&c))
+}
+
+/// A table of `scope` (other than `t`) with a foreign key referencing `t`'s key column `c`.
+fn fan_out_table(
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    scope: usize,
+    t: usize,
+    c: usize,
+) -> Option<String> {
+    let sources = &refs.scopes.get(scope)?.sources;
+    sources.iter().find_map(|src| {
+        let RefSourceKind::Table(name) = &src.kind else {
+            return None;
+        };
+        let u = schema.table_index(name)?;
+        if u == t {
+            return None;
+        }
+        let references_key = schema.foreign_keys.iter().any(|&(from, to)| {
+            to == c && schema.columns.get(from).is_some_and(|col| col.table == u)
+        });
+        references_key.then(|| schema.tables.get(u).cloned().unwrap_or_default())
+    })
+}
+
+fn is_iso_date_prefix(text: &str) -> bool {
+    let b = text.as_bytes();
+    // YYYY, YYYY-MM, YYYY-MM-DD…, or a time `HH:MM`.
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+    (digits(0..4) && (b.len() == 4 || b.get(4) == Some(&b'-')))
+        || (digits(0..2) && b.get(2) == Some(&b':'))
+        || text.contains('%')
+}
+
+fn id_instead_of_name(
+    input: &CheckInput<'_>,
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    _resolved: &[Resolved],
+    out: &mut Vec<Finding>,
+) {
+    let q = lower_collapsed(input.question);
+    let asks_name = ["name", "names", "who"]
+        .iter()
+        .any(|w| contains_word(&q, w));
+    if !asks_name || input.spec.projections.is_empty() {
+        return;
+    }
+    let all_ids = input.spec.projections.iter().all(|p| {
+        !p.is_aggregate()
+            && p.columns.len() == 1
+            && p.columns.first().is_some_and(|c| {
+                let c = c.to_ascii_lowercase();
+                c == "id" || c.ends_with("_id") || c.ends_with("id") && c.len() > 2
+            })
+    });
+    if !all_ids {
+        return;
+    }
+    let Some(top) = refs.scopes.first() else {
+        return;
+    };
+    let name_column = top.sources.iter().find_map(|src| {
+        let RefSourceKind::Table(name) = &src.kind else {
+            return None;
+        };
+        let t = schema.table_index(name)?;
+        schema
+            .columns_of(t)
+            .find(|(_, c)| c.name.to_ascii_lowercase().contains("name"))
+            .map(|(_, c)| {
+                format!(
+                    "{}.{}",
+                    schema.tables.get(t).map_or("?", String::as_str),
+                    c.name
+                )
+            })
+    });
+    if let Some(name_column) = name_column {
+        push(
+            out,
+            FindingCode::IdInsteadOfName,
+            Severity::Warning,
+            ErrorCategory::Attribute,
+            format!("the question asks for names; the SQL returns only ids ({name_column} exists)"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_read_into_values_and_columns() {
+        assert_eq!(
+            quoted_equalities("T1.element = 'cl' and bond_type = ' = '"),
+            vec![
+                DefinedValue {
+                    column: "T1.element",
+                    value: "cl"
+                },
+                DefinedValue {
+                    column: "bond_type",
+                    value: " = "
+                }
+            ]
+        );
+        assert_eq!(
+            defined_columns("first_name, last_name"),
+            vec!["first_name", "last_name"]
+        );
+        assert_eq!(defined_columns("superhero_name"), vec!["superhero_name"]);
+        assert!(defined_columns("the name of the hero").is_empty());
+        assert!(defined_columns("label = '+'").is_empty());
+    }
+
+    #[test]
+    fn words_are_matched_whole() {
+        assert!(contains_word(
+            "select superhero_name from t",
+            "superhero_name"
+        ));
+        assert!(!contains_word(
+            "select full_superhero_name from t",
+            "superhero_name"
+        ));
+        assert!(!contains_word("", "x"));
+    }
+}

@@ -1,0 +1,219 @@
+//! How far the deterministic (line-rate) STEF verdict agrees with execution accuracy on the
+//! shared BIRD runs: three systems × the BIRD dev questions in `shared/data`, EX verdicts of the
+//! official evaluator in `shared/data/bird/reference/`.
+//!
+//! For each system, with the schema catalogue (BIRD's `tables.json`) and without it, prints:
+//! Cohen's κ and accuracy of the row's verdict (correct/likely_correct = positive) against EX,
+//! the share of EX-correct predictions flagged (the false-alarm rate), the share of EX-wrong ones
+//! flagged (what the line-rate score catches), and κ at the best Φ cut-off. Then a table per
+//! finding code (`details.findings`): how often it fires on EX-correct and EX-wrong items and its
+//! precision as an error signal. `benches/README.md` keeps the latest output.
+//!
+//! EX is a proxy, not a human label: its own false positives and negatives are in these numbers.
+//!
+//! `cargo run --release --example stef_agreement [-- --markdown]`
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::catalogue::SchemaCatalog;
+use sqlgrade::evaluation::EvaluationRow;
+use sqlgrade::judge::deterministic::DeterministicJudge;
+use sqlgrade::stef::{self, RuleProfile};
+use sqlgrade_testkit::data::data_dir;
+
+const SYSTEMS: [&str; 3] = ["SuperSQL", "DAIL-SQL", "CHESS-GPT-4o-mini"];
+
+/// One scored item: EX label, row verdict, Φ, finding codes.
+struct Item {
+    event_id: String,
+    evidence: Vec<String>,
+    ex: bool,
+    verdict: bool,
+    phi: f64,
+    findings: Vec<String>,
+}
+
+fn score_rows(
+    system: &str,
+    catalogue: Option<&SchemaCatalog>,
+) -> Result<Vec<Item>, Box<dyn std::error::Error>> {
+    let dir = data_dir().join("bird");
+    let joined = benchmark_events(
+        BackfillFormat::Bird,
+        &dir.join("dev.jsonl"),
+        &dir.join("predictions").join(format!("{system}.jsonl")),
+        None,
+    )?;
+    let labels: HashMap<String, bool> =
+        std::fs::read_to_string(dir.join("reference").join(format!("ex_{system}.jsonl")))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l)?;
+                Ok((v["question_id"].to_string(), v["ex"].as_i64() == Some(1)))
+            })
+            .collect::<Result<_, serde_json::Error>>()?;
+    let profile = RuleProfile::default();
+    let judge = DeterministicJudge;
+    let mut items = Vec::new();
+    for event in &joined.events {
+        let Some(qid) = event.event_id.rsplit('-').next() else {
+            continue;
+        };
+        let Some(&ex) = labels.get(qid) else {
+            continue;
+        };
+        let schema = catalogue.and_then(|c| {
+            event
+                .gold
+                .as_ref()
+                .and_then(|g| g.db_id.as_deref())
+                .and_then(|db| c.get(db))
+        });
+        let options = stef::PrepareOptions {
+            max_sql_bytes: sqlgrade::sqlspec::DEFAULT_MAX_SQL_BYTES,
+            schema,
+        };
+        let row: EvaluationRow = match stef::prepare_with(event, &profile, &options) {
+            Ok(prepared) => {
+                let assessment = judge.assess_prepared(&prepared);
+                stef::finish(&prepared, assessment, &profile).to_row(event, "", &profile, 0)
+            }
+            Err(e) => stef::non_scorable_row(event, "", &e, &profile),
+        };
+        let details = row.details.to_value();
+        let found = details["findings"].as_array().cloned().unwrap_or_default();
+        let findings = found
+            .iter()
+            .filter_map(|f| f["code"].as_str().map(str::to_string))
+            .collect();
+        let evidence = found
+            .iter()
+            .map(|f| format!("{}: {}", f["code"], f["evidence"]))
+            .collect();
+        items.push(Item {
+            event_id: event.event_id.clone(),
+            evidence,
+            ex,
+            verdict: row.verdict.unwrap_or(false),
+            phi: row.value,
+            findings,
+        });
+    }
+    Ok(items)
+}
+
+/// Cohen's κ and accuracy of `pred` against `truth`.
+fn kappa(pairs: &[(bool, bool)]) -> (f64, f64) {
+    let n = pairs.len() as f64;
+    if n == 0.0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let agree = pairs.iter().filter(|(t, p)| t == p).count() as f64 / n;
+    let t1 = pairs.iter().filter(|(t, _)| *t).count() as f64 / n;
+    let p1 = pairs.iter().filter(|(_, p)| *p).count() as f64 / n;
+    let expected = t1 * p1 + (1.0 - t1) * (1.0 - p1);
+    let k = if expected >= 1.0 {
+        0.0
+    } else {
+        (agree - expected) / (1.0 - expected)
+    };
+    (k, agree)
+}
+
+fn best_cutoff(items: &[Item]) -> (f64, f64) {
+    let mut best = (f64::NEG_INFINITY, 0.0);
+    for cut in 0..=100 {
+        let c = f64::from(cut);
+        let pairs: Vec<(bool, bool)> = items.iter().map(|i| (i.ex, i.phi >= c)).collect();
+        let (k, _) = kappa(&pairs);
+        if k > best.0 {
+            best = (k, c);
+        }
+    }
+    best
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `--show CODE`: list the EX-correct items a finding code fires on (its false alarms).
+    let show: Option<String> = std::env::args().skip_while(|a| a != "--show").nth(1);
+    let tables = std::fs::read_to_string(data_dir().join("bird").join("tables.json"))?;
+    let catalogue = SchemaCatalog::parse_tables_json(&tables)?;
+    println!(
+        "| system | catalogue | n | EX-correct | κ (verdict) | accuracy | flagged of EX-correct | flagged of EX-wrong | κ at best Φ cut-off |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut by_code: BTreeMap<(bool, String), (usize, usize)> = BTreeMap::new();
+    let mut totals: BTreeMap<bool, (usize, usize)> = BTreeMap::new();
+    for with_catalogue in [false, true] {
+        let mut all = Vec::new();
+        for system in SYSTEMS {
+            let items = score_rows(system, with_catalogue.then_some(&catalogue))?;
+            if let Some(code) = &show
+                && with_catalogue
+            {
+                for item in items.iter().filter(|i| i.ex && i.findings.contains(code)) {
+                    eprintln!("{} {:?}", item.event_id, item.evidence);
+                }
+            }
+            report_line(system, with_catalogue, &items);
+            all.extend(items);
+        }
+        report_line("all three", with_catalogue, &all);
+        let total = totals.entry(with_catalogue).or_default();
+        for item in &all {
+            if item.ex {
+                total.0 += 1;
+            } else {
+                total.1 += 1;
+            }
+            let mut codes = item.findings.clone();
+            codes.sort();
+            codes.dedup();
+            for code in codes {
+                let e = by_code.entry((with_catalogue, code)).or_default();
+                if item.ex {
+                    e.0 += 1;
+                } else {
+                    e.1 += 1;
+                }
+            }
+        }
+    }
+    println!();
+    println!(
+        "| finding | catalogue | fires on EX-correct | fires on EX-wrong | precision (EX-wrong share) |"
+    );
+    println!("|---|---|---:|---:|---:|");
+    for ((with_catalogue, code), (ok, wrong)) in &by_code {
+        let (n_ok, n_wrong) = totals.get(with_catalogue).copied().unwrap_or((0, 0));
+        println!(
+            "| `{code}` | {} | {ok} ({:.1} %) | {wrong} ({:.1} %) | {:.2} |",
+            if *with_catalogue { "yes" } else { "no" },
+            100.0 * *ok as f64 / n_ok.max(1) as f64,
+            100.0 * *wrong as f64 / n_wrong.max(1) as f64,
+            *wrong as f64 / (ok + wrong).max(1) as f64,
+        );
+    }
+    Ok(())
+}
+
+fn report_line(system: &str, with_catalogue: bool, items: &[Item]) {
+    let pairs: Vec<(bool, bool)> = items.iter().map(|i| (i.ex, i.verdict)).collect();
+    let (k, acc) = kappa(&pairs);
+    let ok: Vec<&Item> = items.iter().filter(|i| i.ex).collect();
+    let wrong: Vec<&Item> = items.iter().filter(|i| !i.ex).collect();
+    let flagged_ok = ok.iter().filter(|i| !i.verdict).count();
+    let flagged_wrong = wrong.iter().filter(|i| !i.verdict).count();
+    let (best_k, cut) = best_cutoff(items);
+    println!(
+        "| {system} | {} | {} | {} | {k:.3} | {:.1} % | {:.1} % | {:.1} % | {best_k:.3} (Φ ≥ {cut}) |",
+        if with_catalogue { "yes" } else { "no" },
+        items.len(),
+        ok.len(),
+        100.0 * acc,
+        100.0 * flagged_ok as f64 / ok.len().max(1) as f64,
+        100.0 * flagged_wrong as f64 / wrong.len().max(1) as f64,
+    );
+}

@@ -73,7 +73,10 @@ fn score_rows(
         });
         let options = stef::PrepareOptions {
             max_sql_bytes: sqlgrade::sqlspec::DEFAULT_MAX_SQL_BYTES,
-            schema,
+            catalogue: schema.map_or(
+                stef::CatalogueSelection::None,
+                stef::CatalogueSelection::Schema,
+            ),
         };
         let row: EvaluationRow = match stef::prepare_with(event, &profile, &options) {
             Ok(prepared) => {

@@ -288,6 +288,7 @@ pub fn benchmark_events(
             sql,
             dialect: Some("sqlite".into()),
             run_id: Some(run_id.clone()),
+            db_id: Some(q.db_id.clone()),
             gold: Some(Gold {
                 sql: Some(q.gold_sql),
                 db_id: Some(q.db_id),
@@ -315,8 +316,8 @@ pub struct BackfillPlan {
 
 /// For a benchmark backfill, switch the gold metrics on with the benchmark's own data when the
 /// config does not name any: databases from `<dataset dir>/databases`, schemas from
-/// `<dataset dir>/tables.json`, and the benchmark's EX convention (BIRD: set equality; Spider:
-/// test-suite).
+/// `<dataset dir>/tables.json` (also the STEF catalogue when `[stef] catalogues` is empty), and
+/// the benchmark's EX convention (BIRD: set equality; Spider: test-suite).
 pub fn apply_benchmark_gold_defaults(request: &BackfillRequest, config: &mut Config) {
     let format = request.format;
     if format == BackfillFormat::Events {
@@ -333,11 +334,13 @@ pub fn apply_benchmark_gold_defaults(request: &BackfillRequest, config: &mut Con
             config.gold.databases = Some(databases);
         }
     }
-    if config.gold.tables.is_empty() {
-        let tables = dir.join("tables.json");
-        if tables.is_file() {
-            config.gold.tables.push(tables);
-        }
+    let tables = dir.join("tables.json");
+    if config.gold.tables.is_empty() && tables.is_file() {
+        config.gold.tables.push(tables.clone());
+    }
+    // The STEF catalogue checks read the same schemas.
+    if config.stef.catalogues.is_empty() && tables.is_file() {
+        config.stef.catalogues.push(tables);
     }
     config.gold.ex_convention = match format {
         BackfillFormat::Spider => crate::metrics::ex::ExConvention::SpiderTestSuite,

@@ -29,7 +29,7 @@ use crate::metrics::judged::JudgedScorer;
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::score::gold::BlockingPool;
 use crate::score::profiles::RulesStore;
-use crate::score::{ProfileLookup, Scorer, ScorerOptions, WatchedRules};
+use crate::score::{CatalogueStore, ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
 use crate::source::kafka::KafkaSource;
 use crate::source::{FileSource, Source, StdinSource};
@@ -230,6 +230,10 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
     if let Some(judge) = llm_judge {
         scorer = scorer.with_judged_pass(judge);
     }
+    let catalogues = CatalogueStore::new(config.stef.catalogues.clone(), config.rules.dir.clone());
+    let watcher = (config.rules.reload_interval_ms > 0)
+        .then(|| catalogues.watch(Duration::from_millis(config.rules.reload_interval_ms)));
+    scorer = scorer.with_catalogues(catalogues, watcher);
     Ok(match gold {
         Some(gold) => scorer.with_gold(Arc::new(gold)),
         None => scorer,

@@ -364,9 +364,9 @@ async fn prompt_injection_stays_inside_the_data_block() {
     // The block is one JSON string: the question, with its fake closing tag escaped.
     let decoded: String = serde_json::from_str(block).unwrap();
     assert_eq!(decoded, case.event.question);
-    // No data block was closed or opened by the question: 6 blocks, 6 closing tags.
-    assert_eq!(user.matches("<data name=").count(), 6);
-    assert_eq!(user.matches("</data>").count(), 6);
+    // No data block was closed or opened by the question: 7 blocks, 7 closing tags.
+    assert_eq!(user.matches("<data name=").count(), 7);
+    assert_eq!(user.matches("</data>").count(), 7);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,6 +64,8 @@ pub struct Config {
     pub judge: JudgeConfig,
     /// Per-app rule profiles.
     pub rules: RulesConfig,
+    /// The line-rate STEF score: schema catalogues for its checks.
+    pub stef: StefConfig,
     /// Gold-metric databases.
     pub gold: GoldConfig,
     /// Topology knobs.
@@ -532,6 +534,18 @@ impl Default for RulesConfig {
             reload_interval_ms: 2000,
         }
     }
+}
+
+/// `[stef]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StefConfig {
+    /// Schema catalogues for every app (an app's `catalogue` in its rule profile comes first):
+    /// Spider/BIRD `tables.json` files, SQLite files (introspected read-only; the file's stem
+    /// is its `db_id`) or the JSON/TOML catalogue form. An event's schema is the one its
+    /// `db_id` (else `gold.db_id`) names; a catalogue of one database serves events without a
+    /// `db_id`. Reloaded when a file changes (every `rules.reload_interval_ms`).
+    pub catalogues: Vec<PathBuf>,
 }
 
 /// `[gold]`.

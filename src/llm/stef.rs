@@ -1,8 +1,8 @@
 //! The STEF LLM judge: one structured call per event (prompt `stef`), its reply schema, and the
 //! mapping of the reply into a [`JudgeAssessment`].
 //!
-//! The judge sees Qu, Qe, S, the app's rules, and the deterministic SQL spec and alignment, all
-//! as JSON data blocks. Its reply is validated with strict types and range checks; code then
+//! The judge sees Qu, Qe, S, the app's rules, and the deterministic SQL spec, alignment and
+//! findings (`stef::checks`), all as JSON data blocks. Its reply is validated with strict types and range checks; code then
 //! normalizes its question spec (case, whitespace, quotes, numbers) and forces the enrichment
 //! status to `absent` when the event has no enriched question. Alignment, the normalization
 //! rules and Φ stay in [`crate::stef::finish`], the same code the deterministic judge uses.
@@ -23,8 +23,8 @@ use crate::judge::{
 use crate::sqlspec::{AggFunc, FilterOp, SqlSpec};
 use crate::stef::text::{normalize_value, strip_quotes};
 use crate::stef::{
-    Alignment, Enrichment, EnrichmentStatus, FilterStatus, QuestionAggregation, QuestionFilter,
-    QuestionSpec, Verdict,
+    Alignment, Enrichment, EnrichmentStatus, FilterStatus, Finding, QuestionAggregation,
+    QuestionFilter, QuestionSpec, Verdict,
 };
 
 /// Name of the STEF prompt (`prompts/stef.system.j2`, `prompts/stef.user.j2`).
@@ -314,6 +314,7 @@ struct StefVars<'a> {
     rules: RulesView<'a>,
     sql_spec: &'a SqlSpec,
     alignment: &'a Alignment,
+    findings: &'a [Finding],
 }
 
 impl<'a> StefVars<'a> {
@@ -338,19 +339,23 @@ impl<'a> StefVars<'a> {
             },
             sql_spec: &request.prepared.sql_spec,
             alignment: &request.prepared.alignment,
+            findings: &request.prepared.findings,
         }
     }
 }
 
-/// What determines a STEF reply besides prompt, model and rule profile: the normalized inputs.
-/// Everything else the prompt shows (SQL spec, deterministic alignment) is derived from these
-/// by this crate's code, whose version is part of the identity.
+/// What determines a STEF reply besides prompt, model and rule profile: the normalized inputs,
+/// and the findings (they also depend on the event's catalogue schema, which can change).
+/// Everything else the prompt shows (SQL spec, deterministic alignment) is derived from the
+/// inputs by this crate's code, whose version is part of the identity.
 #[derive(Debug, Serialize)]
 struct StefIdentity<'a> {
     question: &'a str,
     enriched_question: Option<&'a str>,
     sql: &'a str,
     dialect: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    findings: &'a [Finding],
     derived_by: &'static str,
 }
 
@@ -361,6 +366,7 @@ impl<'a> StefIdentity<'a> {
             enriched_question: vars.enriched_question.as_deref(),
             sql: &vars.sql,
             dialect: vars.dialect,
+            findings: vars.findings,
             derived_by: concat!("sqlgrade ", env!("CARGO_PKG_VERSION")),
         }
     }

@@ -2,7 +2,8 @@
 //! the gold wiring ([`gold`]: EX/ESM/ESM+ and the LLM-judged metrics over SQLite) and the rule
 //! profiles it reads ([`profiles`]).
 //!
-//! STEF runs as [`stef::prepare_with_limit`] → [`Judge::assess`] → [`stef::finish`] → row — the
+//! STEF runs as [`stef::prepare_with`] (with the event's catalogue schema, [`catalogues`]) →
+//! [`Judge::assess`] → [`stef::finish`] → row — the
 //! same core entry points tests and benches use. The scorer never loses an event: SQL that
 //! cannot be scored becomes a Φ = 0 row with an explicit status ([`stef::non_scorable_row`]),
 //! and a failing judge is replaced by the deterministic judge, the row then carrying status
@@ -21,9 +22,11 @@ use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
 use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
+pub mod catalogues;
 pub mod gold;
 pub mod profiles;
 
+pub use catalogues::{CatalogueStore, CatalogueWatcher, SelectedSchema};
 pub use profiles::{ProfileLookup, SingleProfile, WatchedRules};
 
 /// Hook for gold metrics (EX, ESM, …): called for events that carry `gold`, returns extra rows.
@@ -74,6 +77,8 @@ pub struct Scorer {
     gold: Option<Arc<dyn GoldMetrics>>,
     options: ScorerOptions,
     judged_pass: Option<Arc<dyn Judge>>,
+    catalogues: Option<CatalogueStore>,
+    _catalogue_watcher: Option<CatalogueWatcher>,
 }
 
 impl Scorer {
@@ -90,7 +95,41 @@ impl Scorer {
             gold: None,
             options,
             judged_pass: None,
+            catalogues: None,
+            _catalogue_watcher: None,
         }
+    }
+
+    /// Use `catalogues` for the STEF catalogue checks (the watcher, when given, keeps them
+    /// fresh for as long as the scorer lives).
+    pub fn with_catalogues(
+        mut self,
+        catalogues: CatalogueStore,
+        watcher: Option<CatalogueWatcher>,
+    ) -> Scorer {
+        self.catalogues = Some(catalogues);
+        self._catalogue_watcher = watcher;
+        self
+    }
+
+    /// The deterministic preparation of `event` with its catalogue schema, if any.
+    fn prepare(
+        &self,
+        event: &Event,
+        profile: &RuleProfile,
+    ) -> Result<Prepared, crate::sqlspec::SpecError> {
+        let selected = match &self.catalogues {
+            Some(store) => store.select(event, profile),
+            None => SelectedSchema::None,
+        };
+        stef::prepare_with(
+            event,
+            profile,
+            &stef::PrepareOptions {
+                max_sql_bytes: self.options.max_sql_bytes,
+                catalogue: selected.as_selection(),
+            },
+        )
     }
 
     /// Judge selected events a second time with `judge` (the LLM judge): their `stef_judged`
@@ -115,7 +154,7 @@ impl Scorer {
         Result<Prepared, crate::sqlspec::SpecError>,
     ) {
         let profile = self.profiles.profile_for(event.app_id.as_deref());
-        let prepared = stef::prepare_with_limit(event, &profile, self.options.max_sql_bytes);
+        let prepared = self.prepare(event, &profile);
         (profile, prepared)
     }
 
@@ -286,7 +325,7 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        let prepared = match stef::prepare_with_limit(event, profile, self.options.max_sql_bytes) {
+        let prepared = match self.prepare(event, profile) {
             Ok(prepared) => prepared,
             Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
         };

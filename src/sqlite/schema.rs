@@ -180,3 +180,59 @@ pub fn load_catalog(
     }
     Ok(catalog)
 }
+
+/// Largest catalogue file read (a bigger one is refused, not read into memory).
+pub const MAX_CATALOGUE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Read one STEF catalogue file, by its extension: `.sqlite`, `.sqlite3`, `.db` — a SQLite file
+/// introspected read-only, whose `db_id` is the file stem; `.toml` — the small catalogue form;
+/// `.json` — a Spider/BIRD `tables.json` (a JSON array) or the small form (an object).
+pub fn load_catalogue_file(path: &Path) -> Result<SchemaCatalog, SchemaError> {
+    let io = |reason: String| SchemaError::Io {
+        path: path.display().to_string(),
+        reason,
+    };
+    let size = std::fs::metadata(path)
+        .map_err(|e| io(e.to_string()))?
+        .len();
+    if size > MAX_CATALOGUE_BYTES {
+        return Err(io(format!(
+            "{size} bytes, more than the {MAX_CATALOGUE_BYTES}-byte limit for a catalogue"
+        )));
+    }
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let in_file = |e: SchemaError| match e {
+        SchemaError::Format(m) => SchemaError::Format(format!("{}: {m}", path.display())),
+        other => other,
+    };
+    match extension.as_deref() {
+        Some("sqlite" | "sqlite3" | "db") => {
+            let db_id = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .ok_or_else(|| io("the file name is not UTF-8".into()))?
+                .to_string();
+            let mut catalog = SchemaCatalog::new();
+            introspect_sqlite(&mut catalog, &db_id, path)?;
+            Ok(catalog)
+        }
+        Some("toml") => {
+            let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+            SchemaCatalog::parse_simple(&text, false).map_err(in_file)
+        }
+        Some("json") => {
+            let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+            if text.trim_start().starts_with('[') {
+                SchemaCatalog::parse_tables_json(&text).map_err(in_file)
+            } else {
+                SchemaCatalog::parse_simple(&text, true).map_err(in_file)
+            }
+        }
+        _ => Err(io(
+            "unknown catalogue format (expected .json, .toml, .sqlite, .sqlite3 or .db)".into(),
+        )),
+    }
+}

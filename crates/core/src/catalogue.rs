@@ -343,6 +343,47 @@ impl SchemaCatalog {
         Ok(SchemaCatalog { dbs })
     }
 
+    /// Parse the small catalogue form (README, "Schema catalogues"), as JSON (`json = true`) or
+    /// TOML: one database (`db_id`, `tables`) or several (`databases = [...]`), each table with
+    /// `name`, `columns` (`name`, optional `type`, `references = "table.column"`, `not_null`,
+    /// `unique`) and an optional `primary_key` list. Unknown keys, duplicate names and
+    /// references to columns that do not exist are errors.
+    pub fn parse_simple(text: &str, json: bool) -> Result<SchemaCatalog, SchemaError> {
+        let file: SimpleFile = if json {
+            serde_json::from_str(text).map_err(|e| SchemaError::Format(e.to_string()))?
+        } else {
+            toml::from_str(text).map_err(|e| SchemaError::Format(e.to_string()))?
+        };
+        let mut dbs = file.databases;
+        match (file.db_id, file.tables) {
+            (Some(db_id), tables) => dbs.push(SimpleDb { db_id, tables }),
+            (None, tables) if !tables.is_empty() => {
+                return Err(SchemaError::Format(
+                    "`tables` without `db_id` (name the database)".into(),
+                ));
+            }
+            (None, _) => {}
+        }
+        if dbs.is_empty() {
+            return Err(SchemaError::Format("no database in the catalogue".into()));
+        }
+        let mut catalog = SchemaCatalog::new();
+        for db in dbs {
+            if catalog.get(&db.db_id).is_some() {
+                return Err(SchemaError::Format(format!("database {} twice", db.db_id)));
+            }
+            catalog.insert(db.into_schema()?);
+        }
+        Ok(catalog)
+    }
+
+    /// Database ids, sorted.
+    pub fn db_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.dbs.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Add (or replace) one database schema.
     pub fn insert(&mut self, schema: DbSchema) {
         self.dbs.insert(schema.db_id.clone(), schema);
@@ -460,5 +501,226 @@ impl SchemaCatalog {
         schema.not_null = not_null;
         schema.unique = unique;
         schema.constraints = ConstraintSource::Sqlite;
+    }
+}
+
+/// The small catalogue form: one database or several.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimpleFile {
+    #[serde(default)]
+    databases: Vec<SimpleDb>,
+    #[serde(default)]
+    db_id: Option<String>,
+    #[serde(default)]
+    tables: Vec<SimpleTable>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimpleDb {
+    db_id: String,
+    tables: Vec<SimpleTable>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimpleTable {
+    name: String,
+    columns: Vec<SimpleColumn>,
+    #[serde(default)]
+    primary_key: Vec<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimpleColumn {
+    name: String,
+    #[serde(default, rename = "type")]
+    ty: Option<String>,
+    #[serde(default)]
+    references: Option<String>,
+    #[serde(default)]
+    not_null: bool,
+    #[serde(default)]
+    unique: bool,
+}
+
+impl SimpleDb {
+    fn into_schema(self) -> Result<DbSchema, SchemaError> {
+        let fmt = |m: String| SchemaError::Format(format!("database {}: {m}", self.db_id));
+        let mut tables: Vec<String> = Vec::with_capacity(self.tables.len());
+        let mut columns = vec![Column {
+            table: usize::MAX,
+            name: "*".into(),
+            ty: ColumnType::Unknown,
+        }];
+        let mut primary_keys = Vec::new();
+        let mut not_null = BTreeSet::new();
+        let mut unique = BTreeSet::new();
+        let mut pending_fks: Vec<(usize, &str)> = Vec::new();
+        for (ti, table) in self.tables.iter().enumerate() {
+            if tables.iter().any(|t| t.eq_ignore_ascii_case(&table.name)) {
+                return Err(fmt(format!("table {} twice", table.name)));
+            }
+            tables.push(table.name.clone());
+            let first = columns.len();
+            for c in &table.columns {
+                if columns[first..]
+                    .iter()
+                    .any(|x| x.name.eq_ignore_ascii_case(&c.name))
+                {
+                    return Err(fmt(format!("column {}.{} twice", table.name, c.name)));
+                }
+                let key = format!("{}.{}", table.name.to_lowercase(), c.name.to_lowercase());
+                if c.not_null {
+                    not_null.insert(key.clone());
+                }
+                if c.unique {
+                    unique.insert(key);
+                }
+                if let Some(target) = &c.references {
+                    pending_fks.push((columns.len(), target.as_str()));
+                }
+                columns.push(Column {
+                    table: ti,
+                    name: c.name.clone(),
+                    ty: c
+                        .ty
+                        .as_deref()
+                        .map(ColumnType::from_declared)
+                        .unwrap_or_default(),
+                });
+            }
+            let mut pk = Vec::new();
+            for k in &table.primary_key {
+                let idx = columns[first..]
+                    .iter()
+                    .position(|x| x.name.eq_ignore_ascii_case(k))
+                    .ok_or_else(|| {
+                        fmt(format!("primary key {}.{k} is not a column", table.name))
+                    })?;
+                pk.push(first + idx);
+            }
+            if !pk.is_empty() {
+                primary_keys.push(pk);
+            }
+        }
+        let mut foreign_keys = Vec::new();
+        for (from, target) in pending_fks {
+            let (t, c) = target
+                .split_once('.')
+                .ok_or_else(|| fmt(format!("reference {target} is not table.column")))?;
+            let ti = tables
+                .iter()
+                .position(|x| x.eq_ignore_ascii_case(t))
+                .ok_or_else(|| fmt(format!("reference {target}: no table {t}")))?;
+            let to = columns
+                .iter()
+                .position(|x| x.table == ti && x.name.eq_ignore_ascii_case(c))
+                .ok_or_else(|| fmt(format!("reference {target}: no column {c}")))?;
+            foreign_keys.push((from, to));
+        }
+        Ok(DbSchema {
+            db_id: self.db_id.clone(),
+            tables,
+            columns,
+            foreign_keys,
+            primary_keys,
+            not_null,
+            unique,
+            constraints: ConstraintSource::TablesJson,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHOP: &str = r#"
+db_id = "shop"
+
+[[tables]]
+name = "customers"
+primary_key = ["id"]
+columns = [{ name = "id", type = "integer" }, { name = "name", type = "text", not_null = true }]
+
+[[tables]]
+name = "orders"
+primary_key = ["id"]
+columns = [
+  { name = "id", type = "integer" },
+  { name = "customer_id", type = "integer", references = "customers.id" },
+  { name = "placed_at", type = "date" },
+]
+"#;
+
+    #[test]
+    fn the_small_form_reads_tables_types_and_keys() {
+        let catalog = SchemaCatalog::parse_simple(SHOP, false).unwrap();
+        let shop = catalog.get("shop").unwrap();
+        assert_eq!(shop.tables, vec!["customers", "orders"]);
+        let orders = shop.table_index("ORDERS").unwrap();
+        let customer_id = shop.column_index(orders, "customer_id").unwrap();
+        let customers_id = shop
+            .column_index(shop.table_index("customers").unwrap(), "id")
+            .unwrap();
+        assert!(shop.is_foreign_key_pair(customers_id, customer_id));
+        assert!(shop.is_primary_key_column(customers_id));
+        assert_eq!(shop.columns[customer_id].ty, ColumnType::Number);
+        assert_eq!(
+            shop.columns[shop.column_index(orders, "placed_at").unwrap()].ty,
+            ColumnType::Date
+        );
+        assert!(shop.is_not_null("customers.name"));
+        // The same in JSON, several databases.
+        let json = r#"{"databases": [{"db_id": "a", "tables": [{"name": "t", "columns": [{"name": "x"}]}]},
+                                     {"db_id": "b", "tables": []}]}"#;
+        let catalog = SchemaCatalog::parse_simple(json, true).unwrap();
+        assert_eq!(catalog.db_ids(), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn the_small_form_refuses_what_it_cannot_mean() {
+        for (text, why) in [
+            ("tables = []", "no database"),
+            (
+                "db_id = \"x\"\n[[tables]]\nname = \"t\"\ncolumns = [{ name = \"a\", references = \"u.b\" }]",
+                "no table u",
+            ),
+            (
+                "db_id = \"x\"\n[[tables]]\nname = \"t\"\ncolumns = [{ name = \"a\" }, { name = \"A\" }]",
+                "twice",
+            ),
+            (
+                "db_id = \"x\"\n[[tables]]\nname = \"t\"\ncolumns = []\nprimary_key = [\"id\"]",
+                "not a column",
+            ),
+            ("db_id = \"x\"\ncolour = 1", "unknown field"),
+        ] {
+            let err = SchemaCatalog::parse_simple(text, false)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{text}: {err}");
+        }
+        assert!(SchemaCatalog::parse_simple("{", true).is_err());
+    }
+
+    #[test]
+    fn declared_types_are_classified() {
+        for (declared, ty) in [
+            ("INTEGER", ColumnType::Number),
+            ("varchar(20)", ColumnType::Text),
+            ("DATETIME", ColumnType::Date),
+            ("real", ColumnType::Number),
+            ("number", ColumnType::Number),
+            ("time", ColumnType::Date),
+            ("boolean", ColumnType::Boolean),
+            ("others", ColumnType::Unknown),
+            ("", ColumnType::Unknown),
+        ] {
+            assert_eq!(ColumnType::from_declared(declared), ty, "{declared}");
+        }
     }
 }

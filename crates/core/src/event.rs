@@ -43,6 +43,10 @@ pub struct Event {
     /// Batch/backfill run this event belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// Database the SQL runs against: selects its schema in the STEF catalogues (and is the
+    /// gold database when `gold.db_id` is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_id: Option<String>,
     /// Reference data that switches on the gold metrics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gold: Option<Gold>,
@@ -160,6 +164,7 @@ impl Event {
             sql,
             dialect: optional_string(&mut obj, "dialect")?,
             run_id: optional_string(&mut obj, "run_id")?,
+            db_id: optional_string(&mut obj, "db_id")?,
             gold: None,
             extra: Map::new(),
         };
@@ -185,6 +190,11 @@ impl Event {
                     reason: format!("expected an object, got {}", json_type_name(&other)),
                 });
             }
+        }
+        if let (Some(gold), Some(db_id)) = (event.gold.as_mut(), event.db_id.as_ref())
+            && gold.db_id.is_none()
+        {
+            gold.db_id = Some(db_id.clone());
         }
         event.extra = obj;
         if event.event_id.trim().is_empty() {
@@ -218,6 +228,13 @@ impl Event {
                 }
                 None => h.update([0u8]),
             }
+        }
+        // Added after the first release: hashed only when present, so that the ids of events
+        // without it stay what they were.
+        if let Some(db_id) = &self.db_id {
+            h.update([2u8]);
+            h.update((db_id.len() as u64).to_le_bytes());
+            h.update(db_id.as_bytes());
         }
         let digest = hex::encode(h.finalize());
         digest[..32].to_string()

@@ -23,8 +23,8 @@ pub mod text;
 mod outcome;
 
 pub use outcome::{
-    PrepareOptions, SqlSummary, StefOutcome, finish, non_scorable_row, prepare, prepare_with,
-    prepare_with_limit, prepare_with_spec,
+    CatalogueSelection, PrepareOptions, SqlSummary, StefOutcome, finish, non_scorable_row, prepare,
+    prepare_with, prepare_with_limit, prepare_with_spec,
 };
 
 pub use score::{ConfidenceTier, QualityTier, Score, TierThresholds, compose};
@@ -224,6 +224,35 @@ pub struct Prepared {
     /// What the evidence and catalogue checks found ([`checks`]), in check order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// Which catalogue database the checks used, or why none could be (absent: no catalogue
+    /// applies to the event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalogue: Option<CatalogueNote>,
+}
+
+/// What the catalogue did for one event (`details.catalogue`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CatalogueNote {
+    /// The database looked up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_id: Option<String>,
+    /// `used`, or `unavailable` (the reason says why: unknown database, a catalogue that
+    /// failed to load, no `db_id` for a catalogue of several databases).
+    pub status: CatalogueStatus,
+    /// Why it is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Whether the catalogue checks ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatalogueStatus {
+    /// The schema was found; the catalogue checks ran.
+    Used,
+    /// A catalogue applies to the event, but it could not give the schema; only the
+    /// schema-free checks ran.
+    Unavailable,
 }
 
 /// One thing a deterministic check found wrong (or suspicious) in the SQL, explained.

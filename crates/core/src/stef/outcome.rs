@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::profile::RuleProfile;
 use super::score::{ConfidenceTier, QualityTier, Score, compose};
 use super::{
-    Alignment, FilterStatus, Finding, JudgeAssessment, Prepared, QuestionSpec, Verdict, align,
-    checks, enrichment, question, text,
+    Alignment, CatalogueNote, CatalogueStatus, FilterStatus, Finding, JudgeAssessment, Prepared,
+    QuestionSpec, Verdict, align, checks, enrichment, question, text,
 };
 use crate::catalogue::DbSchema;
 use crate::event::Event;
@@ -35,7 +35,7 @@ pub fn prepare_with_limit(
         profile,
         &PrepareOptions {
             max_sql_bytes,
-            schema: None,
+            catalogue: CatalogueSelection::None,
         },
     )
 }
@@ -45,8 +45,51 @@ pub fn prepare_with_limit(
 pub struct PrepareOptions<'a> {
     /// SQL longer than this is refused unparsed ([`SpecError::TooLarge`]).
     pub max_sql_bytes: usize,
-    /// The event's database schema, when a catalogue has it: switches on the catalogue checks.
-    pub schema: Option<&'a DbSchema>,
+    /// The event's database schema as the caller's catalogues found it.
+    pub catalogue: CatalogueSelection<'a>,
+}
+
+/// The schema the catalogue checks use for one event.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum CatalogueSelection<'a> {
+    /// No catalogue applies to the event: schema-free checks only, nothing recorded.
+    #[default]
+    None,
+    /// The event's database: the catalogue checks run (`details.catalogue.status = used`).
+    Schema(&'a DbSchema),
+    /// A catalogue applies but cannot give the schema (`details.catalogue.status =
+    /// unavailable` with the reason).
+    Unavailable {
+        /// The database asked for.
+        db_id: Option<&'a str>,
+        /// Why there is no schema.
+        reason: &'a str,
+    },
+}
+
+impl<'a> CatalogueSelection<'a> {
+    fn schema(&self) -> Option<&'a DbSchema> {
+        match self {
+            CatalogueSelection::Schema(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn note(&self) -> Option<CatalogueNote> {
+        match self {
+            CatalogueSelection::None => None,
+            CatalogueSelection::Schema(s) => Some(CatalogueNote {
+                db_id: Some(s.db_id.clone()),
+                status: CatalogueStatus::Used,
+                reason: None,
+            }),
+            CatalogueSelection::Unavailable { db_id, reason } => Some(CatalogueNote {
+                db_id: db_id.map(str::to_string),
+                status: CatalogueStatus::Unavailable,
+                reason: Some((*reason).to_string()),
+            }),
+        }
+    }
 }
 
 /// [`prepare`] with explicit options: the scorer's entry point.
@@ -62,14 +105,16 @@ pub fn prepare_with(
     let dialect = event.dialect.as_deref().or(profile.dialect.as_deref());
     let mut extract = crate::sqlspec::ExtractOptions::for_dialect(dialect);
     extract.max_sql_bytes = options.max_sql_bytes;
-    extract.collect_references = options.schema.is_some()
+    extract.collect_references = options.catalogue.schema().is_some()
         || event
             .enriched_question
             .as_deref()
             .is_some_and(|e| !e.trim().is_empty())
         || event.sql.contains('/');
     let sql_spec = crate::sqlspec::extract_with(&event.sql, &extract)?;
-    Ok(prepare_checked(event, profile, sql_spec, options.schema))
+    let mut prepared = prepare_checked(event, profile, sql_spec, options.catalogue.schema());
+    prepared.catalogue = options.catalogue.note();
+    Ok(prepared)
 }
 
 /// [`prepare`] for an already extracted SQL spec (tests, callers that cache specs); the
@@ -103,6 +148,7 @@ fn prepare_checked(
         enrichment,
         alignment,
         findings,
+        catalogue: None,
     }
 }
 
@@ -125,6 +171,9 @@ pub struct StefOutcome {
     /// The deterministic checks' findings (the prepared event's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// What the catalogue did (the prepared event's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalogue: Option<CatalogueNote>,
 }
 
 /// A readable summary of the SQL spec, stored in the row's `details`.
@@ -213,6 +262,8 @@ struct StefDetails<'a> {
     judge_filter_status: Option<&'static str>,
     #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
     findings: &'a [Finding],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    catalogue: Option<&'a CatalogueNote>,
     components: Components,
 }
 
@@ -327,6 +378,7 @@ pub fn finish(
         assessment,
         sql_summary: SqlSummary::of(&prepared.sql_spec),
         findings: prepared.findings.clone(),
+        catalogue: prepared.catalogue.clone(),
     }
 }
 
@@ -357,6 +409,7 @@ impl StefOutcome {
             rationale: &a.rationale,
             judge_filter_status: self.judge_filter_status.map(FilterStatus::as_str),
             findings: &self.findings,
+            catalogue: self.catalogue.as_ref(),
             components: Components {
                 sigma_filters: s.sigma_filters,
                 sigma_verdict: s.sigma_verdict,

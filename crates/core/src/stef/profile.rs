@@ -42,6 +42,13 @@ pub struct RuleProfile {
     pub tiers: TierThresholds,
     /// Free text for the judge prompt.
     pub notes: Option<String>,
+    /// This app's schema catalogue: a Spider/BIRD `tables.json`, a SQLite file (introspected) or
+    /// the JSON/TOML catalogue form; a relative path resolves against the rules directory.
+    /// Switches on the STEF catalogue checks for the app's events.
+    pub catalogue: Option<String>,
+    /// The database of `catalogue` for events without a `db_id` (unneeded when the catalogue
+    /// holds one database).
+    pub catalogue_db: Option<String>,
     /// Content hash of the profile source (set by the loader, not read from the file).
     #[serde(skip_deserializing)]
     pub version: String,
@@ -61,6 +68,8 @@ impl Default for RuleProfile {
             limit_min: DEFAULT_LIMIT_MIN,
             tiers: TierThresholds::default(),
             notes: None,
+            catalogue: None,
+            catalogue_db: None,
             version: "default".into(),
             compiled: CompiledCache::default(),
         }

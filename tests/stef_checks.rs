@@ -1,0 +1,455 @@
+//! The STEF evidence and catalogue checks (`stef::checks`) on real BIRD predictions: each check
+//! fires on a prediction that makes its mistake and stays silent on the gold SQL of the same
+//! question; catalogue checks stay silent without a catalogue; an error finding makes the
+//! deterministic verdict `incorrect`. Then the daemon end to end: `[stef] catalogues`, an app's
+//! own catalogue, and catalogues that are missing, malformed, huge or about another database —
+//! each a recorded outcome on the row, never a lost event.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::catalogue::SchemaCatalog;
+use sqlgrade::event::Event;
+use sqlgrade::judge::deterministic::DeterministicJudge;
+use sqlgrade::stef::{
+    self, CatalogueSelection, FindingCode, PrepareOptions, Prepared, RuleProfile, Severity, Verdict,
+};
+use sqlgrade_testkit::data::data_dir;
+use support::cli::sqlgrade;
+
+fn bird_catalogue() -> SchemaCatalog {
+    let text = std::fs::read_to_string(data_dir().join("bird/tables.json")).unwrap();
+    SchemaCatalog::parse_tables_json(&text).unwrap()
+}
+
+/// BIRD events of one system's predictions, by question id.
+fn bird_events(system: &str) -> HashMap<String, Event> {
+    let dir = data_dir().join("bird");
+    benchmark_events(
+        BackfillFormat::Bird,
+        &dir.join("dev.jsonl"),
+        &dir.join("predictions").join(format!("{system}.jsonl")),
+        None,
+    )
+    .unwrap()
+    .events
+    .into_iter()
+    .map(|e| (e.event_id.rsplit('-').next().unwrap().to_string(), e))
+    .collect()
+}
+
+fn prepare(event: &Event, catalogue: Option<&SchemaCatalog>) -> Prepared {
+    let schema = catalogue.and_then(|c| c.get(event.db_id.as_deref()?));
+    stef::prepare_with(
+        event,
+        &RuleProfile::default(),
+        &PrepareOptions {
+            max_sql_bytes: 1 << 20,
+            catalogue: schema.map_or(CatalogueSelection::None, CatalogueSelection::Schema),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", event.sql))
+}
+
+fn codes(prepared: &Prepared) -> Vec<FindingCode> {
+    prepared.findings.iter().map(|f| f.code).collect()
+}
+
+/// The gold SQL of the same question, as an event.
+fn gold_of(event: &Event) -> Event {
+    let mut gold = event.clone();
+    gold.sql = event.gold.as_ref().unwrap().sql.clone().unwrap();
+    gold
+}
+
+/// `code` fires on the prediction (with the catalogue) and not on the gold SQL; a catalogue code
+/// does not fire without the catalogue.
+fn fires_on_prediction_not_on_gold(
+    system: &str,
+    question_id: &str,
+    code: FindingCode,
+    needs_catalogue: bool,
+) {
+    let events = bird_events(system);
+    let event = &events[question_id];
+    let catalogue = bird_catalogue();
+    let predicted = prepare(event, Some(&catalogue));
+    assert!(
+        codes(&predicted).contains(&code),
+        "{system} {question_id}: {code:?} should fire on {}; findings {:?}",
+        event.sql,
+        predicted.findings
+    );
+    let finding = predicted.findings.iter().find(|f| f.code == code).unwrap();
+    assert!(!finding.evidence.is_empty());
+    let gold = prepare(&gold_of(event), Some(&catalogue));
+    assert!(
+        !codes(&gold).contains(&code),
+        "{question_id}: {code:?} fired on the gold SQL {}: {:?}",
+        gold_of(event).sql,
+        gold.findings
+    );
+    if needs_catalogue {
+        assert!(
+            !codes(&prepare(event, None)).contains(&code),
+            "{code:?} fired without a catalogue"
+        );
+    }
+}
+
+#[test]
+fn evidence_checks_fire_on_real_mistakes_and_not_on_gold() {
+    // "single type bond refers to bond_type = '-'"; the SQL says bond_type = 'single'.
+    fires_on_prediction_not_on_gold("SuperSQL", "209", FindingCode::EvidenceValueMismatch, false);
+    // "element = 'i'"; the SQL says 'I'.
+    fires_on_prediction_not_on_gold("SuperSQL", "245", FindingCode::LiteralCaseMismatch, false);
+    fires_on_prediction_not_on_gold("SuperSQL", "215", FindingCode::DistinctMissing, false);
+    fires_on_prediction_not_on_gold("SuperSQL", "255", FindingCode::PercentageNotScaled, false);
+    // "name of superheroes refers to superhero_name"; the SQL returns full_name.
+    fires_on_prediction_not_on_gold("SuperSQL", "761", FindingCode::EvidenceColumnUnused, false);
+    // COUNT(…) / COUNT(DISTINCT …) in SQLite truncates.
+    fires_on_prediction_not_on_gold(
+        "CHESS-GPT-4o-mini",
+        "1324",
+        FindingCode::IntegerDivision,
+        false,
+    );
+}
+
+#[test]
+fn catalogue_checks_fire_on_real_mistakes_and_not_on_gold() {
+    fires_on_prediction_not_on_gold("SuperSQL", "1338", FindingCode::ColumnNotInTable, true);
+    fires_on_prediction_not_on_gold("DAIL-SQL", "231", FindingCode::UnknownTable, true);
+    fires_on_prediction_not_on_gold("DAIL-SQL", "335", FindingCode::AmbiguousColumn, true);
+    fires_on_prediction_not_on_gold("DAIL-SQL", "1422", FindingCode::UnknownColumn, true);
+    fires_on_prediction_not_on_gold("SuperSQL", "1350", FindingCode::JoinOffKeys, true);
+    fires_on_prediction_not_on_gold("SuperSQL", "1450", FindingCode::JoinTypeMismatch, true);
+    fires_on_prediction_not_on_gold(
+        "CHESS-GPT-4o-mini",
+        "730",
+        FindingCode::IdInsteadOfName,
+        true,
+    );
+    fires_on_prediction_not_on_gold("SuperSQL", "198", FindingCode::CountFanOut, true);
+}
+
+/// A BIRD question with hand-written SQL (for the mistakes no shared prediction makes).
+fn with_sql(question_id: &str, sql: &str) -> Event {
+    let mut event = bird_events("SuperSQL")[question_id].clone();
+    event.sql = sql.to_string();
+    event
+}
+
+#[test]
+fn catalogue_checks_on_written_mistakes_against_a_real_schema() {
+    let catalogue = bird_catalogue();
+    // toxicology (question 195: the most common bond type).
+    let cases = [
+        (
+            "SELECT T9.bond_type FROM bond AS T1 GROUP BY T1.bond_type ORDER BY COUNT(*) DESC LIMIT 1",
+            FindingCode::UnknownQualifier,
+        ),
+        (
+            "SELECT bond_type, SUM(bond_type) FROM bond GROUP BY bond_type ORDER BY COUNT(*) DESC LIMIT 1",
+            FindingCode::AggregateOverText,
+        ),
+    ];
+    for (sql, code) in cases {
+        let prepared = prepare(&with_sql("195", sql), Some(&catalogue));
+        assert!(
+            codes(&prepared).contains(&code),
+            "{sql}: {:?}",
+            prepared.findings
+        );
+    }
+    // A ranking asked for, an arbitrary row returned.
+    let mut ranked = with_sql("195", "SELECT bond_id FROM bond LIMIT 3");
+    ranked.question = "Which three bonds have the highest bond ids?".into();
+    ranked.enriched_question = None;
+    let prepared = prepare(&ranked, Some(&catalogue));
+    assert!(
+        codes(&prepared).contains(&FindingCode::UnorderedLimit),
+        "{:?}",
+        prepared.findings
+    );
+    ranked.sql = "SELECT bond_id FROM bond ORDER BY bond_id DESC LIMIT 3".into();
+    assert!(!codes(&prepare(&ranked, Some(&catalogue))).contains(&FindingCode::UnorderedLimit));
+    // student_club: event_date is a text column holding ISO dates; budget.amount is a number.
+    let event = with_sql(
+        "1317",
+        "SELECT COUNT(*) FROM budget WHERE amount = 'fifty' AND category = 'Food'",
+    );
+    let prepared = prepare(&event, Some(&catalogue));
+    assert!(
+        codes(&prepared).contains(&FindingCode::LiteralTypeMismatch),
+        "{:?}",
+        prepared.findings
+    );
+    // Correct SQL on the same schemas is quiet: aliases in ORDER BY, correlated subqueries,
+    // CTEs, derived tables, rowid, double-quoted strings.
+    for (qid, sql) in [
+        (
+            "195",
+            "WITH c AS (SELECT bond_type, COUNT(bond_id) AS n FROM bond GROUP BY bond_type) SELECT bond_type FROM c ORDER BY n DESC LIMIT 1",
+        ),
+        (
+            "195",
+            "SELECT T.bond_type FROM (SELECT bond_type, COUNT(bond_id) AS n FROM bond GROUP BY bond_type) AS T ORDER BY T.n DESC LIMIT 1",
+        ),
+        (
+            "195",
+            "SELECT bond_type, COUNT(*) AS n FROM bond WHERE rowid > 0 AND bond_type != \"x\" GROUP BY bond_type ORDER BY n DESC LIMIT 1",
+        ),
+        (
+            "196",
+            "SELECT COUNT(DISTINCT m.molecule_id) FROM molecule m WHERE m.label = '-' AND EXISTS (SELECT 1 FROM atom a WHERE a.molecule_id = m.molecule_id AND a.element = 'cl')",
+        ),
+    ] {
+        let prepared = prepare(&with_sql(qid, sql), Some(&catalogue));
+        let loud: Vec<_> = prepared
+            .findings
+            .iter()
+            .filter(|f| f.severity != Severity::Info)
+            .collect();
+        assert!(loud.is_empty(), "{sql}: {loud:?}");
+    }
+}
+
+#[test]
+fn an_error_finding_makes_the_verdict_incorrect_and_says_why() {
+    let events = bird_events("DAIL-SQL");
+    let event = &events["1422"];
+    let prepared = prepare(event, Some(&bird_catalogue()));
+    let (verdict, confidence, rationale) = sqlgrade::judge::deterministic::verdict(&prepared);
+    assert_eq!(verdict, Verdict::Incorrect);
+    assert!(confidence <= sqlgrade::judge::deterministic::MAX_CONFIDENCE);
+    assert!(
+        rationale.starts_with("rule 0: unknown_column"),
+        "{rationale}"
+    );
+    // The row's details carry the findings and which database was used.
+    let assessment = DeterministicJudge.assess_prepared(&prepared);
+    let profile = RuleProfile::default();
+    let row = stef::finish(&prepared, assessment, &profile).to_row(event, "", &profile, 0);
+    let details = row.details.to_value();
+    assert_eq!(details["findings"][0]["code"], "unknown_column");
+    assert_eq!(details["findings"][0]["category"], "attribute");
+    assert_eq!(details["findings"][0]["severity"], "error");
+    assert_eq!(
+        details["catalogue"],
+        serde_json::json!({"db_id": "student_club", "status": "used"})
+    );
+}
+
+// ------------------------------------------------------------------ the daemon, end to end
+
+fn json_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Run `sqlgrade run` over `events` with `config` (the sink and source keys are added).
+fn run(dir: &Path, config: &str, events: &[Value]) -> HashMap<String, Value> {
+    let input = dir.join("events.jsonl");
+    let text: Vec<String> = events.iter().map(Value::to_string).collect();
+    std::fs::write(&input, text.join("\n") + "\n").unwrap();
+    let out = dir.join("out");
+    let config_path = dir.join("config.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "[source]\nkind = \"file\"\npath = \"{}\"\n[sink]\nkind = \"jsonl\"\ndir = \"{}\"\n{config}",
+            input.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let output = sqlgrade(dir)
+        .args(["run", "--config"])
+        .arg(&config_path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    json_lines(&out.join("evaluations.jsonl"))
+        .into_iter()
+        .filter(|r| r["metric"] == "stef")
+        .map(|r| (r["event_id"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+fn event(id: &str, db_id: Option<&str>, app: &str, sql: &str) -> Value {
+    let mut e = serde_json::json!({
+        "event_id": id,
+        "app_id": app,
+        "question": "What is the most common bond type?",
+        "sql": sql,
+        "dialect": "sqlite",
+    });
+    if let Some(db) = db_id {
+        e["db_id"] = Value::from(db);
+    }
+    e
+}
+
+const HALLUCINATED: &str =
+    "SELECT bond_kind FROM bond GROUP BY bond_kind ORDER BY COUNT(*) DESC LIMIT 1";
+const FINE: &str =
+    "SELECT bond_type FROM bond GROUP BY bond_type ORDER BY COUNT(bond_id) DESC LIMIT 1";
+
+#[test]
+fn the_daemon_selects_catalogues_by_db_id_and_records_what_it_could_not_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = data_dir().join("bird/tables.json");
+    // An app's own catalogue in the small TOML form, one database: no db_id needed.
+    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    std::fs::write(
+        dir.path().join("rules/shop.toml"),
+        "catalogue = \"shop_catalogue.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("rules/shop_catalogue.toml"),
+        "db_id = \"shop\"\n[[tables]]\nname = \"orders\"\ncolumns = [{ name = \"id\", type = \"integer\" }, { name = \"total\", type = \"real\" }]\n",
+    )
+    .unwrap();
+    // An app whose catalogue file is malformed, and one whose file is missing.
+    std::fs::write(
+        dir.path().join("rules/broken.toml"),
+        "catalogue = \"broken.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("rules/broken.json"), "{ not json").unwrap();
+    std::fs::write(
+        dir.path().join("rules/gone.toml"),
+        "catalogue = \"nowhere.json\"\n",
+    )
+    .unwrap();
+    // A huge global catalogue (sparse: no disk used) is refused unread; BIRD's is used.
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(sqlgrade::sqlite::schema::MAX_CATALOGUE_BYTES + 1)
+        .unwrap();
+    let config = format!(
+        "[rules]\ndir = \"{}\"\n[stef]\ncatalogues = [\"{}\", \"{}\"]\n",
+        dir.path().join("rules").display(),
+        huge.display(),
+        tables.display()
+    );
+    let rows = run(
+        dir.path(),
+        &config,
+        &[
+            event("hallucinated", Some("toxicology"), "bird", HALLUCINATED),
+            event("fine", Some("toxicology"), "bird", FINE),
+            event("unknown-db", Some("no_such_db"), "bird", HALLUCINATED),
+            event("no-db", None, "bird", HALLUCINATED),
+            event("shop-order", None, "shop", "SELECT SUM(totl) FROM orders"),
+            event("broken", Some("toxicology"), "broken", HALLUCINATED),
+            event("gone", Some("toxicology"), "gone", HALLUCINATED),
+        ],
+    );
+    assert_eq!(rows.len(), 7, "every event has its row");
+    let details = |id: &str| rows[id]["details"].clone();
+    let codes = |id: &str| -> Vec<String> {
+        details(id)["findings"]
+            .as_array()
+            .map(|fs| {
+                fs.iter()
+                    .map(|f| f["code"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    assert_eq!(details("hallucinated")["catalogue"]["status"], "used");
+    assert_eq!(details("hallucinated")["catalogue"]["db_id"], "toxicology");
+    assert!(codes("hallucinated").contains(&"unknown_column".to_string()));
+    assert_eq!(rows["hallucinated"]["semantic_verdict"], "incorrect");
+    assert!(codes("fine").is_empty(), "{:?}", details("fine"));
+
+    for (id, reason) in [
+        (
+            "unknown-db",
+            "database no_such_db is in none of the catalogues",
+        ),
+        ("no-db", "no db_id"),
+        ("broken", "the app's catalogue cannot be read"),
+        ("gone", "the app's catalogue cannot be read"),
+    ] {
+        let catalogue = &details(id)["catalogue"];
+        assert_eq!(catalogue["status"], "unavailable", "{id}: {catalogue}");
+        assert!(
+            catalogue["reason"].as_str().unwrap().contains(reason),
+            "{id}: {catalogue}"
+        );
+        assert!(!codes(id).contains(&"unknown_column".to_string()), "{id}");
+    }
+    // The huge file's refusal is part of every global lookup that fails.
+    assert!(
+        details("unknown-db")["catalogue"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("limit for a catalogue")
+    );
+    // The app's single-database catalogue serves events without db_id.
+    assert_eq!(details("shop-order")["catalogue"]["db_id"], "shop");
+    assert!(codes("shop-order").contains(&"unknown_column".to_string()));
+}
+
+#[test]
+fn a_bird_backfill_uses_the_dataset_schemas_for_the_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[sink]\nkind = \"jsonl\"\ndir = \"{}\"\n[gold]\nmetrics = [\"ex\"]\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let bird = data_dir().join("bird");
+    let output = sqlgrade(dir.path())
+        .args([
+            "backfill",
+            "--format",
+            "bird",
+            "--config",
+            "config.toml",
+            "--input",
+        ])
+        .arg(bird.join("dev.jsonl"))
+        .arg("--predictions")
+        .arg(bird.join("predictions/DAIL-SQL.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows: Vec<Value> = json_lines(&out.join("evaluations.jsonl"))
+        .into_iter()
+        .filter(|r| r["metric"] == "stef" && r["status"] == "ok")
+        .collect();
+    assert!(rows.len() > 400);
+    assert!(
+        rows.iter()
+            .all(|r| r["details"]["catalogue"]["status"] == "used"),
+        "every scorable BIRD event has its schema"
+    );
+    let q1422 = rows.iter().find(|r| r["event_id"] == "1422").unwrap();
+    assert_eq!(q1422["details"]["findings"][0]["code"], "unknown_column");
+}

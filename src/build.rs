@@ -234,6 +234,13 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
     let watcher = (config.rules.reload_interval_ms > 0)
         .then(|| catalogues.watch(Duration::from_millis(config.rules.reload_interval_ms)));
     scorer = scorer.with_catalogues(catalogues, watcher);
+    if let Some(dir) = &config.stef.probe_databases {
+        scorer = scorer.with_prober(crate::score::probe::Prober::new(
+            dir.clone(),
+            Duration::from_millis(config.stef.probe_timeout_ms),
+            config.stef.probe_workers,
+        ));
+    }
     Ok(match gold {
         Some(gold) => scorer.with_gold(Arc::new(gold)),
         None => scorer,

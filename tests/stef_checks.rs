@@ -453,3 +453,90 @@ fn a_bird_backfill_uses_the_dataset_schemas_for_the_checks() {
     let q1422 = rows.iter().find(|r| r["event_id"] == "1422").unwrap();
     assert_eq!(q1422["details"]["findings"][0]["code"], "unknown_column");
 }
+
+#[test]
+fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let bird = data_dir().join("bird");
+    let config = format!(
+        "[stef]\ncatalogues = [\"{}\"]\nprobe_databases = \"{}\"\nprobe_timeout_ms = 100\n",
+        bird.join("tables.json").display(),
+        bird.join("databases").display()
+    );
+    let bomb = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) \
+                SELECT bond_type FROM bond, n WHERE n.i = 0 LIMIT 1";
+    let rows = run(
+        dir.path(),
+        &config,
+        &[
+            // 'I' is not a value of atom.element, 'i' is.
+            event(
+                "case",
+                Some("toxicology"),
+                "bird",
+                "SELECT COUNT(*) FROM atom WHERE element = 'I'",
+            ),
+            // Nothing is 'single'.
+            event(
+                "missing",
+                Some("toxicology"),
+                "bird",
+                "SELECT bond_id FROM bond WHERE bond_type = 'single'",
+            ),
+            event("fine", Some("toxicology"), "bird", FINE),
+            // A query that never ends: the probe stops at its limit, the row is written.
+            event("bomb", Some("toxicology"), "bird", bomb),
+            // A database the catalogue has but the probe directory does not: no probes.
+            event(
+                "no-replica",
+                Some("debit_card_specializing"),
+                "bird",
+                "SELECT COUNT(*) FROM customers WHERE Segment = 'nobody'",
+            ),
+        ],
+    );
+    let findings = |id: &str| -> Vec<(String, String, String)> {
+        rows[id]["details"]["findings"]
+            .as_array()
+            .map(|fs| {
+                fs.iter()
+                    .map(|f| {
+                        (
+                            f["code"].as_str().unwrap().to_string(),
+                            f["severity"].as_str().unwrap().to_string(),
+                            f["evidence"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let case = findings("case");
+    assert!(
+        case.iter().any(|(code, severity, evidence)| code == "value_not_in_column"
+            && severity == "error"
+            && evidence.contains("'i' is")),
+        "{case:?}"
+    );
+    assert_eq!(rows["case"]["semantic_verdict"], "incorrect");
+    let missing = findings("missing");
+    assert!(
+        missing.iter().any(|(c, s, _)| c == "value_not_in_column" && s == "warning"),
+        "{missing:?}"
+    );
+    assert!(missing.iter().any(|(c, _, _)| c == "empty_result"), "{missing:?}");
+    assert!(findings("fine").is_empty(), "{:?}", findings("fine"));
+    let bomb = findings("bomb");
+    assert!(
+        bomb.iter()
+            .any(|(c, s, e)| c == "probe_inconclusive" && s == "info" && e.contains("time limit")),
+        "{bomb:?}"
+    );
+    assert!(
+        findings("no-replica")
+            .iter()
+            .all(|(c, _, _)| c != "empty_result" && c != "value_not_in_column"),
+        "{:?}",
+        findings("no-replica")
+    );
+}

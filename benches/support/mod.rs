@@ -45,8 +45,22 @@ pub fn stef_row(
     profile: &sqlgrade::stef::RuleProfile,
     ts: &str,
 ) -> sqlgrade::evaluation::EvaluationRow {
+    stef_row_with(event, profile, ts, sqlgrade::stef::CatalogueSelection::None)
+}
+
+/// [`stef_row`] with the event's catalogue schema (the catalogue checks run).
+pub fn stef_row_with(
+    event: &Event,
+    profile: &sqlgrade::stef::RuleProfile,
+    ts: &str,
+    catalogue: sqlgrade::stef::CatalogueSelection<'_>,
+) -> sqlgrade::evaluation::EvaluationRow {
     use sqlgrade::stef;
-    match stef::prepare(event, profile) {
+    let options = stef::PrepareOptions {
+        max_sql_bytes: sqlgrade::sqlspec::DEFAULT_MAX_SQL_BYTES,
+        catalogue,
+    };
+    match stef::prepare_with(event, profile, &options) {
         Ok(prepared) => {
             let assessment =
                 sqlgrade::judge::deterministic::DeterministicJudge.assess_prepared(&prepared);

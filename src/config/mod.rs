@@ -537,7 +537,7 @@ impl Default for RulesConfig {
 }
 
 /// `[stef]`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StefConfig {
     /// Schema catalogues for every app (an app's `catalogue` in its rule profile comes first):
@@ -546,6 +546,27 @@ pub struct StefConfig {
     /// `db_id` (else `gold.db_id`) names; a catalogue of one database serves events without a
     /// `db_id`. Reloaded when a file changes (every `rules.reload_interval_ms`).
     pub catalogues: Vec<PathBuf>,
+    /// A read-only replica to probe, laid out as `<db_id>/<db_id>.sqlite` (like
+    /// `gold.databases`): for events whose catalogue schema was found and whose database is
+    /// here, the checks ask whether the query returns rows and whether its literals occur in
+    /// their columns. Unset = no probes.
+    pub probe_databases: Option<PathBuf>,
+    /// Time limit of one probe query (ms); a probe past it concludes nothing
+    /// (`probe_inconclusive`).
+    pub probe_timeout_ms: u64,
+    /// Probe queries running at the same time.
+    pub probe_workers: usize,
+}
+
+impl Default for StefConfig {
+    fn default() -> Self {
+        StefConfig {
+            catalogues: Vec::new(),
+            probe_databases: None,
+            probe_timeout_ms: 200,
+            probe_workers: 2,
+        }
+    }
 }
 
 /// `[gold]`.
@@ -800,6 +821,12 @@ impl Config {
         }
         if self.judge.timeout_ms == 0 {
             problems.push("judge.timeout_ms must be at least 1".to_string());
+        }
+        if self.stef.probe_timeout_ms == 0 {
+            problems.push("stef.probe_timeout_ms must be at least 1".to_string());
+        }
+        if self.stef.probe_workers == 0 {
+            problems.push("stef.probe_workers must be at least 1".to_string());
         }
         if self.pipeline.workers == 0 {
             problems.push("pipeline.workers must be at least 1".to_string());

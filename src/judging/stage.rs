@@ -225,7 +225,7 @@ impl Judgment {
         }
         let started = Instant::now();
         let event = &work.event;
-        let (profile, prepared) = self.scorer.prepare_judged(event);
+        let (profile, prepared) = self.scorer.prepare_judged(event).await;
         let columns = JudgedColumns {
             selection: work.selection.reasons_text(),
             inclusion_probability: work.selection.inclusion_probability,

@@ -24,6 +24,7 @@ use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
 pub mod catalogues;
 pub mod gold;
+pub mod probe;
 pub mod profiles;
 
 pub use catalogues::{CatalogueStore, CatalogueWatcher, SelectedSchema};
@@ -79,6 +80,7 @@ pub struct Scorer {
     judged_pass: Option<Arc<dyn Judge>>,
     catalogues: Option<CatalogueStore>,
     _catalogue_watcher: Option<CatalogueWatcher>,
+    prober: Option<probe::Prober>,
 }
 
 impl Scorer {
@@ -97,7 +99,14 @@ impl Scorer {
             judged_pass: None,
             catalogues: None,
             _catalogue_watcher: None,
+            prober: None,
         }
+    }
+
+    /// Probe events whose catalogue schema was found and whose database `prober` has.
+    pub fn with_prober(mut self, prober: probe::Prober) -> Scorer {
+        self.prober = Some(prober);
+        self
     }
 
     /// Use `catalogues` for the STEF catalogue checks (the watcher, when given, keeps them
@@ -112,8 +121,9 @@ impl Scorer {
         self
     }
 
-    /// The deterministic preparation of `event` with its catalogue schema, if any.
-    fn prepare(
+    /// The deterministic preparation of `event` with its catalogue schema, if any, and the
+    /// probes of its database, if configured.
+    async fn prepare(
         &self,
         event: &Event,
         profile: &RuleProfile,
@@ -122,14 +132,18 @@ impl Scorer {
             Some(store) => store.select(event, profile),
             None => SelectedSchema::None,
         };
-        stef::prepare_with(
+        let mut prepared = stef::prepare_with(
             event,
             profile,
             &stef::PrepareOptions {
                 max_sql_bytes: self.options.max_sql_bytes,
                 catalogue: selected.as_selection(),
             },
-        )
+        )?;
+        if let (Some(prober), Some(schema)) = (&self.prober, selected.schema()) {
+            prober.probe(&event.sql, schema, &mut prepared).await;
+        }
+        Ok(prepared)
     }
 
     /// Judge selected events a second time with `judge` (the LLM judge): their `stef_judged`
@@ -146,7 +160,7 @@ impl Scorer {
 
     /// The rule profile and the deterministic preparation of a selected event, for its
     /// second-pass judgment.
-    pub fn prepare_judged(
+    pub async fn prepare_judged(
         &self,
         event: &Event,
     ) -> (
@@ -154,7 +168,7 @@ impl Scorer {
         Result<Prepared, crate::sqlspec::SpecError>,
     ) {
         let profile = self.profiles.profile_for(event.app_id.as_deref());
-        let prepared = self.prepare(event, &profile);
+        let prepared = self.prepare(event, &profile).await;
         (profile, prepared)
     }
 
@@ -278,7 +292,7 @@ impl Scorer {
             return rows;
         };
         let ts = rows.first().map(|r| r.ts.clone()).unwrap_or_default();
-        let (profile, prepared) = self.prepare_judged(event);
+        let (profile, prepared) = self.prepare_judged(event).await;
         let Ok(prepared) = prepared else {
             return rows;
         };
@@ -325,7 +339,7 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        let prepared = match self.prepare(event, profile) {
+        let prepared = match self.prepare(event, profile).await {
             Ok(prepared) => prepared,
             Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
         };

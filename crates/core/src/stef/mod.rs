@@ -351,6 +351,14 @@ pub enum FindingCode {
     CountFanOut,
     /// The question asks for a name; the SQL returns only an id although the table has a name.
     IdInsteadOfName,
+    /// The probe database rejects the query.
+    QueryFails,
+    /// The query returns no rows on the probe database.
+    EmptyResult,
+    /// A literal the SQL compares a column with is not a value of that column.
+    ValueNotInColumn,
+    /// A probe could not answer (time limit, database unavailable).
+    ProbeInconclusive,
 }
 
 impl FindingCode {
@@ -375,6 +383,10 @@ impl FindingCode {
             FindingCode::LiteralTypeMismatch => "literal_type_mismatch",
             FindingCode::CountFanOut => "count_fan_out",
             FindingCode::IdInsteadOfName => "id_instead_of_name",
+            FindingCode::QueryFails => "query_fails",
+            FindingCode::EmptyResult => "empty_result",
+            FindingCode::ValueNotInColumn => "value_not_in_column",
+            FindingCode::ProbeInconclusive => "probe_inconclusive",
         }
     }
 }

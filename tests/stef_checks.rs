@@ -513,18 +513,24 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
     };
     let case = findings("case");
     assert!(
-        case.iter().any(|(code, severity, evidence)| code == "value_not_in_column"
-            && severity == "error"
-            && evidence.contains("'i' is")),
+        case.iter()
+            .any(|(code, severity, evidence)| code == "value_not_in_column"
+                && severity == "error"
+                && evidence.contains("'i' is")),
         "{case:?}"
     );
     assert_eq!(rows["case"]["semantic_verdict"], "incorrect");
     let missing = findings("missing");
     assert!(
-        missing.iter().any(|(c, s, _)| c == "value_not_in_column" && s == "warning"),
+        missing
+            .iter()
+            .any(|(c, s, _)| c == "value_not_in_column" && s == "warning"),
         "{missing:?}"
     );
-    assert!(missing.iter().any(|(c, _, _)| c == "empty_result"), "{missing:?}");
+    assert!(
+        missing.iter().any(|(c, _, _)| c == "empty_result"),
+        "{missing:?}"
+    );
     assert!(findings("fine").is_empty(), "{:?}", findings("fine"));
     let bomb = findings("bomb");
     assert!(

@@ -364,7 +364,7 @@ fn spec_of_statements(
         Ok(mut spec) => {
             spec.dialect = dialect.name().to_string();
             if opts.collect_references {
-                spec.references = references_of_query(query);
+                spec.references = references_of_query(query).map(Box::new);
             }
             Ok(spec)
         }

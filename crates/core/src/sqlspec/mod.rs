@@ -82,8 +82,9 @@ pub struct SqlSpec {
     pub window_functions: bool,
     /// Table and column references by scope, collected only when asked for
     /// ([`ExtractOptions::collect_references`]: the catalogue checks need them).
+    /// Boxed: most specs have none, and the spec is moved by value through the pipeline.
     #[serde(skip)]
-    pub references: Option<QueryReferences>,
+    pub references: Option<Box<QueryReferences>>,
 }
 
 /// Every table and column a query names, scope by scope, as written (case kept, qualifiers

@@ -124,14 +124,15 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
         }
         None => Vec::new(),
     };
-    let sql_lower = input.sql.to_ascii_lowercase();
+    let sql_lower: std::cell::OnceCell<String> = std::cell::OnceCell::new();
     let mut defined_values: Vec<(DefinedValue<'_>, &str)> = Vec::new();
     for (subject, definition) in &definitions {
         for v in quoted_equalities(definition) {
             defined_values.push((v, subject));
         }
         for column in defined_columns(definition) {
-            if !contains_word(&sql_lower, &column.to_ascii_lowercase()) {
+            let sql_lower = sql_lower.get_or_init(|| input.sql.to_ascii_lowercase());
+            if !contains_word(sql_lower, &column.to_ascii_lowercase()) {
                 push(
                     out,
                     FindingCode::EvidenceColumnUnused,
@@ -145,9 +146,10 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
             }
         }
     }
+    let question_lower = lower_collapsed(input.question);
     value_checks(input, &defined_values, out);
-    division_checks(input, &definitions, out);
-    distinct_check(input, &definitions, out);
+    division_checks(input, &question_lower, &definitions, out);
+    distinct_check(input, &question_lower, &definitions, out);
     if input.spec.limit.is_some()
         && input.spec.order_by.is_empty()
         && !input.spec.set_operations
@@ -266,7 +268,12 @@ fn filter_texts(rhs: &FilterValue) -> Vec<String> {
     }
 }
 
-fn division_checks(input: &CheckInput<'_>, definitions: &[(&str, &str)], out: &mut Vec<Finding>) {
+fn division_checks(
+    input: &CheckInput<'_>,
+    question_lower: &str,
+    definitions: &[(&str, &str)],
+    out: &mut Vec<Finding>,
+) {
     let Some(refs) = input.spec.references.as_ref() else {
         return;
     };
@@ -286,10 +293,13 @@ fn division_checks(input: &CheckInput<'_>, definitions: &[(&str, &str)], out: &m
             }
         }
     }
-    let asks_percentage = mentions_percentage(input.question)
+    if refs.divisions.is_empty() {
+        return;
+    }
+    let asks_percentage = mentions_percentage(question_lower)
         || definitions
             .iter()
-            .any(|(subject, _)| mentions_percentage(subject));
+            .any(|(subject, _)| mentions_percentage(&lower_collapsed(subject)));
     if asks_percentage && !refs.divisions.is_empty() && !input.sql.contains("100") {
         push(
             out,
@@ -301,31 +311,49 @@ fn division_checks(input: &CheckInput<'_>, definitions: &[(&str, &str)], out: &m
     }
 }
 
-fn distinct_check(input: &CheckInput<'_>, definitions: &[(&str, &str)], out: &mut Vec<Finding>) {
-    let asks = |text: &str| {
-        let lower = lower_collapsed(text);
-        ["distinct", "different", "unique"].iter().any(|w| {
-            contains_word(&lower, w)
-                && !contains_word(&lower, &format!("{w} id"))
-                && !contains_word(&lower, &format!("{w} identifier"))
+fn distinct_check(
+    input: &CheckInput<'_>,
+    question_lower: &str,
+    definitions: &[(&str, &str)],
+    out: &mut Vec<Finding>,
+) {
+    /// Words asking for distinct values, and what they do not mean after them ("unique id").
+    const WORDS: [&str; 3] = ["distinct", "different", "unique"];
+    let asks = |lower: &str| {
+        // Most texts have none of the words: one scan each rules them out.
+        WORDS.iter().any(|w| {
+            lower.contains(w)
+                && contains_word(lower, w)
+                && ![" id", " identifier"].iter().any(|after| {
+                    let mut phrase = String::with_capacity(w.len() + after.len());
+                    phrase.push_str(w);
+                    phrase.push_str(after);
+                    contains_word(lower, &phrase)
+                })
         })
     };
-    let asked = asks(input.question)
-        || definitions.iter().any(|(s, d)| asks(s) || asks(d))
+    let asked = asks(question_lower)
+        || definitions
+            .iter()
+            .any(|(s, d)| asks(&lower_collapsed(s)) || asks(&lower_collapsed(d)))
         || input
             .enriched
             .map(|e| evidence_text(input.question, e))
-            .is_some_and(|e| contains_word(&lower_collapsed(e), "distinct"));
+            .is_some_and(|e| {
+                let lower = lower_collapsed(e);
+                lower.contains("distinct") && contains_word(&lower, "distinct")
+            });
     if !asked {
         return;
     }
     let spec = input.spec;
+    let sql_lower = input.sql.to_ascii_lowercase();
     let deduplicates = spec.distinct
         || spec.aggregations.iter().any(|a| a.distinct)
         || !spec.group_by.is_empty()
         || spec.set_operations
-        || input.sql.to_ascii_lowercase().contains("distinct")
-        || input.sql.to_ascii_lowercase().contains("group by");
+        || sql_lower.contains("distinct")
+        || sql_lower.contains("group by");
     if !deduplicates {
         push(
             out,
@@ -346,11 +374,11 @@ fn truncating_dialect(dialect: &str) -> bool {
     )
 }
 
-fn mentions_percentage(text: &str) -> bool {
-    let lower = lower_collapsed(text);
-    contains_word(&lower, "percentage")
-        || contains_word(&lower, "percent")
-        || contains_word(&lower, "percentages")
+/// Whether a lowercased text mentions a percentage.
+fn mentions_percentage(lower: &str) -> bool {
+    contains_word(lower, "percentage")
+        || contains_word(lower, "percent")
+        || contains_word(lower, "percentages")
         || lower.contains('%') && !lower.contains("'%") && !lower.contains("%'")
 }
 

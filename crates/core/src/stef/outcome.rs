@@ -96,7 +96,8 @@ impl<'a> CatalogueSelection<'a> {
 ///
 /// The dialect is the event's, else the profile's, else generic (sqlspec adds its fallbacks).
 /// The SQL's references ([`SqlSpec::references`]) are collected when a check can use them: with
-/// a schema, with an enriched question (definitions to hold literals to), or with a division.
+/// a schema, with an enriched question holding quoted values (definitions to hold literals
+/// to), or with a division.
 pub fn prepare_with(
     event: &Event,
     profile: &RuleProfile,
@@ -109,7 +110,7 @@ pub fn prepare_with(
         || event
             .enriched_question
             .as_deref()
-            .is_some_and(|e| !e.trim().is_empty())
+            .is_some_and(|e| e.contains(['\'', '"']))
         || event.sql.contains('/');
     let sql_spec = crate::sqlspec::extract_with(&event.sql, &extract)?;
     let mut prepared = prepare_checked(event, profile, sql_spec, options.catalogue.schema());

@@ -28,12 +28,12 @@
 //! | `column_not_in_table` | `X.col` where `X`'s table has no `col` | error |
 //! | `unknown_column` | an unqualified column no table in scope has (and no alias) | error |
 //! | `ambiguous_column` | an unqualified column that two tables of the same scope have | error |
-//! | `join_off_keys` | `a.x = b.y` between two tables, not a declared foreign key (either way) and not same-named columns | warning |
-//! | `join_type_mismatch` | the two sides of such an equality have incompatible types (text vs number) | warning |
-//! | `aggregate_over_text` | SUM or AVG over a text column | warning |
+//! | `join_off_keys` | `a.x = b.y` where `a.x` is a declared foreign key to another column than `b.y` (joins between undeclared columns say nothing: catalogues often omit keys) | warning |
+//! | `join_type_mismatch` | the two sides of such an equality have incompatible types (text vs number) | warning; info in SQLite and MySQL, which convert |
+//! | `aggregate_over_text` | SUM or AVG over a text column | warning; info in SQLite and MySQL |
 //! | `literal_type_mismatch` | a number column compared with a non-numeric string; a date column compared with a string that is not an ISO date | warning |
 //! | `count_fan_out` | COUNT(t.key) without DISTINCT where t is joined to a table whose foreign key references t (each t row may repeat); information only, because a condition on the other table often keeps one row per t row | info |
-//! | `id_instead_of_name` | the question asks for names; every output is an `…id` column although a table in the query has a name column | warning |
+//! | `id_instead_of_name` | the question asks for names ("name", or starts with "who") and not for ids; every output is an `…id` column although a table in the query has a name column | warning |
 //!
 //! Probes (with `[stef] probe_databases`: a read-only replica, queried through the daemon's
 //! read-only executor with tight limits; [`plan_probes`] → answers → [`probe_findings`]):
@@ -324,12 +324,14 @@ fn distinct_check(
         WORDS.iter().any(|w| {
             lower.contains(w)
                 && contains_word(lower, w)
-                && ![" id", " identifier"].iter().any(|after| {
-                    let mut phrase = String::with_capacity(w.len() + after.len());
-                    phrase.push_str(w);
-                    phrase.push_str(after);
-                    contains_word(lower, &phrase)
-                })
+                && ![" id", " identifier", " from", " than"]
+                    .iter()
+                    .any(|after| {
+                        let mut phrase = String::with_capacity(w.len() + after.len());
+                        phrase.push_str(w);
+                        phrase.push_str(after);
+                        contains_word(lower, &phrase)
+                    })
         })
     };
     let asked = asks(question_lower)
@@ -371,6 +373,14 @@ fn truncating_dialect(dialect: &str) -> bool {
     matches!(
         crate::sqlspec::canonical_dialect(dialect),
         "sqlite" | "postgres" | "mssql" | "redshift" | "ansi"
+    )
+}
+
+/// SQL dialects that convert between text and numbers in comparisons and aggregates.
+fn lenient_types(dialect: &str) -> bool {
+    matches!(
+        crate::sqlspec::canonical_dialect(dialect),
+        "sqlite" | "mysql"
     )
 }
 
@@ -727,6 +737,13 @@ fn catalogue_checks(
         _ => None,
     };
     let ty = |c: usize| schema.columns.get(c).map_or(ColumnType::Unknown, |c| c.ty);
+    // SQLite and MySQL convert text and numbers for comparisons and aggregates (numeric text
+    // works), so a type mismatch there is information; strict engines reject or mis-sort.
+    let lenient_severity = if lenient_types(input.dialect.unwrap_or(&input.spec.dialect)) {
+        Severity::Info
+    } else {
+        Severity::Warning
+    };
 
     for &(a, b) in &refs.equalities {
         let (Some((ta, ca)), Some((tb, cb))) = (column(a), column(b)) else {
@@ -735,23 +752,43 @@ fn catalogue_checks(
         if ta == tb {
             continue;
         }
-        let same_name = schema
-            .columns
-            .get(ca)
-            .zip(schema.columns.get(cb))
-            .is_some_and(|(x, y)| x.name.eq_ignore_ascii_case(&y.name));
-        if !schema.is_foreign_key_pair(ca, cb) && !same_name {
-            push(
-                out,
-                FindingCode::JoinOffKeys,
-                Severity::Warning,
-                ErrorCategory::Table,
-                format!(
-                    "{} = {} is not a declared foreign key",
-                    resolver.column_label(ta, ca),
-                    resolver.column_label(tb, cb)
-                ),
+        // A key used against another column than the one it references. (Catalogues often
+        // leave keys undeclared, so a join between undeclared columns says nothing.)
+        if !schema.is_foreign_key_pair(ca, cb) {
+            let misused = [(ca, ta, cb, tb), (cb, tb, ca, ta)].into_iter().find_map(
+                |(from, t_from, other, t_other)| {
+                    let to = schema
+                        .foreign_keys
+                        .iter()
+                        .find(|&&(f, _)| f == from)
+                        .map(|&(_, to)| to)?;
+                    let t_to = schema.columns.get(to)?.table;
+                    // Two keys to the same column (siblings joined through their parent's key)
+                    // are a join along the keys.
+                    let sibling = schema
+                        .foreign_keys
+                        .iter()
+                        .any(|&(f, t)| f == other && t == to);
+                    if sibling {
+                        return None;
+                    }
+                    Some(format!(
+                        "{} references {}, not {}",
+                        resolver.column_label(t_from, from),
+                        resolver.column_label(t_to, to),
+                        resolver.column_label(t_other, other)
+                    ))
+                },
             );
+            if let Some(evidence) = misused {
+                push(
+                    out,
+                    FindingCode::JoinOffKeys,
+                    Severity::Warning,
+                    ErrorCategory::Table,
+                    evidence,
+                );
+            }
         }
         let (x, y) = (ty(ca), ty(cb));
         if matches!(
@@ -761,7 +798,7 @@ fn catalogue_checks(
             push(
                 out,
                 FindingCode::JoinTypeMismatch,
-                Severity::Warning,
+                lenient_severity,
                 ErrorCategory::Condition,
                 format!(
                     "{} ({}) = {} ({})",
@@ -782,7 +819,7 @@ fn catalogue_checks(
             AggFunc::Sum | AggFunc::Avg if ty(c) == ColumnType::Text => push(
                 out,
                 FindingCode::AggregateOverText,
-                Severity::Warning,
+                lenient_severity,
                 ErrorCategory::Function,
                 format!(
                     "{}({}) — the column is text",
@@ -895,9 +932,9 @@ fn id_instead_of_name(
     out: &mut Vec<Finding>,
 ) {
     let q = lower_collapsed(input.question);
-    let asks_name = ["name", "names", "who"]
-        .iter()
-        .any(|w| contains_word(&q, w));
+    let asks_name = (["name", "names"].iter().any(|w| contains_word(&q, w))
+        || q.starts_with("who "))
+        && !["id", "ids"].iter().any(|w| contains_word(&q, w));
     if !asks_name || input.spec.projections.is_empty() {
         return;
     }

@@ -35,6 +35,20 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Copy the files of `from` into `to`, subdirectories included (`rules/catalogues/`).
+fn copy_files(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        if kind.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        } else if kind.is_dir() {
+            copy_files(&entry.path(), &to.join(entry.file_name()));
+        }
+    }
+}
+
 /// A temp dir laid out like the repository for the default config (examples/, rules/).
 fn repo_layout() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -47,16 +61,7 @@ fn repo_layout() -> tempfile::TempDir {
     let rules = repo().join("rules");
     if rules.is_dir() {
         std::fs::create_dir(dir.path().join("rules")).unwrap();
-        for entry in std::fs::read_dir(rules).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_file() {
-                std::fs::copy(
-                    entry.path(),
-                    dir.path().join("rules").join(entry.file_name()),
-                )
-                .unwrap();
-            }
-        }
+        copy_files(&rules, &dir.path().join("rules"));
     }
     dir
 }

@@ -320,24 +320,30 @@ fn the_daemon_selects_catalogues_by_db_id_and_records_what_it_could_not_use() {
     let dir = tempfile::tempdir().unwrap();
     let tables = data_dir().join("bird/tables.json");
     // An app's own catalogue in the small TOML form, one database: no db_id needed.
-    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    // Catalogue files live below the rules directory's top level (every top-level file is a
+    // profile).
+    std::fs::create_dir_all(dir.path().join("rules/catalogues")).unwrap();
     std::fs::write(
         dir.path().join("rules/shop.toml"),
-        "catalogue = \"shop_catalogue.toml\"\n",
+        "catalogue = \"catalogues/shop.toml\"\n",
     )
     .unwrap();
     std::fs::write(
-        dir.path().join("rules/shop_catalogue.toml"),
+        dir.path().join("rules/catalogues/shop.toml"),
         "db_id = \"shop\"\n[[tables]]\nname = \"orders\"\ncolumns = [{ name = \"id\", type = \"integer\" }, { name = \"total\", type = \"real\" }]\n",
     )
     .unwrap();
     // An app whose catalogue file is malformed, and one whose file is missing.
     std::fs::write(
         dir.path().join("rules/broken.toml"),
-        "catalogue = \"broken.json\"\n",
+        "catalogue = \"catalogues/broken.json\"\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("rules/broken.json"), "{ not json").unwrap();
+    std::fs::write(
+        dir.path().join("rules/catalogues/broken.json"),
+        "{ not json",
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("rules/gone.toml"),
         "catalogue = \"nowhere.json\"\n",

@@ -122,11 +122,6 @@ impl CatalogueStore {
         store
     }
 
-    /// Whether any catalogue can apply (global ones configured; profiles may name their own).
-    pub fn has_global(&self) -> bool {
-        !self.inner.global.is_empty()
-    }
-
     fn resolve(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
         if p.is_absolute() {

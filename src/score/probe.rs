@@ -62,11 +62,6 @@ impl Prober {
         self.executor.database_path(db_id).is_some()
     }
 
-    /// The counters so far.
-    pub fn counters(&self) -> &ProbeCounters {
-        &self.counters
-    }
-
     /// Probe `sql` on `schema`'s database and add what the answers show to `prepared`'s
     /// findings.
     pub async fn probe(&self, sql: &str, schema: &DbSchema, prepared: &mut Prepared) {

@@ -182,7 +182,6 @@ fn value_checks(
     // Mismatch: the SQL compares the defined column for equality, never with a defined value.
     for (dv, subject) in defined {
         let column = last_part(dv.column).to_ascii_lowercase();
-        let wanted = normalize_value(dv.value);
         let all_for_column: Vec<String> = defined
             .iter()
             .filter(|(o, _)| last_part(o.column).eq_ignore_ascii_case(&column))
@@ -217,9 +216,7 @@ fn value_checks(
                         .join(", ")
                 ),
             );
-            continue;
         }
-        let _ = wanted;
     }
     // Case: `= 'V'` where a definition says 'v'.
     let Some(refs) = input.spec.references.as_ref() else {
@@ -830,7 +827,7 @@ fn catalogue_checks(
             AggFunc::Count if !distinct => {
                 let scope = refs.columns.get(*col).map(|r| r.scope);
                 if let Some(scope) = scope
-                    && is_single_key(schema, t, c)
+                    && is_single_key(schema, c)
                     && let Some(many) = fan_out_table(schema, refs, scope, t, c)
                 {
                     push(
@@ -880,10 +877,10 @@ fn catalogue_checks(
         }
     }
 
-    id_instead_of_name(input, schema, refs, &resolved, out);
+    id_instead_of_name(input, schema, refs, out);
 }
 
-fn is_single_key(schema: &DbSchema, _t: usize, c: usize) -> bool {
+fn is_single_key(schema: &DbSchema, c: usize) -> bool {
     schema
         .primary_keys
         .iter()
@@ -928,7 +925,6 @@ fn id_instead_of_name(
     input: &CheckInput<'_>,
     schema: &DbSchema,
     refs: &QueryReferences,
-    _resolved: &[Resolved],
     out: &mut Vec<Finding>,
 ) {
     let q = lower_collapsed(input.question);

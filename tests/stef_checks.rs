@@ -174,6 +174,44 @@ fn catalogue_checks_on_written_mistakes_against_a_real_schema() {
     assert!(
         !codes(&prepare(&gold_of(&ids), Some(&catalogue))).contains(&FindingCode::IdInsteadOfName)
     );
+    // "percentage = DIVIDE(SUM(label = '+' and element = 'cl'), COUNT(molecule_id))": a count
+    // is not the defined ratio.
+    let undivided = with_sql(
+        "317",
+        "SELECT COUNT(T2.molecule_id) FROM atom AS T1 INNER JOIN molecule AS T2 ON T1.molecule_id = T2.molecule_id WHERE T2.label = '+' AND T1.element = 'cl'",
+    );
+    let prepared = prepare(&undivided, Some(&catalogue));
+    assert!(
+        codes(&prepared).contains(&FindingCode::FormulaShapeMismatch),
+        "{:?}",
+        prepared.findings
+    );
+    assert!(
+        !codes(&prepare(&gold_of(&undivided), Some(&catalogue)))
+            .contains(&FindingCode::FormulaShapeMismatch)
+    );
+    // A rule profile's mapping names the column the question's term means.
+    let mut profile = RuleProfile::default();
+    profile
+        .column_mappings
+        .insert("bond type".into(), "bond_type".into());
+    let event = with_sql(
+        "195",
+        "SELECT bond_id FROM bond GROUP BY bond_id ORDER BY COUNT(*) DESC LIMIT 1",
+    );
+    let schema = catalogue.get("toxicology").unwrap();
+    let options = PrepareOptions {
+        max_sql_bytes: 1 << 20,
+        catalogue: CatalogueSelection::Schema(schema),
+    };
+    let prepared = stef::prepare_with(&event, &profile, &options).unwrap();
+    assert!(
+        codes(&prepared).contains(&FindingCode::QuestionColumnUnused),
+        "{:?}",
+        prepared.findings
+    );
+    let prepared = stef::prepare_with(&gold_of(&event), &profile, &options).unwrap();
+    assert!(!codes(&prepared).contains(&FindingCode::QuestionColumnUnused));
     // A ranking asked for, an arbitrary row returned.
     let mut ranked = with_sql("195", "SELECT bond_id FROM bond LIMIT 3");
     ranked.question = "Which three bonds have the highest bond ids?".into();

@@ -14,6 +14,8 @@
 //! | `evidence_column_unused` | a definition maps the term to a column (`name refers to superhero_name`) the SQL never names | warning |
 //! | `integer_division` | `COUNT(…) / COUNT(…)` (or other integer-valued operands) with no REAL cast or decimal literal, in a dialect where integer division truncates | error |
 //! | `percentage_not_scaled` | a percentage is asked for, the SQL divides, and no `100` appears | warning |
+//! | `formula_shape_mismatch` | a definition computes a division (`DIVIDE(…)`, `/`) or a difference (`SUBTRACT(…)`); the SQL computes none (AVG counts as a division) | warning |
+//! | `question_column_unused` | with a catalogue: the question uses a term the rule profile maps to a column the catalogue has; the SQL never names that column | warning |
 //! | `distinct_missing` | "distinct / different / unique" is asked for; no DISTINCT, GROUP BY or set operation | warning |
 //! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |
 //!
@@ -50,7 +52,7 @@
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, QueryReferences, RefSourceKind, SqlSpec};
 
-use super::question::relevant_definitions;
+use super::question::{definition_parts, relevant_definitions, split_clauses};
 use super::text::{lower_collapsed, normalize_value};
 use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, Severity};
 
@@ -70,6 +72,8 @@ pub struct CheckInput<'a> {
     pub dialect: Option<&'a str>,
     /// The database schema, when the event's database is in a catalogue.
     pub schema: Option<&'a DbSchema>,
+    /// The rule profile's column mappings (NL term → column).
+    pub column_mappings: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Run every check that applies; findings in check order.
@@ -130,7 +134,7 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
         for v in quoted_equalities(definition) {
             defined_values.push((v, subject));
         }
-        for column in defined_columns(definition) {
+        for column in defined_columns(definition, input.schema) {
             let sql_lower = sql_lower.get_or_init(|| input.sql.to_ascii_lowercase());
             if !contains_word(sql_lower, &column.to_ascii_lowercase()) {
                 push(
@@ -147,6 +151,15 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
         }
     }
     let question_lower = lower_collapsed(input.question);
+    for (subject, formula) in formulas(input, &question_lower) {
+        formula_shape(input, subject, formula, out);
+    }
+    if let Some(schema) = input.schema
+        && !input.column_mappings.is_empty()
+    {
+        let sql_lower = sql_lower.get_or_init(|| input.sql.to_ascii_lowercase());
+        mapped_columns(input, schema, &question_lower, sql_lower, out);
+    }
     value_checks(input, &defined_values, out);
     division_checks(input, &question_lower, &definitions, out);
     distinct_check(input, &question_lower, &definitions, out);
@@ -428,10 +441,133 @@ fn quoted_equalities(definition: &str) -> Vec<DefinedValue<'_>> {
     out
 }
 
+/// A definition computes a division (`DIVIDE(…)`, `a / b`) or a difference (`SUBTRACT(…)`)
+/// that the SQL does not compute at all.
+fn formula_shape(input: &CheckInput<'_>, subject: &str, definition: &str, out: &mut Vec<Finding>) {
+    let formula = unquoted(definition).to_ascii_uppercase();
+    let sql = unquoted(input.sql).to_ascii_uppercase();
+    let shapes = [
+        (
+            formula.contains("DIVIDE(") || formula.contains('/'),
+            sql.contains('/') || sql.contains("AVG("),
+            "a division",
+            "divides nothing",
+        ),
+        (
+            formula.contains("SUBTRACT("),
+            sql.contains('-'),
+            "a difference",
+            "subtracts nothing",
+        ),
+    ];
+    for (defined, computed, what, missing) in shapes {
+        if defined && !computed {
+            push(
+                out,
+                FindingCode::FormulaShapeMismatch,
+                Severity::Warning,
+                ErrorCategory::Function,
+                format!(
+                    "\"{}\" is defined as {what} ({}); the SQL {missing}",
+                    subject.trim(),
+                    clip(definition.trim(), 120)
+                ),
+            );
+        }
+    }
+}
+
+/// Formulas of the evidence about the question: `<subject> = <formula>` clauses (BIRD writes
+/// `percentage = DIVIDE(…)`) and definitions (`<subject> refers to <formula>`) whose subject's
+/// words are the question's, holding `DIVIDE(`, `SUBTRACT(` or `/`.
+fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &'e str)> {
+    let Some(enriched) = input.enriched else {
+        return Vec::new();
+    };
+    let evidence = evidence_text(input.question, enriched);
+    let upper_has = |t: &str| {
+        let u = t.to_ascii_uppercase();
+        u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
+    };
+    let mut out = Vec::new();
+    for clause in split_clauses(evidence) {
+        if !upper_has(clause) {
+            continue;
+        }
+        let (subject, formula) = match definition_parts(clause) {
+            Some(parts) => parts,
+            None => match clause.split_once('=') {
+                Some((left, right)) => (left, right),
+                None => continue,
+            },
+        };
+        let words: Vec<String> = lower_collapsed(subject)
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.len() > 2)
+            .map(str::to_string)
+            .collect();
+        if !words.is_empty()
+            && words.iter().all(|w| contains_word(question_lower, w))
+            && upper_has(formula)
+        {
+            out.push((subject, formula));
+        }
+    }
+    out
+}
+
+/// `text` with the contents of quoted strings removed (`'a/b'` says nothing about division).
+fn unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// The profile's column mappings (NL term → column) whose term the question uses, when the
+/// catalogue has the column and the SQL never names it.
+fn mapped_columns(
+    input: &CheckInput<'_>,
+    schema: &DbSchema,
+    question_lower: &str,
+    sql_lower: &str,
+    out: &mut Vec<Finding>,
+) {
+    for (term, column) in input.column_mappings {
+        let term_lower = lower_collapsed(term);
+        let column_lower = last_part(column).to_ascii_lowercase();
+        if contains_word(question_lower, &term_lower)
+            && schema
+                .columns
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(&column_lower))
+            && !contains_word(sql_lower, &column_lower)
+        {
+            push(
+                out,
+                FindingCode::QuestionColumnUnused,
+                Severity::Warning,
+                ErrorCategory::Attribute,
+                format!(
+                    "the question says \"{term}\", which is column {column} (rule profile); the SQL never names it"
+                ),
+            );
+        }
+    }
+}
+
 /// Columns a definition maps its term to: the whole definition is one identifier or a list of
-/// them (`superhero_name`; `first_name, last_name`). Only names that look like columns (an
-/// underscore, a dot or camel case) count: a plain word may be prose.
-fn defined_columns(definition: &str) -> Vec<&str> {
+/// them (`superhero_name`; `first_name, last_name`). Without a schema only names that look like
+/// columns (an underscore, a dot or camel case) count — a plain word may be prose; with one, a
+/// plain word that is a column of the database counts too.
+fn defined_columns<'d>(definition: &'d str, schema: Option<&DbSchema>) -> Vec<&'d str> {
     let text = definition.trim().trim_end_matches(['.', ';']);
     if text.is_empty() || text.contains(['=', '<', '>', '(', '\'', '"']) {
         return Vec::new();
@@ -445,8 +581,13 @@ fn defined_columns(definition: &str) -> Vec<&str> {
         let is_identifier = piece
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-        let looks_like_column =
-            piece.contains(['_', '.']) || piece.chars().skip(1).any(|c| c.is_ascii_uppercase());
+        let looks_like_column = piece.contains(['_', '.'])
+            || piece.chars().skip(1).any(|c| c.is_ascii_uppercase())
+            || schema.is_some_and(|db| {
+                db.columns
+                    .iter()
+                    .any(|c| c.name.eq_ignore_ascii_case(last_part(piece)))
+            });
         if !is_identifier || !looks_like_column {
             return Vec::new();
         }

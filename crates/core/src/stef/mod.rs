@@ -319,6 +319,11 @@ pub enum FindingCode {
     LiteralCaseMismatch,
     /// A definition maps the question's term to a column the SQL never names.
     EvidenceColumnUnused,
+    /// A definition computes a division or a difference the SQL does not compute.
+    FormulaShapeMismatch,
+    /// The question uses a term the rule profile maps to a catalogue column the SQL never
+    /// names.
+    QuestionColumnUnused,
     /// `INTEGER / INTEGER` in a dialect that truncates (SQLite, PostgreSQL, SQL Server, …) for
     /// a ratio of counts.
     IntegerDivision,
@@ -368,6 +373,8 @@ impl FindingCode {
             FindingCode::EvidenceValueMismatch => "evidence_value_mismatch",
             FindingCode::LiteralCaseMismatch => "literal_case_mismatch",
             FindingCode::EvidenceColumnUnused => "evidence_column_unused",
+            FindingCode::FormulaShapeMismatch => "formula_shape_mismatch",
+            FindingCode::QuestionColumnUnused => "question_column_unused",
             FindingCode::IntegerDivision => "integer_division",
             FindingCode::PercentageNotScaled => "percentage_not_scaled",
             FindingCode::DistinctMissing => "distinct_missing",

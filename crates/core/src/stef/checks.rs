@@ -1350,12 +1350,20 @@ mod tests {
             ]
         );
         assert_eq!(
-            defined_columns("first_name, last_name"),
+            defined_columns("first_name, last_name", None),
             vec!["first_name", "last_name"]
         );
-        assert_eq!(defined_columns("superhero_name"), vec!["superhero_name"]);
-        assert!(defined_columns("the name of the hero").is_empty());
-        assert!(defined_columns("label = '+'").is_empty());
+        assert_eq!(
+            defined_columns("superhero_name", None),
+            vec!["superhero_name"]
+        );
+        assert!(defined_columns("the name of the hero", None).is_empty());
+        assert!(defined_columns("label = '+'", None).is_empty());
+        assert!(
+            defined_columns("weight", None).is_empty(),
+            "a plain word may be prose"
+        );
+        assert_eq!(unquoted("a = 'x/y' / \"b\""), "a =  / ");
     }
 
     #[test]

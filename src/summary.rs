@@ -125,6 +125,14 @@ impl RunStats {
                 );
             }
         }
+        if self.probes.probes > 0 {
+            let p = &self.probes;
+            let _ = writeln!(
+                out,
+                "STEF probes         {} run  answered {}  failed {}  inconclusive {}",
+                p.probes, p.answered, p.failed, p.inconclusive
+            );
+        }
         self.render_llm(&mut out);
         self.render_judge_pass(&mut out);
         out

@@ -303,6 +303,15 @@ fn json_lines(path: &Path) -> Vec<Value> {
 
 /// Run `sqlgrade run` over `events` with `config` (the sink and source keys are added).
 fn run(dir: &Path, config: &str, events: &[Value]) -> HashMap<String, Value> {
+    run_with_summary(dir, config, events).0
+}
+
+/// [`run`], also returning the printed summary.
+fn run_with_summary(
+    dir: &Path,
+    config: &str,
+    events: &[Value],
+) -> (HashMap<String, Value>, String) {
     let input = dir.join("events.jsonl");
     let text: Vec<String> = events.iter().map(Value::to_string).collect();
     std::fs::write(&input, text.join("\n") + "\n").unwrap();
@@ -327,11 +336,12 @@ fn run(dir: &Path, config: &str, events: &[Value]) -> HashMap<String, Value> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    json_lines(&out.join("evaluations.jsonl"))
+    let rows = json_lines(&out.join("evaluations.jsonl"))
         .into_iter()
         .filter(|r| r["metric"] == "stef")
         .map(|r| (r["event_id"].as_str().unwrap().to_string(), r))
-        .collect()
+        .collect();
+    (rows, String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn event(id: &str, db_id: Option<&str>, app: &str, sql: &str) -> Value {
@@ -517,7 +527,7 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
     );
     let bomb = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) \
                 SELECT bond_type FROM bond, n WHERE n.i = 0 LIMIT 1";
-    let rows = run(
+    let (rows, summary) = run_with_summary(
         dir.path(),
         &config,
         &[
@@ -597,4 +607,10 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
         "{:?}",
         findings("no-replica")
     );
+    // The probes are counted apart in the summary: at least one timed out.
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("STEF probes"))
+        .unwrap_or_else(|| panic!("no probe line in\n{summary}"));
+    assert!(!line.contains("inconclusive 0"), "{line}");
 }

@@ -238,6 +238,7 @@ impl Pipeline {
         };
         // LLM usage is reported per run, also when the scorer outlives it.
         let usage_before = scorer.llm_usage();
+        let probes_before = scorer.probe_usage();
         let usage_scorer = Arc::clone(&scorer);
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
@@ -329,6 +330,7 @@ impl Pipeline {
         source.last_error?;
         finish_result?;
         summary.llm = usage_scorer.llm_usage().since(&usage_before);
+        summary.probes = usage_scorer.probe_usage().since(&probes_before);
         summary.elapsed = started.elapsed();
         Ok(summary)
     }

@@ -103,6 +103,14 @@ impl Scorer {
         }
     }
 
+    /// What the STEF probes did so far (zero without a prober).
+    pub fn probe_usage(&self) -> crate::stats::ProbeUsage {
+        self.prober
+            .as_ref()
+            .map(probe::Prober::usage)
+            .unwrap_or_default()
+    }
+
     /// Probe events whose catalogue schema was found and whose database `prober` has.
     pub fn with_prober(mut self, prober: probe::Prober) -> Scorer {
         self.prober = Some(prober);

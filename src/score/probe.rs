@@ -8,7 +8,8 @@
 //! Probes are planned and interpreted by the pure core (`stef::checks::plan_probes`,
 //! `probe_findings`); this module only runs them. A probe that times out, or a database that
 //! is not there, is an answer too: `probe_inconclusive` (info) on the row, never a stalled or
-//! lost event. The counters ([`ProbeCounters`]) are logged when the prober is dropped.
+//! lost event. The counters ([`ProbeCounters`]) go to the run summary and are logged when the
+//! prober is dropped.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +61,17 @@ impl Prober {
     /// Whether the probe directory has `db_id`.
     pub fn has_database(&self, db_id: &str) -> bool {
         self.executor.database_path(db_id).is_some()
+    }
+
+    /// The counters so far, as the run summary shows them.
+    pub fn usage(&self) -> crate::stats::ProbeUsage {
+        let c = &self.counters;
+        crate::stats::ProbeUsage {
+            probes: c.probes.load(Ordering::Relaxed),
+            answered: c.answered.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+            inconclusive: c.inconclusive.load(Ordering::Relaxed),
+        }
     }
 
     /// Probe `sql` on `schema`'s database and add what the answers show to `prepared`'s

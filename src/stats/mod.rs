@@ -222,6 +222,32 @@ impl LlmUsage {
     }
 }
 
+/// What the STEF probes of a run did (`[stef] probe_databases`): counted apart from scoring,
+/// since they run on the blocking pool, not on the scoring thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeUsage {
+    /// Probe queries run (cache hits included).
+    pub probes: u64,
+    /// Probes that concluded (a row or none).
+    pub answered: u64,
+    /// Probes the database rejected (the event's own SQL errors).
+    pub failed: u64,
+    /// Probes that timed out or found no database.
+    pub inconclusive: u64,
+}
+
+impl ProbeUsage {
+    /// The usage since `before` (a scorer's counters span its runs).
+    pub fn since(&self, before: &ProbeUsage) -> ProbeUsage {
+        ProbeUsage {
+            probes: self.probes.saturating_sub(before.probes),
+            answered: self.answered.saturating_sub(before.answered),
+            failed: self.failed.saturating_sub(before.failed),
+            inconclusive: self.inconclusive.saturating_sub(before.inconclusive),
+        }
+    }
+}
+
 /// Everything a run wrote (counted when the sink accepted it).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunStats {
@@ -243,6 +269,8 @@ pub struct RunStats {
     pub by_agent: BTreeMap<String, GroupStats>,
     /// LLM clients and judged-metric calls of the run.
     pub llm: LlmUsage,
+    /// The STEF probes of the run.
+    pub probes: ProbeUsage,
     /// The second, LLM-judged pass: selected, judged, shed, spend (runs with an LLM judge).
     pub judge_pass: Option<JudgeStatsSnapshot>,
     /// Calibrated estimates per series (runs with an LLM judge).

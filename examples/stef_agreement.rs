@@ -20,7 +20,7 @@ use sqlgrade::catalogue::SchemaCatalog;
 use sqlgrade::evaluation::EvaluationRow;
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::stef::{self, RuleProfile};
-use sqlgrade_testkit::data::data_dir;
+use sqlgrade_testkit::data::{data_dir, read_jsonl};
 
 const SYSTEMS: [&str; 3] = ["SuperSQL", "DAIL-SQL", "CHESS-GPT-4o-mini"];
 
@@ -46,14 +46,10 @@ fn score_rows(
         None,
     )?;
     let labels: HashMap<String, bool> =
-        std::fs::read_to_string(dir.join("reference").join(format!("ex_{system}.jsonl")))?
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l)?;
-                Ok((v["question_id"].to_string(), v["ex"].as_i64() == Some(1)))
-            })
-            .collect::<Result<_, serde_json::Error>>()?;
+        read_jsonl(&dir.join("reference").join(format!("ex_{system}.jsonl")))
+            .iter()
+            .map(|v| (v["question_id"].to_string(), v["ex"].as_i64() == Some(1)))
+            .collect();
     let profile = RuleProfile::default();
     let judge = DeterministicJudge;
     let mut items = Vec::new();

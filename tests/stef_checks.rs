@@ -18,7 +18,7 @@ use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::stef::{
     self, CatalogueSelection, FindingCode, PrepareOptions, Prepared, RuleProfile, Severity, Verdict,
 };
-use sqlgrade_testkit::data::data_dir;
+use sqlgrade_testkit::data::{data_dir, read_jsonl};
 use support::cli::sqlgrade;
 
 fn bird_catalogue() -> SchemaCatalog {
@@ -293,12 +293,9 @@ fn an_error_finding_makes_the_verdict_incorrect_and_says_why() {
 
 // ------------------------------------------------------------------ the daemon, end to end
 
-fn json_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+/// Write `text` to `dir/relative`.
+fn write(dir: &Path, relative: &str, text: &str) {
+    std::fs::write(dir.join(relative), text).unwrap();
 }
 
 /// Run `sqlgrade run` over `events` with `config` (the sink and source keys are added).
@@ -336,7 +333,7 @@ fn run_with_summary(
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let rows = json_lines(&out.join("evaluations.jsonl"))
+    let rows = read_jsonl(&out.join("evaluations.jsonl"))
         .into_iter()
         .filter(|r| r["metric"] == "stef")
         .map(|r| (r["event_id"].as_str().unwrap().to_string(), r))
@@ -371,32 +368,28 @@ fn the_daemon_selects_catalogues_by_db_id_and_records_what_it_could_not_use() {
     // Catalogue files live below the rules directory's top level (every top-level file is a
     // profile).
     std::fs::create_dir_all(dir.path().join("rules/catalogues")).unwrap();
-    std::fs::write(
-        dir.path().join("rules/shop.toml"),
+    write(
+        dir.path(),
+        "rules/shop.toml",
         "catalogue = \"catalogues/shop.toml\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("rules/catalogues/shop.toml"),
+    );
+    write(
+        dir.path(),
+        "rules/catalogues/shop.toml",
         "db_id = \"shop\"\n[[tables]]\nname = \"orders\"\ncolumns = [{ name = \"id\", type = \"integer\" }, { name = \"total\", type = \"real\" }]\n",
-    )
-    .unwrap();
+    );
     // An app whose catalogue file is malformed, and one whose file is missing.
-    std::fs::write(
-        dir.path().join("rules/broken.toml"),
+    write(
+        dir.path(),
+        "rules/broken.toml",
         "catalogue = \"catalogues/broken.json\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("rules/catalogues/broken.json"),
-        "{ not json",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("rules/gone.toml"),
+    );
+    write(dir.path(), "rules/catalogues/broken.json", "{ not json");
+    write(
+        dir.path(),
+        "rules/gone.toml",
         "catalogue = \"nowhere.json\"\n",
-    )
-    .unwrap();
+    );
     // A huge global catalogue (sparse: no disk used) is refused unread; BIRD's is used.
     let huge = dir.path().join("huge.json");
     std::fs::File::create(&huge)
@@ -502,7 +495,7 @@ fn a_bird_backfill_uses_the_dataset_schemas_for_the_checks() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let rows: Vec<Value> = json_lines(&out.join("evaluations.jsonl"))
+    let rows: Vec<Value> = read_jsonl(&out.join("evaluations.jsonl"))
         .into_iter()
         .filter(|r| r["metric"] == "stef" && r["status"] == "ok")
         .collect();

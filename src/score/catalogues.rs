@@ -176,14 +176,14 @@ impl CatalogueStore {
                             "database {db} is not in the app's catalogue {}",
                             path.display()
                         )),
-                        None => match catalog.db_ids().as_slice() {
-                            [only] => {
-                                let db_id = (*only).to_string();
+                        None => match catalog.only_db_id() {
+                            Some(only) => {
+                                let db_id = only.to_string();
                                 return SelectedSchema::Schema { catalog, db_id };
                             }
-                            ids => reasons.push(format!(
+                            None => reasons.push(format!(
                                 "no db_id, and the app's catalogue holds {} databases",
-                                ids.len()
+                                catalog.len()
                             )),
                         },
                     }
@@ -193,7 +193,8 @@ impl CatalogueStore {
         if self.inner.global.is_empty() && reasons.is_empty() {
             return SelectedSchema::None;
         }
-        let mut singles: Vec<(Arc<SchemaCatalog>, String)> = Vec::new();
+        // Without a db_id, a single database across the global catalogues serves the event.
+        let mut single: Option<Arc<SchemaCatalog>> = None;
         let mut databases = 0usize;
         for path in &self.inner.global {
             match self.entry(path).loaded {
@@ -207,9 +208,8 @@ impl CatalogueStore {
                         };
                     }
                     databases += catalog.len();
-                    if let [only] = catalog.db_ids().as_slice() {
-                        let only = (*only).to_string();
-                        singles.push((catalog, only));
+                    if catalog.len() == 1 {
+                        single = Some(catalog);
                     }
                 }
                 Err(error) => reasons.push(format!("{} cannot be read: {error}", path.display())),
@@ -217,9 +217,13 @@ impl CatalogueStore {
         }
         if db_id.is_none()
             && databases == 1
-            && let Some((catalog, db_id)) = singles.pop()
+            && let Some(catalog) = single
+            && let Some(only) = catalog.only_db_id().map(str::to_string)
         {
-            return SelectedSchema::Schema { catalog, db_id };
+            return SelectedSchema::Schema {
+                catalog,
+                db_id: only,
+            };
         }
         if !self.inner.global.is_empty() {
             reasons.push(match db_id {

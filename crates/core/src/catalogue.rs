@@ -384,6 +384,14 @@ impl SchemaCatalog {
         ids
     }
 
+    /// The database id when the catalogue holds exactly one.
+    pub fn only_db_id(&self) -> Option<&str> {
+        match self.dbs.len() {
+            1 => self.dbs.keys().next().map(String::as_str),
+            _ => None,
+        }
+    }
+
     /// Add (or replace) one database schema.
     pub fn insert(&mut self, schema: DbSchema) {
         self.dbs.insert(schema.db_id.clone(), schema);

@@ -700,7 +700,6 @@ impl Resolver<'_> {
                         Some(t) => match self.schema.column_index(t, &c.name) {
                             Some(col) => Resolved::Column(t, col),
                             None => {
-                                let holders = self.tables_with(&c.name);
                                 push(
                                     out,
                                     FindingCode::ColumnNotInTable,
@@ -711,11 +710,7 @@ impl Resolver<'_> {
                                         c.name,
                                         self.schema.tables.get(t).map_or("?", String::as_str),
                                         c.name,
-                                        if holders.is_empty() {
-                                            String::new()
-                                        } else {
-                                            format!(" ({} has)", holders.join(", "))
-                                        }
+                                        self.holders_hint(&c.name)
                                     ),
                                 );
                                 Resolved::Missing
@@ -805,7 +800,6 @@ impl Resolver<'_> {
         {
             return Resolved::Opaque;
         }
-        let holders = self.tables_with(&c.name);
         push(
             out,
             FindingCode::UnknownColumn,
@@ -814,26 +808,27 @@ impl Resolver<'_> {
             format!(
                 "{} — no table in scope has this column{}",
                 c.name,
-                if holders.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({} has)", holders.join(", "))
-                }
+                self.holders_hint(&c.name)
             ),
         );
         Resolved::Missing
     }
 
-    fn tables_with(&self, column: &str) -> Vec<String> {
-        let mut out: Vec<String> = self
+    /// ` (t1, t2 has)`: the tables that do have `column`, for the evidence; empty when none.
+    fn holders_hint(&self, column: &str) -> String {
+        let mut holders: Vec<&str> = self
             .schema
             .columns
             .iter()
             .filter(|c| c.name.eq_ignore_ascii_case(column))
-            .filter_map(|c| self.schema.tables.get(c.table).cloned())
+            .filter_map(|c| self.schema.tables.get(c.table).map(String::as_str))
             .collect();
-        out.dedup();
-        out
+        holders.dedup();
+        if holders.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} has)", holders.join(", "))
+        }
     }
 
     fn column_label(&self, t: usize, c: usize) -> String {

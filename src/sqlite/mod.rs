@@ -4,5 +4,6 @@
 
 pub mod executor;
 pub mod schema;
+pub mod schema_db;
 
 pub use executor::{ExecLimits, SqliteExecutor};

@@ -8,6 +8,7 @@
 
 pub mod avoid;
 pub mod esm;
+pub mod etm;
 pub mod ex;
 pub mod flex;
 pub mod gold;

@@ -1,4 +1,4 @@
-//! Gold-metric benchmarks: ESM and ESM+ over the 1034 Spider-dev pairs (one core), and EX over
+//! Gold-metric benchmarks: ESM, ESM+ and ETM over the 1034 Spider-dev pairs (one core), and EX over
 //! the 432 BIRD items of one system, against executing the same queries serially in SQLite.
 
 use std::collections::HashMap;
@@ -109,6 +109,35 @@ fn bench_esm(c: &mut Criterion) {
             start.elapsed()
         })
     });
+    // ETM: preprocessing, the planning check on in-memory schema databases (built once, on
+    // the first pass), parse, every rule to a fixpoint, compare.
+    let planner = sqlgrade::sqlite::schema_db::SchemaPlanner::new();
+    let etm_schemas: HashMap<String, sqlgrade::metrics::etm::EtmSchema> = pairs
+        .iter()
+        .map(|(db, ..)| {
+            let s = catalog.get(db).expect("schema");
+            (db.clone(), sqlgrade::metrics::etm::EtmSchema::from_db(s))
+        })
+        .collect();
+    let run_etm = || {
+        let mut n = 0usize;
+        for (db, gold, pred) in &pairs {
+            let s = catalog.get(db).expect("schema");
+            let out = sqlgrade::metrics::etm::etm(s, &etm_schemas[db], &planner, gold, pred);
+            n += usize::from(out.is_ok_and(|o| o.verdict));
+        }
+        n
+    };
+    g.bench_function("etm", |b| b.iter(run_etm));
+    g.bench_function("etm_thread_cpu_time", |b| {
+        b.iter_custom(|iters| {
+            let start = cpu_time::ThreadTime::now();
+            for _ in 0..iters {
+                std::hint::black_box(run_etm());
+            }
+            start.elapsed()
+        })
+    });
     g.finish();
 }
 
@@ -187,6 +216,7 @@ fn bench_ex(c: &mut Criterion) {
     let opts = GoldOptions {
         esm: false,
         esm_plus: false,
+        etm: false,
         ..GoldOptions::default()
     };
     let mut g = c.benchmark_group("bird_432_items");

@@ -237,7 +237,17 @@ impl RuleSet {
     }
 }
 
-const KNOWN_METRICS: &[&str] = &["stef", "ex", "esm", "esm_plus", "hybrid_ex", "flex", "rose"];
+const KNOWN_METRICS: &[&str] = &[
+    "stef",
+    "ex",
+    "esm",
+    "esm_plus",
+    "etm",
+    "ts_ex",
+    "hybrid_ex",
+    "flex",
+    "rose",
+];
 
 /// Per-app overrides: every key of [`RuleSet`], optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

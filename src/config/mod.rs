@@ -583,7 +583,7 @@ pub struct GoldConfig {
     /// permutations, order only when the gold orders).
     #[serde(with = "ex_convention_name")]
     pub ex_convention: ExConvention,
-    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, and the LLM-judged `flex`,
+    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, `etm`, `ts_ex`, and the LLM-judged `flex`,
     /// `rose`, `hybrid_ex`); a list, or a comma-separated string from the environment.
     #[serde(deserialize_with = "gold_metric_list")]
     pub metrics: Vec<Metric>,
@@ -613,10 +613,12 @@ pub struct GoldConfig {
 }
 
 /// Metrics accepted in `gold.metrics`.
-pub const GOLD_METRICS: [Metric; 6] = [
+pub const GOLD_METRICS: [Metric; 8] = [
     Metric::Ex,
     Metric::Esm,
     Metric::EsmPlus,
+    Metric::Etm,
+    Metric::TsEx,
     Metric::Flex,
     Metric::Rose,
     Metric::HybridEx,
@@ -643,7 +645,7 @@ impl Default for GoldConfig {
             databases: None,
             tables: Vec::new(),
             ex_convention: ExConvention::Bird,
-            metrics: vec![Metric::Ex, Metric::Esm, Metric::EsmPlus],
+            metrics: vec![Metric::Ex, Metric::Esm, Metric::EsmPlus, Metric::Etm],
             timeout_ms: 30_000,
             max_rows: 1_000_000,
             workers: std::thread::available_parallelism()

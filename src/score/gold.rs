@@ -109,23 +109,40 @@ impl SqliteGoldMetrics {
         let tables: Vec<&std::path::Path> = config.tables.iter().map(|p| p.as_path()).collect();
         let catalog = crate::sqlite::schema::load_catalog(&tables, Some(databases))
             .map_err(|e| GoldSetupError(format!("loading schemas: {e}")))?;
-        let scorer = GoldScorer::new(catalog);
         let limits = ExecLimits {
             timeout: Duration::from_millis(config.timeout_ms.max(1)),
             max_rows: config.max_rows.max(1),
             workers: config.workers.max(1),
             ..ExecLimits::default()
         };
+        let executor = SqliteExecutor::new(databases.clone(), limits);
+        let mut scorer = GoldScorer::new(catalog)
+            .with_planner(Arc::new(crate::sqlite::schema_db::SchemaPlanner::new()));
+        if config.has(Metric::TsEx) {
+            // Queries on generated databases are tiny: a tighter time limit than the real
+            // database's, so a runaway prediction costs at most that per suite database.
+            let suite_limits = ExecLimits {
+                timeout: Duration::from_millis(config.timeout_ms.clamp(1, 2_000)),
+                ..limits
+            };
+            scorer = scorer.with_suites(Arc::new(crate::sqlite::suite::SuiteChecker::new(
+                crate::sqlite::suite::SuiteConfig::default(),
+                suite_limits,
+                Some(executor.clone()),
+            )));
+        }
         let options = GoldOptions {
             ex_convention: config.ex_convention,
             ex: config.has(Metric::Ex),
             esm: config.has(Metric::Esm),
             esm_plus: config.has(Metric::EsmPlus),
+            etm: config.has(Metric::Etm),
+            ts_ex: config.has(Metric::TsEx),
             ..GoldOptions::default()
         };
         Ok(Some(SqliteGoldMetrics {
             scorer: Arc::new(scorer),
-            executor: SqliteExecutor::new(databases.clone(), limits),
+            executor,
             options,
             judged: None,
             schemas: Arc::default(),
@@ -152,6 +169,8 @@ impl SqliteGoldMetrics {
             (self.options.ex, Metric::Ex),
             (self.options.esm, Metric::Esm),
             (self.options.esm_plus, Metric::EsmPlus),
+            (self.options.etm, Metric::Etm),
+            (self.options.ts_ex, Metric::TsEx),
         ]
         .into_iter()
         .filter_map(|(on, m)| on.then_some(m))
@@ -204,12 +223,14 @@ impl GoldMetrics for SqliteGoldMetrics {
         let executor = self.executor.clone();
         let schemas = Arc::clone(&self.schemas);
         let options = self.options;
+        let avoidance = self
+            .judged
+            .as_ref()
+            .is_some_and(|j| j.scorer.options().avoidance);
         let evidence = Evidence {
             execution: self.judged.is_some(),
-            esm_plus: self
-                .judged
-                .as_ref()
-                .is_some_and(|j| j.scorer.options().avoidance),
+            esm_plus: avoidance,
+            etm: avoidance,
         };
         let owned = event.clone();
         let ts_owned = ts.to_string();
@@ -220,11 +241,13 @@ impl GoldMetrics for SqliteGoldMetrics {
                 rows,
                 execution,
                 esm_plus,
+                etm,
             } = scorer.evaluate(&owned, &executor, &options, &ts_owned, evidence);
             let input = execution.map(|execution| JudgedInput {
                 schema: schema_for(&owned, &execution, &executor, &schemas),
                 execution,
                 esm_plus,
+                etm,
             });
             (rows, input)
         })

@@ -156,13 +156,7 @@ impl Inner {
                 Some(g) => g,
                 None => open_guarded(&path)?,
             };
-            let deadline = g.epoch.elapsed() + self.limits.timeout;
-            g.deadline.store(
-                u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX),
-                Ordering::Relaxed,
-            );
-            let out = query(&g.conn, sql, self.limits);
-            g.deadline.store(u64::MAX, Ordering::Relaxed);
+            let out = g.run(sql, self.limits);
             if let Ok(mut m) = self.idle.lock() {
                 m.entry(db_id.to_string()).or_default().push(g);
             }
@@ -267,17 +261,37 @@ fn database_path(root: &Path, db_id: &str) -> Option<PathBuf> {
 }
 
 /// A connection plus the deadline its progress handler watches.
-struct Guarded {
+pub(crate) struct Guarded {
     conn: Connection,
     deadline: Arc<AtomicU64>,
     epoch: Instant,
 }
 
+impl Guarded {
+    /// Run one query under `limits` (time, rows, bytes).
+    pub(crate) fn run(&self, sql: &str, limits: ExecLimits) -> Result<ResultSet, ExecError> {
+        let deadline = self.epoch.elapsed() + limits.timeout;
+        self.deadline.store(
+            u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let out = query(&self.conn, sql, limits);
+        self.deadline.store(u64::MAX, Ordering::Relaxed);
+        out
+    }
+}
+
 /// Open a database read-only with every guard installed.
 fn open_guarded(path: &Path) -> Result<Guarded, ExecError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn =
+    let conn =
         Connection::open_with_flags(path, flags).map_err(|e| ExecError::Open(e.to_string()))?;
+    guard(conn)
+}
+
+/// Install every guard on an open connection (e.g. an in-memory database just filled):
+/// `query_only`, no ATTACH, the read-only authorizer and the deadline's progress handler.
+pub(crate) fn guard(mut conn: Connection) -> Result<Guarded, ExecError> {
     conn.pragma_update(None, "query_only", 1)
         .map_err(|e| ExecError::Open(e.to_string()))?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)

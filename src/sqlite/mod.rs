@@ -5,5 +5,6 @@
 pub mod executor;
 pub mod schema;
 pub mod schema_db;
+pub mod suite;
 
 pub use executor::{ExecLimits, SqliteExecutor};

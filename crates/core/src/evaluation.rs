@@ -24,6 +24,11 @@ pub enum Metric {
     Esm,
     /// Enhanced exact set matching.
     EsmPlus,
+    /// Enhanced tree matching (ETM, the successor of ESM+): rewritten syntax trees are equal.
+    Etm,
+    /// Execution on generated databases (test suite) and the real one, with a counterexample
+    /// when the results differ.
+    TsEx,
     /// BADGER hybrid execution accuracy.
     HybridEx,
     /// FLEX LLM judge.
@@ -41,6 +46,8 @@ impl Metric {
             Metric::Ex => "ex",
             Metric::Esm => "esm",
             Metric::EsmPlus => "esm_plus",
+            Metric::Etm => "etm",
+            Metric::TsEx => "ts_ex",
             Metric::HybridEx => "hybrid_ex",
             Metric::Flex => "flex",
             Metric::Rose => "rose",

@@ -25,6 +25,19 @@ pub enum SqlValue {
     Blob(Vec<u8>),
 }
 
+/// For people: `NULL`, the number, the text as is, a blob as its size.
+impl std::fmt::Display for SqlValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SqlValue::Null => f.write_str("NULL"),
+            SqlValue::Integer(i) => write!(f, "{i}"),
+            SqlValue::Real(x) => write!(f, "{x}"),
+            SqlValue::Text(t) => f.write_str(t),
+            SqlValue::Blob(b) => write!(f, "<blob, {} bytes>", b.len()),
+        }
+    }
+}
+
 impl SqlValue {
     /// The comparison key of this value with Python's equality semantics (what the reference
     /// evaluators use): an integral REAL equals the INTEGER of the same value (`507 == 507.0`),

@@ -15,6 +15,8 @@ use crate::evaluation::Metric;
 pub enum Avoidance {
     /// The prediction is ESM+-equivalent to the gold: FLEX/ROSE "correct".
     EsmPlusEquivalent,
+    /// ETM matches the prediction to the gold (rewritten trees equal): FLEX/ROSE "correct".
+    EtmEquivalent,
     /// The prediction failed to execute: "incorrect" (score 0).
     PredictionFailed,
     /// Identical result tables with identical column names: Hybrid-EX 1.0.
@@ -26,6 +28,7 @@ impl Avoidance {
     pub fn as_str(self) -> &'static str {
         match self {
             Avoidance::EsmPlusEquivalent => "esm_plus_equivalent",
+            Avoidance::EtmEquivalent => "etm_equivalent",
             Avoidance::PredictionFailed => "prediction_failed",
             Avoidance::IdenticalResults => "identical_results",
         }

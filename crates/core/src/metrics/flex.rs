@@ -448,13 +448,13 @@ pub async fn score_flex(
     };
     let ex = case.ex().unwrap_or(false);
     let branch = if ex { "eq" } else { "neq" };
-    if avoidance && case.esm_plus == Some(true) {
-        counter.avoided(Metric::Flex, Avoidance::EsmPlusEquivalent);
+    if avoidance && let Some(why) = case.tree_match() {
+        counter.avoided(Metric::Flex, why);
         return Outcome {
             value: 1.0,
             verdict: Some(true),
             status: RowStatus::Ok,
-            details: json!({"avoided": Avoidance::EsmPlusEquivalent.as_str(), "ex": ex,
+            details: json!({"avoided": why.as_str(), "ex": ex,
                 "branch": branch, "llm_calls": 0}),
         };
     }

@@ -1,5 +1,5 @@
 //! The pipeline's entry point for deterministic gold metrics: one [`EvaluationRow`] per metric
-//! (`ex`, `esm`, `esm_plus`) for an event that carries gold SQL.
+//! (`ex`, `esm`, `esm_plus`, `etm`) for an event that carries gold SQL.
 //!
 //! Pure apart from the [`Executor`] it is handed; schemas are loaded once at the edge
 //! (the daemon's `sqlite::schema::load_catalog`) and handed to [`GoldScorer::new`].
@@ -16,7 +16,9 @@ use crate::exec::{ExecError, ExecResult, Executor, ResultSet};
 use super::esm::ir::PlusSchema;
 use super::esm::plus::{EsmPlusOptions, esm_plus};
 use super::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
+use super::etm::{EtmGoldError, EtmSchema, PlanCheck, etm};
 use super::ex::{ExConvention, results_match};
+use super::ts_ex::{SuiteCheck, TsError};
 
 /// Which gold metrics to compute and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,10 @@ pub struct GoldOptions {
     pub esm: bool,
     /// Compute ESM+.
     pub esm_plus: bool,
+    /// Compute ETM.
+    pub etm: bool,
+    /// Compute `ts_ex` (execution on generated databases; off unless asked for).
+    pub ts_ex: bool,
     /// Official-evaluator switches for ESM.
     pub esm_options: SpiderEvalOptions,
     /// ESM+ switches.
@@ -42,6 +48,8 @@ impl Default for GoldOptions {
             ex: true,
             esm: true,
             esm_plus: true,
+            etm: true,
+            ts_ex: false,
             esm_options: SpiderEvalOptions::default(),
             esm_plus_options: EsmPlusOptions::default(),
         }
@@ -51,12 +59,15 @@ impl Default for GoldOptions {
 struct DbSchemas {
     spider: SpiderSchema,
     plus: PlusSchema,
+    etm: EtmSchema,
 }
 
-/// Computes EX, ESM and ESM+ rows for events with gold data.
+/// Computes EX, ESM, ESM+ and ETM rows for events with gold data.
 pub struct GoldScorer {
     catalog: SchemaCatalog,
     prepared: Mutex<HashMap<String, Arc<DbSchemas>>>,
+    planner: Option<Arc<dyn PlanCheck>>,
+    suites: Option<Arc<dyn SuiteCheck>>,
 }
 
 impl GoldScorer {
@@ -65,7 +76,23 @@ impl GoldScorer {
         GoldScorer {
             catalog,
             prepared: Mutex::new(HashMap::new()),
+            planner: None,
+            suites: None,
         }
+    }
+
+    /// `ts_ex`'s suites (generated databases); without them, `ts_ex` rows are
+    /// `gold_unavailable`.
+    pub fn with_suites(mut self, suites: Arc<dyn SuiteCheck>) -> GoldScorer {
+        self.suites = Some(suites);
+        self
+    }
+
+    /// ETM's validity check (`EXPLAIN QUERY PLAN` on a schema-only database); without one,
+    /// ETM rows are `gold_unavailable`.
+    pub fn with_planner(mut self, planner: Arc<dyn PlanCheck>) -> GoldScorer {
+        self.planner = Some(planner);
+        self
     }
 
     /// The schema catalogue.
@@ -83,6 +110,7 @@ impl GoldScorer {
         let s = Arc::new(DbSchemas {
             spider: SpiderSchema::new(db),
             plus: PlusSchema::new(db),
+            etm: EtmSchema::from_db(db),
         });
         if let Ok(mut map) = self.prepared.lock() {
             map.insert(db_id.to_string(), Arc::clone(&s));
@@ -186,7 +214,117 @@ impl GoldScorer {
                 out.rows.push(row);
             }
         }
+        if opts.ts_ex {
+            out.rows
+                .push(self.ts_ex_row(event, ts, db_id, gold_sql, opts.ex_convention));
+        }
+        if opts.etm || evidence.etm {
+            let row = self.etm_row(event, ts, db_id, schemas.as_deref(), gold_sql);
+            if row.status == RowStatus::Ok {
+                out.etm = row.verdict;
+            }
+            if opts.etm {
+                out.rows.push(row);
+            }
+        }
         out
+    }
+
+    fn ts_ex_row(
+        &self,
+        event: &Event,
+        ts: &str,
+        db_id: Option<&str>,
+        gold_sql: &str,
+        convention: ExConvention,
+    ) -> EvaluationRow {
+        let mut row = EvaluationRow::for_event(event, ts, Metric::TsEx);
+        let (Some(db), Some(suites)) = (
+            db_id.and_then(|d| self.catalog.get(d)),
+            self.suites.as_deref(),
+        ) else {
+            let why = if self.suites.is_none() {
+                "no test-suite generator configured"
+            } else {
+                "no schema for this database"
+            };
+            unavailable(&mut row, db_id, why);
+            return row;
+        };
+        match suites.check(db, gold_sql, &event.sql, convention) {
+            Ok(out) => {
+                row.verdict = Some(out.verdict);
+                row.value = if out.verdict { 1.0 } else { 0.0 };
+                if out.pred_error.is_some() {
+                    row.status = RowStatus::ExecError;
+                }
+                let verdict = if out.verdict {
+                    "equivalent_on_suite"
+                } else {
+                    "not_equivalent"
+                };
+                row.details = json!({
+                    "ts_verdict": verdict,
+                    "suite_size": out.suite_size,
+                    "mutants": out.mutants,
+                    "mutants_killed": out.mutants_killed,
+                    "real_database": out.real_database,
+                    "differs_on": out.differs_on,
+                    "pred_error": out.pred_error,
+                    "counterexample": out.counterexample,
+                    "ex_convention": convention.as_str(),
+                })
+                .into();
+            }
+            Err(e @ TsError::Gold(_)) => {
+                row.status = RowStatus::GoldError;
+                row.details = json!({"error": e.to_string()}).into();
+            }
+            Err(e @ TsError::Unavailable(_)) => unavailable(&mut row, db_id, &e.to_string()),
+        }
+        row
+    }
+
+    fn etm_row(
+        &self,
+        event: &Event,
+        ts: &str,
+        db_id: Option<&str>,
+        schemas: Option<&DbSchemas>,
+        gold_sql: &str,
+    ) -> EvaluationRow {
+        let mut row = EvaluationRow::for_event(event, ts, Metric::Etm);
+        let (Some(s), Some(db), Some(planner)) = (
+            schemas,
+            db_id.and_then(|d| self.catalog.get(d)),
+            self.planner.as_deref(),
+        ) else {
+            let why = if self.planner.is_none() {
+                "no planning database for ETM's validity check"
+            } else {
+                "no schema for this database"
+            };
+            unavailable(&mut row, db_id, why);
+            return row;
+        };
+        match etm(db, &s.etm, planner, gold_sql, &event.sql) {
+            Ok(result) => {
+                row.verdict = Some(result.verdict);
+                row.value = if result.verdict { 1.0 } else { 0.0 };
+                row.details = json!({
+                    "miss": result.miss,
+                    "reason": result.reason,
+                    "constraints": db.constraints,
+                })
+                .into();
+            }
+            Err(EtmGoldError::Unparsed(e)) => gold_parse_error(&mut row, &e),
+            Err(e @ EtmGoldError::Invalid(_)) => {
+                row.status = RowStatus::GoldError;
+                row.details = json!({"error": e.to_string()}).into();
+            }
+        }
+        row
     }
 
     /// [`GoldScorer::score_at`] with the current time as the fallback timestamp.
@@ -208,6 +346,8 @@ pub struct Evidence {
     pub execution: bool,
     /// Compute the ESM+ verdict ([`GoldEvaluation::esm_plus`]) even without an ESM+ row.
     pub esm_plus: bool,
+    /// Compute the ETM verdict ([`GoldEvaluation::etm`]) even without an ETM row.
+    pub etm: bool,
 }
 
 /// The rows of one event and the evidence the LLM-judged metrics reuse.
@@ -219,6 +359,8 @@ pub struct GoldEvaluation {
     pub execution: Option<GoldExecution>,
     /// The ESM+ verdict, when computed and the gold SQL parsed.
     pub esm_plus: Option<bool>,
+    /// The ETM verdict, when computed and the gold SQL usable.
+    pub etm: Option<bool>,
 }
 
 /// Gold and predicted SQL of one event, each executed once.

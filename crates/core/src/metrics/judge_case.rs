@@ -45,11 +45,28 @@ pub struct GoldCase<'a> {
     pub pred: Result<&'a Arc<ResultSet>, &'a ExecError>,
     /// ESM+ verdict, when computed (avoidance evidence).
     pub esm_plus: Option<bool>,
+    /// ETM verdict, when computed (avoidance evidence).
+    pub etm: Option<bool>,
     /// How EX compares the results (FLEX's branch and ROSE's route follow EX).
     pub ex_convention: ExConvention,
 }
 
 impl GoldCase<'_> {
+    /// The tree-matching evidence that decides "correct" without a judge call: an
+    /// ESM+-equivalent or ETM-matched prediction (both rewrite the two queries with
+    /// equivalence-preserving rules and compare; a match is evidence of equivalence, a miss is
+    /// not evidence of anything, so only a match decides).
+    pub fn tree_match(&self) -> Option<crate::metrics::avoid::Avoidance> {
+        use crate::metrics::avoid::Avoidance;
+        if self.esm_plus == Some(true) {
+            Some(Avoidance::EsmPlusEquivalent)
+        } else if self.etm == Some(true) {
+            Some(Avoidance::EtmEquivalent)
+        } else {
+            None
+        }
+    }
+
     /// EX under the configured convention (None when the prediction failed).
     pub fn ex(&self) -> Option<bool> {
         self.pred

@@ -85,6 +85,8 @@ pub struct JudgedInput {
     pub schema: Arc<Vec<TableDdl>>,
     /// The ESM+ verdict, when computed.
     pub esm_plus: Option<bool>,
+    /// The ETM verdict, when computed.
+    pub etm: Option<bool>,
 }
 
 impl JudgedInput {
@@ -109,6 +111,7 @@ impl JudgedInput {
             execution,
             schema: Arc::new(schema),
             esm_plus,
+            etm: None,
         })
     }
 }
@@ -222,6 +225,7 @@ impl JudgedScorer {
             gold: gold_rs,
             pred: pred_rs.as_ref(),
             esm_plus: input.esm_plus,
+            etm: input.etm,
             ex_convention: self.options.ex_convention,
         };
         for &m in &metrics {

@@ -154,6 +154,7 @@ struct Item {
     gold: Arc<ResultSet>,
     pred: Result<Arc<ResultSet>, ExecError>,
     esm_plus: Option<bool>,
+    etm: Option<bool>,
 }
 
 impl Item {
@@ -162,6 +163,7 @@ impl Item {
             gold,
             pred: Ok(pred),
             esm_plus: None,
+            etm: None,
         }
     }
 
@@ -176,6 +178,7 @@ impl Item {
             gold: &self.gold,
             pred: self.pred.as_ref(),
             esm_plus: self.esm_plus,
+            etm: self.etm,
             ex_convention: ExConvention::Bird,
         }
     }
@@ -342,6 +345,16 @@ fn avoidance_decides_without_a_call() {
         &counter,
     ));
     assert_eq!(rose.verdict, Some(true));
+    // So is an ETM-matched one; an ETM miss decides nothing (the judge is asked).
+    let matched = Item {
+        etm: Some(true),
+        ..different()
+    };
+    let out = flex(&judge, &matched, FlexOptions::default(), true);
+    assert_eq!(
+        (out.verdict, out.details["avoided"].clone()),
+        (Some(true), json!("etm_equivalent"))
+    );
     // Identical tables: Hybrid-EX 1.0.
     let hybrid = block_on(score_hybrid(
         judge.as_ref(),
@@ -541,6 +554,7 @@ fn the_scorer_runs_all_three_metrics_and_reports_unavailable_gold() {
         },
         schema: Arc::new(Vec::new()),
         esm_plus: Some(false),
+        etm: Some(false),
     };
     let rows = block_on(scorer.score(&event(), &input, "2026-01-01T00:00:00Z"));
     let metrics: Vec<Metric> = rows.iter().map(|r| r.metric).collect();
@@ -561,6 +575,7 @@ fn the_scorer_runs_all_three_metrics_and_reports_unavailable_gold() {
         },
         schema: Arc::new(Vec::new()),
         esm_plus: None,
+        etm: None,
     };
     let rows = block_on(scorer.score(&event(), &unavailable, "2026-01-01T00:00:00Z"));
     assert_eq!(rows.len(), 3);

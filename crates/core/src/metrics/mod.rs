@@ -19,3 +19,4 @@ pub mod judged;
 mod judged_tests;
 pub mod offload;
 pub mod rose;
+pub mod ts_ex;

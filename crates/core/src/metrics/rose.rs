@@ -229,13 +229,13 @@ pub async fn score_rose(
         }
     };
     let ex = case.ex().unwrap_or(false);
-    if avoidance && case.esm_plus == Some(true) {
-        counter.avoided(Metric::Rose, Avoidance::EsmPlusEquivalent);
+    if avoidance && let Some(why) = case.tree_match() {
+        counter.avoided(Metric::Rose, why);
         return Outcome {
             value: 1.0,
             verdict: Some(true),
             status: RowStatus::Ok,
-            details: json!({"avoided": Avoidance::EsmPlusEquivalent.as_str(), "ex": ex,
+            details: json!({"avoided": why.as_str(), "ex": ex,
                 "path": "avoided", "llm_calls": 0}),
         };
     }

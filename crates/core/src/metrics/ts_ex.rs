@@ -1,0 +1,640 @@
+//! `ts_ex`, execution on generated databases (the Spider test-suite idea, Zhong et al. 2020):
+//! the pieces that need no database — near-miss **mutants** of the gold query, the
+//! **literals** both queries compare with, and the verdict types — and the [`SuiteCheck`]
+//! seam the edge implements (generating databases, distilling them against the mutants,
+//! executing gold and prediction on them in memory).
+//!
+//! A mutant changes one thing a wrong prediction typically gets wrong: a comparison (`>` and
+//! `>=`, `=` and `!=`), a dropped condition (one side of AND / OR), an aggregate (MAX and MIN,
+//! SUM and AVG, COUNT with and without DISTINCT), DISTINCT toggled, an inner join made outer
+//! (and back), a sort direction, a LIMIT, IS NULL and IN negated, COUNT(c) as COUNT(*). A generated database that
+//! tells the gold query from a mutant is kept in the suite: it exercises exactly the
+//! difference the mutant makes.
+
+use serde::Serialize;
+use sqlparser::ast::{
+    BinaryOperator, Distinct, Expr, FunctionArguments, JoinOperator, LimitClause, OrderByKind,
+    OrderBySort, Query, SetExpr, Statement, Value,
+};
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::parser::Parser;
+
+use crate::catalogue::DbSchema;
+use crate::exec::ResultSet;
+use crate::metrics::ex::ExConvention;
+
+fn parse_query(sql: &str) -> Option<Query> {
+    match Parser::parse_sql(&SQLiteDialect {}, sql).ok()?.pop()? {
+        Statement::Query(q) => Some(*q),
+        _ => None,
+    }
+}
+
+/// Every expression of a query (subqueries included), pre-order, mutably.
+fn each_expr(q: &mut Query, f: &mut dyn FnMut(&mut Expr)) {
+    if let Some(with) = &mut q.with {
+        for cte in &mut with.cte_tables {
+            each_expr(&mut cte.query, f);
+        }
+    }
+    each_set_expr(&mut q.body, f);
+    if let Some(order) = &mut q.order_by
+        && let OrderByKind::Expressions(items) = &mut order.kind
+    {
+        for item in items {
+            walk_expr(&mut item.expr, f);
+        }
+    }
+}
+
+fn each_set_expr(body: &mut SetExpr, f: &mut dyn FnMut(&mut Expr)) {
+    match body {
+        SetExpr::Select(s) => {
+            for item in &mut s.projection {
+                match item {
+                    sqlparser::ast::SelectItem::UnnamedExpr(e)
+                    | sqlparser::ast::SelectItem::ExprWithAlias { expr: e, .. } => walk_expr(e, f),
+                    _ => {}
+                }
+            }
+            for twj in &mut s.from {
+                if let sqlparser::ast::TableFactor::Derived { subquery, .. } = &mut twj.relation {
+                    each_expr(subquery, f);
+                }
+                for j in &mut twj.joins {
+                    if let Some(sqlparser::ast::JoinConstraint::On(e)) =
+                        join_constraint(&mut j.join_operator)
+                    {
+                        walk_expr(e, f);
+                    }
+                }
+            }
+            if let Some(w) = &mut s.selection {
+                walk_expr(w, f);
+            }
+            if let sqlparser::ast::GroupByExpr::Expressions(exprs, _) = &mut s.group_by {
+                for e in exprs {
+                    walk_expr(e, f);
+                }
+            }
+            if let Some(h) = &mut s.having {
+                walk_expr(h, f);
+            }
+        }
+        SetExpr::Query(q) => each_expr(q, f),
+        SetExpr::SetOperation { left, right, .. } => {
+            each_set_expr(left, f);
+            each_set_expr(right, f);
+        }
+        _ => {}
+    }
+}
+
+fn join_constraint(op: &mut JoinOperator) -> Option<&mut sqlparser::ast::JoinConstraint> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn walk_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+    f(e);
+    match e {
+        Expr::BinaryOp { left, right, .. } => {
+            walk_expr(left, f);
+            walk_expr(right, f);
+        }
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr)
+        | Expr::Cast { expr, .. } => walk_expr(expr, f),
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            walk_expr(expr, f);
+            walk_expr(low, f);
+            walk_expr(high, f);
+        }
+        Expr::Like { expr, pattern, .. } | Expr::ILike { expr, pattern, .. } => {
+            walk_expr(expr, f);
+            walk_expr(pattern, f);
+        }
+        Expr::InList { expr, list, .. } => {
+            walk_expr(expr, f);
+            for i in list {
+                walk_expr(i, f);
+            }
+        }
+        Expr::InSubquery { expr, subquery, .. } => {
+            walk_expr(expr, f);
+            each_expr(subquery, f);
+        }
+        Expr::Exists { subquery, .. } | Expr::Subquery(subquery) => each_expr(subquery, f),
+        Expr::Function(func) => {
+            if let FunctionArguments::List(list) = &mut func.args {
+                for a in &mut list.args {
+                    if let sqlparser::ast::FunctionArg::Unnamed(
+                        sqlparser::ast::FunctionArgExpr::Expr(x),
+                    ) = a
+                    {
+                        walk_expr(x, f);
+                    }
+                }
+            }
+        }
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            if let Some(o) = operand {
+                walk_expr(o, f);
+            }
+            for c in conditions {
+                walk_expr(&mut c.condition, f);
+                walk_expr(&mut c.result, f);
+            }
+            if let Some(x) = else_result {
+                walk_expr(x, f);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every SELECT of a query (subqueries in FROM, WHERE and set operations included), mutably.
+fn each_select(q: &mut Query, f: &mut dyn FnMut(&mut sqlparser::ast::Select)) {
+    fn set(body: &mut SetExpr, f: &mut dyn FnMut(&mut sqlparser::ast::Select)) {
+        match body {
+            SetExpr::Select(s) => {
+                f(s);
+                for twj in &mut s.from {
+                    if let sqlparser::ast::TableFactor::Derived { subquery, .. } = &mut twj.relation
+                    {
+                        each_select(subquery, f);
+                    }
+                }
+            }
+            SetExpr::Query(q) => each_select(q, f),
+            SetExpr::SetOperation { left, right, .. } => {
+                set(left, f);
+                set(right, f);
+            }
+            _ => {}
+        }
+    }
+    set(&mut q.body, f);
+}
+
+/// Apply the `target`th single mutation; `counter` counts the sites seen.
+fn mutate(q: &mut Query, target: usize, counter: &mut usize) {
+    let hit = |counter: &mut usize| {
+        let now = *counter == target;
+        *counter += 1;
+        now
+    };
+    // Expressions: comparisons, AND / OR, aggregates, IS NULL, IN.
+    each_expr(q, &mut |e| {
+        let replacement = match e {
+            Expr::BinaryOp { left, op, right } => {
+                let flipped = match op {
+                    BinaryOperator::Eq => Some(BinaryOperator::NotEq),
+                    BinaryOperator::NotEq => Some(BinaryOperator::Eq),
+                    BinaryOperator::Gt => Some(BinaryOperator::GtEq),
+                    BinaryOperator::GtEq => Some(BinaryOperator::Gt),
+                    BinaryOperator::Lt => Some(BinaryOperator::LtEq),
+                    BinaryOperator::LtEq => Some(BinaryOperator::Lt),
+                    _ => None,
+                };
+                if let Some(flipped) = flipped {
+                    if hit(counter) {
+                        *op = flipped;
+                    }
+                    None
+                } else if matches!(op, BinaryOperator::And | BinaryOperator::Or) {
+                    if hit(counter) {
+                        Some((**left).clone())
+                    } else if hit(counter) {
+                        Some((**right).clone())
+                    } else {
+                        None
+                    }
+                } else {
+                    None
+                }
+            }
+            Expr::Function(func) => {
+                let name = func.name.to_string().to_lowercase();
+                let other = match name.as_str() {
+                    "max" => Some("MIN"),
+                    "min" => Some("MAX"),
+                    "sum" => Some("AVG"),
+                    "avg" => Some("SUM"),
+                    _ => None,
+                };
+                if let Some(other) = other {
+                    if hit(counter) {
+                        func.name =
+                            sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new(
+                                other,
+                            )]);
+                    }
+                } else if name == "count"
+                    && let FunctionArguments::List(list) = &mut func.args
+                    && !list.args.iter().any(|a| {
+                        matches!(
+                            a,
+                            sqlparser::ast::FunctionArg::Unnamed(
+                                sqlparser::ast::FunctionArgExpr::Wildcard
+                            )
+                        )
+                    })
+                {
+                    if hit(counter) {
+                        list.duplicate_treatment = match list.duplicate_treatment {
+                            Some(sqlparser::ast::DuplicateTreatment::Distinct) => None,
+                            _ => Some(sqlparser::ast::DuplicateTreatment::Distinct),
+                        };
+                    } else if hit(counter) {
+                        // COUNT(c) against COUNT(*): told apart only where c is NULL.
+                        list.duplicate_treatment = None;
+                        list.args = vec![sqlparser::ast::FunctionArg::Unnamed(
+                            sqlparser::ast::FunctionArgExpr::Wildcard,
+                        )];
+                    }
+                }
+                None
+            }
+            Expr::IsNull(x) => hit(counter).then(|| Expr::IsNotNull(x.clone())),
+            Expr::IsNotNull(x) => hit(counter).then(|| Expr::IsNull(x.clone())),
+            Expr::InList { negated, .. } | Expr::InSubquery { negated, .. } => {
+                if hit(counter) {
+                    *negated = !*negated;
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(r) = replacement {
+            *e = r;
+        }
+    });
+    // SELECTs: DISTINCT, join types.
+    each_select(q, &mut |s| {
+        if hit(counter) {
+            s.distinct = match s.distinct {
+                Some(Distinct::Distinct) => None,
+                _ => Some(Distinct::Distinct),
+            };
+        }
+        for twj in &mut s.from {
+            for j in &mut twj.joins {
+                let flipped = match &j.join_operator {
+                    JoinOperator::Join(c) | JoinOperator::Inner(c) => {
+                        Some(JoinOperator::LeftOuter(c.clone()))
+                    }
+                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => {
+                        Some(JoinOperator::Join(c.clone()))
+                    }
+                    _ => None,
+                };
+                if let Some(flipped) = flipped
+                    && hit(counter)
+                {
+                    j.join_operator = flipped;
+                }
+            }
+        }
+    });
+    // The outermost ORDER BY and LIMIT.
+    if let Some(order) = &mut q.order_by
+        && let OrderByKind::Expressions(items) = &mut order.kind
+    {
+        for item in items {
+            if hit(counter) {
+                item.options.sort = match item.options.sort {
+                    Some(OrderBySort::Desc) => Some(OrderBySort::Asc),
+                    _ => Some(OrderBySort::Desc),
+                };
+            }
+        }
+    }
+    if let Some(LimitClause::LimitOffset {
+        limit: Some(Expr::Value(v)),
+        ..
+    }) = &mut q.limit_clause
+        && let Value::Number(n, _) = &mut v.value
+        && let Ok(k) = n.parse::<u64>()
+        && hit(counter)
+    {
+        *n = (k + 1).to_string();
+    }
+}
+
+/// Near-miss mutants of `sql`, each differing in one place, deduplicated, in site order
+/// (at most `cap`). Empty when the query cannot be parsed.
+pub fn mutants(sql: &str, cap: usize) -> Vec<String> {
+    let Some(original) = parse_query(sql) else {
+        return Vec::new();
+    };
+    let mut sites = 0usize;
+    mutate(&mut original.clone(), usize::MAX, &mut sites);
+    let base = original.to_string();
+    let mut out: Vec<String> = Vec::new();
+    for target in 0..sites {
+        if out.len() >= cap {
+            break;
+        }
+        let mut q = original.clone();
+        let mut counter = 0;
+        mutate(&mut q, target, &mut counter);
+        let text = q.to_string();
+        if text != base && !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    out
+}
+
+/// A literal one of the queries compares with, as the generator should plant it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// A number (its neighbours are planted too: just inside and outside a comparison).
+    Number(f64),
+    /// A string (for a LIKE pattern: the pattern with its wildcards filled in).
+    Text(String),
+}
+
+/// The literals of a query (subqueries included), with the boundary neighbours of numbers
+/// and LIKE patterns made concrete.
+pub fn literals(sql: &str) -> Vec<Literal> {
+    let Some(mut q) = parse_query(sql) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    each_expr(&mut q, &mut |e| {
+        let Expr::Value(v) = e else {
+            return;
+        };
+        match &v.value {
+            Value::Number(n, _) => {
+                if let Ok(x) = n.parse::<f64>() {
+                    for y in [x, x - 1.0, x + 1.0] {
+                        let l = Literal::Number(y);
+                        if !out.contains(&l) {
+                            out.push(l);
+                        }
+                    }
+                }
+            }
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                let mut variants = vec![s.clone()];
+                if s.contains('%') || s.contains('_') {
+                    variants.push(s.replace('%', "").replace('_', "x"));
+                    variants.push(s.replace('%', "zz").replace('_', "x"));
+                }
+                for t in variants {
+                    let l = Literal::Text(t);
+                    if !out.contains(&l) {
+                        out.push(l);
+                    }
+                }
+            }
+            _ => {}
+        }
+    });
+    out
+}
+
+/// The lowercased names of the tables a query reads (subqueries included).
+pub fn tables_read(sql: &str) -> Vec<String> {
+    let Some(q) = parse_query(sql) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    fn from_query(q: &Query, out: &mut Vec<String>) {
+        from_set(&q.body, out);
+        if let Some(with) = &q.with {
+            for cte in &with.cte_tables {
+                from_query(&cte.query, out);
+            }
+        }
+    }
+    fn from_factor(t: &sqlparser::ast::TableFactor, out: &mut Vec<String>) {
+        match t {
+            sqlparser::ast::TableFactor::Table { name, .. } => {
+                if let Some(last) = name.0.last() {
+                    let n = last
+                        .to_string()
+                        .trim_matches(['"', '`', '[', ']'])
+                        .to_lowercase();
+                    if !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+            sqlparser::ast::TableFactor::Derived { subquery, .. } => from_query(subquery, out),
+            _ => {}
+        }
+    }
+    fn from_set(body: &SetExpr, out: &mut Vec<String>) {
+        match body {
+            SetExpr::Select(s) => {
+                for twj in &s.from {
+                    from_factor(&twj.relation, out);
+                    for j in &twj.joins {
+                        from_factor(&j.relation, out);
+                    }
+                }
+            }
+            SetExpr::Query(q) => from_query(q, out),
+            SetExpr::SetOperation { left, right, .. } => {
+                from_set(left, out);
+                from_set(right, out);
+            }
+            _ => {}
+        }
+    }
+    from_query(&q, &mut out);
+    // Tables named only inside expressions' subqueries.
+    let mut q = q;
+    let mut nested = Vec::new();
+    each_expr(&mut q, &mut |e| {
+        if let Expr::Subquery(sub)
+        | Expr::Exists { subquery: sub, .. }
+        | Expr::InSubquery { subquery: sub, .. } = e
+        {
+            nested.push(sub.to_string());
+        }
+    });
+    for sub in nested {
+        for t in tables_read(&sub) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// One side's result on a database, for people: the columns and the first rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShownResult {
+    /// Column names.
+    pub columns: Vec<String>,
+    /// Up to [`SHOWN_ROWS`] rows, rendered.
+    pub rows: Vec<Vec<String>>,
+    /// Rows in the full result.
+    pub row_count: usize,
+}
+
+/// Rows of a result shown in a counterexample.
+pub const SHOWN_ROWS: usize = 10;
+
+impl ShownResult {
+    /// Render a result set.
+    pub fn of(rs: &ResultSet) -> ShownResult {
+        ShownResult {
+            columns: rs.columns.clone(),
+            rows: rs
+                .rows
+                .iter()
+                .take(SHOWN_ROWS)
+                .map(|r| r.iter().map(|v| v.to_string()).collect())
+                .collect(),
+            row_count: rs.rows.len(),
+        }
+    }
+}
+
+/// A database on which gold and prediction disagree, small enough to read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Counterexample {
+    /// `INSERT` statements that build it on the schema (tables without rows omitted);
+    /// truncated at a size cap, which `truncated` says.
+    pub script: String,
+    /// Whether the script was cut at the cap.
+    pub truncated: bool,
+    /// Rows in the database.
+    pub rows: usize,
+    /// The gold query's result there.
+    pub gold: ShownResult,
+    /// The prediction's result there, or its error.
+    pub pred: Result<ShownResult, String>,
+}
+
+/// `ts_ex`'s verdict on one pair.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TsOutcome {
+    /// Equal results on the real database (when there is one) and on every suite database.
+    pub verdict: bool,
+    /// Databases in the suite (the real one not counted).
+    pub suite_size: usize,
+    /// Mutants of the gold query generated, and how many the suite tells apart from it.
+    pub mutants: usize,
+    /// Mutants the suite distinguishes.
+    pub mutants_killed: usize,
+    /// Whether the real database was compared too.
+    pub real_database: bool,
+    /// The smallest distinguishing database, when not equivalent on a generated one.
+    pub counterexample: Option<Counterexample>,
+    /// Where the results differed: `real` or `suite`.
+    pub differs_on: Option<&'static str>,
+    /// The prediction's error on the real database (then nothing else was run).
+    pub pred_error: Option<String>,
+}
+
+/// Why a pair could not be judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TsError {
+    /// The gold query fails (on the real database or a generated one it must run on).
+    #[error("the gold query fails: {0}")]
+    Gold(String),
+    /// Nothing to compare on (no schema tables the queries read).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Runs `ts_ex` for a pair: builds (or reuses) the gold query's suite, executes both queries
+/// on it and on the real database when there is one.
+pub trait SuiteCheck: Send + Sync {
+    /// The verdict under `convention`.
+    fn check(
+        &self,
+        db: &DbSchema,
+        gold: &str,
+        pred: &str,
+        convention: ExConvention,
+    ) -> Result<TsOutcome, TsError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mutants_change_one_thing_each() {
+        let m = mutants(
+            "SELECT DISTINCT name FROM t JOIN u ON t.id = u.tid WHERE age > 30 AND city = 'X' ORDER BY age LIMIT 3",
+            100,
+        );
+        for want in [
+            "age >= 30",
+            "WHERE city = 'X' ORDER",
+            "WHERE age > 30 ORDER",
+            "SELECT name FROM",
+            "LEFT OUTER JOIN",
+            "ORDER BY age DESC",
+            "LIMIT 4",
+            "city <> 'X'",
+        ] {
+            assert!(
+                m.iter().any(|s| s.contains(want)),
+                "no mutant with {want}: {m:#?}"
+            );
+        }
+        assert!(m.iter().all(|s| s.contains("FROM t")));
+        let agg = mutants("SELECT max(a), count(b), count(*) FROM t", 100);
+        assert!(agg.iter().any(|s| s.contains("MIN(a)")), "{agg:?}");
+        assert!(
+            agg.iter().any(|s| s.contains("count(DISTINCT b)")),
+            "{agg:?}"
+        );
+        assert!(
+            agg.iter().any(|s| s.contains("max(a), count(*), count(*)")),
+            "{agg:?}"
+        );
+        assert!(mutants("not sql", 10).is_empty());
+    }
+
+    #[test]
+    fn literals_come_with_their_neighbours() {
+        let l = literals(
+            "SELECT a FROM t WHERE x > 5 AND name LIKE 'ab%' AND y IN (SELECT z FROM u WHERE w = 'q')",
+        );
+        for want in [
+            Literal::Number(5.0),
+            Literal::Number(4.0),
+            Literal::Number(6.0),
+            Literal::Text("ab%".into()),
+            Literal::Text("ab".into()),
+            Literal::Text("abzz".into()),
+            Literal::Text("q".into()),
+        ] {
+            assert!(l.contains(&want), "{want:?} missing from {l:?}");
+        }
+        assert_eq!(
+            tables_read("SELECT a FROM t JOIN u ON 1 WHERE b IN (SELECT c FROM V)"),
+            ["t", "u", "v"]
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! `ts_ex` on the shared runs: BIRD dev (three systems × 432, real databases, EX verdicts of
+//! the official evaluator in `bird/reference/`) and Spider dev (three systems × 1,034; the
+//! shared data has the real database of one Spider schema only, so Spider is mostly
+//! suite-only).
+//!
+//! Per system: EX = 1 items a counterexample refutes, EX = 0 items the suite alone (generated
+//! databases, the real one left out) finds equivalent, the `ts_ex` acceptance, and the CPU time
+//! per pair (median and total; suites are cached per gold query, so later systems reuse them).
+//! `--show N` prints N refutations with their counterexamples for reading by hand.
+//!
+//! `cargo run --release --example ts_ex_runs [-- --show 5] [-- --bird-only]`
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlgrade::catalogue::SchemaCatalog;
+use sqlgrade::metrics::ex::ExConvention;
+use sqlgrade::metrics::ts_ex::{SuiteCheck, TsOutcome};
+use sqlgrade::sqlite::schema::load_tables_json;
+use sqlgrade::sqlite::suite::{SuiteChecker, SuiteConfig};
+use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade_testkit::data::{data_dir, read_jsonl};
+
+fn by_qid(path: &std::path::Path, field: &str) -> HashMap<i64, serde_json::Value> {
+    read_jsonl(path)
+        .into_iter()
+        .map(|v| {
+            (
+                v["question_id"].as_i64().unwrap_or_default(),
+                v[field].clone(),
+            )
+        })
+        .collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let show: usize = args
+        .iter()
+        .position(|a| a == "--show")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let bird_only = args.iter().any(|a| a == "--bird-only");
+    let limits = ExecLimits {
+        timeout: Duration::from_millis(2_000),
+        max_rows: 100_000,
+        ..ExecLimits::default()
+    };
+    for (dataset, systems, convention) in [
+        (
+            "bird",
+            ["SuperSQL", "DAIL-SQL", "CHESS-GPT-4o-mini"],
+            ExConvention::Bird,
+        ),
+        (
+            "spider",
+            ["DAIL-SQL-GPT-4", "SuperSQL", "TA-ACL"],
+            ExConvention::SpiderTestSuite,
+        ),
+    ] {
+        if bird_only && dataset == "spider" {
+            continue;
+        }
+        let root = data_dir().join(dataset);
+        let catalog: SchemaCatalog = load_tables_json(&root.join("tables.json")).expect("tables");
+        let real = SqliteExecutor::new(root.join("databases"), limits);
+        let with_real = SuiteChecker::new(SuiteConfig::default(), limits, Some(real.clone()));
+        let dev = read_jsonl(&root.join("dev.jsonl"));
+        for system in systems {
+            let preds = by_qid(
+                &root.join(format!("predictions/{system}.jsonl")),
+                "predicted_sql",
+            );
+            let ex_ref = by_qid(&root.join(format!("reference/ex_{system}.jsonl")), "ex");
+            let (mut n, mut accepted, mut gold_errors) = (0usize, 0usize, 0usize);
+            let (mut ex1, mut ex1_refuted, mut ex0, mut ex0_suite_equivalent) = (0, 0, 0, 0);
+            let mut times: Vec<Duration> = Vec::new();
+            let mut shown = 0;
+            for item in &dev {
+                let qid = item["question_id"].as_i64().unwrap_or_default();
+                let Some(pred) = preds.get(&qid).and_then(|v| v.as_str()) else {
+                    continue;
+                };
+                let db_id = item["db_id"].as_str().unwrap_or_default();
+                let gold = item["gold_sql"].as_str().unwrap_or_default();
+                let Some(db) = catalog.get(db_id) else {
+                    continue;
+                };
+                n += 1;
+                let started = cpu_time::ThreadTime::now();
+                let out = with_real.check(db, gold, pred, convention);
+                times.push(started.elapsed());
+                let Ok(out) = out else {
+                    gold_errors += 1;
+                    continue;
+                };
+                accepted += usize::from(out.verdict);
+                let ex = ex_ref.get(&qid).and_then(serde_json::Value::as_i64);
+                match ex {
+                    Some(1) => {
+                        ex1 += 1;
+                        if out.counterexample.is_some() {
+                            ex1_refuted += 1;
+                            if shown < show {
+                                shown += 1;
+                                print_refutation(qid, gold, pred, &out);
+                            }
+                        }
+                    }
+                    Some(_) => {
+                        ex0 += 1;
+                        // The suite alone: is the real database the only one telling them apart?
+                        if out.differs_on == Some("real")
+                            && out.pred_error.is_none()
+                            && suite_verdict(&with_real, db, gold, pred, convention)
+                        {
+                            ex0_suite_equivalent += 1;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            times.sort();
+            let median = times.get(times.len() / 2).copied().unwrap_or_default();
+            let total: Duration = times.iter().sum();
+            println!(
+                "{dataset} {system}: {n} pairs, ts_ex accepts {accepted} ({:.1}%), gold errors {gold_errors}; \
+                 EX=1 refuted by a counterexample {ex1_refuted}/{ex1}; EX=0 equivalent on the whole suite {ex0_suite_equivalent}/{ex0}; \
+                 CPU per pair median {:.1} ms, total {:.1} s",
+                100.0 * accepted as f64 / n.max(1) as f64,
+                median.as_secs_f64() * 1e3,
+                total.as_secs_f64()
+            );
+        }
+        real.shutdown();
+    }
+}
+
+/// `ts_ex` on the generated databases only (the real database left out).
+fn suite_verdict(
+    checker: &SuiteChecker,
+    db: &sqlgrade::catalogue::DbSchema,
+    gold: &str,
+    pred: &str,
+    convention: ExConvention,
+) -> bool {
+    checker
+        .check_suite_only(db, gold, pred, convention)
+        .is_ok_and(|o| o.verdict)
+}
+
+fn print_refutation(qid: i64, gold: &str, pred: &str, out: &TsOutcome) {
+    let Some(cx) = &out.counterexample else {
+        return;
+    };
+    println!("--- q{qid}: EX = 1, refuted on a {}-row database", cx.rows);
+    println!("gold: {gold}\npred: {pred}");
+    print!("{}", cx.script);
+    println!("gold result: {:?}", cx.gold);
+    println!("pred result: {:?}", cx.pred);
+}

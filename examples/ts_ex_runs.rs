@@ -42,6 +42,12 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     let bird_only = args.iter().any(|a| a == "--bird-only");
+    let show_missed: usize = args
+        .iter()
+        .position(|a| a == "--show-missed")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let limits = ExecLimits {
         timeout: Duration::from_millis(2_000),
         max_rows: 100_000,
@@ -77,6 +83,7 @@ fn main() {
             let (mut ex1, mut ex1_refuted, mut ex0, mut ex0_suite_equivalent) = (0, 0, 0, 0);
             let mut times: Vec<Duration> = Vec::new();
             let mut shown = 0;
+            let mut missed = 0;
             for item in &dev {
                 let qid = item["question_id"].as_i64().unwrap_or_default();
                 let Some(pred) = preds.get(&qid).and_then(|v| v.as_str()) else {
@@ -111,11 +118,18 @@ fn main() {
                     Some(_) => {
                         ex0 += 1;
                         // The suite alone: is the real database the only one telling them apart?
-                        if out.differs_on == Some("real")
-                            && out.pred_error.is_none()
-                            && suite_verdict(&with_real, db, gold, pred, convention)
-                        {
-                            ex0_suite_equivalent += 1;
+                        if out.differs_on == Some("real") && out.pred_error.is_none() {
+                            let alone = with_real.check_suite_only(db, gold, pred, convention);
+                            if let Some(alone) = alone.ok().filter(|o| o.verdict) {
+                                ex0_suite_equivalent += 1;
+                                if missed < show_missed {
+                                    missed += 1;
+                                    println!(
+                                        "--- q{qid}: EX = 0, equivalent on the suite ({} databases, {}/{} mutants told apart)\ngold: {gold}\npred: {pred}",
+                                        alone.suite_size, alone.mutants_killed, alone.mutants
+                                    );
+                                }
+                            }
                         }
                     }
                     None => {}
@@ -135,19 +149,6 @@ fn main() {
         }
         real.shutdown();
     }
-}
-
-/// `ts_ex` on the generated databases only (the real database left out).
-fn suite_verdict(
-    checker: &SuiteChecker,
-    db: &sqlgrade::catalogue::DbSchema,
-    gold: &str,
-    pred: &str,
-    convention: ExConvention,
-) -> bool {
-    checker
-        .check_suite_only(db, gold, pred, convention)
-        .is_ok_and(|o| o.verdict)
 }
 
 fn print_refutation(qid: i64, gold: &str, pred: &str, out: &TsOutcome) {

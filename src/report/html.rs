@@ -217,12 +217,12 @@ fn disagreements(report: &RunReport) -> String {
             .into();
     }
     let mut out = String::from(
-        "<table><thead><tr><th>event</th><th>variant</th><th>EX</th><th>judge</th><th>predicted SQL</th><th>gold SQL</th></tr></thead><tbody>",
+        "<table><thead><tr><th>event</th><th>variant</th><th>EX</th><th>judge / ts_ex</th><th>predicted SQL</th><th>gold SQL</th><th>counterexample</th></tr></thead><tbody>",
     );
     for d in &report.disagreements {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} {}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} {}</td><td><pre>{}</pre></td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
             escape(&d.event_id),
             escape(&d.variant),
             if d.ex { "✔" } else { "✘" },
@@ -230,6 +230,7 @@ fn disagreements(report: &RunReport) -> String {
             if d.other { "✔" } else { "✘" },
             escape(d.sql.as_deref().unwrap_or("(not available)")),
             escape(d.gold_sql.as_deref().unwrap_or("(not available)")),
+            escape(d.counterexample.as_deref().unwrap_or("")),
         );
     }
     out.push_str("</tbody></table>");
@@ -359,7 +360,7 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
 {intervals}
 <h2>Paired comparisons</h2>
 {comparisons}
-<h2>EX vs FLEX/ROSE disagreements ({n_dis})</h2>
+<h2>EX vs FLEX/ROSE disagreements, and EX matches refuted by a counterexample ({n_dis})</h2>
 {dis}
 </body></html>
 "#,

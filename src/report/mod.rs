@@ -317,7 +317,8 @@ impl VariantStats {
     }
 }
 
-/// An event where EX and FLEX or ROSE disagree.
+/// An event where EX and FLEX or ROSE disagree, or where EX = 1 and `ts_ex` found a database
+/// on which the two queries differ.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Disagreement {
     /// Event id.
@@ -326,7 +327,7 @@ pub struct Disagreement {
     pub variant: String,
     /// EX verdict.
     pub ex: bool,
-    /// The disagreeing metric (`flex` or `rose`).
+    /// The disagreeing metric (`flex`, `rose` or `ts_ex`).
     pub other_metric: String,
     /// Its verdict.
     pub other: bool,
@@ -334,6 +335,8 @@ pub struct Disagreement {
     pub sql: Option<String>,
     /// Gold SQL (from the row details, or the events file).
     pub gold_sql: Option<String>,
+    /// For `ts_ex`: the counterexample (its INSERT script and both results), for people.
+    pub counterexample: Option<String>,
 }
 
 /// Two variants compared on the items both scored (same `event_id`).
@@ -362,7 +365,7 @@ pub struct RunReport {
     pub rows: usize,
     /// Per variant.
     pub variants: BTreeMap<String, VariantStats>,
-    /// EX vs FLEX/ROSE disagreements.
+    /// EX vs FLEX/ROSE disagreements, and EX = 1 items a `ts_ex` counterexample refutes.
     pub disagreements: Vec<Disagreement>,
     /// Paired comparisons of every two variants on the items both scored.
     pub comparisons: Vec<Comparison>,
@@ -413,6 +416,8 @@ impl RunReport {
         // (event, variant) → metric → verdict, and any SQL found in details.
         let mut verdicts: BTreeMap<(String, String), BTreeMap<String, bool>> = BTreeMap::new();
         let mut detail_sql: HashMap<String, EventSql> = HashMap::new();
+        // (event, variant) → the ts_ex counterexample, rendered.
+        let mut counterexamples: HashMap<(String, String), String> = HashMap::new();
         // (variant, metric) → event → (scaled value, verdict) of its scored row.
         let mut scored_by_event: ScoredByEvent = BTreeMap::new();
         for row in rows {
@@ -486,6 +491,14 @@ impl RunReport {
                     .insert(row.metric.clone(), verdict);
             }
             let details = row.details();
+            if row.metric == "ts_ex"
+                && let Some(cx) = details.get("counterexample").filter(|c| !c.is_null())
+            {
+                counterexamples.insert(
+                    (row.event_id.clone(), variant.clone()),
+                    render_counterexample(cx),
+                );
+            }
             let text = |keys: &[&str]| {
                 keys.iter()
                     .find_map(|k| details.get(*k).and_then(Value::as_str).map(str::to_string))
@@ -513,9 +526,13 @@ impl RunReport {
             let Some(&ex) = by_metric.get("ex") else {
                 continue;
             };
-            for other_metric in ["flex", "rose"] {
+            for other_metric in ["flex", "rose", "ts_ex"] {
                 if let Some(&other) = by_metric.get(other_metric)
                     && other != ex
+                    // ts_ex: only EX = 1 items a counterexample refutes (not EX = 0 ones, and
+                    // not those the real database already refutes).
+                    && (other_metric != "ts_ex"
+                        || (ex && counterexamples.contains_key(&(event_id.clone(), variant.clone()))))
                 {
                     let texts = detail_sql.get(event_id).or_else(|| sql.get(event_id));
                     disagreements.push(Disagreement {
@@ -526,6 +543,13 @@ impl RunReport {
                         other,
                         sql: texts.and_then(|t| t.sql.clone()),
                         gold_sql: texts.and_then(|t| t.gold_sql.clone()),
+                        counterexample: (other_metric == "ts_ex")
+                            .then(|| {
+                                counterexamples
+                                    .get(&(event_id.clone(), variant.clone()))
+                                    .cloned()
+                            })
+                            .flatten(),
                     });
                 }
             }
@@ -649,13 +673,88 @@ impl RunReport {
                 );
             }
         }
+        let refuted = self
+            .disagreements
+            .iter()
+            .filter(|d| d.other_metric == "ts_ex")
+            .count();
         let _ = writeln!(
             out,
             "EX vs FLEX/ROSE disagreements: {}",
-            self.disagreements.len()
+            self.disagreements.len() - refuted
         );
+        if refuted > 0 {
+            let _ = writeln!(out, "EX = 1 refuted by a ts_ex counterexample: {refuted}");
+            for d in self
+                .disagreements
+                .iter()
+                .filter(|d| d.other_metric == "ts_ex")
+                .take(5)
+            {
+                let _ = writeln!(
+                    out,
+                    "  {} ({}): {}",
+                    d.event_id,
+                    d.variant,
+                    d.counterexample
+                        .as_deref()
+                        .unwrap_or("")
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                );
+            }
+        }
         out
     }
+}
+
+/// A counterexample from a `ts_ex` row's details, as text: the script, then both results.
+fn render_counterexample(cx: &Value) -> String {
+    let mut out = String::new();
+    let rows = cx.get("rows").and_then(Value::as_u64).unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "-- a database with {rows} rows on which the results differ"
+    );
+    out.push_str(cx.get("script").and_then(Value::as_str).unwrap_or(""));
+    let result = |v: Option<&Value>| -> String {
+        match v {
+            Some(Value::Object(m)) if m.contains_key("Err") => {
+                format!("error: {}", m["Err"].as_str().unwrap_or(""))
+            }
+            Some(Value::Object(m)) if m.contains_key("Ok") => result_text(&m["Ok"]),
+            Some(other) => result_text(other),
+            None => String::new(),
+        }
+    };
+    let _ = writeln!(out, "-- gold: {}", result(cx.get("gold")));
+    let _ = writeln!(out, "-- pred: {}", result(cx.get("pred")));
+    out
+}
+
+fn result_text(v: &Value) -> String {
+    let rows: Vec<String> = v
+        .get("rows")
+        .and_then(Value::as_array)
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    let cells: Vec<String> = r
+                        .as_array()
+                        .map(|c| {
+                            c.iter()
+                                .map(|x| x.as_str().unwrap_or("").to_string())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    format!("({})", cells.join(", "))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let count = v.get("row_count").and_then(Value::as_u64).unwrap_or(0);
+    format!("{count} rows {}", rows.join(" "))
 }
 
 fn share(count: usize, total: usize) -> f64 {
@@ -716,7 +815,58 @@ mod tests {
         assert_eq!(d.sql.as_deref(), Some("SELECT a FROM t"));
         let page = html::render(&report);
         assert!(page.contains("SELECT a FROM t"));
-        assert!(page.contains("EX vs FLEX/ROSE disagreements (1)"));
+        assert!(page.contains(
+            "EX vs FLEX/ROSE disagreements, and EX matches refuted by a counterexample (1)"
+        ));
+    }
+
+    #[test]
+    fn ex_matches_refuted_by_a_counterexample_are_listed_with_it() {
+        let cx = serde_json::json!({
+            "script": "INSERT INTO \"t\" (\"a\") VALUES (NULL);\n",
+            "truncated": false,
+            "rows": 1,
+            "gold": {"columns": ["n"], "rows": [["0"]], "row_count": 1},
+            "pred": {"Ok": {"columns": ["n"], "rows": [["1"]], "row_count": 1}},
+        });
+        let refuted = serde_json::json!({
+            "event_id": "1", "agent_id": "sys", "run_id": "r", "metric": "ts_ex", "value": 0.0,
+            "verdict": false, "status": "ok", "details": {"counterexample": cx},
+        });
+        let rows = vec![
+            parse(
+                r#"{"event_id":"1","agent_id":"sys","run_id":"r","metric":"ex","value":1.0,"verdict":true,"status":"ok","details":{}}"#,
+            ),
+            parse(&refuted.to_string()),
+            // EX = 0 and ts_ex = 0: not a refutation.
+            parse(
+                r#"{"event_id":"2","agent_id":"sys","run_id":"r","metric":"ex","value":0.0,"verdict":false,"status":"ok","details":{}}"#,
+            ),
+            parse(
+                r#"{"event_id":"2","agent_id":"sys","run_id":"r","metric":"ts_ex","value":0.0,"verdict":false,"status":"ok","details":{"differs_on":"real"}}"#,
+            ),
+        ];
+        let report = RunReport::build("r", &rows, &HashMap::new()).unwrap();
+        assert_eq!(report.disagreements.len(), 1);
+        let d = &report.disagreements[0];
+        assert_eq!(
+            (d.other_metric.as_str(), d.ex, d.other),
+            ("ts_ex", true, false)
+        );
+        let cx = d.counterexample.as_deref().unwrap();
+        assert!(
+            cx.contains("VALUES (NULL)")
+                && cx.contains("-- gold: 1 rows (0)")
+                && cx.contains("-- pred: 1 rows (1)"),
+            "{cx}"
+        );
+        let text = report.terminal_summary();
+        assert!(
+            text.contains("EX = 1 refuted by a ts_ex counterexample: 1"),
+            "{text}"
+        );
+        let page = html::render(&report);
+        assert!(page.contains("VALUES (NULL)"));
     }
 
     #[test]

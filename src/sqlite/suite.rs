@@ -15,7 +15,7 @@
 //! (query-only, no ATTACH, a read-only authorizer, the time and row limits) before any event
 //! SQL runs on them; the real database is only read through the [`SqliteExecutor`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -57,28 +57,37 @@ impl Default for SuiteConfig {
     fn default() -> Self {
         SuiteConfig {
             seed: 7,
-            candidates: 60,
-            max_suite: 12,
-            always_keep: 3,
-            max_rows: 4,
+            candidates: 150,
+            max_suite: 16,
+            always_keep: 4,
+            max_rows: 5,
             max_mutants: 32,
             max_script_bytes: 8 * 1024,
         }
     }
 }
 
-/// One generated database: rows per schema table (tables the queries do not read stay empty).
+/// One generated database: rows per schema table, parents before children (tables the
+/// queries do not read stay empty).
 #[derive(Debug, Clone, Default)]
 struct GeneratedDb {
-    /// Table index → rows (one value per column of the table, in schema order).
-    rows: BTreeMap<usize, Vec<Vec<SqlValue>>>,
+    /// (table index, rows: one value per column of the table, in schema order).
+    rows: Vec<(usize, Vec<Vec<SqlValue>>)>,
 }
 
 impl GeneratedDb {
     fn row_count(&self) -> usize {
-        self.rows.values().map(Vec::len).sum()
+        self.rows.iter().map(|(_, r)| r.len()).sum()
+    }
+
+    fn rows_of(&self, table: usize) -> Option<&Vec<Vec<SqlValue>>> {
+        self.rows.iter().find(|(t, _)| *t == table).map(|(_, r)| r)
     }
 }
+
+/// Suite databases do not enforce foreign keys: a dangling reference is a legal state of a
+/// schema whose keys are declared, not enforced (as in the real BIRD and Spider databases).
+const NO_FOREIGN_KEYS: &str = "PRAGMA foreign_keys = OFF;\n";
 
 /// A gold query's distilled suite.
 struct Suite {
@@ -157,7 +166,12 @@ impl SuiteChecker {
                 Err(_) => true,
             });
             killed += before - alive.len();
-            if alive.len() < before || i < self.config.always_keep {
+            // Kept regardless: the first databases on which the gold query returns rows (an
+            // empty gold result tells little apart), or the first candidates if none does.
+            let regardless = kept.len() < self.config.always_keep
+                && (!gold_rs.rows.is_empty()
+                    || i + self.config.always_keep >= self.config.candidates);
+            if alive.len() < before || regardless {
                 kept.push(candidate);
             }
         }
@@ -168,14 +182,9 @@ impl SuiteChecker {
         }
     }
 
-    /// Values per (table, column): the real column's, then the queries' literals.
-    fn pools(
-        &self,
-        db: &DbSchema,
-        tables: &[usize],
-        gold: &str,
-        pred: &str,
-    ) -> HashMap<usize, Vec<SqlValue>> {
+    /// Values per column: the real column's and the queries' literals (kept apart, so that a
+    /// literal is picked half the time however many real values there are).
+    fn pools(&self, db: &DbSchema, tables: &[usize], gold: &str, pred: &str) -> Pools {
         let mut planted: Vec<SqlValue> = Vec::new();
         for l in literals(gold).into_iter().chain(literals(pred)) {
             let v = match l {
@@ -209,11 +218,15 @@ impl SuiteChecker {
                         pool.extend(rs.rows.iter().filter_map(|r| r.first().cloned()));
                     }
                 }
-                pool.extend(planted.iter().filter(|v| fits(col.ty, v)).cloned());
-                if pool.is_empty() {
+                let literal: Vec<SqlValue> = planted
+                    .iter()
+                    .filter(|v| fits(col.ty, v))
+                    .cloned()
+                    .collect();
+                if pool.is_empty() && literal.is_empty() {
                     pool = fallback(col.ty);
                 }
-                out.insert(c, pool);
+                out.insert(c, (pool, literal));
             }
         }
         out
@@ -226,6 +239,8 @@ impl SuiteChecker {
         generated: &GeneratedDb,
     ) -> Result<super::executor::Guarded, ExecError> {
         let conn = Connection::open_in_memory().map_err(|e| ExecError::Open(e.to_string()))?;
+        conn.execute_batch(NO_FOREIGN_KEYS)
+            .map_err(|e| ExecError::Open(e.to_string()))?;
         for ddl in schema_ddl(db) {
             // A table SQLite refuses is left out, as in the planning database.
             let _ = conn.execute(&ddl, []);
@@ -329,6 +344,8 @@ fn tables_to_fill(db: &DbSchema, gold: &str, pred: &str) -> Vec<usize> {
         .chain(tables_read(pred))
         .filter_map(|name| db.table_index(&name))
         .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    wanted.retain(|t| seen.insert(*t));
     let mut i = 0;
     while i < wanted.len() {
         let t = wanted[i];
@@ -360,10 +377,13 @@ fn tables_to_fill(db: &DbSchema, gold: &str, pred: &str) -> Vec<usize> {
     ordered
 }
 
+/// Per column: (real or fallback values, the queries' literals that fit its type).
+type Pools = HashMap<usize, (Vec<SqlValue>, Vec<SqlValue>)>;
+
 fn generate(
     db: &DbSchema,
     tables: &[usize],
-    pools: &HashMap<usize, Vec<SqlValue>>,
+    pools: &Pools,
     rng: &mut StdRng,
     max_rows: usize,
 ) -> GeneratedDb {
@@ -415,7 +435,7 @@ fn generate(
                 break;
             }
         }
-        out.rows.insert(t, rows);
+        out.rows.push((t, rows));
     }
     out
 }
@@ -423,7 +443,7 @@ fn generate(
 fn value_for(
     db: &DbSchema,
     so_far: &GeneratedDb,
-    pools: &HashMap<usize, Vec<SqlValue>>,
+    pools: &Pools,
     rng: &mut StdRng,
     c: usize,
     in_key: bool,
@@ -431,7 +451,7 @@ fn value_for(
     // A foreign key mostly points at a generated parent row.
     if let Some((_, to)) = db.foreign_keys.iter().find(|(from, _)| *from == c)
         && let Some(parent) = db.columns.get(*to)
-        && let Some(parent_rows) = so_far.rows.get(&parent.table)
+        && let Some(parent_rows) = so_far.rows_of(parent.table)
         && !parent_rows.is_empty()
         && rng.random_range(0..10) < 8
     {
@@ -449,15 +469,23 @@ fn value_for(
     if !in_key && rng.random_range(0..10) == 0 {
         return SqlValue::Null;
     }
-    match pools.get(&c) {
-        Some(pool) if !pool.is_empty() => pool[rng.random_range(0..pool.len())].clone(),
-        _ => SqlValue::Integer(rng.random_range(0..4)),
+    let Some((real, literal)) = pools.get(&c) else {
+        return SqlValue::Integer(rng.random_range(0..4));
+    };
+    let pool = if literal.is_empty() || (!real.is_empty() && rng.random_bool(0.5)) {
+        real
+    } else {
+        literal
+    };
+    match pool.len() {
+        0 => SqlValue::Integer(rng.random_range(0..4)),
+        n => pool[rng.random_range(0..n)].clone(),
     }
 }
 
 impl SuiteChecker {
     fn script(&self, db: &DbSchema, generated: &GeneratedDb) -> (String, bool) {
-        let mut out = String::new();
+        let mut out = String::from(NO_FOREIGN_KEYS);
         let mut truncated = false;
         'tables: for (t, rows) in &generated.rows {
             let (Some(table), Some(cols)) = (db.tables.get(*t), columns(db, *t)) else {

@@ -27,7 +27,9 @@ fn scorer() -> GoldScorer {
     let mut cat = s.catalog().clone();
     sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, &data().join("spider/databases"))
         .unwrap();
-    s = GoldScorer::new(cat);
+    s = GoldScorer::new(cat).with_planner(std::sync::Arc::new(
+        sqlgrade::sqlite::schema_db::SchemaPlanner::new(),
+    ));
     s
 }
 
@@ -65,7 +67,10 @@ fn rows_and_statuses() {
         TS,
     );
     let metrics: Vec<Metric> = rows.iter().map(|r| r.metric).collect();
-    assert_eq!(metrics, vec![Metric::Ex, Metric::Esm, Metric::EsmPlus]);
+    assert_eq!(
+        metrics,
+        vec![Metric::Ex, Metric::Esm, Metric::EsmPlus, Metric::Etm]
+    );
     assert!(
         rows.iter().all(|r| r.status == RowStatus::Ok && r.ts == TS),
         "{rows:#?}"
@@ -83,6 +88,12 @@ fn rows_and_statuses() {
         rows[2]
     );
     assert_eq!(rows[2].details.to_value()["pred_rules"], json!([7]));
+    assert_eq!(
+        rows[3].verdict,
+        Some(true),
+        "ETM rule 6 (atom_id is the single-column key): {:#?}",
+        rows[3]
+    );
 
     let rows = s.score_at(
         &event("SELECT nope FROM atom", gold, "toxicology"),
@@ -112,6 +123,8 @@ fn rows_and_statuses() {
     assert_eq!(rows[0].verdict, None);
     assert_eq!(rows[1].status, RowStatus::GoldParseError);
     assert_eq!(rows[2].status, RowStatus::GoldParseError);
+    // ETM: the gold query does not plan on the schema.
+    assert_eq!(rows[3].status, RowStatus::GoldError);
 
     let rows = s.score_at(&event(gold, gold, "no_such_db"), &exec, &o, TS);
     assert!(

@@ -222,15 +222,21 @@ pub fn rule101(tree: &mut Node, schema: &EtmSchema) -> Step<()> {
     if !tree.has("from") {
         return Ok(());
     }
-    let root = tree.clone();
+    // What the qualification reads of the query, taken once (not the whole tree).
+    let has_joins = tree.has("joins");
+    let from = from_this(tree)?.clone();
+    let tables = if has_joins {
+        tables_of(tree)?
+    } else {
+        Vec::new()
+    };
     let get_table = |expr: &V| -> Step<V> {
         let mut expr = expr.clone();
         if expr.is("Star") {
             expr = V::n("Column", vec![("this", expr)]);
         }
         if !expr.has("table")? {
-            if !root.has("joins") {
-                let from = from_this(&root)?;
+            if !has_joins {
                 if from.is("Subquery") {
                     return Ok(expr);
                 }
@@ -242,7 +248,7 @@ pub fn rule101(tree: &mut Node, schema: &EtmSchema) -> Step<()> {
                 expr.node_mut()?.set("table", V::ident(&name));
             } else {
                 let mut tablename: Option<String> = None;
-                for table in tables_of(&root)? {
+                for table in &tables {
                     if table.is("Subquery") {
                         continue;
                     }

@@ -305,11 +305,7 @@ pub fn sort_key(v: &V) -> String {
 
 /// Sort values by [`sort_key`] (stable, like Python's `sort`).
 pub fn sort_values(values: &mut [V]) {
-    let mut keyed: Vec<(String, V)> = values.iter().map(|v| (sort_key(v), v.clone())).collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    for (slot, (_, v)) in values.iter_mut().zip(keyed) {
-        *slot = v;
-    }
+    values.sort_by_cached_key(sort_key);
 }
 
 fn render(v: &V, out: &mut String) {

@@ -4,7 +4,7 @@
 //!
 //! Generation respects the schema: parents before children, primary keys unique, foreign keys
 //! drawn from the parent's generated keys (sometimes NULL), values drawn from the real column
-//! (a few distinct values, read-only), from the literals of both queries and their neighbours,
+//! (a few distinct values, read-only), from the gold query's literals and their neighbours,
 //! and from boundary cases (NULL, duplicates and ties from small pools, empty tables). A
 //! candidate database is kept when the gold query runs on it and it tells the gold query apart
 //! from a mutant not yet told apart; the first few candidates are kept regardless, so a query
@@ -119,16 +119,15 @@ impl SuiteChecker {
         }
     }
 
-    fn suite(&self, db: &DbSchema, tables: &[usize], gold: &str, pred: &str) -> Arc<Suite> {
+    /// The gold query's suite: a function of the schema, the gold query and the seed only
+    /// (never of a prediction), so it is the same whatever event comes first.
+    fn suite(&self, db: &DbSchema, gold: &str) -> Arc<Suite> {
         let key = (db.db_id.clone(), gold.to_string());
         if let Some(s) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return s;
         }
-        // The prediction's literals are planted too, but the suite is the gold query's: the
-        // cached suite is reused for other predictions, whose literals then come from the
-        // first one — deterministic for a given order of events, and the mutants' literals
-        // are always there.
-        let suite = Arc::new(self.build(db, tables, gold, pred));
+        let tables = tables_to_fill(db, gold);
+        let suite = Arc::new(self.build(db, &tables, gold));
         if let Ok(mut c) = self.cache.lock() {
             if c.len() >= CACHE_CAPACITY {
                 c.clear();
@@ -138,11 +137,11 @@ impl SuiteChecker {
         suite
     }
 
-    fn build(&self, db: &DbSchema, tables: &[usize], gold: &str, pred: &str) -> Suite {
+    fn build(&self, db: &DbSchema, tables: &[usize], gold: &str) -> Suite {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (&db.db_id, gold).hash(&mut hasher);
         let mut rng = StdRng::seed_from_u64(self.config.seed ^ hasher.finish());
-        let pools = self.pools(db, tables, gold, pred);
+        let pools = self.pools(db, tables, gold);
         let gold_mutants = mutants(gold, self.config.max_mutants);
         let mut alive: Vec<&String> = gold_mutants.iter().collect();
         let mut kept = Vec::new();
@@ -182,11 +181,11 @@ impl SuiteChecker {
         }
     }
 
-    /// Values per column: the real column's and the queries' literals (kept apart, so that a
-    /// literal is picked half the time however many real values there are).
-    fn pools(&self, db: &DbSchema, tables: &[usize], gold: &str, pred: &str) -> Pools {
+    /// Values per column: the real column's and the gold query's literals (kept apart, so
+    /// that a literal is picked half the time however many real values there are).
+    fn pools(&self, db: &DbSchema, tables: &[usize], gold: &str) -> Pools {
         let mut planted: Vec<SqlValue> = Vec::new();
-        for l in literals(gold).into_iter().chain(literals(pred)) {
+        for l in literals(gold) {
             let v = match l {
                 Literal::Number(x) if x.fract() == 0.0 && x.abs() < 9e15 => {
                     SqlValue::Integer(x as i64)
@@ -205,9 +204,20 @@ impl SuiteChecker {
             };
             for (c, col) in db.columns_of(t) {
                 let mut pool = Vec::new();
+                // NULL where the column can plausibly hold one: where the real column does,
+                // or, without a real database, outside primary keys.
+                let mut nullable = !db.is_primary_key_column(c);
                 if let Some(real) = &self.real
                     && real.has_database(&db.db_id)
                 {
+                    let probe = format!(
+                        "SELECT 1 FROM {} WHERE {} IS NULL LIMIT 1",
+                        quote(table),
+                        quote(&col.name)
+                    );
+                    nullable = real
+                        .execute(&db.db_id, &probe)
+                        .is_ok_and(|rs| !rs.rows.is_empty());
                     let sql = format!(
                         "SELECT DISTINCT {} FROM {} WHERE {} IS NOT NULL LIMIT 6",
                         quote(&col.name),
@@ -226,7 +236,7 @@ impl SuiteChecker {
                 if pool.is_empty() && literal.is_empty() {
                     pool = fallback(col.ty);
                 }
-                out.insert(c, (pool, literal));
+                out.insert(c, (pool, literal, nullable));
             }
         }
         out
@@ -336,12 +346,11 @@ fn literal(v: &SqlValue) -> String {
     }
 }
 
-/// Tables the generator fills: those the queries read, and their foreign-key parents,
-/// parents first.
-fn tables_to_fill(db: &DbSchema, gold: &str, pred: &str) -> Vec<usize> {
+/// Tables the generator fills: those the gold query reads, and their foreign-key parents,
+/// parents first. (A table only the prediction reads stays empty in the suite.)
+fn tables_to_fill(db: &DbSchema, gold: &str) -> Vec<usize> {
     let mut wanted: Vec<usize> = tables_read(gold)
         .into_iter()
-        .chain(tables_read(pred))
         .filter_map(|name| db.table_index(&name))
         .collect();
     let mut seen = std::collections::BTreeSet::new();
@@ -377,8 +386,9 @@ fn tables_to_fill(db: &DbSchema, gold: &str, pred: &str) -> Vec<usize> {
     ordered
 }
 
-/// Per column: (real or fallback values, the queries' literals that fit its type).
-type Pools = HashMap<usize, (Vec<SqlValue>, Vec<SqlValue>)>;
+/// Per column: (real or fallback values, the gold query's literals that fit its type, whether
+/// it may be NULL).
+type Pools = HashMap<usize, (Vec<SqlValue>, Vec<SqlValue>, bool)>;
 
 fn generate(
     db: &DbSchema,
@@ -448,12 +458,16 @@ fn value_for(
     c: usize,
     in_key: bool,
 ) -> SqlValue {
-    // A foreign key mostly points at a generated parent row.
+    let nullable = pools.get(&c).is_some_and(|(_, _, n)| *n);
+    if nullable && !in_key && rng.random_range(0..10) == 0 {
+        return SqlValue::Null;
+    }
+    // A foreign key points at a generated parent row when there is one (a dangling reference
+    // is legal but tells apart only queries that differ on broken data).
     if let Some((_, to)) = db.foreign_keys.iter().find(|(from, _)| *from == c)
         && let Some(parent) = db.columns.get(*to)
         && let Some(parent_rows) = so_far.rows_of(parent.table)
         && !parent_rows.is_empty()
-        && rng.random_range(0..10) < 8
     {
         let position = columns(db, parent.table).and_then(|cols| {
             cols.iter()
@@ -466,10 +480,7 @@ fn value_for(
             }
         }
     }
-    if !in_key && rng.random_range(0..10) == 0 {
-        return SqlValue::Null;
-    }
-    let Some((real, literal)) = pools.get(&c) else {
+    let Some((real, literal, _)) = pools.get(&c) else {
         return SqlValue::Integer(rng.random_range(0..4));
     };
     let pool = if literal.is_empty() || (!real.is_empty() && rng.random_bool(0.5)) {
@@ -542,10 +553,9 @@ impl SuiteChecker {
         convention: ExConvention,
         compare_real: bool,
     ) -> Result<TsOutcome, TsError> {
-        let tables = tables_to_fill(db, gold, pred);
-        if tables.is_empty() {
+        if tables_to_fill(db, gold).is_empty() {
             return Err(TsError::Unavailable(
-                "the queries read no table of the schema".into(),
+                "the gold query reads no table of the schema".into(),
             ));
         }
         let mut outcome = TsOutcome {
@@ -579,7 +589,7 @@ impl SuiteChecker {
                 return Ok(outcome);
             }
         }
-        let suite = self.suite(db, &tables, gold, pred);
+        let suite = self.suite(db, gold);
         outcome.suite_size = suite.databases.len();
         outcome.mutants = suite.mutants;
         outcome.mutants_killed = suite.killed;

@@ -1,6 +1,6 @@
 //! `ts_ex`, execution on generated databases (the Spider test-suite idea, Zhong et al. 2020):
 //! the pieces that need no database — near-miss **mutants** of the gold query, the
-//! **literals** both queries compare with, and the verdict types — and the [`SuiteCheck`]
+//! **literals** the gold query compares with, and the verdict types — and the [`SuiteCheck`]
 //! seam the edge implements (generating databases, distilling them against the mutants,
 //! executing gold and prediction on them in memory).
 //!

@@ -6,9 +6,11 @@
 //! Per system: EX = 1 items a counterexample refutes, EX = 0 items the suite alone (generated
 //! databases, the real one left out) finds equivalent, the `ts_ex` acceptance, and the CPU time
 //! per pair (median and total; suites are cached per gold query, so later systems reuse them).
-//! `--show N` prints N refutations with their counterexamples for reading by hand.
+//! On Spider, the pairs the official ETM script accepts that a counterexample refutes (a check
+//! on both). `--show N` prints N refutations with their counterexamples for reading by hand;
+//! `--show-missed N`, EX = 0 items the suite alone finds equivalent.
 //!
-//! `cargo run --release --example ts_ex_runs [-- --show 5] [-- --bird-only]`
+//! `cargo run --release --example ts_ex_runs [-- --show 5] [-- --bird-only | --spider-only]`
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,7 +23,12 @@ use sqlgrade::sqlite::suite::{SuiteChecker, SuiteConfig};
 use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
 use sqlgrade_testkit::data::{data_dir, read_jsonl};
 
+/// `field` by question id; empty when the file does not exist (Spider has no EX reference,
+/// BIRD no ETM one).
 fn by_qid(path: &std::path::Path, field: &str) -> HashMap<i64, serde_json::Value> {
+    if !path.is_file() {
+        return HashMap::new();
+    }
     read_jsonl(path)
         .into_iter()
         .map(|v| {
@@ -42,6 +49,7 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     let bird_only = args.iter().any(|a| a == "--bird-only");
+    let spider_only = args.iter().any(|a| a == "--spider-only");
     let show_missed: usize = args
         .iter()
         .position(|a| a == "--show-missed")
@@ -65,7 +73,7 @@ fn main() {
             ExConvention::SpiderTestSuite,
         ),
     ] {
-        if bird_only && dataset == "spider" {
+        if (bird_only && dataset == "spider") || (spider_only && dataset == "bird") {
             continue;
         }
         let root = data_dir().join(dataset);
@@ -79,6 +87,8 @@ fn main() {
                 "predicted_sql",
             );
             let ex_ref = by_qid(&root.join(format!("reference/ex_{system}.jsonl")), "ex");
+            let etm_ref = by_qid(&root.join(format!("reference/etm_{system}.jsonl")), "etm");
+            let (mut etm1, mut etm1_refuted) = (0usize, 0usize);
             let (mut n, mut accepted, mut gold_errors) = (0usize, 0usize, 0usize);
             let (mut ex1, mut ex1_refuted, mut ex0, mut ex0_suite_equivalent) = (0, 0, 0, 0);
             let mut times: Vec<Duration> = Vec::new();
@@ -103,15 +113,25 @@ fn main() {
                     continue;
                 };
                 accepted += usize::from(out.verdict);
+                if etm_ref.get(&qid).and_then(serde_json::Value::as_bool) == Some(true) {
+                    etm1 += 1;
+                    if out.counterexample.is_some() {
+                        etm1_refuted += 1;
+                        if shown < show {
+                            shown += 1;
+                            print_refutation(qid, "ETM = 1", gold, pred, &out);
+                        }
+                    }
+                }
                 let ex = ex_ref.get(&qid).and_then(serde_json::Value::as_i64);
                 match ex {
                     Some(1) => {
                         ex1 += 1;
                         if out.counterexample.is_some() {
                             ex1_refuted += 1;
-                            if shown < show {
+                            if shown < show && dataset == "bird" {
                                 shown += 1;
-                                print_refutation(qid, gold, pred, &out);
+                                print_refutation(qid, "EX = 1", gold, pred, &out);
                             }
                         }
                     }
@@ -141,6 +161,7 @@ fn main() {
             println!(
                 "{dataset} {system}: {n} pairs, ts_ex accepts {accepted} ({:.1}%), gold errors {gold_errors}; \
                  EX=1 refuted by a counterexample {ex1_refuted}/{ex1}; EX=0 equivalent on the whole suite {ex0_suite_equivalent}/{ex0}; \
+                 official ETM accepts, a counterexample refutes {etm1_refuted}/{etm1}; \
                  CPU per pair median {:.1} ms, total {:.1} s",
                 100.0 * accepted as f64 / n.max(1) as f64,
                 median.as_secs_f64() * 1e3,
@@ -151,11 +172,11 @@ fn main() {
     }
 }
 
-fn print_refutation(qid: i64, gold: &str, pred: &str, out: &TsOutcome) {
+fn print_refutation(qid: i64, what: &str, gold: &str, pred: &str, out: &TsOutcome) {
     let Some(cx) = &out.counterexample else {
         return;
     };
-    println!("--- q{qid}: EX = 1, refuted on a {}-row database", cx.rows);
+    println!("--- q{qid}: {what}, refuted on a {}-row database", cx.rows);
     println!("gold: {gold}\npred: {pred}");
     print!("{}", cx.script);
     println!("gold result: {:?}", cx.gold);

@@ -691,17 +691,21 @@ impl RunReport {
                 .filter(|d| d.other_metric == "ts_ex")
                 .take(5)
             {
+                // The size line and both results; the script is in the HTML report.
+                let cx = d.counterexample.as_deref().unwrap_or("");
+                let size = cx.lines().next().unwrap_or("").trim_start_matches("-- ");
+                let results: Vec<&str> = cx
+                    .lines()
+                    .filter(|l| l.starts_with("-- gold:") || l.starts_with("-- pred:"))
+                    .map(|l| l.trim_start_matches("-- "))
+                    .collect();
                 let _ = writeln!(
                     out,
-                    "  {} ({}): {}",
+                    "  {} ({}): {}; {}",
                     d.event_id,
                     d.variant,
-                    d.counterexample
-                        .as_deref()
-                        .unwrap_or("")
-                        .lines()
-                        .next()
-                        .unwrap_or("")
+                    size,
+                    results.join("; ")
                 );
             }
         }

@@ -3,13 +3,15 @@
 //! queries executed on them in memory — plus on the real database when there is one.
 //!
 //! Generation respects the schema: parents before children, primary keys unique, foreign keys
-//! drawn from the parent's generated keys (sometimes NULL), values drawn from the real column
-//! (a few distinct values, read-only), from the gold query's literals and their neighbours,
-//! and from boundary cases (NULL, duplicates and ties from small pools, empty tables). A
-//! candidate database is kept when the gold query runs on it and it tells the gold query apart
-//! from a mutant not yet told apart; the first few candidates are kept regardless, so a query
-//! with no mutants still gets a suite. Suites are deterministic for a seed and cached per
-//! (database, gold query).
+//! pointing at a generated parent row whenever there is one, values drawn from the real column
+//! (a few distinct values, read-only) and — half the time — from the gold query's literals and
+//! their neighbours, and boundary cases: NULLs (only in columns whose real data has them, or
+//! outside keys when there is no real database), duplicates and ties from small pools, empty
+//! tables. Foreign keys are declared but not enforced, as in the real benchmark databases. A
+//! candidate is kept when the gold query runs on it and it tells the gold query apart from a
+//! mutant not yet told apart; the first few on which the gold query returns rows are kept
+//! regardless, so a query with no mutants still gets a suite. Suites depend on the schema, the
+//! gold query and the seed only, and are cached per (database, gold query).
 //!
 //! Safety: generated databases live in memory and are guarded like the executor's connections
 //! (query-only, no ATTACH, a read-only authorizer, the time and row limits) before any event
@@ -43,7 +45,8 @@ pub struct SuiteConfig {
     pub candidates: usize,
     /// Largest suite kept.
     pub max_suite: usize,
-    /// Candidates kept regardless of mutants (so every suite has some databases).
+    /// Candidates kept regardless of mutants: the first ones on which the gold query returns
+    /// rows (so every suite has some databases).
     pub always_keep: usize,
     /// Most rows per table of a generated database.
     pub max_rows: usize,

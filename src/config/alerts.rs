@@ -156,8 +156,8 @@ pub struct RuleSet {
     pub resolve_after: usize,
     /// An evaluation is calm when the effect is below `resolve_ratio × min effect`.
     pub resolve_ratio: f64,
-    /// Metrics watched for score drops (`stef`, `ex`, `esm`, `esm_plus`, `hybrid_ex`, `flex`,
-    /// `rose`).
+    /// Metrics watched for score drops (`stef`, `ex`, `esm`, `esm_plus`, `etm`, `ts_ex`,
+    /// `hybrid_ex`, `flex`, `rose`).
     pub metrics: Vec<String>,
     /// Minimum drop of the mean STEF Φ (points, 0–100) to alert.
     pub stef_min_drop: f64,

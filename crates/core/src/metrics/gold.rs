@@ -1,8 +1,9 @@
 //! The pipeline's entry point for deterministic gold metrics: one [`EvaluationRow`] per metric
-//! (`ex`, `esm`, `esm_plus`, `etm`) for an event that carries gold SQL.
+//! (`ex`, `esm`, `esm_plus`, `etm`, `ts_ex`) for an event that carries gold SQL.
 //!
-//! Pure apart from the [`Executor`] it is handed; schemas are loaded once at the edge
-//! (the daemon's `sqlite::schema::load_catalog`) and handed to [`GoldScorer::new`].
+//! Pure apart from the seams it is handed — the [`Executor`], ETM's [`PlanCheck`] and
+//! `ts_ex`'s [`SuiteCheck`]; schemas are loaded once at the edge (the daemon's
+//! `sqlite::schema::load_catalog`) and handed to [`GoldScorer::new`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -62,7 +63,7 @@ struct DbSchemas {
     etm: EtmSchema,
 }
 
-/// Computes EX, ESM, ESM+ and ETM rows for events with gold data.
+/// Computes EX, ESM, ESM+, ETM and `ts_ex` rows for events with gold data.
 pub struct GoldScorer {
     catalog: SchemaCatalog,
     prepared: Mutex<HashMap<String, Arc<DbSchemas>>>,

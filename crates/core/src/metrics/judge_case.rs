@@ -53,9 +53,11 @@ pub struct GoldCase<'a> {
 
 impl GoldCase<'_> {
     /// The tree-matching evidence that decides "correct" without a judge call: an
-    /// ESM+-equivalent or ETM-matched prediction (both rewrite the two queries with
-    /// equivalence-preserving rules and compare; a match is evidence of equivalence, a miss is
-    /// not evidence of anything, so only a match decides).
+    /// ESM+-equivalent or ETM-matched prediction (both rewrite the two queries with rules
+    /// meant to preserve equivalence and compare; a match is evidence of equivalence, a miss
+    /// is not evidence of anything, so only a match decides). ETM keeps a few rewrites of the
+    /// released script that do not always preserve it (e.g. `x OR a = a` → `x`; `ts_ex` finds
+    /// them on Spider in about 1% of ETM matches), documented in `metrics::etm`.
     pub fn tree_match(&self) -> Option<crate::metrics::avoid::Avoidance> {
         use crate::metrics::avoid::Avoidance;
         if self.esm_plus == Some(true) {

@@ -317,7 +317,7 @@ pub(crate) fn guard(mut conn: Connection) -> Result<Guarded, ExecError> {
 }
 
 /// Allow reading only.
-fn authorize(ctx: AuthContext<'_>) -> Authorization {
+pub(crate) fn authorize(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
         AuthAction::Select
         | AuthAction::Read { .. }

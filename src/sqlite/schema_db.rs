@@ -10,7 +10,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::limits::Limit;
 
 use crate::catalogue::DbSchema;
@@ -32,21 +31,11 @@ pub fn schema_ddl(db: &DbSchema) -> Vec<String> {
         if parts.is_empty() {
             continue;
         }
-        let key: Vec<String> = db
-            .primary_keys
+        let key: Vec<String> = primary_key(db, t)
             .iter()
-            .find(|k| {
-                k.first()
-                    .and_then(|c| db.columns.get(*c))
-                    .is_some_and(|c| c.table == t)
-            })
-            .map(|k| {
-                k.iter()
-                    .filter_map(|c| db.columns.get(*c))
-                    .map(|c| quote(&c.name))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .filter_map(|c| db.columns.get(*c))
+            .map(|c| quote(&c.name))
+            .collect();
         if !key.is_empty() {
             parts.push(format!("PRIMARY KEY ({})", key.join(", ")));
         }
@@ -87,18 +76,21 @@ pub fn open_schema_db(db: &DbSchema) -> rusqlite::Result<Connection> {
     }
     conn.pragma_update(None, "query_only", 1)?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
-    conn.authorizer(Some(read_only))?;
+    conn.authorizer(Some(super::executor::authorize))?;
     Ok(conn)
 }
 
-fn read_only(ctx: AuthContext<'_>) -> Authorization {
-    match ctx.action {
-        AuthAction::Select
-        | AuthAction::Read { .. }
-        | AuthAction::Function { .. }
-        | AuthAction::Recursive => Authorization::Allow,
-        _ => Authorization::Deny,
-    }
+/// The column indices of table `t`'s primary key (empty when it has none).
+pub(crate) fn primary_key(db: &DbSchema, t: usize) -> Vec<usize> {
+    db.primary_keys
+        .iter()
+        .find(|k| {
+            k.first()
+                .and_then(|c| db.columns.get(*c))
+                .is_some_and(|c| c.table == t)
+        })
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// ETM's validity check: `EXPLAIN QUERY PLAN` on a schema-only database, one per `db_id`,

@@ -408,16 +408,7 @@ fn generate(
                 .filter(|(_, c)| seen.insert(c.name.to_lowercase()))
                 .collect()
         };
-        let key: Vec<usize> = db
-            .primary_keys
-            .iter()
-            .find(|k| {
-                k.first()
-                    .and_then(|c| db.columns.get(*c))
-                    .is_some_and(|c| c.table == t)
-            })
-            .cloned()
-            .unwrap_or_default();
+        let key = super::schema_db::primary_key(db, t);
         // An empty table one time in eight; otherwise 1..=max_rows rows.
         let n = if rng.random_range(0..8) == 0 {
             0

@@ -129,7 +129,7 @@ async fn main() {
         database: "sqlgrade".into(),
         ..SinkConfig::default()
     };
-    migrate(&settings).await.unwrap();
+    migrate(&settings, None).await.unwrap();
 
     // Fill.
     let store = JudgeCacheStore::new(&settings);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Test servers for sqlgrade's integration tests and daemon benchmark: ClickHouse (Debian's
-# clickhouse-server) and the Kafka-compatible broker tansu 0.6, run as user processes on free
+# clickhouse-server; ZooKeeper from Debian for the replicated cluster test) and the
+# Kafka-compatible broker tansu 0.6, run as user processes on free
 # loopback ports with all state in a temp dir; plus chDB (a current ClickHouse engine from PyPI)
 # for the DDL check on current releases.
 #
@@ -60,6 +61,19 @@ install_tansu() {
     cargo install tansu --version "$TANSU_VERSION" --features libsql --locked >&2
 }
 
+# ZooKeeper (Debian's package, with its Java runtime) coordinates the replicated ClickHouse
+# cluster of tests/clickhouse_cluster.rs; the test support runs it standalone, as a child process.
+install_zookeeper() {
+    if [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then
+        return 0
+    fi
+    log "installing zookeeper from Debian (replicated ClickHouse cluster test)"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq zookeeper >&2
+}
+
 # Headless Chromium renders the HTML report in tests/report_html.rs. Optional: without it that
 # test prints a loud SKIPPED for the rendering step, so a failed install only warns.
 install_chromium() {
@@ -94,6 +108,7 @@ install_chdb() {
 
 install_all() {
     install_clickhouse
+    install_zookeeper
     install_tansu
     install_chdb
     install_chromium

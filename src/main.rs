@@ -97,6 +97,10 @@ enum Command {
         /// TOML config file with the [sink] ClickHouse settings.
         #[arg(long)]
         config: PathBuf,
+        /// Apply the migrations to every node of this cluster (ON CLUSTER, replicated tables,
+        /// Distributed tables in front; default: `[sink.cluster] name`, else one server).
+        #[arg(long)]
+        cluster: Option<String>,
     },
     /// Check a metric against human labels: Cohen's kappa, accuracy, precision/recall, the
     /// confusion matrix and, for continuous metrics (stef, hybrid_ex), the kappa-maximising cut-off.
@@ -260,7 +264,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             };
             backfill(config, request).await
         }
-        Command::Migrate { config } => migrate(config).await,
+        Command::Migrate { config, cluster } => migrate(config, cluster).await,
         Command::Prune {
             config,
             older_than,
@@ -603,7 +607,7 @@ async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Res
     Ok(ExitCode::SUCCESS)
 }
 
-async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
+async fn migrate(config_path: PathBuf, cluster: Option<String>) -> Result<ExitCode> {
     let config = load_config(Some(&config_path))?;
     if config.sink.kind != SinkKind::Clickhouse {
         bail!(
@@ -612,7 +616,8 @@ async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
             config.sink.kind
         );
     }
-    let report = sqlgrade::clickhouse::migrate::migrate(&config.sink).await?;
+    let layout = sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref());
+    let report = sqlgrade::clickhouse::migrate::migrate(&config.sink, layout.as_ref()).await?;
     for name in &report.applied {
         println!("applied  {name}");
     }
@@ -623,8 +628,11 @@ async fn migrate(config_path: PathBuf) -> Result<ExitCode> {
         eprintln!("warning: {name} changed after it was applied (not re-applied)");
     }
     println!(
-        "database {}: {} migration(s) applied, {} already present",
+        "database {}{}: {} migration(s) applied, {} already present",
         config.sink.database,
+        layout
+            .as_ref()
+            .map_or(String::new(), |l| format!(" on cluster {}", l.name)),
         report.applied.len(),
         report.already_applied.len()
     );

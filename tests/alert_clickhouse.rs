@@ -47,7 +47,7 @@ async fn alerts_table_and_report_from_clickhouse() {
         retry_max_ms: 500,
         ..SinkConfig::default()
     };
-    migrate(&settings).await.unwrap();
+    migrate(&settings, None).await.unwrap();
 
     // Alerts: one incident, fired then resolved.
     let config = AlertsConfig {

@@ -83,9 +83,9 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     let t0 = std::time::Instant::now();
     // Migrations: first run applies everything, second run nothing.
     let s = settings(&ch, "sg_test");
-    let first = migrate(&s).await.unwrap();
+    let first = migrate(&s, None).await.unwrap();
     assert_eq!(first.applied.len(), MIGRATIONS.len());
-    let second = migrate(&s).await.unwrap();
+    let second = migrate(&s, None).await.unwrap();
     assert!(second.applied.is_empty());
     assert_eq!(second.already_applied.len(), MIGRATIONS.len());
     assert_eq!(

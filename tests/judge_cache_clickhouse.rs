@@ -195,7 +195,7 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         database: "sqlgrade".into(),
         ..SinkConfig::default()
     };
-    migrate(&settings).await.unwrap();
+    migrate(&settings, None).await.unwrap();
 
     let server = MockServer::start().await;
     let _replies = varying_replies(&server);

@@ -6,8 +6,11 @@
 //! (every statement is `IF NOT EXISTS`). The DDL sticks to what both Debian's ClickHouse 18.16 and
 //! current releases accept.
 
+use std::time::Duration;
+
 use sha2::{Digest, Sha256};
 
+use super::cluster::{self, ClusterLayout};
 use crate::config::{SinkConfig, redact_url};
 
 /// One versioned DDL file.
@@ -43,6 +46,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(8, "008_second_pass.sql"),
     migration!(9, "009_scored_means.sql"),
     migration!(10, "010_run_key.sql"),
+    migration!(11, "011_read_key.sql"),
 ];
 
 /// Name of the bookkeeping table.
@@ -82,6 +86,9 @@ pub enum MigrateError {
         #[source]
         source: clickhouse::error::Error,
     },
+    /// The cluster name is not a plain identifier.
+    #[error("invalid cluster name {0:?} (letters, digits and '_' only)")]
+    ClusterName(String),
     /// The database name is not a plain identifier.
     #[error("invalid database name {0:?} (letters, digits and '_' only)")]
     DatabaseName(String),
@@ -134,13 +141,61 @@ pub fn skip_if(statement: &str) -> Option<String> {
     ))
 }
 
+/// One statement of a migration file, with its guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    /// The SQL, comments removed.
+    pub sql: String,
+    /// From a `-- migrate: skip if table NAME exists` line right before the statement: the
+    /// statement is skipped once `NAME` exists (for the steps of a table rebuild that must not
+    /// run again after the swap, should a run be interrupted half way).
+    pub skip_when_table_exists: Option<String>,
+}
+
+impl Statement {
+    /// The query that says whether to skip the statement (a count; non-zero means skip): its
+    /// guard line, else [`skip_if`]. `table` maps a table name to the one the query should
+    /// look for (the local table on a cluster).
+    pub fn skip_query(&self, table: impl Fn(&str) -> String) -> Option<String> {
+        if let Some(name) = &self.skip_when_table_exists {
+            return Some(format!(
+                "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = '{}'",
+                table(name)
+            ));
+        }
+        let words: Vec<&str> = self.sql.split_whitespace().collect();
+        let named = words.get(2)?.trim_matches('`');
+        skip_if(&self.sql).map(|q| {
+            q.replace(
+                &format!("table = '{named}'"),
+                &format!("table = '{}'", table(named)),
+            )
+        })
+    }
+}
+
+const GUARD_PREFIX: &str = "migrate: skip if table ";
+const GUARD_SUFFIX: &str = " exists";
+
 /// Split a DDL file into statements: `;` ends a statement unless inside quotes; `--` line
-/// comments are removed; empty statements are dropped.
-pub fn split_statements(sql: &str) -> Vec<String> {
+/// comments are removed (a `-- migrate: skip if table NAME exists` line guards the statement
+/// that follows it); empty statements are dropped.
+pub fn statements(sql: &str) -> Vec<Statement> {
     let mut statements = Vec::new();
     let mut current = String::new();
+    let mut guard: Option<String> = None;
     let mut quote: Option<char> = None;
     let mut chars = sql.chars().peekable();
+    let mut finish = |current: &mut String, guard: &mut Option<String>| {
+        let stmt = current.trim();
+        if !stmt.is_empty() {
+            statements.push(Statement {
+                sql: stmt.to_string(),
+                skip_when_table_exists: guard.take(),
+            });
+        }
+        current.clear();
+    };
     while let Some(c) = chars.next() {
         match quote {
             Some(q) => {
@@ -159,37 +214,68 @@ pub fn split_statements(sql: &str) -> Vec<String> {
                     current.push(c);
                 }
                 '-' if chars.peek() == Some(&'-') => {
+                    let mut comment = String::new();
                     for skipped in chars.by_ref() {
                         if skipped == '\n' {
                             current.push('\n');
                             break;
                         }
+                        comment.push(skipped);
+                    }
+                    let text = comment.trim_start_matches('-').trim();
+                    if let Some(name) = text
+                        .strip_prefix(GUARD_PREFIX)
+                        .and_then(|t| t.strip_suffix(GUARD_SUFFIX))
+                        .filter(|n| valid_identifier(n))
+                        && current.trim().is_empty()
+                    {
+                        guard = Some(name.to_string());
                     }
                 }
-                ';' => {
-                    let stmt = current.trim();
-                    if !stmt.is_empty() {
-                        statements.push(stmt.to_string());
-                    }
-                    current.clear();
-                }
+                ';' => finish(&mut current, &mut guard),
                 _ => current.push(c),
             },
         }
     }
-    let stmt = current.trim();
-    if !stmt.is_empty() {
-        statements.push(stmt.to_string());
-    }
+    finish(&mut current, &mut guard);
     statements
+}
+
+/// The statements of a DDL file without their guards (see [`statements`]).
+pub fn split_statements(sql: &str) -> Vec<String> {
+    statements(sql).into_iter().map(|s| s.sql).collect()
 }
 
 fn valid_identifier(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The bookkeeping table on a cluster: one replicated table that every node of every shard
+/// shares (the shard part of the path is `all`), so `migrate` sees the same history wherever it
+/// connects.
+pub fn cluster_migrations_table(layout: &ClusterLayout) -> String {
+    let path = layout
+        .replica_path
+        .replace("{database}", &layout.database)
+        .replace("{table}", MIGRATIONS_TABLE)
+        .replace("{shard}", "all");
+    format!(
+        "CREATE TABLE IF NOT EXISTS {database}.{MIGRATIONS_TABLE} ON CLUSTER {cluster} \
+         (version UInt32, name String, checksum String, applied_at DateTime) \
+         ENGINE = ReplicatedMergeTree('{path}', '{{shard}}-{replica}') ORDER BY version",
+        cluster = layout.name,
+        database = layout.database,
+        replica = layout.replica_name,
+    )
+}
+
 /// Apply every migration not yet recorded in `settings.database`, creating the database first.
-pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateError> {
+/// With `cluster`, on every node of that cluster (see [`super::cluster`]): local replicated
+/// tables, `Distributed` tables in front of them, the history in a replicated table.
+pub async fn migrate(
+    settings: &SinkConfig,
+    cluster: Option<&ClusterLayout>,
+) -> Result<MigrationReport, MigrateError> {
     let url = redact_url(super::url(settings));
     // The error of a bookkeeping step (`what`) against this server.
     let bookkeeping = |what: &'static str| {
@@ -199,18 +285,39 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
     if !valid_identifier(&settings.database) {
         return Err(MigrateError::DatabaseName(settings.database.clone()));
     }
+    if let Some(layout) = cluster
+        && !valid_identifier(&layout.name)
+    {
+        return Err(MigrateError::ClusterName(layout.name.clone()));
+    }
+    let on_cluster = cluster.map_or(String::new(), |c| format!(" ON CLUSTER {}", c.name));
     let server = super::server_client(settings);
-    server
-        .query(&format!(
-            "CREATE DATABASE IF NOT EXISTS {}",
-            settings.database
-        ))
-        .execute()
-        .await
-        .map_err(bookkeeping("create the database"))?;
+    // The first contact: a server (or a cluster's DDL queue) that is still starting may drop the
+    // connection, so this idempotent statement is retried a few times on transient failures.
+    let create_database = format!(
+        "CREATE DATABASE IF NOT EXISTS {}{on_cluster}",
+        settings.database
+    );
+    let mut backoff = super::Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
+    let mut attempts = 0;
+    loop {
+        match server.query(&create_database).execute().await {
+            Ok(()) => break,
+            Err(e) if attempts < 5 && super::classify(&e) == super::FailureKind::Transient => {
+                attempts += 1;
+                tracing::warn!(error = %e, attempts, "cannot create the database yet; retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            Err(e) => return Err(bookkeeping("create the database")(e)),
+        }
+    }
     let client = super::client(settings);
+    let create_history = cluster.map_or(
+        CREATE_MIGRATIONS_TABLE.to_string(),
+        cluster_migrations_table,
+    );
     client
-        .query(CREATE_MIGRATIONS_TABLE)
+        .query(&create_history)
         .execute()
         .await
         .map_err(bookkeeping("create the migrations table"))?;
@@ -220,6 +327,17 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
         .await
         .map_err(bookkeeping("read the migrations table"))?;
 
+    let files: Vec<&str> = MIGRATIONS.iter().map(|m| m.sql).collect();
+    let data_tables = cluster::data_tables(&files);
+    let objects = cluster::objects(&files);
+    let names = cluster::Names {
+        tables: &data_tables,
+        objects: &objects,
+    };
+    let table_name = |name: &str| match cluster {
+        Some(_) if data_tables.iter().any(|t| t == name) => cluster::local_name(name),
+        _ => name.to_string(),
+    };
     let mut report = MigrationReport::default();
     for m in MIGRATIONS {
         let sum = checksum(m.sql);
@@ -234,13 +352,13 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
             report.already_applied.push(m.name.to_string());
             continue;
         }
-        for (i, statement) in split_statements(m.sql).iter().enumerate() {
-            if let Some(check) = skip_if(statement) {
+        for (i, statement) in statements(m.sql).iter().enumerate() {
+            if let Some(check) = statement.skip_query(table_name) {
                 let present: u64 = client
                     .query(&check)
                     .fetch_one()
                     .await
-                    .map_err(bookkeeping("check whether a column exists"))?;
+                    .map_err(bookkeeping("check whether a statement already ran"))?;
                 if present > 0 {
                     tracing::info!(
                         migration = m.name,
@@ -250,15 +368,44 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
                     continue;
                 }
             }
-            client
-                .query(statement)
-                .execute()
+            let failed = |source| MigrateError::Statement {
+                name: m.name.to_string(),
+                index: i + 1,
+                source,
+            };
+            match cluster {
+                None => client
+                    .query(&statement.sql)
+                    .execute()
+                    .await
+                    .map_err(failed)?,
+                Some(layout) => {
+                    let Some(rewritten) = cluster::rewrite(&statement.sql, &names, layout) else {
+                        tracing::info!(
+                            migration = m.name,
+                            statement = i + 1,
+                            "nothing to do on a cluster; skipped"
+                        );
+                        continue;
+                    };
+                    if rewritten.reads_distributed {
+                        sync_distributed(&client, layout)
+                            .await
+                            .map_err(bookkeeping("create the Distributed tables"))?;
+                    }
+                    client
+                        .query(&rewritten.sql)
+                        .with_setting("insert_distributed_sync", "1")
+                        .execute()
+                        .await
+                        .map_err(failed)?;
+                }
+            }
+        }
+        if let Some(layout) = cluster {
+            sync_distributed(&client, layout)
                 .await
-                .map_err(|source| MigrateError::Statement {
-                    name: m.name.to_string(),
-                    index: i + 1,
-                    source,
-                })?;
+                .map_err(bookkeeping("create the Distributed tables"))?;
         }
         let record = AppliedRecord {
             version: m.version,
@@ -281,7 +428,114 @@ pub async fn migrate(settings: &SinkConfig) -> Result<MigrationReport, MigrateEr
         tracing::info!(migration = m.name, database = %settings.database, "applied");
         report.applied.push(m.name.to_string());
     }
+    if let Some(layout) = cluster {
+        sync_distributed(&client, layout)
+            .await
+            .map_err(bookkeeping("create the Distributed tables"))?;
+    }
     Ok(report)
+}
+
+#[derive(Debug, clickhouse::Row, serde::Deserialize)]
+struct TableRecord {
+    name: String,
+    engine: String,
+    engine_full: String,
+}
+
+#[derive(Debug, clickhouse::Row, serde::Deserialize)]
+struct ColumnRecord {
+    table: String,
+    name: String,
+    #[serde(rename = "type")]
+    column_type: String,
+}
+
+/// Make the `Distributed` tables match the local ones: one in front of every local replicated
+/// table (same columns, pointing at it, sharded by [`cluster::sharding_key`]); one whose local
+/// table is gone, or whose columns differ (a migration added some), is dropped and recreated.
+/// `ALTER … ON CLUSTER` cannot change a `Distributed` table on 18.16 when the cluster's shards
+/// are replicated, so recreating is the portable way; a `Distributed` table holds no data of its
+/// own (the sink writes through it synchronously, see `[sink.cluster] insert_sync`).
+pub async fn sync_distributed(
+    client: &clickhouse::Client,
+    layout: &ClusterLayout,
+) -> clickhouse::error::Result<()> {
+    let tables: Vec<TableRecord> = client
+        .query("SELECT name, engine, engine_full FROM system.tables WHERE database = currentDatabase()")
+        .fetch_all()
+        .await?;
+    let columns: Vec<ColumnRecord> = client
+        .query("SELECT table, name, type FROM system.columns WHERE database = currentDatabase()")
+        .fetch_all()
+        .await?;
+    let columns_of = |table: &str| {
+        let mut cols: Vec<(String, String)> = columns
+            .iter()
+            .filter(|c| c.table == table)
+            .map(|c| (c.name.clone(), c.column_type.clone()))
+            .collect();
+        cols.sort();
+        cols
+    };
+    let on_cluster = format!("ON CLUSTER {}", layout.name);
+    for local in tables
+        .iter()
+        .filter(|t| t.engine.starts_with("Replicated") && t.name.ends_with(cluster::LOCAL_SUFFIX))
+    {
+        if local.name == MIGRATIONS_TABLE {
+            continue;
+        }
+        let front = local
+            .name
+            .trim_end_matches(cluster::LOCAL_SUFFIX)
+            .to_string();
+        let points_here = format!(
+            "Distributed({}, {}, {}, ",
+            layout.name, layout.database, local.name
+        );
+        let existing = tables.iter().find(|t| t.name == front);
+        let up_to_date = existing.is_some_and(|t| {
+            t.engine == "Distributed"
+                && t.engine_full.contains(&points_here)
+                && columns_of(&front) == columns_of(&local.name)
+        });
+        if up_to_date {
+            continue;
+        }
+        if existing.is_some() {
+            client
+                .query(&format!(
+                    "DROP TABLE IF EXISTS {}.{front} {on_cluster}",
+                    layout.database
+                ))
+                .execute()
+                .await?;
+        }
+        let names: Vec<String> = columns_of(&local.name)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        client
+            .query(&cluster::distributed_ddl(&front, &names, layout))
+            .execute()
+            .await?;
+        tracing::info!(table = %front, local = %local.name, "Distributed table (re)created");
+    }
+    for stale in tables.iter().filter(|t| t.engine == "Distributed") {
+        let local = cluster::local_name(&stale.name);
+        if !tables.iter().any(|t| t.name == local) {
+            client
+                .query(&format!(
+                    "DROP TABLE IF EXISTS {}.{} {on_cluster}",
+                    layout.database, stale.name
+                ))
+                .execute()
+                .await?;
+            tracing::info!(table = %stale.name, "Distributed table without its local table dropped");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use crate::config::SinkConfig;
 
+pub mod cluster;
 pub mod judge_cache;
 pub mod migrate;
+pub mod queries;
 pub mod retention;
 pub mod sink;
 
@@ -35,8 +37,28 @@ pub fn url(sink: &SinkConfig) -> &str {
 }
 
 /// A `clickhouse` client for `[sink]`: server, credentials, database selected.
+/// On a cluster with `insert_sync`, inserts through `Distributed` tables are synchronous.
 pub fn client(sink: &SinkConfig) -> clickhouse::Client {
-    server_client(sink).with_database(&sink.database)
+    let client = server_client(sink).with_database(&sink.database);
+    if sink.cluster.name.is_some() && sink.cluster.insert_sync {
+        client.with_setting("insert_distributed_sync", "1")
+    } else {
+        client
+    }
+}
+
+/// The cluster layout of `[sink.cluster]` (its name, or `name` to override it); `None` = one
+/// server.
+pub fn cluster_layout(sink: &SinkConfig, name: Option<&str>) -> Option<cluster::ClusterLayout> {
+    let name = name
+        .map(str::to_string)
+        .or_else(|| sink.cluster.name.clone())?;
+    Some(cluster::ClusterLayout {
+        name,
+        database: sink.database.clone(),
+        replica_path: sink.cluster.replica_path.clone(),
+        replica_name: sink.cluster.replica_name.clone(),
+    })
 }
 
 /// The same client without a database selected (to create it).

@@ -10,10 +10,12 @@
 //! - **data the server rejects** (parse/type errors) is bisected down to the offending rows,
 //!   which are written to `dead_letters` with the server's error, while the rest is stored.
 //!
-//! Writes are idempotent: `evaluations` is a `ReplacingMergeTree` keyed by (event_id, metric,
-//! run_key — the run id or '', migration 010),
-//! so a batch re-sent after a timeout or redelivered after a crash collapses on merge (queries read
-//! it with `FINAL`). Client schema validation is off (`with_validation(false)`) so that the
+//! Writes are idempotent: `evaluations` is a `ReplacingMergeTree` whose sorting key (migration
+//! 011: run, app, agent, agent version — each '' when absent — metric, event time, event id) is
+//! a function of the event and the metric, so a batch re-sent after a timeout or redelivered
+//! after a crash collapses on merge (queries read it with `FINAL`). On a cluster the same insert
+//! goes through the `Distributed` table of that name, synchronously unless
+//! `[sink.cluster] insert_sync = false`. Client schema validation is off (`with_validation(false)`) so that the
 //! crate works with ClickHouse 18.16 as well as current servers; the row types below mirror
 //! `deploy/clickhouse/001_evaluations.sql` and `002_dead_letters.sql`.
 //!
@@ -71,6 +73,10 @@ struct EvaluationRecord<'a> {
     revised_verdict: Option<&'a str>,
     /// `run_id` or '' (part of the sorting key since migration 010).
     run_key: &'a str,
+    /// `app_id`, `agent_id`, `agent_version` or '' (the sorting key since migration 011).
+    app_key: &'a str,
+    agent_key: &'a str,
+    version_key: &'a str,
 }
 
 const NO_RULES: &[String] = &[];
@@ -115,6 +121,9 @@ impl<'a> EvaluationRecord<'a> {
             revised_value: judged.map(|j| j.revised_value),
             revised_verdict: judged.map(|j| j.revised_verdict.as_str()),
             run_key: row.run_id.as_deref().unwrap_or(""),
+            app_key: row.app_id.as_deref().unwrap_or(""),
+            agent_key: row.agent_id.as_deref().unwrap_or(""),
+            version_key: row.agent_version.as_deref().unwrap_or(""),
         }
     }
 }

@@ -210,6 +210,38 @@ pub struct SinkConfig {
     pub retry_give_up_ms: u64,
     /// ClickHouse: per-request timeout.
     pub request_timeout_ms: u64,
+    /// ClickHouse cluster layout (`[sink.cluster]`); unset = one server.
+    pub cluster: ClusterConfig,
+}
+
+/// `[sink.cluster]`: the daemon writes and reads through `Distributed` tables named like the
+/// single-server ones (`sqlgrade migrate --cluster NAME` creates them; `deploy/clickhouse/README.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The cluster's name in the servers' `remote_servers`; unset = a single server.
+    pub name: Option<String>,
+    /// ZooKeeper path of each replicated table: `{shard}` is the servers' macro, `{database}` and
+    /// `{table}` are filled in by `migrate`.
+    pub replica_path: String,
+    /// Replica name of each replicated table (a servers' macro by default).
+    pub replica_name: String,
+    /// Write through the `Distributed` tables synchronously (`insert_distributed_sync = 1`): an
+    /// insert returns — and offsets are committed — only once every shard has its rows. `false`
+    /// lets the node queue rows for other shards on its disk first (faster, but a node lost
+    /// before it forwards them loses acknowledged rows).
+    pub insert_sync: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            name: None,
+            replica_path: "/clickhouse/tables/{shard}/{database}/{table}".into(),
+            replica_name: "{replica}".into(),
+            insert_sync: true,
+        }
+    }
 }
 
 impl fmt::Debug for SinkConfig {
@@ -228,6 +260,7 @@ impl fmt::Debug for SinkConfig {
             .field("retry_max_ms", &self.retry_max_ms)
             .field("retry_give_up_ms", &self.retry_give_up_ms)
             .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -248,6 +281,7 @@ impl Default for SinkConfig {
             retry_max_ms: 5_000,
             retry_give_up_ms: 0,
             request_timeout_ms: 30_000,
+            cluster: ClusterConfig::default(),
         }
     }
 }

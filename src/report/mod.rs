@@ -134,11 +134,7 @@ pub async fn rows_from_clickhouse(
     run_id: &str,
 ) -> Result<Vec<ReportRow>, ReportError> {
     let mut cursor = crate::clickhouse::client(settings)
-        .query(
-            "SELECT event_id, agent_id, agent_version, run_id, metric, value, verdict, status, \
-             quality_tier, details, semantic_verdict, inclusion_probability, revised_value, \
-             revised_verdict FROM evaluations FINAL WHERE run_id = ?",
-        )
+        .query(crate::clickhouse::queries::RUN_ROWS)
         .bind(run_id)
         .fetch_bytes("JSONEachRow")
         .map_err(|e| ReportError::ClickHouse(e.to_string()))?;

@@ -3,6 +3,7 @@
 //! - [`data`]: the repository root and the shared benchmark data beside it;
 //! - [`bin`]: the `sqlgrade` binary under test; [`cli`]: running it with a clean environment;
 //! - [`events`]: real events built from the shared BIRD/Spider predictions, valid judge replies;
+//! - [`cluster`]: a ZooKeeper and a sharded, replicated ClickHouse cluster of real servers;
 //! - [`servers`]: real ClickHouse and tansu servers as child processes, the daemon as a child
 //!   process, a Kafka producer, and the daemon-test harness;
 //! - [`openai_mock`]: a scripted OpenAI-compatible server (delays, 429s, garbage);
@@ -11,6 +12,7 @@
 
 pub mod bin;
 pub mod cli;
+pub mod cluster;
 pub mod dashboard;
 pub mod data;
 pub mod events;

@@ -32,7 +32,7 @@ fn port_open(port: u16) -> bool {
     .is_ok()
 }
 
-fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if check() {
@@ -58,7 +58,7 @@ fn signal(child: &Child, sig: &str) {
         .status();
 }
 
-fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
+pub fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
     if let Some(mut c) = child.take() {
         signal(&c, sig);
         let deadline = Instant::now() + timeout;
@@ -79,6 +79,8 @@ fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
 /// A ClickHouse server process.
 pub struct ClickHouse {
     dir: PathBuf,
+    /// Loopback address it listens on (127.0.0.1; other 127.0.0.x for the nodes of a cluster).
+    pub host: String,
     pub http_port: u16,
     pub tcp_port: u16,
     child: Option<Child>,
@@ -88,20 +90,43 @@ pub struct ClickHouse {
 impl ClickHouse {
     /// Start a server with its state under `root/clickhouse`.
     pub fn start_in(root: &Path) -> Result<ClickHouse, String> {
+        ClickHouse::start_node(
+            root,
+            "clickhouse",
+            "127.0.0.1",
+            (free_port(), free_port()),
+            "",
+        )
+    }
+
+    /// Start a server with its state under `root/subdir`, listening on `host` (a loopback
+    /// address) at (HTTP, TCP) `ports`, with `extra_xml` added to its config (cluster settings).
+    pub fn start_node(
+        root: &Path,
+        subdir: &str,
+        host: &str,
+        ports: (u16, u16),
+        extra_xml: &str,
+    ) -> Result<ClickHouse, String> {
         let binary = find_binary(
             "clickhouse-server",
             &[PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")],
         )
         .ok_or("clickhouse-server not installed (run scripts/services.sh install)")?;
-        let dir = root.join("clickhouse");
+        let dir = root.join(subdir);
         std::fs::create_dir_all(dir.join("log")).map_err(|e| e.to_string())?;
-        let (http_port, tcp_port) = (free_port(), free_port());
+        let (http_port, tcp_port) = ports;
         let support = crate::data::repo_root().join("tests/support");
         let config = std::fs::read_to_string(support.join("clickhouse-config.xml.tmpl"))
             .map_err(|e| e.to_string())?
             .replace("@DIR@", &dir.to_string_lossy())
             .replace("@HTTP_PORT@", &http_port.to_string())
-            .replace("@TCP_PORT@", &tcp_port.to_string());
+            .replace("@TCP_PORT@", &tcp_port.to_string())
+            .replace(
+                "<listen_host>127.0.0.1</listen_host>",
+                &format!("<listen_host>{host}</listen_host>"),
+            )
+            .replace("</yandex>", &format!("{extra_xml}\n</yandex>"));
         std::fs::write(dir.join("config.xml"), config).map_err(|e| e.to_string())?;
         std::fs::copy(
             support.join("clickhouse-users.xml.tmpl"),
@@ -110,6 +135,7 @@ impl ClickHouse {
         .map_err(|e| e.to_string())?;
         let mut ch = ClickHouse {
             dir,
+            host: host.to_string(),
             http_port,
             tcp_port,
             child: None,
@@ -134,9 +160,10 @@ impl ClickHouse {
             .spawn()
             .map_err(|e| format!("cannot start clickhouse-server: {e}"))?;
         self.child = Some(child);
-        let port = self.http_port;
+        let (host, port) = (self.host.clone(), self.http_port);
         if !wait_until(Duration::from_secs(60), || {
-            http_get(port, "/ping").is_some_and(|b| b.starts_with("Ok"))
+            http_request_to(&host, port, "GET /ping HTTP/1.0\r\n\r\n")
+                .is_ok_and(|(code, b)| code == 200 && b.starts_with("Ok"))
         }) {
             return Err(format!(
                 "clickhouse did not answer on port {port}; see {}",
@@ -148,7 +175,7 @@ impl ClickHouse {
 
     /// HTTP URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.http_port)
+        format!("http://{}:{}", self.host, self.http_port)
     }
 
     /// Process id while running.
@@ -174,7 +201,31 @@ impl ClickHouse {
 
     /// Run a query, return the body (TabSeparated). Panics on failure.
     pub fn query(&self, sql: &str) -> String {
-        http_post(self.http_port, "/", sql).unwrap_or_else(|e| panic!("query {sql:?} failed: {e}"))
+        self.try_query(sql)
+            .unwrap_or_else(|e| panic!("query {sql:?} on {} failed: {e}", self.url()))
+    }
+
+    /// Run a query; the body, or the error.
+    pub fn try_query(&self, sql: &str) -> Result<String, String> {
+        self.try_query_at("/", sql)
+    }
+
+    /// Run a query in `database`; the body, or the error.
+    pub fn try_query_in(&self, database: &str, sql: &str) -> Result<String, String> {
+        self.try_query_at(&format!("/?database={database}"), sql)
+    }
+
+    fn try_query_at(&self, path: &str, sql: &str) -> Result<String, String> {
+        let req = format!(
+            "POST {path} HTTP/1.0\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{sql}",
+            self.host,
+            sql.len()
+        );
+        match http_request_to(&self.host, self.http_port, &req) {
+            Ok((200, body)) => Ok(body),
+            Ok((code, body)) => Err(format!("HTTP {code}: {body}")),
+            Err(e) => Err(e),
+        }
     }
 
     /// Run a query that returns one number.
@@ -215,10 +266,15 @@ pub fn http_post(port: u16, path: &str, body: &str) -> Result<String, String> {
     }
 }
 
-/// Send a raw request, return (status, body).
+/// Send a raw request to 127.0.0.1, return (status, body).
 pub fn http_request(port: u16, request: &str) -> Result<(u16, String), String> {
+    http_request_to("127.0.0.1", port, request)
+}
+
+/// Send a raw request to `host`, return (status, body).
+pub fn http_request_to(host: &str, port: u16, request: &str) -> Result<(u16, String), String> {
     use std::io::Read as _;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    let mut s = std::net::TcpStream::connect((host, port)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(60))).ok();
     s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
@@ -350,10 +406,13 @@ impl Drop for Tansu {
     }
 }
 
-/// ClickHouse + tansu for one test, in one temp dir.
+/// ClickHouse + tansu for one test, in one temp dir. With a cluster
+/// ([`Servers::start_cluster`]), `clickhouse` is the node of shard 1, replica 1 and `cluster`
+/// holds ZooKeeper and the other nodes.
 pub struct Servers {
     pub clickhouse: ClickHouse,
     pub kafka: Tansu,
+    pub cluster: Option<crate::cluster::ClickHouseCluster>,
     pub dir: tempfile::TempDir,
 }
 
@@ -370,12 +429,60 @@ impl Servers {
             Ok((clickhouse, kafka)) => Some(Servers {
                 clickhouse,
                 kafka,
+                cluster: None,
                 dir,
             }),
             Err(e) => {
                 skip(test, &e);
                 None
             }
+        }
+    }
+
+    /// Start a cluster of `shards × replicas` ClickHouse nodes with ZooKeeper
+    /// ([`crate::cluster`]) and tansu; `None` (after a loud message) if they cannot be started.
+    pub fn start_cluster(test: &str, shards: u32, replicas: u32) -> Option<Servers> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sqlgrade-{test}-"))
+            .tempdir()
+            .unwrap();
+        let started = crate::cluster::ClickHouseCluster::start_in(dir.path(), shards, replicas)
+            .and_then(|c| Tansu::start_in(dir.path()).map(|k| (c, k)));
+        match started {
+            Ok((mut cluster, kafka)) => {
+                let first = cluster
+                    .nodes
+                    .iter()
+                    .position(|n| n.shard == 1 && n.replica == 1)
+                    .expect("node 1/1");
+                let clickhouse = cluster.nodes.remove(first).server;
+                Some(Servers {
+                    clickhouse,
+                    kafka,
+                    cluster: Some(cluster),
+                    dir,
+                })
+            }
+            Err(e) => {
+                skip(test, &e);
+                None
+            }
+        }
+    }
+
+    /// The ClickHouse node of `shard`, `replica` (1/1 is `clickhouse`; a single server is 1/1).
+    pub fn node(&self, shard: u32, replica: u32) -> &ClickHouse {
+        match (&self.cluster, shard, replica) {
+            (_, 1, 1) | (None, _, _) => &self.clickhouse,
+            (Some(c), s, r) => c.node(s, r),
+        }
+    }
+
+    /// The same, to stop or restart it.
+    pub fn node_mut(&mut self, shard: u32, replica: u32) -> &mut ClickHouse {
+        match (&mut self.cluster, shard, replica) {
+            (_, 1, 1) | (None, _, _) => &mut self.clickhouse,
+            (Some(c), s, r) => c.node_mut(s, r),
         }
     }
 }
@@ -750,6 +857,8 @@ pub struct Harness {
     pub batch: (usize, u64),
     /// TOML appended to every daemon config (e.g. a `[judge]` section).
     pub extra_config: String,
+    /// ClickHouse URL of daemon k: `sink_urls[k % len]` (default: the one server).
+    pub sink_urls: Vec<String>,
 }
 
 impl Harness {
@@ -761,6 +870,30 @@ impl Harness {
         dead_letter_topic: bool,
     ) -> Option<Harness> {
         let servers = Servers::start(test)?;
+        Some(Harness::on(
+            servers,
+            events,
+            malformed,
+            dead_letter_topic,
+            String::new(),
+        ))
+    }
+
+    /// [`Harness::start`] on a ClickHouse cluster of `shards × replicas` nodes: the daemons'
+    /// configs name it in `[sink.cluster]` and `sqlgrade migrate` lays the schema out on it.
+    pub fn start_cluster(test: &str, events: usize, shards: u32, replicas: u32) -> Option<Harness> {
+        let servers = Servers::start_cluster(test, shards, replicas)?;
+        let cluster = format!("[sink.cluster]\nname = \"{}\"\n", crate::cluster::CLUSTER);
+        Some(Harness::on(servers, events, 0, false, cluster))
+    }
+
+    fn on(
+        servers: Servers,
+        events: usize,
+        malformed: usize,
+        dead_letter_topic: bool,
+        extra_config: String,
+    ) -> Harness {
         servers.kafka.create_topic(TOPIC, PARTITIONS as u32);
         servers.kafka.create_topic(DLQ_TOPIC, 1);
         let producer = producer(&servers.kafka.brokers());
@@ -774,7 +907,8 @@ impl Harness {
             daemons: 0,
             dead_letter_topic,
             batch: (1000, 200),
-            extra_config: String::new(),
+            extra_config,
+            sink_urls: Vec::new(),
         };
         let config = h.write_config("migrate", free_port());
         let out = Command::new(crate::bin::sqlgrade())
@@ -788,7 +922,7 @@ impl Harness {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        Some(h)
+        h
     }
 
     /// Write a daemon config; returns its path.
@@ -827,7 +961,11 @@ dir = "{rules}"
 listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
-            url = self.servers.clickhouse.url(),
+            url = self
+                .sink_urls
+                .get(self.daemons as usize % self.sink_urls.len().max(1))
+                .cloned()
+                .unwrap_or_else(|| self.servers.clickhouse.url()),
             rules = crate::data::repo_root().join("rules").display(),
             batch_rows = self.batch.0,
             flush_ms = self.batch.1,
@@ -891,14 +1029,12 @@ listen = "127.0.0.1:{health_port}"
     /// Wait until `n` STEF rows are stored (`false` on timeout).
     pub fn wait_rows(&self, n: u64, timeout: Duration) -> bool {
         eventually(timeout, || {
-            http_post(
-                self.servers.clickhouse.http_port,
-                "/",
-                "SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'",
-            )
-            .ok()
-            .and_then(|b| b.trim().parse::<u64>().ok())
-            .is_some_and(|c| c >= n)
+            self.servers
+                .clickhouse
+                .try_query("SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'")
+                .ok()
+                .and_then(|b| b.trim().parse::<u64>().ok())
+                .is_some_and(|c| c >= n)
         })
     }
 

@@ -159,6 +159,10 @@ enum Command {
         /// Report what would be dropped without dropping it.
         #[arg(long)]
         dry_run: bool,
+        /// Prune the local tables of every shard of this cluster (default: `[sink.cluster]
+        /// name`, else one server).
+        #[arg(long)]
+        cluster: Option<String>,
     },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
@@ -270,7 +274,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             older_than,
             tables,
             dry_run,
-        } => prune(config, older_than, tables, dry_run).await,
+            cluster,
+        } => prune(config, older_than, tables, dry_run, cluster).await,
         Command::CheckConfig { config } => check_config(config),
         Command::Calibrate {
             labels,
@@ -644,6 +649,7 @@ async fn prune(
     older_than: std::time::Duration,
     tables: Vec<String>,
     dry_run: bool,
+    cluster: Option<String>,
 ) -> Result<ExitCode> {
     let config = load_config(Some(&config_path))?;
     if config.sink.kind != SinkKind::Clickhouse {
@@ -659,6 +665,7 @@ async fn prune(
         &tables,
         chrono::Utc::now(),
         dry_run,
+        sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref()).as_ref(),
     )
     .await?;
     let verb = if dry_run { "would drop" } else { "dropped" };

@@ -5,7 +5,8 @@
 //! replica is stopped (and later started again). Afterwards, through the `Distributed` table with
 //! `FINAL`: exactly 20,000 distinct events per metric, one row each; both replicas of each shard
 //! hold the same rows; the rollups agree with the detail table; the dashboard's queries and the
-//! access paths run on the cluster; the durable judge cache works across nodes.
+//! access paths run on the cluster; the durable judge cache works across nodes; `prune` drops an
+//! old month from every shard.
 
 use std::time::Duration;
 
@@ -251,5 +252,45 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
     }
     assert_eq!(found.as_deref(), Some("{\"verdict\":\"correct\"}"));
     drop((second, restarted));
+
+    // Retention on the cluster: rows of an old month on both shards, dropped by `prune` from
+    // every shard's local tables (the newer months stay).
+    query(
+        reader,
+        "INSERT INTO evaluations (event_id, ts, metric, value, status, details, rules_fired, scored_at, run_key, app_key, agent_key, version_key) \
+         SELECT concat('old-', toString(number)), toDateTime('2020-01-15 00:00:00'), 'stef', 50, 'ok', '{}', [], now(), '', '', '', '' FROM numbers(200)",
+    );
+    let old_rows = "SELECT count() FROM evaluations WHERE ts < toDateTime('2021-01-01 00:00:00')";
+    assert_eq!(number(reader, old_rows), 200);
+    let config = h.write_config("prune", free_port());
+    let out = std::process::Command::new(sqlgrade_testkit::bin::sqlgrade())
+        .args(["prune", "--older-than", "365days", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "prune failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("dropped  evaluations 202001"), "{text}");
+    for (s, r) in nodes {
+        let node = h.servers.node(s, r);
+        assert!(
+            eventually(Duration::from_secs(60), || number(
+                node,
+                "SELECT count() FROM evaluations_local WHERE ts < toDateTime('2021-01-01 00:00:00')"
+            ) == 0),
+            "node {s}/{r} still has the old month"
+        );
+    }
+    assert_eq!(
+        number(
+            reader,
+            "SELECT uniqExact(event_id) FROM evaluations FINAL WHERE metric = 'stef'"
+        ),
+        EVENTS as u64
+    );
     eprintln!("cluster test done in {:.1?}", t0.elapsed());
 }

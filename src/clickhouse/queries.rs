@@ -21,9 +21,12 @@ pub const RECENT_POOR_EVENTS: &str = "SELECT event_id, ts, value, status, qualit
 
 /// Every row of one event, by id: the lookup table `evaluations_by_event` (ordered by
 /// `event_id`) gives the key prefix and time of its rows, which narrow the detail read to the
-/// granules that hold them. `GLOBAL IN` so that the same text runs through `Distributed` tables
-/// on a cluster (the few lookup rows are gathered once and sent to the shards). Bind: the event
-/// id, twice.
+/// granules that hold them (a plain `IN`: 18.16 does not use the key for `GLOBAL IN`). On a
+/// cluster `distributed_product_mode = 'local'` makes each shard read its own lookup table —
+/// right, since both tables are sharded by `event_id` — and is a no-op on one server. Bind: the
+/// event id, three times.
 pub const EVENT_ROWS: &str = "SELECT metric, value, status FROM evaluations FINAL \
-     WHERE event_id = ? AND (run_key, app_key, agent_key, version_key, ts) GLOBAL IN \
-     (SELECT run_key, app_key, agent_key, version_key, ts FROM evaluations_by_event WHERE event_id = ?)";
+     WHERE event_id = ? AND (run_key, app_key, agent_key, version_key) IN \
+     (SELECT run_key, app_key, agent_key, version_key FROM evaluations_by_event WHERE event_id = ?) \
+     AND ts IN (SELECT ts FROM evaluations_by_event WHERE event_id = ?) \
+     SETTINGS distributed_product_mode = 'local'";

@@ -7,6 +7,9 @@
 //! instant of the next month — is at or before it. The partition ids come from `system.parts`
 //! (active parts); ids that are not a `YYYYMM` month are left alone and reported.
 //!
+//! On a cluster (`prune --cluster NAME` or `[sink.cluster] name`) the months are listed through
+//! the `Distributed` tables and dropped from the local replicated tables `ON CLUSTER`.
+//!
 //! On releases with TTL a table can forget rows by itself instead
 //! (`ALTER TABLE evaluations MODIFY TTL ts + INTERVAL 90 DAY`, see `deploy/clickhouse/README.md`);
 //! `prune` stays the portable tool and the only one that also works on 18.16.
@@ -15,6 +18,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 
+use super::cluster::ClusterLayout;
 use crate::config::{SinkConfig, redact_url};
 
 /// The tables partitioned by month, with the column they are partitioned on.
@@ -96,20 +100,26 @@ pub fn droppable(id: &str, cut_off: DateTime<Utc>) -> Option<bool> {
 
 /// Drop the monthly partitions of `tables` (all of [`PARTITIONED_TABLES`] when empty) that are
 /// wholly older than `now − older_than`; with `dry_run`, only report what would go.
+///
+/// On a cluster (`cluster`, as laid out by `migrate --cluster`) the months are read through the
+/// `Distributed` tables (every shard's) and each is dropped from the local tables with
+/// `ALTER TABLE … ON CLUSTER … DROP PARTITION` (one replica per shard runs it; replication
+/// drops it on the others).
 pub async fn prune(
     settings: &SinkConfig,
     older_than: Duration,
     tables: &[String],
     now: DateTime<Utc>,
     dry_run: bool,
+    cluster: Option<&ClusterLayout>,
 ) -> Result<PruneReport, PruneError> {
-    let chosen: Vec<&str> = if tables.is_empty() {
-        PARTITIONED_TABLES.iter().map(|(t, _)| *t).collect()
+    let chosen: Vec<(&str, &str)> = if tables.is_empty() {
+        PARTITIONED_TABLES.to_vec()
     } else {
         let mut chosen = Vec::new();
         for t in tables {
             match PARTITIONED_TABLES.iter().find(|(name, _)| name == t) {
-                Some((name, _)) => chosen.push(*name),
+                Some(entry) => chosen.push(*entry),
                 None => return Err(PruneError::UnknownTable(t.clone())),
             }
         }
@@ -126,21 +136,30 @@ pub async fn prune(
         cut_off: cut_off.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         ..PruneReport::default()
     };
-    for table in chosen {
-        let partitions: Vec<String> = client
-            .query(
-                "SELECT DISTINCT partition FROM system.parts \
-                 WHERE database = ? AND table = ? AND active ORDER BY partition",
-            )
-            .bind(settings.database.as_str())
-            .bind(table)
-            .fetch_all()
-            .await
-            .map_err(|source| PruneError::Query {
-                what: format!("list the partitions of {table}"),
-                url: url.clone(),
-                source,
-            })?;
+    for (table, time_column) in chosen {
+        let listing = match cluster {
+            None => client
+                .query(
+                    "SELECT DISTINCT partition FROM system.parts \
+                     WHERE database = ? AND table = ? AND active ORDER BY partition",
+                )
+                .bind(settings.database.as_str())
+                .bind(table),
+            // The names come from PARTITIONED_TABLES: safe to splice.
+            Some(_) => client.query(&format!(
+                "SELECT DISTINCT toString(toYYYYMM({time_column})) AS partition FROM {table} \
+                 ORDER BY partition"
+            )),
+        };
+        let partitions: Vec<String> =
+            listing
+                .fetch_all()
+                .await
+                .map_err(|source| PruneError::Query {
+                    what: format!("list the partitions of {table}"),
+                    url: url.clone(),
+                    source,
+                })?;
         for partition in partitions {
             let entry = (table.to_string(), partition.clone());
             match droppable(&partition, cut_off) {
@@ -150,15 +169,22 @@ pub async fn prune(
                     if !dry_run {
                         // The id was checked to be six digits: safe to splice.
                         let id = partition.trim_matches('\'');
-                        client
-                            .query(&format!("ALTER TABLE {table} DROP PARTITION {id}"))
-                            .execute()
-                            .await
-                            .map_err(|source| PruneError::Query {
+                        let statement = match cluster {
+                            None => format!("ALTER TABLE {table} DROP PARTITION {id}"),
+                            Some(c) => format!(
+                                "ALTER TABLE {}.{} ON CLUSTER {} DROP PARTITION {id}",
+                                c.database,
+                                super::cluster::local_name(table),
+                                c.name
+                            ),
+                        };
+                        client.query(&statement).execute().await.map_err(|source| {
+                            PruneError::Query {
                                 what: format!("drop partition {id} of {table}"),
                                 url: url.clone(),
                                 source,
-                            })?;
+                            }
+                        })?;
                         tracing::info!(table, partition = id, "partition dropped");
                     }
                     report.dropped.push(entry);

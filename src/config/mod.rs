@@ -802,6 +802,19 @@ impl Config {
             }
             _ => {}
         }
+        if let Some(name) = &self.sink.cluster.name
+            && (name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            problems.push(format!(
+                "sink.cluster.name {name:?} must be a plain identifier (letters, digits, '_')"
+            ));
+        }
+        if self.sink.cluster.name.is_some() && !self.sink.cluster.replica_path.contains("{table}") {
+            problems.push(
+                "sink.cluster.replica_path must contain {table} (each table needs its own ZooKeeper path)"
+                    .to_string(),
+            );
+        }
         if self.sink.batch_rows == 0 {
             problems.push("sink.batch_rows must be at least 1".to_string());
         }

@@ -2,7 +2,8 @@
 //! `clickhouse-server`, laid out by `sqlgrade migrate --cluster` (ON CLUSTER, replicated local
 //! tables, `Distributed` tables in front). Two daemons in one consumer group write 20,000 events
 //! from the real broker through different nodes; mid-stream one daemon is SIGKILLed and one
-//! replica is stopped (and later started again). Afterwards, through the `Distributed` table with
+//! replica is stopped (and later started again); the restarted daemon writes straight into the
+//! shards' local tables (`[sink.cluster] write = "shards"`). Afterwards, through the `Distributed` table with
 //! `FINAL`: exactly 20,000 distinct events per metric, one row each; both replicas of each shard
 //! hold the same rows; the rollups agree with the detail table; the dashboard's queries and the
 //! access paths run on the cluster; the durable judge cache works across nodes; `prune` drops an
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
 use sqlgrade::clickhouse::queries;
+use sqlgrade::clickhouse::sink::shard_of;
 use sqlgrade::config::{ClusterConfig, SinkConfig, SinkKind};
 use sqlgrade_testkit::cluster::CLUSTER;
 use sqlgrade_testkit::dashboard;
@@ -111,7 +113,21 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
     first.kill9();
     h.servers.node_mut(2, 2).stop();
     h.produce_rest().await;
+    // The restarted member writes straight into the shards' local tables
+    // (`write = "shards"`), routing rows itself as the Distributed tables do.
     h.sink_urls = vec![h.servers.node(2, 1).url(), h.servers.node(1, 2).url()];
+    let shard_urls = |s: u32| {
+        format!(
+            "[\"{}\", \"{}\"]",
+            h.servers.node(s, 1).url(),
+            h.servers.node(s, 2).url()
+        )
+    };
+    h.extra_config.push_str(&format!(
+        "write = \"shards\"\nshard_urls = [{}, {}]\n",
+        shard_urls(1),
+        shard_urls(2)
+    ));
     let restarted = h.spawn_daemon();
     assert!(
         h.wait_rows(EVENTS as u64 / 2, Duration::from_secs(300)),
@@ -158,6 +174,18 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
         );
         assert!(rows > 0, "shard {shard} got no events");
         shard_totals += rows;
+        // Every event sits on the shard ClickHouse's cityHash64 picks — whether the Distributed
+        // table routed it or the sink did.
+        let ids = query(
+            h.servers.node(shard, 1),
+            "SELECT DISTINCT event_id FROM evaluations_local",
+        );
+        let misplaced: Vec<&str> = ids
+            .lines()
+            .filter(|id| shard_of(id, 2) + 1 != shard as usize)
+            .take(5)
+            .collect();
+        assert!(misplaced.is_empty(), "shard {shard} holds {misplaced:?}");
     }
     assert_eq!(
         shard_totals, EVENTS as u64,

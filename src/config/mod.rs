@@ -216,7 +216,7 @@ pub struct SinkConfig {
 
 /// `[sink.cluster]`: the daemon writes and reads through `Distributed` tables named like the
 /// single-server ones (`sqlgrade migrate --cluster NAME` creates them; `deploy/clickhouse/README.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// The cluster's name in the servers' `remote_servers`; unset = a single server.
@@ -231,6 +231,45 @@ pub struct ClusterConfig {
     /// lets the node queue rows for other shards on its disk first (faster, but a node lost
     /// before it forwards them loses acknowledged rows).
     pub insert_sync: bool,
+    /// Where the daemon writes evaluation rows: through the `Distributed` tables, or straight
+    /// into each shard's local table.
+    pub write: ClusterWrite,
+    /// With `write = "shards"`: the HTTP URLs of each shard's replicas, one list per shard in the
+    /// order of the cluster's `remote_servers` (all shards of weight 1). A row goes to shard
+    /// `cityHash64(event_id) % shards` — the `Distributed` tables' own rule — trying its replicas
+    /// in turn.
+    pub shard_urls: Vec<Vec<String>>,
+}
+
+impl fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shard_urls: Vec<Vec<String>> = self
+            .shard_urls
+            .iter()
+            .map(|shard| shard.iter().map(|u| redact_url(u)).collect())
+            .collect();
+        f.debug_struct("ClusterConfig")
+            .field("name", &self.name)
+            .field("replica_path", &self.replica_path)
+            .field("replica_name", &self.replica_name)
+            .field("insert_sync", &self.insert_sync)
+            .field("write", &self.write)
+            .field("shard_urls", &shard_urls)
+            .finish()
+    }
+}
+
+/// `[sink.cluster] write`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterWrite {
+    /// Insert into the `Distributed` tables of `sink.url`: the server routes rows to the shards
+    /// (no topology in the daemon's config; one extra hop per row).
+    #[default]
+    Distributed,
+    /// Insert each shard's rows into its local table on one of `shard_urls`' replicas: no hop
+    /// and no forwarding queue, but the daemon must know the topology.
+    Shards,
 }
 
 impl Default for ClusterConfig {
@@ -240,6 +279,8 @@ impl Default for ClusterConfig {
             replica_path: "/clickhouse/tables/{shard}/{database}/{table}".into(),
             replica_name: "{replica}".into(),
             insert_sync: true,
+            write: ClusterWrite::Distributed,
+            shard_urls: Vec::new(),
         }
     }
 }
@@ -808,6 +849,16 @@ impl Config {
             problems.push(format!(
                 "sink.cluster.name {name:?} must be a plain identifier (letters, digits, '_')"
             ));
+        }
+        if self.sink.cluster.write == ClusterWrite::Shards
+            && (self.sink.cluster.name.is_none()
+                || self.sink.cluster.shard_urls.is_empty()
+                || self.sink.cluster.shard_urls.iter().any(Vec::is_empty))
+        {
+            problems.push(
+                "sink.cluster.write = \"shards\" needs sink.cluster.name and a non-empty list of replica URLs per shard in sink.cluster.shard_urls"
+                    .to_string(),
+            );
         }
         if self.sink.cluster.name.is_some() && !self.sink.cluster.replica_path.contains("{table}") {
             problems.push(

@@ -11,9 +11,10 @@
 //! The rewrite of one statement:
 //!
 //! - DDL (`CREATE TABLE`, `CREATE MATERIALIZED VIEW`, `ALTER`, `RENAME`, `DROP`) gets
-//!   `ON CLUSTER NAME` and names the local tables (`X` → `X_local`, for every table a migration
-//!   creates with a MergeTree engine or renames into); materialized views stay per node, reading
-//!   and writing local tables, so every shard keeps its own rollups;
+//!   `ON CLUSTER NAME` and names the local tables (`X` → `db.X_local`, for every table a
+//!   migration creates with a MergeTree engine or renames into); every other object is written
+//!   `db.name` too, since distributed DDL runs in each node's default database; materialized
+//!   views stay per node, reading and writing local tables, so every shard keeps its own rollups;
 //! - `Engine(args)` of the MergeTree family becomes `ReplicatedEngine('path', 'replica', args)`
 //!   with the configured path and replica templates (`{shard}` and `{replica}` are the servers'
 //!   macros; `{database}` and `{table}` are filled here, since 18.16 has no such macros);

@@ -3,8 +3,12 @@
 //! The files are compiled into the binary (a container needs no checkout), applied in version
 //! order, and recorded in `schema_migrations` (version, name, checksum, applied_at). Running it
 //! again applies only what is new, so it is safe to run at every deploy and from several replicas
-//! (every statement is `IF NOT EXISTS`). The DDL sticks to what both Debian's ClickHouse 18.16 and
-//! current releases accept.
+//! (every statement is `IF NOT EXISTS`, an `ADD COLUMN` is skipped when its column exists, and the
+//! steps of a table rebuild carry a `-- migrate: skip if table NAME exists` guard, so a run
+//! interrupted half way can simply be repeated). The DDL sticks to what both Debian's ClickHouse
+//! 18.16 and current releases accept. With a cluster layout the same files are applied to every
+//! node (`super::cluster` rewrites each statement; the history is one replicated table) and the
+//! `Distributed` tables are kept in step with the local ones ([`sync_distributed`]).
 
 use std::time::Duration;
 
@@ -585,6 +589,28 @@ mod tests {
         assert!(got[0].starts_with("CREATE TABLE a (x String DEFAULT ';')"));
         assert!(got[1].starts_with("SELECT splitByChar(':', 'a;b')[1]"));
         assert!(!got[1].contains("trailing"));
+    }
+
+    #[test]
+    fn a_guard_line_guards_only_the_statement_after_it() {
+        let sql = "-- a plain comment\nCREATE TABLE a (x UInt8) ENGINE = Memory;\n\
+                   -- migrate: skip if table a_old exists\nRENAME TABLE a TO a_old;\n\
+                   DROP TABLE IF EXISTS b;\n\
+                   -- migrate: skip if table bad name exists\nSELECT 1";
+        let got = statements(sql);
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[0].skip_when_table_exists, None);
+        assert_eq!(got[1].skip_when_table_exists.as_deref(), Some("a_old"));
+        assert_eq!(got[2].skip_when_table_exists, None);
+        assert_eq!(got[3].skip_when_table_exists, None, "not an identifier");
+        let check = got[1].skip_query(|t| format!("{t}_local")).unwrap();
+        assert!(check.ends_with("name = 'a_old_local'"), "{check}");
+        let add = &statements("ALTER TABLE evaluations ADD COLUMN c UInt8")[0];
+        let check = add.skip_query(|t| format!("{t}_local")).unwrap();
+        assert!(
+            check.contains("table = 'evaluations_local' AND name = 'c'"),
+            "{check}"
+        );
     }
 
     #[test]

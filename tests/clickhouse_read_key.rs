@@ -2,7 +2,8 @@
 //! is rebuilt with the read-keyed sorting key and its rows copied; a run interrupted after the
 //! swap finishes on the next `migrate` without redoing the copy; deduplication still holds
 //! across the migration (a row redelivered afterwards collapses with its copied twin; runs stay
-//! apart); the rollups keep counting; one event is found through its lookup table.
+//! apart); the rollups keep counting; one event is found through its lookup table; 012 fills
+//! `finding_codes` from the details.
 
 use sqlgrade_testkit::servers::{self as support, ClickHouse};
 
@@ -76,7 +77,10 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
         ..SinkConfig::default()
     };
     let report = migrate(&settings, None).await.unwrap();
-    assert_eq!(report.applied, ["011_read_key.sql"]);
+    assert_eq!(
+        report.applied,
+        ["011_read_key.sql", "012_finding_codes.sql"]
+    );
     let tables = run(
         &ch,
         "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name",
@@ -139,6 +143,28 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
     assert_eq!(e1.lines().count(), 2, "{e1}");
     let e3 = run(&ch, &queries::EVENT_ROWS.replace('?', "'e3'"));
     assert_eq!(e3.lines().count(), 1, "{e3}");
+    // Finding codes come from the details (012): none for the copied rows, the codes of a
+    // STEF row's findings (not a "code" inside evidence text) for a new one.
+    run(
+        &ch,
+        r#"INSERT INTO evaluations (event_id, ts, metric, value, status, details, rules_fired, scored_at, run_key, app_key, agent_key, version_key) VALUES ('e4', '2026-11-01 13:00:00', 'stef', 30, 'ok', '{"findings":[{"code":"unknown_table","severity":"error","category":"schema","evidence":"table \\"x\\" with \\"code\\":\\"fake\\",\\"severity\\""},{"code":"ratio_integer_division","severity":"warning","category":"function","evidence":"A / B"}]}', [], now(), '', '', '', '')"#,
+    );
+    assert_eq!(
+        run(
+            &ch,
+            "SELECT finding_codes FROM evaluations WHERE event_id = 'e4'"
+        )
+        .trim(),
+        "['unknown_table','ratio_integer_division']"
+    );
+    assert_eq!(
+        run(
+            &ch,
+            "SELECT finding_codes FROM evaluations FINAL WHERE event_id = 'e1' AND metric = 'stef'"
+        )
+        .trim(),
+        "[]"
+    );
     // One run's rows through the key's first column.
     let run_a = run(&ch, &queries::RUN_ROWS.replace('?', "'sysA'"));
     assert_eq!(run_a.lines().count(), 1, "{run_a}");

@@ -51,6 +51,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(9, "009_scored_means.sql"),
     migration!(10, "010_run_key.sql"),
     migration!(11, "011_read_key.sql"),
+    migration!(12, "012_finding_codes.sql"),
 ];
 
 /// Name of the bookkeeping table.

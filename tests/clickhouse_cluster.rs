@@ -289,7 +289,12 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
          SELECT concat('old-', toString(number)), toDateTime('2020-01-15 00:00:00'), 'stef', 50, 'ok', '{}', [], now(), '', '', '', '' FROM numbers(200)",
     );
     let old_rows = "SELECT count() FROM evaluations WHERE ts < toDateTime('2021-01-01 00:00:00')";
-    assert_eq!(number(reader, old_rows), 200);
+    // (Replicated asynchronously: read through another node, the rows show up within moments.)
+    assert!(
+        eventually(Duration::from_secs(60), || number(reader, old_rows) == 200),
+        "old rows: {}",
+        number(reader, old_rows)
+    );
     let config = h.write_config("prune", free_port());
     let out = std::process::Command::new(sqlgrade_testkit::bin::sqlgrade())
         .args(["prune", "--older-than", "365days", "--config"])

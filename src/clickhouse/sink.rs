@@ -15,9 +15,10 @@
 //! a function of the event and the metric, so a batch re-sent after a timeout or redelivered
 //! after a crash collapses on merge (queries read it with `FINAL`). On a cluster the same insert
 //! goes through the `Distributed` table of that name, synchronously unless
-//! `[sink.cluster] insert_sync = false`. Client schema validation is off (`with_validation(false)`) so that the
-//! crate works with ClickHouse 18.16 as well as current servers; the row types below mirror
-//! `deploy/clickhouse/001_evaluations.sql` and `002_dead_letters.sql`.
+//! `[sink.cluster] insert_sync = false`. Client schema validation is off
+//! (`with_validation(false)`) so that the crate works with ClickHouse 18.16 as well as current
+//! servers; the row types below mirror the columns of `deploy/clickhouse/` (001, 002 and the
+//! migrations that add to them; `finding_codes` is filled by the server).
 //!
 //! On a cluster with `[sink.cluster] write = "shards"` the sink routes each row itself to the
 //! shard the `Distributed` table would pick ([`shard_of`]: ClickHouse's `cityHash64(event_id)`

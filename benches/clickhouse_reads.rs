@@ -284,7 +284,10 @@ fn main() {
         .block_on(migrate(&settings, None))
         .expect("migration 011 applies");
     // 011 copies the table; 012 (a column with a DEFAULT) is metadata only.
-    assert_eq!(report.applied, ["011_read_key.sql", "012_finding_codes.sql"]);
+    assert_eq!(
+        report.applied,
+        ["011_read_key.sql", "012_finding_codes.sql"]
+    );
     let migrate_s = t.elapsed().as_secs_f64();
     run(&ch, "OPTIMIZE TABLE evaluations FINAL");
     let copied = run(&ch, "SELECT count() FROM evaluations");

@@ -79,7 +79,7 @@ const MERGE_TREE_ENGINES: [&str; 3] = ["ReplacingMergeTree", "AggregatingMergeTr
 pub fn data_tables(files: &[&str]) -> Vec<String> {
     let mut tables = Vec::new();
     for sql in files {
-        for statement in super::migrate::split_statements(sql) {
+        for statement in super::ddl::split_statements(sql) {
             let words: Vec<&str> = statement.split_whitespace().collect();
             let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
             let starts = |prefix: &[&str]| {
@@ -112,7 +112,7 @@ pub fn data_tables(files: &[&str]) -> Vec<String> {
 pub fn objects(files: &[&str]) -> Vec<String> {
     let mut names = data_tables(files);
     for sql in files {
-        for statement in super::migrate::split_statements(sql) {
+        for statement in super::ddl::split_statements(sql) {
             let words: Vec<&str> = statement.split_whitespace().collect();
             let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
             let at = match upper.get(1).map(String::as_str) {
@@ -520,7 +520,7 @@ mod tests {
     fn every_migration_statement_has_a_cluster_form_and_no_column_is_named_like_a_table() {
         let t = objects(&files());
         for m in super::super::migrate::MIGRATIONS {
-            for s in super::super::migrate::split_statements(m.sql) {
+            for s in super::super::ddl::split_statements(m.sql) {
                 if let Some(r) = rw(&s) {
                     if r.kind == StatementKind::Ddl {
                         assert!(r.sql.contains("ON CLUSTER c1"), "{}: {}", m.name, r.sql);

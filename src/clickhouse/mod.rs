@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::config::SinkConfig;
 
 pub mod cluster;
+pub mod ddl;
 pub mod judge_cache;
 pub mod migrate;
 pub mod queries;

@@ -43,7 +43,7 @@ impl ZooKeeper {
             dir.join("zoo.cfg"),
             format!(
                 "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 admin.enableServer=false\n4lw.commands.whitelist=ruok\nmaxSessionTimeout=60000\n",
+                 admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\nmaxSessionTimeout=60000\n",
                 dir.join("data").display()
             ),
         )
@@ -65,8 +65,11 @@ impl ZooKeeper {
             port,
             child: Some(child),
         };
+        // `ruok` answers as soon as the process listens; `srvr` says whether it serves sessions
+        // yet. A ClickHouse 18.16 node whose first session handshake fails crashes its DDL
+        // worker (a NULL session), so the nodes start only once ZooKeeper really serves.
         if !wait_until(Duration::from_secs(30), || {
-            four_letter(port, "ruok") == "imok"
+            four_letter(port, "srvr").contains("Mode: standalone")
         }) {
             return Err(format!(
                 "ZooKeeper did not answer on port {port}; see {}",

@@ -20,9 +20,7 @@ use sqlgrade_testkit::servers as support;
 
 use std::time::Instant;
 
-use sqlgrade::clickhouse::migrate::{
-    CREATE_MIGRATIONS_TABLE, MIGRATIONS, checksum, migrate, statements,
-};
+use sqlgrade::clickhouse::migrate::{migrate, migrate_to};
 use sqlgrade::clickhouse::queries;
 use sqlgrade::config::{SinkConfig, SinkKind};
 use support::ClickHouse;
@@ -64,14 +62,6 @@ fn args() -> Args {
 fn run(ch: &ClickHouse, sql: &str) -> String {
     ch.try_query_in(DB, sql)
         .unwrap_or_else(|e| panic!("{sql}\n{e}"))
-}
-
-fn apply(ch: &ClickHouse, versions: std::ops::RangeInclusive<u32>) {
-    for m in MIGRATIONS.iter().filter(|m| versions.contains(&m.version)) {
-        for s in statements(m.sql) {
-            run(ch, &s.sql);
-        }
-    }
 }
 
 /// (rows read, bytes read, duration ms) of a logged query (the log is flushed asynchronously:
@@ -149,21 +139,17 @@ fn main() {
             return;
         }
     };
-    ch.query(&format!("CREATE DATABASE {DB}"));
-    // Migrations 001-010 as `migrate` would have recorded them; 011 is applied below by `migrate`.
-    run(&ch, CREATE_MIGRATIONS_TABLE);
-    apply(&ch, 1..=10);
-    for m in MIGRATIONS.iter().filter(|m| m.version <= 10) {
-        run(
-            &ch,
-            &format!(
-                "INSERT INTO schema_migrations VALUES ({}, '{}', '{}', now())",
-                m.version,
-                m.name,
-                checksum(m.sql)
-            ),
-        );
-    }
+    // The schema before 011, as `migrate` left it; 011 is applied below by `migrate`.
+    let settings = SinkConfig {
+        kind: SinkKind::Clickhouse,
+        url: Some(ch.url()),
+        database: DB.into(),
+        ..SinkConfig::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(migrate_to(&settings, None, 10))
+        .expect("migrations 001-010 apply");
 
     // Generate rows in chunks of 2M (bounded memory on 18.16).
     let t = Instant::now();
@@ -272,15 +258,8 @@ fn main() {
         .map(|(label, sql)| measure(&ch, label, sql, a.repeat))
         .collect();
 
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
-        url: Some(ch.url()),
-        database: DB.into(),
-        ..SinkConfig::default()
-    };
     let t = Instant::now();
-    let report = tokio::runtime::Runtime::new()
-        .unwrap()
+    let report = runtime
         .block_on(migrate(&settings, None))
         .expect("migration 011 applies");
     // 011 copies the table; 012 (a column with a DEFAULT) is metadata only.

@@ -7,9 +7,7 @@
 
 use sqlgrade_testkit::servers::{self as support, ClickHouse};
 
-use sqlgrade::clickhouse::migrate::{
-    CREATE_MIGRATIONS_TABLE, MIGRATIONS, checksum, migrate, statements,
-};
+use sqlgrade::clickhouse::migrate::{MIGRATIONS, migrate, migrate_to, statements};
 use sqlgrade::clickhouse::queries;
 use sqlgrade::config::{SinkConfig, SinkKind};
 
@@ -27,22 +25,13 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
         Ok(ch) => ch,
         Err(e) => return support::skip("migration_011_copies_rows", &e),
     };
-    ch.query(&format!("CREATE DATABASE {DB}"));
-    run(&ch, CREATE_MIGRATIONS_TABLE);
-    for m in MIGRATIONS.iter().filter(|m| m.version <= 10) {
-        for s in statements(m.sql) {
-            run(&ch, &s.sql);
-        }
-        run(
-            &ch,
-            &format!(
-                "INSERT INTO schema_migrations VALUES ({}, '{}', '{}', now())",
-                m.version,
-                m.name,
-                checksum(m.sql)
-            ),
-        );
-    }
+    let settings = SinkConfig {
+        kind: SinkKind::Clickhouse,
+        url: Some(ch.url()),
+        database: DB.into(),
+        ..SinkConfig::default()
+    };
+    migrate_to(&settings, None, 10).await.unwrap();
     // Rows under the old key: e1 delivered twice, one event without labels, one question
     // scored in two runs.
     run(
@@ -70,12 +59,6 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
     for s in &steps[..=swap] {
         run(&ch, &s.sql);
     }
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
-        url: Some(ch.url()),
-        database: DB.into(),
-        ..SinkConfig::default()
-    };
     let report = migrate(&settings, None).await.unwrap();
     assert_eq!(
         report.applied,

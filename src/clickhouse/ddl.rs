@@ -8,6 +8,12 @@
 /// statement; 18.16 has no `ADD COLUMN IF NOT EXISTS`) is skipped when `t` already has `c`. The
 /// query returns a count; non-zero means skip.
 pub fn skip_if(statement: &str) -> Option<String> {
+    let (table, column) = added_column(statement)?;
+    Some(column_exists(table, column))
+}
+
+/// `(table, column)` of an `ALTER TABLE t ADD COLUMN c …` that adds one plain-named column.
+fn added_column(statement: &str) -> Option<(&str, &str)> {
     let words: Vec<&str> = statement.split_whitespace().collect();
     let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
     let is = |i: usize, w: &str| upper.get(i).is_some_and(|u| u == w);
@@ -16,14 +22,19 @@ pub fn skip_if(statement: &str) -> Option<String> {
     }
     let table = words.get(2)?.trim_matches('`');
     let column = words.get(5)?.trim_matches('`');
-    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !(plain(table) && plain(column)) || statement.matches("ADD COLUMN").count() > 1 {
+    if !(valid_identifier(table) && valid_identifier(column))
+        || statement.matches("ADD COLUMN").count() > 1
+    {
         return None;
     }
-    Some(format!(
+    Some((table, column))
+}
+
+fn column_exists(table: &str, column: &str) -> String {
+    format!(
         "SELECT count() FROM system.columns WHERE database = currentDatabase() \
          AND table = '{table}' AND name = '{column}'"
-    ))
+    )
 }
 
 /// One statement of a migration file, with its guard.
@@ -48,14 +59,8 @@ impl Statement {
                 table(name)
             ));
         }
-        let words: Vec<&str> = self.sql.split_whitespace().collect();
-        let named = words.get(2)?.trim_matches('`');
-        skip_if(&self.sql).map(|q| {
-            q.replace(
-                &format!("table = '{named}'"),
-                &format!("table = '{}'", table(named)),
-            )
-        })
+        let (named, column) = added_column(&self.sql)?;
+        Some(column_exists(&table(named), column))
     }
 }
 

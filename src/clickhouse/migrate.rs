@@ -15,6 +15,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::cluster::{self, ClusterLayout};
+use super::ddl::valid_identifier;
+pub use super::ddl::{Statement, skip_if, split_statements, statements};
 use crate::config::{SinkConfig, redact_url};
 
 /// One versioned DDL file.
@@ -123,9 +125,6 @@ pub fn checksum(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))
 }
 
-use super::ddl::valid_identifier;
-pub use super::ddl::{Statement, skip_if, split_statements, statements};
-
 /// The bookkeeping table on a cluster: one replicated table that every node of every shard
 /// shares (the shard part of the path is `all`), so `migrate` sees the same history wherever it
 /// connects.
@@ -151,6 +150,16 @@ pub fn cluster_migrations_table(layout: &ClusterLayout) -> String {
 pub async fn migrate(
     settings: &SinkConfig,
     cluster: Option<&ClusterLayout>,
+) -> Result<MigrationReport, MigrateError> {
+    migrate_to(settings, cluster, u32::MAX).await
+}
+
+/// [`migrate`], applying only the migrations up to version `last` (to stage an upgrade, or to
+/// set up the schema an older release had).
+pub async fn migrate_to(
+    settings: &SinkConfig,
+    cluster: Option<&ClusterLayout>,
+    last: u32,
 ) -> Result<MigrationReport, MigrateError> {
     let url = redact_url(super::url(settings));
     // The error of a bookkeeping step (`what`) against this server.
@@ -215,7 +224,7 @@ pub async fn migrate(
         _ => name.to_string(),
     };
     let mut report = MigrationReport::default();
-    for m in MIGRATIONS {
+    for m in MIGRATIONS.iter().filter(|m| m.version <= last) {
         let sum = checksum(m.sql);
         if let Some(r) = recorded.iter().find(|r| r.version == m.version) {
             if r.checksum != sum {
@@ -277,11 +286,6 @@ pub async fn migrate(
                         .map_err(failed)?;
                 }
             }
-        }
-        if let Some(layout) = cluster {
-            sync_distributed(&client, layout)
-                .await
-                .map_err(bookkeeping("create the Distributed tables"))?;
         }
         let record = AppliedRecord {
             version: m.version,

@@ -74,17 +74,19 @@ install_zookeeper() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq zookeeper >&2
 }
 
-# Headless Chromium renders the HTML report in tests/report_html.rs. Optional: without it that
-# test prints a loud SKIPPED for the rendering step, so a failed install only warns.
+# Headless Chromium renders the HTML report in tests/report_html.rs, and Chromium driven over
+# WebDriver by Debian's chromedriver runs the review page's browser test (tests/review_browser.rs).
+# Optional: without them those tests print a loud SKIPPED (outside CI), so a failed install only
+# warns.
 install_chromium() {
-    if command -v chromium >/dev/null 2>&1; then
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
         return 0
     fi
-    log "installing chromium from Debian (HTML report rendering test)"
+    log "installing chromium and chromium-driver from Debian (report rendering, review page browser test)"
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >&2; then
-        log "WARNING: chromium could not be installed; the report rendering check will be skipped"
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >&2; then
+        log "WARNING: chromium/chromium-driver could not be installed; the browser checks will be skipped"
     fi
 }
 

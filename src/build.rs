@@ -415,7 +415,22 @@ impl Daemon {
         let health_server = if config.server.listen.trim().is_empty() {
             None
         } else {
-            Some(crate::health::serve(&config.server.listen, health.clone()).await?)
+            let review = if config.server.review {
+                match crate::serve::store_for(&config.sink, config.server.review_max_rows) {
+                    Some(store) => Some(crate::serve::router(std::sync::Arc::new(
+                        crate::serve::ReviewState::new(store, config.server.token.clone()),
+                    ))),
+                    None => {
+                        tracing::warn!(
+                            "[server] review needs a JSONL or ClickHouse sink; the stdout sink has nothing to read"
+                        );
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            Some(crate::health::serve(&config.server.listen, health.clone(), review).await?)
         };
         let scorer = Arc::new(build_scorer(config)?);
         let source = build_source_with_health(config, Some(health.clone()))?;

@@ -1,8 +1,13 @@
 //! Calibration of a metric against human labels: Cohen's κ, accuracy, precision/recall and the
 //! confusion matrix, and for continuous metrics (STEF, Hybrid-EX) the cut-off that maximises κ.
 //!
-//! Labels are JSONL objects with `event_id` or `question_id` and a boolean `label`. Rows are a
-//! run's JSONL output ([`EvaluationRow`]). A `question_id` label matches the row whose
+//! Labels are JSONL objects with `event_id` or `question_id` and a boolean `label`, or the
+//! review page's labels (`labels.jsonl`, ClickHouse `labels`: `event_id`, `reviewer`,
+//! `verdict` correct | incorrect | unsure, `labelled_at`), read directly: the newest label per
+//! (event, reviewer) counts and `unsure` is left out. Rows are a run's JSONL output
+//! ([`EvaluationRow`]). κ carries a 95% bootstrap interval (1,000 resamples of the labelled
+//! pairs, fixed seed), is also given per reviewer, and [`reviewer_agreement`] gives Cohen's κ
+//! between every two reviewers over the events both labelled. A `question_id` label matches the row whose
 //! `event_id` equals it or ends with `-<question_id>`. Rows that could not be scored (judge
 //! error, gold error/unavailable/parse error) are excluded and counted; a failed prediction
 //! (exec error, timeout) counts as a negative, as the metrics score it.
@@ -13,7 +18,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::evaluation::{EvaluationRow, Metric};
+use crate::review::HumanLabel;
 
 /// Why calibration inputs could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +55,21 @@ pub struct Label {
     pub question_id: Option<String>,
     /// true = the prediction is correct.
     pub label: bool,
+    /// Who labelled (review-page labels; `None` in a plain labels file).
+    #[serde(default)]
+    pub reviewer: Option<String>,
+}
+
+impl Label {
+    /// The label of a review-page label (`None` for `unsure`).
+    pub fn from_review(label: &HumanLabel) -> Option<Label> {
+        Some(Label {
+            event_id: Some(label.event_id.clone()),
+            question_id: None,
+            label: label.verdict.as_bool()?,
+            reviewer: Some(label.reviewer.clone()),
+        })
+    }
 }
 
 fn id_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -84,9 +105,28 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, Cal
     Ok(out)
 }
 
-/// Read a labels file.
+/// Read a labels file: plain labels, or the review page's (`verdict`; the newest per event and
+/// reviewer; `unsure` left out).
 pub fn read_labels(path: &Path) -> Result<Vec<Label>, CalibrateError> {
-    let labels: Vec<Label> = read_jsonl(path)?;
+    let values: Vec<serde_json::Value> = read_jsonl(path)?;
+    if values.iter().any(|v| v.get("verdict").is_some()) {
+        let review =
+            crate::serve::store::labels_from_jsonl(path).map_err(|e| CalibrateError::Io {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        return Ok(review.iter().filter_map(Label::from_review).collect());
+    }
+    let mut labels = Vec::with_capacity(values.len());
+    for (i, v) in values.into_iter().enumerate() {
+        labels.push(
+            serde_json::from_value::<Label>(v).map_err(|e| CalibrateError::Line {
+                path: path.display().to_string(),
+                line: i + 1,
+                message: e.to_string(),
+            })?,
+        );
+    }
     for (i, l) in labels.iter().enumerate() {
         if l.event_id.is_none() && l.question_id.is_none() {
             return Err(CalibrateError::Line {
@@ -197,6 +237,99 @@ pub struct CalibrationReport {
     pub recall: Option<f64>,
     /// For continuous metrics: the cut-off (among the observed values) that maximises κ, and κ.
     pub best_cutoff: Option<BestCutoff>,
+    /// 95% bootstrap interval of κ (percentiles of 1,000 resamples of the labelled pairs).
+    pub kappa_interval: Option<(f64, f64)>,
+    /// κ against each reviewer's labels alone (review-page labels).
+    pub per_reviewer: Vec<ReviewerKappa>,
+}
+
+/// κ of the metric against one reviewer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReviewerKappa {
+    /// Reviewer.
+    pub reviewer: String,
+    /// Labelled pairs with a scored row.
+    pub matched: usize,
+    /// Cohen's κ.
+    pub kappa: Option<f64>,
+    /// Accuracy.
+    pub accuracy: Option<f64>,
+}
+
+/// Agreement between two reviewers over the events both labelled (correct/incorrect).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReviewerAgreement {
+    /// First reviewer (alphabetical).
+    pub a: String,
+    /// Second reviewer.
+    pub b: String,
+    /// Events both labelled.
+    pub shared: usize,
+    /// Share of those on which they agree.
+    pub agreement: Option<f64>,
+    /// Cohen's κ between them.
+    pub kappa: Option<f64>,
+}
+
+/// Cohen's κ between every two reviewers over the events both labelled.
+pub fn reviewer_agreement(labels: &[Label]) -> Vec<ReviewerAgreement> {
+    let mut by_reviewer: std::collections::BTreeMap<&str, HashMap<&str, bool>> =
+        std::collections::BTreeMap::new();
+    for l in labels {
+        if let (Some(r), Some(e)) = (&l.reviewer, &l.event_id) {
+            by_reviewer.entry(r).or_default().insert(e, l.label);
+        }
+    }
+    let reviewers: Vec<&&str> = by_reviewer.keys().collect();
+    let mut out = Vec::new();
+    for (i, a) in reviewers.iter().enumerate() {
+        for b in &reviewers[i + 1..] {
+            let mut m = Confusion::default();
+            for (event, va) in &by_reviewer[**a] {
+                if let Some(vb) = by_reviewer[**b].get(event) {
+                    m.add(*va, *vb);
+                }
+            }
+            if m.n() > 0 {
+                out.push(ReviewerAgreement {
+                    a: a.to_string(),
+                    b: b.to_string(),
+                    shared: m.n() as usize,
+                    agreement: m.accuracy(),
+                    kappa: m.kappa(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Percentile 95% interval of κ over `resamples` bootstrap resamples of `pairs`
+/// (prediction, label), with a fixed seed so that a report is reproducible.
+pub fn kappa_bootstrap(pairs: &[(bool, bool)], resamples: usize) -> Option<(f64, f64)> {
+    use rand::{Rng as _, SeedableRng as _};
+    if pairs.len() < 2 {
+        return None;
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_ca1b);
+    let mut kappas = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let mut m = Confusion::default();
+        for _ in 0..pairs.len() {
+            let (p, l) = pairs[rng.random_range(0..pairs.len())];
+            m.add(p, l);
+        }
+        if let Some(k) = m.kappa() {
+            kappas.push(k);
+        }
+    }
+    if kappas.len() < resamples / 2 {
+        return None;
+    }
+    kappas.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| kappas[((q * (kappas.len() - 1) as f64).round() as usize).min(kappas.len() - 1)];
+    Some((at(0.025), at(0.975)))
 }
 
 /// The κ-maximising cut-off.
@@ -208,16 +341,6 @@ pub struct BestCutoff {
     pub kappa: f64,
     /// Accuracy at that cut-off.
     pub accuracy: f64,
-}
-
-fn unscored(status: RowStatus) -> bool {
-    matches!(
-        status,
-        RowStatus::JudgeError
-            | RowStatus::GoldError
-            | RowStatus::GoldUnavailable
-            | RowStatus::GoldParseError
-    )
 }
 
 /// Calibrate `metric`'s rows against `labels`. `cutoff` overrides the rows' verdicts for
@@ -243,19 +366,22 @@ pub fn calibrate(
                 .find(|r| r.metric == metric && r.event_id.ends_with(&suffix))
         })
     };
-    let mut pairs: Vec<(f64, Option<bool>, bool)> = Vec::new();
+    let mut pairs: Vec<(f64, Option<bool>, bool, Option<&str>)> = Vec::new();
     let (mut unmatched, mut unscored_n) = (0, 0);
     for l in labels {
         match find(l) {
             None => unmatched += 1,
-            Some(r) if unscored(r.status) => unscored_n += 1,
-            Some(r) => pairs.push((r.value, r.verdict, l.label)),
+            Some(r) if !r.status.is_scored() => unscored_n += 1,
+            Some(r) => pairs.push((r.value, r.verdict, l.label, l.reviewer.as_deref())),
         }
     }
     let continuous = is_continuous(metric);
     let mut confusion = Confusion::default();
     let mut used_cutoff = None;
-    for &(value, verdict, label) in &pairs {
+    let mut decided: Vec<(bool, bool)> = Vec::with_capacity(pairs.len());
+    let mut by_reviewer: std::collections::BTreeMap<&str, Confusion> =
+        std::collections::BTreeMap::new();
+    for &(value, verdict, label, reviewer) in &pairs {
         let predicted = match (cutoff.filter(|_| continuous), verdict) {
             (Some(c), _) => {
                 used_cutoff = Some(c);
@@ -265,7 +391,20 @@ pub fn calibrate(
             (None, None) => value >= 0.5,
         };
         confusion.add(predicted, label);
+        decided.push((predicted, label));
+        if let Some(r) = reviewer {
+            by_reviewer.entry(r).or_default().add(predicted, label);
+        }
     }
+    let per_reviewer = by_reviewer
+        .into_iter()
+        .map(|(reviewer, m)| ReviewerKappa {
+            reviewer: reviewer.to_string(),
+            matched: m.n() as usize,
+            kappa: m.kappa(),
+            accuracy: m.accuracy(),
+        })
+        .collect();
     let best_cutoff = if continuous {
         let mut values: Vec<f64> = pairs
             .iter()
@@ -277,7 +416,7 @@ pub fn calibrate(
         let mut best: Option<BestCutoff> = None;
         for c in values {
             let mut m = Confusion::default();
-            for &(value, _, label) in &pairs {
+            for &(value, _, label, _) in &pairs {
                 m.add(value >= c, label);
             }
             if let (Some(k), Some(a)) = (m.kappa(), m.accuracy())
@@ -307,6 +446,8 @@ pub fn calibrate(
         precision: confusion.precision(),
         recall: confusion.recall(),
         best_cutoff,
+        kappa_interval: kappa_bootstrap(&decided, 1000),
+        per_reviewer,
     }
 }
 
@@ -322,7 +463,14 @@ impl std::fmt::Display for CalibrationReport {
         if let Some(c) = self.cutoff {
             writeln!(f, "cut-off: value >= {c}")?;
         }
-        writeln!(f, "cohen_kappa: {}", num(self.kappa))?;
+        match self.kappa_interval {
+            Some((lo, hi)) => writeln!(
+                f,
+                "cohen_kappa: {} [95% bootstrap {lo:.4}, {hi:.4}]",
+                num(self.kappa)
+            )?,
+            None => writeln!(f, "cohen_kappa: {}", num(self.kappa))?,
+        }
         writeln!(f, "accuracy: {}", num(self.accuracy))?;
         writeln!(f, "precision: {}", num(self.precision))?;
         writeln!(f, "recall: {}", num(self.recall))?;
@@ -343,6 +491,16 @@ impl std::fmt::Display for CalibrationReport {
                 f,
                 "best cut-off: value >= {} (kappa {:.4}, accuracy {:.4})",
                 b.cutoff, b.kappa, b.accuracy
+            )?;
+        }
+        for r in &self.per_reviewer {
+            writeln!(
+                f,
+                "reviewer {}: {} pairs, kappa {}, accuracy {}",
+                r.reviewer,
+                r.matched,
+                num(r.kappa),
+                num(r.accuracy)
             )?;
         }
         Ok(())

@@ -196,10 +196,12 @@ impl Drop for HealthServer {
     }
 }
 
-/// Bind `listen` and serve `/healthz` and `/readyz` from `health` in a background task.
+/// Bind `listen` and serve `/healthz` and `/readyz` from `health` in a background task, plus
+/// the routes of `extra` (the review page with `[server] review = true`).
 pub async fn serve(
     listen: &str,
     health: std::sync::Arc<Health>,
+    extra: Option<Router>,
 ) -> Result<HealthServer, HealthError> {
     let addr: SocketAddr = tokio::net::lookup_host(listen)
         .await
@@ -233,6 +235,10 @@ pub async fn serve(
                 async move { h.report(h.is_ready()).into_response() }
             }),
         );
+    let app = match extra {
+        Some(extra) => app.merge(extra),
+        None => app,
+    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -272,7 +278,7 @@ mod tests {
     #[tokio::test]
     async fn endpoints_follow_phase_and_components() {
         let health = Arc::new(Health::new());
-        let server = serve("127.0.0.1:0", health.clone()).await.unwrap();
+        let server = serve("127.0.0.1:0", health.clone(), None).await.unwrap();
         let addr = server.local_addr;
         assert_eq!(get_status(addr, "/healthz").await.0, 200);
         assert_eq!(get_status(addr, "/readyz").await.0, 503);

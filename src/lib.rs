@@ -10,17 +10,18 @@
 //!
 //! Layers, lowest first (a module imports only from lower layers):
 //!
-//! 1. the core re-exports ([`event`], [`evaluation`], [`sqlspec`], [`stef`], [`judge`],
-//!    [`exec`], [`metrics`]) and [`config`] (every setting, declared once);
+//! 1. the core re-exports ([`event`], [`evaluation`], [`review`], [`sqlspec`], [`stef`],
+//!    [`judge`], [`exec`], [`metrics`]) and [`config`] (every setting, declared once);
 //! 2. edges, each behind a small trait or type: [`source`], [`sink`], [`clickhouse`], [`llm`],
 //!    [`sqlite`], [`health`], [`telemetry`], [`alert`], [`stats`];
 //! 3. [`score`] — the scorer (STEF through a judge, gold metrics through executors);
+//!    [`judging`] — the LLM second pass; [`serve`] — the review page;
 //! 4. [`pipeline`] — the topology;
 //! 5. [`build`] — wiring a run from a [`config::Config`]; [`backfill`], [`report`],
 //!    [`calibrate`], [`summary`] — the commands' library halves.
 
 pub use sqlgrade_core::{
-    catalogue, evaluation, event, exec, judge, metrics, sampling, sqlspec, stef,
+    catalogue, evaluation, event, exec, judge, metrics, review, sampling, sqlspec, stef,
 };
 
 pub mod alert;
@@ -36,6 +37,7 @@ pub mod llm;
 pub mod pipeline;
 pub mod report;
 pub mod score;
+pub mod serve;
 pub mod sink;
 pub mod source;
 pub mod sqlite;

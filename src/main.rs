@@ -102,18 +102,28 @@ enum Command {
         #[arg(long)]
         cluster: Option<String>,
     },
-    /// Check a metric against human labels: Cohen's kappa, accuracy, precision/recall, the
-    /// confusion matrix and, for continuous metrics (stef, hybrid_ex), the kappa-maximising cut-off.
+    /// Check metrics against human labels: Cohen's kappa with a bootstrap interval, per
+    /// reviewer, accuracy, precision/recall, the confusion matrix, the kappa-maximising cut-off
+    /// of continuous metrics (stef, hybrid_ex), and agreement between reviewers.
     Calibrate {
-        /// Labels JSONL: `event_id` or `question_id` plus boolean `label`.
+        /// Labels JSONL: `event_id` or `question_id` plus boolean `label`, or the review page's
+        /// `labels.jsonl`.
         #[arg(long)]
-        labels: PathBuf,
+        labels: Option<PathBuf>,
         /// A run's rows JSONL (the JSONL sink's output).
         #[arg(long)]
-        rows: PathBuf,
-        /// Metric name as in the `metric` column (flex, rose, hybrid_ex, stef, ex, ...).
+        rows: Option<PathBuf>,
+        /// A JSONL output directory: rows from its evaluations.jsonl, labels from its
+        /// labels.jsonl (what `sqlgrade serve --dir` writes).
         #[arg(long)]
-        metric: String,
+        dir: Option<PathBuf>,
+        /// TOML config whose ClickHouse [sink] holds the `labels` table and the rows.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Metric name as in the `metric` column (flex, rose, hybrid_ex, stef, ex, ...);
+        /// default: every metric the labelled events have.
+        #[arg(long)]
+        metric: Option<String>,
         /// For continuous metrics: positive iff value >= this (default: the rows' verdicts).
         #[arg(long)]
         cutoff: Option<f64>,
@@ -163,6 +173,21 @@ enum Command {
         /// name`, else one server).
         #[arg(long)]
         cluster: Option<String>,
+    },
+    /// The review page: overview, review queue, event pages and labelling, over a JSONL output
+    /// directory or the ClickHouse of `--config` (labels go to `labels.jsonl` / `labels`).
+    Serve {
+        /// JSONL output directory to read (default: the `[sink]` of --config, else
+        /// ./sqlgrade-out).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// TOML config: `[sink]` (JSONL or ClickHouse) and `[server] token` (env
+        /// SQLGRADE__SERVER__TOKEN works without a file).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Address to listen on (localhost unless told otherwise).
+        #[arg(long, default_value = "127.0.0.1:8089")]
+        listen: String,
     },
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig {
@@ -277,13 +302,28 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             cluster,
         } => prune(config, older_than, tables, dry_run, cluster).await,
         Command::CheckConfig { config } => check_config(config),
+        Command::Serve {
+            dir,
+            config,
+            listen,
+        } => serve(dir, config, listen).await,
         Command::Calibrate {
             labels,
             rows,
+            dir,
+            config,
             metric,
             cutoff,
             json,
-        } => calibrate(&labels, &rows, &metric, cutoff, json),
+        } => {
+            let inputs = CalibrateInputs {
+                labels,
+                rows,
+                dir,
+                config,
+            };
+            calibrate(inputs, metric.as_deref(), cutoff, json).await
+        }
         Command::Report {
             run_id,
             input,
@@ -394,23 +434,111 @@ async fn audit(request: AuditArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn calibrate(
-    labels: &std::path::Path,
-    rows: &std::path::Path,
-    metric: &str,
+/// Where `calibrate` reads labels and rows.
+struct CalibrateInputs {
+    labels: Option<PathBuf>,
+    rows: Option<PathBuf>,
+    dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+}
+
+async fn calibrate(
+    inputs: CalibrateInputs,
+    metric: Option<&str>,
     cutoff: Option<f64>,
     json: bool,
 ) -> Result<ExitCode> {
-    let metric: sqlgrade::evaluation::Metric =
-        serde_json::from_value(serde_json::Value::String(metric.to_string()))
-            .with_context(|| format!("unknown metric {metric:?}"))?;
-    let labels = sqlgrade::calibrate::read_labels(labels)?;
-    let rows = sqlgrade::calibrate::read_rows(rows)?;
-    let report = sqlgrade::calibrate::calibrate(&labels, &rows, metric, cutoff);
+    use sqlgrade::calibrate::{Label, read_labels, read_rows, reviewer_agreement};
+    use sqlgrade::serve::store::{ClickHouseStore, LABELS_FILE, ReviewStore as _};
+    let clickhouse = match &inputs.config {
+        Some(path) => {
+            let config = load_config(Some(path))?;
+            (config.sink.kind == SinkKind::Clickhouse)
+                .then(|| ClickHouseStore::new(&config.sink, config.server.review_max_rows))
+        }
+        None => None,
+    };
+    let labels: Vec<Label> = match (&inputs.labels, &inputs.dir, &clickhouse) {
+        (Some(path), _, _) => read_labels(path)?,
+        (None, Some(dir), _) => read_labels(&dir.join(LABELS_FILE))?,
+        (None, None, Some(store)) => store
+            .labels()
+            .await?
+            .iter()
+            .filter_map(Label::from_review)
+            .collect(),
+        _ => bail!("calibrate needs --labels FILE, --dir DIR or --config FILE (ClickHouse)"),
+    };
+    let rows = match (&inputs.rows, &inputs.dir, &clickhouse) {
+        (Some(path), _, _) => read_rows(path)?,
+        (None, Some(dir), _) => read_rows(&dir.join(sqlgrade::sink::jsonl::EVALUATIONS_FILE))?,
+        (None, None, Some(store)) => {
+            let mut ids: Vec<String> = labels.iter().filter_map(|l| l.event_id.clone()).collect();
+            ids.sort();
+            ids.dedup();
+            store
+                .rows_of(&ids)
+                .await?
+                .iter()
+                .filter_map(sqlgrade::serve::store::ReviewRow::to_evaluation)
+                .collect()
+        }
+        _ => bail!("calibrate needs --rows FILE, --dir DIR or --config FILE (ClickHouse)"),
+    };
+    let metrics: Vec<sqlgrade::evaluation::Metric> = match metric {
+        Some(name) => vec![
+            serde_json::from_value(serde_json::Value::String(name.to_string()))
+                .with_context(|| format!("unknown metric {name:?}"))?,
+        ],
+        None => {
+            let labelled: std::collections::HashSet<&str> = labels
+                .iter()
+                .filter_map(|l| l.event_id.as_deref())
+                .collect();
+            let mut found: Vec<_> = rows
+                .iter()
+                .filter(|r| labelled.is_empty() || labelled.contains(r.event_id.as_str()))
+                .map(|r| r.metric)
+                .collect();
+            found.sort();
+            found.dedup();
+            found
+        }
+    };
+    let reports: Vec<_> = metrics
+        .iter()
+        .map(|m| sqlgrade::calibrate::calibrate(&labels, &rows, *m, cutoff))
+        .collect();
+    let agreement = reviewer_agreement(&labels);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let out = if metric.is_some() && agreement.is_empty() && reports.len() == 1 {
+            serde_json::to_value(&reports[0])?
+        } else {
+            serde_json::json!({ "metrics": reports, "reviewer_agreement": agreement })
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{report}");
+        for (i, report) in reports.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print!("{report}");
+        }
+        if !agreement.is_empty() {
+            println!();
+            println!("agreement between reviewers (events both labelled):");
+            let num = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.4}"));
+            for a in &agreement {
+                println!(
+                    "  {} ~ {}: {} shared, agreement {}, kappa {}",
+                    a.a,
+                    a.b,
+                    a.shared,
+                    num(a.agreement),
+                    num(a.kappa)
+                );
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -681,6 +809,33 @@ async fn prune(
         report.dropped.len(),
         report.kept.len()
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(
+    dir: Option<PathBuf>,
+    config_path: Option<PathBuf>,
+    listen: String,
+) -> Result<ExitCode> {
+    let config = load_config(config_path.as_ref())?;
+    let store: Arc<dyn sqlgrade::serve::store::ReviewStore> = match dir {
+        Some(dir) => Arc::new(sqlgrade::serve::store::JsonlStore::new(dir)),
+        None => sqlgrade::serve::store_for(&config.sink, config.server.review_max_rows)
+            .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?,
+    };
+    let state = Arc::new(sqlgrade::serve::ReviewState::new(
+        store,
+        config.server.token.clone(),
+    ));
+    let server = sqlgrade::serve::serve(&listen, state).await?;
+    eprintln!(
+        "sqlgrade: review page on http://{} (Ctrl-C to stop)",
+        server.local_addr
+    );
+    tokio::select! {
+        () = server.wait() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -71,6 +71,7 @@ async fn alerts_table_and_report_from_clickhouse() {
         Destinations {
             webhook_url: None,
             clickhouse: Some(settings.clone()),
+            jsonl_dir: None,
         },
     )
     .unwrap();

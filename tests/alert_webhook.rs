@@ -99,6 +99,7 @@ async fn webhook_gets_slack_and_alertmanager_json_after_retries() {
     let destinations = Destinations {
         webhook_url: Some(url),
         clickhouse: None,
+        jsonl_dir: None,
     };
     let (service, handle) = AlertService::start(config, destinations).unwrap();
     for phase in [85.0, 40.0, 85.0] {
@@ -187,6 +188,7 @@ async fn a_dead_webhook_never_stalls_scoring() {
         Destinations {
             webhook_url: Some(url),
             clickhouse: None,
+            jsonl_dir: None,
         },
     )
     .unwrap();

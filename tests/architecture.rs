@@ -466,7 +466,7 @@ fn repo() -> PathBuf {
 /// The core crate's layers, lowest first (ARCHITECTURE.md).
 const CORE_LAYERS: &[&[&str]] = &[
     &["event"],
-    &["evaluation"],
+    &["evaluation", "review"],
     &["sqlspec", "catalogue"],
     &["stef"],
     &["judge"],
@@ -481,6 +481,7 @@ const DAEMON_LAYERS: &[&[&str]] = &[
     &[
         "event",
         "evaluation",
+        "review",
         "sqlspec",
         "catalogue",
         "stef",
@@ -495,7 +496,7 @@ const DAEMON_LAYERS: &[&[&str]] = &[
     &["llm", "sqlite", "source"],
     &["clickhouse"],
     &["alert", "score"],
-    &["judging"],
+    &["judging", "serve"],
     &["pipeline"],
     &["build", "report", "calibrate"],
     &["backfill", "audit"],

@@ -29,6 +29,66 @@ fn settings(ch: &ClickHouse, database: &str) -> SinkConfig {
     }
 }
 
+/// The review page over this server: the store reads rows, an event with its inputs, and
+/// writes labels that `labels FINAL` keeps one per (event, reviewer); the pages render and
+/// `calibrate`'s ClickHouse path pairs the labels with the rows.
+async fn review_page_over_clickhouse(s: &SinkConfig) {
+    use sqlgrade::serve::store::{ClickHouseStore, ReviewStore as _};
+    let store = std::sync::Arc::new(ClickHouseStore::new(s, 5_000));
+    let rows = store.rows().await.unwrap();
+    assert_eq!(rows.len(), 1000);
+    let (rows, inputs) = store.event("ev-00003").await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].ts, "2026-11-21T10:00:00Z");
+    assert_eq!(inputs.unwrap().sql, event_inputs(3).sql);
+    for (verdict, at) in [
+        ("correct", "2026-11-24T10:00:00Z"),
+        ("incorrect", "2026-11-24T10:00:05Z"),
+    ] {
+        let label = sqlgrade::review::HumanLabel::validated(
+            "ev-00003",
+            "ana",
+            verdict,
+            "",
+            "a <b>note</b>",
+            at.into(),
+        )
+        .unwrap();
+        store.add_label(&label).await.unwrap();
+    }
+    let labels = store.labels().await.unwrap();
+    assert_eq!(labels.len(), 1, "{labels:?}");
+    assert_eq!(labels[0].verdict, sqlgrade::review::LabelVerdict::Incorrect);
+    assert_eq!(labels[0].labelled_at, "2026-11-24T10:00:05Z");
+    let paired = store.rows_of(&["ev-00003".to_string()]).await.unwrap();
+    assert!(paired.iter().all(|r| r.to_evaluation().is_some()));
+    let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
+    let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
+    let base = format!("http://{}", server.local_addr);
+    let http = reqwest::Client::new();
+    for path in ["/", "/queue", "/event/ev-00003"] {
+        let page = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(page.status(), 200, "{path}");
+        let text = page.text().await.unwrap();
+        assert!(!text.contains("<b>note"), "{path}: the note is escaped");
+    }
+    let event = http
+        .get(format!("{base}/event/ev-00003"))
+        .send()
+        .await
+        .unwrap();
+    let text = event.text().await.unwrap();
+    assert!(text.contains("a &lt;b&gt;note"), "{text}");
+    server.stop();
+}
+
+fn event_inputs(i: usize) -> sqlgrade::review::EventInputs {
+    let corpus = support::corpus();
+    let mut v = corpus[i % corpus.len()].clone();
+    v["event_id"] = serde_json::Value::String(format!("ev-{i:05}"));
+    sqlgrade::review::EventInputs::from_event(Event::from_value(v).unwrap(), "2026-11-21T10:00:00Z")
+}
+
 fn stef_row(i: usize) -> EvaluationRow {
     let corpus = support::corpus();
     let mut v = corpus[i % corpus.len()].clone();
@@ -98,6 +158,7 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     let mut sink = ClickHouseSink::new(&s);
     let batch = Batch {
         rows: (0..1000).map(stef_row).collect(),
+        inputs: (0..1000).map(event_inputs).collect(),
         dead_letters: vec![
             DeadLetter::new("kafka:t/0@1", "malformed JSON: x", b"{oops"),
             DeadLetter::new("kafka:t/0@2", "missing required field `question`", b"{}"),
@@ -119,6 +180,19 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         ch.count("SELECT count() FROM sg_test.dead_letters FINAL"),
         3
     );
+    // Each event's inputs, once (the redelivered batch collapses), with its SQL verbatim.
+    assert_eq!(
+        ch.count("SELECT count() FROM sg_test.event_inputs FINAL"),
+        1000
+    );
+    let stored = ch.query(
+        "SELECT sql, question FROM sg_test.event_inputs FINAL WHERE event_id = 'ev-00003' \
+         FORMAT JSONEachRow",
+    );
+    let stored: serde_json::Value = serde_json::from_str(stored.trim()).unwrap();
+    assert_eq!(stored["sql"], event_inputs(3).sql.as_str());
+    assert_eq!(stored["question"], event_inputs(3).question.as_str());
+    review_page_over_clickhouse(&s).await;
     let not_utf8 = ch.query("SELECT payload_encoding, payload FROM sg_test.dead_letters FINAL WHERE source = 'kafka:t/1@7'");
     assert_eq!(not_utf8.trim(), "base64\t//4=");
     // Columns round-trip (Nullable, Array, UInt8 flags).
@@ -172,6 +246,7 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     ] {
         sink.write(Batch {
             rows,
+            inputs: vec![],
             dead_letters: vec![],
         })
         .await
@@ -225,6 +300,7 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     let writer = tokio::spawn(async move {
         sink.write(Batch {
             rows,
+            inputs: vec![],
             dead_letters: vec![],
         })
         .await

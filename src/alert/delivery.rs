@@ -126,7 +126,13 @@ pub struct Destinations {
     pub webhook_url: Option<String>,
     /// ClickHouse connection for the `alerts` table.
     pub clickhouse: Option<SinkConfig>,
+    /// JSONL sink directory: alerts are appended to its `alerts.jsonl` (one `alerts` row per
+    /// line), so the review page over that directory can show them.
+    pub jsonl_dir: Option<std::path::PathBuf>,
 }
+
+/// File name of alert rows inside a JSONL sink directory.
+pub const ALERTS_FILE: &str = "alerts.jsonl";
 
 impl Destinations {
     /// The destinations `[alerts]` names (ClickHouse through the `[sink]` connection).
@@ -139,6 +145,8 @@ impl Destinations {
                 .filter(|u| !u.is_empty())
                 .map(|u| u.expose().to_string()),
             clickhouse: config.alerts.clickhouse.then(|| config.sink.clone()),
+            jsonl_dir: (config.sink.kind == crate::config::SinkKind::Jsonl)
+                .then(|| config.sink.dir.clone()),
         }
     }
 }
@@ -330,6 +338,9 @@ impl Delivery {
             if let Some(client) = &clickhouse {
                 self.deliver_clickhouse(client, &note).await;
             }
+            if let Some(dir) = &self.destinations.jsonl_dir {
+                deliver_jsonl(dir, &note).await;
+            }
         }
     }
 
@@ -389,6 +400,29 @@ impl Delivery {
             .clickhouse_gave_up
             .fetch_add(1, Ordering::Relaxed);
         tracing::error!(alert_id = %note.alert_id, "alerts table: giving up");
+    }
+}
+
+/// Append the alert's row to `<dir>/alerts.jsonl` (durably; a failure is logged — the log
+/// channel already carries the alert).
+async fn deliver_jsonl(dir: &std::path::Path, note: &AlertNotification) {
+    use tokio::io::AsyncWriteExt as _;
+    let path = dir.join(ALERTS_FILE);
+    let result: std::io::Result<()> = async {
+        let mut line = serde_json::to_vec(&AlertRecord::new(note))?;
+        line.push(b'\n');
+        tokio::fs::create_dir_all(dir).await?;
+        let mut file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await?;
+        file.write_all(&line).await?;
+        file.sync_data().await
+    }
+    .await;
+    if let Err(error) = result {
+        tracing::error!(alert_id = %note.alert_id, path = %path.display(), %error, "cannot append the alert to the JSONL directory");
     }
 }
 

@@ -54,6 +54,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(10, "010_run_key.sql"),
     migration!(11, "011_read_key.sql"),
     migration!(12, "012_finding_codes.sql"),
+    migration!(13, "013_review.sql"),
 ];
 
 /// Name of the bookkeeping table.

@@ -29,6 +29,12 @@ pub const EVALUATIONS_TABLE: &str = "evaluations";
 /// Table of dead letters (`deploy/clickhouse/002_dead_letters.sql`).
 pub const DEAD_LETTERS_TABLE: &str = "dead_letters";
 
+/// Table of the scored events' inputs (question, enriched question, SQL), migration 013.
+pub const EVENT_INPUTS_TABLE: &str = "event_inputs";
+
+/// Table of human labels written by the review page, migration 013.
+pub const LABELS_TABLE: &str = "labels";
+
 /// The server URL of `[sink]` (`DEFAULT_URL` when unset).
 pub fn url(sink: &SinkConfig) -> &str {
     sink.url

@@ -22,8 +22,9 @@ use super::cluster::ClusterLayout;
 use crate::config::{SinkConfig, redact_url};
 
 /// The tables partitioned by month, with the column they are partitioned on.
-pub const PARTITIONED_TABLES: [(&str, &str); 6] = [
+pub const PARTITIONED_TABLES: [(&str, &str); 7] = [
     ("evaluations", "ts"),
+    ("event_inputs", "ts"),
     ("dead_letters", "received_at"),
     ("alerts", "fired_at"),
     ("evaluations_hourly", "hour"),

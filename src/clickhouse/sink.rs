@@ -1,4 +1,5 @@
-//! ClickHouse sink: evaluation rows into `evaluations`, dead letters into `dead_letters`.
+//! ClickHouse sink: evaluation rows into `evaluations`, the scored events' inputs into
+//! `event_inputs` (for the review page), dead letters into `dead_letters`.
 //!
 //! Each [`Batch`] the pipeline's batcher hands over (the batcher bounds it by rows, bytes and
 //! time) becomes one `INSERT … FORMAT RowBinary` per table. [`Sink::write`] returns only once the
@@ -33,11 +34,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{Backoff, DEAD_LETTERS_TABLE, EVALUATIONS_TABLE, FailureKind, classify};
+use super::{
+    Backoff, DEAD_LETTERS_TABLE, EVALUATIONS_TABLE, EVENT_INPUTS_TABLE, FailureKind, classify,
+};
 use super::{epoch_seconds, now_seconds};
 use crate::config::{ClusterWrite, SinkConfig};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::health::{ComponentHealth, Health};
+use crate::review::EventInputs;
 use crate::sink::{Batch, Sink, SinkError};
 
 /// One row of `evaluations` in RowBinary column order (see 001_evaluations.sql).
@@ -161,6 +165,42 @@ impl<'a> DeadLetterRecord<'a> {
             payload: &letter.payload,
             payload_encoding: &letter.payload_encoding,
             error,
+        }
+    }
+}
+
+/// One row of `event_inputs` (see 013_review.sql).
+#[derive(Debug, clickhouse::Row, Serialize)]
+struct EventInputsRecord<'a> {
+    event_id: &'a str,
+    ts: u32,
+    app_id: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    agent_version: Option<&'a str>,
+    model: Option<&'a str>,
+    run_id: Option<&'a str>,
+    question: &'a str,
+    enriched_question: Option<&'a str>,
+    sql: &'a str,
+    gold_sql: Option<&'a str>,
+    stored_at: u32,
+}
+
+impl<'a> EventInputsRecord<'a> {
+    fn new(inputs: &'a EventInputs, now: u32) -> EventInputsRecord<'a> {
+        EventInputsRecord {
+            event_id: &inputs.event_id,
+            ts: epoch_seconds(&inputs.ts).unwrap_or(now),
+            app_id: inputs.app_id.as_deref(),
+            agent_id: inputs.agent_id.as_deref(),
+            agent_version: inputs.agent_version.as_deref(),
+            model: inputs.model.as_deref(),
+            run_id: inputs.run_id.as_deref(),
+            question: &inputs.question,
+            enriched_question: inputs.enriched_question.as_deref(),
+            sql: &inputs.sql,
+            gold_sql: inputs.gold_sql.as_deref(),
+            stored_at: now,
         }
     }
 }
@@ -291,6 +331,57 @@ impl ClickHouseSink {
             insert.write(&EvaluationRecord::new(row, scored_at)).await?;
         }
         insert.end().await
+    }
+
+    async fn insert_inputs(&self, inputs: &[EventInputs]) -> clickhouse::error::Result<()> {
+        let now = now_seconds();
+        let mut insert = self
+            .client
+            .insert::<EventInputsRecord<'_>>(EVENT_INPUTS_TABLE)
+            .await?
+            .with_timeouts(self.timeout(), self.timeout());
+        for item in inputs {
+            insert.write(&EventInputsRecord::new(item, now)).await?;
+        }
+        insert.end().await
+    }
+
+    /// Insert event inputs, bisecting rejected chunks; returns the inputs the server rejects
+    /// even alone (they become dead letters: the event's rows are stored, its inputs are not).
+    async fn store_inputs(
+        &self,
+        inputs: Vec<EventInputs>,
+    ) -> Result<Vec<Rejected<EventInputs>>, SinkError> {
+        let mut rejected = Vec::new();
+        let mut pending = vec![inputs];
+        while let Some(chunk) = pending.pop() {
+            if chunk.is_empty() {
+                continue;
+            }
+            match self
+                .with_retries(EVENT_INPUTS_TABLE, || self.insert_inputs(&chunk))
+                .await
+            {
+                Ok(()) => {}
+                Err(Err(fatal)) => return Err(fatal),
+                Err(Ok(error)) if chunk.len() == 1 => {
+                    for item in chunk {
+                        tracing::warn!(event_id = %item.event_id, %error, "clickhouse rejected an event's inputs; dead-lettering them");
+                        rejected.push(Rejected {
+                            item,
+                            error: error.clone(),
+                        });
+                    }
+                }
+                Err(Ok(_)) => {
+                    let mut left = chunk;
+                    let right = left.split_off(left.len() / 2);
+                    pending.push(right);
+                    pending.push(left);
+                }
+            }
+        }
+        Ok(rejected)
     }
 
     async fn insert_dead_letters(
@@ -440,12 +531,27 @@ impl ClickHouseSink {
 #[async_trait]
 impl Sink for ClickHouseSink {
     async fn write(&mut self, batch: Batch) -> Result<(), SinkError> {
-        let Batch { rows, dead_letters } = batch;
+        let Batch {
+            rows,
+            inputs,
+            dead_letters,
+        } = batch;
+        let rejected_inputs = self.store_inputs(inputs).await?;
         let rejected = self.store_rows(rows).await?;
         let mut letters: Vec<(DeadLetter, String)> = dead_letters
             .into_iter()
             .map(|d| (d, String::new()))
             .collect();
+        for r in rejected_inputs {
+            let payload =
+                serde_json::to_vec(&r.item).map_err(|e| SinkError::Serialize(e.to_string()))?;
+            let letter = DeadLetter::new(
+                format!("clickhouse:{EVENT_INPUTS_TABLE}:{}", r.item.event_id),
+                "rejected by clickhouse",
+                &payload,
+            );
+            letters.push((letter, r.error));
+        }
         for r in rejected {
             let payload =
                 serde_json::to_vec(&r.item).map_err(|e| SinkError::Serialize(e.to_string()))?;

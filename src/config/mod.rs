@@ -212,6 +212,10 @@ pub struct SinkConfig {
     pub request_timeout_ms: u64,
     /// ClickHouse cluster layout (`[sink.cluster]`); unset = one server.
     pub cluster: ClusterConfig,
+    /// Store each scored event's question, enriched question, SQL (and gold SQL) beside its
+    /// rows (`inputs.jsonl`, ClickHouse `event_inputs`), so the review page (`sqlgrade serve`)
+    /// can show them. Turn off when the inputs must not be kept.
+    pub store_inputs: bool,
 }
 
 /// `[sink.cluster]`: the daemon writes and reads through `Distributed` tables named like the
@@ -302,6 +306,7 @@ impl fmt::Debug for SinkConfig {
             .field("retry_give_up_ms", &self.retry_give_up_ms)
             .field("request_timeout_ms", &self.request_timeout_ms)
             .field("cluster", &self.cluster)
+            .field("store_inputs", &self.store_inputs)
             .finish()
     }
 }
@@ -323,6 +328,7 @@ impl Default for SinkConfig {
             retry_give_up_ms: 0,
             request_timeout_ms: 30_000,
             cluster: ClusterConfig::default(),
+            store_inputs: true,
         }
     }
 }

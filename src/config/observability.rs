@@ -2,13 +2,36 @@
 
 use serde::{Deserialize, Serialize};
 
-/// `[server]` settings of the health endpoint.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+use super::secret::Secret;
+
+/// `[server]` settings of the HTTP endpoint (health, and the review page when `review`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
     /// Address to listen on (e.g. `127.0.0.1:9464`, `0.0.0.0:9464` in a container); empty (the
     /// default) = no HTTP endpoint.
     pub listen: String,
+    /// Also serve the review page (`sqlgrade serve`'s pages) on this endpoint, reading the
+    /// run's own `[sink]` (JSONL directory or ClickHouse).
+    pub review: bool,
+    /// Review page: a token every request must carry, as `Authorization: Bearer <token>` or as
+    /// the password of HTTP basic auth (any user name); unset = no authentication (then keep
+    /// `listen` on localhost). Set it from the environment: `SQLGRADE__SERVER__TOKEN`.
+    pub token: Option<Secret>,
+    /// Review page over ClickHouse: how many of the most recent evaluation rows the overview
+    /// and the queue are computed over.
+    pub review_max_rows: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            listen: String::new(),
+            review: false,
+            token: None,
+            review_max_rows: 200_000,
+        }
+    }
 }
 
 /// `[telemetry]`.

@@ -40,6 +40,7 @@ use crate::config::{PipelineConfig, SeriesLabel, SinkConfig};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::event::Event;
 use crate::judging::{JudgeStage, JudgeWork, JudgedOutput, Planner, WorkError, WorkSink};
+use crate::review::EventInputs;
 use crate::score::{Scorer, now_rfc3339};
 use crate::sink::{Batch, Sink, SinkError};
 use crate::source::{AckToken, Source, SourceError, SourceMessage};
@@ -64,6 +65,8 @@ struct Knobs {
     batch_bytes: usize,
     /// … or when its oldest entry has waited this long.
     flush_interval: Duration,
+    /// Hand each scored event's inputs to the sink (`[sink] store_inputs`).
+    store_inputs: bool,
 }
 
 impl Knobs {
@@ -75,6 +78,7 @@ impl Knobs {
             batch_rows: sink.batch_rows.max(1),
             batch_bytes: sink.batch_bytes.max(1),
             flush_interval: Duration::from_millis(sink.flush_interval_ms.max(1)),
+            store_inputs: sink.store_inputs,
         }
     }
 }
@@ -146,6 +150,8 @@ enum Completed {
         ack: AckToken,
         /// The event selected for the LLM judge, handed over once the rows are written.
         work: Option<Box<JudgeWork>>,
+        /// The event's inputs for the sink (`[sink] store_inputs`).
+        inputs: Option<Box<EventInputs>>,
     },
     DeadLetter {
         dead_letter: DeadLetter,
@@ -264,6 +270,7 @@ impl Pipeline {
             done_tx,
             scorer,
             options.workers,
+            options.store_inputs,
             planner,
         ));
         let (judged_tx, judged_rx) = match &stage {
@@ -490,6 +497,7 @@ async fn score_stage(
     done_tx: mpsc::Sender<Completed>,
     scorer: Arc<Scorer>,
     workers: usize,
+    store_inputs: bool,
     planner: Option<Arc<Planner>>,
 ) -> Result<(), PipelineError> {
     let permits = Arc::new(Semaphore::new(workers));
@@ -525,7 +533,7 @@ async fn score_stage(
                     tokio::task::yield_now().await;
                     slice_started = Instant::now();
                 }
-                let completed = score_one(&scorer, work, planner.as_deref()).await;
+                let completed = score_one(&scorer, work, planner.as_deref(), store_inputs).await;
                 // A closed channel means the batcher failed; it reports the error (the rest of
                 // the run is not acknowledged, so a source that tracks offsets redelivers it).
                 if done_tx.send(completed).await.is_err() {
@@ -539,7 +547,12 @@ async fn score_stage(
 }
 
 /// Score one event; a panic in scoring becomes a dead letter carrying the original payload.
-async fn score_one(scorer: &Scorer, work: Work, planner: Option<&Planner>) -> Completed {
+async fn score_one(
+    scorer: &Scorer,
+    work: Work,
+    planner: Option<&Planner>,
+    store_inputs: bool,
+) -> Completed {
     let Work {
         event,
         fallback_ts,
@@ -559,15 +572,19 @@ async fn score_one(scorer: &Scorer, work: Work, planner: Option<&Planner>) -> Co
     );
     let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &fallback_ts), span);
     match CatchUnwind(Box::pin(scoring)).await {
-        Ok(rows) => Completed::Rows {
-            work: planner.and_then(|p| {
-                let ts = rows.first().map_or(fallback_ts.as_str(), |r| r.ts.as_str());
-                p.plan(&event, &rows, ts).map(Box::new)
-            }),
-            rows,
-            payload_bytes: payload.len(),
-            ack,
-        },
+        Ok(rows) => {
+            let ts = rows.first().map_or(fallback_ts.as_str(), |r| r.ts.as_str());
+            let work = planner.and_then(|p| p.plan(&event, &rows, ts).map(Box::new));
+            let inputs = (store_inputs && !rows.is_empty())
+                .then(|| Box::new(EventInputs::from_event(event, ts)));
+            Completed::Rows {
+                work,
+                inputs,
+                rows,
+                payload_bytes: payload.len(),
+                ack,
+            }
+        }
         Err(message) => {
             tracing::error!(%origin, event_id = %event.event_id, %message, "scoring panicked; dead-lettering the event");
             Completed::DeadLetter {
@@ -684,8 +701,13 @@ async fn absorb(pending: &mut PendingBatch, observers: &mut Observers, completed
             payload_bytes,
             ack,
             work,
+            inputs,
         } => {
             observers.rows(&rows, true).await;
+            if let Some(inputs) = inputs {
+                pending.bytes += payload_bytes;
+                pending.batch.inputs.push(*inputs);
+            }
             pending.entries += rows.len().max(1);
             pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
             pending.batch.rows.extend(rows);

@@ -1,4 +1,7 @@
-//! JSONL sink: `evaluations.jsonl` and `dead_letters.jsonl` in one directory, append mode.
+//! JSONL sink: `evaluations.jsonl`, `inputs.jsonl` (the scored events' question, enriched
+//! question and SQL, for the review page) and `dead_letters.jsonl` in one directory, append
+//! mode. The review page (`sqlgrade serve --dir`) adds `labels.jsonl`; the alert service adds
+//! `alerts.jsonl`.
 //!
 //! Each batch is encoded in memory, appended with one write per file, then flushed and
 //! `fsync`ed before `write` returns, so an acknowledged message is on disk.
@@ -13,6 +16,9 @@ use super::{Batch, Sink, SinkError, encode_json_lines};
 /// File name of evaluation rows inside the sink directory.
 pub const EVALUATIONS_FILE: &str = "evaluations.jsonl";
 
+/// File name of event inputs inside the sink directory.
+pub const INPUTS_FILE: &str = "inputs.jsonl";
+
 /// File name of dead letters inside the sink directory.
 pub const DEAD_LETTERS_FILE: &str = "dead_letters.jsonl";
 
@@ -20,6 +26,7 @@ pub const DEAD_LETTERS_FILE: &str = "dead_letters.jsonl";
 pub struct JsonlSink {
     dir: PathBuf,
     evaluations: tokio::fs::File,
+    inputs: Option<tokio::fs::File>,
     dead_letters: tokio::fs::File,
     buffer: Vec<u8>,
 }
@@ -39,6 +46,7 @@ impl JsonlSink {
         Ok(JsonlSink {
             dir,
             evaluations,
+            inputs: None,
             dead_letters,
             buffer: Vec::with_capacity(64 * 1024),
         })
@@ -79,6 +87,17 @@ async fn append_durably(
 #[async_trait]
 impl Sink for JsonlSink {
     async fn write(&mut self, batch: Batch) -> Result<(), SinkError> {
+        if !batch.inputs.is_empty() {
+            let path = self.dir.join(INPUTS_FILE);
+            if self.inputs.is_none() {
+                self.inputs = Some(open_append(&path).await?);
+            }
+            if let Some(file) = self.inputs.as_mut() {
+                self.buffer.clear();
+                encode_json_lines(&batch.inputs, &mut self.buffer)?;
+                append_durably(file, &self.buffer, &path).await?;
+            }
+        }
         if !batch.rows.is_empty() {
             self.buffer.clear();
             encode_json_lines(&batch.rows, &mut self.buffer)?;
@@ -107,6 +126,9 @@ impl Sink for JsonlSink {
             .flush()
             .await
             .map_err(|e| io(DEAD_LETTERS_FILE, e))?;
+        if let Some(inputs) = self.inputs.as_mut() {
+            inputs.flush().await.map_err(|e| io(INPUTS_FILE, e))?;
+        }
         Ok(())
     }
 }
@@ -116,6 +138,7 @@ mod tests {
     use super::*;
     use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
     use crate::event::Event;
+    use crate::review::EventInputs;
 
     #[tokio::test]
     async fn appends_rows_and_dead_letters() {
@@ -127,6 +150,10 @@ mod tests {
             let mut sink = JsonlSink::open(&out).await.unwrap();
             sink.write(Batch {
                 rows: vec![row.clone()],
+                inputs: vec![EventInputs::from_event(
+                    event.clone(),
+                    "2026-01-01T00:00:00Z",
+                )],
                 dead_letters: vec![DeadLetter::new("stdin:1", "malformed JSON", b"{x")],
             })
             .await
@@ -137,6 +164,9 @@ mod tests {
         let dls = std::fs::read_to_string(out.join(DEAD_LETTERS_FILE)).unwrap();
         assert_eq!(rows.lines().count(), 2, "append mode keeps earlier rows");
         assert_eq!(dls.lines().count(), 2);
+        let inputs = std::fs::read_to_string(out.join(INPUTS_FILE)).unwrap();
+        assert_eq!(inputs.lines().count(), 2);
+        assert!(inputs.contains(r#""sql":"SELECT 1""#), "{inputs}");
         let back: EvaluationRow = serde_json::from_str(rows.lines().next().unwrap()).unwrap();
         assert_eq!(back, row);
         let dl: DeadLetter = serde_json::from_str(dls.lines().next().unwrap()).unwrap();

@@ -1,15 +1,20 @@
-//! Sinks for evaluation rows and dead letters: the [`Sink`] trait, and the JSONL and stdout
-//! sinks. The ClickHouse sink lives with the other ClickHouse code (`crate::clickhouse::sink`).
+//! Sinks for evaluation rows, event inputs and dead letters: the [`Sink`] trait, and the JSONL
+//! and stdout sinks. The ClickHouse sink lives with the other ClickHouse code (`crate::clickhouse::sink`).
 
 use async_trait::async_trait;
 
 use crate::evaluation::{DeadLetter, EvaluationRow};
+use crate::review::EventInputs;
 
-/// A batch handed to a sink: rows and dead letters written together.
+/// A batch handed to a sink: rows, the inputs of the events they score, and dead letters,
+/// written together.
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     /// Evaluation rows.
     pub rows: Vec<EvaluationRow>,
+    /// The inputs (question, enriched question, SQL) of the events scored in this batch, for
+    /// the review page; empty with `[sink] store_inputs = false`.
+    pub inputs: Vec<EventInputs>,
     /// Dead letters.
     pub dead_letters: Vec<DeadLetter>,
 }
@@ -17,7 +22,7 @@ pub struct Batch {
 impl Batch {
     /// Whether the batch holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.dead_letters.is_empty()
+        self.rows.is_empty() && self.inputs.is_empty() && self.dead_letters.is_empty()
     }
 }
 

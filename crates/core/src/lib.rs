@@ -8,7 +8,8 @@
 //!
 //! Layers (a module imports only modules above it in this list; see `ARCHITECTURE.md`):
 //!
-//! 1. [`event`], [`evaluation`] — the input and output contracts.
+//! 1. [`event`], [`evaluation`], [`review`] — the input and output contracts (and the human
+//!    labels and review-queue order the review page uses).
 //! 2. [`sqlspec`] — SQL-side spec extraction with sqlparser.
 //! 3. [`stef`] — the schema-free score (question spec, alignment, rules, Φ, rows).
 //! 4. [`judge`] — the judge seams and the deterministic judge.
@@ -21,6 +22,7 @@ pub mod event;
 pub mod exec;
 pub mod judge;
 pub mod metrics;
+pub mod review;
 pub mod sampling;
 pub mod sqlspec;
 pub mod stef;

@@ -1,0 +1,293 @@
+//! The review pages' HTML: minijinja templates with HTML auto-escaping on (every value a
+//! template prints is escaped unless it is marked safe, and the only safe values are built by
+//! [`details_html`], which escapes every string it emits). Questions, SQL, notes and details are
+//! hostile input; the pages also carry a Content-Security-Policy that allows no inline script,
+//! so even an escaping bug could not run one. The keyboard shortcuts live in `review.js`,
+//! served as a static file.
+
+use minijinja::{Environment, HtmlEscape};
+use serde_json::Value;
+
+/// The review page's script: remembers the reviewer's name and maps keys to the label buttons.
+pub const SCRIPT: &str = r#"// sqlgrade review page: keyboard shortcuts and the remembered reviewer name.
+(function () {
+  var name = document.getElementById('reviewer');
+  if (name) {
+    if (!name.value) { name.value = localStorage.getItem('sqlgrade.reviewer') || ''; }
+    name.addEventListener('change', function () { localStorage.setItem('sqlgrade.reviewer', name.value); });
+    document.querySelectorAll('form.label').forEach(function (f) {
+      f.addEventListener('submit', function () { localStorage.setItem('sqlgrade.reviewer', name.value); });
+    });
+  }
+  var keys = { c: 'label-correct', x: 'label-incorrect', u: 'label-unsure', n: 'next-event', j: 'next-event', q: 'back-to-queue' };
+  document.addEventListener('keydown', function (e) {
+    var t = e.target && e.target.tagName;
+    if (t === 'INPUT' || t === 'TEXTAREA' || t === 'SELECT' || e.ctrlKey || e.metaKey || e.altKey) { return; }
+    var id = keys[e.key];
+    var el = id && document.getElementById(id);
+    if (el) { e.preventDefault(); el.click(); }
+  });
+})();
+"#;
+
+const LAYOUT: &str = r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{% block title %}sqlgrade review{% endblock %}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:.6em 1.2em}header a{color:#fff;margin-right:1.2em;text-decoration:none}
+main{padding:1em 1.2em;max-width:1300px}
+table{border-collapse:collapse;background:#fff;margin:.4em 0 1em}td,th{border:1px solid #d6d9e0;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#eef0f4}pre{background:#fff;border:1px solid #d6d9e0;padding:.5em;white-space:pre-wrap;word-break:break-word;margin:.2em 0}
+.bar{display:inline-block;background:#5b7bd5;height:10px;vertical-align:middle}.muted{color:#6b7280}
+.firing{color:#b42318;font-weight:600}.resolved{color:#067647}.reason{display:inline-block;background:#fff1e6;border:1px solid #f4c095;border-radius:3px;padding:0 .3em;margin:0 .2em .2em 0}
+button{font-size:14px;padding:.3em .9em;margin-right:.4em}dl.d{margin:.2em 0 .2em 1em}dl.d dt{font-weight:600}dl.d dd{margin:0 0 .3em 1em}
+.msg{background:#ecfdf3;border:1px solid #6ce9a6;padding:.4em .8em}.err{background:#fef3f2;border:1px solid #fda29b;padding:.4em .8em}
+</style></head><body>
+<header><a href="/"><b>sqlgrade</b> review</a><a href="/">Overview</a><a href="/queue">Review queue</a></header>
+<main>{% block body %}{% endblock %}</main>
+<footer class="muted" style="padding:0 1.2em 1em">Data: {{ source }} · keys on an event: c correct · x incorrect · u unsure · n next · q queue</footer>
+<script src="/static/review.js"></script>
+</body></html>"#;
+
+const OVERVIEW: &str = r#"{% extends "layout.html" %}
+{% block title %}sqlgrade review — overview{% endblock %}
+{% block body %}
+<h1>Overview</h1>
+<p class="muted">Φ and tier shares over scored line-rate STEF rows; rows that were not scored are left out of every mean and counted in "scored". "Estimated correct" is prediction-powered inference over the uniform slice, with human labels in place of the LLM judge where both exist (95% interval).</p>
+<table id="series">
+<tr><th>app</th><th>agent</th><th>version</th><th>events</th><th>scored</th><th>mean Φ</th><th>Φ distribution (0–100)</th><th>tiers (excellent / good / marginal / poor)</th><th>line-rate correct</th><th>estimated correct [95%]</th><th>labelled</th><th>alerts</th><th></th></tr>
+{% for s in series %}
+<tr>
+<td>{{ s.app or "—" }}</td><td>{{ s.agent or "—" }}</td><td>{{ s.version or "—" }}</td>
+<td>{{ s.events }}</td><td>{{ s.scored }} ({{ pct(s.scored, s.events) }})</td>
+<td>{% if s.phi_mean is not none %}{{ "%.1f"|format(s.phi_mean) }}{% else %}—{% endif %}</td>
+<td>{% for n in s.phi_histogram %}<span class="bar" title="{{ loop.index0 * 10 }}–{{ loop.index0 * 10 + 10 }}: {{ n }}" style="width:{{ (n * 40 / (s.phi_histogram_max or 1))|int + 1 }}px"></span> {% endfor %}</td>
+<td>{% for t in s.tiers %}{{ "%.0f"|format(t[1] * 100) }}%{% if not loop.last %} / {% endif %}{% endfor %}</td>
+<td>{% if s.line_correct_share is not none %}{{ "%.1f"|format(s.line_correct_share * 100) }}%{% else %}—{% endif %}</td>
+<td>{% if s.estimate %}{{ "%.1f"|format(s.estimate.mean * 100) }}%{% if s.estimate.lower is not none %} [{{ "%.1f"|format(s.estimate.lower * 100) }}, {{ "%.1f"|format(s.estimate.upper * 100) }}]{% endif %} <span class="muted">n={{ s.uniform_events }}, {{ s.uniform_labelled }} human</span>{% else %}<span class="muted">no uniform slice</span>{% endif %}</td>
+<td>{{ s.labelled }}</td>
+<td>{% if s.firing_alerts %}<span class="firing">{{ s.firing_alerts }} firing</span>{% else %}—{% endif %}</td>
+<td><a href="/queue?app={{ s.app|urlencode }}&amp;agent={{ s.agent|urlencode }}&amp;version={{ s.version|urlencode }}">review</a></td>
+</tr>
+{% else %}<tr><td colspan="13">No rows yet.</td></tr>{% endfor %}
+</table>
+<h2>Alerts</h2>
+<table id="alerts">
+<tr><th>state</th><th>fired</th><th>series</th><th>metric</th><th>rule</th><th>baseline → observed</th><th>message</th><th></th></tr>
+{% for a in alerts %}
+<tr><td class="{{ a.state }}">{{ a.state }}</td><td>{{ a.fired }}</td><td>{{ a.series }}</td><td>{{ a.metric }}</td><td>{{ a.rule }}</td><td>{{ "%.3f"|format(a.baseline) }} → {{ "%.3f"|format(a.observed) }}</td><td>{{ a.message }}</td>
+<td><a class="alert-events" href="/queue?alert={{ a.alert_id|urlencode }}">its events</a></td></tr>
+{% else %}<tr><td colspan="8">No alerts.</td></tr>{% endfor %}
+</table>
+{% endblock %}"#;
+
+const QUEUE: &str = r#"{% extends "layout.html" %}
+{% block title %}sqlgrade review — queue{% endblock %}
+{% block body %}
+<h1>Review queue</h1>
+<form method="get" action="/queue">
+app <input name="app" value="{{ filter.app }}" size="10"> agent <input name="agent" value="{{ filter.agent }}" size="10">
+version <input name="version" value="{{ filter.version }}" size="8"> metric <input name="metric" value="{{ filter.metric }}" size="8">
+alert <input name="alert" value="{{ filter.alert }}" size="14"> hide labelled by <input name="reviewer" value="{{ filter.reviewer }}" size="10">
+<button type="submit">filter</button></form>
+<p class="muted">Ordered by how informative a label would be: judges that disagree first, then low confidence and events in a firing alert's window; newest first within a priority. {{ items|length }} events shown.</p>
+<table id="queue">
+<tr><th>#</th><th>event</th><th>time</th><th>series</th><th>Φ</th><th>tier</th><th>why</th><th>labels</th><th>question</th></tr>
+{% for i in items %}
+<tr><td>{{ loop.index }}</td><td><a class="event-link" href="/event/{{ i.event_id|urlencode }}?{{ query }}">{{ i.event_id }}</a></td><td>{{ i.ts }}</td>
+<td>{{ i.app }} / {{ i.agent }} / {{ i.version }}</td><td>{% if i.phi is not none %}{{ "%.1f"|format(i.phi) }}{% else %}—{% endif %}</td><td>{{ i.tier or "—" }}</td>
+<td>{% for r in i.reasons %}<span class="reason">{{ r }}</span>{% endfor %}</td><td>{{ i.labels }}</td><td>{{ questions[i.event_id] or "" }}</td></tr>
+{% else %}<tr><td colspan="9">Nothing to review with this filter.</td></tr>{% endfor %}
+</table>
+{% endblock %}"#;
+
+const EVENT: &str = r#"{% extends "layout.html" %}
+{% block title %}sqlgrade review — {{ event_id }}{% endblock %}
+{% block body %}
+{% if message %}<p class="msg" id="message">{{ message }}</p>{% endif %}
+{% if error %}<p class="err" id="error">{{ error }}</p>{% endif %}
+<h1>Event <code id="event-id">{{ event_id }}</code></h1>
+<p><a id="back-to-queue" href="/queue?{{ query }}">← queue</a>{% if next_id %} · <a id="next-event" href="/event/{{ next_id|urlencode }}?{{ query }}">next event →</a>{% endif %}</p>
+{% if inputs %}
+<p class="muted">{{ inputs.ts }} · {{ inputs.app_id or "—" }} / {{ inputs.agent_id or "—" }} / {{ inputs.agent_version or "—" }}{% if inputs.model %} · {{ inputs.model }}{% endif %}{% if inputs.run_id %} · run {{ inputs.run_id }}{% endif %}</p>
+<h2>Question</h2><pre id="question">{{ inputs.question }}</pre>
+<h2>Enriched question</h2><pre id="enriched">{{ inputs.enriched_question or "(none)" }}</pre>
+<h2>SQL</h2><pre id="sql">{{ inputs.sql }}</pre>
+{% if inputs.gold_sql %}<h2>Gold SQL</h2><pre id="gold-sql">{{ inputs.gold_sql }}</pre>{% endif %}
+{% else %}<p class="muted">The inputs of this event were not stored (<code>[sink] store_inputs = false</code>, or rows written before it existed).</p>{% endif %}
+<h2>Label</h2>
+<form class="label" method="post" action="/label">
+<input type="hidden" name="event_id" value="{{ event_id }}"><input type="hidden" name="query" value="{{ query }}">
+reviewer <input id="reviewer" name="reviewer" value="{{ reviewer }}" size="14" required maxlength="100">
+category <select name="category" id="category"><option value="">—</option>{% for c in categories %}<option value="{{ c }}">{{ c }}</option>{% endfor %}</select>
+note <input name="note" id="note" size="40" maxlength="4000"><br><br>
+<button id="label-correct" name="verdict" value="correct" type="submit">✓ correct (c)</button>
+<button id="label-incorrect" name="verdict" value="incorrect" type="submit">✗ incorrect (x)</button>
+<button id="label-unsure" name="verdict" value="unsure" type="submit">? unsure (u)</button>
+</form>
+{% if labels %}<table id="labels"><tr><th>reviewer</th><th>verdict</th><th>category</th><th>note</th><th>when</th></tr>
+{% for l in labels %}<tr><td>{{ l.reviewer }}</td><td>{{ l.verdict }}</td><td>{{ l.category or "" }}</td><td>{{ l.note or "" }}</td><td>{{ l.labelled_at }}</td></tr>{% endfor %}</table>{% endif %}
+<h2>Scores</h2>
+<table id="rows"><tr><th>metric</th><th>value</th><th>verdict</th><th>status</th><th>components</th></tr>
+{% for r in rows %}
+<tr><td>{{ r.metric }}</td><td>{{ "%.3f"|format(r.value) if r.metric not in ["stef", "stef_judged"] else "%.1f"|format(r.value) }}</td>
+<td>{% if r.verdict is not none %}{{ "true" if r.verdict else "false" }}{% else %}{{ r.semantic_verdict or "—" }}{% endif %}</td><td>{{ r.status }}</td>
+<td>{% if r.quality_tier %}tier {{ r.quality_tier }} · filters {{ r.filter_status }} · verdict {{ r.semantic_verdict }} · confidence {{ r.confidence_tier }}{% if r.confidence is not none %} ({{ "%.2f"|format(r.confidence) }}){% endif %} · enrichment {{ r.enrichment_status }} · judge {{ r.judge }}{% if r.rules_fired %} · rules {{ r.rules_fired|join(", ") }}{% endif %}{% endif %}
+{% if r.selection %}<br>selected: {{ r.selection }}{% if r.inclusion_probability is not none %} (p = {{ r.inclusion_probability }}){% endif %} · revises Φ {{ r.revised_value }} / {{ r.revised_verdict }}{% endif %}</td></tr>
+<tr><td></td><td colspan="4">{{ details[loop.index0]|safe }}</td></tr>
+{% endfor %}
+</table>
+<details><summary>Raw JSON</summary><pre id="raw">{{ raw }}</pre></details>
+{% endblock %}"#;
+
+const MESSAGE: &str = r#"{% extends "layout.html" %}
+{% block body %}<h1>{{ title }}</h1><p>{{ text }}</p><p><a href="/">overview</a> · <a href="/queue">queue</a></p>{% endblock %}"#;
+
+/// The template environment (HTML auto-escaping on for every `.html` template).
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    for (name, source) in [
+        ("layout.html", LAYOUT),
+        ("overview.html", OVERVIEW),
+        ("queue.html", QUEUE),
+        ("event.html", EVENT),
+        ("message.html", MESSAGE),
+    ] {
+        // The templates are constants of this file; a unit test renders each one.
+        if let Err(e) = env.add_template(name, source) {
+            tracing::error!(template = name, error = %e, "review template does not compile");
+        }
+    }
+    env.add_function("pct", |part: f64, whole: f64| -> String {
+        if whole > 0.0 {
+            format!("{:.0}%", 100.0 * part / whole)
+        } else {
+            "—".to_string()
+        }
+    });
+    env
+}
+
+/// A metric's `details` rendered for people, as HTML in which every string is escaped: objects
+/// become definition lists, arrays of objects tables (findings, counterexample rows),
+/// multi-line strings preformatted blocks (a counterexample's script).
+pub fn details_html(details: &Value) -> String {
+    let mut out = String::new();
+    render(details, &mut out, 0);
+    out
+}
+
+fn render(value: &Value, out: &mut String, depth: usize) {
+    use std::fmt::Write as _;
+    if depth > 8 {
+        out.push('…');
+        return;
+    }
+    match value {
+        Value::Null => out.push('—'),
+        Value::Bool(b) => {
+            let _ = write!(out, "{b}");
+        }
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::String(s) if s.contains('\n') => {
+            let _ = write!(out, "<pre>{}</pre>", HtmlEscape(s));
+        }
+        Value::String(s) => {
+            let _ = write!(out, "{}", HtmlEscape(s));
+        }
+        Value::Array(items) if items.is_empty() => {
+            out.push_str("<span class=\"muted\">none</span>")
+        }
+        Value::Array(items) if items.iter().all(Value::is_object) => {
+            let mut columns: Vec<&str> = Vec::new();
+            for item in items {
+                if let Value::Object(map) = item {
+                    for key in map.keys() {
+                        if !columns.contains(&key.as_str()) {
+                            columns.push(key);
+                        }
+                    }
+                }
+            }
+            out.push_str("<table><tr>");
+            for c in &columns {
+                let _ = write!(out, "<th>{}</th>", HtmlEscape(c));
+            }
+            out.push_str("</tr>");
+            for item in items.iter().take(200) {
+                out.push_str("<tr>");
+                for c in &columns {
+                    out.push_str("<td>");
+                    render(item.get(*c).unwrap_or(&Value::Null), out, depth + 1);
+                    out.push_str("</td>");
+                }
+                out.push_str("</tr>");
+            }
+            out.push_str("</table>");
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().take(200).enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                render(item, out, depth + 1);
+            }
+        }
+        Value::Object(map) if map.is_empty() => out.push_str("<span class=\"muted\">—</span>"),
+        Value::Object(map) => {
+            out.push_str("<dl class=\"d\">");
+            for (key, v) in map {
+                let _ = write!(out, "<dt>{}</dt><dd>", HtmlEscape(key));
+                render(v, out, depth + 1);
+                out.push_str("</dd>");
+            }
+            out.push_str("</dl>");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_escape_every_string_and_key() {
+        let html = details_html(&serde_json::json!({
+            "<b>key": "<script>alert(1)</script>",
+            "findings": [{"code": "x", "message": "a < b & \"c\""}],
+            "script": "line1\n<img src=x onerror=alert(1)>",
+        }));
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(!html.contains("<b>key"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(html.contains("<table>"), "{html}");
+    }
+
+    #[test]
+    fn every_template_compiles_and_escapes() {
+        let env = environment();
+        for name in [
+            "layout.html",
+            "overview.html",
+            "queue.html",
+            "event.html",
+            "message.html",
+        ] {
+            assert!(env.get_template(name).is_ok(), "{name}");
+        }
+        let page = env
+            .get_template("message.html")
+            .unwrap()
+            .render(
+                minijinja::context! { title => "<script>x</script>", text => "a&b", source => "s" },
+            )
+            .unwrap();
+        assert!(page.contains("&lt;script&gt;x&lt;"), "{page}");
+        assert!(!page.contains("<script>x"), "{page}");
+    }
+}

@@ -1,0 +1,772 @@
+//! Where the review page reads rows, inputs and alerts and writes labels: a JSONL output
+//! directory ([`JsonlStore`]) or ClickHouse ([`ClickHouseStore`]), behind [`ReviewStore`].
+//!
+//! Both give the same views: [`ReviewRow`] (an evaluation row, whichever store encoded it),
+//! [`EventInputs`], [`AlertView`] and [`HumanLabel`]. The JSONL store re-reads a file only when
+//! its length or modification time changed; the ClickHouse store reads deduplicated rows
+//! (`FINAL`) and the most recent `max_rows` evaluation rows for the overview and the queue.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::alert::delivery::ALERTS_FILE;
+use crate::clickhouse::{EVENT_INPUTS_TABLE, LABELS_TABLE};
+use crate::config::SinkConfig;
+use crate::review::{EventInputs, HumanLabel, LabelVerdict};
+use crate::sink::jsonl::{EVALUATIONS_FILE, INPUTS_FILE};
+
+/// File name of labels inside a JSONL directory.
+pub const LABELS_FILE: &str = "labels.jsonl";
+
+/// Why the review store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// ClickHouse failed.
+    #[error("clickhouse: {what}: {source}")]
+    ClickHouse {
+        /// What was being done.
+        what: &'static str,
+        /// Client error.
+        #[source]
+        source: clickhouse::error::Error,
+    },
+    /// A value could not be encoded.
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What.
+        what: &'static str,
+        /// Encoder error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// An evaluation row as the review page reads it (JSONL line or ClickHouse JSONEachRow).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct ReviewRow {
+    /// Event id.
+    pub event_id: String,
+    /// Event time, RFC 3339 (ClickHouse's `YYYY-MM-DD hh:mm:ss`, read as UTC, is converted).
+    #[serde(default, alias = "ts_utc", deserialize_with = "rfc3339_time")]
+    pub ts: String,
+    /// Application id.
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub app_id: Option<String>,
+    /// Agent id.
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub agent_id: Option<String>,
+    /// Agent version.
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub agent_version: Option<String>,
+    /// Model.
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub model: Option<String>,
+    /// Run id.
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub run_id: Option<String>,
+    /// Metric name.
+    pub metric: String,
+    /// Value (0–100 for stef, 0–1 otherwise).
+    pub value: f64,
+    /// Verdict (bool in JSONL, 0/1 in ClickHouse).
+    #[serde(default, deserialize_with = "flexible_bool")]
+    pub verdict: Option<bool>,
+    /// Row status.
+    #[serde(default)]
+    pub status: String,
+    /// Details (object in JSONL, JSON text in ClickHouse).
+    #[serde(default, deserialize_with = "json_or_text")]
+    pub details: Value,
+    /// STEF quality tier.
+    #[serde(default)]
+    pub quality_tier: Option<String>,
+    /// STEF filter status.
+    #[serde(default)]
+    pub filter_status: Option<String>,
+    /// STEF semantic verdict.
+    #[serde(default)]
+    pub semantic_verdict: Option<String>,
+    /// STEF judge confidence.
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    /// STEF confidence tier.
+    #[serde(default)]
+    pub confidence_tier: Option<String>,
+    /// STEF rules fired.
+    #[serde(default)]
+    pub rules_fired: Vec<String>,
+    /// STEF enrichment status.
+    #[serde(default)]
+    pub enrichment_status: Option<String>,
+    /// Which judge scored the row.
+    #[serde(default)]
+    pub judge: Option<String>,
+    /// `stef_judged`: why the event was selected.
+    #[serde(default)]
+    pub selection: Option<String>,
+    /// `stef_judged`: inclusion probability of the uniform slice.
+    #[serde(default)]
+    pub inclusion_probability: Option<f64>,
+    /// `stef_judged`: the line-rate Φ revised.
+    #[serde(default)]
+    pub revised_value: Option<f64>,
+    /// `stef_judged`: the line-rate verdict revised.
+    #[serde(default)]
+    pub revised_verdict: Option<String>,
+}
+
+impl ReviewRow {
+    /// Event time in seconds since the epoch (0 when unreadable).
+    pub fn epoch(&self) -> i64 {
+        parse_time(&self.ts).unwrap_or(0)
+    }
+
+    /// The row as an [`EvaluationRow`] with the columns `calibrate` reads (event, labels,
+    /// metric, value, verdict, status, details); `None` for an unknown metric or status.
+    pub fn to_evaluation(&self) -> Option<crate::evaluation::EvaluationRow> {
+        use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+        let metric: Metric = serde_json::from_value(Value::String(self.metric.clone())).ok()?;
+        let status: RowStatus = serde_json::from_value(Value::String(self.status.clone())).ok()?;
+        Some(EvaluationRow {
+            event_id: self.event_id.clone(),
+            ts: self.ts.clone(),
+            app_id: self.app_id.clone(),
+            agent_id: self.agent_id.clone(),
+            agent_version: self.agent_version.clone(),
+            model: self.model.clone(),
+            run_id: self.run_id.clone(),
+            metric,
+            value: self.value,
+            verdict: self.verdict,
+            status,
+            details: self.details.clone().into(),
+            stef: None,
+            judged: None,
+        })
+    }
+}
+
+/// Seconds since the epoch of an RFC 3339 time or a ClickHouse `YYYY-MM-DD hh:mm:ss` (UTC).
+pub fn parse_time(text: &str) -> Option<i64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Some(t.timestamp());
+    }
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+        .ok()
+        .map(|t| t.and_utc().timestamp())
+}
+
+fn rfc3339_time<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let text = String::deserialize(d)?;
+    Ok(
+        match chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S") {
+            Ok(t) => t
+                .and_utc()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            Err(_) => text,
+        },
+    )
+}
+
+fn blank_is_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
+}
+
+fn flexible_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(match Option::<Value>::deserialize(d)? {
+        Some(Value::Bool(b)) => Some(b),
+        Some(Value::Number(n)) => n.as_f64().map(|v| v != 0.0),
+        Some(Value::String(s)) => match s.as_str() {
+            "1" | "true" => Some(true),
+            "0" | "false" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+fn json_or_text<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        other => other,
+    })
+}
+
+fn time_value<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        Value::String(s) => parse_time(&s)
+            .or_else(|| s.parse::<i64>().ok())
+            .unwrap_or(0),
+        _ => 0,
+    })
+}
+
+/// An `alerts` row (JSONL `alerts.jsonl` or ClickHouse), as the review page shows it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AlertView {
+    /// Alert id (firing and resolved notifications share it).
+    pub alert_id: String,
+    /// When it fired (seconds since the epoch).
+    #[serde(alias = "fired_epoch", deserialize_with = "time_value")]
+    pub fired_at: i64,
+    /// Series labels ('' when absent).
+    #[serde(default)]
+    pub app_id: String,
+    /// Agent.
+    #[serde(default)]
+    pub agent_id: String,
+    /// Agent version.
+    #[serde(default)]
+    pub agent_version: String,
+    /// Model.
+    #[serde(default)]
+    pub model: String,
+    /// Metric.
+    #[serde(default)]
+    pub metric: String,
+    /// Rule.
+    #[serde(default)]
+    pub rule: String,
+    /// Severity.
+    #[serde(default)]
+    pub severity: String,
+    /// Baseline value.
+    #[serde(default)]
+    pub baseline: f64,
+    /// Observed value.
+    #[serde(default)]
+    pub observed: f64,
+    /// Recent samples the alert was computed on.
+    #[serde(default, deserialize_with = "count_value")]
+    pub events: u64,
+    /// Human summary.
+    #[serde(default)]
+    pub message: String,
+    /// Details (state, labels, …).
+    #[serde(default, deserialize_with = "json_or_text")]
+    pub details: Value,
+}
+
+fn count_value<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        Value::String(s) => s.parse().unwrap_or(0),
+        _ => 0,
+    })
+}
+
+impl AlertView {
+    /// Whether the alert is firing (its latest notification is not the resolution).
+    pub fn is_firing(&self) -> bool {
+        self.details.get("state").and_then(Value::as_str) == Some("firing")
+    }
+
+    /// Whether `row` belongs to the alert's series: every series label the alert carries
+    /// (non-empty) equals the row's.
+    pub fn covers(&self, row: &ReviewRow) -> bool {
+        let same =
+            |want: &str, have: &Option<String>| want.is_empty() || have.as_deref() == Some(want);
+        same(&self.app_id, &row.app_id)
+            && same(&self.agent_id, &row.agent_id)
+            && same(&self.agent_version, &row.agent_version)
+            && same(&self.model, &row.model)
+    }
+}
+
+/// A label as stored (ClickHouse: empty strings for no category/note).
+#[derive(Debug, Clone, Deserialize)]
+struct StoredLabel {
+    event_id: String,
+    reviewer: String,
+    verdict: String,
+    #[serde(default, deserialize_with = "blank_is_none")]
+    category: Option<String>,
+    #[serde(default, deserialize_with = "blank_is_none")]
+    note: Option<String>,
+    #[serde(alias = "labelled_at_utc", deserialize_with = "rfc3339_time")]
+    labelled_at: String,
+}
+
+impl StoredLabel {
+    fn into_label(self) -> Option<HumanLabel> {
+        Some(HumanLabel {
+            verdict: LabelVerdict::parse(&self.verdict)?,
+            event_id: self.event_id,
+            reviewer: self.reviewer,
+            category: self.category,
+            note: self.note,
+            labelled_at: self.labelled_at,
+        })
+    }
+}
+
+/// What the review page reads and writes.
+#[async_trait]
+pub trait ReviewStore: Send + Sync {
+    /// The evaluation rows the overview and the queue are computed over (a JSONL directory:
+    /// all of them; ClickHouse: the most recent `max_rows`).
+    async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError>;
+    /// Every row of one event and its inputs (`None` when not stored).
+    async fn event(
+        &self,
+        event_id: &str,
+    ) -> Result<(Vec<ReviewRow>, Option<EventInputs>), StoreError>;
+    /// Inputs of several events (for the queue's question column); missing ones are left out.
+    async fn inputs_of(&self, ids: &[String]) -> Result<HashMap<String, EventInputs>, StoreError>;
+    /// Alerts, newest first (the latest notification per alert).
+    async fn alerts(&self) -> Result<Vec<AlertView>, StoreError>;
+    /// Labels, one per (event, reviewer): the newest.
+    async fn labels(&self) -> Result<Vec<HumanLabel>, StoreError>;
+    /// Store a (validated) label.
+    async fn add_label(&self, label: &HumanLabel) -> Result<(), StoreError>;
+    /// Where the data comes from, for the page footer (no credentials).
+    fn describe(&self) -> String;
+}
+
+/// A parsed file and the (length, modification time) it was parsed at.
+struct Cached<T> {
+    stamp: Option<(u64, std::time::SystemTime)>,
+    value: Arc<Vec<T>>,
+}
+
+impl<T> Default for Cached<T> {
+    fn default() -> Self {
+        Cached {
+            stamp: None,
+            value: Arc::new(Vec::new()),
+        }
+    }
+}
+
+/// The review store over a JSONL output directory (`evaluations.jsonl`, `inputs.jsonl`,
+/// `alerts.jsonl`; labels go to `labels.jsonl`).
+pub struct JsonlStore {
+    dir: PathBuf,
+    rows: Mutex<Cached<ReviewRow>>,
+    inputs: Mutex<Cached<EventInputs>>,
+    /// Serialises label appends.
+    write: tokio::sync::Mutex<()>,
+}
+
+impl JsonlStore {
+    /// A store over `dir` (files that do not exist yet read as empty).
+    pub fn new(dir: impl Into<PathBuf>) -> JsonlStore {
+        JsonlStore {
+            dir: dir.into(),
+            rows: Mutex::new(Cached::default()),
+            inputs: Mutex::new(Cached::default()),
+            write: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn cached<T: serde::de::DeserializeOwned + Send + Sync>(
+        &self,
+        cache: &Mutex<Cached<T>>,
+        file: &str,
+    ) -> Result<Arc<Vec<T>>, StoreError> {
+        let path = self.dir.join(file);
+        let stamp = match std::fs::metadata(&path) {
+            Ok(m) => Some((m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(StoreError::Io { path, source }),
+        };
+        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.stamp != stamp || stamp.is_none() {
+            cache.value = Arc::new(read_jsonl(&path)?);
+            cache.stamp = stamp;
+        }
+        Ok(Arc::clone(&cache.value))
+    }
+}
+
+/// Parse a JSONL file, skipping lines that are not `T` (counted in a warning); a missing file
+/// is empty.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut out = Vec::new();
+    let mut skipped = 0usize;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str(line) {
+            Ok(v) => out.push(v),
+            Err(_) => skipped += 1,
+        }
+    }
+    if skipped > 0 {
+        tracing::warn!(skipped, path = %path.display(), "unreadable lines skipped");
+    }
+    Ok(out)
+}
+
+/// Labels from a JSONL file (the newest per event and reviewer).
+pub fn labels_from_jsonl(path: &Path) -> Result<Vec<HumanLabel>, StoreError> {
+    let stored: Vec<StoredLabel> = read_jsonl(path)?;
+    Ok(crate::review::latest_labels(
+        stored.into_iter().filter_map(StoredLabel::into_label),
+    ))
+}
+
+#[async_trait]
+impl ReviewStore for JsonlStore {
+    async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError> {
+        self.cached(&self.rows, EVALUATIONS_FILE)
+    }
+
+    async fn event(
+        &self,
+        event_id: &str,
+    ) -> Result<(Vec<ReviewRow>, Option<EventInputs>), StoreError> {
+        let rows = self.rows().await?;
+        let rows: Vec<ReviewRow> = rows
+            .iter()
+            .filter(|r| r.event_id == event_id)
+            .cloned()
+            .collect();
+        let inputs = self.cached(&self.inputs, INPUTS_FILE)?;
+        let inputs = inputs
+            .iter()
+            .rev()
+            .find(|i| i.event_id == event_id)
+            .cloned();
+        Ok((rows, inputs))
+    }
+
+    async fn inputs_of(&self, ids: &[String]) -> Result<HashMap<String, EventInputs>, StoreError> {
+        let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let inputs = self.cached(&self.inputs, INPUTS_FILE)?;
+        Ok(inputs
+            .iter()
+            .filter(|i| wanted.contains(i.event_id.as_str()))
+            .map(|i| (i.event_id.clone(), i.clone()))
+            .collect())
+    }
+
+    async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {
+        let all: Vec<AlertView> = read_jsonl(&self.dir.join(ALERTS_FILE))?;
+        Ok(latest_alerts(all))
+    }
+
+    async fn labels(&self) -> Result<Vec<HumanLabel>, StoreError> {
+        labels_from_jsonl(&self.dir.join(LABELS_FILE))
+    }
+
+    async fn add_label(&self, label: &HumanLabel) -> Result<(), StoreError> {
+        use tokio::io::AsyncWriteExt as _;
+        let path = self.dir.join(LABELS_FILE);
+        let mut line = serde_json::to_vec(label).map_err(|source| StoreError::Encode {
+            what: "label",
+            source,
+        })?;
+        line.push(b'\n');
+        let _guard = self.write.lock().await;
+        let io = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await
+            .map_err(io)?;
+        file.write_all(&line).await.map_err(io)?;
+        file.sync_data().await.map_err(io)
+    }
+
+    fn describe(&self) -> String {
+        format!("JSONL directory {}", self.dir.display())
+    }
+}
+
+/// The latest notification per alert id (a resolution replaces its firing), newest first.
+fn latest_alerts(all: Vec<AlertView>) -> Vec<AlertView> {
+    let mut by_id: HashMap<String, AlertView> = HashMap::new();
+    for alert in all {
+        by_id.insert(alert.alert_id.clone(), alert);
+    }
+    let mut out: Vec<AlertView> = by_id.into_values().collect();
+    out.sort_by(|a, b| {
+        b.fired_at
+            .cmp(&a.fired_at)
+            .then(a.alert_id.cmp(&b.alert_id))
+    });
+    out
+}
+
+/// The review store over ClickHouse (`evaluations`, `event_inputs`, `alerts`, `labels`).
+pub struct ClickHouseStore {
+    client: clickhouse::Client,
+    settings: SinkConfig,
+    max_rows: usize,
+}
+
+/// Columns of `evaluations` the review page reads.
+const ROW_COLUMNS: &str = "event_id, toString(ts, 'UTC') AS ts_utc, app_id, agent_id, agent_version, model, run_id, metric, \
+     value, verdict, status, details, quality_tier, filter_status, semantic_verdict, confidence, \
+     confidence_tier, rules_fired, enrichment_status, judge, selection, inclusion_probability, \
+     revised_value, revised_verdict";
+
+impl ClickHouseStore {
+    /// A store on the `[sink]` server; the overview and queue read the `max_rows` most recent
+    /// evaluation rows.
+    pub fn new(settings: &SinkConfig, max_rows: usize) -> ClickHouseStore {
+        ClickHouseStore {
+            client: crate::clickhouse::client(settings),
+            settings: settings.clone(),
+            max_rows: max_rows.max(1),
+        }
+    }
+
+    /// Every row of the events `ids` (what `calibrate` pairs with the labels).
+    pub async fn rows_of(&self, ids: &[String]) -> Result<Vec<ReviewRow>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM evaluations FINAL WHERE event_id IN ({})",
+            placeholders(ids.len())
+        );
+        self.json_rows(
+            "read labelled events' rows",
+            bind_all(self.client.query(&sql), ids),
+        )
+        .await
+    }
+
+    async fn json_rows<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        query: clickhouse::query::Query,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut cursor = query
+            .fetch_bytes("JSONEachRow")
+            .map_err(|source| StoreError::ClickHouse { what, source })?;
+        let bytes = cursor
+            .collect()
+            .await
+            .map_err(|source| StoreError::ClickHouse { what, source })?;
+        let text = String::from_utf8_lossy(&bytes);
+        Ok(text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter_map(|l| match serde_json::from_str(l) {
+                Ok(v) => Some(v),
+                Err(error) => {
+                    tracing::warn!(what, %error, "unreadable ClickHouse row skipped");
+                    None
+                }
+            })
+            .collect())
+    }
+}
+
+/// `?, ?, …` for `n` values (18.16 takes no array on the right of `IN`).
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+fn bind_all(mut query: clickhouse::query::Query, ids: &[String]) -> clickhouse::query::Query {
+    for id in ids {
+        query = query.bind(id.as_str());
+    }
+    query
+}
+
+/// A `labels` row as written.
+#[derive(Debug, clickhouse::Row, Serialize)]
+struct LabelRecord<'a> {
+    event_id: &'a str,
+    reviewer: &'a str,
+    verdict: &'a str,
+    category: &'a str,
+    note: &'a str,
+    labelled_at: u32,
+}
+
+#[async_trait]
+impl ReviewStore for ClickHouseStore {
+    async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM evaluations FINAL ORDER BY ts DESC LIMIT {}",
+            self.max_rows
+        );
+        Ok(Arc::new(
+            self.json_rows("read recent rows", self.client.query(&sql))
+                .await?,
+        ))
+    }
+
+    async fn event(
+        &self,
+        event_id: &str,
+    ) -> Result<(Vec<ReviewRow>, Option<EventInputs>), StoreError> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM evaluations FINAL WHERE event_id = ? AND \
+             (run_key, app_key, agent_key, version_key) IN (SELECT run_key, app_key, agent_key, \
+             version_key FROM evaluations_by_event WHERE event_id = ?) \
+             SETTINGS distributed_product_mode = 'local'"
+        );
+        let rows = self
+            .json_rows(
+                "read an event's rows",
+                self.client.query(&sql).bind(event_id).bind(event_id),
+            )
+            .await?;
+        let inputs = self.inputs_of(&[event_id.to_string()]).await?;
+        Ok((rows, inputs.into_values().next()))
+    }
+
+    async fn inputs_of(&self, ids: &[String]) -> Result<HashMap<String, EventInputs>, StoreError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT event_id, toString(ts, 'UTC') AS ts_utc, app_id, \
+             agent_id, agent_version, model, run_id, question, enriched_question, sql, gold_sql \
+             FROM {EVENT_INPUTS_TABLE} FINAL WHERE event_id IN ({})",
+            placeholders(ids.len())
+        );
+        let found: Vec<EventInputs> = self
+            .json_rows("read event inputs", bind_all(self.client.query(&sql), ids))
+            .await?;
+        Ok(found.into_iter().map(|i| (i.event_id.clone(), i)).collect())
+    }
+
+    async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {
+        let all = self
+            .json_rows(
+                "read alerts",
+                self.client.query(
+                    "SELECT alert_id, toUInt32(fired_at) AS fired_epoch, app_id, agent_id, \
+                     agent_version, model, metric, rule, severity, baseline, observed, events, \
+                     message, details FROM alerts FINAL ORDER BY fired_at DESC LIMIT 200",
+                ),
+            )
+            .await?;
+        Ok(latest_alerts(all))
+    }
+
+    async fn labels(&self) -> Result<Vec<HumanLabel>, StoreError> {
+        let sql = format!(
+            "SELECT event_id, reviewer, verdict, category, note, toString(labelled_at, 'UTC') \
+             AS labelled_at_utc FROM {LABELS_TABLE} FINAL"
+        );
+        let stored: Vec<StoredLabel> = self
+            .json_rows("read labels", self.client.query(&sql))
+            .await?;
+        Ok(crate::review::latest_labels(
+            stored.into_iter().filter_map(StoredLabel::into_label),
+        ))
+    }
+
+    async fn add_label(&self, label: &HumanLabel) -> Result<(), StoreError> {
+        let what = "write a label";
+        let labelled_at = parse_time(&label.labelled_at)
+            .unwrap_or_else(|| chrono::Utc::now().timestamp())
+            .clamp(0, i64::from(u32::MAX)) as u32;
+        let record = LabelRecord {
+            event_id: &label.event_id,
+            reviewer: &label.reviewer,
+            verdict: label.verdict.as_str(),
+            category: label.category.as_deref().unwrap_or(""),
+            note: label.note.as_deref().unwrap_or(""),
+            labelled_at,
+        };
+        let mut insert = self
+            .client
+            .insert::<LabelRecord<'_>>(LABELS_TABLE)
+            .await
+            .map_err(|source| StoreError::ClickHouse { what, source })?;
+        insert
+            .write(&record)
+            .await
+            .map_err(|source| StoreError::ClickHouse { what, source })?;
+        insert
+            .end()
+            .await
+            .map_err(|source| StoreError::ClickHouse { what, source })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "ClickHouse {} / {} (the {} most recent rows)",
+            crate::config::redact_url(crate::clickhouse::url(&self.settings)),
+            self.settings.database,
+            self.max_rows
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_read_the_same_from_jsonl_and_clickhouse_encodings() {
+        let jsonl = r#"{"event_id":"e1","ts":"2026-01-01T00:00:10Z","app_id":"a","metric":"stef","value":40.0,"verdict":false,"status":"ok","details":{"findings":[]},"quality_tier":"poor","rules_fired":["r1"]}"#;
+        let clickhouse = r#"{"event_id":"e1","ts":"2026-01-01 00:00:10","app_id":"a","agent_id":"","metric":"stef","value":40,"verdict":0,"status":"ok","details":"{\"findings\":[]}","quality_tier":"poor","rules_fired":["r1"]}"#;
+        let a: ReviewRow = serde_json::from_str(jsonl).unwrap();
+        let b: ReviewRow = serde_json::from_str(clickhouse).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.epoch(), 1_767_225_610);
+        assert_eq!(a.verdict, Some(false));
+    }
+
+    #[test]
+    fn the_latest_alert_notification_wins_and_says_whether_it_fires() {
+        let firing =
+            r#"{"alert_id":"x","fired_at":100,"app_id":"a","details":"{\"state\":\"firing\"}"}"#;
+        let resolved = r#"{"alert_id":"x","fired_at":"1970-01-01 00:01:40","app_id":"a","details":{"state":"resolved"}}"#;
+        let alerts = latest_alerts(vec![
+            serde_json::from_str(firing).unwrap(),
+            serde_json::from_str(resolved).unwrap(),
+        ]);
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(alerts[0].fired_at, 100);
+        assert!(!alerts[0].is_firing());
+    }
+
+    #[tokio::test]
+    async fn jsonl_labels_append_and_the_newest_per_reviewer_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::new(dir.path());
+        let label = |v: &str, t: &str| {
+            HumanLabel::validated("e1", "ana", v, "", "", t.to_string()).unwrap()
+        };
+        store
+            .add_label(&label("correct", "2026-01-01T00:00:00Z"))
+            .await
+            .unwrap();
+        store
+            .add_label(&label("incorrect", "2026-01-01T00:00:05Z"))
+            .await
+            .unwrap();
+        let labels = store.labels().await.unwrap();
+        assert_eq!(labels.len(), 1);
+        assert_eq!(labels[0].verdict, LabelVerdict::Incorrect);
+        assert!(store.rows().await.unwrap().is_empty());
+    }
+}

@@ -1,0 +1,527 @@
+//! What the review pages show, computed from the store's rows, alerts and labels: the
+//! overview per (app, agent, agent version), the review queue, and an event's page. No I/O and
+//! no HTML here (the templates in `pages` render these values), so the JSONL and ClickHouse
+//! stores give the same pages.
+//!
+//! **Calibrated estimates with human labels.** Each series shows the line-rate share of events
+//! whose STEF verdict is correct, and the estimated share a careful judge would call correct:
+//! prediction-powered inference over the uniform slice (`stef_judged` rows with an inclusion
+//! probability), where each uniform-slice event's truth is the **human label when there is one**
+//! (correct / incorrect; the newest per reviewer, majority over reviewers, ties and `unsure`
+//! left to the judge) and the LLM judge's verdict otherwise. A human label is the strongest
+//! evidence there is, so it overrides the judge on exactly the events where both exist; labels
+//! on events outside the uniform slice are shown and counted (they feed `calibrate`) but do not
+//! enter the estimate, since those events were not drawn at random.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::store::{AlertView, ReviewRow};
+use crate::evaluation::RowStatus;
+use crate::review::{EventSignals, HumanLabel, QueueReason, queue_priority, semantic_correct};
+use crate::sampling::estimate::{Estimate, SeriesEstimate};
+
+/// The series key of a row: (app, agent, agent version), '' for absent labels.
+pub fn series_of(row: &ReviewRow) -> (String, String, String) {
+    (
+        row.app_id.clone().unwrap_or_default(),
+        row.agent_id.clone().unwrap_or_default(),
+        row.agent_version.clone().unwrap_or_default(),
+    )
+}
+
+/// Whether a stored status is scored ([`RowStatus::is_scored`]): rows that are not stay out of
+/// means, as in the summary and `report`.
+pub fn scored(status: &str) -> bool {
+    RowStatus::name_is_scored(status)
+}
+
+/// One series on the overview.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SeriesView {
+    /// App ('' when absent).
+    pub app: String,
+    /// Agent.
+    pub agent: String,
+    /// Agent version.
+    pub version: String,
+    /// Events with a line-rate STEF row.
+    pub events: usize,
+    /// Of those, scored.
+    pub scored: usize,
+    /// Mean Φ over scored line-rate rows.
+    pub phi_mean: Option<f64>,
+    /// Φ histogram in 10-point bins (counts).
+    pub phi_histogram: [usize; 10],
+    /// Largest bin (for the bar widths).
+    pub phi_histogram_max: usize,
+    /// Share of each tier, in display order (tier, share).
+    pub tiers: Vec<(String, f64)>,
+    /// Line-rate share correct (scored rows).
+    pub line_correct_share: Option<f64>,
+    /// Estimated share correct (PPI over the uniform slice, human labels over the judge).
+    pub estimate: Option<EstimateView>,
+    /// Uniform-slice events in the estimate, and how many of them carry a human label.
+    pub uniform_events: usize,
+    /// Uniform-slice events whose truth came from a human label.
+    pub uniform_labelled: usize,
+    /// Events with at least one (correct/incorrect/unsure) label.
+    pub labelled: usize,
+    /// Alerts firing on this series.
+    pub firing_alerts: usize,
+}
+
+/// An estimate with its 95% interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateView {
+    /// Point estimate.
+    pub mean: f64,
+    /// Lower bound.
+    pub lower: Option<f64>,
+    /// Upper bound.
+    pub upper: Option<f64>,
+}
+
+impl From<Estimate> for EstimateView {
+    fn from(e: Estimate) -> Self {
+        EstimateView {
+            mean: e.mean,
+            lower: e.lower,
+            upper: e.upper,
+        }
+    }
+}
+
+/// The majority human verdict per event (`None` on a tie or only `unsure`).
+pub fn human_truth(labels: &[HumanLabel]) -> HashMap<&str, bool> {
+    let mut votes: HashMap<&str, (u32, u32)> = HashMap::new();
+    for l in labels {
+        if let Some(v) = l.verdict.as_bool() {
+            let e = votes.entry(l.event_id.as_str()).or_default();
+            if v {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+        }
+    }
+    votes
+        .into_iter()
+        .filter(|(_, (yes, no))| yes != no)
+        .map(|(id, (yes, no))| (id, yes > no))
+        .collect()
+}
+
+const TIER_ORDER: [&str; 4] = ["excellent", "good", "marginal", "poor"];
+
+/// The overview: one [`SeriesView`] per (app, agent, version), ordered by name.
+pub fn overview(
+    rows: &[ReviewRow],
+    alerts: &[AlertView],
+    labels: &[HumanLabel],
+) -> Vec<SeriesView> {
+    let truth = human_truth(labels);
+    let labelled: HashSet<&str> = labels.iter().map(|l| l.event_id.as_str()).collect();
+    let mut series: BTreeMap<(String, String, String), (SeriesView, SeriesEstimate)> =
+        BTreeMap::new();
+    let mut tiers: BTreeMap<(String, String, String), BTreeMap<String, usize>> = BTreeMap::new();
+    let mut correct_counts: BTreeMap<(String, String, String), (usize, usize)> = BTreeMap::new();
+    let mut seen_labelled: HashSet<&str> = HashSet::new();
+    for row in rows {
+        let key = series_of(row);
+        let (view, estimate) = series.entry(key.clone()).or_default();
+        match row.metric.as_str() {
+            "stef" => {
+                view.events += 1;
+                if labelled.contains(row.event_id.as_str())
+                    && seen_labelled.insert(row.event_id.as_str())
+                {
+                    view.labelled += 1;
+                }
+                if !scored(&row.status) {
+                    continue;
+                }
+                view.scored += 1;
+                let bin = ((row.value / 10.0).floor().max(0.0) as usize).min(9);
+                view.phi_histogram[bin] += 1;
+                let correct = row
+                    .semantic_verdict
+                    .as_deref()
+                    .is_some_and(semantic_correct);
+                estimate.observe_line(row.value, correct);
+                let c = correct_counts.entry(key.clone()).or_default();
+                c.0 += usize::from(correct);
+                c.1 += 1;
+                if let Some(tier) = &row.quality_tier {
+                    *tiers
+                        .entry(key)
+                        .or_default()
+                        .entry(tier.clone())
+                        .or_default() += 1;
+                }
+            }
+            "stef_judged" if row.inclusion_probability.is_some() && scored(&row.status) => {
+                let line_phi = row.revised_value.unwrap_or(row.value);
+                let line_correct = row.revised_verdict.as_deref().is_some_and(semantic_correct);
+                let judged = row
+                    .semantic_verdict
+                    .as_deref()
+                    .is_some_and(semantic_correct);
+                let human = truth.get(row.event_id.as_str()).copied();
+                view.uniform_events += 1;
+                view.uniform_labelled += usize::from(human.is_some());
+                estimate.observe_judged(row.value, human.unwrap_or(judged), line_phi, line_correct);
+            }
+            _ => {}
+        }
+    }
+    series
+        .into_iter()
+        .map(|(key, (mut view, estimate))| {
+            view.app = key.0.clone();
+            view.agent = key.1.clone();
+            view.version = key.2.clone();
+            let phi = &estimate.phi;
+            view.phi_mean = phi.mean();
+            view.phi_histogram_max = view.phi_histogram.iter().copied().max().unwrap_or(0);
+            if let Some(counts) = tiers.get(&key) {
+                let total: usize = counts.values().sum();
+                view.tiers = TIER_ORDER
+                    .iter()
+                    .map(|t| {
+                        let n = counts.get(*t).copied().unwrap_or(0);
+                        (t.to_string(), n as f64 / total.max(1) as f64)
+                    })
+                    .collect();
+            }
+            if let Some((yes, n)) = correct_counts.get(&key) {
+                view.line_correct_share = (*n > 0).then(|| *yes as f64 / *n as f64);
+            }
+            view.estimate = estimate_of(&estimate);
+            view.firing_alerts = alerts
+                .iter()
+                .filter(|a| {
+                    a.is_firing()
+                        && a.app_id == view.app
+                        && (a.agent_id.is_empty() || a.agent_id == view.agent)
+                        && (a.agent_version.is_empty() || a.agent_version == view.version)
+                })
+                .count();
+            view
+        })
+        .collect()
+}
+
+fn estimate_of(estimate: &SeriesEstimate) -> Option<EstimateView> {
+    if estimate.correct_correction.n == 0 {
+        return None;
+    }
+    estimate.correct_share().map(EstimateView::from)
+}
+
+/// Which events a queue page lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueFilter {
+    /// Only this app.
+    pub app: Option<String>,
+    /// Only this agent.
+    pub agent: Option<String>,
+    /// Only this agent version.
+    pub version: Option<String>,
+    /// Only events with a row of this metric.
+    pub metric: Option<String>,
+    /// Only events in this alert's window.
+    pub alert: Option<String>,
+    /// Leave out events this reviewer already labelled.
+    pub reviewer: Option<String>,
+}
+
+/// One entry of the review queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueItem {
+    /// Event id.
+    pub event_id: String,
+    /// Event time.
+    pub ts: String,
+    /// Series.
+    pub app: String,
+    /// Agent.
+    pub agent: String,
+    /// Agent version.
+    pub version: String,
+    /// Line-rate Φ, when scored.
+    pub phi: Option<f64>,
+    /// Line-rate tier.
+    pub tier: Option<String>,
+    /// Priority (sum of the reasons' weights).
+    pub priority: u32,
+    /// Why a label here is informative.
+    pub reasons: Vec<&'static str>,
+    /// Labels the event already has (all reviewers).
+    pub labels: usize,
+}
+
+/// Event ids in the window of each firing alert: the alert's `events` most recent events of
+/// its series up to its firing time, and every event of the series since.
+pub fn alert_windows(rows: &[ReviewRow], alerts: &[AlertView]) -> HashMap<String, HashSet<String>> {
+    let mut out = HashMap::new();
+    for alert in alerts {
+        let mut series: Vec<(i64, &str)> = rows
+            .iter()
+            .filter(|r| r.metric == "stef" && alert.covers(r))
+            .map(|r| (r.epoch(), r.event_id.as_str()))
+            .collect();
+        series.sort();
+        let split = series.partition_point(|(t, _)| *t <= alert.fired_at);
+        let start = split.saturating_sub(alert.events.max(1) as usize);
+        let ids: HashSet<String> = series[start..]
+            .iter()
+            .map(|(_, id)| id.to_string())
+            .collect();
+        out.insert(alert.alert_id.clone(), ids);
+    }
+    out
+}
+
+/// The review queue: events ordered by how informative a label would be (then newest first),
+/// at most `limit`.
+pub fn queue(
+    rows: &[ReviewRow],
+    alerts: &[AlertView],
+    labels: &[HumanLabel],
+    filter: &QueueFilter,
+    limit: usize,
+) -> Vec<QueueItem> {
+    let windows = alert_windows(rows, alerts);
+    let firing: HashSet<&str> = alerts
+        .iter()
+        .filter(|a| a.is_firing())
+        .flat_map(|a| windows.get(&a.alert_id).into_iter().flatten())
+        .map(String::as_str)
+        .collect();
+    let only: Option<&HashSet<String>> = filter.alert.as_ref().map(|id| {
+        static EMPTY: std::sync::OnceLock<HashSet<String>> = std::sync::OnceLock::new();
+        windows
+            .get(id)
+            .unwrap_or_else(|| EMPTY.get_or_init(HashSet::new))
+    });
+    let mut label_counts: HashMap<&str, usize> = HashMap::new();
+    let mut mine: HashSet<&str> = HashSet::new();
+    for l in labels {
+        *label_counts.entry(l.event_id.as_str()).or_default() += 1;
+        if filter.reviewer.as_deref() == Some(l.reviewer.as_str()) {
+            mine.insert(l.event_id.as_str());
+        }
+    }
+    let mut by_event: BTreeMap<&str, Vec<&ReviewRow>> = BTreeMap::new();
+    for row in rows {
+        by_event.entry(row.event_id.as_str()).or_default().push(row);
+    }
+    let want = |have: &Option<String>, want: &Option<String>| {
+        want.as_deref()
+            .is_none_or(|w| have.as_deref().unwrap_or("") == w)
+    };
+    let mut items: Vec<(i64, QueueItem)> = Vec::new();
+    for (id, rows) in by_event {
+        let Some(first) = rows.first() else { continue };
+        if !want(&first.app_id, &filter.app)
+            || !want(&first.agent_id, &filter.agent)
+            || !want(&first.agent_version, &filter.version)
+            || filter
+                .metric
+                .as_deref()
+                .is_some_and(|m| !rows.iter().any(|r| r.metric == m))
+            || only.is_some_and(|ids| !ids.contains(id))
+            || mine.contains(id)
+        {
+            continue;
+        }
+        let signals = signals_of(&rows, firing.contains(id));
+        let (priority, reasons) = queue_priority(&signals);
+        let line = rows.iter().find(|r| r.metric == "stef");
+        let (app, agent, version) = series_of(first);
+        items.push((
+            first.epoch(),
+            QueueItem {
+                event_id: id.to_string(),
+                ts: first.ts.clone(),
+                app,
+                agent,
+                version,
+                phi: line.filter(|r| scored(&r.status)).map(|r| r.value),
+                tier: line.and_then(|r| r.quality_tier.clone()),
+                priority,
+                reasons: reasons.into_iter().map(QueueReason::as_str).collect(),
+                labels: label_counts.get(id).copied().unwrap_or(0),
+            },
+        ));
+    }
+    items.sort_by(|(ta, a), (tb, b)| {
+        b.priority
+            .cmp(&a.priority)
+            .then(tb.cmp(ta))
+            .then(a.event_id.cmp(&b.event_id))
+    });
+    items
+        .into_iter()
+        .take(limit)
+        .map(|(_, item)| item)
+        .collect()
+}
+
+/// The queue's view of one event's rows.
+pub fn signals_of(rows: &[&ReviewRow], in_firing_alert: bool) -> EventSignals {
+    let mut signals = EventSignals {
+        in_firing_alert,
+        ..EventSignals::default()
+    };
+    for row in rows {
+        match row.metric.as_str() {
+            "stef" if scored(&row.status) => {
+                signals.line_rate_correct = row.semantic_verdict.as_deref().map(semantic_correct);
+                signals.line_rate_confidence = row.confidence_tier.clone();
+                signals.quality_tier = row.quality_tier.clone();
+            }
+            "stef_judged" if scored(&row.status) => {
+                signals.judged_correct = row.semantic_verdict.as_deref().map(semantic_correct);
+            }
+            "stef" | "stef_judged" => {}
+            metric => {
+                if scored(&row.status)
+                    && let Some(v) = row.verdict
+                {
+                    signals.gold_verdicts.push((metric.to_string(), v));
+                    if metric == "ex" && v && has_counterexample(&row.details) {
+                        signals.ex_counterexample = true;
+                    }
+                }
+            }
+        }
+    }
+    signals
+}
+
+/// Whether a row's details carry a counterexample (a database on which the queries differ).
+pub fn has_counterexample(details: &serde_json::Value) -> bool {
+    details
+        .get("counterexample")
+        .is_some_and(|c| !c.is_null() && c != &serde_json::Value::Bool(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, metric: &str, value: f64, verdict: &str, ts: &str) -> ReviewRow {
+        serde_json::from_value(serde_json::json!({
+            "event_id": id, "ts": ts, "app_id": "shop", "agent_id": "a", "agent_version": "v1",
+            "metric": metric, "value": value, "status": "ok", "details": {},
+            "semantic_verdict": verdict, "confidence_tier": "high", "quality_tier":
+            if value >= 50.0 { "good" } else { "poor" },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_overview_counts_scored_rows_and_human_labels_override_the_judge() {
+        let mut rows = vec![
+            row("e1", "stef", 80.0, "correct", "2026-01-01T00:00:01Z"),
+            row("e2", "stef", 20.0, "incorrect", "2026-01-01T00:00:02Z"),
+        ];
+        let mut judged = row(
+            "e1",
+            "stef_judged",
+            30.0,
+            "incorrect",
+            "2026-01-01T00:00:01Z",
+        );
+        judged.inclusion_probability = Some(1.0);
+        judged.revised_value = Some(80.0);
+        judged.revised_verdict = Some("correct".into());
+        rows.push(judged);
+        let mut unscored = row("e3", "stef", 0.0, "incorrect", "2026-01-01T00:00:03Z");
+        unscored.status = "judge_error".into();
+        rows.push(unscored);
+        let view = overview(&rows, &[], &[]);
+        assert_eq!(view.len(), 1);
+        assert_eq!((view[0].events, view[0].scored), (3, 2));
+        assert_eq!(view[0].phi_mean, Some(50.0));
+        assert_eq!(view[0].line_correct_share, Some(0.5));
+        let judge_only = view[0].estimate.clone().unwrap().mean;
+        // A human says the judged event is correct after all: the estimate moves up.
+        let label = HumanLabel::validated(
+            "e1",
+            "ana",
+            "correct",
+            "",
+            "",
+            "2026-01-01T00:00:00Z".into(),
+        )
+        .unwrap();
+        let view = overview(&rows, &[], std::slice::from_ref(&label));
+        assert_eq!(view[0].uniform_labelled, 1);
+        assert!(view[0].estimate.clone().unwrap().mean > judge_only);
+        assert_eq!(view[0].labelled, 1);
+    }
+
+    #[test]
+    fn the_queue_puts_disagreement_first_and_skips_what_the_reviewer_labelled() {
+        let mut rows = vec![
+            row("quiet", "stef", 90.0, "correct", "2026-01-01T00:00:05Z"),
+            row("split", "stef", 90.0, "correct", "2026-01-01T00:00:01Z"),
+        ];
+        rows.push(row(
+            "split",
+            "stef_judged",
+            10.0,
+            "incorrect",
+            "2026-01-01T00:00:01Z",
+        ));
+        let q = queue(&rows, &[], &[], &QueueFilter::default(), 10);
+        assert_eq!(q[0].event_id, "split");
+        assert_eq!(q[0].reasons, vec!["line rate and LLM judge disagree"]);
+        let label = HumanLabel::validated("split", "ana", "correct", "", "", "t".into()).unwrap();
+        let filter = QueueFilter {
+            reviewer: Some("ana".into()),
+            ..QueueFilter::default()
+        };
+        let q = queue(&rows, &[], &[label], &filter, 10);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q[0].event_id, "quiet");
+    }
+
+    #[test]
+    fn an_alert_window_holds_its_recent_events_and_everything_since() {
+        let rows: Vec<ReviewRow> = (0..6)
+            .map(|i| {
+                row(
+                    &format!("e{i}"),
+                    "stef",
+                    10.0,
+                    "incorrect",
+                    &format!("2026-01-01T00:00:0{i}Z"),
+                )
+            })
+            .collect();
+        let alert: AlertView = serde_json::from_value(serde_json::json!({
+            "alert_id": "al", "fired_at": rows[3].epoch(), "app_id": "shop", "agent_id": "a",
+            "agent_version": "v1", "events": 2, "details": {"state": "firing"}
+        }))
+        .unwrap();
+        let windows = alert_windows(&rows, std::slice::from_ref(&alert));
+        let mut ids: Vec<&String> = windows["al"].iter().collect();
+        ids.sort();
+        assert_eq!(ids, ["e2", "e3", "e4", "e5"]);
+        let filter = QueueFilter {
+            alert: Some("al".into()),
+            ..QueueFilter::default()
+        };
+        let q = queue(&rows, &[alert], &[], &filter, 10);
+        assert_eq!(q.len(), 4);
+        assert!(
+            q.iter()
+                .all(|i| i.reasons.contains(&"in a firing alert's window"))
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The review page in a real browser: Debian's headless Chromium driven over WebDriver
+//! (Debian's `chromedriver`, the `fantoccini` client).
+//!
+//! A live run (`sqlgrade run`, file source, JSONL sink, alerts on) replays BIRD-dev events of
+//! one agent version that turns bad halfway (SuperSQL's SQL for the *wrong* question of the
+//! same database), so a real score-drop alert fires and the alert service appends it to the
+//! JSONL directory. One event is hostile (a `<script>` question, SQL holding HTML). Then, in
+//! the browser: open the overview, follow the alert to its events, open an event, label five
+//! events with the keyboard only (c / x), see that the hostile event's question and SQL are
+//! shown as text, and check that `sqlgrade calibrate --dir` picks the labels up. Screenshots go
+//! to `target/review-screenshots/` (test artefacts).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
+use fantoccini::{Client, ClientBuilder, Locator};
+use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade_testkit::servers as support;
+
+const TEST: &str = "review_page_in_chromium";
+const HOSTILE_QUESTION: &str = "<script>window.pwned = 1</script> How many <b>heroes</b>?";
+const HOSTILE_SQL: &str = "SELECT '<img src=x onerror=\"window.pwned=2\">' AS x FROM superhero";
+
+fn which(names: &[&str]) -> Option<PathBuf> {
+    names.iter().find_map(|name| {
+        std::env::var_os("PATH")?
+            .to_str()?
+            .split(':')
+            .map(|dir| Path::new(dir).join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// BIRD-dev events: 300 right answers of version v1 then 300 answers to the wrong question by
+/// v2 after 300 right ones, and the hostile event.
+fn write_events(path: &Path) {
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
+    let events = benchmark_events(
+        BackfillFormat::Bird,
+        &bird.join("dev.jsonl"),
+        &bird.join("predictions/SuperSQL.jsonl"),
+        None,
+    )
+    .unwrap()
+    .events;
+    let mut text = String::new();
+    let n = events.len();
+    for i in 0..600 {
+        let mut e = events[i % n].clone();
+        if i >= 300 {
+            // The SQL of another question: the agent answers the wrong question.
+            e.sql = events[(i * 7 + 13) % n].sql.clone();
+        }
+        e.event_id = format!("live-{i:04}");
+        e.app_id = Some("bird-assistant".into());
+        e.agent_id = Some("agent-a".into());
+        e.agent_version = Some("v2".into());
+        e.model = Some("gpt-4o".into());
+        e.run_id = None;
+        e.gold = None;
+        e.ts = Some(format!(
+            "2026-11-24T{:02}:{:02}:{:02}Z",
+            i / 3600,
+            (i / 60) % 60,
+            i % 60
+        ));
+        text.push_str(&serde_json::to_string(&e).unwrap());
+        text.push('\n');
+    }
+    let hostile = serde_json::json!({
+        "event_id": "hostile-1", "ts": "2026-11-24T00:00:00Z", "app_id": "bird-assistant",
+        "agent_id": "agent-b", "agent_version": "v1", "question": HOSTILE_QUESTION,
+        "sql": HOSTILE_SQL,
+    });
+    text.push_str(&hostile.to_string());
+    text.push('\n');
+    std::fs::write(path, text).unwrap();
+}
+
+const CONFIG: &str = r#"
+[source]
+kind = "file"
+path = "EVENTS"
+
+[sink]
+kind = "jsonl"
+dir = "OUT"
+
+[alerts]
+enabled = true
+
+[alerts.defaults]
+recent_window = 100
+baseline_window = 200
+min_samples = 80
+evaluate_every = 10
+alpha = 0.0001
+fire_after = 3
+resolve_after = 3
+metrics = ["stef"]
+stef_min_drop = 5.0
+poor_share_min_increase = 0.0
+judge_fallback_min_increase = 0.0
+dead_letter_min_increase = 0.0
+"#;
+
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn press(client: &Client, key: char) {
+    let keys = KeyActions::new("keyboard".to_string())
+        .then(KeyAction::Down { value: key })
+        .then(KeyAction::Up { value: key });
+    client.perform_actions(keys).await.unwrap();
+}
+
+/// Wait until the browser lands on a page other than `from` after a label (the POST, then the
+/// redirect to the next event with `saved=`).
+async fn wait_for_next_event(client: &Client, from: &str) -> String {
+    for _ in 0..100 {
+        let now = client.current_url().await.unwrap().to_string();
+        if now != from && now.contains("saved=") {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body = client.source().await.unwrap_or_default();
+    panic!("the page did not move on from {from}: {body}");
+}
+
+async fn screenshot(client: &Client, dir: &Path, name: &str) {
+    let png = client.screenshot().await.unwrap();
+    assert!(png.len() > 1000, "{name}: an empty screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_page_in_chromium() {
+    let (Some(chromium), Some(chromedriver)) = (
+        which(&["chromium", "chromium-browser"]),
+        which(&["chromedriver"]),
+    ) else {
+        return support::skip(TEST, "chromium and chromedriver are not installed");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let out = dir.path().join("out");
+    write_events(&events);
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        CONFIG
+            .replace("EVENTS", events.to_str().unwrap())
+            .replace("OUT", out.to_str().unwrap()),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_sqlgrade");
+    let run = Command::new(bin)
+        .args(["run", "--config", config.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let alerts = std::fs::read_to_string(out.join("alerts.jsonl")).expect("an alert fired");
+    assert!(alerts.contains("[FIRING]"), "{alerts}");
+
+    // The review page over the run's JSONL directory.
+    let store = std::sync::Arc::new(sqlgrade::serve::store::JsonlStore::new(&out));
+    let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
+    let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
+    let base = format!("http://{}", server.local_addr);
+
+    let port = support::free_port();
+    let driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let profile = dir.path().join("chromium-profile");
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chromium,
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     "--window-size=1400,1000",
+                     format!("--user-data-dir={}", profile.display())],
+        }),
+    );
+    let mut client = None;
+    for _ in 0..50 {
+        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => {
+                client = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let client = client.expect("chromedriver did not start a session");
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/review-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+
+    // Overview: the series and the firing alert.
+    client.goto(&base).await.unwrap();
+    let series = client.find(Locator::Css("#series")).await.unwrap();
+    assert!(series.text().await.unwrap().contains("agent-a"));
+    screenshot(&client, &shots, "1-overview").await;
+    // Follow the alert to its events.
+    client
+        .find(Locator::Css("a.alert-events"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let queue = client.find(Locator::Css("#queue")).await.unwrap();
+    let queue_text = queue.text().await.unwrap();
+    assert!(
+        queue_text.contains("in a firing alert's window"),
+        "{queue_text}"
+    );
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("alert=")
+    );
+    screenshot(&client, &shots, "2-alert-queue").await;
+    // Open the first event; name the reviewer once.
+    client
+        .find(Locator::Css("a.event-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client.find(Locator::Id("question")).await.unwrap();
+    client
+        .find(Locator::Id("reviewer"))
+        .await
+        .unwrap()
+        .send_keys("ana")
+        .await
+        .unwrap();
+    screenshot(&client, &shots, "3-event").await;
+    // Label five events with the keyboard alone.
+    let mut labelled = Vec::new();
+    for (i, key) in ['c', 'x', 'c', 'x', 'x'].into_iter().enumerate() {
+        // Leave the name field so the shortcut reaches the page.
+        client
+            .find(Locator::Css("h1"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let id = client
+            .find(Locator::Id("event-id"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let before = client.current_url().await.unwrap().to_string();
+        press(&client, key).await;
+        let after = wait_for_next_event(&client, &before).await;
+        assert!(
+            !after.contains(&format!("/event/{id}?")),
+            "label {i}: still on {id}: {after}"
+        );
+        labelled.push((id, key));
+    }
+    screenshot(&client, &shots, "4-after-five-labels").await;
+    let message = client
+        .find(Locator::Id("message"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(message.contains(&labelled[4].0), "{message}");
+
+    // Hostile content is text, and no injected script ran.
+    client
+        .goto(&format!("{base}/event/hostile-1"))
+        .await
+        .unwrap();
+    let question = client.find(Locator::Id("question")).await.unwrap();
+    assert_eq!(question.text().await.unwrap(), HOSTILE_QUESTION);
+    let sql = client.find(Locator::Id("sql")).await.unwrap();
+    assert_eq!(sql.text().await.unwrap(), HOSTILE_SQL);
+    let pwned = client
+        .execute(
+            "return [window.pwned === undefined, document.scripts.length]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(pwned, serde_json::json!([true, 1]));
+    screenshot(&client, &shots, "5-hostile-event").await;
+    client.close().await.unwrap();
+    drop(driver);
+    server.stop();
+
+    // The labels are data: five lines in labels.jsonl, and calibrate reads them directly.
+    let labels = std::fs::read_to_string(out.join("labels.jsonl")).unwrap();
+    assert_eq!(labels.lines().count(), 5, "{labels}");
+    for (id, key) in &labelled {
+        let verdict = if *key == 'c' { "correct" } else { "incorrect" };
+        assert!(
+            labels.contains(&format!(
+                "\"event_id\":\"{id}\",\"reviewer\":\"ana\",\"verdict\":\"{verdict}\""
+            )),
+            "{id} {verdict}: {labels}"
+        );
+    }
+    let calibrate = Command::new(bin)
+        .args([
+            "calibrate",
+            "--dir",
+            out.to_str().unwrap(),
+            "--metric",
+            "stef",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&calibrate.stdout);
+    assert!(calibrate.status.success(), "{text}");
+    assert!(text.contains("labels: 5 (matched 5"), "{text}");
+    assert!(text.contains("reviewer ana: 5 pairs"), "{text}");
+}

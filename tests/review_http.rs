@@ -1,0 +1,212 @@
+//! The review page inside a running daemon (`[server] review = true`) over HTTP: the token
+//! guards the pages but not the health endpoint, label writes are validated (unknown verdict,
+//! unknown event, another origin), stored labels show up escaped, and the page never renders
+//! the token.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sqlgrade_testkit::servers as support;
+
+const TOKEN: &str = "review-s3cret-token";
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_pages_inside_run_are_guarded_and_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let port = support::free_port();
+    let config = dir.path().join("sqlgrade.toml");
+    let events = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/events.jsonl");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nkind = \"file\"\npath = {events:?}\nfollow = true\n\n\
+             [sink]\nkind = \"jsonl\"\ndir = {out:?}\n\n\
+             [server]\nlisten = \"127.0.0.1:{port}\"\nreview = true\n"
+        ),
+    )
+    .unwrap();
+    let _daemon = Daemon(
+        Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+            .args(["run", "--config", config.to_str().unwrap()])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("SQLGRADE__SERVER__TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    // Wait until the run has written its rows (the example has 437 events).
+    let mut ready = false;
+    for _ in 0..300 {
+        if let Ok(r) = http.get(format!("{base}/readyz")).send().await
+            && r.status() == 200
+            && std::fs::read_to_string(out.join("inputs.jsonl"))
+                .is_ok_and(|t| t.lines().count() >= 400)
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the daemon did not come up");
+
+    // The token guards the pages, not the health endpoint.
+    assert_eq!(
+        http.get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let denied = http.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    assert!(denied.headers().contains_key("www-authenticate"));
+    let wrong = http
+        .get(format!("{base}/"))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let page = http
+        .get(format!("{base}/"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("sql-copilot"),
+        "the overview lists the series"
+    );
+    assert!(!html.contains(TOKEN), "the token is never rendered");
+    let basic = http
+        .get(format!("{base}/queue"))
+        .basic_auth("ana", Some(TOKEN))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 200);
+    let queue = basic.text().await.unwrap();
+    let first = queue
+        .split("class=\"event-link\" href=\"/event/")
+        .nth(1)
+        .and_then(|s| s.split('?').next())
+        .expect("the queue lists events")
+        .to_string();
+
+    let post = |form: Vec<(&'static str, String)>, origin: &str| {
+        http.post(format!("{base}/label"))
+            .bearer_auth(TOKEN)
+            .header("origin", origin)
+            .form(&form)
+    };
+    let here = format!("http://127.0.0.1:{port}");
+    let here = here.as_str();
+    // Validation: a verdict that is not one of three, an unknown event, another origin.
+    let bad = post(
+        vec![
+            ("event_id", first.clone()),
+            ("reviewer", "ana".into()),
+            ("verdict", "<b>maybe</b>".into()),
+        ],
+        here,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(bad.status(), 422);
+    let body = bad.text().await.unwrap();
+    assert!(body.contains("Label not saved"), "{body}");
+    assert!(!body.contains("<b>maybe"), "the refused value is escaped");
+    let unknown = post(
+        vec![
+            ("event_id", "no-such-event".into()),
+            ("reviewer", "ana".into()),
+            ("verdict", "correct".into()),
+        ],
+        here,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let cross = post(
+        vec![
+            ("event_id", first.clone()),
+            ("reviewer", "ana".into()),
+            ("verdict", "correct".into()),
+        ],
+        "http://evil.example",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(cross.status(), 403);
+    assert!(!out.join("labels.jsonl").exists(), "nothing was stored");
+
+    // A good label is stored, and the event page shows its hostile note as text.
+    let no_redirect = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let saved = no_redirect
+        .post(format!("{base}/label"))
+        .bearer_auth(TOKEN)
+        .header("origin", here)
+        .form(&[
+            ("event_id", first.as_str()),
+            ("reviewer", "ana"),
+            ("verdict", "incorrect"),
+            ("category", "wrong_column"),
+            ("note", "<script>alert(1)</script>"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(saved.status(), 303);
+    let next = saved.headers()["location"].to_str().unwrap();
+    assert!(
+        next.starts_with("/event/") && next.contains("reviewer=ana"),
+        "{next}"
+    );
+    let labels = std::fs::read_to_string(out.join("labels.jsonl")).unwrap();
+    assert!(labels.contains("\"verdict\":\"incorrect\""), "{labels}");
+    let event = http
+        .get(format!("{base}/event/{first}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(event.contains("&lt;script&gt;alert(1)"), "note escaped");
+    assert!(!event.contains("<script>alert"), "no injected script");
+    let missing = http
+        .get(format!("{base}/event/nope"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}

@@ -511,6 +511,77 @@ impl std::fmt::Display for CalibrationReport {
 mod tests {
     use super::*;
 
+    fn review_label(event: &str, reviewer: &str, label: bool) -> Label {
+        Label {
+            event_id: Some(event.into()),
+            question_id: None,
+            label,
+            reviewer: Some(reviewer.into()),
+        }
+    }
+
+    #[test]
+    fn reviewers_are_compared_on_the_events_both_labelled() {
+        let labels = vec![
+            review_label("e1", "ana", true),
+            review_label("e2", "ana", false),
+            review_label("e3", "ana", true),
+            review_label("e4", "ana", false),
+            review_label("e1", "bo", true),
+            review_label("e2", "bo", false),
+            review_label("e3", "bo", false),
+            review_label("e5", "bo", true),
+            review_label("e9", "cy", true),
+        ];
+        let agreement = reviewer_agreement(&labels);
+        assert_eq!(agreement.len(), 1, "cy shares no event: {agreement:?}");
+        let a = &agreement[0];
+        assert_eq!((a.a.as_str(), a.b.as_str(), a.shared), ("ana", "bo", 3));
+        assert!((a.agreement.unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        // ana: 2 yes / 1 no, bo: 1 yes / 2 no over e1–e3; po = 2/3, pe = 4/9, κ = 0.4.
+        assert!((a.kappa.unwrap() - 0.4).abs() < 1e-9, "{a:?}");
+    }
+
+    #[test]
+    fn the_bootstrap_interval_holds_kappa_and_is_reproducible() {
+        let pairs: Vec<(bool, bool)> = (0..200).map(|i| (i % 3 != 0, i % 4 != 0)).collect();
+        let mut m = Confusion::default();
+        for &(p, l) in &pairs {
+            m.add(p, l);
+        }
+        let kappa = m.kappa().unwrap();
+        let (lo, hi) = kappa_bootstrap(&pairs, 1000).unwrap();
+        assert!(lo < kappa && kappa < hi, "{lo} {kappa} {hi}");
+        assert!(hi - lo < 0.5);
+        assert_eq!(kappa_bootstrap(&pairs, 1000), Some((lo, hi)));
+        assert_eq!(kappa_bootstrap(&pairs[..1], 1000), None);
+    }
+
+    #[test]
+    fn review_page_labels_are_read_directly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("labels.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"event_id":"e1","reviewer":"ana","verdict":"correct","labelled_at":"2026-01-01T00:00:00Z"}"#, "\n",
+                r#"{"event_id":"e1","reviewer":"ana","verdict":"incorrect","labelled_at":"2026-01-01T00:00:09Z"}"#, "\n",
+                r#"{"event_id":"e2","reviewer":"ana","verdict":"unsure","labelled_at":"2026-01-01T00:00:00Z"}"#, "\n",
+                r#"{"event_id":"e2","reviewer":"bo","verdict":"correct","labelled_at":"2026-01-01T00:00:00Z"}"#, "\n",
+            ),
+        )
+        .unwrap();
+        let labels = read_labels(&path).unwrap();
+        assert_eq!(
+            labels,
+            vec![
+                review_label("e1", "ana", false),
+                review_label("e2", "bo", true)
+            ],
+            "the newest per reviewer, unsure left out"
+        );
+    }
+
     #[test]
     fn kappa_matches_badger_s1_and_s2() {
         let c = Confusion {

@@ -819,7 +819,10 @@ async fn serve(
 ) -> Result<ExitCode> {
     let config = load_config(config_path.as_ref())?;
     let store: Arc<dyn sqlgrade::serve::store::ReviewStore> = match dir {
-        Some(dir) => Arc::new(sqlgrade::serve::store::JsonlStore::new(dir)),
+        Some(dir) => Arc::new(
+            sqlgrade::serve::store::JsonlStore::new(dir)
+                .with_max_rows(config.server.review_max_rows),
+        ),
         None => sqlgrade::serve::store_for(&config.sink, config.server.review_max_rows)
             .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?,
     };

@@ -52,8 +52,9 @@ async fn review_pages_inside_run_are_guarded_and_validated() {
     for _ in 0..300 {
         if let Ok(r) = http.get(format!("{base}/readyz")).send().await
             && r.status() == 200
-            && std::fs::read_to_string(out.join("inputs.jsonl"))
-                .is_ok_and(|t| t.lines().count() >= 400)
+            && ["inputs.jsonl", "evaluations.jsonl"].iter().all(|f| {
+                std::fs::read_to_string(out.join(f)).is_ok_and(|t| t.lines().count() >= 400)
+            })
         {
             ready = true;
             break;

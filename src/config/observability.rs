@@ -18,8 +18,8 @@ pub struct ServerSettings {
     /// the password of HTTP basic auth (any user name); unset = no authentication (then keep
     /// `listen` on localhost). Set it from the environment: `SQLGRADE__SERVER__TOKEN`.
     pub token: Option<Secret>,
-    /// Review page over ClickHouse: how many of the most recent evaluation rows the overview
-    /// and the queue are computed over.
+    /// Review page: how many of the most recent evaluation rows the overview and the queue are
+    /// computed over (a JSONL directory or ClickHouse).
     pub review_max_rows: usize,
 }
 

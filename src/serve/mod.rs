@@ -78,14 +78,17 @@ impl ReviewState {
     }
 }
 
-/// The store the `[sink]` section writes to: its JSONL directory, or its ClickHouse (reading
-/// the `review_max_rows` most recent rows); `None` for the stdout sink (nothing to read).
+/// The store the `[sink]` section writes to: its JSONL directory or its ClickHouse, the
+/// overview and queue over its `review_max_rows` most recent rows; `None` for the stdout sink
+/// (nothing to read).
 pub fn store_for(
     sink: &crate::config::SinkConfig,
     review_max_rows: usize,
 ) -> Option<Arc<dyn ReviewStore>> {
     match sink.kind {
-        crate::config::SinkKind::Jsonl => Some(Arc::new(store::JsonlStore::new(&sink.dir))),
+        crate::config::SinkKind::Jsonl => Some(Arc::new(
+            store::JsonlStore::new(&sink.dir).with_max_rows(review_max_rows),
+        )),
         crate::config::SinkKind::Clickhouse => {
             Some(Arc::new(store::ClickHouseStore::new(sink, review_max_rows)))
         }

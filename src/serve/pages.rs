@@ -175,7 +175,30 @@ pub fn environment() -> Environment<'static> {
 /// multi-line strings preformatted blocks (a counterexample's script).
 pub fn details_html(details: &Value) -> String {
     let mut out = String::new();
-    render(details, &mut out, 0);
+    match details {
+        // What a person reads first: the findings, the judge's rationale, a counterexample.
+        Value::Object(map) if !map.is_empty() => {
+            const FIRST: [&str; 3] = ["findings", "rationale", "counterexample"];
+            let keys = FIRST
+                .iter()
+                .copied()
+                .filter(|k| map.contains_key(*k))
+                .chain(
+                    map.keys()
+                        .map(String::as_str)
+                        .filter(|k| !FIRST.contains(k)),
+                );
+            out.push_str("<dl class=\"d\">");
+            for key in keys {
+                use std::fmt::Write as _;
+                let _ = write!(out, "<dt>{}</dt><dd>", HtmlEscape(key));
+                render(&map[key], &mut out, 1);
+                out.push_str("</dd>");
+            }
+            out.push_str("</dl>");
+        }
+        other => render(other, &mut out, 0),
+    }
     out
 }
 
@@ -266,6 +289,10 @@ mod tests {
         assert!(!html.contains("<b>key"), "{html}");
         assert!(html.contains("&lt;script&gt;"), "{html}");
         assert!(html.contains("<table>"), "{html}");
+        assert!(
+            html.find("findings") < html.find("script"),
+            "findings come first: {html}"
+        );
     }
 
     #[test]

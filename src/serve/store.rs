@@ -4,7 +4,8 @@
 //! Both give the same views: [`ReviewRow`] (an evaluation row, whichever store encoded it),
 //! [`EventInputs`], [`AlertView`] and [`HumanLabel`]. The JSONL store re-reads a file only when
 //! its length or modification time changed; the ClickHouse store reads deduplicated rows
-//! (`FINAL`) and the most recent `max_rows` evaluation rows for the overview and the queue.
+//! (`FINAL`) and the most recent `max_rows` evaluation rows for the overview and the queue
+//! (without `details`, reused for [`RECENT_ROWS_TTL`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -357,6 +358,7 @@ impl<T> Default for Cached<T> {
 /// `alerts.jsonl`; labels go to `labels.jsonl`).
 pub struct JsonlStore {
     dir: PathBuf,
+    max_rows: usize,
     rows: Mutex<Cached<ReviewRow>>,
     inputs: Mutex<Cached<EventInputs>>,
     /// Serialises label appends.
@@ -368,10 +370,17 @@ impl JsonlStore {
     pub fn new(dir: impl Into<PathBuf>) -> JsonlStore {
         JsonlStore {
             dir: dir.into(),
+            max_rows: usize::MAX,
             rows: Mutex::new(Cached::default()),
             inputs: Mutex::new(Cached::default()),
             write: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Keep only the `max_rows` most recently written evaluation rows (the end of the file).
+    pub fn with_max_rows(mut self, max_rows: usize) -> JsonlStore {
+        self.max_rows = max_rows.max(1);
+        self
     }
 
     fn cached<T: serde::de::DeserializeOwned + Send + Sync>(
@@ -387,7 +396,11 @@ impl JsonlStore {
         };
         let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.stamp != stamp || stamp.is_none() {
-            cache.value = Arc::new(read_jsonl(&path)?);
+            let mut values: Vec<T> = read_jsonl(&path)?;
+            if values.len() > self.max_rows {
+                values.drain(..values.len() - self.max_rows);
+            }
+            cache.value = Arc::new(values);
             cache.stamp = stamp;
         }
         Ok(Arc::clone(&cache.value))
@@ -521,7 +534,13 @@ pub struct ClickHouseStore {
     client: clickhouse::Client,
     settings: SinkConfig,
     max_rows: usize,
+    /// The recent rows and when they were read (reused for [`RECENT_ROWS_TTL`]).
+    recent: Mutex<Option<(std::time::Instant, Arc<Vec<ReviewRow>>)>>,
 }
+
+/// How long the overview's and queue's rows are reused before ClickHouse is read again (a
+/// reviewer moving through the queue does not re-read `max_rows` rows per click).
+pub const RECENT_ROWS_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Columns of `evaluations` the review page reads.
 const ROW_COLUMNS: &str = "event_id, toString(ts, 'UTC') AS ts_utc, app_id, agent_id, agent_version, model, run_id, metric, \
@@ -537,6 +556,7 @@ impl ClickHouseStore {
             client: crate::clickhouse::client(settings),
             settings: settings.clone(),
             max_rows: max_rows.max(1),
+            recent: Mutex::new(None),
         }
     }
 
@@ -609,14 +629,31 @@ struct LabelRecord<'a> {
 #[async_trait]
 impl ReviewStore for ClickHouseStore {
     async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError> {
+        {
+            let cached = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, rows)) = cached.as_ref()
+                && at.elapsed() < RECENT_ROWS_TTL
+            {
+                return Ok(Arc::clone(rows));
+            }
+        }
+        // The overview and the queue need `details` only for `ts_ex` counterexamples; the
+        // event page reads an event's full rows.
+        let columns = ROW_COLUMNS.replace(
+            "status, details,",
+            "status, if(metric = 'ts_ex', details, '{}') AS details,",
+        );
         let sql = format!(
-            "SELECT {ROW_COLUMNS} FROM evaluations FINAL ORDER BY ts DESC LIMIT {}",
+            "SELECT {columns} FROM evaluations FINAL ORDER BY ts DESC LIMIT {}",
             self.max_rows
         );
-        Ok(Arc::new(
+        let rows = Arc::new(
             self.json_rows("read recent rows", self.client.query(&sql))
                 .await?,
-        ))
+        );
+        *self.recent.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), Arc::clone(&rows)));
+        Ok(rows)
     }
 
     async fn event(
@@ -723,6 +760,14 @@ impl ReviewStore for ClickHouseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bulk_read_leaves_details_out() {
+        assert!(
+            ROW_COLUMNS.contains("status, details,"),
+            "the bulk read rewrites this"
+        );
+    }
 
     #[test]
     fn rows_read_the_same_from_jsonl_and_clickhouse_encodings() {

@@ -376,6 +376,8 @@ pub fn signals_of(rows: &[&ReviewRow], in_firing_alert: bool) -> EventSignals {
         in_firing_alert,
         ..EventSignals::default()
     };
+    let mut ex_equal = false;
+    let mut counterexample = false;
     for row in rows {
         match row.metric.as_str() {
             "stef" if scored(&row.status) => {
@@ -388,17 +390,19 @@ pub fn signals_of(rows: &[&ReviewRow], in_firing_alert: bool) -> EventSignals {
             }
             "stef" | "stef_judged" => {}
             metric => {
+                // `ts_ex` carries the counterexample: a generated database on which the
+                // predicted and gold queries return different results.
+                counterexample |= metric == "ts_ex" && has_counterexample(&row.details);
                 if scored(&row.status)
                     && let Some(v) = row.verdict
                 {
                     signals.gold_verdicts.push((metric.to_string(), v));
-                    if metric == "ex" && v && has_counterexample(&row.details) {
-                        signals.ex_counterexample = true;
-                    }
+                    ex_equal |= metric == "ex" && v;
                 }
             }
         }
     }
+    signals.ex_counterexample = ex_equal && counterexample;
     signals
 }
 
@@ -489,6 +493,19 @@ mod tests {
         let q = queue(&rows, &[], &[label], &filter, 10);
         assert_eq!(q.len(), 1);
         assert_eq!(q[0].event_id, "quiet");
+    }
+
+    #[test]
+    fn ex_equal_with_a_ts_ex_counterexample_is_flagged() {
+        let mut ex = row("e1", "ex", 1.0, "", "2026-01-01T00:00:01Z");
+        ex.verdict = Some(true);
+        let mut ts = row("e1", "ts_ex", 0.0, "", "2026-01-01T00:00:01Z");
+        ts.verdict = Some(false);
+        ts.details = serde_json::json!({"counterexample": {"rows": 3, "script": "CREATE TABLE t"}});
+        let signals = signals_of(&[&ex, &ts], false);
+        assert!(signals.ex_counterexample);
+        ts.details = serde_json::json!({"counterexample": null});
+        assert!(!signals_of(&[&ex, &ts], false).ex_counterexample);
     }
 
     #[test]

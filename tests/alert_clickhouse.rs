@@ -72,6 +72,7 @@ async fn alerts_table_and_report_from_clickhouse() {
             webhook_url: None,
             clickhouse: Some(settings.clone()),
             jsonl_dir: None,
+            review_url: None,
         },
     )
     .unwrap();

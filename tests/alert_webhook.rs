@@ -100,6 +100,7 @@ async fn webhook_gets_slack_and_alertmanager_json_after_retries() {
         webhook_url: Some(url),
         clickhouse: None,
         jsonl_dir: None,
+        review_url: Some("https://review.example:8089".into()),
     };
     let (service, handle) = AlertService::start(config, destinations).unwrap();
     for phase in [85.0, 40.0, 85.0] {
@@ -146,6 +147,15 @@ async fn webhook_gets_slack_and_alertmanager_json_after_retries() {
     assert_eq!(alert["endsAt"], "0001-01-01T00:00:00Z");
     assert!(chrono::DateTime::parse_from_rfc3339(alert["startsAt"].as_str().unwrap()).is_ok());
     assert!(alert["annotations"]["summary"].is_string());
+    // With `[alerts] review_url`, the alert links to its events in the review queue.
+    let id = alert["annotations"]["alert_id"].as_str().unwrap();
+    let link = format!("https://review.example:8089/queue?alert={id}");
+    assert_eq!(alert["generatorURL"], link.as_str());
+    assert_eq!(firing["externalURL"], "https://review.example:8089");
+    assert!(
+        text.contains(&format!("Review its events: {link}")),
+        "{text}"
+    );
     assert_eq!(resolved["status"], "resolved");
     let resolved_alert = &resolved["alerts"][0];
     assert_eq!(resolved_alert["fingerprint"], alert["fingerprint"]);
@@ -189,6 +199,7 @@ async fn a_dead_webhook_never_stalls_scoring() {
             webhook_url: Some(url),
             clickhouse: None,
             jsonl_dir: None,
+            review_url: None,
         },
     )
     .unwrap();

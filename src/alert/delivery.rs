@@ -129,6 +129,8 @@ pub struct Destinations {
     /// JSONL sink directory: alerts are appended to its `alerts.jsonl` (one `alerts` row per
     /// line), so the review page over that directory can show them.
     pub jsonl_dir: Option<std::path::PathBuf>,
+    /// The review page's base URL (`[alerts] review_url`): webhooks link to the alert's events.
+    pub review_url: Option<String>,
 }
 
 /// File name of alert rows inside a JSONL sink directory.
@@ -147,6 +149,12 @@ impl Destinations {
             clickhouse: config.alerts.clickhouse.then(|| config.sink.clone()),
             jsonl_dir: (config.sink.kind == crate::config::SinkKind::Jsonl)
                 .then(|| config.sink.dir.clone()),
+            review_url: config
+                .alerts
+                .review_url
+                .as_deref()
+                .map(|u| u.trim().trim_end_matches('/').to_string())
+                .filter(|u| !u.is_empty()),
         }
     }
 }
@@ -345,7 +353,10 @@ impl Delivery {
     }
 
     async fn deliver_webhook(&self, url: &str, note: &AlertNotification) {
-        let body = webhook_body(std::slice::from_ref(note));
+        let body = webhook_body(
+            std::slice::from_ref(note),
+            self.destinations.review_url.as_deref(),
+        );
         for attempt in 1..=self.retry.attempts {
             let outcome = self.http.post(url).json(&body).send().await;
             let error = match outcome {
@@ -492,8 +503,23 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// The webhook JSON for `notes` (one group): Slack's `text` plus Alertmanager's webhook fields.
-pub fn webhook_body(notes: &[AlertNotification]) -> Value {
+/// The review queue of one alert's events on the review page at `base`.
+pub fn review_link(base: &str, alert_id: &str) -> String {
+    let mut id = String::with_capacity(alert_id.len());
+    for b in alert_id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            id.push(b as char);
+        } else {
+            id.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{base}/queue?alert={id}")
+}
+
+/// The webhook JSON for `notes` (one group): Slack's `text` plus Alertmanager's webhook fields;
+/// with `review_url`, each alert links to its events on the review page (`generatorURL`, and a
+/// line of the text).
+pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Value {
     let status = if notes.iter().any(|n| n.state == AlertState::Firing) {
         "firing"
     } else {
@@ -521,7 +547,7 @@ pub fn webhook_body(notes: &[AlertNotification]) -> Value {
                 },
                 "startsAt": rfc3339(n.started_at),
                 "endsAt": n.ended_at.map_or_else(|| ZERO_TIME.to_string(), rfc3339),
-                "generatorURL": "",
+                "generatorURL": review_url.map(|base| review_link(base, &n.alert_id)).unwrap_or_default(),
                 "fingerprint": n.fingerprint,
             })
         })
@@ -536,7 +562,14 @@ pub fn webhook_body(notes: &[AlertNotification]) -> Value {
     });
     let text = notes
         .iter()
-        .map(|n| n.summary.as_str())
+        .map(|n| match review_url {
+            Some(base) => format!(
+                "{}\nReview its events: {}",
+                n.summary,
+                review_link(base, &n.alert_id)
+            ),
+            None => n.summary.clone(),
+        })
         .collect::<Vec<_>>()
         .join("\n");
     json!({
@@ -549,7 +582,7 @@ pub fn webhook_body(notes: &[AlertNotification]) -> Value {
         "groupLabels": group_labels,
         "commonLabels": common_labels,
         "commonAnnotations": {},
-        "externalURL": "",
+        "externalURL": review_url.unwrap_or_default(),
         "alerts": alerts,
     })
 }

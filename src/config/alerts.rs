@@ -77,6 +77,11 @@ pub struct AlertsConfig {
     pub retry_max_ms: u64,
     /// Also write alerts to the ClickHouse `alerts` table (uses the `[sink]` connection).
     pub clickhouse: bool,
+    /// Base URL of the review page as the people paged reach it (e.g.
+    /// `https://sqlgrade.internal:8089`): each notification then links to the alert's events in
+    /// the review queue (`<review_url>/queue?alert=<alert_id>`: Alertmanager's `generatorURL`,
+    /// and a line of the Slack text). Unset = no link.
+    pub review_url: Option<String>,
     /// Rules for every app without an override.
     pub defaults: RuleSet,
     /// Per-app overrides of [`AlertsConfig::defaults`], keyed by `app_id`.
@@ -101,6 +106,7 @@ impl Default for AlertsConfig {
             retry_initial_ms: 500,
             retry_max_ms: 30_000,
             clickhouse: false,
+            review_url: None,
             defaults: RuleSet::default(),
             apps: BTreeMap::new(),
         }

@@ -432,7 +432,9 @@ mod tests {
                 "evaluations_hourly",
                 "evaluations_keyed",
                 "evaluations_scored_hourly",
+                "event_inputs",
                 "judge_cache",
+                "labels",
             ]
         );
     }

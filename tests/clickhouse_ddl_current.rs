@@ -131,19 +131,21 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
             }
         }
     }
-    // Writes like the sink's (an event redelivered), through the materialized views.
+    // Writes like the sink's (an event redelivered), through the materialized views. Event
+    // times are literals: `ts` is in the sorting key (migration 011), and `now() - 7200`
+    // evaluated by two INSERTs a second apart would make a redelivery a different row.
     let writes = [
         "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, semantic_verdict, confidence, rules_fired, judge, judge_cached, scored_at) VALUES \
-         ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 92.5, 1, 'ok', '{}', 'excellent', 'correct', 0.9, ['safety_limit'], 'llm:gpt-4o', 1, now()), \
-         ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'incorrect', 0.8, [], 'deterministic', 0, now()), \
-         ('e1', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 1, 1, 'ok', '{}', NULL, NULL, NULL, [], NULL, NULL, now()), \
-         ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 0, NULL, 'gold_error', '{}', NULL, NULL, NULL, [], NULL, NULL, now())",
+         ('e1', toDateTime('2026-11-24 08:00:00'), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 92.5, 1, 'ok', '{}', 'excellent', 'correct', 0.9, ['safety_limit'], 'llm:gpt-4o', 1, now()), \
+         ('e2', toDateTime('2026-11-24 08:00:00'), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'incorrect', 0.8, [], 'deterministic', 0, now()), \
+         ('e1', toDateTime('2026-11-24 08:00:00'), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 1, 1, 'ok', '{}', NULL, NULL, NULL, [], NULL, NULL, now()), \
+         ('e2', toDateTime('2026-11-24 08:00:00'), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'ex', 0, NULL, 'gold_error', '{}', NULL, NULL, NULL, [], NULL, NULL, now())",
         "INSERT INTO evaluations (event_id, ts, app_id, agent_id, agent_version, model, metric, value, verdict, status, details, quality_tier, judge, judge_cached, scored_at) VALUES \
-         ('e2', now() - 7200, 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'deterministic', 0, now() + 1)",
+         ('e2', toDateTime('2026-11-24 08:00:00'), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 40, 0, 'ok', '{}', 'poor', 'deterministic', 0, now() + 1)",
         "INSERT INTO evaluations (event_id, ts, run_id, run_key, metric, value, status, details, rules_fired, scored_at) VALUES \
-         ('q1', now() - 7200, 'sysA', 'sysA', 'esm', 1, 'ok', '{}', [], now()), \
-         ('q1', now() - 7200, 'sysB', 'sysB', 'esm', 0, 'ok', '{}', [], now()), \
-         ('q1', now() - 7200, 'sysA', 'sysA', 'esm', 1, 'ok', '{}', [], now() + 1)",
+         ('q1', toDateTime('2026-11-24 08:00:00'), 'sysA', 'sysA', 'esm', 1, 'ok', '{}', [], now()), \
+         ('q1', toDateTime('2026-11-24 08:00:00'), 'sysB', 'sysB', 'esm', 0, 'ok', '{}', [], now()), \
+         ('q1', toDateTime('2026-11-24 08:00:00'), 'sysA', 'sysA', 'esm', 1, 'ok', '{}', [], now() + 1)",
         "INSERT INTO dead_letters VALUES (now() - 60, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
         "INSERT INTO dead_letters VALUES (now() - 30, 'kafka:t/0@7', 'malformed JSON: EOF while parsing', '{oops', 'utf8', '')",
         "INSERT INTO alerts VALUES ('a1', now(), 'bird', 'SuperSQL', 'v1', 'gpt-4o', 'stef', 'stef_drop', 'warning', now() - 3600, now(), 80, 60, 200, 'Φ dropped', '{}')",

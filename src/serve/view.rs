@@ -203,7 +203,7 @@ pub fn overview(
                 .iter()
                 .filter(|a| {
                     a.is_firing()
-                        && a.app_id == view.app
+                        && (a.app_id.is_empty() || a.app_id == view.app)
                         && (a.agent_id.is_empty() || a.agent_id == view.agent)
                         && (a.agent_version.is_empty() || a.agent_version == view.version)
                 })
@@ -293,8 +293,15 @@ pub fn queue(
     filter: &QueueFilter,
     limit: usize,
 ) -> Vec<QueueItem> {
-    let windows = alert_windows(rows, alerts);
-    let firing: HashSet<&str> = alerts
+    // Windows of the firing alerts and of the alert the queue is filtered on (not of every
+    // resolved alert on record: each window is a pass over the rows).
+    let relevant: Vec<AlertView> = alerts
+        .iter()
+        .filter(|a| a.is_firing() || filter.alert.as_deref() == Some(a.alert_id.as_str()))
+        .cloned()
+        .collect();
+    let windows = alert_windows(rows, &relevant);
+    let firing: HashSet<&str> = relevant
         .iter()
         .filter(|a| a.is_firing())
         .flat_map(|a| windows.get(&a.alert_id).into_iter().flatten())

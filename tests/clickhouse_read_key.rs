@@ -62,7 +62,12 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
     let report = migrate(&settings, None).await.unwrap();
     assert_eq!(
         report.applied,
-        ["011_read_key.sql", "012_finding_codes.sql"]
+        sqlgrade::clickhouse::migrate::MIGRATIONS
+            .iter()
+            .filter(|m| m.version >= 11)
+            .map(|m| m.name)
+            .collect::<Vec<_>>(),
+        "011 and every migration after it"
     );
     let tables = run(
         &ch,

@@ -62,6 +62,39 @@ async fn review_page_over_clickhouse(s: &SinkConfig) {
     assert_eq!(labels[0].labelled_at, "2026-11-24T10:00:05Z");
     let paired = store.rows_of(&["ev-00003".to_string()]).await.unwrap();
     assert!(paired.iter().all(|r| r.to_evaluation().is_some()));
+    // `calibrate --config` reads the labels table and the labelled events' rows directly.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[sink]\nkind = \"clickhouse\"\nurl = {:?}\ndatabase = {:?}\n",
+            s.url.clone().unwrap(),
+            s.database
+        ),
+    )
+    .unwrap();
+    let calibrate = std::process::Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+        .args([
+            "calibrate",
+            "--config",
+            config.to_str().unwrap(),
+            "--metric",
+            "stef",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&calibrate.stdout);
+    assert!(
+        calibrate.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&calibrate.stderr)
+    );
+    assert!(
+        text.contains("labels: 1 (matched 1, no row 0, unscored 0)"),
+        "{text}"
+    );
+    assert!(text.contains("reviewer ana: 1 pairs"), "{text}");
     let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
     let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
     let base = format!("http://{}", server.local_addr);

@@ -503,19 +503,6 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// The review queue of one alert's events on the review page at `base`.
-pub fn review_link(base: &str, alert_id: &str) -> String {
-    let mut id = String::with_capacity(alert_id.len());
-    for b in alert_id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            id.push(b as char);
-        } else {
-            id.push_str(&format!("%{b:02X}"));
-        }
-    }
-    format!("{base}/queue?alert={id}")
-}
-
 /// The webhook JSON for `notes` (one group): Slack's `text` plus Alertmanager's webhook fields;
 /// with `review_url`, each alert links to its events on the review page (`generatorURL`, and a
 /// line of the text).
@@ -547,7 +534,7 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
                 },
                 "startsAt": rfc3339(n.started_at),
                 "endsAt": n.ended_at.map_or_else(|| ZERO_TIME.to_string(), rfc3339),
-                "generatorURL": review_url.map(|base| review_link(base, &n.alert_id)).unwrap_or_default(),
+                "generatorURL": review_url.map(|base| crate::review::alert_queue_url(base, &n.alert_id)).unwrap_or_default(),
                 "fingerprint": n.fingerprint,
             })
         })
@@ -566,7 +553,7 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
             Some(base) => format!(
                 "{}\nReview its events: {}",
                 n.summary,
-                review_link(base, &n.alert_id)
+                crate::review::alert_queue_url(base, &n.alert_id)
             ),
             None => n.summary.clone(),
         })

@@ -36,7 +36,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::config::Secret;
-use crate::review::{ERROR_CATEGORIES, HumanLabel};
+use crate::review::{ERROR_CATEGORIES, HumanLabel, url_component};
 use store::{ReviewStore, StoreError};
 use view::QueueFilter;
 
@@ -370,41 +370,24 @@ impl QueueQuery {
 
     /// The non-empty fields as a query string (to carry the queue through event pages).
     fn encode(&self) -> String {
-        let pairs = [
+        let pairs: Vec<(&str, &str)> = [
             ("app", &self.app),
             ("agent", &self.agent),
             ("version", &self.version),
             ("metric", &self.metric),
             ("alert", &self.alert),
             ("reviewer", &self.reviewer),
-        ];
-        let mut out = String::new();
-        for (key, value) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
-            if !out.is_empty() {
-                out.push('&');
-            }
-            out.push_str(key);
-            out.push('=');
-            out.push_str(&percent_encode(value));
-        }
-        out
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k, v.as_str()))
+        .collect();
+        serde_urlencoded::to_string(pairs).unwrap_or_default()
     }
 
     fn decode(text: &str) -> QueueQuery {
         serde_urlencoded::from_str(text).unwrap_or_default()
     }
-}
-
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 async fn queue_items(
@@ -452,7 +435,7 @@ async fn next(State(state): State<Arc<ReviewState>>, Query(query): Query<QueueQu
         Ok(items) => match items.first() {
             Some(item) => Redirect::to(&format!(
                 "/event/{}?{encoded}",
-                percent_encode(&item.event_id)
+                url_component(&item.event_id)
             ))
             .into_response(),
             None => Redirect::to(&format!("/queue?{encoded}")).into_response(),
@@ -586,8 +569,8 @@ async fn label(State(state): State<Arc<ReviewState>>, Form(form): Form<LabelForm
         Ok(items) => match items.first() {
             Some(item) => Redirect::to(&format!(
                 "/event/{}?{encoded}&saved={}",
-                percent_encode(&item.event_id),
-                percent_encode(&format!("{} {}", label.event_id, label.verdict.as_str()))
+                url_component(&item.event_id),
+                url_component(&format!("{} {}", label.event_id, label.verdict.as_str()))
             ))
             .into_response(),
             None => Redirect::to(&format!("/queue?{encoded}")).into_response(),
@@ -668,7 +651,7 @@ mod tests {
             ..QueueQuery::default()
         };
         let text = q.encode();
-        assert_eq!(text, "app=shop%20%26%20co&alert=a%2F1");
+        assert_eq!(text, "app=shop+%26+co&alert=a%2F1");
         let back = QueueQuery::decode(&text);
         assert_eq!(back.app, "shop & co");
         assert_eq!(back.alert, "a/1");

@@ -7,6 +7,7 @@
 //! - [`HumanLabel`] — one reviewer's verdict on one event (`correct`, `incorrect`, `unsure`),
 //!   with an optional error category and note. One row per (event, reviewer): a later label by
 //!   the same reviewer replaces the earlier one (the newest `labelled_at` wins).
+//! - [`alert_queue_url`] — the review page's address of an alert's events (alerts link to it).
 //! - [`queue_priority`] — how informative a label on an event would be, from its rows alone
 //!   (metrics that disagree, low confidence, a poor tier) plus whether it lies in a firing
 //!   alert's window. Pure, so the review queue orders the same way over JSONL and ClickHouse.
@@ -360,6 +361,25 @@ pub fn queue_priority(signals: &EventSignals) -> (u32, Vec<QueueReason>) {
     (reasons.iter().map(|r| r.weight()).sum(), reasons)
 }
 
+/// Bytes left as they are in a URL component: RFC 3986's unreserved set.
+const URL_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// `text` as one URL path segment or query value (every byte outside RFC 3986's unreserved set
+/// percent-encoded).
+pub fn url_component(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, URL_COMPONENT).to_string()
+}
+
+/// The review queue of one alert's events on the review page at `base` (the page's own
+/// `/queue?alert=` route; alerts link to it).
+pub fn alert_queue_url(base: &str, alert_id: &str) -> String {
+    format!("{base}/queue?alert={}", url_component(alert_id))
+}
+
 /// Whether a STEF semantic verdict counts as correct.
 pub fn semantic_correct(verdict: &str) -> bool {
     matches!(verdict, "correct" | "likely_correct")
@@ -399,6 +419,16 @@ mod tests {
         ));
         // A multi-line note is fine.
         assert!(HumanLabel::validated("e1", "ana", "unsure", "", "a\nb", "t".into()).is_ok());
+    }
+
+    #[test]
+    fn urls_keep_unreserved_bytes_and_encode_the_rest() {
+        assert_eq!(url_component("ab-1_2.3~"), "ab-1_2.3~");
+        assert_eq!(url_component("a/b c&d"), "a%2Fb%20c%26d");
+        assert_eq!(
+            alert_queue_url("https://r:8089", "x-1/2"),
+            "https://r:8089/queue?alert=x-1%2F2"
+        );
     }
 
     #[test]

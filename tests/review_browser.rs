@@ -106,12 +106,35 @@ judge_fallback_min_increase = 0.0
 dead_letter_min_increase = 0.0
 "#;
 
-struct Driver(Child);
+/// chromedriver and the Chromium it starts. Dropping it (also when an assertion fails midway,
+/// before the WebDriver session is closed) kills chromedriver and every process whose command
+/// line names this test's profile directory, so no browser outlives the test.
+struct Driver {
+    chromedriver: Child,
+    profile: PathBuf,
+}
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.chromedriver.kill();
+        let _ = self.chromedriver.wait();
+        let needle = self.profile.to_string_lossy().into_owned();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&needle) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
     }
 }
 
@@ -183,15 +206,16 @@ async fn review_page_in_chromium() {
     let base = format!("http://{}", server.local_addr);
 
     let port = support::free_port();
-    let driver = Driver(
-        Command::new(&chromedriver)
+    let profile = dir.path().join("chromium-profile");
+    let driver = Driver {
+        chromedriver: Command::new(&chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
-    );
-    let profile = dir.path().join("chromium-profile");
+        profile: profile.clone(),
+    };
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),

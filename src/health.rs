@@ -196,6 +196,25 @@ impl Drop for HealthServer {
     }
 }
 
+/// Resolve and bind `listen` (`host:port`; port 0 picks a free one): the listener and the
+/// address it got. Shared by the health endpoint and the review page (`sqlgrade serve`).
+pub async fn bind(listen: &str) -> Result<(tokio::net::TcpListener, SocketAddr), HealthError> {
+    let addr: SocketAddr = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|_| HealthError::Address(listen.to_string()))?
+        .next()
+        .ok_or_else(|| HealthError::Address(listen.to_string()))?;
+    let bind_error = |source| HealthError::Bind {
+        addr: listen.to_string(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(bind_error)?;
+    let local_addr = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local_addr))
+}
+
 /// Bind `listen` and serve `/healthz` and `/readyz` from `health` in a background task, plus
 /// the routes of `extra` (the review page with `[server] review = true`).
 pub async fn serve(
@@ -203,21 +222,7 @@ pub async fn serve(
     health: std::sync::Arc<Health>,
     extra: Option<Router>,
 ) -> Result<HealthServer, HealthError> {
-    let addr: SocketAddr = tokio::net::lookup_host(listen)
-        .await
-        .map_err(|_| HealthError::Address(listen.to_string()))?
-        .next()
-        .ok_or_else(|| HealthError::Address(listen.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| HealthError::Bind {
-            addr: listen.to_string(),
-            source,
-        })?;
-    let local_addr = listener.local_addr().map_err(|source| HealthError::Bind {
-        addr: listen.to_string(),
-        source,
-    })?;
+    let (listener, local_addr) = bind(listen).await?;
     let live = health.clone();
     let ready = health;
     let app = Router::new()

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use serde::Serialize;
 
 use super::{
@@ -352,34 +353,13 @@ impl ClickHouseSink {
         &self,
         inputs: Vec<EventInputs>,
     ) -> Result<Vec<Rejected<EventInputs>>, SinkError> {
-        let mut rejected = Vec::new();
-        let mut pending = vec![inputs];
-        while let Some(chunk) = pending.pop() {
-            if chunk.is_empty() {
-                continue;
-            }
-            match self
-                .with_retries(EVENT_INPUTS_TABLE, || self.insert_inputs(&chunk))
-                .await
-            {
-                Ok(()) => {}
-                Err(Err(fatal)) => return Err(fatal),
-                Err(Ok(error)) if chunk.len() == 1 => {
-                    for item in chunk {
-                        tracing::warn!(event_id = %item.event_id, %error, "clickhouse rejected an event's inputs; dead-lettering them");
-                        rejected.push(Rejected {
-                            item,
-                            error: error.clone(),
-                        });
-                    }
-                }
-                Err(Ok(_)) => {
-                    let mut left = chunk;
-                    let right = left.split_off(left.len() / 2);
-                    pending.push(right);
-                    pending.push(left);
-                }
-            }
+        let rejected = self
+            .store_bisecting(EVENT_INPUTS_TABLE, inputs, |sink, chunk| {
+                Box::pin(sink.insert_inputs(chunk))
+            })
+            .await?;
+        for r in &rejected {
+            tracing::warn!(event_id = %r.item.event_id, error = %r.error, "clickhouse rejected an event's inputs; dead-lettering them");
         }
         Ok(rejected)
     }
@@ -457,31 +437,30 @@ impl ClickHouseSink {
         }
     }
 
-    /// Insert `rows`, bisecting rejected chunks down to single rows; returns the rejected rows.
-    async fn store_rows(
+    /// Insert `items` with `insert`, retrying transient failures with backoff and bisecting
+    /// chunks the server rejects down to single items; returns the items rejected even alone,
+    /// each with the server's error. `what` names the table in logs and errors; `insert` writes
+    /// one chunk through the sink it is given.
+    async fn store_bisecting<T>(
         &self,
-        rows: Vec<EvaluationRow>,
-    ) -> Result<Vec<Rejected<EvaluationRow>>, SinkError> {
+        what: &str,
+        items: Vec<T>,
+        insert: impl for<'a> Fn(&'a Self, &'a [T]) -> BoxFuture<'a, clickhouse::error::Result<()>>,
+    ) -> Result<Vec<Rejected<T>>, SinkError> {
         let mut rejected = Vec::new();
-        let mut pending: Vec<Vec<EvaluationRow>> = vec![rows];
+        let mut pending: Vec<Vec<T>> = vec![items];
         while let Some(chunk) = pending.pop() {
             if chunk.is_empty() {
                 continue;
             }
-            let result = self
-                .with_retries("evaluations", || self.insert_evaluations(&chunk))
-                .await;
-            match result {
+            match self.with_retries(what, || insert(self, &chunk)).await {
                 Ok(()) => {}
                 Err(Err(fatal)) => return Err(fatal),
                 Err(Ok(error)) if chunk.len() == 1 => {
-                    for item in chunk {
-                        tracing::warn!(event_id = %item.event_id, %error, "clickhouse rejected a row; dead-lettering it");
-                        rejected.push(Rejected {
-                            item,
-                            error: error.clone(),
-                        });
-                    }
+                    rejected.extend(chunk.into_iter().map(|item| Rejected {
+                        item,
+                        error: error.clone(),
+                    }));
                 }
                 Err(Ok(_)) => {
                     let mut left = chunk;
@@ -494,35 +473,35 @@ impl ClickHouseSink {
         Ok(rejected)
     }
 
+    /// Insert `rows`, bisecting rejected chunks down to single rows; returns the rejected rows.
+    async fn store_rows(
+        &self,
+        rows: Vec<EvaluationRow>,
+    ) -> Result<Vec<Rejected<EvaluationRow>>, SinkError> {
+        let rejected = self
+            .store_bisecting("evaluations", rows, |sink, chunk| {
+                Box::pin(sink.insert_evaluations(chunk))
+            })
+            .await?;
+        for r in &rejected {
+            tracing::warn!(event_id = %r.item.event_id, error = %r.error, "clickhouse rejected a row; dead-lettering it");
+        }
+        Ok(rejected)
+    }
+
     /// Insert dead letters (with their server errors), bisecting rejected chunks; a dead letter
     /// the server rejects even alone is logged and dropped (there is nowhere left to put it).
     async fn store_dead_letters(
         &self,
         letters: Vec<(DeadLetter, String)>,
     ) -> Result<(), SinkError> {
-        let mut pending = vec![letters];
-        while let Some(chunk) = pending.pop() {
-            if chunk.is_empty() {
-                continue;
-            }
-            match self
-                .with_retries("dead_letters", || self.insert_dead_letters(&chunk))
-                .await
-            {
-                Ok(()) => {}
-                Err(Err(fatal)) => return Err(fatal),
-                Err(Ok(error)) if chunk.len() == 1 => {
-                    for (letter, _) in &chunk {
-                        tracing::error!(source = %letter.source, %error, "clickhouse rejected a dead letter; dropping it");
-                    }
-                }
-                Err(Ok(_)) => {
-                    let mut left = chunk;
-                    let right = left.split_off(left.len() / 2);
-                    pending.push(right);
-                    pending.push(left);
-                }
-            }
+        let rejected = self
+            .store_bisecting("dead_letters", letters, |sink, chunk| {
+                Box::pin(sink.insert_dead_letters(chunk))
+            })
+            .await?;
+        for r in &rejected {
+            tracing::error!(source = %r.item.0.source, error = %r.error, "clickhouse rejected a dead letter; dropping it");
         }
         Ok(())
     }

@@ -43,23 +43,6 @@ use view::QueueFilter;
 /// How many events a queue page lists.
 pub const QUEUE_LIMIT: usize = 200;
 
-/// Why the review server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The listen address does not resolve.
-    #[error("cannot resolve listen address {0:?}")]
-    Address(String),
-    /// Binding failed.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// Address.
-        addr: String,
-        /// OS error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
 /// What every handler shares.
 pub struct ReviewState {
     store: Arc<dyn ReviewStore>,
@@ -133,22 +116,11 @@ impl ReviewServer {
 }
 
 /// Bind `listen` and serve the review pages in a background task.
-pub async fn serve(listen: &str, state: Arc<ReviewState>) -> Result<ReviewServer, ServeError> {
-    let addr: SocketAddr = tokio::net::lookup_host(listen)
-        .await
-        .map_err(|_| ServeError::Address(listen.to_string()))?
-        .next()
-        .ok_or_else(|| ServeError::Address(listen.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: listen.to_string(),
-            source,
-        })?;
-    let local_addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: listen.to_string(),
-        source,
-    })?;
+pub async fn serve(
+    listen: &str,
+    state: Arc<ReviewState>,
+) -> Result<ReviewServer, crate::health::HealthError> {
+    let (listener, local_addr) = crate::health::bind(listen).await?;
     if state.token.is_none() && !local_addr.ip().is_loopback() {
         tracing::warn!(%local_addr, "the review page listens beyond localhost without [server] token");
     }
@@ -302,15 +274,7 @@ struct AlertLine {
 }
 
 async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
-    let loaded = async {
-        Ok::<_, StoreError>((
-            state.store.rows().await?,
-            state.store.alerts().await?,
-            state.store.labels().await?,
-        ))
-    }
-    .await;
-    let (rows, alerts, labels) = match loaded {
+    let (rows, alerts, labels) = match load(&state).await {
         Ok(v) => v,
         Err(e) => return store_error(&e),
     };
@@ -390,20 +354,30 @@ impl QueueQuery {
     }
 }
 
+/// What every page computes over: the recent rows, the alerts, the labels.
+type Loaded = (
+    Arc<Vec<store::ReviewRow>>,
+    Vec<store::AlertView>,
+    Vec<HumanLabel>,
+);
+
+async fn load(state: &ReviewState) -> Result<Loaded, StoreError> {
+    Ok((
+        state.store.rows().await?,
+        state.store.alerts().await?,
+        state.store.labels().await?,
+    ))
+}
+
+fn queue_of((rows, alerts, labels): &Loaded, query: &QueueQuery) -> Vec<view::QueueItem> {
+    view::queue(rows, alerts, labels, &query.filter(), QUEUE_LIMIT)
+}
+
 async fn queue_items(
     state: &ReviewState,
     query: &QueueQuery,
 ) -> Result<Vec<view::QueueItem>, StoreError> {
-    let rows = state.store.rows().await?;
-    let alerts = state.store.alerts().await?;
-    let labels = state.store.labels().await?;
-    Ok(view::queue(
-        &rows,
-        &alerts,
-        &labels,
-        &query.filter(),
-        QUEUE_LIMIT,
-    ))
+    Ok(queue_of(&load(state).await?, query))
 }
 
 async fn queue(State(state): State<Arc<ReviewState>>, Query(query): Query<QueueQuery>) -> Response {
@@ -481,17 +455,19 @@ async fn event_page(
         *page.status_mut() = StatusCode::NOT_FOUND;
         return page;
     }
-    let labels: Vec<HumanLabel> = match state.store.labels().await {
-        Ok(all) => all.into_iter().filter(|l| l.event_id == event_id).collect(),
+    let loaded = match load(state).await {
+        Ok(loaded) => loaded,
         Err(e) => return store_error(&e),
     };
-    let next_id = match queue_items(state, queue).await {
-        Ok(items) => items
-            .into_iter()
-            .map(|i| i.event_id)
-            .find(|id| id != event_id),
-        Err(e) => return store_error(&e),
-    };
+    let next_id = queue_of(&loaded, queue)
+        .into_iter()
+        .map(|i| i.event_id)
+        .find(|id| id != event_id);
+    let labels: Vec<HumanLabel> = loaded
+        .2
+        .into_iter()
+        .filter(|l| l.event_id == event_id)
+        .collect();
     let details: Vec<String> = rows
         .iter()
         .map(|r| pages::details_html(&r.details))

@@ -61,7 +61,7 @@ pub struct SeriesView {
     /// Line-rate share correct (scored rows).
     pub line_correct_share: Option<f64>,
     /// Estimated share correct (PPI over the uniform slice, human labels over the judge).
-    pub estimate: Option<EstimateView>,
+    pub estimate: Option<Estimate>,
     /// Uniform-slice events in the estimate, and how many of them carry a human label.
     pub uniform_events: usize,
     /// Uniform-slice events whose truth came from a human label.
@@ -70,27 +70,6 @@ pub struct SeriesView {
     pub labelled: usize,
     /// Alerts firing on this series.
     pub firing_alerts: usize,
-}
-
-/// An estimate with its 95% interval.
-#[derive(Debug, Clone, Serialize)]
-pub struct EstimateView {
-    /// Point estimate.
-    pub mean: f64,
-    /// Lower bound.
-    pub lower: Option<f64>,
-    /// Upper bound.
-    pub upper: Option<f64>,
-}
-
-impl From<Estimate> for EstimateView {
-    fn from(e: Estimate) -> Self {
-        EstimateView {
-            mean: e.mean,
-            lower: e.lower,
-            upper: e.upper,
-        }
-    }
 }
 
 /// The majority human verdict per event (`None` on a tie or only `unsure`).
@@ -213,11 +192,11 @@ pub fn overview(
         .collect()
 }
 
-fn estimate_of(estimate: &SeriesEstimate) -> Option<EstimateView> {
+fn estimate_of(estimate: &SeriesEstimate) -> Option<Estimate> {
     if estimate.correct_correction.n == 0 {
         return None;
     }
-    estimate.correct_share().map(EstimateView::from)
+    estimate.correct_share()
 }
 
 /// Which events a queue page lists.
@@ -459,7 +438,7 @@ mod tests {
         assert_eq!((view[0].events, view[0].scored), (3, 2));
         assert_eq!(view[0].phi_mean, Some(50.0));
         assert_eq!(view[0].line_correct_share, Some(0.5));
-        let judge_only = view[0].estimate.clone().unwrap().mean;
+        let judge_only = view[0].estimate.unwrap().mean;
         // A human says the judged event is correct after all: the estimate moves up.
         let label = HumanLabel::validated(
             "e1",
@@ -472,7 +451,7 @@ mod tests {
         .unwrap();
         let view = overview(&rows, &[], std::slice::from_ref(&label));
         assert_eq!(view[0].uniform_labelled, 1);
-        assert!(view[0].estimate.clone().unwrap().mean > judge_only);
+        assert!(view[0].estimate.unwrap().mean > judge_only);
         assert_eq!(view[0].labelled, 1);
     }
 

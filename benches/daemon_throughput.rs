@@ -28,6 +28,9 @@
 //! and the ratio compares the means. `--no-llm` runs the deterministic side only.
 //!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
+//!
+//! With `SQLGRADE_CLICKHOUSE_LOG_QUERIES=1` the servers log their queries and each run also
+//! prints what ClickHouse spent its query CPU on, by query shape.
 
 use sqlgrade_testkit::servers as support;
 
@@ -133,6 +136,31 @@ fn count(h: &Harness, metric: &str) -> u64 {
     .ok()
     .and_then(|b| b.trim().parse().ok())
     .unwrap_or(0)
+}
+
+/// With `SQLGRADE_CLICKHOUSE_LOG_QUERIES=1`: what ClickHouse spent its query CPU on during the
+/// run, by query shape (numbers and string literals folded), heaviest first. Merges and other
+/// background work are the server's CPU beyond these sums.
+fn query_cpu_report(h: &Harness) {
+    let sql = "SYSTEM FLUSH LOGS";
+    let _ = support::http_post(h.servers.clickhouse.http_port, "/", sql);
+    let sql = "SELECT count() AS n, \
+               round(sum(arraySum(arrayFilter((v, k) -> k IN ('UserTimeMicroseconds', \
+               'SystemTimeMicroseconds'), ProfileEvents.Values, ProfileEvents.Names))) / 1e6, 2) AS cpu_s, \
+               round(sum(query_duration_ms) / 1e3, 2) AS wall_s, sum(read_rows) AS read_rows, \
+               substring(replaceRegexpAll(replaceRegexpAll(query, '\\'[^\\']*\\'', '?'), \
+               '[0-9]+', 'N'), 1, 110) AS shape \
+               FROM system.query_log WHERE type = 2 AND query NOT LIKE '%query_log%' \
+               GROUP BY shape ORDER BY cpu_s DESC, wall_s DESC LIMIT 12 FORMAT TSV";
+    match support::http_post(h.servers.clickhouse.http_port, "/", sql) {
+        Ok(text) => {
+            eprintln!("  ClickHouse queries of the run (count, CPU s, wall s, rows read, shape):");
+            for line in text.lines() {
+                eprintln!("    {line}");
+            }
+        }
+        Err(e) => eprintln!("  (no query log: {e})"),
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -248,6 +276,9 @@ async fn run(args: &Args, llm: bool) -> Option<Run> {
     let judge_steady =
         (requests() - judged_before.1) as f64 / judged_before.0.elapsed().as_secs_f64().max(1e-9);
     let hwm_mib = rss_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0;
+    if support::log_queries() {
+        query_cpu_report(&h);
+    }
     if llm {
         eprintln!("  (judged rows written: {})", count(&h, "stef_judged"));
     }

@@ -478,3 +478,105 @@ async fn sink_failure_ends_a_run_whose_source_never_ends() {
     .expect("the run ends after the sink failed");
     assert!(matches!(result, Err(PipelineError::Sink(_))), "{result:?}");
 }
+
+/// A sink whose writers run concurrently; the first write is slow, so the second finishes first.
+#[derive(Clone)]
+struct ConcurrentSink {
+    acks: Arc<AckCounter>,
+    writes: Arc<AtomicUsize>,
+    running: Arc<AtomicUsize>,
+    most_running: Arc<AtomicUsize>,
+    /// (write number, messages acknowledged when that write finished).
+    finished: Arc<Mutex<Vec<(usize, u64)>>>,
+    fail_on_write: Option<usize>,
+}
+
+#[async_trait]
+impl Sink for ConcurrentSink {
+    async fn write(&mut self, _batch: Batch) -> Result<(), SinkError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        let running = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_running.fetch_max(running, Ordering::SeqCst);
+        if n == 0 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.finished.lock().unwrap().push((n, self.acks.acked()));
+        if self.fail_on_write == Some(n) {
+            return Err(SinkError::Store("injected failure".into()));
+        }
+        Ok(())
+    }
+
+    fn concurrent_writer(&self) -> Option<Box<dyn Sink>> {
+        Some(Box::new(self.clone()))
+    }
+}
+
+async fn run_concurrent(fail_on_write: Option<usize>) -> (ConcurrentSink, Result<u64, String>) {
+    let events: Vec<Event> = bird_events("SuperSQL.jsonl")
+        .into_iter()
+        .take(100)
+        .collect();
+    let source = MemorySource::new("mem", payloads(&events));
+    let sink = ConcurrentSink {
+        acks: source.acks(),
+        writes: Arc::default(),
+        running: Arc::default(),
+        most_running: Arc::default(),
+        finished: Arc::default(),
+        fail_on_write,
+    };
+    let mut opts = options(2, 10);
+    opts.sink.inflight_batches = 2;
+    let (_tx, rx) = watch::channel(false);
+    let result = Pipeline::new(
+        Box::new(source),
+        Box::new(sink.clone()),
+        scorer_with(Arc::new(DeterministicJudge)),
+        &opts.pipeline,
+        &opts.sink,
+    )
+    .run(rx)
+    .await
+    .map(|s| s.messages)
+    .map_err(|e| e.to_string());
+    (sink, result)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_in_flight_together_are_acknowledged_in_order() {
+    let (sink, result) = run_concurrent(None).await;
+    assert_eq!(result, Ok(100));
+    assert_eq!(sink.acks.acked(), 100, "every message acknowledged once");
+    assert_eq!(
+        sink.most_running.load(Ordering::SeqCst),
+        2,
+        "two batches were written at once"
+    );
+    let finished = sink.finished.lock().unwrap().clone();
+    let second = finished
+        .iter()
+        .find(|(n, _)| *n == 1)
+        .expect("a second write");
+    let first_done = finished.iter().position(|(n, _)| *n == 0).unwrap();
+    let second_done = finished.iter().position(|(n, _)| *n == 1).unwrap();
+    assert!(second_done < first_done, "the second write finished first");
+    assert_eq!(
+        second.1, 0,
+        "nothing is acknowledged while an earlier batch is still being written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_in_flight_leaves_it_and_later_batches_unacknowledged() {
+    // The second write fails while the first is still being written: the first batch is
+    // acknowledged once stored, nothing after it.
+    let (sink, result) = run_concurrent(Some(1)).await;
+    assert!(result.is_err(), "{result:?}");
+    assert_eq!(
+        sink.acks.acked(),
+        10,
+        "only the first batch is acknowledged"
+    );
+}

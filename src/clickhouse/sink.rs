@@ -543,6 +543,17 @@ impl Sink for ClickHouseSink {
         }
         self.store_dead_letters(letters).await
     }
+
+    /// Inserts are independent requests (every table deduplicates on its key), so a second
+    /// writer is a copy sharing the HTTP clients and the health state.
+    fn concurrent_writer(&self) -> Option<Box<dyn Sink>> {
+        Some(Box::new(ClickHouseSink {
+            client: self.client.clone(),
+            shards: self.shards.clone(),
+            settings: self.settings.clone(),
+            health: self.health.clone(),
+        }))
+    }
 }
 
 #[cfg(test)]

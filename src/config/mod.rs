@@ -201,6 +201,10 @@ pub struct SinkConfig {
     pub batch_bytes: usize,
     /// … or when its oldest entry has waited this long.
     pub flush_interval_ms: u64,
+    /// Batches being written at once, at most, where the sink allows it (ClickHouse; the JSONL
+    /// and stdout sinks append in order and write one at a time). Batches are still
+    /// acknowledged in order, each only once it and every batch before it are stored.
+    pub inflight_batches: usize,
     /// ClickHouse: first retry delay after a transient failure (doubles per attempt).
     pub retry_initial_ms: u64,
     /// ClickHouse: largest retry delay.
@@ -301,6 +305,7 @@ impl fmt::Debug for SinkConfig {
             .field("batch_rows", &self.batch_rows)
             .field("batch_bytes", &self.batch_bytes)
             .field("flush_interval_ms", &self.flush_interval_ms)
+            .field("inflight_batches", &self.inflight_batches)
             .field("retry_initial_ms", &self.retry_initial_ms)
             .field("retry_max_ms", &self.retry_max_ms)
             .field("retry_give_up_ms", &self.retry_give_up_ms)
@@ -323,6 +328,7 @@ impl Default for SinkConfig {
             batch_rows: 1000,
             batch_bytes: 4 * 1024 * 1024,
             flush_interval_ms: 1000,
+            inflight_batches: 2,
             retry_initial_ms: 100,
             retry_max_ms: 5_000,
             retry_give_up_ms: 0,

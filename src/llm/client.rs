@@ -385,7 +385,7 @@ impl LlmClient {
         }
         let rendered = self
             .prompts
-            .render(call.prompt, call.vars, &schema.schema)
+            .render(call.prompt, call.vars, &schema.pretty)
             .map_err(|e| JudgeError::Prompt(e.to_string()))?;
         let (typed, reply, usage) = self.converse(&rendered, schema, call.reply).await?;
         let entry = DurableEntry {
@@ -467,7 +467,7 @@ impl LlmClient {
                 messages,
                 temperature: 0.0,
                 max_tokens: self.config.max_completion_tokens,
-                response_format: response_format(mode, &schema.name, &schema.schema),
+                response_format: response_format(mode, schema),
             };
             let body = serde_json::to_vec(&request)
                 .map_err(|e| JudgeError::Prompt(format!("cannot encode the request: {e}")))?;

@@ -221,13 +221,12 @@ impl PromptLibrary {
         &self,
         name: &str,
         vars: &V,
-        output_schema: &serde_json::Value,
+        output_schema: &str,
     ) -> Result<RenderedPrompt, PromptError> {
         if !self.versions.contains_key(name) {
             return Err(PromptError::Unknown(name.to_string()));
         }
-        let schema_text = serde_json::to_string_pretty(output_schema).unwrap_or_default();
-        let ctx = context! { output_schema => schema_text, ..Value::from_serialize(vars) };
+        let ctx = context! { output_schema => output_schema, ..Value::from_serialize(vars) };
         Ok(RenderedPrompt {
             system: self.render_one(&format!("{name}.system.j2"), &ctx)?,
             user: self.render_one(&format!("{name}.user.j2"), &ctx)?,
@@ -291,7 +290,7 @@ mod tests {
         assert!(v.starts_with("stef-") && v.len() == 5 + 16, "{v}");
         assert!(lib.version("repair").is_none());
         assert!(matches!(
-            lib.render("nope", &serde_json::json!({}), &serde_json::json!({})),
+            lib.render("nope", &serde_json::json!({}), "{}"),
             Err(PromptError::Unknown(_))
         ));
     }
@@ -314,11 +313,7 @@ mod tests {
         let builtin = PromptLibrary::builtin().unwrap();
         assert_ne!(lib.version("stef"), builtin.version("stef"));
         let r = lib
-            .render(
-                "stef",
-                &serde_json::json!({"question": "a<b"}),
-                &serde_json::json!({}),
-            )
+            .render("stef", &serde_json::json!({"question": "a<b"}), "{}")
             .unwrap();
         assert_eq!(r.user, "Q: \"a\\u003cb\"");
         std::fs::write(dir.path().join("stef.user.j2"), "{% if %}").unwrap();

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::judge::structured::ReplySchema;
 
 /// How structured output is requested. Servers differ (OpenAI, vLLM, Ollama, gateways), so the
 /// client starts with the strictest mode and steps down when a server rejects it.
@@ -113,17 +115,46 @@ pub struct ChatRequest<'a> {
     pub max_tokens: Option<u32>,
     /// Structured-output request, by mode.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_format: Option<Value>,
+    pub response_format: Option<ResponseFormat<'a>>,
+}
+
+/// The `response_format` member: `{"type": "json_schema", "json_schema": {name, schema,
+/// strict: true}}` or `{"type": "json_object"}`. It borrows the schema's pre-rendered JSON, so
+/// a request copies it instead of building and dropping a tree per call.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat<'a> {
+    /// Strict JSON-schema output.
+    JsonSchema {
+        /// The named schema.
+        json_schema: NamedSchema<'a>,
+    },
+    /// Any JSON object.
+    JsonObject,
+}
+
+/// `response_format.json_schema`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamedSchema<'a> {
+    /// Schema name.
+    pub name: &'a str,
+    /// The schema, as JSON text.
+    pub schema: &'a RawValue,
+    /// Always true: the reply must follow the schema exactly.
+    pub strict: bool,
 }
 
 /// Build the `response_format` member for a mode.
-pub fn response_format(mode: ResponseMode, schema_name: &str, schema: &Value) -> Option<Value> {
+pub fn response_format(mode: ResponseMode, schema: &ReplySchema) -> Option<ResponseFormat<'_>> {
     match mode {
-        ResponseMode::JsonSchema => Some(serde_json::json!({
-            "type": "json_schema",
-            "json_schema": { "name": schema_name, "schema": schema, "strict": true }
-        })),
-        ResponseMode::JsonObject => Some(serde_json::json!({ "type": "json_object" })),
+        ResponseMode::JsonSchema => Some(ResponseFormat::JsonSchema {
+            json_schema: NamedSchema {
+                name: &schema.name,
+                schema: &schema.compact,
+                strict: true,
+            },
+        }),
+        ResponseMode::JsonObject => Some(ResponseFormat::JsonObject),
         ResponseMode::PlainText => None,
     }
 }

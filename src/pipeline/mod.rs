@@ -67,6 +67,8 @@ struct Knobs {
     flush_interval: Duration,
     /// Hand each scored event's inputs to the sink (`[sink] store_inputs`).
     store_inputs: bool,
+    /// Batches being written at once, at most (`[sink] inflight_batches`).
+    inflight_batches: usize,
 }
 
 impl Knobs {
@@ -79,6 +81,7 @@ impl Knobs {
             batch_bytes: sink.batch_bytes.max(1),
             flush_interval: Duration::from_millis(sink.flush_interval_ms.max(1)),
             store_inputs: sink.store_inputs,
+            inflight_batches: sink.inflight_batches.max(1),
         }
     }
 }
@@ -774,6 +777,7 @@ async fn batch_stage(
     let writer = tokio::spawn(write_stage(
         batch_rx,
         sink,
+        options.inflight_batches,
         progress,
         metrics.clone(),
         work_sink,
@@ -876,55 +880,118 @@ async fn hand_over(batch_tx: &mpsc::Sender<PendingBatch>, pending: &mut PendingB
     batch_tx.send(batch).await.is_ok()
 }
 
-/// Write batches in order and acknowledge each once the sink has it; stops at the first sink
-/// error (the batcher then sees the channel closed) and returns the sink when the batcher is done.
+/// Write batches and acknowledge each, in order, once the sink has it and every batch before
+/// it; stops at the first sink error (the batcher then sees the channel closed; batches still in
+/// flight are not acknowledged, so their messages are redelivered) and returns the sink when the
+/// batcher is done.
+///
+/// Up to `inflight` batches are written at once when the sink offers concurrent writers
+/// ([`Sink::concurrent_writer`]): while one insert waits on the server the next is already
+/// sent. Completions are taken in batch order, so acknowledgements, work hand-over and progress
+/// happen exactly as with one writer.
 async fn write_stage(
     mut batch_rx: mpsc::Receiver<PendingBatch>,
-    mut sink: Box<dyn Sink>,
+    sink: Box<dyn Sink>,
+    inflight: usize,
     progress: Option<ProgressFn>,
     metrics: Option<crate::telemetry::PipelineMetrics>,
     work_sink: Option<Arc<dyn WorkSink>>,
 ) -> Result<Box<dyn Sink>, PipelineError> {
-    while let Some(pending) = batch_rx.recv().await {
-        let last_line_rate = pending.last_line_rate;
-        write_batch(
-            &mut sink,
-            pending,
-            &progress,
-            metrics.as_ref(),
-            work_sink.as_deref(),
-        )
-        .await?;
-        if last_line_rate && let Some(work_sink) = &work_sink {
-            work_sink.close();
+    use futures::stream::{FuturesOrdered, StreamExt};
+    let mut extra: Vec<Box<dyn Sink>> = (1..inflight.max(1))
+        .map_while(|_| sink.concurrent_writer())
+        .collect();
+    let mut idle: Vec<Box<dyn Sink>> = Vec::with_capacity(extra.len() + 1);
+    idle.push(sink);
+    idle.append(&mut extra);
+    let mut in_flight = FuturesOrdered::new();
+    let mut open = true;
+    while open || !in_flight.is_empty() {
+        tokio::select! {
+            biased;
+            Some((writer, stored)) = in_flight.next(), if !in_flight.is_empty() => {
+                idle.push(writer);
+                acknowledge(stored?, &progress, work_sink.as_deref()).await?;
+            }
+            received = batch_rx.recv(), if open && !idle.is_empty() => match received {
+                Some(pending) => match idle.pop() {
+                    Some(writer) => {
+                        in_flight.push_back(write_batch(writer, pending, metrics.clone()));
+                    }
+                    // Not reachable: the branch runs only with an idle writer.
+                    None => return Err(PipelineError::Task("no sink writer is free".into())),
+                },
+                None => open = false,
+            },
         }
+    }
+    // Every writer is idle again; the first keeps going (the caller flushes it), the others
+    // flush now.
+    let mut writers = idle.into_iter();
+    let Some(sink) = writers.next() else {
+        return Err(PipelineError::Task("the sink writer was lost".into()));
+    };
+    for mut other in writers {
+        other.flush().await?;
     }
     Ok(sink)
 }
 
-/// Write the pending batch and, once the sink has it, acknowledge its messages.
+/// A batch the sink has stored, waiting for its turn to be acknowledged.
+struct Stored {
+    acks: Vec<AckToken>,
+    work: Vec<JudgeWork>,
+    messages: u64,
+    last_line_rate: bool,
+}
+
+/// Write the pending batch with `sink`; the sink comes back with the outcome so that it can
+/// take the next batch.
 async fn write_batch(
-    sink: &mut Box<dyn Sink>,
+    mut sink: Box<dyn Sink>,
     pending: PendingBatch,
-    progress: &Option<ProgressFn>,
-    metrics: Option<&crate::telemetry::PipelineMetrics>,
-    work_sink: Option<&dyn WorkSink>,
-) -> Result<(), PipelineError> {
+    metrics: Option<crate::telemetry::PipelineMetrics>,
+) -> (Box<dyn Sink>, Result<Stored, PipelineError>) {
     let PendingBatch {
         batch,
         acks,
         work,
         messages,
+        last_line_rate,
         ..
     } = pending;
     let (rows, dead_letters) = (batch.rows.len(), batch.dead_letters.len());
     if !batch.is_empty() {
         let started = Instant::now();
-        sink.write(batch).await?;
-        if let Some(metrics) = metrics {
+        if let Err(error) = sink.write(batch).await {
+            return (sink, Err(error.into()));
+        }
+        if let Some(metrics) = &metrics {
             metrics.sink_batch(rows + dead_letters, started.elapsed());
         }
     }
+    tracing::debug!(rows, dead_letters, messages, "batch written");
+    let stored = Stored {
+        acks,
+        work,
+        messages,
+        last_line_rate,
+    };
+    (sink, Ok(stored))
+}
+
+/// Acknowledge a stored batch (every batch before it already is).
+async fn acknowledge(
+    stored: Stored,
+    progress: &Option<ProgressFn>,
+    work_sink: Option<&dyn WorkSink>,
+) -> Result<(), PipelineError> {
+    let Stored {
+        acks,
+        work,
+        messages,
+        last_line_rate,
+    } = stored;
     // The selected events' work is handed over before their offsets are acknowledged, so a
     // crash in between redelivers the events (and selects them again) instead of losing work.
     if !work.is_empty()
@@ -935,9 +1002,11 @@ async fn write_batch(
     for ack in acks {
         ack.ack();
     }
-    tracing::debug!(rows, dead_letters, messages, "batch written");
     if let Some(progress) = progress {
         progress(messages);
+    }
+    if last_line_rate && let Some(work_sink) = work_sink {
+        work_sink.close();
     }
     Ok(())
 }

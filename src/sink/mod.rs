@@ -57,6 +57,14 @@ pub trait Sink: Send {
     async fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+
+    /// Another writer to the same destination whose writes may run at the same time as this
+    /// one's (the pipeline then keeps several batches in flight and acknowledges them in
+    /// order). `None`, the default, for sinks that must write one batch at a time, such as
+    /// files appended in order.
+    fn concurrent_writer(&self) -> Option<Box<dyn Sink>> {
+        None
+    }
 }
 
 pub mod jsonl;

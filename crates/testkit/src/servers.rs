@@ -76,6 +76,12 @@ pub fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
     }
 }
 
+/// Whether test servers log every query to `system.query_log`
+/// (`SQLGRADE_CLICKHOUSE_LOG_QUERIES=1`; benches use it to say what the server spent its CPU on).
+pub fn log_queries() -> bool {
+    std::env::var("SQLGRADE_CLICKHOUSE_LOG_QUERIES").is_ok_and(|v| v == "1")
+}
+
 /// A ClickHouse server process.
 pub struct ClickHouse {
     dir: PathBuf,
@@ -128,11 +134,15 @@ impl ClickHouse {
             )
             .replace("</yandex>", &format!("{extra_xml}\n</yandex>"));
         std::fs::write(dir.join("config.xml"), config).map_err(|e| e.to_string())?;
-        std::fs::copy(
-            support.join("clickhouse-users.xml.tmpl"),
-            dir.join("users.xml"),
-        )
-        .map_err(|e| e.to_string())?;
+        let mut users = std::fs::read_to_string(support.join("clickhouse-users.xml.tmpl"))
+            .map_err(|e| e.to_string())?;
+        if log_queries() {
+            users = users.replace(
+                "<max_memory_usage>",
+                "<log_queries>1</log_queries>\n            <max_memory_usage>",
+            );
+        }
+        std::fs::write(dir.join("users.xml"), users).map_err(|e| e.to_string())?;
         let mut ch = ClickHouse {
             dir,
             host: host.to_string(),

@@ -189,6 +189,9 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
 }
 
 /// A JSON schema offered to the endpoint (`response_format` json_schema) and to the prompt.
+///
+/// Schemas are static per reply type, so both of their texts are rendered once here rather than
+/// on every call.
 #[derive(Debug, Clone)]
 pub struct ReplySchema {
     /// Schema name (`^[a-zA-Z0-9_-]+$`, as OpenAI requires).
@@ -197,16 +200,27 @@ pub struct ReplySchema {
     pub schema: Value,
     /// Short content hash of the schema; part of every cache key.
     pub hash: String,
+    /// The schema as compact JSON, as the request body carries it.
+    pub compact: Box<serde_json::value::RawValue>,
+    /// The schema as pretty-printed JSON, as prompts show it.
+    pub pretty: String,
 }
 
 impl ReplySchema {
-    /// A schema with its hash computed.
+    /// A schema with its hash and texts computed.
     pub fn new(name: &str, schema: Value) -> ReplySchema {
-        let hash = hex::encode(Sha256::digest(schema.to_string().as_bytes()));
+        let text = schema.to_string();
+        let hash = hex::encode(Sha256::digest(text.as_bytes()));
+        let pretty = serde_json::to_string_pretty(&schema).unwrap_or_else(|_| text.clone());
+        // `text` is JSON that `Value` itself produced, so it is valid raw JSON.
+        let compact = serde_json::value::RawValue::from_string(text)
+            .unwrap_or_else(|_| serde_json::value::to_raw_value(&schema).unwrap_or_default());
         ReplySchema {
             name: name.to_string(),
             schema,
             hash: hash.get(..16).unwrap_or(&hash).to_string(),
+            compact,
+            pretty,
         }
     }
 }

@@ -19,7 +19,7 @@
 //! `[sink.cluster] insert_sync = false`. Client schema validation is off
 //! (`with_validation(false)`) so that the crate works with ClickHouse 18.16 as well as current
 //! servers; the row types below mirror the columns of `deploy/clickhouse/` (001, 002 and the
-//! migrations that add to them; `finding_codes` is filled by the server).
+//! migrations that add to them; `finding_codes` is sent, computed as its DEFAULT would be).
 //!
 //! On a cluster with `[sink.cluster] write = "shards"` the sink routes each row itself to the
 //! shard the `Distributed` table would pick ([`shard_of`]: ClickHouse's `cityHash64(event_id)`
@@ -88,6 +88,10 @@ struct EvaluationRecord<'a> {
     app_key: &'a str,
     agent_key: &'a str,
     version_key: &'a str,
+    /// The codes of the row's findings (migration 012). The column's DEFAULT computes the same
+    /// from `details` with a regular expression on the server; sending it saves ClickHouse that
+    /// work on every inserted row.
+    finding_codes: Vec<String>,
 }
 
 const NO_RULES: &[String] = &[];
@@ -96,6 +100,8 @@ impl<'a> EvaluationRecord<'a> {
     fn new(row: &'a EvaluationRow, scored_at: u32) -> EvaluationRecord<'a> {
         let stef = row.stef.as_ref();
         let judged = row.judged.as_ref();
+        let details = row.details.json_text();
+        let finding_codes = finding_codes(&details);
         EvaluationRecord {
             event_id: &row.event_id,
             ts: epoch_seconds(&row.ts).unwrap_or(scored_at),
@@ -108,7 +114,7 @@ impl<'a> EvaluationRecord<'a> {
             value: row.value,
             verdict: row.verdict.map(u8::from),
             status: row.status.as_str(),
-            details: row.details.json_text(),
+            details,
             quality_tier: stef.map(|s| s.quality_tier.as_str()),
             filter_status: stef.map(|s| s.filter_status.as_str()),
             semantic_verdict: stef.map(|s| s.semantic_verdict.as_str()),
@@ -135,8 +141,35 @@ impl<'a> EvaluationRecord<'a> {
             app_key: row.app_id.as_deref().unwrap_or(""),
             agent_key: row.agent_id.as_deref().unwrap_or(""),
             version_key: row.agent_version.as_deref().unwrap_or(""),
+            finding_codes,
         }
     }
+}
+
+/// What `extractAll(details, '"code":"([a-z_0-9]+)","severity"')` (the DEFAULT of
+/// `evaluations.finding_codes`, migration 012) returns for `details`: every finding's code, in
+/// order. A `"code"` inside evidence text is escaped in the JSON (`\"code\"`), so it never
+/// matches.
+fn finding_codes(details: &str) -> Vec<String> {
+    const OPEN: &str = "\"code\":\"";
+    const CLOSE: &str = "\",\"severity\"";
+    let mut codes = Vec::new();
+    let mut rest = details;
+    while let Some(at) = rest.find(OPEN) {
+        let after = &rest[at + OPEN.len()..];
+        let len = after
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+            .count();
+        if len > 0 && after[len..].starts_with(CLOSE) {
+            codes.push(after[..len].to_string());
+            rest = &after[len + CLOSE.len()..];
+        } else {
+            // As the regular expression does, try again one character further.
+            rest = &rest[at + 1..];
+        }
+    }
+    codes
 }
 
 /// The shard (0-based, of `shards` of weight 1) that a `Distributed` table sharded by
@@ -559,6 +592,26 @@ impl Sink for ClickHouseSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finding_codes_match_the_columns_default() {
+        // The same details as tests/clickhouse_read_key.rs inserts and reads back through the
+        // server's DEFAULT: a "code" inside evidence text does not count.
+        let details = r#"{"findings":[{"code":"unknown_table","severity":"error","category":"schema","evidence":"table \"x\" with \"code\":\"fake\",\"severity\""},{"code":"ratio_integer_division","severity":"warning","category":"function","evidence":"A / B"}]}"#;
+        assert_eq!(
+            finding_codes(details),
+            ["unknown_table", "ratio_integer_division"]
+        );
+        assert!(finding_codes("{}").is_empty());
+        assert!(finding_codes(r#"{"code":"Upper","severity":"x"}"#).is_empty());
+        assert!(finding_codes(r#"{"code":"","severity":"x"}"#).is_empty());
+        // A failed match is retried one character on, like the regular expression.
+        assert_eq!(
+            finding_codes(r#"{"code":"a b","x":{"code":"c_1","severity":"info"}}"#),
+            ["c_1"]
+        );
+        assert!(finding_codes(r#"{"code":"#).is_empty());
+    }
 
     #[test]
     fn shards_follow_clickhouse_city_hash() {

@@ -160,7 +160,8 @@ impl Limits {
     }
 
     /// Wait for a concurrency slot, then for the turn to wait on the rate limiters, then for
-    /// `estimated_tokens` of token budget, then for a request slot. The slot is held until the returned admission is dropped.
+    /// `estimated_tokens` of token budget, then for a request slot. The slot is held until the
+    /// returned admission is dropped.
     pub async fn admit(&self, estimated_tokens: u32) -> Admission<'_> {
         // Taking the concurrency slot first keeps the number of tasks polling the rate
         // limiters small (at most `max_concurrency`). The semaphore is never closed, so

@@ -194,20 +194,14 @@ dead_letter_min_increase = 0.0
         ),
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("RUST_LOG", "error")
-        .args(["backfill", "--input"])
-        .arg(&input)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = sqlgrade_testkit::bin::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("RUST_LOG", "error")
+            .args(["backfill", "--input"])
+            .arg(&input)
+            .arg("--config")
+            .arg(&config),
     );
     eprintln!("{stdout}");
     assert!(stdout.contains("alerts: 1 fired, 1 resolved"), "{stdout}");

@@ -74,21 +74,14 @@ async fn review_page_over_clickhouse(s: &SinkConfig) {
         ),
     )
     .unwrap();
-    let calibrate = std::process::Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
-        .args([
+    let text = sqlgrade_testkit::bin::run_ok(
+        std::process::Command::new(env!("CARGO_BIN_EXE_sqlgrade")).args([
             "calibrate",
             "--config",
             config.to_str().unwrap(),
             "--metric",
             "stef",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&calibrate.stdout);
-    assert!(
-        calibrate.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&calibrate.stderr)
+        ]),
     );
     assert!(
         text.contains("labels: 1 (matched 1, no row 0, unscored 0)"),

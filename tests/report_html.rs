@@ -103,18 +103,12 @@ async fn report_command_writes_terminal_summary_and_html() {
     std::fs::write(&input, text).unwrap();
     let html_path = dir.path().join("report.html");
 
-    let output = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
-        .args(["report", "--run-id", "nightly-42", "--input"])
-        .arg(&input)
-        .arg("--out")
-        .arg(&html_path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = sqlgrade_testkit::bin::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+            .args(["report", "--run-id", "nightly-42", "--input"])
+            .arg(&input)
+            .arg("--out")
+            .arg(&html_path),
     );
     eprintln!("{stdout}");
     assert!(stdout.contains("run nightly-42 (1743 rows)"), "{stdout}");

@@ -362,18 +362,13 @@ async fn review_page_in_chromium() {
             "{id} {verdict}: {labels}"
         );
     }
-    let calibrate = Command::new(bin)
-        .args([
-            "calibrate",
-            "--dir",
-            out.to_str().unwrap(),
-            "--metric",
-            "stef",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&calibrate.stdout);
-    assert!(calibrate.status.success(), "{text}");
+    let text = sqlgrade_testkit::bin::run_ok(Command::new(bin).args([
+        "calibrate",
+        "--dir",
+        out.to_str().unwrap(),
+        "--metric",
+        "stef",
+    ]));
     assert!(text.contains("labels: 5 (matched 5"), "{text}");
     assert!(text.contains("reviewer ana: 5 pairs"), "{text}");
 }

@@ -898,12 +898,12 @@ async fn write_stage(
     work_sink: Option<Arc<dyn WorkSink>>,
 ) -> Result<Box<dyn Sink>, PipelineError> {
     use futures::stream::{FuturesOrdered, StreamExt};
-    let mut extra: Vec<Box<dyn Sink>> = (1..inflight.max(1))
-        .map_while(|_| sink.concurrent_writer())
-        .collect();
-    let mut idle: Vec<Box<dyn Sink>> = Vec::with_capacity(extra.len() + 1);
-    idle.push(sink);
-    idle.append(&mut extra);
+    let mut idle: Vec<Box<dyn Sink>> = vec![sink];
+    while idle.len() < inflight
+        && let Some(writer) = idle[0].concurrent_writer()
+    {
+        idle.push(writer);
+    }
     let mut in_flight = FuturesOrdered::new();
     let mut open = true;
     while open || !in_flight.is_empty() {

@@ -5,6 +5,23 @@
 //! environment) wins.
 
 use std::path::PathBuf;
+use std::process::Command;
+
+/// Run `command` (a `sqlgrade` invocation) to the end and return its standard output.
+///
+/// # Panics
+/// When it cannot start or does not exit successfully; the message carries its standard output
+/// and standard error.
+pub fn run_ok(command: &mut Command) -> String {
+    let output = command.output().expect("start the command");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
 
 /// Path of the `sqlgrade` binary built for the running test or bench.
 ///

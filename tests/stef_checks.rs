@@ -111,6 +111,11 @@ fn evidence_checks_fire_on_real_mistakes_and_not_on_gold() {
     fires_on_prediction_not_on_gold("SuperSQL", "255", FindingCode::PercentageNotScaled, false);
     // "name of superheroes refers to superhero_name"; the SQL returns full_name.
     fires_on_prediction_not_on_gold("SuperSQL", "761", FindingCode::EvidenceColumnUnused, false);
+    // "TR000_2_5 is the bond id"; the SQL says 'TR_000_2_5'. "Garrett Gerke"; the SQL says 'Girke'.
+    fires_on_prediction_not_on_gold("SuperSQL", "223", FindingCode::LiteralNotInQuestion, false);
+    fires_on_prediction_not_on_gold("DAIL-SQL", "1468", FindingCode::LiteralNotInQuestion, false);
+    // "… as a percentage with five decimal places"; the SQL never rounds.
+    fires_on_prediction_not_on_gold("SuperSQL", "226", FindingCode::RoundingMissing, false);
     // COUNT(…) / COUNT(DISTINCT …) in SQLite truncates.
     fires_on_prediction_not_on_gold(
         "CHESS-GPT-4o-mini",

@@ -321,15 +321,31 @@ fn filter_statuses() {
         base(vec![
             filter("publisher_name", FilterOp::Eq, text("marvel comics")),
             filter("year(birth_date)", FilterOp::Eq, num("1990")),
+            filter("height_cm", FilterOp::Gt, num("0")),
+        ]),
+        &profile,
+    );
+    assert_eq!(out.filter_status, FilterStatus::FullyAppliedWithExtras);
+    assert_eq!(out.alignment.extras[0].filter, "height_cm > 0");
+    assert!(!out.alignment.extras[0].benign);
+    assert_eq!((out.score.sigma_filters, out.score.leniency), (4, 0));
+    assert_eq!(out.assessment.verdict, Verdict::LikelyCorrect);
+    // An extra whose value the question never mentions is also a finding (rule 3).
+    let out = run(
+        &event(q, None),
+        base(vec![
+            filter("publisher_name", FilterOp::Eq, text("marvel comics")),
+            filter("year(birth_date)", FilterOp::Eq, num("1990")),
             filter("alignment", FilterOp::Eq, text("good")),
         ]),
         &profile,
     );
     assert_eq!(out.filter_status, FilterStatus::FullyAppliedWithExtras);
-    assert_eq!(out.alignment.extras[0].filter, "alignment = 'good'");
-    assert!(!out.alignment.extras[0].benign);
-    assert_eq!((out.score.sigma_filters, out.score.leniency), (4, 0));
-    assert_eq!(out.assessment.verdict, Verdict::LikelyCorrect);
+    assert_eq!(
+        out.findings.iter().map(|f| f.code).collect::<Vec<_>>(),
+        vec![FindingCode::LiteralNotInQuestion]
+    );
+    assert_eq!(out.assessment.verdict, Verdict::PotentiallyIncorrect);
     // partially_applied
     let out = run(
         &event(q, None),

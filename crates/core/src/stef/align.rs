@@ -141,7 +141,7 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
         }
         out.extras.push(ExtraFilter {
             filter: render_filter(f),
-            benign: is_benign(f, &sql_keys[i], rules),
+            benign: is_benign_keyed(f, &sql_keys[i], rules),
         });
     }
 
@@ -319,7 +319,12 @@ fn is_year(v: &str) -> bool {
     v.len() == 4 && v.bytes().all(|b| b.is_ascii_digit())
 }
 
-fn is_benign(f: &Filter, key: &str, rules: &CompiledRules) -> bool {
+/// Whether an SQL filter equals one of the profile's `benign_filters`.
+pub(super) fn is_benign(f: &Filter, rules: &CompiledRules) -> bool {
+    !rules.benign.is_empty() && is_benign_keyed(f, &rules.dimension_key(&f.lhs), rules)
+}
+
+fn is_benign_keyed(f: &Filter, key: &str, rules: &CompiledRules) -> bool {
     rules.benign.iter().any(|b| {
         b.lhs_key == key
             && b.op == f.op

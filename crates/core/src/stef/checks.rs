@@ -18,6 +18,8 @@
 //! | `question_column_unused` | with a catalogue: the question uses a term the rule profile maps to a column the catalogue has; the SQL never names that column | warning |
 //! | `distinct_missing` | "distinct / different / unique" is asked for; no DISTINCT, GROUP BY or set operation | warning |
 //! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |
+//! | `rounding_missing` | the question (or its enriched question) asks for decimal places or a rounded value ("as a percentage with five decimal places", "rounded to two decimals"); the SQL has no ROUND, PRINTF, FORMAT, TO_CHAR, TRUNC or DECIMAL/NUMERIC cast | warning |
+//! | `literal_not_in_question` | a filter compares a column with a string literal (three characters or more, with a letter) that neither the question nor the enriched question contains, not even as a spacing, plural or stem variant (`'TR_000_2_5'` for "TR000_2_5", `'Girke'` for "Gerke", `colour = 'Blue'` nobody asked for); filters the rule profile declares benign or ignored are exempt | warning |
 //!
 //! Catalogue checks (names resolved scope by scope, as SQLite resolves them: aliases, then
 //! tables in scope, then enclosing scopes; `rowid` is always a column; a double-quoted name
@@ -54,7 +56,7 @@ use crate::sqlspec::{AggFunc, FilterOp, FilterValue, QueryReferences, RefSourceK
 
 use super::question::{definition_parts, relevant_definitions, split_clauses};
 use super::text::{lower_collapsed, normalize_value};
-use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, Severity};
+use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, RuleProfile, Severity};
 
 /// Everything the checks read about one event.
 pub struct CheckInput<'a> {
@@ -72,8 +74,8 @@ pub struct CheckInput<'a> {
     pub dialect: Option<&'a str>,
     /// The database schema, when the event's database is in a catalogue.
     pub schema: Option<&'a DbSchema>,
-    /// The rule profile's column mappings (NL term → column).
-    pub column_mappings: &'a std::collections::BTreeMap<String, String>,
+    /// The app's rule profile (column mappings; benign and ignored filters).
+    pub profile: &'a RuleProfile,
 }
 
 /// Run every check that applies; findings in check order.
@@ -155,7 +157,7 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
         formula_shape(input, subject, formula, out);
     }
     if let Some(schema) = input.schema
-        && !input.column_mappings.is_empty()
+        && !input.profile.column_mappings.is_empty()
     {
         let sql_lower = sql_lower.get_or_init(|| input.sql.to_ascii_lowercase());
         mapped_columns(input, schema, &question_lower, sql_lower, out);
@@ -163,6 +165,8 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     value_checks(input, &defined_values, out);
     division_checks(input, &question_lower, &definitions, out);
     distinct_check(input, &question_lower, &definitions, out);
+    literal_source_check(input, &question_lower, out);
+    rounding_check(input, &question_lower, out);
     if input.spec.limit.is_some()
         && input.spec.order_by.is_empty()
         && !input.spec.set_operations
@@ -319,6 +323,150 @@ fn division_checks(
             "a percentage is asked for; the SQL divides but never multiplies by 100".into(),
         );
     }
+}
+
+/// `literal_not_in_question`: every string literal a filter compares a column with must come
+/// from the question or its enriched question. Numbers and dates are left alone (questions
+/// write them in other forms: "9/9/2019", "80%"), and so are literals shorter than three
+/// characters (codes such as `'M'` or `'+'` that a definition or the data convention supplies)
+/// and flag values (`'yes'`, `'true'`: "channels with high definition TV" is
+/// `hight_definition_tv = 'yes'`).
+fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Finding>) {
+    let enriched_lower: std::cell::OnceCell<Option<String>> = std::cell::OnceCell::new();
+    let mut check = |column: &str, value: &str, wildcards: bool| {
+        if value.chars().count() < 3
+            || !value.chars().any(char::is_alphabetic)
+            || matches!(value, "yes" | "true" | "false")
+            || literal_in_text(value, wildcards, question_lower)
+            || enriched_lower
+                .get_or_init(|| input.enriched.map(lower_collapsed))
+                .as_deref()
+                .is_some_and(|e| literal_in_text(value, wildcards, e))
+        {
+            return;
+        }
+        push(
+            out,
+            FindingCode::LiteralNotInQuestion,
+            Severity::Warning,
+            ErrorCategory::Value,
+            format!(
+                "the SQL compares {column} with '{value}', which neither the question nor its enriched question mentions"
+            ),
+        );
+    };
+    let rules = input.profile.compiled();
+    for filter in &input.spec.filters {
+        // The profile vouches for its benign filters (a tenant guard) and ignored dimensions.
+        if rules.is_ignored(&filter.lhs) || super::align::is_benign(filter, rules) {
+            continue;
+        }
+        let wildcards = match filter.op {
+            FilterOp::Like | FilterOp::NotLike => true,
+            FilterOp::Eq
+            | FilterOp::NotEq
+            | FilterOp::In
+            | FilterOp::NotIn
+            | FilterOp::Contains
+            | FilterOp::StartsWith
+            | FilterOp::EndsWith => false,
+            _ => continue,
+        };
+        for value in text_literals(&filter.rhs) {
+            check(&filter.lhs, value, wildcards);
+        }
+    }
+}
+
+/// `rounding_missing`: a requested precision ("with three decimal places", "rounded to …")
+/// that nothing in the SQL produces.
+fn rounding_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Finding>) {
+    let asks = |lower: &str| {
+        (lower.contains("decimal") && contains_word(lower, "decimal"))
+            || lower.contains("decimal place")
+            || (lower.contains("round")
+                && ["rounded", "round to", "round it", "round the"]
+                    .iter()
+                    .any(|w| contains_word(lower, w)))
+    };
+    let asked = asks(question_lower)
+        || input
+            .enriched
+            .map(|e| evidence_text(input.question, e))
+            .is_some_and(|e| asks(&lower_collapsed(e)));
+    if !asked {
+        return;
+    }
+    let sql_lower = input.sql.to_ascii_lowercase();
+    let formats = [
+        "round", "printf", "format", "to_char", "trunc", "truncate", "decimal", "numeric",
+    ]
+    .iter()
+    .any(|f| contains_word(&sql_lower, f));
+    if !formats {
+        push(
+            out,
+            FindingCode::RoundingMissing,
+            Severity::Warning,
+            ErrorCategory::Function,
+            "the question asks for a rounded value (decimal places); the SQL never rounds or formats"
+                .into(),
+        );
+    }
+}
+
+/// The string literals of a filter's right-hand side (an IN list's elements).
+fn text_literals(rhs: &FilterValue) -> Vec<&str> {
+    match rhs {
+        FilterValue::Text(t) => vec![t.as_str()],
+        FilterValue::List(items) => items.iter().flat_map(text_literals).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a (lowercased) literal occurs in a lowercased text: as a substring, with spaces
+/// ignored (`'northcarolina'`), or word by word as plural or stem variants (`'fundraising'` for
+/// "fundraisers"). A LIKE pattern's pieces between wildcards are looked up one by one.
+fn literal_in_text(literal: &str, wildcards: bool, text: &str) -> bool {
+    let found = |piece: &str| {
+        text.contains(piece)
+            || text
+                .split(' ')
+                .collect::<String>()
+                .contains(&piece.split(' ').collect::<String>())
+            || piece
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .all(|w| {
+                    text.split(|c: char| !c.is_alphanumeric())
+                        .any(|t| word_variant(w, t))
+                })
+    };
+    if wildcards {
+        literal
+            .split(['%', '_'])
+            .filter(|p| !p.trim().is_empty())
+            .all(|p| found(p.trim()))
+    } else {
+        found(literal)
+    }
+}
+
+/// Two words that are the same word for the literal check: equal, singular and plural, or
+/// sharing a stem of at least five letters that covers two thirds of the shorter one.
+fn word_variant(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    if a.len() < 4 || b.len() < 4 {
+        return false;
+    }
+    if super::text::words_match(a, b) {
+        return true;
+    }
+    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let shorter = a.chars().count().min(b.chars().count());
+    common >= 5 && common * 3 >= shorter * 2
 }
 
 fn distinct_check(
@@ -540,7 +688,7 @@ fn mapped_columns(
     sql_lower: &str,
     out: &mut Vec<Finding>,
 ) {
-    for (term, column) in input.column_mappings {
+    for (term, column) in &input.profile.column_mappings {
         let term_lower = lower_collapsed(term);
         let column_lower = last_part(column).to_ascii_lowercase();
         if contains_word(question_lower, &term_lower)
@@ -1372,5 +1520,125 @@ mod tests {
             "superhero_name"
         ));
         assert!(!contains_word("", "x"));
+    }
+
+    /// The codes `run` finds for a question, enriched question and SQLite query (no catalogue).
+    fn codes_for(question: &str, enriched: Option<&str>, sql: &str) -> Vec<FindingCode> {
+        let spec = crate::sqlspec::extract(sql, Some("sqlite")).expect("test SQL parses");
+        let question_spec = QuestionSpec::default();
+        let profile = RuleProfile::default();
+        run(&CheckInput {
+            question,
+            enriched,
+            sql,
+            spec: &spec,
+            question_spec: &question_spec,
+            dialect: Some("sqlite"),
+            schema: None,
+            profile: &profile,
+        })
+        .into_iter()
+        .map(|f| f.code)
+        .collect()
+    }
+
+    #[test]
+    fn literals_must_come_from_the_question_or_its_enrichment() {
+        let fires = |q: &str, e: Option<&str>, sql: &str| {
+            codes_for(q, e, sql).contains(&FindingCode::LiteralNotInQuestion)
+        };
+        // BIRD 223 (SuperSQL): the id misspelt; 1468: the name misspelt.
+        let q = "What are the atom IDs of the bond TR000_2_5?";
+        let e = format!("{q} TR000_2_5 is the bond id");
+        assert!(fires(
+            q,
+            Some(&e),
+            "SELECT atom_id FROM connected WHERE bond_id = 'TR_000_2_5'"
+        ));
+        assert!(!fires(
+            q,
+            Some(&e),
+            "SELECT atom_id FROM connected WHERE bond_id = 'TR000_2_5'"
+        ));
+        let q = "Where is the hometown of Garrett Gerke?";
+        assert!(fires(
+            q,
+            None,
+            "SELECT city FROM member WHERE first_name = 'Garrett' AND last_name = 'Girke'"
+        ));
+        assert!(!fires(
+            q,
+            None,
+            "SELECT city FROM member WHERE first_name = 'Garrett' AND last_name = 'Gerke'"
+        ));
+        // A value only the enrichment names; other case; IN lists and LIKE patterns piece by piece.
+        let q = "List the heroes with blue eyes.";
+        let e = format!("{q} blue eyes refers to colour.colour = 'Blue'");
+        assert!(!fires(
+            q,
+            Some(&e),
+            "SELECT name FROM hero WHERE colour = 'BLUE'"
+        ));
+        assert!(!fires(
+            q,
+            Some(&e),
+            "SELECT name FROM hero WHERE colour IN ('Blue')"
+        ));
+        assert!(fires(
+            q,
+            Some(&e),
+            "SELECT name FROM hero WHERE colour IN ('Blue', 'Green')"
+        ));
+        assert!(!fires(
+            q,
+            Some(&e),
+            "SELECT name FROM hero WHERE colour LIKE '%blu%'"
+        ));
+        // Spacing, plural and stem variants (Spider 1007, BIRD 1323).
+        assert!(!fires(
+            "Which students live in North Carolina?",
+            None,
+            "SELECT name FROM students WHERE state = 'NorthCarolina'"
+        ));
+        assert!(!fires(
+            "Which events were not fundraisers?",
+            None,
+            "SELECT name FROM event WHERE type != 'Fundraising'"
+        ));
+        // Left alone: numbers and dates, codes under three characters, flag values, non-filters.
+        let q = "Who received funds on 9/9/2019 with a medium t-shirt in HD?";
+        for sql in [
+            "SELECT name FROM income WHERE date_received = '2019-09-09'",
+            "SELECT name FROM member WHERE size = 'M'",
+            "SELECT name FROM channel WHERE hd = 'yes'",
+            "SELECT CASE WHEN size = 'Large' THEN 'x' END FROM member",
+        ] {
+            assert!(!fires(q, None, sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn requested_rounding_needs_a_rounding_function() {
+        // BIRD 226: "… as a percentage with five decimal places".
+        let q = "What is the percentage of double bonds in the molecule TR008? Please provide your answer as a percentage with five decimal places.";
+        let fires = |sql: &str| codes_for(q, None, sql).contains(&FindingCode::RoundingMissing);
+        assert!(fires(
+            "SELECT CAST(SUM(CASE WHEN bond_type = '=' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(bond_id) FROM bond WHERE molecule_id = 'TR008'"
+        ));
+        assert!(!fires(
+            "SELECT ROUND(CAST(SUM(CASE WHEN bond_type = '=' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(bond_id), 5) FROM bond WHERE molecule_id = 'TR008'"
+        ));
+        assert!(!fires(
+            "SELECT printf('%.5f', 100.0 * SUM(bond_type = '=') / COUNT(*)) FROM bond"
+        ));
+        assert!(
+            !codes_for(
+                "What is the percentage of double bonds?",
+                None,
+                "SELECT 100.0 * SUM(bond_type = '=') / COUNT(*) FROM bond"
+            )
+            .contains(&FindingCode::RoundingMissing),
+            "no precision asked for"
+        );
     }
 }

@@ -333,6 +333,12 @@ pub enum FindingCode {
     DistinctMissing,
     /// A superlative answered with LIMIT but no ORDER BY (an arbitrary row).
     UnorderedLimit,
+    /// A string literal the SQL compares a column with that neither the question nor the
+    /// enriched question mentions (a misspelt id, an invented category).
+    LiteralNotInQuestion,
+    /// The question asks for a number of decimal places (or a rounded value); the SQL never
+    /// rounds or formats.
+    RoundingMissing,
     /// A table the catalogue does not have.
     UnknownTable,
     /// A column no table in scope has.
@@ -379,6 +385,8 @@ impl FindingCode {
             FindingCode::PercentageNotScaled => "percentage_not_scaled",
             FindingCode::DistinctMissing => "distinct_missing",
             FindingCode::UnorderedLimit => "unordered_limit",
+            FindingCode::LiteralNotInQuestion => "literal_not_in_question",
+            FindingCode::RoundingMissing => "rounding_missing",
             FindingCode::UnknownTable => "unknown_table",
             FindingCode::UnknownColumn => "unknown_column",
             FindingCode::ColumnNotInTable => "column_not_in_table",

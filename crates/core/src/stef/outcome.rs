@@ -142,7 +142,7 @@ fn prepare_checked(
         question_spec: &question_spec,
         dialect: event.dialect.as_deref().or(profile.dialect.as_deref()),
         schema,
-        column_mappings: &profile.column_mappings,
+        profile,
     });
     Prepared {
         sql_spec,

@@ -142,10 +142,10 @@ fn gold_false_alarms() -> Result<(), Box<dyn std::error::Error>> {
             let mut codes: BTreeMap<String, usize> = BTreeMap::new();
             for event in &gold {
                 let row = stef_row(event, with_catalogue.then_some(&catalogue));
+                let details = row.details.to_value();
                 if !row.verdict.unwrap_or(false) {
                     flagged += 1;
                 }
-                let details = row.details.to_value();
                 let mut fired: Vec<String> = details["findings"]
                     .as_array()
                     .into_iter()

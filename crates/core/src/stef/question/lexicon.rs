@@ -40,7 +40,15 @@ pub(super) const MIN_WORDS_LIST: &[&str] = &[
 pub(super) const ORDER_SUPERLATIVES: u32 = 1 << 11;
 
 pub(super) const ORDER_SUPERLATIVES_LIST: &[&str] = &[
-    "youngest", "oldest", "earliest", "latest", "newest", "best", "worst", "recent",
+    "youngest",
+    "oldest",
+    "earliest",
+    "latest",
+    "newest",
+    "best",
+    "worst",
+    "recent",
+    "predominantly",
 ];
 
 pub(super) const ORDER_WORDS: u32 = 1 << 12;

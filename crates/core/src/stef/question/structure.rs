@@ -25,16 +25,23 @@ pub(super) fn redefine_structure(spec: &mut QuestionSpec, defined: &[(String, St
             continue;
         }
         let mut def_funcs = function_calls(definition);
-        // A formula (`DIVIDE(SUM(cost), COUNT(event_id))`) is one computation; any equivalent
-        // SQL (AVG, a ratio of aggregates) implements it.
-        if def_funcs.len() > 1 || definition.contains("divide") || definition.contains('/') {
+        // `MAX(COUNT(x))` is an argmax ("the most common bond type"): the row with the largest
+        // count, an ordering with a top 1 however the SQL writes it (ORDER BY COUNT(…) DESC
+        // LIMIT 1, a MAX over a grouped subquery) — not a computed formula.
+        let argmax = nested_extreme(definition);
+        if let Some(extreme) = &argmax {
+            def_funcs = vec![extreme.clone()];
+        } else if def_funcs.len() > 1 || definition.contains("divide") || definition.contains('/') {
+            // A formula (`DIVIDE(SUM(cost), COUNT(event_id))`) is one computation; any
+            // equivalent SQL (AVG, a ratio of aggregates) implements it.
             def_funcs = vec![AggFunc::Other(COMPUTED.into())];
         }
-        let ordered = [
-            "order by", "limit", "top", "desc", "asc", "highest", "lowest",
-        ]
-        .iter()
-        .any(|w| contains_phrase(definition, w));
+        let ordered = argmax.is_some()
+            || [
+                "order by", "limit", "top", "desc", "asc", "highest", "lowest",
+            ]
+            .iter()
+            .any(|w| contains_phrase(definition, w));
         for a in &sub.aggregations {
             if !def_funcs.contains(&a.func) {
                 spec.aggregations.retain(|x| x.func != a.func);
@@ -54,6 +61,30 @@ pub(super) fn redefine_structure(spec: &mut QuestionSpec, defined: &[(String, St
             }
         }
     }
+}
+
+/// MAX or MIN applied directly to another aggregate in a (lowercase) formula:
+/// `max(count(bond_type))`, `MIN( SUM(cost) )`.
+fn nested_extreme(formula: &str) -> Option<AggFunc> {
+    let compact: String = formula.split_whitespace().collect();
+    let inner = |rest: &str| {
+        ["count(", "sum(", "avg("]
+            .iter()
+            .any(|f| rest.starts_with(f))
+    };
+    for (name, func) in [("max(", AggFunc::Max), ("min(", AggFunc::Min)] {
+        let found = compact.match_indices(name).any(|(pos, _)| {
+            compact[..pos]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric() && c != '_')
+                && inner(&compact[pos + name.len()..])
+        });
+        if found {
+            return Some(func);
+        }
+    }
+    None
 }
 
 /// Structure (aggregations, top-k) of a short text.

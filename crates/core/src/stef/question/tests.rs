@@ -262,6 +262,39 @@ fn definitions_replace_the_structure_they_explain() {
     );
     let funcs: Vec<_> = s.aggregations.iter().map(|a| a.func.clone()).collect();
     assert_eq!(funcs, vec![AggFunc::Sum]);
+    // "MAX(COUNT(x))" is an argmax: the superlative stays an ordering with a top 1 (BIRD 195,
+    // 204); a formula of two aggregates that is not nested stays one computation.
+    for (q, e, func) in [
+        (
+            "What is the most common bond type?",
+            "most common bond type refers MAX(COUNT(bond_type))",
+            AggFunc::Max,
+        ),
+        (
+            "Which element is the least numerous in non-carcinogenic molecules?",
+            "least numerous refers to MIN( COUNT(element) )",
+            AggFunc::Min,
+        ),
+    ] {
+        let s = with_qe(q, e);
+        assert_eq!((s.top_k, s.explicit_order), (Some(1), true), "{q}: {s:?}");
+        assert!(s.aggregations.iter().any(|a| a.func == func), "{q}: {s:?}");
+    }
+    let s = with_qe(
+        "What is the highest average cost?",
+        "highest average cost refers to DIVIDE(SUM(cost), COUNT(event_id))",
+    );
+    assert!(
+        s.aggregations
+            .iter()
+            .any(|a| a.func == AggFunc::Other(COMPUTED.into())),
+        "{s:?}"
+    );
+    // "predominantly" asks for the top row.
+    assert_eq!(
+        spec("What language is predominantly spoken in Aruba?").top_k,
+        Some(1)
+    );
 }
 
 #[test]

@@ -333,28 +333,6 @@ fn division_checks(
 /// `hight_definition_tv = 'yes'`).
 fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Finding>) {
     let enriched_lower: std::cell::OnceCell<Option<String>> = std::cell::OnceCell::new();
-    let mut check = |column: &str, value: &str, wildcards: bool| {
-        if value.chars().count() < 3
-            || !value.chars().any(char::is_alphabetic)
-            || matches!(value, "yes" | "true" | "false")
-            || literal_in_text(value, wildcards, question_lower)
-            || enriched_lower
-                .get_or_init(|| input.enriched.map(lower_collapsed))
-                .as_deref()
-                .is_some_and(|e| literal_in_text(value, wildcards, e))
-        {
-            return;
-        }
-        push(
-            out,
-            FindingCode::LiteralNotInQuestion,
-            Severity::Warning,
-            ErrorCategory::Value,
-            format!(
-                "the SQL compares {column} with '{value}', which neither the question nor its enriched question mentions"
-            ),
-        );
-    };
     let rules = input.profile.compiled();
     for filter in &input.spec.filters {
         // The profile vouches for its benign filters (a tenant guard) and ignored dimensions.
@@ -373,7 +351,27 @@ fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut 
             _ => continue,
         };
         for value in text_literals(&filter.rhs) {
-            check(&filter.lhs, value, wildcards);
+            if value.chars().count() < 3
+                || !value.chars().any(char::is_alphabetic)
+                || matches!(value, "yes" | "true" | "false")
+                || literal_in_text(value, wildcards, question_lower)
+                || enriched_lower
+                    .get_or_init(|| input.enriched.map(lower_collapsed))
+                    .as_deref()
+                    .is_some_and(|e| literal_in_text(value, wildcards, e))
+            {
+                continue;
+            }
+            push(
+                out,
+                FindingCode::LiteralNotInQuestion,
+                Severity::Warning,
+                ErrorCategory::Value,
+                format!(
+                    "the SQL compares {} with '{value}', which neither the question nor its enriched question mentions",
+                    filter.lhs
+                ),
+            );
         }
     }
 }
@@ -382,8 +380,8 @@ fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut 
 /// that nothing in the SQL produces.
 fn rounding_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Finding>) {
     let asks = |lower: &str| {
-        (lower.contains("decimal") && contains_word(lower, "decimal"))
-            || lower.contains("decimal place")
+        (lower.contains("decimal")
+            && (contains_word(lower, "decimal") || contains_word(lower, "decimals")))
             || (lower.contains("round")
                 && ["rounded", "round to", "round it", "round the"]
                     .iter()

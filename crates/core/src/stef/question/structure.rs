@@ -64,7 +64,7 @@ pub(super) fn redefine_structure(spec: &mut QuestionSpec, defined: &[(String, St
 }
 
 /// MAX or MIN applied directly to another aggregate in a (lowercase) formula:
-/// `max(count(bond_type))`, `MIN( SUM(cost) )`.
+/// `max(count(bond_type))`, `min( sum(cost) )`.
 fn nested_extreme(formula: &str) -> Option<AggFunc> {
     let compact: String = formula.split_whitespace().collect();
     let inner = |rest: &str| {

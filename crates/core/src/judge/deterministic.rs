@@ -100,15 +100,18 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
     }
     // Rule 1.
     if status == FilterStatus::NotApplied {
-        return (
-            Verdict::Incorrect,
-            0.75,
-            format!(
-                "rule 1: no required filter applied ({})",
-                a.missing.join(", ")
-            )
-            .replace(" ()", ""),
-        );
+        // Missing and mismatched filters both leave a requirement unmet; say which.
+        let unmet: Vec<&str> = content
+            .iter()
+            .filter(|c| c.contains("filters"))
+            .map(String::as_str)
+            .collect();
+        let why = if unmet.is_empty() {
+            "rule 1: no required filter applied".to_string()
+        } else {
+            format!("rule 1: no required filter applied ({})", unmet.join("; "))
+        };
+        return (Verdict::Incorrect, 0.75, why);
     }
     // Rule 2.
     if !restriction.is_empty() && !content.is_empty() {

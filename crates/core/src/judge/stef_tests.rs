@@ -379,6 +379,10 @@ fn filter_statuses() {
         out.alignment.mismatched,
         vec!["height_cm > 200 vs height_cm > 180"]
     );
+    assert_eq!(
+        out.assessment.rationale,
+        "rule 1: no required filter applied (mismatched filters height_cm > 200 vs height_cm > 180)"
+    );
     // No filters required and none present.
     let out = run(
         &event("How many heroes are there?", None),

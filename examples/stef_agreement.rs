@@ -51,6 +51,7 @@ fn score_rows(
             .iter()
             .map(|v| (v["question_id"].to_string(), v["ex"].as_i64() == Some(1)))
             .collect();
+    let profile = RuleProfile::default();
     let mut items = Vec::new();
     for event in &joined.events {
         let Some(qid) = event.event_id.rsplit('-').next() else {
@@ -59,7 +60,7 @@ fn score_rows(
         let Some(&ex) = labels.get(qid) else {
             continue;
         };
-        let row = stef_row(event, catalogue);
+        let row = stef_row(event, &profile, catalogue);
         let details = row.details.to_value();
         let found = details["findings"].as_array().cloned().unwrap_or_default();
         let findings = found
@@ -84,8 +85,11 @@ fn score_rows(
 
 /// The line-rate STEF row of one event (deterministic judge), with the event's schema when a
 /// catalogue is given.
-fn stef_row(event: &Event, catalogue: Option<&SchemaCatalog>) -> EvaluationRow {
-    let profile = RuleProfile::default();
+fn stef_row(
+    event: &Event,
+    profile: &RuleProfile,
+    catalogue: Option<&SchemaCatalog>,
+) -> EvaluationRow {
     let schema = catalogue.and_then(|c| {
         event
             .gold
@@ -100,12 +104,12 @@ fn stef_row(event: &Event, catalogue: Option<&SchemaCatalog>) -> EvaluationRow {
             stef::CatalogueSelection::Schema,
         ),
     };
-    match stef::prepare_with(event, &profile, &options) {
+    match stef::prepare_with(event, profile, &options) {
         Ok(prepared) => {
             let assessment = DeterministicJudge.assess_prepared(&prepared);
-            stef::finish(&prepared, assessment, &profile).to_row(event, "", &profile, 0)
+            stef::finish(&prepared, assessment, profile).to_row(event, "", profile, 0)
         }
-        Err(e) => stef::non_scorable_row(event, "", &e, &profile),
+        Err(e) => stef::non_scorable_row(event, "", &e, profile),
     }
 }
 
@@ -116,6 +120,7 @@ fn gold_false_alarms() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!("| gold SQL of | catalogue | n | verdict flags | findings (code: gold queries) |");
     println!("|---|---|---:|---:|---|");
+    let profile = RuleProfile::default();
     for (format, name, predictions) in [
         (BackfillFormat::Bird, "bird", "SuperSQL"),
         (BackfillFormat::Spider, "spider", "SuperSQL"),
@@ -141,7 +146,7 @@ fn gold_false_alarms() -> Result<(), Box<dyn std::error::Error>> {
             let mut flagged = 0;
             let mut codes: BTreeMap<String, usize> = BTreeMap::new();
             for event in &gold {
-                let row = stef_row(event, with_catalogue.then_some(&catalogue));
+                let row = stef_row(event, &profile, with_catalogue.then_some(&catalogue));
                 let details = row.details.to_value();
                 if !row.verdict.unwrap_or(false) {
                     flagged += 1;

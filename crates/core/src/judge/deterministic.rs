@@ -67,9 +67,11 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
     let status = a.filter_status.unwrap_or(FilterStatus::FullyApplied);
     let enrichment = prepared.enrichment.status;
 
-    let mut content = Vec::new();
-    push_listed(&mut content, "missing filters", &a.missing);
-    push_listed(&mut content, "mismatched filters", &a.mismatched);
+    // Required filters left unmet (missing, or on the right dimension with a wrong value).
+    let mut unmet_filters = Vec::new();
+    push_listed(&mut unmet_filters, "missing filters", &a.missing);
+    push_listed(&mut unmet_filters, "mismatched filters", &a.mismatched);
+    let mut content = unmet_filters.clone();
     push_listed(
         &mut content,
         "missing aggregations",
@@ -100,16 +102,13 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
     }
     // Rule 1.
     if status == FilterStatus::NotApplied {
-        // Missing and mismatched filters both leave a requirement unmet; say which.
-        let unmet: Vec<&str> = content
-            .iter()
-            .filter(|c| c.contains("filters"))
-            .map(String::as_str)
-            .collect();
-        let why = if unmet.is_empty() {
+        let why = if unmet_filters.is_empty() {
             "rule 1: no required filter applied".to_string()
         } else {
-            format!("rule 1: no required filter applied ({})", unmet.join("; "))
+            format!(
+                "rule 1: no required filter applied ({})",
+                unmet_filters.join("; ")
+            )
         };
         return (Verdict::Incorrect, 0.75, why);
     }
@@ -129,7 +128,7 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
     let mut rule3 = Vec::new();
     if status == FilterStatus::PartiallyApplied {
         rule3.push("partially applied filters".to_string());
-        rule3.extend(content.iter().filter(|c| c.contains("filters")).cloned());
+        rule3.extend(unmet_filters.iter().cloned());
     }
     push_listed(&mut rule3, "missing aggregations", &a.missing_aggregations);
     rule3.extend(restriction.iter().cloned());

@@ -315,31 +315,26 @@ fn filter_statuses() {
         out.alignment
     );
     assert_eq!(out.score.sigma_filters, 5);
-    // fully_applied_with_extras
-    let out = run(
-        &event(q, None),
-        base(vec![
-            filter("publisher_name", FilterOp::Eq, text("marvel comics")),
-            filter("year(birth_date)", FilterOp::Eq, num("1990")),
-            filter("height_cm", FilterOp::Gt, num("0")),
-        ]),
-        &profile,
-    );
+    // fully_applied_with_extras: both required filters and one extra.
+    let with_extra = |extra: Filter| {
+        run(
+            &event(q, None),
+            base(vec![
+                filter("publisher_name", FilterOp::Eq, text("marvel comics")),
+                filter("year(birth_date)", FilterOp::Eq, num("1990")),
+                extra,
+            ]),
+            &profile,
+        )
+    };
+    let out = with_extra(filter("height_cm", FilterOp::Gt, num("0")));
     assert_eq!(out.filter_status, FilterStatus::FullyAppliedWithExtras);
     assert_eq!(out.alignment.extras[0].filter, "height_cm > 0");
     assert!(!out.alignment.extras[0].benign);
     assert_eq!((out.score.sigma_filters, out.score.leniency), (4, 0));
     assert_eq!(out.assessment.verdict, Verdict::LikelyCorrect);
     // An extra whose value the question never mentions is also a finding (rule 3).
-    let out = run(
-        &event(q, None),
-        base(vec![
-            filter("publisher_name", FilterOp::Eq, text("marvel comics")),
-            filter("year(birth_date)", FilterOp::Eq, num("1990")),
-            filter("alignment", FilterOp::Eq, text("good")),
-        ]),
-        &profile,
-    );
+    let out = with_extra(filter("alignment", FilterOp::Eq, text("good")));
     assert_eq!(out.filter_status, FilterStatus::FullyAppliedWithExtras);
     assert_eq!(
         out.findings.iter().map(|f| f.code).collect::<Vec<_>>(),

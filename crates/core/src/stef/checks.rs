@@ -51,19 +51,20 @@
 //!
 //! A probe answer that shows the SQL's literal in the data withdraws a `literal_case_mismatch`.
 
+use std::cell::OnceCell;
+
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, QueryReferences, RefSourceKind, SqlSpec};
 
 use super::question::{definition_parts, relevant_definitions, split_clauses};
-use super::text::{lower_collapsed, normalize_value};
+use super::text::{QuestionTexts, lower_collapsed, normalize_value};
 use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, RuleProfile, Severity};
 
 /// Everything the checks read about one event.
 pub struct CheckInput<'a> {
-    /// The user's question.
-    pub question: &'a str,
-    /// The enriched question (evidence), if any.
-    pub enriched: Option<&'a str>,
+    /// The user's question and the enriched question (evidence), clipped, with their
+    /// lowercased forms.
+    pub texts: &'a QuestionTexts<'a>,
     /// The SQL as written.
     pub sql: &'a str,
     /// Its spec (with [`SqlSpec::references`] when the caller collected them).
@@ -123,22 +124,57 @@ fn evidence_text<'a>(question: &str, enriched: &'a str) -> &'a str {
         .unwrap_or(enriched)
 }
 
+/// The lowercased texts the checks search besides the question texts, each made at most once
+/// per event.
+struct Lowered {
+    /// The relevant definitions' subjects and texts, `lower_collapsed`.
+    definitions: Vec<(String, String)>,
+    /// The evidence (the enriched question without Qu repeated), `lower_collapsed`.
+    evidence: OnceCell<Option<String>>,
+    /// The SQL, ASCII-lowercased.
+    sql: OnceCell<String>,
+}
+
+impl Lowered {
+    fn evidence(&self, input: &CheckInput<'_>) -> Option<&str> {
+        self.evidence
+            .get_or_init(|| {
+                let texts = input.texts;
+                texts
+                    .enriched
+                    .map(|e| lower_collapsed(evidence_text(texts.question, e)))
+            })
+            .as_deref()
+    }
+
+    fn sql(&self, input: &CheckInput<'_>) -> &str {
+        self.sql.get_or_init(|| input.sql.to_ascii_lowercase())
+    }
+}
+
 fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
-    let definitions = match input.enriched.filter(|e| !e.trim().is_empty()) {
+    let texts = input.texts;
+    let definitions = match texts.enriched {
         Some(enriched) => {
-            relevant_definitions(input.question, evidence_text(input.question, enriched))
+            relevant_definitions(texts.question, evidence_text(texts.question, enriched))
         }
         None => Vec::new(),
     };
-    let sql_lower: std::cell::OnceCell<String> = std::cell::OnceCell::new();
+    let lowered = Lowered {
+        definitions: definitions
+            .iter()
+            .map(|(s, d)| (lower_collapsed(s), lower_collapsed(d)))
+            .collect(),
+        evidence: OnceCell::new(),
+        sql: OnceCell::new(),
+    };
     let mut defined_values: Vec<(DefinedValue<'_>, &str)> = Vec::new();
     for (subject, definition) in &definitions {
         for v in quoted_equalities(definition) {
             defined_values.push((v, subject));
         }
         for column in defined_columns(definition, input.schema) {
-            let sql_lower = sql_lower.get_or_init(|| input.sql.to_ascii_lowercase());
-            if !contains_word(sql_lower, &column.to_ascii_lowercase()) {
+            if !contains_word(lowered.sql(input), &column.to_ascii_lowercase()) {
                 push(
                     out,
                     FindingCode::EvidenceColumnUnused,
@@ -152,21 +188,20 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
             }
         }
     }
-    let question_lower = lower_collapsed(input.question);
-    for (subject, formula) in formulas(input, &question_lower) {
+    let question_lower = texts.question_lower.as_str();
+    for (subject, formula) in formulas(input, question_lower) {
         formula_shape(input, subject, formula, out);
     }
     if let Some(schema) = input.schema
         && !input.profile.column_mappings.is_empty()
     {
-        let sql_lower = sql_lower.get_or_init(|| input.sql.to_ascii_lowercase());
-        mapped_columns(input, schema, &question_lower, sql_lower, out);
+        mapped_columns(input, schema, question_lower, lowered.sql(input), out);
     }
     value_checks(input, &defined_values, out);
-    division_checks(input, &question_lower, &definitions, out);
-    distinct_check(input, &question_lower, &definitions, out);
-    literal_source_check(input, &question_lower, out);
-    rounding_check(input, &question_lower, out);
+    division_checks(input, &lowered, out);
+    distinct_check(input, &lowered, out);
+    literal_source_check(input, out);
+    rounding_check(input, &lowered, out);
     if input.spec.limit.is_some()
         && input.spec.order_by.is_empty()
         && !input.spec.set_operations
@@ -282,12 +317,7 @@ fn filter_texts(rhs: &FilterValue) -> Vec<String> {
     }
 }
 
-fn division_checks(
-    input: &CheckInput<'_>,
-    question_lower: &str,
-    definitions: &[(&str, &str)],
-    out: &mut Vec<Finding>,
-) {
+fn division_checks(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
     let Some(refs) = input.spec.references.as_ref() else {
         return;
     };
@@ -310,10 +340,11 @@ fn division_checks(
     if refs.divisions.is_empty() {
         return;
     }
-    let asks_percentage = mentions_percentage(question_lower)
-        || definitions
+    let asks_percentage = mentions_percentage(&input.texts.question_lower)
+        || lowered
+            .definitions
             .iter()
-            .any(|(subject, _)| mentions_percentage(&lower_collapsed(subject)));
+            .any(|(subject, _)| mentions_percentage(subject));
     if asks_percentage && !refs.divisions.is_empty() && !input.sql.contains("100") {
         push(
             out,
@@ -331,8 +362,8 @@ fn division_checks(
 /// characters (codes such as `'M'` or `'+'` that a definition or the data convention supplies)
 /// and flag values (`'yes'`, `'true'`: "channels with high definition TV" is
 /// `hight_definition_tv = 'yes'`).
-fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Finding>) {
-    let enriched_lower: std::cell::OnceCell<Option<String>> = std::cell::OnceCell::new();
+fn literal_source_check(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
+    let texts = input.texts;
     let rules = input.profile.compiled();
     for filter in &input.spec.filters {
         // The profile vouches for its benign filters (a tenant guard) and ignored dimensions.
@@ -354,9 +385,9 @@ fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut 
             if value.chars().count() < 3
                 || !value.chars().any(char::is_alphabetic)
                 || matches!(value, "yes" | "true" | "false")
-                || literal_in_text(value, wildcards, question_lower)
-                || enriched_lower
-                    .get_or_init(|| input.enriched.map(lower_collapsed))
+                || literal_in_text(value, wildcards, &texts.question_lower)
+                || texts
+                    .enriched_lower
                     .as_deref()
                     .is_some_and(|e| literal_in_text(value, wildcards, e))
             {
@@ -378,7 +409,7 @@ fn literal_source_check(input: &CheckInput<'_>, question_lower: &str, out: &mut 
 
 /// `rounding_missing`: a requested precision ("with three decimal places", "rounded to …")
 /// that nothing in the SQL produces.
-fn rounding_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Finding>) {
+fn rounding_check(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
     let asks = |lower: &str| {
         (lower.contains("decimal")
             && (contains_word(lower, "decimal") || contains_word(lower, "decimals")))
@@ -387,20 +418,16 @@ fn rounding_check(input: &CheckInput<'_>, question_lower: &str, out: &mut Vec<Fi
                     .iter()
                     .any(|w| contains_word(lower, w)))
     };
-    let asked = asks(question_lower)
-        || input
-            .enriched
-            .map(|e| evidence_text(input.question, e))
-            .is_some_and(|e| asks(&lower_collapsed(e)));
+    let asked = asks(&input.texts.question_lower) || lowered.evidence(input).is_some_and(asks);
     if !asked {
         return;
     }
-    let sql_lower = input.sql.to_ascii_lowercase();
+    let sql_lower = lowered.sql(input);
     let formats = [
         "round", "printf", "format", "to_char", "trunc", "truncate", "decimal", "numeric",
     ]
     .iter()
-    .any(|f| contains_word(&sql_lower, f));
+    .any(|f| contains_word(sql_lower, f));
     if !formats {
         push(
             out,
@@ -467,12 +494,7 @@ fn word_variant(a: &str, b: &str) -> bool {
     common >= 5 && common * 3 >= shorter * 2
 }
 
-fn distinct_check(
-    input: &CheckInput<'_>,
-    question_lower: &str,
-    definitions: &[(&str, &str)],
-    out: &mut Vec<Finding>,
-) {
+fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
     /// Words asking for distinct values, and what they do not mean after them ("unique id").
     const WORDS: [&str; 3] = ["distinct", "different", "unique"];
     let asks = |lower: &str| {
@@ -490,22 +512,16 @@ fn distinct_check(
                     })
         })
     };
-    let asked = asks(question_lower)
-        || definitions
-            .iter()
-            .any(|(s, d)| asks(&lower_collapsed(s)) || asks(&lower_collapsed(d)))
-        || input
-            .enriched
-            .map(|e| evidence_text(input.question, e))
-            .is_some_and(|e| {
-                let lower = lower_collapsed(e);
-                lower.contains("distinct") && contains_word(&lower, "distinct")
-            });
+    let asked = asks(&input.texts.question_lower)
+        || lowered.definitions.iter().any(|(s, d)| asks(s) || asks(d))
+        || lowered
+            .evidence(input)
+            .is_some_and(|e| e.contains("distinct") && contains_word(e, "distinct"));
     if !asked {
         return;
     }
     let spec = input.spec;
-    let sql_lower = input.sql.to_ascii_lowercase();
+    let sql_lower = lowered.sql(input);
     let deduplicates = spec.distinct
         || spec.aggregations.iter().any(|a| a.distinct)
         || !spec.group_by.is_empty()
@@ -627,10 +643,10 @@ fn formula_shape(input: &CheckInput<'_>, subject: &str, definition: &str, out: &
 /// `percentage = DIVIDE(…)`) and definitions (`<subject> refers to <formula>`) whose subject's
 /// words are the question's, holding `DIVIDE(`, `SUBTRACT(` or `/`.
 fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &'e str)> {
-    let Some(enriched) = input.enriched else {
+    let Some(enriched) = input.texts.enriched else {
         return Vec::new();
     };
-    let evidence = evidence_text(input.question, enriched);
+    let evidence = evidence_text(input.texts.question, enriched);
     let upper_has = |t: &str| {
         let u = t.to_ascii_uppercase();
         u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
@@ -1209,10 +1225,10 @@ fn id_instead_of_name(
     refs: &QueryReferences,
     out: &mut Vec<Finding>,
 ) {
-    let q = lower_collapsed(input.question);
-    let asks_name = (["name", "names"].iter().any(|w| contains_word(&q, w))
+    let q = input.texts.question_lower.as_str();
+    let asks_name = (["name", "names"].iter().any(|w| contains_word(q, w))
         || q.starts_with("who "))
-        && !["id", "ids"].iter().any(|w| contains_word(&q, w));
+        && !["id", "ids"].iter().any(|w| contains_word(q, w));
     if !asks_name || input.spec.projections.is_empty() {
         return;
     }
@@ -1526,8 +1542,7 @@ mod tests {
         let question_spec = QuestionSpec::default();
         let profile = RuleProfile::default();
         run(&CheckInput {
-            question,
-            enriched,
+            texts: &QuestionTexts::new(question, enriched),
             sql,
             spec: &spec,
             question_spec: &question_spec,

@@ -36,26 +36,29 @@ use crate::sqlspec::{AggFunc, FilterOp};
 use super::align::agg_name;
 use super::question::{COMPUTED, definition_parts, split_clauses, text_constraints};
 use super::text::{
-    MAX_TEXT_BYTES, clip, contains_phrase, lower_collapsed, name_words, render_question_filter,
-    words_match,
+    QuestionTexts, contains_phrase, name_words, render_question_filter, words_match,
 };
 use super::{Enrichment, EnrichmentStatus, QuestionFilter, QuestionSpec, RuleProfile};
 
 /// Compare Qu with Qe.
 pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -> Enrichment {
-    let Some(enriched) = enriched.filter(|e| !e.trim().is_empty()) else {
+    validate_texts(&QuestionTexts::new(question, enriched), profile)
+}
+
+/// [`validate`] from texts already clipped and lowercased (the scoring path builds them once
+/// per event).
+pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enrichment {
+    let (Some(enriched), Some(qe_lower)) = (texts.enriched, texts.enriched_lower.as_deref()) else {
         return Enrichment::absent();
     };
-    let question = clip(question, MAX_TEXT_BYTES);
-    let enriched = clip(enriched, MAX_TEXT_BYTES);
+    let question = texts.question;
     if enriched.trim() == question.trim() {
         return faithful();
     }
     let rules = profile.compiled();
     let qu = text_constraints(question);
-    let qu_lower = lower_collapsed(question);
-    let qe_lower = lower_collapsed(enriched);
-    let relative_time = RELATIVE_TIME.iter().any(|p| contains_phrase(&qu_lower, p));
+    let qu_lower = texts.question_lower.as_str();
+    let relative_time = RELATIVE_TIME.iter().any(|p| contains_phrase(qu_lower, p));
 
     // Qe constraints, clause by clause, remembering which come from explanatory definitions.
     // When Qe starts with Qu verbatim (question + hints, as BIRD's evidence is appended), Qu's
@@ -110,7 +113,7 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
     // Filters (nothing of Qu can be dropped when Qe contains it verbatim).
     for f in qu.filters.iter().filter(|_| !qu_included) {
         let kept = qe.filters.iter().any(|g| same_constraint(f, g))
-            || (!f.value.is_empty() && contains_phrase(&qe_lower, &f.value));
+            || (!f.value.is_empty() && contains_phrase(qe_lower, &f.value));
         if !kept {
             dropped.push(render_question_filter(f));
         }
@@ -121,7 +124,7 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
             continue;
         }
         let clarified_value = !f.value.is_empty()
-            && (contains_phrase(&qu_lower, &f.value)
+            && (contains_phrase(qu_lower, &f.value)
                 || qu.filters.iter().any(|g| {
                     g.value.len() >= 3
                         && (contains_phrase(&f.value, &g.value)
@@ -187,7 +190,7 @@ pub fn validate(question: &str, enriched: Option<&str>, profile: &RuleProfile) -
         }
     };
     for g in &qu.group_by {
-        let kept = qe.group_by.iter().any(|h| dims_match(g, h)) || contains_phrase(&qe_lower, g);
+        let kept = qe.group_by.iter().any(|h| dims_match(g, h)) || contains_phrase(qe_lower, g);
         if !kept {
             dropped.push(format!("group_by:{g}"));
         }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::profile::RuleProfile;
 use super::score::{ConfidenceTier, QualityTier, Score, compose};
+use super::text::QuestionTexts;
 use super::{
     Alignment, CatalogueNote, CatalogueStatus, FilterStatus, Finding, JudgeAssessment, Prepared,
     QuestionSpec, Verdict, align, checks, enrichment, question, text,
@@ -130,13 +131,12 @@ fn prepare_checked(
     sql_spec: SqlSpec,
     schema: Option<&DbSchema>,
 ) -> Prepared {
-    let enriched = event.enriched_question.as_deref();
-    let question_spec = question::extract(&event.question, enriched, Some(&sql_spec), profile);
-    let enrichment = enrichment::validate(&event.question, enriched, profile);
+    let texts = QuestionTexts::new(&event.question, event.enriched_question.as_deref());
+    let question_spec = question::extract_texts(&texts, Some(&sql_spec), profile);
+    let enrichment = enrichment::validate_texts(&texts, profile);
     let alignment = align::align(&question_spec, &sql_spec, profile);
     let findings = checks::run(&checks::CheckInput {
-        question: &event.question,
-        enriched,
+        texts: &texts,
         sql: &event.sql,
         spec: &sql_spec,
         question_spec: &question_spec,

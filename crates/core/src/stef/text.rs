@@ -37,6 +37,39 @@ pub fn clip(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// One event's question texts as every phrase search reads them, built once per event: the
+/// question and the enriched question clipped to [`MAX_TEXT_BYTES`] (a blank enriched question
+/// is none), and both lowercased with whitespace collapsed ([`lower_collapsed`]). The question
+/// extractor, the enrichment validation and the checks share it instead of lowercasing the same
+/// texts again each (they did, seven times per event).
+#[derive(Debug, Clone)]
+pub struct QuestionTexts<'a> {
+    /// The question, clipped.
+    pub question: &'a str,
+    /// The enriched question, clipped; `None` when absent or blank.
+    pub enriched: Option<&'a str>,
+    /// `lower_collapsed(question)`.
+    pub question_lower: String,
+    /// `lower_collapsed(enriched)`.
+    pub enriched_lower: Option<String>,
+}
+
+impl<'a> QuestionTexts<'a> {
+    /// Clip, drop a blank enrichment, lowercase.
+    pub fn new(question: &'a str, enriched: Option<&'a str>) -> Self {
+        let question = clip(question, MAX_TEXT_BYTES);
+        let enriched = enriched
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| clip(e, MAX_TEXT_BYTES));
+        QuestionTexts {
+            question,
+            enriched,
+            question_lower: lower_collapsed(question),
+            enriched_lower: enriched.map(lower_collapsed),
+        }
+    }
+}
+
 /// Remove one pair of matching surrounding quotes (`'x'`, `"x"`, `` `x` ``).
 pub fn strip_quotes(s: &str) -> &str {
     let bytes = s.as_bytes();
@@ -477,10 +510,9 @@ pub fn lower_collapsed(text: &str) -> String {
             if !out.is_empty() {
                 out.push(' ');
             }
-            for b in w.bytes() {
-                out.push(char::from(b.to_ascii_lowercase()));
-            }
+            out.push_str(w);
         }
+        out.make_ascii_lowercase();
         return out;
     }
     let mut out = String::with_capacity(text.len());

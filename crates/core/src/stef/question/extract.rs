@@ -2,9 +2,7 @@
 //! ([`text_constraints`]), put together from the other parts.
 
 use crate::sqlspec::{AggFunc, SqlSpec};
-use crate::stef::text::{
-    MAX_TEXT_BYTES, clip, contains_phrase, lower_collapsed, name_key, tokenize,
-};
+use crate::stef::text::{MAX_TEXT_BYTES, QuestionTexts, clip, contains_phrase, name_key, tokenize};
 use crate::stef::{QuestionSpec, RuleProfile};
 
 use super::clauses::*;
@@ -22,8 +20,18 @@ pub fn extract(
     sql: Option<&SqlSpec>,
     profile: &RuleProfile,
 ) -> QuestionSpec {
-    let question = clip(question, MAX_TEXT_BYTES);
-    let enriched = enriched.map(|e| clip(e, MAX_TEXT_BYTES));
+    extract_texts(&QuestionTexts::new(question, enriched), sql, profile)
+}
+
+/// [`extract`] from texts already clipped and lowercased (the scoring path builds them once
+/// per event).
+pub fn extract_texts(
+    texts: &QuestionTexts<'_>,
+    sql: Option<&SqlSpec>,
+    profile: &RuleProfile,
+) -> QuestionSpec {
+    let question = texts.question;
+    let enriched = texts.enriched;
     let qu_tokens = tokenize(question);
     let qu_lower = question.to_ascii_lowercase();
     let qu = Doc {
@@ -36,7 +44,6 @@ pub fn extract(
     structure(&qu, &mut spec, &mut qu_used);
     spec.outputs = outputs(&qu);
 
-    let enriched = enriched.filter(|e| !e.trim().is_empty());
     let mut defined: Vec<(String, String)> = Vec::new();
     let req_text: String;
     let req_tokens;
@@ -80,7 +87,7 @@ pub fn extract(
 
     if let Some(sql) = sql {
         sql_literal_filters(
-            question,
+            &texts.question_lower,
             enriched.map(|_| filter_doc.text),
             &qu,
             enriched.map(|_| filter_doc),
@@ -97,7 +104,7 @@ pub fn extract(
         // "Is molecule TR151 carcinogenic?": the predicate is what the user wants to see. A
         // filter on a column the SQL returns, with a value Qu does not state, is answered by
         // returning that column rather than by filtering on it.
-        let qu_l = lower_collapsed(question);
+        let qu_l = &texts.question_lower;
         spec.filters.retain(|f| {
             let projected = f.lhs.as_deref().is_some_and(|l| {
                 let key = name_key(l);
@@ -105,7 +112,7 @@ pub fn extract(
                     .iter()
                     .any(|p| p.columns.iter().any(|c| name_key(c) == key))
             });
-            !projected || phrase_in(&qu, &qu_l, &f.value)
+            !projected || phrase_in(&qu, qu_l, &f.value)
         });
     }
     apply_mappings(profile, &mut spec);

@@ -600,14 +600,13 @@ pub(super) fn entity_word(doc: &Doc<'_>, i: usize, used: &[bool]) -> bool {
 
 /// Add required filters for SQL literals that the question text states (module doc).
 pub(super) fn sql_literal_filters(
-    question: &str,
+    question_lower: &str,
     enriched: Option<&str>,
     qu: &Doc<'_>,
     qe: Option<&Doc<'_>>,
     sql: &SqlSpec,
     filters: &mut Vec<QuestionFilter>,
 ) {
-    let mut qu_lower: Option<String> = None;
     let mut qe_lower: Option<String> = None;
     // Bounded: a pathological SQL with thousands of predicates is not searched exhaustively.
     for f in sql.filters.iter().take(256) {
@@ -627,8 +626,7 @@ pub(super) fn sql_literal_filters(
             let found = if is_number {
                 number_in(qu, text) || qe.is_some_and(|d| number_in(d, text))
             } else {
-                let qu_l = qu_lower.get_or_insert_with(|| lower_collapsed(question));
-                let in_qu = phrase_in(qu, qu_l, text);
+                let in_qu = phrase_in(qu, question_lower, text);
                 in_qu
                     || match (qe, enriched) {
                         (Some(d), Some(e)) => {

@@ -6,6 +6,8 @@
 //! literals compare like with like. Names are compared through [`name_key`], which also drops
 //! table qualifiers and every non-alphanumeric character (`T1."Eye_Colour"` ≡ `eye colour`).
 
+use std::borrow::Cow;
+
 pub use crate::sqlspec::canonical_number;
 use crate::sqlspec::{Filter, FilterOp, FilterValue, normalize_text_value};
 
@@ -87,6 +89,18 @@ pub fn strip_quotes(s: &str) -> &str {
 /// name (`year(t.order_date)` → `yearorderdate`).
 pub fn name_key(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
+    if name.is_ascii() {
+        let mut ident_start = 0usize;
+        for b in name.bytes() {
+            match b {
+                b'.' => out.truncate(ident_start),
+                b'(' | b',' | b' ' => ident_start = out.len(),
+                b if b.is_ascii_alphanumeric() => out.push(char::from(b.to_ascii_lowercase())),
+                _ => {}
+            }
+        }
+        return out;
+    }
     // Drop qualifiers: keep what follows the last '.' that is outside parentheses and quotes,
     // applied per identifier by resetting on '.'.
     let mut ident_start = 0usize;
@@ -134,33 +148,55 @@ pub fn name_words(name: &str) -> Vec<String> {
         words.push(cur);
     }
     for w in &mut words {
-        *w = singular(w);
+        match singular_form(w) {
+            Cow::Borrowed(form) => {
+                let len = form.len();
+                w.truncate(len);
+            }
+            Cow::Owned(form) => *w = form,
+        }
     }
     words
+}
+
+/// `word` without trailing possessive `'s` (what `trim_end_matches("'s")` does, without building
+/// a substring searcher per call: this runs once per question word).
+pub fn strip_possessive(word: &str) -> &str {
+    let mut w = word;
+    while let Some(rest) = w.strip_suffix("'s") {
+        w = rest;
+    }
+    w
 }
 
 /// Naive English singular of a lowercase word (`categories` → `category`, `heroes` → `hero`,
 /// `powers` → `power`; `class`, `status`, `bus` unchanged).
 pub fn singular(word: &str) -> String {
+    singular_form(word).into_owned()
+}
+
+/// [`singular`] without allocating unless the form changes a letter (`-ies` → `-y`): every other
+/// singular is a prefix of the word.
+pub fn singular_form(word: &str) -> Cow<'_, str> {
     let n = word.len();
     if n <= 3 || !word.ends_with('s') {
-        return word.to_string();
+        return Cow::Borrowed(word);
     }
     if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
-        return word.to_string();
+        return Cow::Borrowed(word);
     }
     if let Some(stem) = word.strip_suffix("ies")
         && stem.len() >= 2
     {
-        return format!("{stem}y");
+        return Cow::Owned(format!("{stem}y"));
     }
     for suffix in ["oes", "ses", "xes", "zes", "ches", "shes"] {
-        if let Some(stem) = word.strip_suffix(suffix) {
-            let keep = &suffix[..suffix.len() - 2];
-            return format!("{stem}{keep}");
+        if word.ends_with(suffix) {
+            // `-oes` → `-o`, `-ches` → `-ch`: the suffix minus its `es`.
+            return Cow::Borrowed(&word[..n - 2]);
         }
     }
-    word[..n - 1].to_string()
+    Cow::Borrowed(&word[..n - 1])
 }
 
 /// Whether two lowercase words name the same thing: equal singulars, one a prefix of the other
@@ -170,7 +206,7 @@ pub fn words_match(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
-    let (sa, sb) = (singular(a), singular(b));
+    let (sa, sb) = (singular_form(a), singular_form(b));
     if sa == sb {
         return true;
     }
@@ -179,7 +215,7 @@ pub fn words_match(a: &str, b: &str) -> bool {
     } else {
         (&sb, &sa)
     };
-    short.len() >= 5 && long.starts_with(short.as_str())
+    short.len() >= 5 && long.starts_with(short.as_ref())
 }
 
 /// Comparison text of a filter value (`None` for non-literal values).
@@ -424,6 +460,29 @@ fn is_word_byte(b: u8) -> bool {
 
 /// End of a word starting at `i`: alphanumerics, `_`, and `'`/`-` between word characters.
 fn word_end(text: &str, i: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut j = i;
+    // ASCII fast path; at the first non-ASCII byte the character loop takes over.
+    while let Some(&b) = bytes.get(j) {
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            j += 1;
+        } else if b == b'\'' || b == b'-' {
+            match bytes.get(j + 1) {
+                Some(next) if next.is_ascii_alphanumeric() => j += 2,
+                Some(next) if !next.is_ascii() => return word_end_chars(text, j),
+                _ => return j,
+            }
+        } else if b.is_ascii() {
+            return j;
+        } else {
+            return word_end_chars(text, j);
+        }
+    }
+    j
+}
+
+/// [`word_end`] by characters, from byte `i` on.
+fn word_end_chars(text: &str, i: usize) -> usize {
     let mut end = i;
     let mut iter = text[i..].char_indices().peekable();
     while let Some((off, ch)) = iter.next() {
@@ -583,6 +642,35 @@ mod tests {
                 .unwrap()
                 .sentence_start
         );
+    }
+
+    #[test]
+    fn word_ends_agree_with_the_character_rule() {
+        // The ASCII fast path must end every word where the character loop does, non-ASCII
+        // letters, curly apostrophes and hyphens included.
+        for text in [
+            "Hero's powers",
+            "l'été d'Anjou",
+            "naïve-approach",
+            "Women’s Soccer",
+            "rock-'n'-roll",
+            "x-é y'",
+            "trailing-",
+            "a'-b",
+            "snake_case_2 'quoted'",
+            "Ünïcode-ß's",
+        ] {
+            for i in (0..text.len()).filter(|&i| text.is_char_boundary(i)) {
+                assert_eq!(word_end(text, i), word_end_chars(text, i), "{text:?} at {i}");
+            }
+        }
+        assert_eq!(strip_possessive("Hero's"), "Hero");
+        assert_eq!(strip_possessive("boss"), "boss");
+        assert_eq!(singular_form("categories"), "category");
+        assert_eq!(singular_form("matches"), "match");
+        assert_eq!(singular_form("status"), "status");
+        assert!(words_match("colours", "colour") && words_match("heroes", "hero"));
+        assert_eq!(name_key("Größe.Ümlaut"), "ümlaut");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A tokenized question text ([`Doc`]) and its content-word set.
 
-use crate::stef::text::{Token, TokenKind, canonical_number, singular};
+use crate::stef::text::{Token, TokenKind, canonical_number, singular, strip_possessive};
 
 use super::lexicon::*;
 
@@ -34,7 +34,7 @@ pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
 
 /// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.
 pub(super) fn stem(w: &str) -> String {
-    let w = w.trim_end_matches("'s");
+    let w = strip_possessive(w);
     let base = if w.len() > 5 {
         w.strip_suffix("ing")
             .or_else(|| w.strip_suffix("ed"))

@@ -5,7 +5,7 @@
 use crate::sqlspec::{FilterOp, FilterValue, SqlSpec};
 use crate::stef::text::{
     TokenKind, canonical_number, contains_phrase, lower_collapsed, name_key, normalize_value,
-    singular,
+    singular, strip_possessive,
 };
 use crate::stef::{QuestionFilter, QuestionSpec, RuleProfile};
 
@@ -589,7 +589,7 @@ pub(super) fn entity_word(doc: &Doc<'_>, i: usize, used: &[bool]) -> bool {
     }
     // Identifiers (TotalSpendUSD, eye_colour_id, h2o) are not entities; ALLCAPS words are
     // acronyms (USA, DC) and kept.
-    let text = t.text.trim_end_matches("'s");
+    let text = strip_possessive(t.text);
     let all_caps = text.chars().all(|c| !c.is_lowercase());
     let inner_caps = text.chars().skip(1).any(char::is_uppercase);
     if text.contains('_') || (inner_caps && !all_caps) {

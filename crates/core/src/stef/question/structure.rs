@@ -2,7 +2,7 @@
 //! and the structure a definition's formula implies.
 
 use crate::sqlspec::AggFunc;
-use crate::stef::text::{TokenKind, contains_phrase, singular, tokenize};
+use crate::stef::text::{TokenKind, contains_phrase, singular, strip_possessive, tokenize};
 use crate::stef::{QuestionAggregation, QuestionSpec};
 
 use super::doc::*;
@@ -409,7 +409,7 @@ pub(super) fn phrase_at(doc: &Doc<'_>, i: usize, max: usize) -> Option<String> {
         out.push_str(w);
         out.push(' ');
     }
-    out.push_str(&singular(last.trim_end_matches("'s")));
+    out.push_str(&singular(strip_possessive(last)));
     Some(out)
 }
 

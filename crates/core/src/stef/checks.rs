@@ -156,7 +156,7 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     let texts = input.texts;
     let definitions = match texts.enriched {
         Some(enriched) => {
-            relevant_definitions(texts.question, evidence_text(texts.question, enriched))
+            relevant_definitions(texts, evidence_text(texts.question, enriched))
         }
         None => Vec::new(),
     };

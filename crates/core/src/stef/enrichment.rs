@@ -34,7 +34,9 @@
 use crate::sqlspec::{AggFunc, FilterOp};
 
 use super::align::agg_name;
-use super::question::{COMPUTED, definition_parts, split_clauses, text_constraints};
+use super::question::{
+    COMPUTED, definition_parts, question_constraints, split_clauses, text_constraints,
+};
 use super::text::{
     QuestionTexts, contains_phrase, name_words, render_question_filter, words_match,
 };
@@ -56,9 +58,10 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
         return faithful();
     }
     let rules = profile.compiled();
-    let qu = text_constraints(question);
+    let qu = question_constraints(texts);
     let qu_lower = texts.question_lower.as_str();
-    let relative_time = RELATIVE_TIME.iter().any(|p| contains_phrase(qu_lower, p));
+    // Only asked about a date-like value Qe adds (rare): searched then, not per event.
+    let relative_time = || RELATIVE_TIME.iter().any(|p| contains_phrase(qu_lower, p));
 
     // Qe constraints, clause by clause, remembering which come from explanatory definitions.
     // When Qe starts with Qu verbatim (question + hints, as BIRD's evidence is appended), Qu's
@@ -131,7 +134,7 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
                             || contains_phrase(&g.value, &f.value))
                 }));
         let clarified_date = is_date_like(&f.value)
-            && (relative_time
+            && (relative_time()
                 || qu
                     .filters
                     .iter()

@@ -43,7 +43,9 @@ pub fn clip(text: &str, max: usize) -> &str {
 /// question and the enriched question clipped to [`MAX_TEXT_BYTES`] (a blank enriched question
 /// is none), and both lowercased with whitespace collapsed ([`lower_collapsed`]). The question
 /// extractor, the enrichment validation and the checks share it instead of lowercasing the same
-/// texts again each (they did, seven times per event).
+/// texts again each (they did, seven times per event). The question's tokens, its ASCII-lowercased
+/// copy (same byte offsets) and its content-word set (filled on first use by the question
+/// extractor's definition matching) are shared the same way.
 #[derive(Debug, Clone)]
 pub struct QuestionTexts<'a> {
     /// The question, clipped.
@@ -54,6 +56,12 @@ pub struct QuestionTexts<'a> {
     pub question_lower: String,
     /// `lower_collapsed(enriched)`.
     pub enriched_lower: Option<String>,
+    /// `tokenize(question)`.
+    pub question_tokens: Vec<Token<'a>>,
+    /// `question.to_ascii_lowercase()` (byte offsets as in `question`).
+    pub question_ascii_lower: String,
+    /// The question's content-word set, computed once when a definition needs it.
+    pub question_words: std::cell::OnceCell<Vec<String>>,
 }
 
 impl<'a> QuestionTexts<'a> {
@@ -68,6 +76,9 @@ impl<'a> QuestionTexts<'a> {
             enriched,
             question_lower: lower_collapsed(question),
             enriched_lower: enriched.map(lower_collapsed),
+            question_tokens: tokenize(question),
+            question_ascii_lower: question.to_ascii_lowercase(),
+            question_words: std::cell::OnceCell::new(),
         }
     }
 }

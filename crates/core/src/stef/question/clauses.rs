@@ -1,7 +1,9 @@
 //! Reading the enriched question clause by clause: splitting, definitions (`X refers to …`),
 //! declarations (`'v' is a …`), and whether a definition's subject is about the question.
 
-use crate::stef::text::{TokenKind, lower_collapsed, tokenize};
+use std::cell::OnceCell;
+
+use crate::stef::text::{QuestionTexts, TokenKind, lower_collapsed, tokenize};
 
 use super::doc::*;
 use super::lexicon::*;
@@ -13,10 +15,10 @@ use super::lexicon::*;
 pub(crate) fn required_text(
     enriched: &str,
     qu: &Doc<'_>,
+    qu_words_cell: &OnceCell<Vec<String>>,
     defined: &mut Vec<(String, String)>,
 ) -> String {
     // Qu's words are only needed when Qe holds a definition.
-    let qu_words_cell: std::cell::OnceCell<Vec<String>> = std::cell::OnceCell::new();
     let mut out = String::with_capacity(enriched.len());
     for clause in split_clauses(enriched) {
         let piece = match definition_parts(clause) {
@@ -52,24 +54,17 @@ pub(crate) fn required_text(
 /// `(subject, definition)` — what the evidence checks hold the SQL to. Glossary definitions about
 /// other things are left out, as in [`required_text`].
 pub(crate) fn relevant_definitions<'e>(
-    question: &str,
+    texts: &QuestionTexts<'_>,
     enriched: &'e str,
 ) -> Vec<(&'e str, &'e str)> {
     let mut out = Vec::new();
-    let mut qu_words: Option<Vec<String>> = None;
     for clause in split_clauses(enriched) {
         let Some((subject, definition)) = definition_parts(clause) else {
             continue;
         };
-        let words = qu_words.get_or_insert_with(|| {
-            let tokens = tokenize(question);
-            let lower = question.to_ascii_lowercase();
-            word_set(&Doc {
-                text: question,
-                lower: &lower,
-                toks: &tokens,
-            })
-        });
+        let words = texts
+            .question_words
+            .get_or_init(|| word_set(&Doc::question(texts)));
         if subject_matches(subject, words) {
             out.push((subject.trim(), definition.trim()));
         }

@@ -1,6 +1,8 @@
 //! A tokenized question text ([`Doc`]) and its content-word set.
 
-use crate::stef::text::{Token, TokenKind, canonical_number, singular, strip_possessive};
+use crate::stef::text::{
+    QuestionTexts, Token, TokenKind, canonical_number, singular, strip_possessive,
+};
 
 use super::lexicon::*;
 
@@ -53,6 +55,15 @@ pub(crate) struct Doc<'a> {
 }
 
 impl<'a> Doc<'a> {
+    /// The question of `texts`, with the tokens and lowercased copy made once per event.
+    pub(crate) fn question(texts: &'a QuestionTexts<'a>) -> Doc<'a> {
+        Doc {
+            text: texts.question,
+            lower: &texts.question_ascii_lower,
+            toks: &texts.question_tokens,
+        }
+    }
+
     /// Lowercase text of token `i` if it is a word, else "".
     pub(super) fn w(&self, i: usize) -> &'a str {
         match self.toks.get(i) {

@@ -30,15 +30,9 @@ pub fn extract_texts(
     sql: Option<&SqlSpec>,
     profile: &RuleProfile,
 ) -> QuestionSpec {
-    let question = texts.question;
     let enriched = texts.enriched;
-    let qu_tokens = tokenize(question);
-    let qu_lower = question.to_ascii_lowercase();
-    let qu = Doc {
-        text: question,
-        lower: &qu_lower,
-        toks: &qu_tokens,
-    };
+    let qu_tokens = &texts.question_tokens;
+    let qu = Doc::question(texts);
     let mut spec = QuestionSpec::default();
     let mut qu_used = vec![false; qu_tokens.len()];
     structure(&qu, &mut spec, &mut qu_used);
@@ -52,7 +46,7 @@ pub fn extract_texts(
     let mut req_used;
     let (filter_doc, filter_used) = match enriched {
         Some(e) => {
-            req_text = required_text(e, &qu, &mut defined);
+            req_text = required_text(e, &qu, &texts.question_words, &mut defined);
             req_tokens = tokenize(&req_text);
             req_lower = req_text.to_ascii_lowercase();
             req_doc = Doc {
@@ -126,15 +120,23 @@ pub fn text_constraints(text: &str) -> QuestionSpec {
     let text = clip(text, MAX_TEXT_BYTES);
     let toks = tokenize(text);
     let lower = text.to_ascii_lowercase();
-    let doc = Doc {
+    constraints_of(&Doc {
         text,
         lower: &lower,
         toks: &toks,
-    };
+    })
+}
+
+/// [`text_constraints`] of the event's question, from the tokens made once per event.
+pub fn question_constraints(texts: &QuestionTexts<'_>) -> QuestionSpec {
+    constraints_of(&Doc::question(texts))
+}
+
+fn constraints_of(doc: &Doc<'_>) -> QuestionSpec {
     let mut spec = QuestionSpec::default();
-    let mut used = vec![false; toks.len()];
-    structure(&doc, &mut spec, &mut used);
-    spec.filters = text_filters(&doc, &mut used);
+    let mut used = vec![false; doc.toks.len()];
+    structure(doc, &mut spec, &mut used);
+    spec.filters = text_filters(doc, &mut used);
     dedup_filters(&mut spec.filters);
     spec
 }

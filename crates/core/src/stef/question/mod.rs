@@ -63,5 +63,5 @@ mod structure;
 mod tests;
 
 pub(crate) use clauses::{definition_parts, relevant_definitions, split_clauses};
-pub use extract::{extract, extract_texts, text_constraints};
+pub use extract::{extract, extract_texts, question_constraints, text_constraints};
 pub use structure::{COMPUTED, TOTAL};

@@ -155,9 +155,7 @@ impl Lowered {
 fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     let texts = input.texts;
     let definitions = match texts.enriched {
-        Some(enriched) => {
-            relevant_definitions(texts, evidence_text(texts.question, enriched))
-        }
+        Some(enriched) => relevant_definitions(texts, evidence_text(texts.question, enriched)),
         None => Vec::new(),
     };
     let lowered = Lowered {

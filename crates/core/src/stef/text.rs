@@ -137,6 +137,41 @@ pub fn name_key(name: &str) -> String {
 /// trailing plural `s` removed (`EyeColours` → `eye`, `colour`).
 pub fn name_words(name: &str) -> Vec<String> {
     let mut words = Vec::new();
+    if name.is_ascii() {
+        // The same rule on bytes: each word is one lowercased slice of `name`.
+        let bytes = name.as_bytes();
+        let mut start: Option<usize> = None;
+        let mut prev_lower = false;
+        for (i, &b) in bytes.iter().enumerate() {
+            if b.is_ascii_alphanumeric() {
+                if b.is_ascii_uppercase()
+                    && prev_lower
+                    && let Some(s) = start
+                {
+                    words.push(name[s..i].to_ascii_lowercase());
+                    start = Some(i);
+                }
+                start.get_or_insert(i);
+                prev_lower = b.is_ascii_lowercase() || b.is_ascii_digit();
+            } else {
+                prev_lower = false;
+                if let Some(s) = start.take() {
+                    words.push(name[s..i].to_ascii_lowercase());
+                }
+            }
+        }
+        if let Some(s) = start {
+            words.push(name[s..].to_ascii_lowercase());
+        }
+        singular_in_place(&mut words);
+        return words;
+    }
+    name_words_by_chars(name)
+}
+
+/// [`name_words`] by characters (any input; the ASCII path above gives the same words).
+fn name_words_by_chars(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;
     for ch in name.chars() {
@@ -158,7 +193,13 @@ pub fn name_words(name: &str) -> Vec<String> {
     if !cur.is_empty() {
         words.push(cur);
     }
-    for w in &mut words {
+    singular_in_place(&mut words);
+    words
+}
+
+/// Replace every word by its [`singular`], reusing its allocation when the form is a prefix.
+fn singular_in_place(words: &mut [String]) {
+    for w in words {
         match singular_form(w) {
             Cow::Borrowed(form) => {
                 let len = form.len();
@@ -167,7 +208,6 @@ pub fn name_words(name: &str) -> Vec<String> {
             Cow::Owned(form) => *w = form,
         }
     }
-    words
 }
 
 /// `word` without trailing possessive `'s` (what `trim_end_matches("'s")` does, without building
@@ -672,7 +712,11 @@ mod tests {
             "Ünïcode-ß's",
         ] {
             for i in (0..text.len()).filter(|&i| text.is_char_boundary(i)) {
-                assert_eq!(word_end(text, i), word_end_chars(text, i), "{text:?} at {i}");
+                assert_eq!(
+                    word_end(text, i),
+                    word_end_chars(text, i),
+                    "{text:?} at {i}"
+                );
             }
         }
         assert_eq!(strip_possessive("Hero's"), "Hero");
@@ -682,6 +726,19 @@ mod tests {
         assert_eq!(singular_form("status"), "status");
         assert!(words_match("colours", "colour") && words_match("heroes", "hero"));
         assert_eq!(name_key("Größe.Ümlaut"), "ümlaut");
+        for (name, words) in [
+            ("T1.EyeColours", vec!["t1", "eye", "colour"]),
+            ("superhero_names", vec!["superhero", "name"]),
+            (
+                "COUNT(DISTINCT molecule_id)",
+                vec!["count", "distinct", "molecule", "id"],
+            ),
+            ("HTTPStatus2xx", vec!["httpstatus2xx"]),
+            ("aB", vec!["a", "b"]),
+        ] {
+            assert_eq!(name_words(name), words, "{name}");
+            assert_eq!(name_words_by_chars(name), words, "{name}");
+        }
     }
 
     #[test]

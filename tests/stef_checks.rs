@@ -114,6 +114,13 @@ fn evidence_checks_fire_on_real_mistakes_and_not_on_gold() {
     // "TR000_2_5 is the bond id"; the SQL says 'TR_000_2_5'. "Garrett Gerke"; the SQL says 'Girke'.
     fires_on_prediction_not_on_gold("SuperSQL", "223", FindingCode::LiteralNotInQuestion, false);
     fires_on_prediction_not_on_gold("DAIL-SQL", "1468", FindingCode::LiteralNotInQuestion, false);
+    // "average height of the superheroes from Marvel Comics"; the SQL adds `height_cm > 0`.
+    fires_on_prediction_not_on_gold(
+        "CHESS-GPT-4o-mini",
+        "729",
+        FindingCode::NumberNotInQuestion,
+        false,
+    );
     // "… as a percentage with five decimal places"; the SQL never rounds.
     fires_on_prediction_not_on_gold("SuperSQL", "226", FindingCode::RoundingMissing, false);
     // COUNT(…) / COUNT(DISTINCT …) in SQLite truncates.
@@ -253,7 +260,7 @@ fn catalogue_checks_on_written_mistakes_against_a_real_schema() {
         ),
         (
             "195",
-            "SELECT bond_type, COUNT(*) AS n FROM bond WHERE rowid > 0 AND bond_type != \"x\" GROUP BY bond_type ORDER BY n DESC LIMIT 1",
+            "SELECT bond_type, COUNT(*) AS n FROM bond WHERE rowid IS NOT NULL AND bond_type != \"x\" GROUP BY bond_type ORDER BY n DESC LIMIT 1",
         ),
         (
             "196",

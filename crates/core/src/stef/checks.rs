@@ -20,6 +20,7 @@
 //! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |
 //! | `rounding_missing` | the question (or its enriched question) asks for decimal places or a rounded value ("as a percentage with five decimal places", "rounded to two decimals"); the SQL has no ROUND, PRINTF, FORMAT, TO_CHAR, TRUNC or DECIMAL/NUMERIC cast | warning |
 //! | `literal_not_in_question` | a filter compares a column with a string literal (three characters or more, with a letter) that neither the question nor the enriched question contains, not even as a spacing, plural or stem variant (`'TR_000_2_5'` for "TR000_2_5", `'Girke'` for "Gerke", `colour = 'Blue'` nobody asked for); filters the rule profile declares benign or ignored are exempt | warning |
+//! | `number_not_in_question` | a filter compares a column with a number (ordering, or equality other than a 0/1 flag test) that neither the question nor the enriched question states — as digits, a number word, a percentage's fraction, a decade's bounds, or an ordering's integer neighbour (`height_cm > 0` under an average nobody restricted; `eye_colour_id = 7`) | warning |
 //!
 //! Catalogue checks (names resolved scope by scope, as SQLite resolves them: aliases, then
 //! tables in scope, then enclosing scopes; `rowid` is always a column; a double-quoted name
@@ -57,7 +58,7 @@ use crate::catalogue::{ColumnType, DbSchema};
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, QueryReferences, RefSourceKind, SqlSpec};
 
 use super::question::{definition_parts, relevant_definitions, split_clauses};
-use super::text::{QuestionTexts, lower_collapsed, normalize_value};
+use super::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, RuleProfile, Severity};
 
 /// Everything the checks read about one event.
@@ -199,6 +200,7 @@ fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     division_checks(input, &lowered, out);
     distinct_check(input, &lowered, out);
     literal_source_check(input, out);
+    number_source_check(input, out);
     rounding_check(input, &lowered, out);
     if input.spec.limit.is_some()
         && input.spec.order_by.is_empty()
@@ -403,6 +405,126 @@ fn literal_source_check(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
             );
         }
     }
+}
+
+/// `number_not_in_question`: a comparison of a column with a number must take the number from
+/// the question or its enriched question — as digits (`1,000`, `$40`, `45th`), a number word
+/// ("two"), a percentage's fraction ("80%" is `0.8` too) or a decade's bounds ("1990s"). What it
+/// catches is an invented threshold (`height_cm > 0`, `weight_kg > 0` under an average nobody
+/// asked to restrict; `COUNT(DISTINCT element) = 2` for "phosphorus and nitrogen"). Equality with
+/// 0 or 1 is a flag test (`is_active = 1`) and left alone, and so are the profile's benign and
+/// ignored filters.
+fn number_source_check(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
+    let rules = input.profile.compiled();
+    let mut stated: Option<Vec<String>> = None;
+    for filter in &input.spec.filters {
+        let FilterValue::Number(number) = &filter.rhs else {
+            continue;
+        };
+        let ordering = match filter.op {
+            FilterOp::Eq | FilterOp::NotEq => {
+                if matches!(number.as_str(), "0" | "1") {
+                    continue;
+                }
+                false
+            }
+            FilterOp::Lt | FilterOp::LtEq | FilterOp::Gt | FilterOp::GtEq => true,
+            _ => continue,
+        };
+        if rules.is_ignored(&filter.lhs) || super::align::is_benign(filter, rules) {
+            continue;
+        }
+        let stated = stated.get_or_insert_with(|| stated_numbers(input.texts));
+        let unsigned = number.trim_start_matches('-');
+        // "at least 3" is `> 2`, "more than 5" `>= 6`: an ordering may use a stated integer's
+        // neighbour.
+        let neighbour = |s: &str| {
+            ordering
+                && s.parse::<i64>()
+                    .ok()
+                    .zip(unsigned.parse::<i64>().ok())
+                    .is_some_and(|(a, b)| (a - b).abs() == 1)
+        };
+        if stated.iter().any(|s| s == unsigned || neighbour(s)) {
+            continue;
+        }
+        push(
+            out,
+            FindingCode::NumberNotInQuestion,
+            Severity::Warning,
+            ErrorCategory::Condition,
+            format!(
+                "the SQL compares {} with {number}, which neither the question nor its enriched question states",
+                filter.lhs
+            ),
+        );
+    }
+}
+
+/// The numbers the question and the enriched question state, canonical (`1,000` → `1000`,
+/// `5.0` → `5`): digit runs, number words, percentages also as fractions, decades as their
+/// bounds.
+fn stated_numbers(texts: &QuestionTexts<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for text in
+        std::iter::once(texts.question_lower.as_str()).chain(texts.enriched_lower.as_deref())
+    {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i].is_ascii_digit() {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_digit()
+                        || (matches!(bytes[i], b'.' | b',')
+                            && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)))
+                {
+                    i += 1;
+                }
+                let digits = text[start..i].replace(',', "");
+                let Some(n) = canonical_number(&digits) else {
+                    continue;
+                };
+                let after = &text[i..];
+                if after.starts_with('%') || after.starts_with(" percent") {
+                    if let Some(fraction) = digits
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(|v| canonical_number(&(v / 100.0).to_string()))
+                    {
+                        out.push(fraction);
+                    }
+                } else if after.starts_with('s') && n.len() == 4 && n.ends_with('0') {
+                    // "the 1990s": 1990 to 1999, or up to 2000 exclusive.
+                    if let Ok(year) = n.parse::<u32>() {
+                        out.push((year + 9).to_string());
+                        out.push((year + 10).to_string());
+                    }
+                }
+                out.push(n);
+            } else if bytes[i].is_ascii_alphabetic() {
+                let start = i;
+                while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                if let Some(n) = super::question::number_word(word).or(match word {
+                    // "more than once", "a single document", "multiple times": counts.
+                    "once" | "single" | "multiple" | "several" => Some(1),
+                    "twice" => Some(2),
+                    "thrice" => Some(3),
+                    _ => None,
+                }) {
+                    out.push(n.to_string());
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// `rounding_missing`: a requested precision ("with three decimal places", "rounded to …")
@@ -1626,6 +1748,72 @@ mod tests {
         ] {
             assert!(!fires(q, None, sql), "{sql}");
         }
+    }
+
+    #[test]
+    fn compared_numbers_must_be_stated() {
+        let fires = |q: &str, e: Option<&str>, sql: &str| {
+            codes_for(q, e, sql).contains(&FindingCode::NumberNotInQuestion)
+        };
+        // BIRD 729 (CHESS-GPT-4o-mini): an invented threshold under an average.
+        let q = "What is the average height of the superheroes from Marvel Comics?";
+        let e = format!(
+            "{q} superheroes from Marvel Comics refers to publisher_name = 'Marvel Comics'; \
+             average height of the superheroes refers to AVG(height_cm)"
+        );
+        let gold = "SELECT AVG(T1.height_cm) FROM superhero AS T1 INNER JOIN publisher AS T2 \
+                    ON T1.publisher_id = T2.id WHERE T2.publisher_name = 'Marvel Comics'";
+        assert!(!fires(q, Some(&e), gold));
+        assert!(fires(q, Some(&e), &format!("{gold} AND T1.height_cm > 0")));
+        // Digits, thousands separators, money, number words, once/single, percentages as
+        // fractions, decades, and an ordering's integer neighbour ("at least 3" is `> 2`).
+        for (q, sql) in [
+            (
+                "Which student was able to generate income more than $40?",
+                "SELECT m FROM income WHERE amount > 40",
+            ),
+            (
+                "Cities with over 1,000 people?",
+                "SELECT c FROM city WHERE population > 1000",
+            ),
+            (
+                "Countries that speak at least 3 languages.",
+                "SELECT c FROM cl GROUP BY c HAVING COUNT(*) > 2",
+            ),
+            (
+                "Templates used in more than a single document?",
+                "SELECT t FROM d GROUP BY t HAVING count(*) > 1",
+            ),
+            (
+                "Visitors who came more than once.",
+                "SELECT v FROM visit GROUP BY v HAVING count(*) > 1",
+            ),
+            (
+                "Players with two or more goals.",
+                "SELECT p FROM g GROUP BY p HAVING count(*) >= 2",
+            ),
+            (
+                "Schools with an eligible rate above 80%?",
+                "SELECT s FROM frpm WHERE rate > 0.8",
+            ),
+            (
+                "Films of the 1990s.",
+                "SELECT f FROM film WHERE year >= 1990 AND year < 2000",
+            ),
+            // Equality with 0 or 1 is a flag test.
+            (
+                "Which members are active?",
+                "SELECT m FROM member WHERE is_active = 1",
+            ),
+        ] {
+            assert!(!fires(q, None, sql), "{q} / {sql}");
+        }
+        // An id taken from nowhere.
+        assert!(fires(
+            "Which superheroes have blue eyes?",
+            None,
+            "SELECT superhero_name FROM superhero WHERE eye_colour_id = 7"
+        ));
     }
 
     #[test]

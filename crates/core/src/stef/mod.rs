@@ -336,6 +336,9 @@ pub enum FindingCode {
     /// A string literal the SQL compares a column with that neither the question nor the
     /// enriched question mentions (a misspelt id, an invented category).
     LiteralNotInQuestion,
+    /// A number the SQL compares a column with that neither the question nor the enriched
+    /// question states (an invented threshold: `height_cm > 0` under an average).
+    NumberNotInQuestion,
     /// The question asks for a number of decimal places (or a rounded value); the SQL never
     /// rounds or formats.
     RoundingMissing,
@@ -386,6 +389,7 @@ impl FindingCode {
             FindingCode::DistinctMissing => "distinct_missing",
             FindingCode::UnorderedLimit => "unordered_limit",
             FindingCode::LiteralNotInQuestion => "literal_not_in_question",
+            FindingCode::NumberNotInQuestion => "number_not_in_question",
             FindingCode::RoundingMissing => "rounding_missing",
             FindingCode::UnknownTable => "unknown_table",
             FindingCode::UnknownColumn => "unknown_column",

@@ -519,7 +519,7 @@ pub(super) const NUMBER_WORDS: &[(&str, u64)] = &[
     ("twenty", 20),
 ];
 
-pub(super) fn number_word(w: &str) -> Option<u64> {
+pub(crate) fn number_word(w: &str) -> Option<u64> {
     NUMBER_WORDS.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
 }
 

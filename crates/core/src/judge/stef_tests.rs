@@ -327,12 +327,20 @@ fn filter_statuses() {
             &profile,
         )
     };
-    let out = with_extra(filter("height_cm", FilterOp::Gt, num("0")));
+    let out = with_extra(filter("height_cm", FilterOp::IsNotNull, FilterValue::Null));
     assert_eq!(out.filter_status, FilterStatus::FullyAppliedWithExtras);
-    assert_eq!(out.alignment.extras[0].filter, "height_cm > 0");
+    assert_eq!(out.alignment.extras[0].filter, "height_cm is_not_null");
     assert!(!out.alignment.extras[0].benign);
     assert_eq!((out.score.sigma_filters, out.score.leniency), (4, 0));
     assert_eq!(out.assessment.verdict, Verdict::LikelyCorrect);
+    // An extra threshold the question never states is a finding (rule 3): `height_cm > 0`.
+    let out = with_extra(filter("height_cm", FilterOp::Gt, num("0")));
+    assert_eq!(out.alignment.extras[0].filter, "height_cm > 0");
+    assert_eq!(
+        out.findings.iter().map(|f| f.code).collect::<Vec<_>>(),
+        vec![FindingCode::NumberNotInQuestion]
+    );
+    assert_eq!(out.assessment.verdict, Verdict::PotentiallyIncorrect);
     // An extra whose value the question never mentions is also a finding (rule 3).
     let out = with_extra(filter("alignment", FilterOp::Eq, text("good")));
     assert_eq!(out.filter_status, FilterStatus::FullyAppliedWithExtras);

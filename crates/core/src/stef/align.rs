@@ -102,27 +102,27 @@ pub fn align(question: &QuestionSpec, sql: &SqlSpec, profile: &RuleProfile) -> A
             && let Some(expr) = conditional_aggregation(q, sql, rules)
         {
             matched += 1;
-            out.matched.push(format!(
-                "{} ~ conditional aggregation {expr}",
-                render_question_filter(q)
-            ));
+            let mut line = render_question_filter(q);
+            line.push_str(" ~ conditional aggregation ");
+            line.push_str(expr);
+            out.matched.push(line);
             continue;
         }
         match (hit, near) {
             (Some(i), _) => {
                 used[i] = true;
                 matched += 1;
-                out.matched.push(format!(
-                    "{} ~ {}",
-                    render_question_filter(q),
-                    render_filter(sql_filters[i])
-                ));
+                let mut line = render_question_filter(q);
+                line.push_str(" ~ ");
+                line.push_str(&render_filter(sql_filters[i]));
+                out.matched.push(line);
             }
-            (None, Some(i)) => out.mismatched.push(format!(
-                "{} vs {}",
-                render_question_filter(q),
-                render_filter(sql_filters[i])
-            )),
+            (None, Some(i)) => {
+                let mut line = render_question_filter(q);
+                line.push_str(" vs ");
+                line.push_str(&render_filter(sql_filters[i]));
+                out.mismatched.push(line);
+            }
             (None, None) => out.missing.push(render_question_filter(q)),
         }
     }
@@ -224,6 +224,13 @@ fn dims_agree(q: &str, s: &str) -> bool {
         || q.strip_prefix("year").is_some_and(|rest| rest == s)
 }
 
+/// Whether `text` starts with `head` followed by `tail` (`2019-09` is `2019` then `-`), without
+/// building the prefix.
+fn prefixed(text: &str, head: &str, tail: &str) -> bool {
+    text.strip_prefix(head)
+        .is_some_and(|rest| rest.starts_with(tail))
+}
+
 /// Whether an SQL filter satisfies a required filter's op and value.
 fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
     use FilterOp::*;
@@ -232,8 +239,7 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
         Eq | Contains | StartsWith | EndsWith | Like => match (&f.op, &f.rhs) {
             // Also a year answered by a finer date (`strftime('%Y-%m', d) = '2019-09'`).
             (Eq, rhs) => value_text(rhs).is_some_and(|v| {
-                values_equal(v, &q.value)
-                    || (is_year(&q.value) && v.starts_with(&format!("{}-", q.value)))
+                values_equal(v, &q.value) || (is_year(&q.value) && prefixed(v, &q.value, "-"))
             }),
             (In, FilterValue::List(items)) => items
                 .iter()
@@ -246,8 +252,9 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
                     || (f.op == StartsWith && q.value.starts_with(v))
             }),
             // A year as a date range: `d >= '2012-01-01'` (the paired upper bound is the other half).
-            (GtEq, rhs) if is_year(&q.value) => value_text(rhs)
-                .is_some_and(|v| v == q.value || v.starts_with(&format!("{}-01-01", q.value))),
+            (GtEq, rhs) if is_year(&q.value) => {
+                value_text(rhs).is_some_and(|v| v == q.value || prefixed(v, &q.value, "-01-01"))
+            }
             _ => false,
         },
         NotEq | NotLike | NotIn => match (&f.op, &f.rhs) {
@@ -274,8 +281,7 @@ fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
             // A date bound against a year: `> 2010` ~ `>= '2011-01-01'` is not attempted; only the
             // same value and op match.
             same_op
-                && value_text(&f.rhs)
-                    .is_some_and(|v| v == q.value || v.starts_with(&format!("{}-", q.value)))
+                && value_text(&f.rhs).is_some_and(|v| v == q.value || prefixed(v, &q.value, "-"))
         }
         In => match &f.rhs {
             FilterValue::List(items) => items

@@ -284,12 +284,16 @@ impl SqlSummary {
     /// Summarize a spec.
     pub fn of(spec: &SqlSpec) -> SqlSummary {
         let agg = |a: &crate::sqlspec::Aggregation| {
-            format!(
-                "{}({}{})",
-                align::agg_name(&a.func),
-                if a.distinct { "distinct " } else { "" },
-                a.arg
-            )
+            let name = align::agg_name(&a.func);
+            let mut s = String::with_capacity(name.len() + a.arg.len() + 11);
+            s.push_str(name);
+            s.push('(');
+            if a.distinct {
+                s.push_str("distinct ");
+            }
+            s.push_str(&a.arg);
+            s.push(')');
+            s
         };
         SqlSummary {
             dialect: spec.dialect.clone(),
@@ -297,7 +301,7 @@ impl SqlSummary {
                 .projections
                 .iter()
                 .map(|p| match &p.alias {
-                    Some(a) => format!("{} as {a}", p.expr),
+                    Some(a) => [p.expr.as_str(), " as ", a].concat(),
                     None => p.expr.clone(),
                 })
                 .collect(),
@@ -314,7 +318,9 @@ impl SqlSummary {
                         s.push_str(" [or]");
                     }
                     if f.depth > 0 {
-                        s.push_str(&format!(" [depth {}]", f.depth));
+                        s.push_str(" [depth ");
+                        s.push_str(&f.depth.to_string());
+                        s.push(']');
                     }
                     s
                 })
@@ -328,7 +334,7 @@ impl SqlSummary {
                         crate::sqlspec::SortDir::Asc => "asc",
                         crate::sqlspec::SortDir::Desc => "desc",
                     };
-                    format!("{} {dir}", o.expr)
+                    [o.expr.as_str(), " ", dir].concat()
                 })
                 .collect(),
             limit: spec.limit,

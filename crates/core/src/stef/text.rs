@@ -279,46 +279,67 @@ pub fn value_text(value: &FilterValue) -> Option<&str> {
 
 /// Render a filter value for display (`'china'`, `2023`, `('a', 'b')`, `<subquery>`).
 pub fn render_value(value: &FilterValue) -> String {
+    let mut out = String::new();
+    push_value(&mut out, value);
+    out
+}
+
+/// [`render_value`] appended to `out` (renderings run per filter per event: plain pushes, not
+/// `format!`).
+fn push_value(out: &mut String, value: &FilterValue) {
     match value {
-        FilterValue::Text(s) => format!("'{s}'"),
-        FilterValue::Number(n) => n.clone(),
-        FilterValue::List(items) => {
-            let inner: Vec<String> = items.iter().map(render_value).collect();
-            format!("({})", inner.join(", "))
+        FilterValue::Text(s) => {
+            out.push('\'');
+            out.push_str(s);
+            out.push('\'');
         }
-        FilterValue::Column(c) => c.clone(),
-        FilterValue::Subquery => "<subquery>".into(),
-        FilterValue::Null => "null".into(),
-        FilterValue::Expr(e) => e.clone(),
+        FilterValue::Number(s) | FilterValue::Column(s) | FilterValue::Expr(s) => out.push_str(s),
+        FilterValue::List(items) => {
+            out.push('(');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                push_value(out, item);
+            }
+            out.push(')');
+        }
+        FilterValue::Subquery => out.push_str("<subquery>"),
+        FilterValue::Null => out.push_str("null"),
     }
 }
 
 /// Render an SQL filter as `lhs op rhs` (`IS NULL` forms without a right-hand side).
 pub fn render_filter(filter: &Filter) -> String {
-    match filter.op {
-        FilterOp::IsNull | FilterOp::IsNotNull => format!("{} {}", filter.lhs, filter.op.symbol()),
-        _ => format!(
-            "{} {} {}",
-            filter.lhs,
-            filter.op.symbol(),
-            render_value(&filter.rhs)
-        ),
+    let mut out = String::with_capacity(filter.lhs.len() + 24);
+    out.push_str(&filter.lhs);
+    out.push(' ');
+    out.push_str(filter.op.symbol());
+    if !matches!(filter.op, FilterOp::IsNull | FilterOp::IsNotNull) {
+        out.push(' ');
+        push_value(&mut out, &filter.rhs);
     }
+    out
 }
 
 /// Render a question filter (`?` stands for an unknown dimension).
 pub fn render_question_filter(filter: &super::QuestionFilter) -> String {
     let lhs = filter.lhs.as_deref().unwrap_or("?");
-    match filter.op {
-        FilterOp::IsNull | FilterOp::IsNotNull => format!("{lhs} {}", filter.op.symbol()),
-        _ => {
-            if canonical_number(&filter.value).is_some() {
-                format!("{lhs} {} {}", filter.op.symbol(), filter.value)
-            } else {
-                format!("{lhs} {} '{}'", filter.op.symbol(), filter.value)
-            }
+    let mut out = String::with_capacity(lhs.len() + filter.value.len() + 16);
+    out.push_str(lhs);
+    out.push(' ');
+    out.push_str(filter.op.symbol());
+    if !matches!(filter.op, FilterOp::IsNull | FilterOp::IsNotNull) {
+        out.push(' ');
+        if canonical_number(&filter.value).is_some() {
+            out.push_str(&filter.value);
+        } else {
+            out.push('\'');
+            out.push_str(&filter.value);
+            out.push('\'');
         }
     }
+    out
 }
 
 /// Kind of a question token.

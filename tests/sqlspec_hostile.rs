@@ -289,6 +289,20 @@ fn garbage_is_a_parse_error_reporting_the_first_dialect() {
 }
 
 #[test]
+fn a_parse_error_says_where() {
+    // Parses run without token locations (cheaper speculative errors); the reported failure is
+    // parsed again with them.
+    let err = extract("SELECT name FROM t WHERE a = = 1", Some("sqlite")).unwrap_err();
+    match &err {
+        SpecError::Parse { dialect, message } => {
+            assert_eq!(dialect, "sqlite");
+            assert!(message.contains("Line: 1, Column: "), "{message}");
+        }
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+#[test]
 fn lenient_retry_strips_fences_labels_and_semicolons() {
     let fenced = "Here you go:\n```sql\nSELECT name FROM t WHERE a = 1;\n```\nHope it helps";
     let spec = extract(fenced, Some("postgres")).unwrap();

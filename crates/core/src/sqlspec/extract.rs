@@ -18,7 +18,7 @@ use sqlparser::dialect::{
     SQLiteDialect, SnowflakeDialect,
 };
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::Tokenizer;
+use sqlparser::tokenizer::{Span, Tokenizer};
 
 use super::normalize::{leading_keyword, lenient_clean};
 use super::walk::{references_of_query, spec_of_query};
@@ -206,21 +206,22 @@ impl SqlDialect {
         )
     }
 
-    fn parse(self, sql: &str) -> Result<Vec<Statement>, ParserError> {
+    /// Parse with this dialect; `locations` keeps the tokens' spans (see [`parse_tokens`]).
+    fn parse(self, sql: &str, locations: bool) -> Result<Vec<Statement>, ParserError> {
         match self {
-            SqlDialect::Generic => parse_with(&GenericDialect, sql),
-            SqlDialect::Ansi => parse_with(&AnsiDialect {}, sql),
-            SqlDialect::Sqlite => parse_with(&SQLiteDialect {}, sql),
-            SqlDialect::Postgres => parse_with(&PostgreSqlDialect {}, sql),
-            SqlDialect::MySql => parse_with(&MySqlDialect {}, sql),
-            SqlDialect::Snowflake => parse_with(&SnowflakeDialect, sql),
-            SqlDialect::BigQuery => parse_with(&BigQueryDialect, sql),
-            SqlDialect::MsSql => parse_with(&MsSqlDialect {}, sql),
-            SqlDialect::ClickHouse => parse_with(&ClickHouseDialect {}, sql),
-            SqlDialect::DuckDb => parse_with(&DuckDbDialect, sql),
-            SqlDialect::Hive => parse_with(&HiveDialect {}, sql),
-            SqlDialect::Redshift => parse_with(&RedshiftSqlDialect {}, sql),
-            SqlDialect::Databricks => parse_with(&DatabricksDialect, sql),
+            SqlDialect::Generic => parse_tokens(&GenericDialect, sql, locations),
+            SqlDialect::Ansi => parse_tokens(&AnsiDialect {}, sql, locations),
+            SqlDialect::Sqlite => parse_tokens(&SQLiteDialect {}, sql, locations),
+            SqlDialect::Postgres => parse_tokens(&PostgreSqlDialect {}, sql, locations),
+            SqlDialect::MySql => parse_tokens(&MySqlDialect {}, sql, locations),
+            SqlDialect::Snowflake => parse_tokens(&SnowflakeDialect, sql, locations),
+            SqlDialect::BigQuery => parse_tokens(&BigQueryDialect, sql, locations),
+            SqlDialect::MsSql => parse_tokens(&MsSqlDialect {}, sql, locations),
+            SqlDialect::ClickHouse => parse_tokens(&ClickHouseDialect {}, sql, locations),
+            SqlDialect::DuckDb => parse_tokens(&DuckDbDialect, sql, locations),
+            SqlDialect::Hive => parse_tokens(&HiveDialect {}, sql, locations),
+            SqlDialect::Redshift => parse_tokens(&RedshiftSqlDialect {}, sql, locations),
+            SqlDialect::Databricks => parse_tokens(&DatabricksDialect, sql, locations),
         }
     }
 }
@@ -236,11 +237,28 @@ pub fn canonical_dialect(name: &str) -> &'static str {
 /// tokens (whitespace included, about one per two bytes of SQL) into a growing `Vec` of ~90-byte
 /// entries, and the doublings and their copies were a visible share of a line-rate event's CPU.
 /// The tokenizer's options are the parser's defaults (`unescape` on), so the tokens are the same.
-fn parse_with(dialect: &dyn Dialect, sql: &str) -> Result<Vec<Statement>, ParserError> {
+///
+/// Without `locations` every token's span is empty: sqlparser formats an
+/// error message (with its location) for every speculative alternative it tries and drops —
+/// `DATE '…'` before an identifier, a data type before a literal — and rendering those
+/// locations was ~3 % of a line-rate event's instructions. Nothing downstream reads spans, so
+/// the parse is the same; only a failed parse's message needs them (`extract_inner` parses
+/// again with them to report where the SQL went wrong).
+fn parse_tokens(
+    dialect: &dyn Dialect,
+    sql: &str,
+    locations: bool,
+) -> Result<Vec<Statement>, ParserError> {
     let mut tokens = Vec::with_capacity(sql.len() / 2 + 16);
-    Tokenizer::new(dialect, sql)
-        .with_unescape(true)
-        .tokenize_with_location_into_buf(&mut tokens)?;
+    let mut tokenizer = Tokenizer::new(dialect, sql).with_unescape(true);
+    if locations {
+        tokenizer.tokenize_with_location_into_buf(&mut tokens)?;
+    } else {
+        tokenizer.tokenize_with_location_into_buf_with_mapper(&mut tokens, |mut token| {
+            token.span = Span::empty();
+            token
+        })?;
+    }
     Parser::new(dialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
         .with_tokens_with_locations(tokens)
@@ -268,7 +286,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
     let chain = dialect_chain(&opts.dialects);
     let mut first_error: Option<(SqlDialect, ParserError)> = None;
     for &dialect in &chain {
-        match dialect.parse(sql) {
+        match dialect.parse(sql, false) {
             Ok(statements) => return spec_of_statements(statements, dialect, sql, opts),
             Err(err) => {
                 tracing::trace!(dialect = dialect.name(), error = %err, "sqlspec: dialect failed");
@@ -304,7 +322,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
             return Err(SpecError::Empty);
         }
         for dialect in dialects {
-            if let Ok(statements) = dialect.parse(text) {
+            if let Ok(statements) = dialect.parse(text, false) {
                 tracing::debug!(
                     dialect = dialect.name(),
                     cleaned = cleaned.is_some(),
@@ -318,9 +336,15 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
         SqlDialect::Generic,
         ParserError::ParserError("no dialect parsed the SQL".to_string()),
     ));
+    // The same failed parse with spans, for a message that says where ("… at Line: 1,
+    // Column: 8"); the recursion limit stops it as early as the first time.
+    let located = match dialect.parse(sql, true) {
+        Err(located) => located,
+        Ok(_) => err,
+    };
     Err(SpecError::Parse {
         dialect: dialect.name().to_string(),
-        message: parser_message(&err),
+        message: parser_message(&located),
     })
 }
 

@@ -57,7 +57,7 @@ use std::cell::OnceCell;
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue, QueryReferences, RefSourceKind, SqlSpec};
 
-use super::question::{definition_parts, relevant_definitions, split_clauses};
+use super::question::{definition_parts, evidence_clauses, relevant_definitions};
 use super::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, RuleProfile, Severity};
 
@@ -117,14 +117,6 @@ struct DefinedValue<'t> {
     value: &'t str,
 }
 
-/// The part of the enriched question that is not Qu repeated.
-fn evidence_text<'a>(question: &str, enriched: &'a str) -> &'a str {
-    enriched
-        .trim_start()
-        .strip_prefix(question.trim())
-        .unwrap_or(enriched)
-}
-
 /// The lowercased texts the checks search besides the question texts, each made at most once
 /// per event.
 struct Lowered {
@@ -141,9 +133,7 @@ impl Lowered {
         self.evidence
             .get_or_init(|| {
                 let texts = input.texts;
-                texts
-                    .enriched
-                    .map(|e| lower_collapsed(evidence_text(texts.question, e)))
+                texts.evidence.map(lower_collapsed)
             })
             .as_deref()
     }
@@ -156,7 +146,7 @@ impl Lowered {
 fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     let texts = input.texts;
     let definitions = match texts.enriched {
-        Some(enriched) => relevant_definitions(texts, evidence_text(texts.question, enriched)),
+        Some(_) => relevant_definitions(texts),
         None => Vec::new(),
     };
     let lowered = Lowered {
@@ -763,16 +753,16 @@ fn formula_shape(input: &CheckInput<'_>, subject: &str, definition: &str, out: &
 /// `percentage = DIVIDE(…)`) and definitions (`<subject> refers to <formula>`) whose subject's
 /// words are the question's, holding `DIVIDE(`, `SUBTRACT(` or `/`.
 fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &'e str)> {
-    let Some(enriched) = input.texts.enriched else {
-        return Vec::new();
-    };
-    let evidence = evidence_text(input.texts.question, enriched);
     let upper_has = |t: &str| {
+        // Most clauses have neither a call nor a slash: one scan rules them out.
+        if !t.contains(['(', '/']) {
+            return false;
+        }
         let u = t.to_ascii_uppercase();
         u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
     };
     let mut out = Vec::new();
-    for clause in split_clauses(evidence) {
+    for &clause in evidence_clauses(input.texts) {
         if !upper_has(clause) {
             continue;
         }

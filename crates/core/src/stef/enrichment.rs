@@ -35,7 +35,8 @@ use crate::sqlspec::{AggFunc, FilterOp};
 
 use super::align::agg_name;
 use super::question::{
-    COMPUTED, definition_parts, question_constraints, split_clauses, text_constraints,
+    COMPUTED, definition_parts, evidence_clauses, question_constraints, split_clauses,
+    text_constraints,
 };
 use super::text::{
     QuestionTexts, contains_phrase, name_words, render_question_filter, words_match,
@@ -66,8 +67,7 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
     // Qe constraints, clause by clause, remembering which come from explanatory definitions.
     // When Qe starts with Qu verbatim (question + hints, as BIRD's evidence is appended), Qu's
     // constraints are all stated and only the appended part is examined.
-    let appended = enriched.trim_start().strip_prefix(question.trim());
-    let qu_included = appended.is_some();
+    let qu_included = texts.question_included;
     let mut qe = if qu_included {
         qu.clone()
     } else {
@@ -76,7 +76,7 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
     let mut explained_filters: Vec<bool> = vec![true; qe.filters.len()];
     let mut explained_aggs: Vec<bool> = vec![true; qe.aggregations.len()];
     let mut explained_groups: Vec<bool> = vec![true; qe.group_by.len()];
-    for clause in split_clauses(appended.unwrap_or(enriched)) {
+    for &clause in evidence_clauses(texts) {
         // Definitions explain terms; whether their subject is in Qu or not (a glossary entry
         // about something else), they do not add constraints. Their constraints only matter
         // for recognising that a reformulation kept Qu's constraints.

@@ -62,6 +62,13 @@ pub struct QuestionTexts<'a> {
     pub question_ascii_lower: String,
     /// The question's content-word set, computed once when a definition needs it.
     pub question_words: std::cell::OnceCell<Vec<String>>,
+    /// The enriched question without the question repeated at its start (BIRD's evidence is
+    /// appended to the question), else the whole enriched question.
+    pub evidence: Option<&'a str>,
+    /// Whether the enriched question starts with the question verbatim.
+    pub question_included: bool,
+    /// The evidence's clauses, split once when first needed (`question::evidence_clauses`).
+    pub evidence_clauses: std::cell::OnceCell<Vec<&'a str>>,
 }
 
 impl<'a> QuestionTexts<'a> {
@@ -71,9 +78,13 @@ impl<'a> QuestionTexts<'a> {
         let enriched = enriched
             .filter(|e| !e.trim().is_empty())
             .map(|e| clip(e, MAX_TEXT_BYTES));
+        let appended = enriched.and_then(|e| e.trim_start().strip_prefix(question.trim()));
         QuestionTexts {
             question,
             enriched,
+            evidence: appended.or(enriched),
+            question_included: appended.is_some(),
+            evidence_clauses: std::cell::OnceCell::new(),
             question_lower: lower_collapsed(question),
             enriched_lower: enriched.map(lower_collapsed),
             question_tokens: tokenize(question),

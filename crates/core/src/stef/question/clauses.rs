@@ -50,15 +50,20 @@ pub(crate) fn required_text(
     out
 }
 
+/// The clauses of the event's evidence ([`QuestionTexts::evidence`]), split once per event: the
+/// enrichment validation, the definition matching and the formula check all read them.
+pub(crate) fn evidence_clauses<'t, 'a>(texts: &'t QuestionTexts<'a>) -> &'t [&'a str] {
+    texts
+        .evidence_clauses
+        .get_or_init(|| texts.evidence.map(split_clauses).unwrap_or_default())
+}
+
 /// The definitions of Qe whose subject is (mostly) made of Qu's words, as written:
 /// `(subject, definition)` — what the evidence checks hold the SQL to. Glossary definitions about
 /// other things are left out, as in [`required_text`].
-pub(crate) fn relevant_definitions<'e>(
-    texts: &QuestionTexts<'_>,
-    enriched: &'e str,
-) -> Vec<(&'e str, &'e str)> {
+pub(crate) fn relevant_definitions<'e>(texts: &QuestionTexts<'e>) -> Vec<(&'e str, &'e str)> {
     let mut out = Vec::new();
-    for clause in split_clauses(enriched) {
+    for &clause in evidence_clauses(texts) {
         let Some((subject, definition)) = definition_parts(clause) else {
             continue;
         };

@@ -56,7 +56,7 @@ pub(crate) struct Doc<'a> {
 
 impl<'a> Doc<'a> {
     /// The question of `texts`, with the tokens and lowercased copy made once per event.
-    pub(crate) fn question(texts: &'a QuestionTexts<'a>) -> Doc<'a> {
+    pub(crate) fn question(texts: &'a QuestionTexts<'_>) -> Doc<'a> {
         Doc {
             text: texts.question,
             lower: &texts.question_ascii_lower,

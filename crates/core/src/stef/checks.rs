@@ -131,10 +131,7 @@ struct Lowered {
 impl Lowered {
     fn evidence(&self, input: &CheckInput<'_>) -> Option<&str> {
         self.evidence
-            .get_or_init(|| {
-                let texts = input.texts;
-                texts.evidence.map(lower_collapsed)
-            })
+            .get_or_init(|| input.texts.evidence.map(lower_collapsed))
             .as_deref()
     }
 
@@ -145,10 +142,7 @@ impl Lowered {
 
 fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     let texts = input.texts;
-    let definitions = match texts.enriched {
-        Some(_) => relevant_definitions(texts),
-        None => Vec::new(),
-    };
+    let definitions = relevant_definitions(texts);
     let lowered = Lowered {
         definitions: definitions
             .iter()
@@ -399,7 +393,8 @@ fn literal_source_check(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
 
 /// `number_not_in_question`: a comparison of a column with a number must take the number from
 /// the question or its enriched question — as digits (`1,000`, `$40`, `45th`), a number word
-/// ("two"), a percentage's fraction ("80%" is `0.8` too) or a decade's bounds ("1990s"). What it
+/// ("two", "once", "a single"), a percentage's fraction ("80%" is `0.8` too), a decade's bounds
+/// ("1990s") or, for an ordering, an integer neighbour ("at least 3" is `> 2`). What it
 /// catches is an invented threshold (`height_cm > 0`, `weight_kg > 0` under an average nobody
 /// asked to restrict; `COUNT(DISTINCT element) = 2` for "phosphorus and nitrogen"). Equality with
 /// 0 or 1 is a flag test (`is_active = 1`) and left alone, and so are the profile's benign and

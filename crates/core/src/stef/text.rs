@@ -43,9 +43,9 @@ pub fn clip(text: &str, max: usize) -> &str {
 /// question and the enriched question clipped to [`MAX_TEXT_BYTES`] (a blank enriched question
 /// is none), and both lowercased with whitespace collapsed ([`lower_collapsed`]). The question
 /// extractor, the enrichment validation and the checks share it instead of lowercasing the same
-/// texts again each (they did, seven times per event). The question's tokens, its ASCII-lowercased
-/// copy (same byte offsets) and its content-word set (filled on first use by the question
-/// extractor's definition matching) are shared the same way.
+/// texts again each (they did, seven times per event). The question's tokens, its
+/// ASCII-lowercased copy (same byte offsets), its content-word set and the evidence's clauses
+/// (both filled on first use) are shared the same way.
 #[derive(Debug, Clone)]
 pub struct QuestionTexts<'a> {
     /// The question, clipped.

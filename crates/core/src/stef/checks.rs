@@ -423,12 +423,11 @@ fn number_source_check(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
         let unsigned = number.trim_start_matches('-');
         // "at least 3" is `> 2`, "more than 5" `>= 6`: an ordering may use a stated integer's
         // neighbour.
+        let integer = unsigned.parse::<i64>().ok().filter(|_| ordering);
         let neighbour = |s: &str| {
-            ordering
-                && s.parse::<i64>()
-                    .ok()
-                    .zip(unsigned.parse::<i64>().ok())
-                    .is_some_and(|(a, b)| (a - b).abs() == 1)
+            integer
+                .zip(s.parse::<i64>().ok())
+                .is_some_and(|(a, b)| (a - b).abs() == 1)
         };
         if stated.iter().any(|s| s == unsigned || neighbour(s)) {
             continue;

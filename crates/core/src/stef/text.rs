@@ -147,8 +147,8 @@ pub fn name_key(name: &str) -> String {
 /// The words of a name, lowercased, split on non-alphanumerics and camelCase boundaries, with a
 /// trailing plural `s` removed (`EyeColours` → `eye`, `colour`).
 pub fn name_words(name: &str) -> Vec<String> {
-    let mut words = Vec::new();
     if name.is_ascii() {
+        let mut words = Vec::new();
         // The same rule on bytes: each word is one lowercased slice of `name`.
         let bytes = name.as_bytes();
         let mut start: Option<usize> = None;

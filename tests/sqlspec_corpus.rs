@@ -100,3 +100,70 @@ fn whole_corpus_yields_spec_or_clean_status() {
     );
     assert!(ok + 10 >= queries, "only {ok} of {queries} yield a spec");
 }
+
+/// The fast tokenizer (`sqlspec::tokens`) yields exactly sqlparser's tokens on every query of
+/// the corpus it accepts, in the dialects events name most; and it accepts almost all of them
+/// in SQLite, the corpus' dialect (what it defers goes through sqlparser's tokenizer instead).
+#[test]
+fn fast_tokens_are_sqlparsers_on_the_whole_corpus() {
+    use sqlgrade::sqlspec::tokens::{DialectChars, tokenize};
+    use sqlparser::dialect::{
+        BigQueryDialect, Dialect, GenericDialect, MsSqlDialect, MySqlDialect, PostgreSqlDialect,
+        SQLiteDialect,
+    };
+    use sqlparser::tokenizer::{Span, Tokenizer};
+
+    let dialects: Vec<Box<dyn Dialect>> = vec![
+        Box::new(SQLiteDialect {}),
+        Box::new(GenericDialect),
+        Box::new(MySqlDialect {}),
+        Box::new(PostgreSqlDialect {}),
+        Box::new(BigQueryDialect),
+        Box::new(MsSqlDialect {}),
+    ];
+    let data = data_dir();
+    let mut queries = Vec::new();
+    for (file, field) in FILES {
+        let text = std::fs::read_to_string(data.join(file)).expect("shared data file");
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let row: serde_json::Value = serde_json::from_str(line).expect("json line");
+            queries.push(row[*field].as_str().unwrap_or_default().to_string());
+        }
+    }
+    assert!(queries.len() > 5_000, "corpus: {} queries", queries.len());
+    for dialect in &dialects {
+        let chars = DialectChars::of(dialect.as_ref());
+        let mut accepted = 0usize;
+        for sql in &queries {
+            let mut fast = Vec::new();
+            if !tokenize(sql, &chars, &mut fast) {
+                continue;
+            }
+            accepted += 1;
+            let mut reference = Vec::new();
+            let result = Tokenizer::new(dialect.as_ref(), sql)
+                .with_unescape(true)
+                .tokenize_with_location_into_buf_with_mapper(&mut reference, |mut t| {
+                    t.span = Span::empty();
+                    t
+                });
+            assert!(
+                result.is_ok(),
+                "{dialect:?} accepted {sql:?}, sqlparser: {result:?}"
+            );
+            assert_eq!(fast, reference, "{dialect:?}: {sql}");
+        }
+        let share = accepted as f64 / queries.len() as f64;
+        println!(
+            "{dialect:?}: fast path on {accepted} of {} queries",
+            queries.len()
+        );
+        if dialect.is::<SQLiteDialect>() {
+            assert!(
+                share > 0.95,
+                "SQLite fast path on only {:.1} %",
+                share * 100.0
+            );
+        }
+    }
+}

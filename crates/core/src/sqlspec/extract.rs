@@ -11,6 +11,8 @@
 //! expression trees (`1+1+1+…`, whose parse is iterative but whose drop is recursive) are parsed,
 //! walked and dropped on a dedicated stack sized from the input length.
 
+use std::sync::OnceLock;
+
 use sqlparser::ast::{SetExpr, Statement};
 use sqlparser::dialect::{
     AnsiDialect, BigQueryDialect, ClickHouseDialect, DatabricksDialect, Dialect, DuckDbDialect,
@@ -21,6 +23,7 @@ use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Span, Tokenizer};
 
 use super::normalize::{leading_keyword, lenient_clean};
+use super::tokens::{self, DialectChars};
 use super::walk::{references_of_query, spec_of_query};
 use super::{SpecError, SqlSpec};
 
@@ -136,7 +139,27 @@ pub enum SqlDialect {
     Databricks,
 }
 
+// `SqlDialect::ALL` lists every variant (a new last variant fails here).
+const _: () = assert!(SqlDialect::Databricks as usize + 1 == SqlDialect::ALL.len());
+
 impl SqlDialect {
+    /// Every dialect, in declaration order (`ALL[d as usize] == d`).
+    pub const ALL: [SqlDialect; 13] = [
+        SqlDialect::Generic,
+        SqlDialect::Ansi,
+        SqlDialect::Sqlite,
+        SqlDialect::Postgres,
+        SqlDialect::MySql,
+        SqlDialect::Snowflake,
+        SqlDialect::BigQuery,
+        SqlDialect::MsSql,
+        SqlDialect::ClickHouse,
+        SqlDialect::DuckDb,
+        SqlDialect::Hive,
+        SqlDialect::Redshift,
+        SqlDialect::Databricks,
+    ];
+
     /// Look a dialect up by name (case-insensitive; `postgresql`, `tsql`, `sqlserver`, `spark`
     /// are accepted aliases). `None` for unknown names.
     pub fn from_name(name: &str) -> Option<SqlDialect> {
@@ -206,22 +229,30 @@ impl SqlDialect {
         )
     }
 
+    /// The fast tokenizer's view of this dialect, read from `dialect` (this dialect's sqlparser
+    /// object) the first time it is needed.
+    fn chars(self, dialect: &dyn Dialect) -> &'static DialectChars {
+        static CHARS: [OnceLock<DialectChars>; SqlDialect::ALL.len()] =
+            [const { OnceLock::new() }; SqlDialect::ALL.len()];
+        CHARS[self as usize].get_or_init(|| DialectChars::of(dialect))
+    }
+
     /// Parse with this dialect; `locations` keeps the tokens' spans (see [`parse_tokens`]).
     fn parse(self, sql: &str, locations: bool) -> Result<Vec<Statement>, ParserError> {
         match self {
-            SqlDialect::Generic => parse_tokens(&GenericDialect, sql, locations),
-            SqlDialect::Ansi => parse_tokens(&AnsiDialect {}, sql, locations),
-            SqlDialect::Sqlite => parse_tokens(&SQLiteDialect {}, sql, locations),
-            SqlDialect::Postgres => parse_tokens(&PostgreSqlDialect {}, sql, locations),
-            SqlDialect::MySql => parse_tokens(&MySqlDialect {}, sql, locations),
-            SqlDialect::Snowflake => parse_tokens(&SnowflakeDialect, sql, locations),
-            SqlDialect::BigQuery => parse_tokens(&BigQueryDialect, sql, locations),
-            SqlDialect::MsSql => parse_tokens(&MsSqlDialect {}, sql, locations),
-            SqlDialect::ClickHouse => parse_tokens(&ClickHouseDialect {}, sql, locations),
-            SqlDialect::DuckDb => parse_tokens(&DuckDbDialect, sql, locations),
-            SqlDialect::Hive => parse_tokens(&HiveDialect {}, sql, locations),
-            SqlDialect::Redshift => parse_tokens(&RedshiftSqlDialect {}, sql, locations),
-            SqlDialect::Databricks => parse_tokens(&DatabricksDialect, sql, locations),
+            SqlDialect::Generic => parse_tokens(self, &GenericDialect, sql, locations),
+            SqlDialect::Ansi => parse_tokens(self, &AnsiDialect {}, sql, locations),
+            SqlDialect::Sqlite => parse_tokens(self, &SQLiteDialect {}, sql, locations),
+            SqlDialect::Postgres => parse_tokens(self, &PostgreSqlDialect {}, sql, locations),
+            SqlDialect::MySql => parse_tokens(self, &MySqlDialect {}, sql, locations),
+            SqlDialect::Snowflake => parse_tokens(self, &SnowflakeDialect, sql, locations),
+            SqlDialect::BigQuery => parse_tokens(self, &BigQueryDialect, sql, locations),
+            SqlDialect::MsSql => parse_tokens(self, &MsSqlDialect {}, sql, locations),
+            SqlDialect::ClickHouse => parse_tokens(self, &ClickHouseDialect {}, sql, locations),
+            SqlDialect::DuckDb => parse_tokens(self, &DuckDbDialect, sql, locations),
+            SqlDialect::Hive => parse_tokens(self, &HiveDialect {}, sql, locations),
+            SqlDialect::Redshift => parse_tokens(self, &RedshiftSqlDialect {}, sql, locations),
+            SqlDialect::Databricks => parse_tokens(self, &DatabricksDialect, sql, locations),
         }
     }
 }
@@ -244,20 +275,28 @@ pub fn canonical_dialect(name: &str) -> &'static str {
 /// locations was ~3 % of a line-rate event's instructions. Nothing downstream reads spans, so
 /// the parse is the same; only a failed parse's message needs them (`extract_inner` parses
 /// again with them to report where the SQL went wrong).
+///
+/// Without `locations` the text is first offered to [`super::tokens`], which yields the same
+/// tokens several times faster for everyday SQL and defers to sqlparser's tokenizer otherwise.
 fn parse_tokens(
+    which: SqlDialect,
     dialect: &dyn Dialect,
     sql: &str,
     locations: bool,
 ) -> Result<Vec<Statement>, ParserError> {
     let mut tokens = Vec::with_capacity(sql.len() / 2 + 16);
-    let mut tokenizer = Tokenizer::new(dialect, sql).with_unescape(true);
-    if locations {
-        tokenizer.tokenize_with_location_into_buf(&mut tokens)?;
-    } else {
-        tokenizer.tokenize_with_location_into_buf_with_mapper(&mut tokens, |mut token| {
-            token.span = Span::empty();
-            token
-        })?;
+    let fast = !locations && tokens::tokenize(sql, which.chars(dialect), &mut tokens);
+    if !fast {
+        tokens.clear();
+        let mut tokenizer = Tokenizer::new(dialect, sql).with_unescape(true);
+        if locations {
+            tokenizer.tokenize_with_location_into_buf(&mut tokens)?;
+        } else {
+            tokenizer.tokenize_with_location_into_buf_with_mapper(&mut tokens, |mut token| {
+                token.span = Span::empty();
+                token
+            })?;
+        }
     }
     Parser::new(dialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)

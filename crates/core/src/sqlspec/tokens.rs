@@ -92,145 +92,110 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
         // A binary operator that sqlparser extends with custom-operator characters: defer when
         // the next character would extend it.
         let operator = |len: usize, token: Token| {
-            (!dialect.has(b.get(i + len).copied(), CUSTOM_OPERATOR_PART)).then_some((len, token))
+            (!dialect.has(at(len), CUSTOM_OPERATOR_PART)).then_some((len, token))
         };
-        let (len, token) = match c {
-            b' ' => (1, Token::Whitespace(Whitespace::Space)),
-            b'\t' => (1, Token::Whitespace(Whitespace::Tab)),
-            b'\n' => (1, Token::Whitespace(Whitespace::Newline)),
-            b'\r' => (
+        let next = match c {
+            b' ' => Some((1, Token::Whitespace(Whitespace::Space))),
+            b'\t' => Some((1, Token::Whitespace(Whitespace::Tab))),
+            b'\n' => Some((1, Token::Whitespace(Whitespace::Newline))),
+            b'\r' => Some((
                 if at(1) == Some(b'\n') { 2 } else { 1 },
                 Token::Whitespace(Whitespace::Newline),
-            ),
-            b'(' => (1, Token::LParen),
-            b')' => (1, Token::RParen),
-            b',' => (1, Token::Comma),
-            b';' => (1, Token::SemiColon),
-            b'+' => (1, Token::Plus),
-            b'*' => (1, Token::Mul),
+            )),
+            b'(' => Some((1, Token::LParen)),
+            b')' => Some((1, Token::RParen)),
+            b',' => Some((1, Token::Comma)),
+            b';' => Some((1, Token::SemiColon)),
+            b'+' => Some((1, Token::Plus)),
+            b'*' => Some((1, Token::Mul)),
             b'=' => match at(1) {
-                Some(b'>') => (2, Token::RArrow),
-                Some(b'=') => (2, Token::DoubleEq),
-                _ => (1, Token::Eq),
+                Some(b'>') => Some((2, Token::RArrow)),
+                Some(b'=') => Some((2, Token::DoubleEq)),
+                _ => Some((1, Token::Eq)),
             },
-            b'!' if at(1) == Some(b'=') => (2, Token::Neq),
+            b'!' if at(1) == Some(b'=') => Some((2, Token::Neq)),
             b'<' => match at(1) {
                 Some(b'=') => match at(2) {
-                    Some(b'>') => return false,
-                    Some(b'+' | b'-') => (2, Token::LtEq),
-                    _ => match operator(2, Token::LtEq) {
-                        Some(t) => t,
-                        None => return false,
-                    },
+                    Some(b'>') => None,
+                    Some(b'+' | b'-') => Some((2, Token::LtEq)),
+                    _ => operator(2, Token::LtEq),
                 },
-                Some(b'>') => match operator(2, Token::Neq) {
-                    Some(t) => t,
-                    None => return false,
-                },
-                Some(b'+') => (1, Token::Lt),
-                Some(b'|' | b'<' | b'-' | b'^' | b'@') => return false,
-                _ => match operator(1, Token::Lt) {
-                    Some(t) => t,
-                    None => return false,
-                },
+                Some(b'>') => operator(2, Token::Neq),
+                Some(b'+') => Some((1, Token::Lt)),
+                Some(b'|' | b'<' | b'-' | b'^' | b'@') => None,
+                _ => operator(1, Token::Lt),
             },
             b'>' => match at(1) {
-                Some(b'=') => match operator(2, Token::GtEq) {
-                    Some(t) => t,
-                    None => return false,
-                },
-                Some(b'>' | b'^') => return false,
-                _ => match operator(1, Token::Gt) {
-                    Some(t) => t,
-                    None => return false,
-                },
+                Some(b'=') => operator(2, Token::GtEq),
+                Some(b'>' | b'^') => None,
+                _ => operator(1, Token::Gt),
             },
             b'-' => match at(1) {
-                Some(b'-' | b'>') => return false,
-                _ => match operator(1, Token::Minus) {
-                    Some(t) => t,
-                    None => return false,
-                },
+                Some(b'-' | b'>') => None,
+                _ => operator(1, Token::Minus),
             },
             b'/' => match at(1) {
-                Some(b'*' | b'/') => return false,
-                _ => (1, Token::Div),
+                Some(b'*' | b'/') => None,
+                _ => Some((1, Token::Div)),
             },
             b'%' => match at(1) {
-                Some(next) if next.is_ascii_whitespace() || next == 0x0b => (1, Token::Mod),
-                Some(_) if dialect.has(Some(b'%'), IDENT_START) => return false,
-                _ => match operator(1, Token::Mod) {
-                    Some(t) => t,
-                    None => return false,
-                },
+                Some(n) if n.is_ascii_whitespace() || n == 0x0b => Some((1, Token::Mod)),
+                Some(_) if dialect.has(Some(b'%'), IDENT_START) => None,
+                _ => operator(1, Token::Mod),
             },
             b'|' => match (at(1), at(2)) {
-                (Some(b'|'), Some(b'/')) => return false,
-                (Some(b'|'), _) => match operator(2, Token::StringConcat) {
-                    Some(t) => t,
-                    None => return false,
-                },
-                _ => return false,
+                (Some(b'|'), Some(b'/')) => None,
+                (Some(b'|'), _) => operator(2, Token::StringConcat),
+                _ => None,
             },
             b':' => match at(1) {
-                Some(b':') => (2, Token::DoubleColon),
-                Some(b'=') => (2, Token::Assignment),
-                _ => (1, Token::Colon),
+                Some(b':') => Some((2, Token::DoubleColon)),
+                Some(b'=') => Some((2, Token::Assignment)),
+                _ => Some((1, Token::Colon)),
             },
             b'.' => match at(1) {
-                Some(next) if next.is_ascii_digit() || next == b'_' => return false,
-                _ => (1, Token::Period),
+                Some(n) if n.is_ascii_digit() || n == b'_' => None,
+                _ => Some((1, Token::Period)),
             },
-            b'0'..=b'9' => match number(b, i, dialect) {
-                Some(end) => (end - i, Token::Number(sql[i..end].to_string(), false)),
-                None => return false,
-            },
-            b'\'' => {
-                if dialect.triple_quoted_strings {
-                    return false;
-                }
-                match single_quoted(sql, i, dialect.backslash_escape) {
-                    Some((end, value)) => (end - i, Token::SingleQuotedString(value)),
-                    None => return false,
-                }
+            b'0'..=b'9' => number(b, i, dialect)
+                .map(|end| (end - i, Token::Number(sql[i..end].to_string(), false))),
+            b'\'' if !dialect.triple_quoted_strings => {
+                single_quoted(sql, i, dialect.backslash_escape)
+                    .map(|(end, value)| (end - i, Token::SingleQuotedString(value)))
             }
             b'"' | b'`' | b'[' if dialect.has(Some(c), DELIMITED_START) => {
                 let close = if c == b'[' { b']' } else { c };
-                match quoted_identifier(sql, i, close) {
-                    Some((end, value)) => (
-                        end - i,
-                        Token::Word(Word {
-                            value,
-                            quote_style: Some(char::from(c)),
-                            keyword: Keyword::NoKeyword,
-                        }),
-                    ),
-                    None => return false,
-                }
+                quoted_identifier(sql, i, close).map(|(end, value)| {
+                    let word = Word {
+                        value,
+                        quote_style: Some(char::from(c)),
+                        keyword: Keyword::NoKeyword,
+                    };
+                    (end - i, Token::Word(word))
+                })
             }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                if !dialect.has(Some(c), IDENT_START) {
-                    return false;
-                }
+            c if (c.is_ascii_alphabetic() || c == b'_') && dialect.has(Some(c), IDENT_START) => {
                 let mut end = i + 1;
                 while dialect.has(b.get(end).copied(), IDENT_PART) {
                     end += 1;
                 }
                 // `X'…'`, `N'…'`, `b"…"`, `U&'…'`, `nq'…'` and friends: prefixed literals.
                 if matches!(b.get(end), Some(b'\'' | b'"' | b'&')) {
-                    return false;
-                }
-                let text = &sql[i..end];
-                (
-                    end - i,
-                    Token::Word(Word {
+                    None
+                } else {
+                    let text = &sql[i..end];
+                    let word = Word {
                         value: text.to_string(),
                         quote_style: None,
                         keyword: keyword(text),
-                    }),
-                )
+                    };
+                    Some((end - i, Token::Word(word)))
+                }
             }
-            _ => return false,
+            _ => None,
+        };
+        let Some((len, token)) = next else {
+            return false;
         };
         out.push(TokenWithSpan {
             token,

@@ -139,27 +139,11 @@ pub enum SqlDialect {
     Databricks,
 }
 
-// `SqlDialect::ALL` lists every variant (a new last variant fails here).
-const _: () = assert!(SqlDialect::Databricks as usize + 1 == SqlDialect::ALL.len());
+/// Slots of the fast tokenizer's per-dialect table ([`SqlDialect::chars`]): one per variant. A
+/// variant beyond it would only miss the fast path, never fail.
+const DIALECT_SLOTS: usize = SqlDialect::Databricks as usize + 1;
 
 impl SqlDialect {
-    /// Every dialect, in declaration order (`ALL[d as usize] == d`).
-    pub const ALL: [SqlDialect; 13] = [
-        SqlDialect::Generic,
-        SqlDialect::Ansi,
-        SqlDialect::Sqlite,
-        SqlDialect::Postgres,
-        SqlDialect::MySql,
-        SqlDialect::Snowflake,
-        SqlDialect::BigQuery,
-        SqlDialect::MsSql,
-        SqlDialect::ClickHouse,
-        SqlDialect::DuckDb,
-        SqlDialect::Hive,
-        SqlDialect::Redshift,
-        SqlDialect::Databricks,
-    ];
-
     /// Look a dialect up by name (case-insensitive; `postgresql`, `tsql`, `sqlserver`, `spark`
     /// are accepted aliases). `None` for unknown names.
     pub fn from_name(name: &str) -> Option<SqlDialect> {
@@ -231,10 +215,11 @@ impl SqlDialect {
 
     /// The fast tokenizer's view of this dialect, read from `dialect` (this dialect's sqlparser
     /// object) the first time it is needed.
-    fn chars(self, dialect: &dyn Dialect) -> &'static DialectChars {
-        static CHARS: [OnceLock<DialectChars>; SqlDialect::ALL.len()] =
-            [const { OnceLock::new() }; SqlDialect::ALL.len()];
-        CHARS[self as usize].get_or_init(|| DialectChars::of(dialect))
+    fn chars(self, dialect: &dyn Dialect) -> Option<&'static DialectChars> {
+        static CHARS: [OnceLock<DialectChars>; DIALECT_SLOTS] =
+            [const { OnceLock::new() }; DIALECT_SLOTS];
+        let slot = CHARS.get(self as usize)?;
+        Some(slot.get_or_init(|| DialectChars::of(dialect)))
     }
 
     /// Parse with this dialect; `locations` keeps the tokens' spans (see [`parse_tokens`]).
@@ -269,15 +254,14 @@ pub fn canonical_dialect(name: &str) -> &'static str {
 /// entries, and the doublings and their copies were a visible share of a line-rate event's CPU.
 /// The tokenizer's options are the parser's defaults (`unescape` on), so the tokens are the same.
 ///
-/// Without `locations` every token's span is empty: sqlparser formats an
-/// error message (with its location) for every speculative alternative it tries and drops —
-/// `DATE '…'` before an identifier, a data type before a literal — and rendering those
-/// locations was ~3 % of a line-rate event's instructions. Nothing downstream reads spans, so
-/// the parse is the same; only a failed parse's message needs them (`extract_inner` parses
-/// again with them to report where the SQL went wrong).
-///
 /// Without `locations` the text is first offered to [`super::tokens`], which yields the same
-/// tokens several times faster for everyday SQL and defers to sqlparser's tokenizer otherwise.
+/// tokens several times faster for everyday SQL and defers to sqlparser's tokenizer otherwise,
+/// and every token's span is empty: sqlparser formats an error message (with its location) for
+/// every speculative alternative it tries and drops — `DATE '…'` before an identifier, a data
+/// type before a literal — and rendering those locations was ~3 % of a line-rate event's
+/// instructions. Nothing downstream reads spans, so the parse is the same; only a failed
+/// parse's message needs them (`extract_inner` parses again with them to report where the SQL
+/// went wrong).
 fn parse_tokens(
     which: SqlDialect,
     dialect: &dyn Dialect,
@@ -285,7 +269,10 @@ fn parse_tokens(
     locations: bool,
 ) -> Result<Vec<Statement>, ParserError> {
     let mut tokens = Vec::with_capacity(sql.len() / 2 + 16);
-    let fast = !locations && tokens::tokenize(sql, which.chars(dialect), &mut tokens);
+    let fast = !locations
+        && which
+            .chars(dialect)
+            .is_some_and(|chars| tokens::tokenize(sql, chars, &mut tokens));
     if !fast {
         tokens.clear();
         let mut tokenizer = Tokenizer::new(dialect, sql).with_unescape(true);

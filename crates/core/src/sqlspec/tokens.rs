@@ -160,12 +160,12 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
             b'0'..=b'9' => number(b, i, dialect)
                 .map(|end| (end - i, Token::Number(sql[i..end].to_string(), false))),
             b'\'' if !dialect.triple_quoted_strings => {
-                single_quoted(sql, i, dialect.backslash_escape)
+                quoted(sql, i, b'\'', dialect.backslash_escape)
                     .map(|(end, value)| (end - i, Token::SingleQuotedString(value)))
             }
             b'"' | b'`' | b'[' if dialect.has(Some(c), DELIMITED_START) => {
                 let close = if c == b'[' { b']' } else { c };
-                quoted_identifier(sql, i, close).map(|(end, value)| {
+                quoted(sql, i, close, false).map(|(end, value)| {
                     let word = Word {
                         value,
                         quote_style: Some(char::from(c)),
@@ -226,37 +226,20 @@ fn number(b: &[u8], start: usize, dialect: &DialectChars) -> Option<usize> {
     (!extends).then_some(end)
 }
 
-/// A `'…'` literal starting at `start`: its end and unescaped value (`''` → `'`). `None` when
-/// unterminated or when a backslash would be an escape.
-fn single_quoted(sql: &str, start: usize, backslash_escape: bool) -> Option<(usize, String)> {
-    let b = sql.as_bytes();
-    let mut value = String::new();
-    let mut run = start + 1;
-    loop {
-        let quote = run + b.get(run..)?.iter().position(|&c| c == b'\'')?;
-        let text = &sql[run..quote];
-        if backslash_escape && text.contains('\\') {
-            return None;
-        }
-        value.push_str(text);
-        if b.get(quote + 1) == Some(&b'\'') {
-            value.push('\'');
-            run = quote + 2;
-        } else {
-            return Some((quote + 1, value));
-        }
-    }
-}
-
-/// A quoted identifier opening at `start` and closing with `close`: its end and value (a
-/// doubled `close` stands for itself). `None` when unterminated.
-fn quoted_identifier(sql: &str, start: usize, close: u8) -> Option<(usize, String)> {
+/// A quoted text opening at `start` and closing with `close` — a `'…'` literal or a quoted
+/// identifier: its end and unescaped value (a doubled `close` stands for itself). `None` when
+/// unterminated, or when `backslash_escape` and a backslash would be an escape.
+fn quoted(sql: &str, start: usize, close: u8, backslash_escape: bool) -> Option<(usize, String)> {
     let b = sql.as_bytes();
     let mut value = String::new();
     let mut run = start + 1;
     loop {
         let end = run + b.get(run..)?.iter().position(|&c| c == close)?;
-        value.push_str(&sql[run..end]);
+        let text = &sql[run..end];
+        if backslash_escape && text.contains('\\') {
+            return None;
+        }
+        value.push_str(text);
         if b.get(end + 1) == Some(&close) {
             value.push(char::from(close));
             run = end + 2;
@@ -269,14 +252,13 @@ fn quoted_identifier(sql: &str, start: usize, close: u8) -> Option<(usize, Strin
 /// Longest keyword, in bytes.
 const MAX_KEYWORD_LEN: usize = 48;
 
-/// sqlparser's keywords bucketed by (first byte, length): a lookup compares a handful of
-/// candidates instead of binary-searching them all.
-struct KeywordTable {
-    buckets: Vec<Vec<(&'static [u8], Keyword)>>,
-}
+/// Keywords sharing a first byte and a length, with their text.
+type KeywordBucket = Vec<(&'static [u8], Keyword)>;
 
-fn keyword_table() -> &'static KeywordTable {
-    static TABLE: OnceLock<KeywordTable> = OnceLock::new();
+/// sqlparser's keywords bucketed by (first byte, length) ([`bucket`]): a lookup compares a
+/// handful of candidates instead of binary-searching them all.
+fn keyword_table() -> &'static [KeywordBucket] {
+    static TABLE: OnceLock<Vec<KeywordBucket>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut buckets = vec![Vec::new(); 128 * (MAX_KEYWORD_LEN + 1)];
         for (text, &keyword) in ALL_KEYWORDS.iter().zip(ALL_KEYWORDS_INDEX) {
@@ -284,7 +266,7 @@ fn keyword_table() -> &'static KeywordTable {
                 buckets[slot].push((text.as_bytes(), keyword));
             }
         }
-        KeywordTable { buckets }
+        buckets
     })
 }
 
@@ -298,7 +280,7 @@ fn bucket(word: &[u8]) -> Option<usize> {
 fn keyword(word: &str) -> Keyword {
     let word = word.as_bytes();
     bucket(word)
-        .and_then(|slot| keyword_table().buckets.get(slot))
+        .and_then(|slot| keyword_table().get(slot))
         .and_then(|candidates| {
             candidates
                 .iter()

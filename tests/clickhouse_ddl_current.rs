@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use sqlgrade::clickhouse::judge_cache::JUDGE_CACHE_LOOKUP;
+use sqlgrade::clickhouse::judge_cache::{JUDGE_CACHE_LOOKUP, JUDGE_CACHE_LOOKUP_MANY};
 use sqlgrade::clickhouse::migrate::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, READ_MIGRATIONS, checksum, statements,
 };
@@ -157,6 +157,10 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
     }
     // Reads with the answers they must give.
     let lookup = JUDGE_CACHE_LOOKUP.replace('?', "'k1'");
+    let lookup_many = format!(
+        "SELECT arrayStringConcat(arraySort(groupArray(concat(key, '=', value))), ' ') FROM ({})",
+        JUDGE_CACHE_LOOKUP_MANY.replace("IN_LIST", "'k1', 'k2', 'k3'")
+    );
     let applied = MIGRATIONS.len().to_string();
     let checks: Vec<(&str, String, &str)> = vec![
         (
@@ -202,6 +206,11 @@ fn ddl_and_shipped_queries_run_on_a_current_clickhouse() {
         ),
         ("alerts", "SELECT count() FROM alerts FINAL".into(), "1"),
         ("judge cache lookup (newest wins)", lookup, "{\"v\":2}"),
+        (
+            "judge cache lookup of several keys (newest of each, absent keys left out)",
+            lookup_many,
+            "k1={\"v\":2} k2={\"v\":7}",
+        ),
     ];
     for (label, sql, _) in &checks {
         plan.push(((*label).to_string(), sql.clone()));

@@ -318,6 +318,16 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         Some(r#"{"verdict":"correct"}"#)
     );
     assert_eq!(ch.count("SELECT count() FROM sg_test.judge_cache FINAL"), 2);
+    // Several keys in one query: the newest entry of each key present; absent keys (and hostile
+    // ones: bound, not spliced) are left out.
+    let many = cache
+        .get_many(&["k1", "k2", "k3", "k' OR 1=1 --"])
+        .await
+        .unwrap();
+    assert_eq!(many.len(), 2, "{many:?}");
+    assert_eq!(many["k1"], r#"{"verdict":"correct","it's":"quoted"}"#);
+    assert_eq!(many["k2"], r#"{"verdict":"correct"}"#);
+    assert!(cache.get_many(&[]).await.unwrap().is_empty());
 
     // Transient failure: the server goes away mid-write; the write holds the batch and finishes
     // once it is back.

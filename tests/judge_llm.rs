@@ -456,15 +456,31 @@ async fn json_object_mode_is_kept_when_it_works() {
 }
 
 /// A durable cache kept in memory, standing in for ClickHouse `judge_cache` in this test; it
-/// counts its lookups.
+/// counts its lookups (one per key asked for) and its requests for several keys at once.
 #[derive(Default)]
-struct MapCache(Mutex<HashMap<String, DurableEntry>>, AtomicUsize);
+struct MapCache(
+    Mutex<HashMap<String, DurableEntry>>,
+    AtomicUsize,
+    AtomicUsize,
+);
 
 #[async_trait]
 impl DurableCache for MapCache {
     async fn get(&self, key: &str) -> Result<Option<DurableEntry>, DurableCacheError> {
         self.1.fetch_add(1, Ordering::SeqCst);
         Ok(self.0.lock().unwrap().get(key).cloned())
+    }
+
+    async fn get_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<HashMap<String, DurableEntry>, DurableCacheError> {
+        self.2.fetch_add(1, Ordering::SeqCst);
+        let map = self.0.lock().unwrap();
+        Ok(keys
+            .iter()
+            .filter_map(|k| Some(((*k).to_string(), map.get(*k)?.clone())))
+            .collect())
     }
 
     async fn put(&self, entry: &DurableEntry) -> Result<(), DurableCacheError> {
@@ -519,6 +535,62 @@ async fn durable_cache_is_consulted_before_the_llm() {
     assert_eq!(a.verdict, Verdict::Incorrect);
     assert!(!a.cached);
     assert_eq!(server.request_count(), 2);
+}
+
+/// A prefetch asks the durable store for a whole batch in one request; the lookups and calls
+/// that follow send none of their own, find what it found and call the LLM for what it lacked.
+#[tokio::test]
+async fn prefetch_asks_the_durable_store_once_for_a_batch() {
+    let server = MockServer::start().await;
+    server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
+    let durable = Arc::new(MapCache::default());
+    let make = || {
+        LlmJudge::new(Arc::new(
+            LlmClient::new(&config(&server.base_url()))
+                .unwrap()
+                .with_durable_cache(durable.clone()),
+        ))
+    };
+    // Three cases with three keys (the profile version is part of the key); the first one's
+    // verdict is stored by an earlier process.
+    let cases: Vec<Case> = (0..3)
+        .map(|i| {
+            let mut case = bird_case();
+            case.profile.version = format!("prefetch-profile-{i}");
+            case
+        })
+        .collect();
+    assert!(!cases[0].assess(&make()).await.unwrap().cached);
+    assert_eq!(server.request_count(), 1);
+    let lookups = durable.1.load(Ordering::SeqCst);
+
+    let judge = make();
+    let requests: Vec<JudgeRequest<'_>> = cases.iter().map(Case::request).collect();
+    judge.prefetch(&requests).await;
+    assert_eq!(
+        durable.2.load(Ordering::SeqCst),
+        1,
+        "one request for the batch"
+    );
+    // Stored: answered from the prefetch, no lookup, no call.
+    let hit = judge.assess_cached(cases[0].request()).await.unwrap();
+    assert!(hit.cached);
+    assert_eq!(hit.verdict, Verdict::Correct);
+    // Absent: a miss without a lookup, then one LLM call each.
+    for case in &cases[1..] {
+        assert!(judge.assess_cached(case.request()).await.is_none());
+        assert!(!case.assess(&judge).await.unwrap().cached);
+    }
+    assert_eq!(
+        durable.1.load(Ordering::SeqCst),
+        lookups,
+        "no lookup of its own"
+    );
+    assert_eq!(server.request_count(), 3);
+    assert_eq!(judge.totals().durable_hits, 1);
+    // A second prefetch of keys already known (in memory now) sends nothing.
+    judge.prefetch(&requests).await;
+    assert_eq!(durable.2.load(Ordering::SeqCst), 1);
 }
 
 /// The judge stage asks the caches first (free), then the LLM on a miss: the durable store is

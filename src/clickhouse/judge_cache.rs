@@ -19,6 +19,7 @@
 //!
 //! Stored values are the whole [`DurableEntry`] as JSON (reply, prompt version, model, tokens).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -244,6 +245,30 @@ impl ClickHouseJudgeCache {
     }
 }
 
+/// The entry in `value`, stored under `key`: `None` (counted as invalid, with a warning) when it
+/// cannot be decoded or names another key; counted as a hit otherwise.
+fn decode_entry(shared: &Shared, key: &str, value: &str) -> Option<DurableEntry> {
+    match serde_json::from_str::<DurableEntry>(value) {
+        Ok(entry) if entry.key == key => {
+            Counters::add(&shared.counters.hits, 1);
+            Some(entry)
+        }
+        Ok(_) => {
+            Counters::add(&shared.counters.invalid, 1);
+            tracing::warn!(
+                key,
+                "judge_cache entry stored under another key; ignoring it"
+            );
+            None
+        }
+        Err(error) => {
+            Counters::add(&shared.counters.invalid, 1);
+            tracing::warn!(key, %error, "judge_cache entry cannot be decoded; ignoring it");
+            None
+        }
+    }
+}
+
 #[async_trait]
 impl DurableCache for ClickHouseJudgeCache {
     async fn get(&self, key: &str) -> Result<Option<DurableEntry>, DurableCacheError> {
@@ -265,28 +290,41 @@ impl DurableCache for ClickHouseJudgeCache {
                 return Err(DurableCacheError(error));
             }
         };
-        let Some(value) = value else {
-            return Ok(None);
-        };
-        match serde_json::from_str::<DurableEntry>(&value) {
-            Ok(entry) if entry.key == key => {
-                Counters::add(&shared.counters.hits, 1);
-                Ok(Some(entry))
-            }
-            Ok(_) => {
-                Counters::add(&shared.counters.invalid, 1);
-                tracing::warn!(
-                    key,
-                    "judge_cache entry stored under another key; ignoring it"
-                );
-                Ok(None)
+        Ok(value.and_then(|value| decode_entry(shared, key, &value)))
+    }
+
+    async fn get_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<HashMap<String, DurableEntry>, DurableCacheError> {
+        let shared = &self.shared;
+        if keys.is_empty() {
+            return Ok(HashMap::new());
+        }
+        if !shared.availability.usable() {
+            Counters::add(&shared.counters.skipped, keys.len() as u64);
+            return Ok(HashMap::new());
+        }
+        Counters::add(&shared.counters.lookups, keys.len() as u64);
+        let values = match shared.store.get_many(keys).await {
+            Ok(values) => {
+                shared.availability.succeeded();
+                values
             }
             Err(error) => {
-                Counters::add(&shared.counters.invalid, 1);
-                tracing::warn!(key, %error, "judge_cache entry cannot be decoded; ignoring it");
-                Ok(None)
+                Counters::add(&shared.counters.lookup_errors, keys.len() as u64);
+                let error = error.to_string();
+                shared.availability.failed("lookup", &error);
+                return Err(DurableCacheError(error));
             }
-        }
+        };
+        Ok(values
+            .into_iter()
+            .filter_map(|(key, value)| {
+                let entry = decode_entry(shared, &key, &value)?;
+                Some((key, entry))
+            })
+            .collect())
     }
 
     async fn put(&self, entry: &DurableEntry) -> Result<(), DurableCacheError> {
@@ -454,6 +492,20 @@ struct JudgeCacheRecord<'a> {
 pub const JUDGE_CACHE_LOOKUP: &str =
     "SELECT value FROM judge_cache FINAL PREWHERE key = ? ORDER BY created_at DESC LIMIT 1";
 
+/// The lookup [`JudgeCacheStore::get_many`] runs for several keys at once: the newest entry of
+/// each key present (`FINAL`, newest `created_at` first, one row per key). `IN_LIST` stands for
+/// the `?, ?, …` placeholders, one per key. One query for many keys costs the server about what
+/// one point lookup does (it is per-query overhead, not per-key work). Public so that tests can
+/// run the exact query on other ClickHouse releases.
+pub const JUDGE_CACHE_LOOKUP_MANY: &str = "SELECT key, value FROM judge_cache FINAL PREWHERE key IN (IN_LIST) ORDER BY created_at DESC LIMIT 1 BY key";
+
+/// One `(key, value)` answer of [`JUDGE_CACHE_LOOKUP_MANY`].
+#[derive(Debug, clickhouse::Row, serde::Deserialize)]
+struct KeyValue {
+    key: String,
+    value: String,
+}
+
 /// The durable judge verdict store in ClickHouse (`judge_cache`): shared by every replica and
 /// surviving restarts. Values are opaque JSON text; the newest `created_at` wins for a key
 /// (ReplacingMergeTree, read with `FINAL`). The LLM client reaches it through
@@ -514,6 +566,33 @@ impl JudgeCacheStore {
             Ok(result) => result.map_err(|e| SinkError::Store(format!("judge_cache get: {e}"))),
             Err(_) => Err(SinkError::Store(format!(
                 "judge_cache get: no answer within {} ms",
+                self.read_timeout.as_millis()
+            ))),
+        }
+    }
+
+    /// The values stored under `keys` (newest wins), by key; keys without an entry are absent.
+    pub async fn get_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<std::collections::HashMap<String, String>, SinkError> {
+        if keys.is_empty() {
+            return Ok(Default::default());
+        }
+        let placeholders = vec!["?"; keys.len()].join(", ");
+        let query = JUDGE_CACHE_LOOKUP_MANY
+            .replacen("judge_cache", &self.table, 1)
+            .replacen("IN_LIST", &placeholders, 1);
+        let mut bound = self.client.query(&query);
+        for key in keys {
+            bound = bound.bind(*key);
+        }
+        let fetch = bound.fetch_all::<KeyValue>();
+        match tokio::time::timeout(self.read_timeout, fetch).await {
+            Ok(Ok(rows)) => Ok(rows.into_iter().map(|r| (r.key, r.value)).collect()),
+            Ok(Err(e)) => Err(SinkError::Store(format!("judge_cache get_many: {e}"))),
+            Err(_) => Err(SinkError::Store(format!(
+                "judge_cache get_many: no answer within {} ms",
                 self.read_timeout.as_millis()
             ))),
         }

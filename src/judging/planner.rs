@@ -12,6 +12,10 @@
 //! work that can only be shed later costs CPU and broker bandwidth for nothing. What is over the
 //! rate is shed here, counted (`priority_over_rate`). The uniform slice is never limited by the
 //! planner: the calibrated estimates rest on it.
+//!
+//! The planner runs on every scored event, so its bookkeeping is kept cheap: the series text is
+//! written into a per-thread buffer instead of a new string, and the selection and shed counters
+//! are atomics.
 
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -47,6 +51,14 @@ pub fn label_value<'r>(row: &'r EvaluationRow, label: &str) -> Option<&'r str> {
 /// are left out). Used by the new-series slice and the calibrated estimates.
 pub fn series_of(row: &EvaluationRow, series_key: &[SeriesLabel]) -> String {
     let mut out = String::new();
+    write_series(row, series_key, &mut out);
+    out
+}
+
+/// [`series_of`] into `out` (cleared first), so a caller that does this per event can reuse one
+/// buffer instead of allocating.
+pub fn write_series(row: &EvaluationRow, series_key: &[SeriesLabel], out: &mut String) {
+    out.clear();
     for label in series_key {
         if let Some(value) = label_value(row, label.as_str()) {
             if !out.is_empty() {
@@ -57,7 +69,11 @@ pub fn series_of(row: &EvaluationRow, series_key: &[SeriesLabel]) -> String {
             out.push_str(value);
         }
     }
-    out
+}
+
+thread_local! {
+    /// The series text of the event being planned on this thread (see [`write_series`]).
+    static SERIES: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// What the planner does with every event.
@@ -147,13 +163,14 @@ impl Planner {
         let selection = match self.mode {
             PlanMode::Census => Selection::census(),
             PlanMode::Sample => {
-                let new_series = self.policy.new_series > 0 && {
-                    let series = series_of(row, &self.series_key);
-                    self.seen
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .observe(&series, self.policy.new_series)
-                };
+                let new_series = self.policy.new_series > 0
+                    && SERIES.with_borrow_mut(|series| {
+                        write_series(row, &self.series_key, series);
+                        self.seen
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .observe(series, self.policy.new_series)
+                    });
                 let alerting =
                     self.policy.alerting && !self.firing.is_empty() && self.firing.contains(row);
                 self.policy

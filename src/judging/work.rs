@@ -239,6 +239,24 @@ impl WorkQueue {
         }
     }
 
+    /// Up to `n` of the most important waiting pieces of work, without waiting for any.
+    pub fn try_pop_many(&self, n: usize) -> Vec<Queued> {
+        let mut state = self.lock();
+        let mut out = Vec::with_capacity(n.min(state.items.len()));
+        while out.len() < n {
+            let Some((_, queued)) = state.items.pop_first() else {
+                break;
+            };
+            out.push(queued);
+        }
+        if !out.is_empty() {
+            self.publish(&state);
+            drop(state);
+            self.room_made.notify_waiters();
+        }
+        out
+    }
+
     /// No more work will be pushed; `pop` returns `None` once the queue is empty.
     pub fn close(&self) {
         self.lock().closed = true;

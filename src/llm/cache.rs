@@ -123,6 +123,22 @@ pub trait DurableCache: Send + Sync {
     /// The entry stored under `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<DurableEntry>, DurableCacheError>;
 
+    /// The entries stored under `keys`, by key (keys without an entry are absent). Default: one
+    /// [`DurableCache::get`] per key; a store that can answer many keys in one request (one
+    /// query instead of one per key) overrides it.
+    async fn get_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<std::collections::HashMap<String, DurableEntry>, DurableCacheError> {
+        let mut found = std::collections::HashMap::new();
+        for key in keys {
+            if let Some(entry) = self.get(key).await? {
+                found.insert((*key).to_string(), entry);
+            }
+        }
+        Ok(found)
+    }
+
     /// Store an entry (idempotent: storing the same key twice is harmless). Implementations
     /// may queue the write and return at once; [`DurableCache::flush`] waits for it.
     async fn put(&self, entry: &DurableEntry) -> Result<(), DurableCacheError>;

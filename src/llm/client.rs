@@ -11,6 +11,11 @@
 //! before it spends budget) and then calls on a miss does not pay a second durable lookup: a key
 //! the durable store just answered "absent" for is remembered for [`DURABLE_MISS_TTL`], and the
 //! next fill of that key goes straight to the LLM (its reply is then stored as usual).
+//!
+//! A caller about to judge several events can also ask the durable store for all their keys in
+//! one request first ([`LlmClient::prefetch_durable`], the judge stage before each batch of
+//! work): what it finds is held for the lookups that follow, and what it lacks is remembered as
+//! a miss the same way, so those lookups send no query of their own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +103,8 @@ pub struct LlmClient {
     durable: Arc<dyn DurableCache>,
     /// Keys the durable cache just said it lacks (module documentation).
     durable_misses: moka::future::Cache<String, ()>,
+    /// Entries a prefetch just found, held for the lookup that follows (module documentation).
+    durable_found: moka::future::Cache<String, DurableEntry>,
     mode: ModeMemory,
     stats: CallStats,
 }
@@ -157,6 +164,10 @@ impl LlmClient {
             memory,
             durable: Arc::new(NoDurableCache),
             durable_misses: moka::future::Cache::builder()
+                .max_capacity(DURABLE_MISS_CAPACITY)
+                .time_to_live(DURABLE_MISS_TTL)
+                .build(),
+            durable_found: moka::future::Cache::builder()
                 .max_capacity(DURABLE_MISS_CAPACITY)
                 .time_to_live(DURABLE_MISS_TTL)
                 .build(),
@@ -224,6 +235,68 @@ impl LlmClient {
         crate::judge::structured::call_structured(self, call, check).await
     }
 
+    /// The cache key of `call` with its prompt at `prompt_version`.
+    fn key_of(&self, call: &ErasedCall<'_>, prompt_version: &str) -> Option<String> {
+        cache_key(&KeyParts {
+            prompt: call.prompt,
+            prompt_version,
+            model: &self.config.model,
+            scope: call.scope,
+            schema_hash: &call.reply.schema().hash,
+            identity: call.identity,
+        })
+        .ok()
+    }
+
+    /// The cache key a call of `call` with replies of type `T` is stored under (`None` when its
+    /// prompt is unknown or its identity cannot be serialised).
+    pub fn structured_key<T, V, K>(&self, call: StructuredCall<'_, V, K>) -> Option<String>
+    where
+        T: StructuredReply,
+        V: Serialize + Sync,
+        K: Serialize + Sync,
+    {
+        let accept = |_: &T| Ok(());
+        let decoder = crate::judge::structured::TypedDecoder::new(&accept);
+        let call = ErasedCall {
+            prompt: call.prompt,
+            vars: call.vars,
+            identity: call.identity,
+            scope: call.scope,
+            reply: &decoder,
+        };
+        let prompt_version = self.prompts.version(call.prompt)?.to_string();
+        self.key_of(&call, &prompt_version)
+    }
+
+    /// Ask the durable cache for `keys` in one request (module documentation). Keys the
+    /// in-memory cache holds are left out; a failed request changes nothing (each lookup then
+    /// asks on its own, or skips during the store's outage window).
+    pub async fn prefetch_durable(&self, keys: &[String]) {
+        let mut wanted: Vec<&str> = Vec::with_capacity(keys.len());
+        for key in keys {
+            let known = self.memory.as_ref().is_some_and(|m| m.contains_key(key))
+                || self.durable_misses.contains_key(key)
+                || self.durable_found.contains_key(key)
+                || wanted.contains(&key.as_str());
+            if !known {
+                wanted.push(key);
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let Ok(mut found) = self.durable.get_many(&wanted).await else {
+            return;
+        };
+        for key in wanted {
+            match found.remove(key) {
+                Some(entry) => self.durable_found.insert(key.to_string(), entry).await,
+                None => self.durable_misses.insert(key.to_string(), ()).await,
+            }
+        }
+    }
+
     /// The reply of `call` if the in-memory or the durable cache holds it; `None` on a miss (no
     /// LLM call is made, nothing is spent). A hit counts as an assessment answered from a cache.
     pub async fn lookup_structured<T, V, K>(
@@ -245,15 +318,7 @@ impl LlmClient {
             reply: &decoder,
         };
         let prompt_version = self.prompts.version(call.prompt)?.to_string();
-        let key = cache_key(&KeyParts {
-            prompt: call.prompt,
-            prompt_version: &prompt_version,
-            model: &self.config.model,
-            scope: call.scope,
-            schema_hash: &call.reply.schema().hash,
-            identity: call.identity,
-        })
-        .ok()?;
+        let key = self.key_of(&call, &prompt_version)?;
         let hit = match self.memory.as_ref() {
             Some(memory) => memory.get(&key).await,
             None => None,
@@ -261,7 +326,14 @@ impl LlmClient {
         let reply = match hit {
             Some(reply) => reply,
             None => {
-                let entry = match self.durable.get(&key).await {
+                let found = match self.durable_found.remove(&key).await {
+                    Some(entry) => Ok(Some(entry)),
+                    // A prefetch (or an earlier lookup) just found it absent; the fill clears
+                    // the mark when it asks the LLM.
+                    None if self.durable_misses.contains_key(&key) => return None,
+                    None => self.durable.get(&key).await,
+                };
+                let entry = match found {
                     Ok(Some(entry)) => entry,
                     Ok(None) => {
                         self.durable_misses.insert(key, ()).await;
@@ -356,9 +428,12 @@ impl LlmClient {
         prompt_version: &str,
         schema: &ReplySchema,
     ) -> Result<Arc<CachedReply>, JudgeError> {
-        let lookup = match self.durable_misses.remove(key).await {
-            Some(()) => Ok(None),
-            None => self.durable.get(key).await,
+        let lookup = match self.durable_found.remove(key).await {
+            Some(entry) => Ok(Some(entry)),
+            None => match self.durable_misses.remove(key).await {
+                Some(()) => Ok(None),
+                None => self.durable.get(key).await,
+            },
         };
         match lookup {
             Ok(Some(entry)) => {

@@ -567,6 +567,23 @@ impl Judge for LlmJudge {
         Some(self.assessment(outcome, has_enriched))
     }
 
+    async fn prefetch(&self, requests: &[JudgeRequest<'_>]) {
+        let keys: Vec<String> = requests
+            .iter()
+            .filter_map(|request| {
+                let vars = StefVars::new(request);
+                self.client
+                    .structured_key::<StefReply, _, _>(StructuredCall {
+                        prompt: STEF_PROMPT,
+                        vars: &vars,
+                        identity: &StefIdentity::of(&vars),
+                        scope: &request.profile.version,
+                    })
+            })
+            .collect();
+        self.client.prefetch_durable(&keys).await;
+    }
+
     fn totals(&self) -> JudgeTotals {
         self.client.totals()
     }

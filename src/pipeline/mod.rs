@@ -637,6 +637,8 @@ struct Observers {
     alerts: Option<crate::alert::AlertHandle>,
     /// The second pass's counters and estimates, and the series key of the estimates.
     judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+    /// The series text of the row being observed (one buffer for the run, not one per row).
+    series: String,
 }
 
 impl Observers {
@@ -656,7 +658,8 @@ impl Observers {
         for row in rows {
             self.stats.observe_row(row);
             if let Some((stats, key)) = &self.judge {
-                stats.observe_estimate(row, &crate::judging::planner::series_of(row, key));
+                crate::judging::planner::write_series(row, key, &mut self.series);
+                stats.observe_estimate(row, &self.series);
             }
         }
     }
@@ -769,6 +772,7 @@ async fn batch_stage(
         metrics: metrics.clone(),
         alerts,
         judge,
+        series: String::new(),
     };
     let mut pending = PendingBatch::default();
     // The sink writes on its own task, so the next batch fills while the previous one is being

@@ -12,21 +12,31 @@ use crate::sampling::{
     BudgetLedger, EstimateTracker, Selection, SelectionReason, ShedReason, Spend,
 };
 
-/// Live counters (cheap to update from any task).
+/// Live counters (cheap to update from any task: the per-reason counts are atomics indexed by
+/// the reason, so the planner's per-event bookkeeping takes no lock).
 #[derive(Default)]
 pub struct JudgeStats {
-    selected: Mutex<BTreeMap<SelectionReason, u64>>,
+    selected: [AtomicU64; SelectionReason::ALL.len()],
     selected_events: AtomicU64,
     selected_uniform: AtomicU64,
     judged: AtomicU64,
     cache_hits: AtomicU64,
     failures: AtomicU64,
-    shed: Mutex<BTreeMap<ShedReason, u64>>,
+    shed: [AtomicU64; ShedReason::ALL.len()],
     left_in_topic: AtomicU64,
     queue_depth: AtomicI64,
     oldest_wait_probe: Mutex<Option<OldestWaitProbe>>,
     ledger: Mutex<Option<BudgetLedger>>,
     estimates: Mutex<EstimateTracker>,
+}
+
+/// The counts of `keys` (indexed alike) that are not zero, as a map.
+fn nonzero_counts<K: Copy + Ord>(keys: &[K], counts: &[AtomicU64]) -> BTreeMap<K, u64> {
+    keys.iter()
+        .zip(counts)
+        .map(|(key, count)| (*key, count.load(Ordering::Relaxed)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
 }
 
 /// Reads the oldest wait of the judge stage's queue (registered by the queue).
@@ -85,9 +95,8 @@ impl JudgeStats {
         if selection.uniform {
             self.selected_uniform.fetch_add(1, Ordering::Relaxed);
         }
-        let mut map = self.selected.lock().unwrap_or_else(|p| p.into_inner());
         for reason in &selection.reasons {
-            *map.entry(*reason).or_default() += 1;
+            self.selected[*reason as usize].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -106,15 +115,7 @@ impl JudgeStats {
 
     /// `n` selected events shed for `reason`.
     pub fn shed(&self, reason: ShedReason, n: u64) {
-        if n == 0 {
-            return;
-        }
-        *self
-            .shed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(reason)
-            .or_default() += n;
+        self.shed[reason as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// `n` pieces of work left unjudged in the Kafka work topic at shutdown.
@@ -198,15 +199,11 @@ impl JudgeStats {
         JudgeStatsSnapshot {
             selected: self.selected_events.load(Ordering::Relaxed),
             selected_uniform: self.selected_uniform.load(Ordering::Relaxed),
-            reasons: self
-                .selected
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            reasons: nonzero_counts(&SelectionReason::ALL, &self.selected),
             judged: self.judged.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
-            shed: self.shed.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            shed: nonzero_counts(&ShedReason::ALL, &self.shed),
             left_in_topic: self.left_in_topic.load(Ordering::Relaxed),
             queue_depth: self.queue_depth.load(Ordering::Relaxed),
             oldest_wait_ms: self

@@ -36,6 +36,11 @@ pub trait Judge: Send + Sync {
         None
     }
 
+    /// Get ready to assess `requests` soon: a judge with a remote cache may look all of them up
+    /// in one request now, so that the assessments that follow send none of their own. Purely
+    /// an optimisation — it changes no answer. Default: nothing.
+    async fn prefetch(&self, _requests: &[JudgeRequest<'_>]) {}
+
     /// Running totals since the judge was built (all zero for judges without calls or caches).
     fn totals(&self) -> JudgeTotals {
         JudgeTotals::default()

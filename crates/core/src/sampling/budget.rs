@@ -34,6 +34,17 @@ pub enum ShedReason {
 }
 
 impl ShedReason {
+    /// Every reason, in declaration order (`ALL[r as usize] == r`).
+    pub const ALL: [ShedReason; 7] = [
+        ShedReason::DailyRequests,
+        ShedReason::DailyTokens,
+        ShedReason::DailyCost,
+        ShedReason::PriorityOverRate,
+        ShedReason::QueueFull,
+        ShedReason::Stale,
+        ShedReason::Shutdown,
+    ];
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -195,6 +206,23 @@ impl BudgetLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_reason_at_its_index() {
+        // An exhaustive match: a new reason does not compile until it is listed here and in ALL.
+        let index = |r: ShedReason| match r {
+            ShedReason::DailyRequests => 0,
+            ShedReason::DailyTokens => 1,
+            ShedReason::DailyCost => 2,
+            ShedReason::PriorityOverRate => 3,
+            ShedReason::QueueFull => 4,
+            ShedReason::Stale => 5,
+            ShedReason::Shutdown => 6,
+        };
+        for (i, r) in ShedReason::ALL.into_iter().enumerate() {
+            assert_eq!((index(r), r as usize), (i, i), "{r:?}");
+        }
+    }
 
     fn usage(p: u64, c: u64) -> TokenUsage {
         TokenUsage {

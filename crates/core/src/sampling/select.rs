@@ -40,6 +40,17 @@ pub enum SelectionReason {
 }
 
 impl SelectionReason {
+    /// Every reason, in declaration order (`ALL[r as usize] == r`).
+    pub const ALL: [SelectionReason; 7] = [
+        SelectionReason::Census,
+        SelectionReason::Uniform,
+        SelectionReason::Alerting,
+        SelectionReason::NotCorrect,
+        SelectionReason::PoorTier,
+        SelectionReason::LowConfidence,
+        SelectionReason::NewSeries,
+    ];
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -272,6 +283,23 @@ impl SeriesFirstSeen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_reason_at_its_index() {
+        // An exhaustive match: a new reason does not compile until it is listed here and in ALL.
+        let index = |r: SelectionReason| match r {
+            SelectionReason::Census => 0,
+            SelectionReason::Uniform => 1,
+            SelectionReason::Alerting => 2,
+            SelectionReason::NotCorrect => 3,
+            SelectionReason::PoorTier => 4,
+            SelectionReason::LowConfidence => 5,
+            SelectionReason::NewSeries => 6,
+        };
+        for (i, r) in SelectionReason::ALL.into_iter().enumerate() {
+            assert_eq!((index(r), r as usize), (i, i), "{r:?}");
+        }
+    }
 
     fn line(verdict: &str, tier: &str, confidence: &str) -> LineRate {
         LineRate {

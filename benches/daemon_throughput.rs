@@ -2,7 +2,7 @@
 //! and with the LLM judge's second pass on, side by side.
 //!
 //!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
-//!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm]
+//!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm] [--state-on-disk]
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
 //! first), migrates, and runs the release daemon as a separate process, batching as in
@@ -22,6 +22,16 @@
 //! default 50, the second pass on its live policy: uniform slice 5 % plus priority slices,
 //! in-process queue). LLM runs also report the judge's utilisation (requests/s the server saw
 //! in the drain window, and in the 10 s after it, ÷ Q).
+//!
+//! The servers keep their state on a tmpfs (`/dev/shm`) when there is one; `--state-on-disk`
+//! keeps it in the system temp dir instead. On disk, each run inherits the file system's work
+//! from the runs before it (on an ext4 mounted with online `discard`, freeing what the previous
+//! run wrote): the same 181 `evaluations` inserts cost ClickHouse 3.4, 6.5, 9.1 and 9.9 CPU-s in
+//! four consecutive runs of one invocation (fresh servers each time), against 2.9–3.1 s in every
+//! run on tmpfs — a drift that made the order of the runs, not the judge, decide comparisons.
+//!
+//! With `BENCH_LLM_EXTRA` set, its text (`\n` for line breaks) is appended to the LLM run's
+//! config, e.g. `'[judge.budget]\nuniform_rate = 0.01\n'` — for experiments.
 //!
 //! The machine's speed drifts (other tenants, ClickHouse merges), so the runs are interleaved
 //! deterministic, LLM, LLM, deterministic (K = 2 rounds, default; K = 1: deterministic, LLM)
@@ -46,6 +56,7 @@ struct Args {
     llm: bool,
     llm_rate: usize,
     llm_latency_ms: usize,
+    state_on_disk: bool,
 }
 
 fn args() -> Args {
@@ -57,6 +68,7 @@ fn args() -> Args {
         llm: true,
         llm_rate: 50,
         llm_latency_ms: 1_000,
+        state_on_disk: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -71,6 +83,11 @@ fn args() -> Args {
             ("--llm-latency-ms", Some(v)) => a.llm_latency_ms = v,
             ("--no-llm", _) => {
                 a.llm = false;
+                i += 1;
+                continue;
+            }
+            ("--state-on-disk", _) => {
+                a.state_on_disk = true;
                 i += 1;
                 continue;
             }
@@ -232,6 +249,9 @@ async fn run(args: &Args, llm: bool) -> Option<Run> {
             server.base_url(),
             args.llm_rate
         );
+        if let Ok(extra) = std::env::var("BENCH_LLM_EXTRA") {
+            h.extra_config.push_str(&extra.replace("\\n", "\n"));
+        }
         Some(server)
     } else {
         None
@@ -407,6 +427,16 @@ async fn main() {
         return;
     }
     let args = args();
+    let shm = std::path::Path::new("/dev/shm");
+    if !args.state_on_disk && shm.is_dir() {
+        support::set_state_root(shm.to_path_buf());
+        println!(
+            "daemon_throughput: server state on tmpfs ({})",
+            shm.display()
+        );
+    } else {
+        println!("daemon_throughput: server state in the system temp dir");
+    }
     // Deterministic, LLM, LLM, deterministic, … (module documentation).
     let mut order = Vec::new();
     for round in 0..args.rounds {

@@ -416,6 +416,29 @@ impl Drop for Tansu {
     }
 }
 
+/// The root under which [`Servers`] make their temp dirs, when set ([`set_state_root`]).
+static STATE_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Keep the state of every server started from now on in a fresh directory under `root`
+/// instead of the system temp dir — the daemon benchmark puts it on a tmpfs, so that the file
+/// system's own work (ext4 with online discard, freeing what earlier runs wrote) does not drift
+/// from run to run. The first call wins; later calls are ignored.
+pub fn set_state_root(root: PathBuf) {
+    let _ = STATE_ROOT.set(root);
+}
+
+/// A fresh temp dir for the servers of `test`.
+fn state_dir(test: &str) -> tempfile::TempDir {
+    let prefix = format!("sqlgrade-{test}-");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix);
+    match STATE_ROOT.get() {
+        Some(root) => builder.tempdir_in(root),
+        None => builder.tempdir(),
+    }
+    .unwrap()
+}
+
 /// ClickHouse + tansu for one test, in one temp dir. With a cluster
 /// ([`Servers::start_cluster`]), `clickhouse` is the node of shard 1, replica 1 and `cluster`
 /// holds ZooKeeper and the other nodes.
@@ -429,10 +452,7 @@ pub struct Servers {
 impl Servers {
     /// Start both; `None` (after a loud message) if they cannot be started on this machine.
     pub fn start(test: &str) -> Option<Servers> {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("sqlgrade-{test}-"))
-            .tempdir()
-            .unwrap();
+        let dir = state_dir(test);
         let started = ClickHouse::start_in(dir.path())
             .and_then(|ch| Tansu::start_in(dir.path()).map(|k| (ch, k)));
         match started {
@@ -452,10 +472,7 @@ impl Servers {
     /// Start a cluster of `shards × replicas` ClickHouse nodes with ZooKeeper
     /// ([`crate::cluster`]) and tansu; `None` (after a loud message) if they cannot be started.
     pub fn start_cluster(test: &str, shards: u32, replicas: u32) -> Option<Servers> {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("sqlgrade-{test}-"))
-            .tempdir()
-            .unwrap();
+        let dir = state_dir(test);
         let started = crate::cluster::ClickHouseCluster::start_in(dir.path(), shards, replicas)
             .and_then(|c| Tansu::start_in(dir.path()).map(|k| (c, k)));
         match started {

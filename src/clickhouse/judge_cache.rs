@@ -5,8 +5,9 @@
 //! (`deploy/clickhouse/004_judge_cache.sql`) so that a slow or absent ClickHouse never stalls or
 //! fails scoring:
 //!
-//! - **lookups** are point reads by key (deduplicated with `FINAL`, newest first), each limited
-//!   to `judge.durable_cache_timeout_ms`; a failure or a late answer is a miss — the client asks
+//! - **lookups** are reads by key (deduplicated with `FINAL`, newest first) — one key, or many in
+//!   one query ([`DurableCache::get_many`], the judge stage's batches) — each limited to
+//!   `judge.durable_cache_timeout_ms`; a failure or a late answer is a miss — the client asks
 //!   the LLM and logs a warning — and opens a short *outage window* during which lookups are
 //!   skipped (an immediate miss) instead of each waiting for the dead server;
 //! - **writes** never wait: [`DurableCache::put`] queues the entry and a background task inserts
@@ -67,13 +68,14 @@ impl Default for ClickHouseJudgeCacheOptions {
 /// Counters of one [`ClickHouseJudgeCache`] (since it was built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DurableCacheStats {
-    /// Lookups sent to ClickHouse.
+    /// Keys looked up in ClickHouse (a batch lookup, [`DurableCache::get_many`], counts each of
+    /// its keys; it is one query).
     pub lookups: u64,
     /// Lookups that found an entry.
     pub hits: u64,
-    /// Lookups skipped (answered "miss" at once) during an outage window.
+    /// Keys whose lookup was skipped (answered "miss" at once) during an outage window.
     pub skipped: u64,
-    /// Lookups that failed or timed out.
+    /// Keys whose lookup failed or timed out.
     pub lookup_errors: u64,
     /// Stored values that could not be decoded (treated as misses).
     pub invalid: u64,

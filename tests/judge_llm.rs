@@ -492,18 +492,21 @@ impl DurableCache for MapCache {
     }
 }
 
+/// A fresh LLM judge (empty in-memory cache: a new process) over `server` and `durable`.
+fn judge_with_durable(server: &MockServer, durable: &Arc<MapCache>) -> LlmJudge {
+    LlmJudge::new(Arc::new(
+        LlmClient::new(&config(&server.base_url()))
+            .unwrap()
+            .with_durable_cache(durable.clone()),
+    ))
+}
+
 #[tokio::test]
 async fn durable_cache_is_consulted_before_the_llm() {
     let server = MockServer::start().await;
     server.push([Scripted::json(&stef_reply("correct", 0.9))]);
     let durable = Arc::new(MapCache::default());
-    let make = || {
-        LlmJudge::new(Arc::new(
-            LlmClient::new(&config(&server.base_url()))
-                .unwrap()
-                .with_durable_cache(durable.clone()),
-        ))
-    };
+    let make = || judge_with_durable(&server, &durable);
     let case = bird_case();
     let first = make();
     assert!(!case.assess(&first).await.unwrap().cached);
@@ -544,13 +547,7 @@ async fn prefetch_asks_the_durable_store_once_for_a_batch() {
     let server = MockServer::start().await;
     server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
     let durable = Arc::new(MapCache::default());
-    let make = || {
-        LlmJudge::new(Arc::new(
-            LlmClient::new(&config(&server.base_url()))
-                .unwrap()
-                .with_durable_cache(durable.clone()),
-        ))
-    };
+    let make = || judge_with_durable(&server, &durable);
     // Three cases with three keys (the profile version is part of the key); the first one's
     // verdict is stored by an earlier process.
     let cases: Vec<Case> = (0..3)
@@ -600,13 +597,7 @@ async fn cache_only_lookup_then_call_asks_the_durable_store_once() {
     let server = MockServer::start().await;
     server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
     let durable = Arc::new(MapCache::default());
-    let make = || {
-        LlmJudge::new(Arc::new(
-            LlmClient::new(&config(&server.base_url()))
-                .unwrap()
-                .with_durable_cache(durable.clone()),
-        ))
-    };
+    let make = || judge_with_durable(&server, &durable);
     let case = bird_case();
     let first = make();
     assert!(first.assess_cached(case.request()).await.is_none());

@@ -258,13 +258,7 @@ impl LlmClient {
     {
         let accept = |_: &T| Ok(());
         let decoder = crate::judge::structured::TypedDecoder::new(&accept);
-        let call = ErasedCall {
-            prompt: call.prompt,
-            vars: call.vars,
-            identity: call.identity,
-            scope: call.scope,
-            reply: &decoder,
-        };
+        let call = call.erased(&decoder);
         let prompt_version = self.prompts.version(call.prompt)?.to_string();
         self.key_of(&call, &prompt_version)
     }
@@ -310,13 +304,7 @@ impl LlmClient {
         K: Serialize + Sync,
     {
         let decoder = crate::judge::structured::TypedDecoder::new(check);
-        let call = ErasedCall {
-            prompt: call.prompt,
-            vars: call.vars,
-            identity: call.identity,
-            scope: call.scope,
-            reply: &decoder,
-        };
+        let call = call.erased(&decoder);
         let prompt_version = self.prompts.version(call.prompt)?.to_string();
         let key = self.key_of(&call, &prompt_version)?;
         let hit = match self.memory.as_ref() {

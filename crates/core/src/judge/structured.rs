@@ -50,6 +50,23 @@ impl<'a, V> StructuredCall<'a, V, V> {
     }
 }
 
+impl<'a, V, K> StructuredCall<'a, V, K>
+where
+    V: Serialize + Sync,
+    K: Serialize + Sync,
+{
+    /// The same call with its types erased, replies decoded by `reply`.
+    pub fn erased(&self, reply: &'a dyn ReplyDecoder) -> ErasedCall<'a> {
+        ErasedCall {
+            prompt: self.prompt,
+            vars: self.vars,
+            identity: self.identity,
+            scope: self.scope,
+            reply,
+        }
+    }
+}
+
 /// A validated reply and what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StructuredOutcome<T> {
@@ -155,15 +172,7 @@ where
     K: Serialize + Sync,
 {
     let decoder = TypedDecoder { check };
-    let outcome = judge
-        .call(ErasedCall {
-            prompt: call.prompt,
-            vars: call.vars,
-            identity: call.identity,
-            scope: call.scope,
-            reply: &decoder,
-        })
-        .await?;
+    let outcome = judge.call(call.erased(&decoder)).await?;
     // The decoder made the value, and caches key entries by the reply schema, so a reply of
     // another type here is a judge bug, reported as an invalid reply (never a panic).
     let value = outcome.value.downcast_ref::<T>().cloned().ok_or_else(|| {

@@ -18,6 +18,8 @@
 //! ([`Judge::prefetch`]: the LLM judge looks every key up in the durable cache in one query
 //! instead of one query per judgment), then its judgments start one per free permit, most
 //! important first. At ~50 judgments/s a batch waits at most about half a second for permits.
+//! The judgments wait for the prefetch at most `PREFETCH_WAIT` (100 ms); past it, each looks its
+//! verdict up on its own, so a slow durable cache costs the stage at most that pause per batch.
 //!
 //! Shutdown: when the queue is closed (the line-rate pass is done, or the daemon stops), the
 //! stage keeps judging for at most `drain_grace` (`None`: until the queue is empty — a census);
@@ -44,6 +46,10 @@ use crate::stats::judge_pass::JudgeStats;
 
 /// Work taken from the queue at most this many pieces at a time (module documentation).
 pub const BATCH: usize = 32;
+
+/// How long a batch's judgments wait for its prefetch at most (module documentation). A healthy
+/// ClickHouse answers a 32-key lookup in a few milliseconds.
+const PREFETCH_WAIT: Duration = Duration::from_millis(100);
 
 /// Work taken from the queue and prepared, waiting for a permit.
 struct Ready {
@@ -216,9 +222,7 @@ impl JudgeStage {
             .clone();
         self.stats.ledger(&ledger);
     }
-}
 
-impl JudgeStage {
     /// Prepare a batch of work and let the judge prefetch it (module documentation).
     async fn prepare(&self, batch: Vec<Queued>) -> VecDeque<Ready> {
         let mut ready = VecDeque::with_capacity(batch.len());
@@ -240,7 +244,9 @@ impl JudgeStage {
                 })
             })
             .collect();
-        self.judge.prefetch(&requests).await;
+        // A slow store must not hold the judgments back: past the wait, each judgment looks its
+        // verdict up on its own, in its own task, as without a prefetch.
+        let _ = tokio::time::timeout(PREFETCH_WAIT, self.judge.prefetch(&requests)).await;
         ready
     }
 }

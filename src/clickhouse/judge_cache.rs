@@ -574,12 +574,9 @@ impl JudgeCacheStore {
     }
 
     /// The values stored under `keys` (newest wins), by key; keys without an entry are absent.
-    pub async fn get_many(
-        &self,
-        keys: &[&str],
-    ) -> Result<std::collections::HashMap<String, String>, SinkError> {
+    pub async fn get_many(&self, keys: &[&str]) -> Result<HashMap<String, String>, SinkError> {
         if keys.is_empty() {
-            return Ok(Default::default());
+            return Ok(HashMap::new());
         }
         let placeholders = vec!["?"; keys.len()].join(", ");
         let query = JUDGE_CACHE_LOOKUP_MANY

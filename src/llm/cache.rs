@@ -3,6 +3,7 @@
 //! replicas and restarts) in front of the LLM.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,8 +130,8 @@ pub trait DurableCache: Send + Sync {
     async fn get_many(
         &self,
         keys: &[&str],
-    ) -> Result<std::collections::HashMap<String, DurableEntry>, DurableCacheError> {
-        let mut found = std::collections::HashMap::new();
+    ) -> Result<HashMap<String, DurableEntry>, DurableCacheError> {
+        let mut found = HashMap::new();
         for key in keys {
             if let Some(entry) = self.get(key).await? {
                 found.insert((*key).to_string(), entry);

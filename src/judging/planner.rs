@@ -47,16 +47,9 @@ pub fn label_value<'r>(row: &'r EvaluationRow, label: &str) -> Option<&'r str> {
     }
 }
 
-/// The series of a row under `series_key`, as text (`app_id=a agent_id=b …`; missing labels
-/// are left out). Used by the new-series slice and the calibrated estimates.
-pub fn series_of(row: &EvaluationRow, series_key: &[SeriesLabel]) -> String {
-    let mut out = String::new();
-    write_series(row, series_key, &mut out);
-    out
-}
-
-/// [`series_of`] into `out` (cleared first), so a caller that does this per event can reuse one
-/// buffer instead of allocating.
+/// Write the series of a row under `series_key` into `out` (cleared first), as text
+/// (`app_id=a agent_id=b …`; missing labels are left out). Used by the new-series slice and the
+/// calibrated estimates, per event, so callers reuse one buffer instead of allocating.
 pub fn write_series(row: &EvaluationRow, series_key: &[SeriesLabel], out: &mut String) {
     out.clear();
     for label in series_key {

@@ -48,8 +48,16 @@ use crate::judge::{JudgeError, JudgeTotals, StructuredJudge, TokenUsage};
 /// the same key (module documentation).
 pub const DURABLE_MISS_TTL: Duration = Duration::from_secs(30);
 
-/// Keys remembered as durable misses, at most.
+/// Keys remembered as durable misses (and entries held from a prefetch), at most.
 const DURABLE_MISS_CAPACITY: u64 = 10_000;
+
+/// A map of what the durable store just said about a key, kept for [`DURABLE_MISS_TTL`].
+fn durable_memo<V: Clone + Send + Sync + 'static>() -> moka::future::Cache<String, V> {
+    moka::future::Cache::builder()
+        .max_capacity(DURABLE_MISS_CAPACITY)
+        .time_to_live(DURABLE_MISS_TTL)
+        .build()
+}
 
 /// Longest error-body excerpt kept in a [`JudgeError`].
 const ERROR_BODY_CHARS: usize = 500;
@@ -163,14 +171,8 @@ impl LlmClient {
             prompts,
             memory,
             durable: Arc::new(NoDurableCache),
-            durable_misses: moka::future::Cache::builder()
-                .max_capacity(DURABLE_MISS_CAPACITY)
-                .time_to_live(DURABLE_MISS_TTL)
-                .build(),
-            durable_found: moka::future::Cache::builder()
-                .max_capacity(DURABLE_MISS_CAPACITY)
-                .time_to_live(DURABLE_MISS_TTL)
-                .build(),
+            durable_misses: durable_memo(),
+            durable_found: durable_memo(),
             mode: ModeMemory::new(ResponseMode::JsonSchema),
             stats: CallStats::default(),
             config,

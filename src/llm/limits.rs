@@ -46,8 +46,8 @@ const MAX_TOLERANCE_CELLS: u32 = 9;
 /// `max(RATE_HEADROOM × r, r − RATE_HEADROOM_REQUESTS)` (50 → 47.75/s, 100 → 97.5/s,
 /// 20 → 19.1/s, 5 → 4.775/s), lowered if needed to fit the bound, and the tolerance is the room
 /// left (at most 0.45 `T`; 0.2 `T` = 4.2 ms at 50/s, enough for the timer's lateness — the
-/// unit test below keeps ≥ 99.5 % of the schedule with up to 2 ms late wake-ups). A configured burst `b > 1` adds `b − 1` requests to the window at
-/// the same pacing.
+/// unit test below keeps ≥ 99.5 % of the schedule with up to 2 ms late wake-ups). A configured
+/// burst `b > 1` adds `b − 1` requests to the window at the same pacing.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pacing {
     /// Requests per second on the schedule.

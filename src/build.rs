@@ -21,7 +21,7 @@ use crate::pipeline::SecondPass;
 use crate::sampling::{BudgetLedger, DailyCaps, Prices};
 use tokio::sync::watch;
 
-use crate::health::{Health, Phase};
+use crate::health::{ComponentHealth, Health, Phase};
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, StructuredJudge};
 use crate::llm::{DurableCache, LlmClient, LlmJudge};
@@ -331,7 +331,7 @@ pub fn build_second_pass(
         Arc::clone(&stats),
         config.judge.max_concurrency,
         Duration::from_millis(budget.max_wait_ms.max(1)),
-        (!census).then(|| Duration::from_millis(budget.drain_grace_ms)),
+        (!census).then(|| drain_grace(budget.drain_grace_ms, config.pipeline.shutdown_timeout_ms)),
         leftover,
     );
     tracing::info!(
@@ -405,6 +405,7 @@ pub struct Daemon {
     health_server: Option<crate::health::HealthServer>,
     alerts: Option<crate::alert::AlertService>,
     telemetry: Option<crate::telemetry::Telemetry>,
+    shutdown_timeout: Duration,
 }
 
 impl Daemon {
@@ -487,6 +488,7 @@ impl Daemon {
             health_server,
             alerts,
             telemetry,
+            shutdown_timeout: Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1)),
         })
     }
 
@@ -498,6 +500,13 @@ impl Daemon {
     /// Run until the source ends or `shutdown` turns `true`; then stop the health endpoint, give
     /// pending alert deliveries a bounded grace period, flush telemetry, and return what the run
     /// wrote.
+    ///
+    /// Once `shutdown` turns `true`, all of that finishes within `pipeline.shutdown_timeout_ms`
+    /// whatever is unreachable: past it the run returns [`PipelineError::ShutdownTimeout`]
+    /// naming what was still pending (the unhealthy components), and the pipeline is left
+    /// behind. Nothing it had not written was acknowledged, so that is redelivered on the next
+    /// start. The caller should then exit without waiting for the runtime's blocking tasks
+    /// (a commit stuck on an unreachable broker is one).
     pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
         let Daemon {
             pipeline,
@@ -505,6 +514,7 @@ impl Daemon {
             health_server,
             alerts,
             telemetry,
+            shutdown_timeout,
         } = self;
         {
             // Not ready while draining.
@@ -520,37 +530,132 @@ impl Daemon {
             });
         }
         health.set_phase(Phase::Running);
-        let result = pipeline.run(shutdown).await;
+        let deadline = ShutdownDeadline::new(shutdown.clone(), shutdown_timeout);
+        // Its own task: a step that blocks its thread (a librdkafka call waiting for a broker
+        // that is gone) cannot hold the deadline back.
+        let mut pipeline_task = tokio::spawn(pipeline.run(shutdown));
+        let result = tokio::select! {
+            joined = &mut pipeline_task => joined
+                .unwrap_or_else(|e| Err(PipelineError::Task(format!("pipeline: {e}")))),
+            () = deadline.expired() => Err(PipelineError::ShutdownTimeout {
+                limit: shutdown_timeout,
+                pending: pending_components(&health),
+            }),
+        };
         health.set_phase(Phase::Draining);
         if let Some(server) = health_server {
             server.shutdown().await;
         }
         if let Some(service) = alerts {
             // Pending deliveries get a bounded grace period; shutdown never waits on a dead
-            // webhook.
+            // webhook, nor past the shutdown deadline.
             let counters = Arc::clone(service.counters());
-            if tokio::time::timeout(ALERT_GRACE, service.finish())
-                .await
-                .is_err()
-            {
+            let grace = deadline
+                .remaining()
+                .map_or(ALERT_GRACE, |r| r.min(ALERT_GRACE));
+            if tokio::time::timeout(grace, service.finish()).await.is_err() {
                 tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
             }
             tracing::info!(?counters, "alerting finished");
         }
         if let Some(telemetry) = telemetry {
             // The exporter's final push blocks; keep it off the async workers.
-            match tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
-                Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown"),
-                Err(error) => tracing::warn!(%error, "telemetry shutdown task"),
-                Ok(Ok(())) => {}
+            let grace = deadline
+                .remaining()
+                .map_or(TELEMETRY_GRACE, |r| r.min(TELEMETRY_GRACE));
+            let push = tokio::task::spawn_blocking(move || telemetry.shutdown());
+            match tokio::time::timeout(grace, push).await {
+                Ok(Ok(Err(error))) => tracing::warn!(%error, "telemetry shutdown"),
+                Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown task"),
+                Ok(Ok(Ok(()))) => {}
+                Err(_) => tracing::warn!("telemetry's final push did not finish; abandoning it"),
             }
         }
         result
     }
 }
 
+/// The judge stage's drain grace at shutdown: `judge.budget.drain_grace_ms`, capped at a third
+/// of `pipeline.shutdown_timeout_ms` (the stage may take the grace twice: once for queued work,
+/// once for judgments in flight), so that the rest of the shutdown — the last batches, the
+/// final commit — still fits in the limit.
+fn drain_grace(drain_grace_ms: u64, shutdown_timeout_ms: u64) -> Duration {
+    let cap = shutdown_timeout_ms / 3;
+    if drain_grace_ms > cap {
+        tracing::info!(
+            drain_grace_ms,
+            capped_at_ms = cap,
+            "judge drain grace capped to fit pipeline.shutdown_timeout_ms"
+        );
+    }
+    Duration::from_millis(drain_grace_ms.min(cap))
+}
+
+/// The components that are not healthy, as `name: state (detail)`, for the shutdown error.
+fn pending_components(health: &Health) -> String {
+    let unhealthy: Vec<String> = health
+        .components()
+        .into_iter()
+        .filter(|(_, state)| *state != ComponentHealth::Ok)
+        .map(|(name, state)| match state {
+            ComponentHealth::Ok => format!("{name}: ok"),
+            ComponentHealth::Degraded(why) => format!("{name}: degraded ({why})"),
+            ComponentHealth::Failed(why) => format!("{name}: failed ({why})"),
+        })
+        .collect();
+    if unhealthy.is_empty() {
+        "no component reported a fault".to_string()
+    } else {
+        unhealthy.join("; ")
+    }
+}
+
+/// The moment shutdown was requested plus the limit: what the shutdown steps must fit in.
+struct ShutdownDeadline {
+    at: Arc<std::sync::OnceLock<tokio::time::Instant>>,
+    limit: Duration,
+    signalled: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ShutdownDeadline {
+    fn new(signalled: watch::Receiver<bool>, limit: Duration) -> ShutdownDeadline {
+        ShutdownDeadline {
+            at: Arc::default(),
+            limit,
+            signalled,
+        }
+    }
+
+    /// Resolves `limit` after shutdown was requested; never without a request.
+    async fn expired(&self) {
+        let mut signalled = self.signalled.clone();
+        if signalled.wait_for(|requested| *requested).await.is_err() {
+            // Nobody can ask for shutdown any more: the run ends on its own.
+            return std::future::pending().await;
+        }
+        let at = *self
+            .at
+            .get_or_init(|| tokio::time::Instant::now() + self.limit);
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Time left once shutdown was requested (`None` before: no limit applies yet).
+    fn remaining(&self) -> Option<Duration> {
+        if !*self.signalled.borrow() {
+            return None;
+        }
+        let at = *self
+            .at
+            .get_or_init(|| tokio::time::Instant::now() + self.limit);
+        Some(at.saturating_duration_since(tokio::time::Instant::now()))
+    }
+}
+
 /// How long pending alert deliveries may still retry when the daemon stops.
 const ALERT_GRACE: Duration = Duration::from_secs(30);
+
+/// How long telemetry's final push may take when the daemon stops.
+const TELEMETRY_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

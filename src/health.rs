@@ -109,6 +109,11 @@ impl Health {
         }
     }
 
+    /// Every component's current state, by name.
+    pub fn components(&self) -> BTreeMap<String, ComponentHealth> {
+        self.snapshot()
+    }
+
     fn snapshot(&self) -> BTreeMap<String, ComponentHealth> {
         self.components
             .lock()

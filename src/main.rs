@@ -7,6 +7,7 @@ use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -30,6 +31,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Exit code of `score` when the event on stdin is not a valid event.
 const EXIT_BAD_EVENT: u8 = 2;
+
+/// Exit code of `run` when shutdown did not finish within `pipeline.shutdown_timeout_ms`
+/// (something could not be flushed or committed; it is redelivered on the next start).
+const EXIT_SHUTDOWN_INCOMPLETE: u8 = 3;
+
+/// How long past `pipeline.shutdown_timeout_ms` the last-resort watchdog waits before it ends
+/// the process itself (the run's own deadline normally ends it first, with a precise error).
+const SHUTDOWN_BACKSTOP: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -240,14 +249,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    let code = match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(error) => {
             tracing::error!("{error:#}");
             eprintln!("sqlgrade: error: {error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Do not wait for blocking tasks that cannot finish (a librdkafka call waiting for a broker
+    // that is gone): everything that had to be written was written, or reported above.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
 fn init_logging(format: LogFormat) {
@@ -591,11 +604,30 @@ fn load_config(path: Option<&PathBuf>) -> Result<Config> {
 }
 
 /// A watch channel that turns `true` on SIGINT/SIGTERM; a second signal exits at once.
-fn shutdown_signal() -> watch::Receiver<bool> {
+/// With `limit`, the first signal also starts a watchdog thread that ends the process (status
+/// [`EXIT_SHUTDOWN_INCOMPLETE`]) if it is still running [`SHUTDOWN_BACKSTOP`] after the limit —
+/// the last resort should a step block the async runtime itself.
+fn shutdown_signal(limit: Option<Duration>) -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("signal received; draining (press Ctrl-C again to exit immediately)");
+        if let Some(limit) = limit {
+            let spawned = std::thread::Builder::new()
+                .name("shutdown-watchdog".into())
+                .spawn(move || {
+                    std::thread::sleep(limit + SHUTDOWN_BACKSTOP);
+                    eprintln!(
+                        "sqlgrade: error: shutdown did not finish within {limit:?} \
+                         (pipeline.shutdown_timeout_ms); exiting. Events not yet written stay \
+                         uncommitted and are redelivered on the next start"
+                    );
+                    std::process::exit(i32::from(EXIT_SHUTDOWN_INCOMPLETE));
+                });
+            if let Err(error) = spawned {
+                tracing::warn!(%error, "cannot start the shutdown watchdog");
+            }
+        }
         let _ = tx.send(true);
         wait_for_signal().await;
         eprintln!("sqlgrade: second signal; exiting without draining");
@@ -662,8 +694,16 @@ async fn run(config_path: Option<PathBuf>, follow: bool) -> Result<ExitCode> {
         );
     }
     let daemon = sqlgrade::build::Daemon::build(&config).await?;
-    let result = daemon.run(shutdown_signal()).await;
-    let summary = result?;
+    let limit = Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1));
+    let summary = match daemon.run(shutdown_signal(Some(limit))).await {
+        Ok(summary) => summary,
+        Err(error @ sqlgrade::pipeline::PipelineError::ShutdownTimeout { .. }) => {
+            tracing::error!("{error}");
+            eprintln!("sqlgrade: error: {error}");
+            return Ok(ExitCode::from(EXIT_SHUTDOWN_INCOMPLETE));
+        }
+        Err(error) => return Err(error.into()),
+    };
     print_summary(&config, &summary, "sqlgrade run summary");
     Ok(ExitCode::SUCCESS)
 }
@@ -731,7 +771,7 @@ async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Res
         None => format!("sqlgrade backfill summary ({})", request.format.as_str()),
     };
     let result = plan
-        .run_with_alerts(&config, shutdown_signal(), Some(progress))
+        .run_with_alerts(&config, shutdown_signal(None), Some(progress))
         .await;
     bar.finish_and_clear();
     let report = result?;

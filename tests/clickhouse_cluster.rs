@@ -98,8 +98,11 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
     // Two daemons, one consumer group, writing through different shards' nodes.
     h.sink_urls = vec![h.servers.node(1, 1).url(), h.servers.node(2, 1).url()];
     h.produce(6_000).await;
-    let mut first = h.spawn_daemon();
-    let second = h.spawn_daemon();
+    // Static members (`group_instance_id`): the killed member restarts under its own id and
+    // takes its partitions back (with dynamic members tansu 0.6 may leave a dead member's
+    // partitions assigned to it, and whether the test passed depended on which it held).
+    let mut first = h.spawn_member(Some("cluster-member-1"));
+    let second = h.spawn_member(Some("cluster-member-2"));
     assert!(
         h.wait_rows(1_500, Duration::from_secs(180)),
         "no progress:\n{}\n----\n{}",
@@ -107,9 +110,9 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
         second.log_text()
     );
     // Mid-stream: SIGKILL the first daemon and stop one replica of shard 2. The killed member
-    // is restarted, as an orchestrator would (tansu 0.6 keeps a dead member's partitions until
-    // it rejoins); its uncommitted events are delivered again, and both daemons now write
-    // through other nodes than before, so redelivered rows reach their shard another way.
+    // is restarted under the same instance id, as a StatefulSet would; its uncommitted events
+    // are delivered again, and both daemons now write through other nodes than before, so
+    // redelivered rows reach their shard another way.
     first.kill9();
     h.servers.node_mut(2, 2).stop();
     h.produce_rest().await;
@@ -128,7 +131,7 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
         shard_urls(1),
         shard_urls(2)
     ));
-    let restarted = h.spawn_daemon();
+    let restarted = h.spawn_member(Some("cluster-member-1"));
     assert!(
         h.wait_rows(EVENTS as u64 / 2, Duration::from_secs(300)),
         "stalled with a replica down at {} rows:\n{}\n----\n{}",
@@ -139,12 +142,19 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
     h.servers.node_mut(2, 2).start_again();
     assert!(
         h.wait_rows(EVENTS as u64, Duration::from_secs(400)),
-        "only {} rows:\n{}\n----\n{}",
+        "only {} rows (partitions: committed, end = {:?}):\n{}\n----\n{}",
         h.stef_rows(),
+        h.committed_offsets(),
         second.log_text(),
         restarted.log_text()
     );
     eprintln!("20,000 events stored in {:.1?}", t0.elapsed());
+    // Every partition was consumed and committed to its end.
+    assert!(
+        h.wait_all_partitions_committed(Duration::from_secs(60)),
+        "partitions not committed to their end: {:?}",
+        h.committed_offsets()
+    );
 
     // Both replicas of each shard converge (the stopped one catches up from its peer), and
     // the shards split the events.

@@ -222,3 +222,79 @@ async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
     );
     assert_eq!(deliveries[0], deliveries[1], "the same time on redelivery");
 }
+
+/// A fatal client error — what Apache Kafka raises in a static member fenced by another process
+/// with the same `group_instance_id` (FENCED_INSTANCE_ID) — stops the source: it hands out no
+/// more messages, reports the error naming the id (so `run` exits non-zero), fails liveness, and
+/// commits nothing on finish. tansu 0.6 does not fence, so the fatal error is raised through
+/// librdkafka's own test hook; the client then behaves as on the real error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
+    let dir = tempfile::tempdir().unwrap();
+    let kafka = match Tansu::start_in(dir.path()) {
+        Ok(k) => k,
+        Err(e) => {
+            return support::skip(
+                "a_fenced_static_member_stops_consuming_and_fails_loudly",
+                &e,
+            );
+        }
+    };
+    kafka.create_topic("events", 1);
+    let brokers = kafka.brokers();
+    let payloads: Vec<Vec<u8>> = support::corpus_events(50)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    let producer = support::producer(&brokers);
+    support::produce_all(&producer, "events", 1, &payloads).await;
+    let settings = SourceConfig {
+        kind: SourceKind::Kafka,
+        brokers: Some(brokers.clone()),
+        topics: vec!["events".into()],
+        group_id: "fenced".into(),
+        group_instance_id: Some("pod-0".into()),
+        commit_interval_ms: 3_600_000,
+        ..SourceConfig::default()
+    };
+    let health = std::sync::Arc::new(sqlgrade::health::Health::new());
+    let mut source = KafkaSource::new(
+        &settings,
+        sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
+        Some(health.clone()),
+    )
+    .unwrap();
+    let mut read = Vec::new();
+    while read.len() < 10 {
+        read.push(
+            next_within(&mut source, Duration::from_secs(60))
+                .await
+                .expect("messages arrive"),
+        );
+    }
+    for m in read {
+        m.ack.ack();
+    }
+    source.simulate_fencing();
+    let error = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match source.next().await {
+                Err(error) => return error,
+                // Messages librdkafka had already fetched may still come first.
+                Ok(Some(m)) => drop(m),
+                Ok(None) => panic!("the source ended without reporting the fatal error"),
+            }
+        }
+    })
+    .await
+    .expect("the fatal error is reported");
+    let text = error.to_string();
+    assert!(text.contains("fatal Kafka client error"), "{text}");
+    assert!(text.contains("group_instance_id = \"pod-0\""), "{text}");
+    assert!(!health.is_live(), "liveness must fail");
+    let finished = source.finish().await;
+    assert!(finished.is_err(), "finish must report the fatal error");
+    // Nothing was committed: not by the interval (an hour), nor by finish.
+    let offsets = committed(&brokers, "fenced", "events", 1);
+    assert_eq!(offsets.get(&0), Some(&-1), "{offsets:?}");
+}

@@ -101,6 +101,18 @@ pub enum PipelineError {
     /// A pipeline task ended abnormally.
     #[error("pipeline task failed: {0}")]
     Task(String),
+    /// Shutdown did not finish within `pipeline.shutdown_timeout_ms`: what was not written
+    /// stays unacknowledged (uncommitted) and is redelivered on the next start.
+    #[error(
+        "shutdown did not finish within {limit:?} (pipeline.shutdown_timeout_ms); still pending: \
+         {pending}. Events not yet written stay uncommitted and are redelivered on the next start"
+    )]
+    ShutdownTimeout {
+        /// The limit that ran out.
+        limit: std::time::Duration,
+        /// The components that were not healthy then.
+        pending: String,
+    },
 }
 
 /// Rewrites each decoded event before scoring (e.g. backfill's `--run-id`).

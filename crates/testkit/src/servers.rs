@@ -884,6 +884,8 @@ pub struct Harness {
     pub batch: (usize, u64),
     /// TOML appended to every daemon config (e.g. a `[judge]` section).
     pub extra_config: String,
+    /// Keys added to the `[source]` section of every daemon config (e.g. a commit interval).
+    pub source_config: String,
     /// ClickHouse URL of daemon k: `sink_urls[k % len]` (default: the one server).
     pub sink_urls: Vec<String>,
 }
@@ -935,6 +937,7 @@ impl Harness {
             dead_letter_topic,
             batch: (1000, 200),
             extra_config,
+            source_config: String::new(),
             sink_urls: Vec::new(),
         };
         let config = h.write_config("migrate", free_port());
@@ -954,6 +957,19 @@ impl Harness {
 
     /// Write a daemon config; returns its path.
     pub fn write_config(&self, name: &str, health_port: u16) -> PathBuf {
+        self.write_member_config(name, health_port, None)
+    }
+
+    /// [`Harness::write_config`] for a static group member (`group_instance_id`).
+    pub fn write_member_config(
+        &self,
+        name: &str,
+        health_port: u16,
+        instance_id: Option<&str>,
+    ) -> PathBuf {
+        let instance = instance_id
+            .map(|id| format!("group_instance_id = \"{id}\"\n"))
+            .unwrap_or_default();
         let dlq = if self.dead_letter_topic {
             format!("dead_letter_topic = \"{DLQ_TOPIC}\"\n")
         } else {
@@ -965,8 +981,8 @@ kind = "kafka"
 brokers = "{brokers}"
 topics = ["{TOPIC}"]
 group_id = "{GROUP}"
-{dlq}max_in_flight = 5000
-commit_interval_ms = 200
+{instance}{dlq}max_in_flight = 5000
+{source}
 
 [source.kafka_properties]
 "session.timeout.ms" = "6000"
@@ -988,6 +1004,11 @@ dir = "{rules}"
 listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
+            source = if self.source_config.contains("commit_interval_ms") {
+                self.source_config.clone()
+            } else {
+                format!("commit_interval_ms = 200\n{}", self.source_config)
+            },
             url = self
                 .sink_urls
                 .get(self.daemons as usize % self.sink_urls.len().max(1))
@@ -1005,10 +1026,15 @@ listen = "127.0.0.1:{health_port}"
 
     /// Start a daemon (its own config, log and health port).
     pub fn spawn_daemon(&mut self) -> Daemon {
+        self.spawn_member(None)
+    }
+
+    /// Start a daemon that is the static group member `instance_id` (`None`: a dynamic one).
+    pub fn spawn_member(&mut self, instance_id: Option<&str>) -> Daemon {
         self.daemons += 1;
         let name = format!("daemon-{}", self.daemons);
         let port = free_port();
-        let config = self.write_config(&name, port);
+        let config = self.write_member_config(&name, port, instance_id);
         let log = self.servers.dir.path().join(format!("{name}.log"));
         Daemon::spawn(&config, &log, port)
     }
@@ -1071,6 +1097,36 @@ listen = "127.0.0.1:{health_port}"
             "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' ORDER BY event_id",
         );
         body.lines().map(str::to_string).collect()
+    }
+
+    /// Per partition of [`TOPIC`]: (the group's committed offset, the end of the log).
+    pub fn committed_offsets(&self) -> std::collections::BTreeMap<i32, (i64, i64)> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let brokers = self.servers.kafka.brokers();
+        let committed = committed(&brokers, GROUP, TOPIC, PARTITIONS);
+        let reader: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("group.id", "sqlgrade-test-watermarks")
+            .create()
+            .unwrap();
+        (0..PARTITIONS)
+            .map(|p| {
+                let (_, high) = reader
+                    .fetch_watermarks(TOPIC, p, Duration::from_secs(10))
+                    .unwrap_or((-1, -1));
+                (p, (committed.get(&p).copied().unwrap_or(-1), high))
+            })
+            .collect()
+    }
+
+    /// Wait until the group has committed every partition of [`TOPIC`] to the end of its log:
+    /// every partition was consumed, and everything in it written (`false` on timeout).
+    pub fn wait_all_partitions_committed(&self, timeout: Duration) -> bool {
+        eventually(timeout, || {
+            self.committed_offsets()
+                .values()
+                .all(|&(committed, end)| end >= 0 && committed == end)
+        })
     }
 
     /// Assert that every produced event is stored exactly once (deduplicated) and nothing else.

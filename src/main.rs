@@ -604,57 +604,60 @@ fn load_config(path: Option<&PathBuf>) -> Result<Config> {
 }
 
 /// A watch channel that turns `true` on SIGINT/SIGTERM; a second signal exits at once.
-/// With `limit`, the first signal also starts a watchdog thread that ends the process (status
-/// [`EXIT_SHUTDOWN_INCOMPLETE`]) if it is still running [`SHUTDOWN_BACKSTOP`] after the limit —
-/// the last resort should a step block the async runtime itself.
+///
+/// Signals are received on a thread of their own, not on the async runtime: a step that blocks
+/// the runtime's workers (librdkafka commits inside a rebalance callback while the broker is
+/// gone) must not keep the daemon from hearing SIGTERM. With `limit`, the first signal also
+/// starts a watchdog that ends the process (status [`EXIT_SHUTDOWN_INCOMPLETE`]) if it is still
+/// running [`SHUTDOWN_BACKSTOP`] after the limit — the last resort behind the run's own deadline.
 fn shutdown_signal(limit: Option<Duration>) -> watch::Receiver<bool> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
     let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("signal received; draining (press Ctrl-C again to exit immediately)");
-        if let Some(limit) = limit {
-            let spawned = std::thread::Builder::new()
-                .name("shutdown-watchdog".into())
-                .spawn(move || {
-                    std::thread::sleep(limit + SHUTDOWN_BACKSTOP);
-                    eprintln!(
-                        "sqlgrade: error: shutdown did not finish within {limit:?} \
-                         (pipeline.shutdown_timeout_ms); exiting. Events not yet written stay \
-                         uncommitted and are redelivered on the next start"
-                    );
-                    std::process::exit(i32::from(EXIT_SHUTDOWN_INCOMPLETE));
-                });
-            if let Err(error) = spawned {
-                tracing::warn!(%error, "cannot start the shutdown watchdog");
-            }
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(signals) => signals,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGINT/SIGTERM; stop the process with SIGKILL");
+            return rx;
         }
-        let _ = tx.send(true);
-        wait_for_signal().await;
-        eprintln!("sqlgrade: second signal; exiting without draining");
-        std::process::exit(130);
-    });
+    };
+    let listening = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut received = signals.forever();
+            if received.next().is_none() {
+                return;
+            }
+            tracing::info!("signal received; draining (press Ctrl-C again to exit immediately)");
+            if let Some(limit) = limit {
+                start_shutdown_watchdog(limit);
+            }
+            let _ = tx.send(true);
+            if received.next().is_some() {
+                eprintln!("sqlgrade: second signal; exiting without draining");
+                std::process::exit(130);
+            }
+        });
+    if let Err(error) = listening {
+        tracing::warn!(%error, "cannot start the signal thread; stop the process with SIGKILL");
+    }
     rx
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+/// End the process [`SHUTDOWN_BACKSTOP`] after `limit` if it is still running.
+fn start_shutdown_watchdog(limit: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(limit + SHUTDOWN_BACKSTOP);
+            eprintln!(
+                "sqlgrade: error: shutdown did not finish within {limit:?} \
+                 (pipeline.shutdown_timeout_ms); exiting. Events not yet written stay \
+                 uncommitted and are redelivered on the next start"
+            );
+            std::process::exit(i32::from(EXIT_SHUTDOWN_INCOMPLETE));
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot start the shutdown watchdog");
     }
 }
 

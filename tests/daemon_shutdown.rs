@@ -38,6 +38,8 @@ fn terminate(daemon: &mut Daemon) -> (Option<i32>, Duration) {
 /// Start the servers that were stopped and a fresh daemon: every event arrives exactly once and
 /// every partition is committed to its end.
 async fn recovers_everything(h: &mut Harness, events: u64) {
+    // The usual commit interval again (a test may have held commits back until shutdown).
+    h.source_config.clear();
     let daemon = h.spawn_daemon();
     assert!(
         h.wait_rows(events, Duration::from_secs(180)),
@@ -104,8 +106,40 @@ work_topic = "{WORK_TOPIC}"
         code.is_some_and(|c| c != 0),
         "the offsets could not be committed, yet status {code:?}:\n{log}"
     );
+    // Which step reports it depends on when the broker's loss is noticed (the final commit,
+    // the shutdown deadline, or the judge-work hand-over failing first); each ends the run with
+    // its error on stderr.
+    assert!(log.contains("sqlgrade: error:"), "no clear error:\n{log}");
+    tokio::task::block_in_place(|| h.servers.kafka.start_again());
+    recovers_everything(&mut h, 2_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_the_broker_gone_exits_non_zero_within_the_limit() {
+    let Some(mut h) = Harness::start("daemon_shutdown_broker_only", 2_000, 0, false) else {
+        return;
+    };
+    // Nothing is committed before shutdown: the final commit needs the broker.
+    h.source_config = "commit_interval_ms = 3600000\n".into();
+    h.extra_config = shutdown_config();
+    h.produce_rest().await;
+    let mut daemon = h.spawn_daemon();
     assert!(
-        log.contains("final commit") && log.contains("error"),
+        h.wait_rows(2_000, Duration::from_secs(120)),
+        "no progress:\n{}",
+        daemon.log_text()
+    );
+    tokio::task::block_in_place(|| h.servers.kafka.stop());
+    let (code, took) = terminate(&mut daemon);
+    let log = daemon.log_text();
+    assert!(took <= LIMIT + EXIT_SLACK, "took {took:?}:\n{log}");
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "the offsets could not be committed, yet status {code:?}:\n{log}"
+    );
+    // The final commit fails, times out, or the deadline names the unreachable broker.
+    assert!(
+        log.contains("sqlgrade: error:") && log.contains("commit"),
         "no clear error:\n{log}"
     );
     tokio::task::block_in_place(|| h.servers.kafka.start_again());

@@ -345,6 +345,9 @@ struct TrackingContext {
     closing: AtomicBool,
     /// Set while the health registry says no broker is reachable.
     unreachable: AtomicBool,
+    /// Completed offsets whose commit failed (or could not be tried) when their partitions were
+    /// revoked, since the last assignment: a shutdown then reports them as not committed.
+    lost_commits: std::sync::atomic::AtomicU64,
 }
 
 impl TrackingContext {
@@ -352,6 +355,9 @@ impl TrackingContext {
     /// the same `group.instance.id`), so the source stops handing out messages and the run ends
     /// with this error; liveness fails meanwhile.
     fn record_fatal(&self, detail: String) {
+        if lock(&self.fatal).is_some() {
+            return;
+        }
         tracing::error!(error = %detail, "fatal kafka client error; the source stops consuming");
         if let Some(h) = &self.health {
             h.set("kafka", ComponentHealth::Failed(detail.clone()));
@@ -416,20 +422,30 @@ impl ConsumerContext for TrackingContext {
                     tracing::info!(partitions = ?parts, uncommitted = ?commits, "partitions released at shutdown");
                     return;
                 }
-                tracing::info!(partitions = ?parts, commits = ?commits, "partitions revoked; committing completed offsets");
-                if !commits.is_empty() {
-                    match commit_list(&commits).and_then(|l| consumer.commit(&l, CommitMode::Sync))
-                    {
-                        Ok(()) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, "commit on revocation failed; the new owner re-reads from the previous commit")
-                        }
+                if commits.is_empty() {
+                    tracing::info!(partitions = ?parts, "partitions revoked");
+                } else if self.unreachable.load(Ordering::Acquire) {
+                    // A synchronous commit would wait for a broker that is gone.
+                    tracing::warn!(partitions = ?parts, uncommitted = ?commits, "partitions revoked with no broker reachable; their completed offsets stay uncommitted (redelivered)");
+                    self.lost_commits.fetch_add(commits.len() as u64, Ordering::AcqRel);
+                } else {
+                    tracing::info!(partitions = ?parts, commits = ?commits, "partitions revoked; committing completed offsets");
+                    // This callback runs inside a poll on an async worker: let the runtime move
+                    // the worker's other tasks elsewhere while the commit waits.
+                    let committed = off_the_runtime(|| {
+                        commit_list(&commits).and_then(|l| consumer.commit(&l, CommitMode::Sync))
+                    });
+                    if let Err(e) = committed {
+                        tracing::warn!(error = %e, "commit on revocation failed; the new owner re-reads from the previous commit");
+                        self.lost_commits.fetch_add(commits.len() as u64, Ordering::AcqRel);
                     }
                 }
             }
             Rebalance::Assign(tpl) => {
                 let parts = partitions_of(tpl);
                 tracing::info!(partitions = ?parts, "partitions assigned");
+                // Whoever owns the partitions now re-reads from their last commit.
+                self.lost_commits.store(0, Ordering::Release);
                 self.lag.assign(&parts);
                 self.tracker
                     .assign(parts.iter().map(|(t, p)| (t.as_str(), *p)));
@@ -440,6 +456,18 @@ impl ConsumerContext for TrackingContext {
 }
 
 type Consumer_ = StreamConsumer<TrackingContext>;
+
+/// Run a blocking librdkafka call from a callback that librdkafka invokes inside a poll on an
+/// async worker: on a multi-threaded runtime the worker's other tasks move to other threads
+/// meanwhile (`block_in_place`); elsewhere it simply runs.
+fn off_the_runtime<T>(call: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(call)
+        }
+        _ => call(),
+    }
+}
 
 /// Commit `commits` synchronously (on a blocking thread) and record them in the tracker.
 async fn commit_now(
@@ -467,6 +495,8 @@ async fn commit_now(
     result
 }
 
+/// How often the commit task asks the client whether it hit a fatal error.
+const FATAL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How long [`Source::finish`] waits for dead letters still being produced.
 const FINISH_DEAD_LETTER_WAIT: Duration = Duration::from_secs(5);
 /// How long the final commit may take (librdkafka's synchronous commit has no timeout of its
@@ -582,6 +612,7 @@ impl KafkaSource {
             fatal: Mutex::new(None),
             closing: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
+            lost_commits: std::sync::atomic::AtomicU64::new(0),
         };
         let consumer: Consumer_ = settings
             .consumer_config()
@@ -610,11 +641,24 @@ impl KafkaSource {
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(interval);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                // A fatal error reaches the source as a consumption error only while it polls;
+                // the client's own state tells it even while back-pressure holds the source.
+                let mut check = tokio::time::interval(FATAL_CHECK_INTERVAL);
+                check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
-                    tick.tick().await;
-                    let pending = tracker.pending_commits();
-                    if let Err(e) = commit_now(&consumer, &tracker, pending).await {
-                        tracing::warn!(error = %e, "periodic commit failed; retrying next interval");
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            let pending = tracker.pending_commits();
+                            if let Err(e) = commit_now(&consumer, &tracker, pending).await {
+                                tracing::warn!(error = %e, "periodic commit failed; retrying next interval");
+                            }
+                        }
+                        _ = check.tick() => {
+                            if let Some((code, reason)) = consumer.client().fatal_error() {
+                                consumer.context().record_fatal(format!("{code}: {reason}"));
+                                return;
+                            }
+                        }
                     }
                 }
             })
@@ -725,6 +769,15 @@ impl Source for KafkaSource {
                     }
                     m
                 }
+                Err(KafkaError::MessageConsumptionFatal(code)) => {
+                    let reason = self
+                        .consumer
+                        .client()
+                        .fatal_error()
+                        .map_or_else(|| code.to_string(), |(c, r)| format!("{c}: {r}"));
+                    self.consumer.context().record_fatal(reason);
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "kafka receive error");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -819,7 +872,14 @@ impl Source for KafkaSource {
             in_flight = self.tracker.in_flight(),
             "final commit"
         );
+        // The client's own fatal state, in case no poll or check has seen it yet.
+        if let Some((code, reason)) = self.consumer.client().fatal_error() {
+            self.consumer
+                .context()
+                .record_fatal(format!("{code}: {reason}"));
+        }
         let fatal = self.fatal_error();
+        let lost = self.consumer.context().lost_commits.load(Ordering::Acquire);
         let result = if fatal.is_some() {
             // A fenced or otherwise finished client must not commit for the group.
             Ok(())
@@ -839,6 +899,13 @@ impl Source for KafkaSource {
                      reachable?); the uncommitted tail is redelivered on the next start"
                 ))),
             }
+        };
+        let result = match result {
+            Ok(()) if lost > 0 => Err(SourceError::Kafka(format!(
+                "the completed offsets of {lost} partition(s) could not be committed when they \
+                 were revoked (no broker reachable); they are redelivered on the next start"
+            ))),
+            other => other,
         };
         // From here on a revocation commits nothing (see `TrackingContext::closing`).
         self.consumer

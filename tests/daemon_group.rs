@@ -54,20 +54,22 @@ fn rebalances(log: &str) -> usize {
         .count()
 }
 
-/// Static membership (`[source] group_instance_id`): a member SIGKILLed mid-stream and
-/// restarted with the same id takes its own partitions back — the broker hands the returning
-/// instance its member id and assignment (KIP-345; tansu 0.6 implements that part) — with no
-/// rebalance of the other member, and nothing is lost: every event stored exactly once, every
-/// partition committed to its end.
+/// A member SIGKILLed mid-stream and restarted as orchestrators do: every partition ends up
+/// consumed and committed to its end, nothing lost. tansu 0.6 (the broker here) evicts a dead
+/// dynamic member when a member joins after the dead one's session timed out (its join runs
+/// the missed-heartbeat check), so the restart waits out `session.timeout.ms` (6 s in the test
+/// config) plus a margin; a restart within the session can leave the dead member's partitions
+/// assigned to it on tansu. Static membership (`group_instance_id`), which avoids the wait on
+/// Apache Kafka, does not form a group with librdkafka on tansu 0.6 (a second static member
+/// never got an assignment), so it cannot be run here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_static_member_restarted_after_sigkill_takes_its_own_partitions_back() {
-    let Some(mut h) = Harness::start("daemon_group_static", 10_000, 0, false) else {
+async fn a_member_killed_and_restarted_leaves_no_partition_unconsumed() {
+    let Some(mut h) = Harness::start("daemon_group_restart", 10_000, 0, false) else {
         return;
     };
     h.produce(3_000).await;
-    let mut a = h.spawn_member(Some("member-a"));
-    let b = h.spawn_member(Some("member-b"));
-    // Both members hold partitions (the group formed) and work is being written.
+    let mut a = h.spawn_daemon();
+    let b = h.spawn_daemon();
     assert!(
         support::eventually(Duration::from_secs(120), || {
             last_assignment(&a.log_text()).is_some_and(|p| p != "[]")
@@ -82,21 +84,13 @@ async fn a_static_member_restarted_after_sigkill_takes_its_own_partitions_back()
         "no progress:\n{}",
         a.log_text()
     );
-    let owned = last_assignment(&a.log_text()).unwrap_or_default();
-    let b_rebalances = rebalances(&b.log_text());
     a.kill9();
     h.produce_rest().await;
-    let restarted = h.spawn_member(Some("member-a"));
-    assert!(
-        support::eventually(Duration::from_secs(60), || {
-            last_assignment(&restarted.log_text()).is_some()
-        }),
-        "the restarted member got no assignment:\n{}",
-        restarted.log_text()
-    );
+    tokio::time::sleep(SESSION_TIMEOUT + SESSION_MARGIN).await;
+    let restarted = h.spawn_daemon();
     assert!(
         h.wait_rows(10_000, Duration::from_secs(300)),
-        "only {} rows; partitions {:?}:\n{}\n----\n{}",
+        "only {} rows; partitions (committed, end) {:?}:\n{}\n----\n{}",
         h.stef_rows(),
         h.committed_offsets(),
         restarted.log_text(),
@@ -108,16 +102,14 @@ async fn a_static_member_restarted_after_sigkill_takes_its_own_partitions_back()
         "partitions not committed to their end: {:?}",
         h.committed_offsets()
     );
-    assert_eq!(
-        last_assignment(&restarted.log_text()).as_deref(),
-        Some(owned.as_str()),
-        "the restarted member holds other partitions than before:\n{}",
-        restarted.log_text()
-    );
-    assert_eq!(
-        rebalances(&b.log_text()),
-        b_rebalances,
-        "the other member went through a rebalance:\n{}",
+    assert!(
+        rebalances(&b.log_text()) > 1,
+        "the surviving member never took part in a rebalance:\n{}",
         b.log_text()
     );
 }
+
+/// `session.timeout.ms` of the test daemons (`sqlgrade_testkit::servers::Harness`).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// Past the session timeout, time for the broker to see it (it compares on the next join).
+const SESSION_MARGIN: Duration = Duration::from_secs(2);

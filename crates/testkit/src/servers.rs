@@ -957,19 +957,6 @@ impl Harness {
 
     /// Write a daemon config; returns its path.
     pub fn write_config(&self, name: &str, health_port: u16) -> PathBuf {
-        self.write_member_config(name, health_port, None)
-    }
-
-    /// [`Harness::write_config`] for a static group member (`group_instance_id`).
-    pub fn write_member_config(
-        &self,
-        name: &str,
-        health_port: u16,
-        instance_id: Option<&str>,
-    ) -> PathBuf {
-        let instance = instance_id
-            .map(|id| format!("group_instance_id = \"{id}\"\n"))
-            .unwrap_or_default();
         let dlq = if self.dead_letter_topic {
             format!("dead_letter_topic = \"{DLQ_TOPIC}\"\n")
         } else {
@@ -981,7 +968,7 @@ kind = "kafka"
 brokers = "{brokers}"
 topics = ["{TOPIC}"]
 group_id = "{GROUP}"
-{instance}{dlq}max_in_flight = 5000
+{dlq}max_in_flight = 5000
 {source}
 
 [source.kafka_properties]
@@ -1026,15 +1013,10 @@ listen = "127.0.0.1:{health_port}"
 
     /// Start a daemon (its own config, log and health port).
     pub fn spawn_daemon(&mut self) -> Daemon {
-        self.spawn_member(None)
-    }
-
-    /// Start a daemon that is the static group member `instance_id` (`None`: a dynamic one).
-    pub fn spawn_member(&mut self, instance_id: Option<&str>) -> Daemon {
         self.daemons += 1;
         let name = format!("daemon-{}", self.daemons);
         let port = free_port();
-        let config = self.write_member_config(&name, port, instance_id);
+        let config = self.write_config(&name, port);
         let log = self.servers.dir.path().join(format!("{name}.log"));
         Daemon::spawn(&config, &log, port)
     }

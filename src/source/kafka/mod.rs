@@ -427,7 +427,8 @@ impl ConsumerContext for TrackingContext {
                 } else if self.unreachable.load(Ordering::Acquire) {
                     // A synchronous commit would wait for a broker that is gone.
                     tracing::warn!(partitions = ?parts, uncommitted = ?commits, "partitions revoked with no broker reachable; their completed offsets stay uncommitted (redelivered)");
-                    self.lost_commits.fetch_add(commits.len() as u64, Ordering::AcqRel);
+                    self.lost_commits
+                        .fetch_add(commits.len() as u64, Ordering::AcqRel);
                 } else {
                     tracing::info!(partitions = ?parts, commits = ?commits, "partitions revoked; committing completed offsets");
                     // This callback runs inside a poll on an async worker: let the runtime move
@@ -437,7 +438,8 @@ impl ConsumerContext for TrackingContext {
                     });
                     if let Err(e) = committed {
                         tracing::warn!(error = %e, "commit on revocation failed; the new owner re-reads from the previous commit");
-                        self.lost_commits.fetch_add(commits.len() as u64, Ordering::AcqRel);
+                        self.lost_commits
+                            .fetch_add(commits.len() as u64, Ordering::AcqRel);
                     }
                 }
             }
@@ -1032,12 +1034,23 @@ mod tests {
         s.kafka_properties
             .insert("session.timeout.ms".into(), "10000".into());
         let c = s.consumer_config();
+        assert_eq!(
+            c.get("group.instance.id"),
+            None,
+            "dynamic membership by default"
+        );
         assert_eq!(c.get("enable.auto.commit"), Some("false"));
         assert_eq!(c.get("enable.auto.offset.store"), Some("false"));
         assert_eq!(c.get("security.protocol"), Some("SASL_SSL"));
         let p = s.producer_config();
         assert_eq!(p.get("sasl.password"), Some("hunter2"));
         assert_eq!(p.get("session.timeout.ms"), None);
+        s.group_instance_id = Some(" sqlgrade-0 ".into());
+        assert_eq!(
+            s.consumer_config().get("group.instance.id"),
+            Some("sqlgrade-0")
+        );
+        assert_eq!(s.producer_config().get("group.instance.id"), None);
         let shown = format!("{s:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("SASL_SSL"));

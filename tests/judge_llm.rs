@@ -754,3 +754,180 @@ async fn daemon_config_builds_the_llm_judge() {
         "{err}"
     );
 }
+
+/// A rejection of the structured-output request, as real servers word it, at whatever status
+/// they use: the client steps down one mode per rejection shape and remembers it.
+#[tokio::test]
+async fn structured_output_rejections_step_down_whatever_the_status() {
+    // (status, body) as the servers send them.
+    let shapes = [
+        // OpenAI-compatible gateways and older OpenAI models.
+        (
+            400,
+            r#"{"error":{"message":"Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.","type":"invalid_request_error","param":"response_format"}}"#,
+        ),
+        // vLLM / FastAPI validation.
+        (
+            422,
+            r#"{"detail":[{"type":"literal_error","loc":["body","response_format","type"],"msg":"Input should be 'text' or 'json_object'","input":"json_schema"}]}"#,
+        ),
+        // llama-cpp-python 0.3.x server (measured by a user: HTTP 500).
+        (
+            500,
+            r#"{"error":{"message":"1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]","type":"internal_server_error"}}"#,
+        ),
+    ];
+    for (status, body) in shapes {
+        let server = MockServer::start().await;
+        let reply = stef_reply("correct", 0.9);
+        let body = body.to_string();
+        server.respond_with(move |r| {
+            if r.response_format().as_deref() == Some("json_schema") {
+                Scripted::Status {
+                    status,
+                    headers: Vec::new(),
+                    body: body.clone(),
+                }
+            } else {
+                Scripted::json(&reply)
+            }
+        });
+        let judge = judge(config(&server.base_url()));
+        bird_case().assess(&judge).await.unwrap();
+        assert_eq!(
+            judge.client().response_mode(),
+            ResponseMode::JsonObject,
+            "status {status}"
+        );
+        // One rejected request, then json_object with the schema riding along; no retries of
+        // the rejected shape.
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "status {status}");
+        let second = requests[1].body();
+        assert_eq!(second["response_format"]["type"], "json_object");
+        assert!(second["response_format"]["schema"].is_object(), "{second}");
+        assert_eq!(second["max_tokens"], 2048, "every call is bounded");
+    }
+}
+
+/// A pinned `response_mode` is sent as it is, and a rejection of it is an error, not a
+/// step-down.
+#[tokio::test]
+async fn a_pinned_response_mode_is_never_stepped_down() {
+    let server = MockServer::start().await;
+    server.reject_format("json_object");
+    let judge = judge(JudgeConfig {
+        response_mode: sqlgrade::config::ResponseModeSetting::JsonObject,
+        ..config(&server.base_url())
+    });
+    let error = bird_case().assess(&judge).await.unwrap_err();
+    assert!(error.to_string().contains("400"), "{error}");
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(judge.client().response_mode(), ResponseMode::JsonObject);
+}
+
+/// OpenAI's reasoning models reject `max_tokens`: the cap moves to `max_completion_tokens`,
+/// remembered for the endpoint; reasoning tokens are counted.
+#[tokio::test]
+async fn max_tokens_rejected_moves_the_cap_to_max_completion_tokens() {
+    let server = MockServer::start().await;
+    let reply = stef_reply("correct", 0.9).to_string();
+    server.respond_with(move |r| {
+        let body = r.body();
+        if body.get("max_tokens").is_some() {
+            return Scripted::Status {
+                status: 400,
+                headers: Vec::new(),
+                body: r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#.into(),
+            };
+        }
+        Scripted::Raw(
+            json!({
+                "choices": [{"message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 80,
+                          "completion_tokens_details": {"reasoning_tokens": 64}}
+            })
+            .to_string(),
+        )
+    });
+    let judge = judge(JudgeConfig {
+        max_tokens: 512,
+        ..config(&server.base_url())
+    });
+    let cases: Vec<Case> = benchmark_events("bird", "SuperSQL")
+        .into_iter()
+        .take(2)
+        .map(Case::new)
+        .collect();
+    for case in &cases {
+        case.assess(&judge).await.unwrap();
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "one rejection, then remembered");
+    assert_eq!(requests[2].body()["max_completion_tokens"], 512);
+    assert!(requests[2].body().get("max_tokens").is_none());
+    let t = judge.totals();
+    assert_eq!((t.llm_calls, t.reasoning_tokens), (2, 128));
+}
+
+/// Reasoning models put their thinking in the content (`<think>…</think>`) or in
+/// `reasoning_content`: neither is parsed as the answer.
+#[tokio::test]
+async fn reasoning_is_stripped_before_the_reply_is_parsed() {
+    let server = MockServer::start().await;
+    let reply = stef_reply("incorrect", 0.8).to_string();
+    let decoy = stef_reply("correct", 0.1).to_string();
+    server.respond_with(move |_| {
+        Scripted::Raw(
+            json!({
+                "choices": [{
+                    "message": {
+                        "role": "assistant",
+                        "reasoning_content": format!("Maybe {decoy}?"),
+                        "content": format!("<think>First guess: {decoy}. No, wait.</think>\n{reply}")
+                    },
+                    "finish_reason": "stop"
+                }],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10}
+            })
+            .to_string(),
+        )
+    });
+    let judge = judge(config(&server.base_url()));
+    let assessment = bird_case().assess(&judge).await.unwrap();
+    assert_eq!(assessment.verdict, Verdict::Incorrect);
+    assert_eq!(judge.totals().repairs, 0);
+}
+
+/// A reply cut off at the cap (`finish_reason = "length"`) gets one repair turn, then is a
+/// judge error that says so — never a hang, never a verdict.
+#[tokio::test]
+async fn a_reply_cut_off_at_the_cap_is_repaired_once_then_an_error() {
+    let server = MockServer::start().await;
+    server.respond_with(|_| {
+        Scripted::Raw(
+            json!({
+                "choices": [{"message": {"role": "assistant", "content": "{\"question_spec\": {\"proj"},
+                             "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 8}
+            })
+            .to_string(),
+        )
+    });
+    let judge = judge(JudgeConfig {
+        max_tokens: 8,
+        ..config(&server.base_url())
+    });
+    let error = bird_case().assess(&judge).await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("cut off at judge.max_tokens = 8 (finish_reason = length)"),
+        "{text}"
+    );
+    assert_eq!(server.request_count(), 2, "the first reply and one repair");
+    for r in server.requests() {
+        assert_eq!(r.body()["max_tokens"], 8);
+    }
+    let t = judge.totals();
+    assert_eq!((t.repairs, t.cut_off), (1, 2));
+}

@@ -347,6 +347,25 @@ impl Default for SinkConfig {
     }
 }
 
+/// The smallest `judge.max_tokens` accepted: below it no reply schema fits (tests of the cut-off
+/// path use the smallest value).
+pub const MIN_JUDGE_MAX_TOKENS: u32 = 8;
+
+/// `[judge] response_mode`: how structured output is requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseModeSetting {
+    /// Start with `json_schema`, step down on rejection, remember per endpoint.
+    #[default]
+    Auto,
+    /// Always `response_format: {type: json_schema}`.
+    JsonSchema,
+    /// Always `response_format: {type: json_object, schema}`.
+    JsonObject,
+    /// No `response_format`: the JSON object is taken from the text.
+    PlainText,
+}
+
 /// Judge kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -441,10 +460,16 @@ pub struct JudgeConfig {
     /// Largest `Retry-After` honoured (longer hints are clamped). Not a configuration key.
     #[serde(skip)]
     pub retry_after_max_ms: u64,
-    /// Completion token cap sent as `max_tokens` (`None`: the server decides). Not a
-    /// configuration key.
-    #[serde(skip)]
-    pub max_completion_tokens: Option<u32>,
+    /// Completion tokens one call may produce, at most: sent as `max_tokens`, or as
+    /// `max_completion_tokens` to a server that rejects `max_tokens` (OpenAI's reasoning models).
+    /// A reply cut off at the cap (`finish_reason = "length"`) gets one repair turn, then is a
+    /// `judge_error` saying so. The default leaves every reply schema room (a STEF judgment
+    /// takes ~300) and bounds a model that rambles or reasons at length.
+    pub max_tokens: u32,
+    /// How structured output is asked for: `auto` starts with `json_schema` and steps down
+    /// (`json_object` with the schema, then plain text) when the endpoint rejects it; a named
+    /// mode is used as it is, and a rejection of it is an error.
+    pub response_mode: ResponseModeSetting,
     /// Which events the LLM judge sees and what it may spend (`[judge.budget]`).
     pub budget: JudgeBudgetConfig,
 }
@@ -607,7 +632,8 @@ impl Default for JudgeConfig {
             backoff_initial_ms: 250,
             backoff_max_ms: 10_000,
             retry_after_max_ms: 60_000,
-            max_completion_tokens: None,
+            max_tokens: 2_048,
+            response_mode: ResponseModeSetting::Auto,
             budget: JudgeBudgetConfig::default(),
         }
     }
@@ -970,6 +996,11 @@ impl Config {
         if self.judge.timeout_ms == 0 {
             problems.push("judge.timeout_ms must be at least 1".to_string());
         }
+        if self.judge.max_tokens < MIN_JUDGE_MAX_TOKENS {
+            problems.push(format!(
+                "judge.max_tokens must be at least {MIN_JUDGE_MAX_TOKENS} (no reply schema fits in fewer)"
+            ));
+        }
         if self.stef.probe_timeout_ms == 0 {
             problems.push("stef.probe_timeout_ms must be at least 1".to_string());
         }
@@ -1049,6 +1080,11 @@ impl Config {
             }
             if judge.timeout_ms == 0 {
                 problems.push("gold.judge.timeout_ms must be at least 1".to_string());
+            }
+            if judge.max_tokens < MIN_JUDGE_MAX_TOKENS {
+                problems.push(format!(
+                    "gold.judge.max_tokens must be at least {MIN_JUDGE_MAX_TOKENS} (no reply schema fits in fewer)"
+                ));
             }
         } else if !judged.is_empty() && self.judge.kind != JudgeKind::Llm {
             problems.push(format!(

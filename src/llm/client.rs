@@ -18,6 +18,7 @@
 //! a miss the same way, so those lookups send no query of their own.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,7 +38,7 @@ use super::wire::{
     ChatMessage, ChatReply, ChatRequest, ModeMemory, ResponseMode, endpoint_url, response_format,
     retry_after, truncate,
 };
-use crate::config::{JudgeConfig, Secret};
+use crate::config::{JudgeConfig, ResponseModeSetting, Secret};
 use crate::judge::structured::{
     ErasedCall, ErasedOutcome, ReplyDecoder, ReplySchema, StructuredCall, StructuredOutcome,
     StructuredReply, json_in_text,
@@ -83,6 +84,8 @@ pub enum LlmSetupError {
 struct Completion {
     content: Result<String, String>,
     usage: TokenUsage,
+    /// The server stopped at the token cap (`finish_reason = "length"`).
+    cut_off: bool,
 }
 
 /// How one HTTP attempt failed.
@@ -94,6 +97,8 @@ enum AttemptError {
     },
     /// The server rejected the structured-output request; step down the response mode.
     FormatRejected(JudgeError),
+    /// The server rejected `max_tokens` and wants `max_completion_tokens`.
+    TokenFieldRejected(JudgeError),
     /// Retrying cannot help (401, 403, 404, other 4xx).
     Fatal(JudgeError),
 }
@@ -114,6 +119,10 @@ pub struct LlmClient {
     /// Entries a prefetch just found, held for the lookup that follows (module documentation).
     durable_found: moka::future::Cache<String, DurableEntry>,
     mode: ModeMemory,
+    /// A mode set in `judge.response_mode` is never stepped down from.
+    mode_pinned: bool,
+    /// Send the token cap as `max_completion_tokens` (the endpoint rejected `max_tokens`).
+    completion_tokens_field: std::sync::atomic::AtomicBool,
     stats: CallStats,
 }
 
@@ -173,7 +182,15 @@ impl LlmClient {
             durable: Arc::new(NoDurableCache),
             durable_misses: durable_memo(),
             durable_found: durable_memo(),
-            mode: ModeMemory::new(ResponseMode::JsonSchema),
+            mode: ModeMemory::new(match config.response_mode {
+                ResponseModeSetting::Auto | ResponseModeSetting::JsonSchema => {
+                    ResponseMode::JsonSchema
+                }
+                ResponseModeSetting::JsonObject => ResponseMode::JsonObject,
+                ResponseModeSetting::PlainText => ResponseMode::PlainText,
+            }),
+            mode_pinned: config.response_mode != ResponseModeSetting::Auto,
+            completion_tokens_field: std::sync::atomic::AtomicBool::new(false),
             stats: CallStats::default(),
             config,
         })
@@ -483,14 +500,27 @@ impl LlmClient {
             ChatMessage::new("system", rendered.system.clone()),
             ChatMessage::new("user", rendered.user.clone()),
         ];
-        let validate = |content: &Result<String, String>| {
-            let text = content.as_deref().map_err(|e| e.clone())?;
-            reply.decode(json_in_text(text)?)
+        let cap = self.config.max_tokens;
+        let validate = |completion: &Completion| {
+            let checked = completion
+                .content
+                .as_deref()
+                .map_err(|e| e.clone())
+                .and_then(|text| reply.decode(json_in_text(text)?));
+            checked.map_err(|e| {
+                if completion.cut_off {
+                    format!(
+                        "the reply was cut off at judge.max_tokens = {cap} (finish_reason = length): {e}"
+                    )
+                } else {
+                    e
+                }
+            })
         };
         let estimate = estimate_tokens(rendered.chars());
         let first = self.chat(&messages, schema, estimate).await?;
         let mut usage = first.usage;
-        let first_error = match validate(&first.content) {
+        let first_error = match validate(&first) {
             Ok((typed, reply)) => return Ok((typed, reply, usage)),
             Err(e) => e,
         };
@@ -509,7 +539,7 @@ impl LlmClient {
         let second = self.chat(&messages, schema, estimate).await?;
         usage.prompt_tokens += second.usage.prompt_tokens;
         usage.completion_tokens += second.usage.completion_tokens;
-        match validate(&second.content) {
+        match validate(&second) {
             Ok((typed, reply)) => Ok((typed, reply, usage)),
             Err(second_error) => Err(JudgeError::InvalidReply(format!(
                 "{second_error} (after one repair retry; the first reply failed with: {first_error})"
@@ -527,11 +557,14 @@ impl LlmClient {
         let mut retries = 0u32;
         loop {
             let mode = self.mode.current();
+            let completion_field = self.completion_tokens_field.load(Ordering::Relaxed);
+            let cap = Some(self.config.max_tokens);
             let request = ChatRequest {
                 model: &self.config.model,
                 messages,
                 temperature: 0.0,
-                max_tokens: self.config.max_completion_tokens,
+                max_tokens: if completion_field { None } else { cap },
+                max_completion_tokens: if completion_field { cap } else { None },
                 response_format: response_format(mode, schema),
             };
             let body = serde_json::to_vec(&request)
@@ -550,23 +583,44 @@ impl LlmClient {
                             completion_tokens: u.completion_tokens,
                         })
                         .unwrap_or_default();
-                    self.stats.completed(usage);
+                    let reasoning = reply.usage.map_or(0, |u| u.reasoning_tokens());
+                    let cut_off = reply.cut_off();
+                    self.stats.completed(usage, reasoning, cut_off);
                     return Ok(Completion {
                         content: reply.content().map(str::to_string),
                         usage,
+                        cut_off,
                     });
                 }
-                Err(AttemptError::FormatRejected(error)) => match self.mode.step_down(mode) {
-                    Some(next) => {
+                Err(AttemptError::FormatRejected(error)) => {
+                    if self.mode_pinned {
+                        return Err(error);
+                    }
+                    match self.mode.step_down(mode) {
+                        Some((next, stepped)) => {
+                            if stepped {
+                                info!(
+                                    endpoint = %self.url,
+                                    rejected = mode.as_str(),
+                                    next = next.as_str(),
+                                    "endpoint rejected the structured-output request; stepping down"
+                                );
+                            }
+                        }
+                        None => return Err(error),
+                    }
+                }
+                Err(AttemptError::TokenFieldRejected(error)) => {
+                    if completion_field {
+                        return Err(error);
+                    }
+                    if !self.completion_tokens_field.swap(true, Ordering::Relaxed) {
                         info!(
                             endpoint = %self.url,
-                            rejected = mode.as_str(),
-                            next = next.as_str(),
-                            "endpoint rejected the structured-output request; stepping down"
+                            "endpoint rejected max_tokens; sending the cap as max_completion_tokens"
                         );
                     }
-                    None => return Err(error),
-                },
+                }
                 Err(AttemptError::Fatal(error)) => return Err(error),
                 Err(AttemptError::Transient { error, retry_after }) => {
                     if retries >= self.config.max_retries {
@@ -640,12 +694,15 @@ impl LlmClient {
             status: code,
             body: text.clone(),
         };
+        // A rejection of the request's shape is recognised by its body, whatever the status:
+        // servers answer it with 400, 422 or even 500 (llama-cpp-python).
         Err(match code {
+            400..=599 if rejects_token_field(&text) => AttemptError::TokenFieldRejected(error),
+            400..=599 if mentions_response_format(&text) => AttemptError::FormatRejected(error),
             408 | 409 | 425 | 429 | 500..=599 => AttemptError::Transient {
                 error,
                 retry_after: hint,
             },
-            400 | 422 if mentions_response_format(&text) => AttemptError::FormatRejected(error),
             _ => AttemptError::Fatal(error),
         })
     }
@@ -666,7 +723,9 @@ impl LlmClient {
     }
 }
 
-/// Whether an error body says the structured-output request itself was the problem.
+/// Whether an error body says the structured-output request itself was the problem (OpenAI:
+/// `Invalid parameter: 'response_format' …`; llama-cpp-python: `Input should be 'text' or
+/// 'json_object'`; vLLM: `guided_json …`; Ollama, gateways: `… json_schema … not supported`).
 fn mentions_response_format(body: &str) -> bool {
     let lower = body.to_ascii_lowercase();
     [
@@ -675,9 +734,27 @@ fn mentions_response_format(body: &str) -> bool {
         "json_object",
         "guided",
         "structured output",
+        "grammar",
     ]
     .iter()
     .any(|hint| lower.contains(hint))
+}
+
+/// Whether an error body says the endpoint wants `max_completion_tokens` instead of
+/// `max_tokens` (OpenAI's reasoning models: `Unsupported parameter: 'max_tokens' is not
+/// supported with this model. Use 'max_completion_tokens' instead.`).
+fn rejects_token_field(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    lower.contains("max_completion_tokens")
+        || (lower.contains("max_tokens")
+            && [
+                "unsupported",
+                "not supported",
+                "unrecognized",
+                "not allowed",
+            ]
+            .iter()
+            .any(|word| lower.contains(word)))
 }
 
 /// The error with the number of attempts made, for `details`.
@@ -775,6 +852,23 @@ mod tests {
         ));
         assert!(!mentions_response_format(
             r#"{"error":{"message":"maximum context length exceeded"}}"#
+        ));
+        // llama-cpp-python answers json_schema with a 500 and this text.
+        assert!(mentions_response_format(
+            "Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema']"
+        ));
+    }
+
+    #[test]
+    fn token_field_rejections_are_recognised() {
+        assert!(rejects_token_field(
+            r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."}}"#
+        ));
+        assert!(!rejects_token_field(
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (max_tokens: 2048)."}}"#
+        ));
+        assert!(!rejects_token_field(
+            r#"{"error":{"message":"scripted 500"}}"#
         ));
     }
 

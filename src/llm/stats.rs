@@ -16,6 +16,8 @@ pub struct CallStats {
     repairs: AtomicU64,
     prompt_tokens: AtomicU64,
     completion_tokens: AtomicU64,
+    reasoning_tokens: AtomicU64,
+    cut_off: AtomicU64,
     failures: AtomicU64,
 }
 
@@ -53,9 +55,15 @@ impl CallStats {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Record one completed LLM call and its tokens.
-    pub fn completed(&self, usage: TokenUsage) {
+    /// Record one completed LLM call: its tokens, the reasoning tokens among them (where the
+    /// server reports them), and whether it was cut off at the token cap.
+    pub fn completed(&self, usage: TokenUsage, reasoning_tokens: u64, cut_off: bool) {
         self.llm_calls.fetch_add(1, Ordering::Relaxed);
+        self.reasoning_tokens
+            .fetch_add(reasoning_tokens, Ordering::Relaxed);
+        if cut_off {
+            self.cut_off.fetch_add(1, Ordering::Relaxed);
+        }
         self.prompt_tokens
             .fetch_add(usage.prompt_tokens, Ordering::Relaxed);
         self.completion_tokens
@@ -75,6 +83,8 @@ impl CallStats {
             repairs: r(&self.repairs),
             prompt_tokens: r(&self.prompt_tokens),
             completion_tokens: r(&self.completion_tokens),
+            reasoning_tokens: r(&self.reasoning_tokens),
+            cut_off: r(&self.cut_off),
             failures: r(&self.failures),
         }
     }

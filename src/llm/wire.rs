@@ -73,12 +73,13 @@ impl ModeMemory {
         ResponseMode::from_u8(self.0.load(Ordering::Relaxed))
     }
 
-    /// Step down from `rejected` (if no other caller already did). Returns the mode to use next,
-    /// or `None` when `rejected` was already the last mode.
-    pub fn step_down(&self, rejected: ResponseMode) -> Option<ResponseMode> {
+    /// Step down from `rejected` (if no other caller already did). Returns the mode to use next
+    /// and whether this call moved it (so the change is logged once), or `None` when `rejected`
+    /// was already the last mode.
+    pub fn step_down(&self, rejected: ResponseMode) -> Option<(ResponseMode, bool)> {
         let next = rejected.fallback()?;
-        self.0.fetch_max(next.to_u8(), Ordering::Relaxed);
-        Some(self.current())
+        let before = self.0.fetch_max(next.to_u8(), Ordering::Relaxed);
+        Some((self.current(), before < next.to_u8()))
     }
 }
 
@@ -110,9 +111,13 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [ChatMessage],
     /// Always 0: the judge must be reproducible.
     pub temperature: f64,
-    /// Completion token cap.
+    /// Completion token cap, as `max_tokens` (most servers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Completion token cap, as `max_completion_tokens` (OpenAI's reasoning models, which reject
+    /// `max_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
     /// Structured-output request, by mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat<'a>>,
@@ -129,8 +134,12 @@ pub enum ResponseFormat<'a> {
         /// The named schema.
         json_schema: NamedSchema<'a>,
     },
-    /// Any JSON object.
-    JsonObject,
+    /// A JSON object; the schema rides along (llama.cpp's and vLLM's servers turn it into a
+    /// grammar; servers that ignore the member still get the schema in the prompt).
+    JsonObject {
+        /// The schema, as JSON text.
+        schema: &'a RawValue,
+    },
 }
 
 /// `response_format.json_schema`.
@@ -154,7 +163,9 @@ pub fn response_format(mode: ResponseMode, schema: &ReplySchema) -> Option<Respo
                 strict: true,
             },
         }),
-        ResponseMode::JsonObject => Some(ResponseFormat::JsonObject),
+        ResponseMode::JsonObject => Some(ResponseFormat::JsonObject {
+            schema: &schema.compact,
+        }),
         ResponseMode::PlainText => None,
     }
 }
@@ -165,9 +176,29 @@ pub struct WireUsage {
     /// Prompt tokens.
     #[serde(default)]
     pub prompt_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens (reasoning tokens included, where the server counts them).
     #[serde(default)]
     pub completion_tokens: u64,
+    /// OpenAI's breakdown of the completion tokens.
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+impl WireUsage {
+    /// Reasoning tokens, where the server reports them.
+    pub fn reasoning_tokens(&self) -> u64 {
+        self.completion_tokens_details
+            .as_ref()
+            .map_or(0, |d| d.reasoning_tokens)
+    }
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct CompletionTokensDetails {
+    /// Tokens the model spent reasoning before it answered.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 /// The parts of a chat-completions reply the judge uses.
@@ -203,13 +234,23 @@ pub struct ReplyMessage {
 }
 
 impl ChatReply {
-    /// The first choice's text, or why there is none.
+    /// Whether the server cut the reply off at the token cap (`finish_reason = "length"`).
+    pub fn cut_off(&self) -> bool {
+        self.choices
+            .first()
+            .and_then(|c| c.finish_reason.as_deref())
+            == Some("length")
+    }
+
+    /// The first choice's text without reasoning (`<think>…</think>` blocks; a separate
+    /// `reasoning_content` field is never read as the answer), or why there is none.
     pub fn content(&self) -> Result<&str, String> {
         let choice = self
             .choices
             .first()
             .ok_or_else(|| "reply has no choices".to_string())?;
-        match (&choice.message.content, &choice.message.refusal) {
+        let answer = choice.message.content.as_deref().map(strip_reasoning);
+        match (answer, &choice.message.refusal) {
             (Some(text), _) if !text.trim().is_empty() => Ok(text),
             (_, Some(refusal)) => Err(format!("model refused: {}", truncate(refusal, 300))),
             _ => Err(format!(
@@ -217,6 +258,22 @@ impl ChatReply {
                 choice.finish_reason.as_deref().unwrap_or("none")
             )),
         }
+    }
+}
+
+/// `text` after its reasoning: what follows the last `</think>` (DeepSeek-R1, Qwen3 and other
+/// reasoning models put their thinking first, in the content). A `<think>` that never closes —
+/// the reply was cut off while thinking — leaves no answer. Text without the tags is returned
+/// as it is.
+pub fn strip_reasoning(text: &str) -> &str {
+    const OPEN: &str = "<think>";
+    const CLOSE: &str = "</think>";
+    if let Some(end) = text.rfind(CLOSE) {
+        return &text[end + CLOSE.len()..];
+    }
+    match text.find(OPEN) {
+        Some(start) => &text[..start],
+        None => text,
     }
 }
 
@@ -312,19 +369,38 @@ mod tests {
         let m = ModeMemory::new(ResponseMode::JsonSchema);
         assert_eq!(
             m.step_down(ResponseMode::JsonSchema),
-            Some(ResponseMode::JsonObject)
+            Some((ResponseMode::JsonObject, true))
         );
-        // A late caller that still saw json_schema does not move it back up.
+        // A late caller that still saw json_schema does not move it back up, nor log it again.
         assert_eq!(
             m.step_down(ResponseMode::JsonSchema),
-            Some(ResponseMode::JsonObject)
+            Some((ResponseMode::JsonObject, false))
         );
         assert_eq!(
             m.step_down(ResponseMode::JsonObject),
-            Some(ResponseMode::PlainText)
+            Some((ResponseMode::PlainText, true))
         );
         assert_eq!(m.step_down(ResponseMode::PlainText), None);
         assert_eq!(m.current(), ResponseMode::PlainText);
+    }
+
+    #[test]
+    fn reasoning_is_stripped() {
+        assert_eq!(strip_reasoning("{\"a\":1}"), "{\"a\":1}");
+        assert_eq!(
+            strip_reasoning("<think>maybe {\"a\":2}</think>\n{\"a\":1}"),
+            "\n{\"a\":1}"
+        );
+        // Several blocks: the answer follows the last.
+        assert_eq!(strip_reasoning("<think>a</think>x<think>b</think>y"), "y");
+        // Cut off while thinking: no answer at all.
+        assert_eq!(strip_reasoning("<think>still {\"a\":1} thinking"), "");
+        let r: ChatReply = serde_json::from_str(
+            r#"{"choices":[{"message":{"content":"<think>long</think>","reasoning_content":"x"},"finish_reason":"length"}]}"#,
+        )
+        .unwrap();
+        assert!(r.cut_off());
+        assert!(r.content().unwrap_err().contains("finish_reason: length"));
     }
 
     #[test]

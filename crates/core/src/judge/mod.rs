@@ -66,6 +66,12 @@ pub struct JudgeTotals {
     pub prompt_tokens: u64,
     /// Completion tokens spent.
     pub completion_tokens: u64,
+    /// Of those, tokens the model spent reasoning (where the server reports them).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    /// Replies cut off at the token cap (`finish_reason = "length"`).
+    #[serde(default)]
+    pub cut_off: u64,
     /// Assessments that ended in a [`JudgeError`] (the scorer fell back to the deterministic
     /// judge for each).
     pub failures: u64,
@@ -98,6 +104,8 @@ impl JudgeTotals {
             repairs: f(self.repairs, other.repairs),
             prompt_tokens: f(self.prompt_tokens, other.prompt_tokens),
             completion_tokens: f(self.completion_tokens, other.completion_tokens),
+            reasoning_tokens: f(self.reasoning_tokens, other.reasoning_tokens),
+            cut_off: f(self.cut_off, other.cut_off),
             failures: f(self.failures, other.failures),
         }
     }

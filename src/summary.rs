@@ -285,6 +285,13 @@ impl RunStats {
                 t.prompt_tokens,
                 t.completion_tokens
             );
+            if t.reasoning_tokens > 0 || t.cut_off > 0 {
+                let _ = writeln!(
+                    out,
+                    "  {:<18}reasoning tokens {} (of the completion tokens)  replies cut off at max_tokens {}",
+                    "", t.reasoning_tokens, t.cut_off
+                );
+            }
         }
         if self.llm.judged.is_empty() {
             return;

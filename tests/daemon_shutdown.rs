@@ -61,6 +61,34 @@ async fn recovers_everything(h: &mut Harness, events: u64) {
     );
 }
 
+/// 2,000 events written with nothing committed (commits held until shutdown), the broker
+/// stopped, then SIGTERM: a non-zero exit within the limit with an error on stderr that
+/// contains `says`; nothing lost once the broker is back. The caller sets up the judge.
+async fn sigterm_with_the_broker_gone(mut h: Harness, says: &str) {
+    h.source_config = "commit_interval_ms = 3600000\n".into();
+    h.produce_rest().await;
+    let mut daemon = h.spawn_daemon();
+    assert!(
+        h.wait_rows(2_000, Duration::from_secs(120)),
+        "no progress:\n{}",
+        daemon.log_text()
+    );
+    tokio::task::block_in_place(|| h.servers.kafka.stop());
+    let (code, took) = terminate(&mut daemon);
+    let log = daemon.log_text();
+    assert!(took <= LIMIT + EXIT_SLACK, "took {took:?}:\n{log}");
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "the offsets could not be committed, yet status {code:?}:\n{log}"
+    );
+    assert!(
+        log.contains("sqlgrade: error:") && log.contains(says),
+        "no clear error:\n{log}"
+    );
+    tokio::task::block_in_place(|| h.servers.kafka.start_again());
+    recovers_everything(&mut h, 2_000).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_the_broker_and_its_judge_work_topic_gone_exits_within_the_limit() {
     let Some(mut h) = Harness::start("daemon_shutdown_broker", 2_000, 0, false) else {
@@ -70,9 +98,7 @@ async fn sigterm_with_the_broker_and_its_judge_work_topic_gone_exits_within_the_
     let server = MockServer::start().await;
     let reply = stef_reply("likely_correct", 0.8);
     server.respond_with(move |_| Scripted::json(&reply));
-    // Nothing is committed before shutdown, so the final commit has work to do when the broker
-    // is gone; the second pass hands work over through the topic on the same broker.
-    h.source_config = "commit_interval_ms = 3600000\n".into();
+    // The second pass hands work over through the topic on the same broker.
     h.extra_config = format!(
         r#"{}
 [judge]
@@ -96,27 +122,10 @@ work_topic = "{WORK_TOPIC}"
         shutdown_config(),
         server.base_url()
     );
-    h.produce_rest().await;
-    let mut daemon = h.spawn_daemon();
-    assert!(
-        h.wait_rows(2_000, Duration::from_secs(120)),
-        "no progress:\n{}",
-        daemon.log_text()
-    );
-    tokio::task::block_in_place(|| h.servers.kafka.stop());
-    let (code, took) = terminate(&mut daemon);
-    let log = daemon.log_text();
-    assert!(took <= LIMIT + EXIT_SLACK, "took {took:?}:\n{log}");
-    assert!(
-        code.is_some_and(|c| c != 0),
-        "the offsets could not be committed, yet status {code:?}:\n{log}"
-    );
     // Which step reports it depends on when the broker's loss is noticed (the final commit,
     // the shutdown deadline, or the judge-work hand-over failing first); each ends the run with
     // its error on stderr.
-    assert!(log.contains("sqlgrade: error:"), "no clear error:\n{log}");
-    tokio::task::block_in_place(|| h.servers.kafka.start_again());
-    recovers_everything(&mut h, 2_000).await;
+    sigterm_with_the_broker_gone(h, "").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,31 +133,9 @@ async fn sigterm_with_the_broker_gone_exits_non_zero_within_the_limit() {
     let Some(mut h) = Harness::start("daemon_shutdown_broker_only", 2_000, 0, false) else {
         return;
     };
-    // Nothing is committed before shutdown: the final commit needs the broker.
-    h.source_config = "commit_interval_ms = 3600000\n".into();
     h.extra_config = shutdown_config();
-    h.produce_rest().await;
-    let mut daemon = h.spawn_daemon();
-    assert!(
-        h.wait_rows(2_000, Duration::from_secs(120)),
-        "no progress:\n{}",
-        daemon.log_text()
-    );
-    tokio::task::block_in_place(|| h.servers.kafka.stop());
-    let (code, took) = terminate(&mut daemon);
-    let log = daemon.log_text();
-    assert!(took <= LIMIT + EXIT_SLACK, "took {took:?}:\n{log}");
-    assert!(
-        code.is_some_and(|c| c != 0),
-        "the offsets could not be committed, yet status {code:?}:\n{log}"
-    );
     // The final commit fails, times out, or the deadline names the unreachable broker.
-    assert!(
-        log.contains("sqlgrade: error:") && log.contains("commit"),
-        "no clear error:\n{log}"
-    );
-    tokio::task::block_in_place(|| h.servers.kafka.start_again());
-    recovers_everything(&mut h, 2_000).await;
+    sigterm_with_the_broker_gone(h, "commit").await;
 }
 
 /// ClickHouse stopped while the daemon has read events it cannot write (and, with

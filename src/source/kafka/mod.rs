@@ -339,6 +339,8 @@ struct TrackingContext {
     stop: Arc<StopSignal>,
     /// The first fatal error, if any: the source reports it instead of consuming on.
     fatal: Mutex<Option<String>>,
+    /// Whether `fatal` is set (checked per message without taking the lock).
+    has_fatal: AtomicBool,
     /// Set once the source finishes: a revocation then commits nothing (the final commit
     /// already did, or could not — and a synchronous commit to a broker that is gone would
     /// block the close for good).
@@ -363,6 +365,7 @@ impl TrackingContext {
             h.set("kafka", ComponentHealth::Failed(detail.clone()));
         }
         lock(&self.fatal).get_or_insert(detail);
+        self.has_fatal.store(true, Ordering::Release);
         self.stop.stop();
     }
 }
@@ -612,6 +615,7 @@ impl KafkaSource {
             lag: lag.clone(),
             stop: Arc::clone(&stop),
             fatal: Mutex::new(None),
+            has_fatal: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
             lost_commits: std::sync::atomic::AtomicU64::new(0),
@@ -963,6 +967,9 @@ impl KafkaSource {
     /// The client's fatal error, if it had one (the source stops on it).
     fn fatal_error(&self) -> Option<SourceError> {
         let context = self.consumer.context();
+        if !context.has_fatal.load(Ordering::Acquire) {
+            return None;
+        }
         let fatal = lock(&context.fatal).clone()?;
         let hint = match &self.settings.group_instance_id {
             Some(id) => {

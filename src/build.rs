@@ -596,11 +596,10 @@ fn pending_components(health: &Health) -> String {
     let unhealthy: Vec<String> = health
         .components()
         .into_iter()
-        .filter(|(_, state)| *state != ComponentHealth::Ok)
-        .map(|(name, state)| match state {
-            ComponentHealth::Ok => format!("{name}: ok"),
-            ComponentHealth::Degraded(why) => format!("{name}: degraded ({why})"),
-            ComponentHealth::Failed(why) => format!("{name}: failed ({why})"),
+        .filter_map(|(name, state)| match state {
+            ComponentHealth::Ok => None,
+            ComponentHealth::Degraded(why) => Some(format!("{name}: degraded ({why})")),
+            ComponentHealth::Failed(why) => Some(format!("{name}: failed ({why})")),
         })
         .collect();
     if unhealthy.is_empty() {
@@ -612,7 +611,7 @@ fn pending_components(health: &Health) -> String {
 
 /// The moment shutdown was requested plus the limit: what the shutdown steps must fit in.
 struct ShutdownDeadline {
-    at: Arc<std::sync::OnceLock<tokio::time::Instant>>,
+    at: std::sync::OnceLock<tokio::time::Instant>,
     limit: Duration,
     signalled: tokio::sync::watch::Receiver<bool>,
 }
@@ -620,7 +619,7 @@ struct ShutdownDeadline {
 impl ShutdownDeadline {
     fn new(signalled: watch::Receiver<bool>, limit: Duration) -> ShutdownDeadline {
         ShutdownDeadline {
-            at: Arc::default(),
+            at: std::sync::OnceLock::new(),
             limit,
             signalled,
         }

@@ -17,7 +17,7 @@ use sqlgrade::clickhouse::sink::shard_of;
 use sqlgrade::config::{ClusterConfig, SinkConfig, SinkKind};
 use sqlgrade_testkit::cluster::CLUSTER;
 use sqlgrade_testkit::dashboard;
-use sqlgrade_testkit::servers::{ClickHouse, Harness, eventually, free_port};
+use sqlgrade_testkit::servers::{ClickHouse, DEAD_MEMBER_EVICTION, Harness, eventually, free_port};
 
 const EVENTS: usize = 20_000;
 const DB: &str = "sqlgrade";
@@ -131,8 +131,7 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
         shard_urls(1),
         shard_urls(2)
     ));
-    // `session.timeout.ms` of the test daemons (6 s) and a margin for the broker to see it.
-    tokio::time::sleep(Duration::from_secs(6 + 2)).await;
+    tokio::time::sleep(DEAD_MEMBER_EVICTION).await;
     let restarted = h.spawn_daemon();
     assert!(
         h.wait_rows(EVENTS as u64 / 2, Duration::from_secs(300)),

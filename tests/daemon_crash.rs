@@ -26,10 +26,8 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
     assert!(at_kill < 10_000);
 
     h.produce_rest().await;
-    // Restart once the killed member's session (6 s in the test config) has timed out: tansu
-    // 0.6 evicts a dead member when a member joins after that, while a join within the session
-    // can leave the dead member's partitions assigned to it.
-    tokio::time::sleep(std::time::Duration::from_secs(6 + 2)).await;
+    // Restart once the killed member can be evicted (see `DEAD_MEMBER_EVICTION`).
+    tokio::time::sleep(support::DEAD_MEMBER_EVICTION).await;
     let daemon = h.spawn_daemon();
     assert!(
         h.wait_rows(10_000, Duration::from_secs(300)),

@@ -57,8 +57,7 @@ fn rebalances(log: &str) -> usize {
 /// A member SIGKILLed mid-stream and restarted as orchestrators do: every partition ends up
 /// consumed and committed to its end, nothing lost. tansu 0.6 (the broker here) evicts a dead
 /// dynamic member when a member joins after the dead one's session timed out (its join runs
-/// the missed-heartbeat check), so the restart waits out `session.timeout.ms` (6 s in the test
-/// config) plus a margin; a restart within the session can leave the dead member's partitions
+/// the missed-heartbeat check), so the restart waits [`support::DEAD_MEMBER_EVICTION`]; a restart within the session can leave the dead member's partitions
 /// assigned to it on tansu. Static membership (`group_instance_id`), which avoids the wait on
 /// Apache Kafka, does not form a group with librdkafka on tansu 0.6 (a second static member
 /// never got an assignment), so it cannot be run here.
@@ -86,7 +85,7 @@ async fn a_member_killed_and_restarted_leaves_no_partition_unconsumed() {
     );
     a.kill9();
     h.produce_rest().await;
-    tokio::time::sleep(SESSION_TIMEOUT + SESSION_MARGIN).await;
+    tokio::time::sleep(support::DEAD_MEMBER_EVICTION).await;
     let restarted = h.spawn_daemon();
     assert!(
         h.wait_rows(10_000, Duration::from_secs(300)),
@@ -108,8 +107,3 @@ async fn a_member_killed_and_restarted_leaves_no_partition_unconsumed() {
         b.log_text()
     );
 }
-
-/// `session.timeout.ms` of the test daemons (`sqlgrade_testkit::servers::Harness`).
-const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
-/// Past the session timeout, time for the broker to see it (it compares on the next join).
-const SESSION_MARGIN: Duration = Duration::from_secs(2);

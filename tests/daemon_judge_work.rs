@@ -70,10 +70,8 @@ drain_grace_ms = 1000
     first.kill9();
     let judged_before = judged_ids(&h).len();
 
-    // Restart once the killed member's session (6 s in the test config) has timed out: tansu
-    // 0.6 evicts a dead member when a member joins after that, while a join within the session
-    // can leave the dead member's partitions assigned to it.
-    tokio::time::sleep(std::time::Duration::from_secs(6 + 2)).await;
+    // Restart once the killed member can be evicted (see `DEAD_MEMBER_EVICTION`).
+    tokio::time::sleep(support::DEAD_MEMBER_EVICTION).await;
     let mut second = h.spawn_daemon();
     assert!(
         h.wait_rows(2_000, Duration::from_secs(180)),

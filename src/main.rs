@@ -100,6 +100,12 @@ enum Command {
         /// apply the live sampling policy of `[judge.budget]` (`sample`).
         #[arg(long, value_enum, default_value_t = JudgeArg::All)]
         judge: JudgeArg,
+        /// After the run, measure its metrics against these labels (as `calibrate --labels`):
+        /// per metric, Cohen's kappa and accuracy with 95% intervals, and the judge's tokens and
+        /// cost per 1,000 events. Labels JSONL: `event_id` or `question_id` plus boolean `label`,
+        /// or the review page's `labels.jsonl`. Needs the JSONL sink and a run id.
+        #[arg(long)]
+        labels: Option<PathBuf>,
     },
     /// Apply the ClickHouse DDL (idempotent).
     Migrate {
@@ -293,6 +299,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             run_id,
             config,
             judge,
+            labels,
         } => {
             let request = BackfillRequest {
                 input,
@@ -304,7 +311,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
                     JudgeArg::Sample => sqlgrade::backfill::PlanMode::Sample,
                 },
             };
-            backfill(config, request).await
+            backfill(config, request, labels).await
         }
         Command::Migrate { config, cluster } => migrate(config, cluster).await,
         Command::Prune {
@@ -518,13 +525,34 @@ async fn calibrate(
             found
         }
     };
+    let config = match &inputs.config {
+        Some(path) => Some(load_config(Some(path))?),
+        None => None,
+    };
     let reports: Vec<_> = metrics
         .iter()
-        .map(|m| sqlgrade::calibrate::calibrate(&labels, &rows, *m, cutoff))
+        .map(|m| {
+            let prices = config
+                .as_ref()
+                .and_then(|c| sqlgrade::calibrate::prices_for(c, *m));
+            sqlgrade::calibrate::calibrate(&labels, &rows, *m, cutoff, prices)
+        })
         .collect();
     let agreement = reviewer_agreement(&labels);
+    print_calibration(&reports, &agreement, metric.is_some(), json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print calibration reports (text, or JSON: one report alone when one metric was asked for
+/// and there is no reviewer agreement).
+fn print_calibration(
+    reports: &[sqlgrade::calibrate::CalibrationReport],
+    agreement: &[sqlgrade::calibrate::ReviewerAgreement],
+    one_metric: bool,
+    json: bool,
+) -> Result<()> {
     if json {
-        let out = if metric.is_some() && agreement.is_empty() && reports.len() == 1 {
+        let out = if one_metric && agreement.is_empty() && reports.len() == 1 {
             serde_json::to_value(&reports[0])?
         } else {
             serde_json::json!({ "metrics": reports, "reviewer_agreement": agreement })
@@ -541,7 +569,7 @@ async fn calibrate(
             println!();
             println!("agreement between reviewers (events both labelled):");
             let num = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.4}"));
-            for a in &agreement {
+            for a in agreement {
                 println!(
                     "  {} ~ {}: {} shared, agreement {}, kappa {}",
                     a.a,
@@ -553,7 +581,7 @@ async fn calibrate(
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 async fn report(
@@ -745,12 +773,33 @@ async fn score(config_path: Option<PathBuf>) -> Result<ExitCode> {
     }
 }
 
-async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Result<ExitCode> {
+async fn backfill(
+    config_path: Option<PathBuf>,
+    request: BackfillRequest,
+    labels_path: Option<PathBuf>,
+) -> Result<ExitCode> {
     let mut config = load_config(config_path.as_ref())?;
     // A batch is scored under one version of the rule profiles (no hot reload mid-run).
     config.rules.reload_interval_ms = 0;
     sqlgrade::backfill::apply_benchmark_gold_defaults(&request, &mut config);
     let plan = BackfillPlan::prepare(&request, &config)?;
+    // Checked before the run: a measurement that cannot be made should not cost a backfill.
+    let labels = match &labels_path {
+        Some(path) => {
+            if config.sink.kind != SinkKind::Jsonl {
+                bail!(
+                    "--labels reads the run's rows back from the JSONL sink; this config's sink is {:?} \
+                     (run `sqlgrade calibrate --config` on the review page's labels instead)",
+                    config.sink.kind
+                );
+            }
+            let Some(run_id) = plan.run_id() else {
+                bail!("--labels needs a run id: pass --run-id (bird/spider backfills have one)");
+            };
+            Some((sqlgrade::calibrate::read_labels(path)?, run_id.to_string()))
+        }
+        None => None,
+    };
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(plan.total());
         if let Ok(style) = indicatif::ProgressStyle::with_template(
@@ -780,6 +829,36 @@ async fn backfill(config_path: Option<PathBuf>, request: BackfillRequest) -> Res
     let report = result?;
     print_summary(&config, &report.summary, &title);
     print_alerts(&config, &report.alerts);
+    if let Some((labels, run_id)) = labels {
+        let path = config
+            .sink
+            .dir
+            .join(sqlgrade::sink::jsonl::EVALUATIONS_FILE);
+        let rows: Vec<_> = sqlgrade::calibrate::read_rows(&path)?
+            .into_iter()
+            .filter(|r| r.run_id.as_deref() == Some(run_id.as_str()))
+            .collect();
+        let mut metrics: Vec<_> = rows.iter().map(|r| r.metric).collect();
+        metrics.sort();
+        metrics.dedup();
+        println!();
+        println!(
+            "Agreement with {} labels ({}), run {run_id}:",
+            labels.len(),
+            labels_path
+                .as_deref()
+                .unwrap_or(std::path::Path::new("-"))
+                .display()
+        );
+        let reports: Vec<_> = metrics
+            .iter()
+            .map(|m| {
+                let prices = sqlgrade::calibrate::prices_for(&config, *m);
+                sqlgrade::calibrate::calibrate(&labels, &rows, *m, None, prices)
+            })
+            .collect();
+        print_calibration(&reports, &[], false, false)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

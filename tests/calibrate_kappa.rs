@@ -65,6 +65,7 @@ fn binary_metric_kappa_and_confusion() {
         &read_rows(&rp).unwrap(),
         Metric::Flex,
         None,
+        None,
     );
     assert_eq!(
         (
@@ -89,13 +90,13 @@ fn continuous_metric_best_cutoff() {
     let (lp, rp) = write_inputs(dir.path());
     let labels = read_labels(&lp).unwrap();
     let rows = read_rows(&rp).unwrap();
-    let r = calibrate(&labels, &rows, Metric::HybridEx, None);
+    let r = calibrate(&labels, &rows, Metric::HybridEx, None, None);
     // Verdicts at 0.9: TP 3, FP 1, FN 3, TN 3 → κ = 0.12/0.52.
     assert!((r.kappa.unwrap() - 0.12 / 0.52).abs() < 1e-12);
     let best = r.best_cutoff.unwrap();
     assert_eq!(best.cutoff, 0.4);
     assert!((best.kappa - 18.0 / 23.0).abs() < 1e-12);
-    let at = calibrate(&labels, &rows, Metric::HybridEx, Some(0.4));
+    let at = calibrate(&labels, &rows, Metric::HybridEx, Some(0.4), None);
     assert!((at.kappa.unwrap() - 18.0 / 23.0).abs() < 1e-12);
 }
 

@@ -529,3 +529,117 @@ async fn avoidance_evidence_without_esm_plus_rows() {
         1
     );
 }
+
+/// `backfill --labels`: the one command that measures a judge. With BIRD's reference EX
+/// verdicts as the labels, it prints per metric (the STEF second pass and the judged gold
+/// metrics among them) κ and accuracy with their 95% intervals and what the judge spent per
+/// 1,000 events at `[judge.budget]`'s prices, computed from the rows the run wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_with_labels_measures_agreement_and_spend() {
+    let server = MockServer::start().await;
+    server.respond_with(reply);
+    let f = fixture(false);
+    let judge = format!(
+        "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"mock-judge\"\napi_key_env = \"\"\n\
+         max_requests_per_second = 1000.0\nmax_concurrency = 16\n\
+         [judge.budget]\nprice_input_per_1k = 0.002\nprice_output_per_1k = 0.008\n",
+        server.base_url()
+    );
+    let config = write_config(f.dir.path(), &judge);
+    let reference: HashMap<i64, bool> =
+        std::fs::read_to_string(data_dir().join("bird/reference/ex_SuperSQL.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|v| (v["question_id"].as_i64().unwrap(), v["ex"] == 1))
+            .collect();
+    let ids: Vec<i64> = std::fs::read_to_string(&f.dev)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["question_id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let labels: String = ids
+        .iter()
+        .map(|id| format!("{}\n", json!({"question_id": id, "label": reference[id]})))
+        .collect();
+    let labels_path = f.dir.path().join("labels.jsonl");
+    std::fs::write(&labels_path, labels).unwrap();
+
+    let out = sqlgrade(f.dir.path())
+        .args(["backfill", "--format", "bird", "--input"])
+        .arg(&f.dev)
+        .arg("--predictions")
+        .arg(&f.predictions)
+        .arg("--config")
+        .arg(&config)
+        .arg("--labels")
+        .arg(&labels_path)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let section = stdout
+        .split_once(&format!("Agreement with {QUESTIONS} labels"))
+        .unwrap_or_else(|| panic!("no agreement section: {stdout}"))
+        .1;
+    let rows = sqlgrade::calibrate::read_rows(&f.dir.path().join("out/evaluations.jsonl")).unwrap();
+    for metric in ["stef_judged", "flex", "rose", "hybrid_ex", "ex"] {
+        let block = section
+            .split("metric: ")
+            .find(|b| b.starts_with(&format!("{metric}\n")))
+            .unwrap_or_else(|| panic!("no {metric} block: {section}"));
+        assert!(
+            block.contains("cohen_kappa: ") && block.contains("[95% bootstrap"),
+            "{block}"
+        );
+        assert!(block.contains("[95% Wilson"), "{block}");
+        if metric == "ex" {
+            // The labels are the reference EX verdicts of the unmodified predictions (two of
+            // the fixture's differ): EX spends nothing on a judge.
+            assert!(block.contains("matched 24"), "{block}");
+            assert!(!block.contains("judge spend"), "{block}");
+            continue;
+        }
+        // Spend: the rows' own tokens, per 1,000 events, at the configured prices.
+        let m: Metric = serde_json::from_value(json!(metric)).unwrap();
+        let spend = sqlgrade::calibrate::spend(
+            &rows,
+            m,
+            Some(sqlgrade::calibrate::Prices {
+                input_per_1k: 0.002,
+                output_per_1k: 0.008,
+            }),
+        );
+        assert_eq!(spend.events, QUESTIONS, "{metric}");
+        assert!(spend.prompt_tokens > 0, "{metric}");
+        let expected = format!(
+            "per 1,000 events {:.0} tokens, cost {:.4}",
+            spend.tokens_per_1k_events.unwrap(),
+            spend.cost_per_1k_events.unwrap()
+        );
+        assert!(block.contains(&expected), "{metric}: {expected}\n{block}");
+    }
+
+    // Without a run id there is nothing to measure: refused before any work is done.
+    let events = f.dir.path().join("events.jsonl");
+    std::fs::write(&events, "").unwrap();
+    let out = sqlgrade(f.dir.path())
+        .args(["backfill", "--input"])
+        .arg(&events)
+        .arg("--config")
+        .arg(&config)
+        .arg("--labels")
+        .arg(&labels_path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--labels needs a run id"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -366,6 +366,19 @@ pub enum ResponseModeSetting {
     PlainText,
 }
 
+/// `[judge] system_prompt`: where the prompt's instructions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SystemPromptSetting {
+    /// A `system` message, then the `user` message with the data.
+    #[default]
+    System,
+    /// One `user` message: the instructions, a blank line, the data. For models and chat
+    /// templates without a system role (Gemma on llama-cpp-python's `--chat_format gemma`, which
+    /// drops system messages).
+    InUser,
+}
+
 /// Judge kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -470,6 +483,9 @@ pub struct JudgeConfig {
     /// (`json_object` with the schema, then plain text) when the endpoint rejects it; a named
     /// mode is used as it is, and a rejection of it is an error.
     pub response_mode: ResponseModeSetting,
+    /// Where the instructions go: a `system` message (default) or the start of the `user`
+    /// message (`in_user`, for chat templates without a system role).
+    pub system_prompt: SystemPromptSetting,
     /// Which events the LLM judge sees and what it may spend (`[judge.budget]`).
     pub budget: JudgeBudgetConfig,
 }
@@ -634,6 +650,7 @@ impl Default for JudgeConfig {
             retry_after_max_ms: 60_000,
             max_tokens: 2_048,
             response_mode: ResponseModeSetting::Auto,
+            system_prompt: SystemPromptSetting::System,
             budget: JudgeBudgetConfig::default(),
         }
     }

@@ -70,6 +70,8 @@ pub struct CachedReply {
     pub usage: TokenUsage,
     /// Where the reply came from.
     pub origin: ReplyOrigin,
+    /// How the LLM was asked for it (`None` for a reply read from the durable cache).
+    pub mode: Option<&'static str>,
 }
 
 impl std::fmt::Debug for CachedReply {

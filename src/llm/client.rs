@@ -38,7 +38,7 @@ use super::wire::{
     ChatMessage, ChatReply, ChatRequest, ModeMemory, ResponseMode, endpoint_url, response_format,
     retry_after, truncate,
 };
-use crate::config::{JudgeConfig, ResponseModeSetting, Secret};
+use crate::config::{JudgeConfig, ResponseModeSetting, Secret, SystemPromptSetting};
 use crate::judge::structured::{
     ErasedCall, ErasedOutcome, ReplyDecoder, ReplySchema, StructuredCall, StructuredOutcome,
     StructuredReply, json_in_text,
@@ -86,6 +86,8 @@ struct Completion {
     usage: TokenUsage,
     /// The server stopped at the token cap (`finish_reason = "length"`).
     cut_off: bool,
+    /// How structured output was requested.
+    mode: ResponseMode,
 }
 
 /// How one HTTP attempt failed.
@@ -276,7 +278,7 @@ impl LlmClient {
         K: Serialize + Sync,
     {
         let accept = |_: &T| Ok(());
-        let decoder = crate::judge::structured::TypedDecoder::new(&accept);
+        let decoder = crate::judge::structured::TypedDecoder::new(&accept, call.schema);
         let call = call.erased(&decoder);
         let prompt_version = self.prompts.version(call.prompt)?.to_string();
         self.key_of(&call, &prompt_version)
@@ -322,7 +324,7 @@ impl LlmClient {
         V: Serialize + Sync,
         K: Serialize + Sync,
     {
-        let decoder = crate::judge::structured::TypedDecoder::new(check);
+        let decoder = crate::judge::structured::TypedDecoder::new(check, call.schema);
         let call = call.erased(&decoder);
         let prompt_version = self.prompts.version(call.prompt)?.to_string();
         let key = self.key_of(&call, &prompt_version)?;
@@ -359,6 +361,7 @@ impl LlmClient {
                         completion_tokens: entry.completion_tokens,
                     },
                     origin: ReplyOrigin::Durable,
+                    mode: None,
                 });
                 if let Some(memory) = &self.memory {
                     memory.insert(key, Arc::clone(&reply)).await;
@@ -374,6 +377,7 @@ impl LlmClient {
             usage: TokenUsage::default(),
             cached: true,
             prompt_version,
+            response_mode: None,
         })
     }
 
@@ -424,6 +428,7 @@ impl LlmClient {
             },
             cached,
             prompt_version,
+            response_mode: if cached { None } else { reply.mode },
         })
     }
 
@@ -457,6 +462,7 @@ impl LlmClient {
                                 completion_tokens: entry.completion_tokens,
                             },
                             origin: ReplyOrigin::Durable,
+                            mode: None,
                         }));
                     }
                     Err(e) => warn!(key, error = %e, "ignoring invalid durable judge-cache entry"),
@@ -469,7 +475,7 @@ impl LlmClient {
             .prompts
             .render(call.prompt, call.vars, &schema.pretty)
             .map_err(|e| JudgeError::Prompt(e.to_string()))?;
-        let (typed, reply, usage) = self.converse(&rendered, schema, call.reply).await?;
+        let (typed, reply, usage, mode) = self.converse(&rendered, schema, call.reply).await?;
         let entry = DurableEntry {
             key: key.to_string(),
             prompt: call.prompt.to_string(),
@@ -486,6 +492,7 @@ impl LlmClient {
             typed,
             usage,
             origin: ReplyOrigin::Llm,
+            mode: Some(mode.as_str()),
         }))
     }
 
@@ -495,11 +502,25 @@ impl LlmClient {
         rendered: &RenderedPrompt,
         schema: &ReplySchema,
         reply: &dyn ReplyDecoder,
-    ) -> Result<(crate::judge::structured::AnyReply, Value, TokenUsage), JudgeError> {
-        let mut messages = vec![
-            ChatMessage::new("system", rendered.system.clone()),
-            ChatMessage::new("user", rendered.user.clone()),
-        ];
+    ) -> Result<
+        (
+            crate::judge::structured::AnyReply,
+            Value,
+            TokenUsage,
+            ResponseMode,
+        ),
+        JudgeError,
+    > {
+        let mut messages = match self.config.system_prompt {
+            SystemPromptSetting::System => vec![
+                ChatMessage::new("system", rendered.system.clone()),
+                ChatMessage::new("user", rendered.user.clone()),
+            ],
+            SystemPromptSetting::InUser => vec![ChatMessage::new(
+                "user",
+                format!("{}\n\n{}", rendered.system, rendered.user),
+            )],
+        };
         let cap = self.config.max_tokens;
         let validate = |completion: &Completion| {
             let checked = completion
@@ -521,7 +542,7 @@ impl LlmClient {
         let first = self.chat(&messages, schema, estimate).await?;
         let mut usage = first.usage;
         let first_error = match validate(&first) {
-            Ok((typed, reply)) => return Ok((typed, reply, usage)),
+            Ok((typed, reply)) => return Ok((typed, reply, usage, first.mode)),
             Err(e) => e,
         };
         debug!(error = %first_error, "judge reply failed validation; sending one repair retry");
@@ -540,7 +561,7 @@ impl LlmClient {
         usage.prompt_tokens += second.usage.prompt_tokens;
         usage.completion_tokens += second.usage.completion_tokens;
         match validate(&second) {
-            Ok((typed, reply)) => Ok((typed, reply, usage)),
+            Ok((typed, reply)) => Ok((typed, reply, usage, second.mode)),
             Err(second_error) => Err(JudgeError::InvalidReply(format!(
                 "{second_error} (after one repair retry; the first reply failed with: {first_error})"
             ))),
@@ -590,6 +611,7 @@ impl LlmClient {
                         content: reply.content().map(str::to_string),
                         usage,
                         cut_off,
+                        mode,
                     });
                 }
                 Err(AttemptError::FormatRejected(error)) => {

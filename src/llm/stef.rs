@@ -179,7 +179,45 @@ const FILTER_OPS: &[&str] = &[
     "is_not_null",
 ];
 
-fn stef_schema() -> ReplySchema {
+/// Every enrichment status.
+const ENRICHMENT_STATUSES: &[&str] = &[
+    "absent",
+    "faithful",
+    "adds_constraints",
+    "drops_constraints",
+    "drifted",
+];
+
+/// The reply schema for one event: with an enriched question the status cannot be `absent`,
+/// without one it can only be `absent`. A server that decodes by the schema (llama.cpp, vLLM,
+/// OpenAI's strict mode) then cannot reply inconsistently; [`enrichment_check`] still holds the
+/// others to it.
+fn schema_for(has_enriched: bool) -> &'static ReplySchema {
+    static WITH_ENRICHED: OnceLock<ReplySchema> = OnceLock::new();
+    static WITHOUT_ENRICHED: OnceLock<ReplySchema> = OnceLock::new();
+    if has_enriched {
+        WITH_ENRICHED.get_or_init(|| stef_schema(&ENRICHMENT_STATUSES[1..]))
+    } else {
+        WITHOUT_ENRICHED.get_or_init(|| stef_schema(&ENRICHMENT_STATUSES[..1]))
+    }
+}
+
+/// The STEF call for `vars` (its identity borrowed from the caller).
+fn stef_call<'a>(
+    vars: &'a StefVars<'a>,
+    identity: &'a StefIdentity<'a>,
+    scope: &'a str,
+) -> StructuredCall<'a, StefVars<'a>, StefIdentity<'a>> {
+    StructuredCall {
+        prompt: STEF_PROMPT,
+        vars,
+        identity,
+        scope,
+        schema: Some(schema_for(vars.enriched_question.is_some())),
+    }
+}
+
+fn stef_schema(enrichment_statuses: &[&str]) -> ReplySchema {
     let aggregation = object(json!({
         "func": { "type": "string", "enum": ["sum", "avg", "count", "min", "max", "other"] },
         "column": nullable("string"),
@@ -199,10 +237,7 @@ fn stef_schema() -> ReplySchema {
         "top_k": nullable("integer")
     }));
     let enrichment = object(json!({
-        "status": {
-            "type": "string",
-            "enum": ["absent", "faithful", "adds_constraints", "drops_constraints", "drifted"]
-        },
+        "status": { "type": "string", "enum": enrichment_statuses },
         "added": strings(),
         "dropped": strings()
     }));
@@ -249,7 +284,7 @@ fn check_texts<'a>(field: &str, items: impl IntoIterator<Item = &'a str>) -> Res
 impl StructuredReply for StefReply {
     fn schema() -> &'static ReplySchema {
         static SCHEMA: OnceLock<ReplySchema> = OnceLock::new();
-        SCHEMA.get_or_init(stef_schema)
+        SCHEMA.get_or_init(|| stef_schema(ENRICHMENT_STATUSES))
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -507,6 +542,7 @@ impl LlmJudge {
             cached: outcome.cached,
             prompt_version: Some(outcome.prompt_version),
             usage: outcome.usage,
+            response_mode: outcome.response_mode.map(str::to_string),
         }
     }
 }
@@ -533,15 +569,11 @@ impl Judge for LlmJudge {
         let vars = StefVars::new(&request);
         let has_enriched = vars.enriched_question.is_some();
         let check = enrichment_check(has_enriched);
+        let identity = StefIdentity::of(&vars);
         let outcome = self
             .client
             .call_structured::<StefReply, _, _>(
-                StructuredCall {
-                    prompt: STEF_PROMPT,
-                    vars: &vars,
-                    identity: &StefIdentity::of(&vars),
-                    scope: &request.profile.version,
-                },
+                stef_call(&vars, &identity, &request.profile.version),
                 &check,
             )
             .await?;
@@ -552,15 +584,11 @@ impl Judge for LlmJudge {
         let vars = StefVars::new(&request);
         let has_enriched = vars.enriched_question.is_some();
         let check = enrichment_check(has_enriched);
+        let identity = StefIdentity::of(&vars);
         let outcome = self
             .client
             .lookup_structured::<StefReply, _, _>(
-                StructuredCall {
-                    prompt: STEF_PROMPT,
-                    vars: &vars,
-                    identity: &StefIdentity::of(&vars),
-                    scope: &request.profile.version,
-                },
+                stef_call(&vars, &identity, &request.profile.version),
                 &check,
             )
             .await?;
@@ -572,13 +600,12 @@ impl Judge for LlmJudge {
             .iter()
             .filter_map(|request| {
                 let vars = StefVars::new(request);
-                self.client
-                    .structured_key::<StefReply, _, _>(StructuredCall {
-                        prompt: STEF_PROMPT,
-                        vars: &vars,
-                        identity: &StefIdentity::of(&vars),
-                        scope: &request.profile.version,
-                    })
+                let identity = StefIdentity::of(&vars);
+                self.client.structured_key::<StefReply, _, _>(stef_call(
+                    &vars,
+                    &identity,
+                    &request.profile.version,
+                ))
             })
             .collect();
         self.client.prefetch_durable(&keys).await;

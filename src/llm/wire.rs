@@ -16,7 +16,8 @@ use crate::judge::structured::ReplySchema;
 pub enum ResponseMode {
     /// `response_format: {type: json_schema, json_schema: {name, schema, strict: true}}`.
     JsonSchema,
-    /// `response_format: {type: json_object}`; the schema is in the prompt.
+    /// `response_format: {type: json_object, schema}` (the bounded schema, which grammar-based
+    /// servers enforce); the schema is also in the prompt.
     JsonObject,
     /// No `response_format`; the first JSON object is extracted from the text.
     PlainText,
@@ -134,8 +135,9 @@ pub enum ResponseFormat<'a> {
         /// The named schema.
         json_schema: NamedSchema<'a>,
     },
-    /// A JSON object; the schema rides along (llama.cpp's and vLLM's servers turn it into a
-    /// grammar; servers that ignore the member still get the schema in the prompt).
+    /// A JSON object; the schema rides along with its strings and lists bounded
+    /// ([`ReplySchema::bounded`]): llama.cpp's and vLLM's servers turn it into a grammar; servers
+    /// that ignore the member still get the schema in the prompt.
     JsonObject {
         /// The schema, as JSON text.
         schema: &'a RawValue,
@@ -164,7 +166,7 @@ pub fn response_format(mode: ResponseMode, schema: &ReplySchema) -> Option<Respo
             },
         }),
         ResponseMode::JsonObject => Some(ResponseFormat::JsonObject {
-            schema: &schema.compact,
+            schema: &schema.bounded,
         }),
         ResponseMode::PlainText => None,
     }

@@ -419,6 +419,7 @@ fn last_resort_assessment(
         cached: false,
         prompt_version: None,
         usage: TokenUsage::default(),
+        response_mode: None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`servers`]: real ClickHouse and tansu servers as child processes, the daemon as a child
 //!   process, a Kafka producer, and the daemon-test harness;
 //! - [`openai_mock`]: a scripted OpenAI-compatible server (delays, 429s, garbage);
+//! - [`model_server`]: a real OpenAI-compatible server (llama.cpp) with a real small model;
 //! - [`otlp`]: an OTLP/HTTP receiver;
 //! - [`dashboard`]: the shipped Grafana queries, runnable against a server.
 
@@ -16,6 +17,7 @@ pub mod cluster;
 pub mod dashboard;
 pub mod data;
 pub mod events;
+pub mod model_server;
 pub mod openai_mock;
 pub mod otlp;
 pub mod servers;

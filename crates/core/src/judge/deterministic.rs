@@ -46,6 +46,7 @@ impl DeterministicJudge {
             cached: false,
             prompt_version: None,
             usage: TokenUsage::default(),
+            response_mode: None,
         }
     }
 }

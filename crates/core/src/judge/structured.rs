@@ -36,6 +36,10 @@ pub struct StructuredCall<'a, V, K = V> {
     pub identity: &'a K,
     /// Extra cache scope, e.g. the rule-profile version.
     pub scope: &'a str,
+    /// A narrower schema than the reply type's own, for what this call already knows (STEF
+    /// without an enriched question: its enrichment status can only be `absent`). Its hash is
+    /// part of the cache key; `None` uses [`StructuredReply::schema`].
+    pub schema: Option<&'static ReplySchema>,
 }
 
 impl<'a, V> StructuredCall<'a, V, V> {
@@ -46,6 +50,7 @@ impl<'a, V> StructuredCall<'a, V, V> {
             vars,
             identity: vars,
             scope,
+            schema: None,
         }
     }
 }
@@ -78,6 +83,9 @@ pub struct StructuredOutcome<T> {
     pub cached: bool,
     /// Version of the prompt that produced the reply.
     pub prompt_version: String,
+    /// How the structured reply was requested from the server (`json_schema`, `json_object`,
+    /// `plain_text`); `None` when the reply came from a cache or a judge without a wire.
+    pub response_mode: Option<&'static str>,
 }
 
 /// A typed reply behind `Any` (what a [`ReplyDecoder`] produced), shared by cache entries.
@@ -139,18 +147,23 @@ pub trait StructuredJudge: Send + Sync {
 /// [`ReplyDecoder`] for a concrete reply type `T` plus a caller's extra check.
 pub struct TypedDecoder<'c, T> {
     check: &'c (dyn Fn(&T) -> Result<(), String> + Sync),
+    schema: Option<&'static ReplySchema>,
 }
 
 impl<'c, T> TypedDecoder<'c, T> {
-    /// A decoder that also applies `check`.
-    pub fn new(check: &'c (dyn Fn(&T) -> Result<(), String> + Sync)) -> TypedDecoder<'c, T> {
-        TypedDecoder { check }
+    /// A decoder that also applies `check`, asking for `schema` (a narrowing of `T`'s own; `None`:
+    /// `T::schema()`).
+    pub fn new(
+        check: &'c (dyn Fn(&T) -> Result<(), String> + Sync),
+        schema: Option<&'static ReplySchema>,
+    ) -> TypedDecoder<'c, T> {
+        TypedDecoder { check, schema }
     }
 }
 
 impl<T: StructuredReply> ReplyDecoder for TypedDecoder<'_, T> {
     fn schema(&self) -> &'static ReplySchema {
-        T::schema()
+        self.schema.unwrap_or_else(T::schema)
     }
 
     fn decode(&self, value: Value) -> Result<(AnyReply, Value), String> {
@@ -171,7 +184,7 @@ where
     V: Serialize + Sync,
     K: Serialize + Sync,
 {
-    let decoder = TypedDecoder { check };
+    let decoder = TypedDecoder::new(check, call.schema);
     let outcome = judge.call(call.erased(&decoder)).await?;
     // The decoder made the value, and caches key entries by the reply schema, so a reply of
     // another type here is a judge bug, reported as an invalid reply (never a panic).
@@ -186,6 +199,7 @@ where
         usage: outcome.usage,
         cached: outcome.cached,
         prompt_version: outcome.prompt_version,
+        response_mode: outcome.response_mode,
     })
 }
 
@@ -211,6 +225,12 @@ pub struct ReplySchema {
     pub hash: String,
     /// The schema as compact JSON, as the request body carries it.
     pub compact: Box<serde_json::value::RawValue>,
+    /// The schema with every free string and list bounded ([`GRAMMAR_MAX_STRING`],
+    /// [`GRAMMAR_MAX_ITEMS`]), as compact JSON: what `response_format: json_object` carries to
+    /// servers that compile the schema into a decoding grammar (llama.cpp, vLLM). A small model
+    /// held to the plain schema can fill one string until `max_tokens` cuts it off; OpenAI's
+    /// strict mode rejects `maxLength`, so the `json_schema` request keeps [`Self::compact`].
+    pub bounded: Box<serde_json::value::RawValue>,
     /// The schema as pretty-printed JSON, as prompts show it.
     pub pretty: String,
 }
@@ -224,12 +244,62 @@ impl ReplySchema {
         // `text` is JSON that `Value` itself produced, so it is valid raw JSON.
         let compact = serde_json::value::RawValue::from_string(text)
             .unwrap_or_else(|_| serde_json::value::to_raw_value(&schema).unwrap_or_default());
+        let mut bounded_schema = schema.clone();
+        bound_lengths(&mut bounded_schema);
+        let bounded =
+            serde_json::value::to_raw_value(&bounded_schema).unwrap_or_else(|_| compact.clone());
         ReplySchema {
             name: name.to_string(),
             schema,
             hash: hash.get(..16).unwrap_or(&hash).to_string(),
             compact,
+            bounded,
             pretty,
+        }
+    }
+}
+
+/// Longest free string (no `enum`, `pattern` or own `maxLength`) in [`ReplySchema::bounded`], in
+/// characters: a rationale of a few sentences. Below every reply type's own length check.
+pub const GRAMMAR_MAX_STRING: u64 = 400;
+
+/// Most entries of a list without its own `maxItems` in [`ReplySchema::bounded`].
+pub const GRAMMAR_MAX_ITEMS: u64 = 12;
+
+/// Add `maxLength` to every free string and `maxItems` to every list of a schema, recursively
+/// (properties, items, additionalProperties, anyOf/oneOf branches).
+fn bound_lengths(schema: &mut Value) {
+    let Value::Object(node) = schema else {
+        return;
+    };
+    let types: Vec<&str> = match node.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let is_string = types.contains(&"string");
+    let is_array = types.contains(&"array");
+    if is_string
+        && !["enum", "pattern", "maxLength", "const"]
+            .iter()
+            .any(|k| node.contains_key(*k))
+    {
+        node.insert("maxLength".into(), GRAMMAR_MAX_STRING.into());
+    }
+    if is_array && !node.contains_key("maxItems") {
+        node.insert("maxItems".into(), GRAMMAR_MAX_ITEMS.into());
+    }
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        properties.values_mut().for_each(bound_lengths);
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = node.get_mut(key) {
+            bound_lengths(child);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(branches)) = node.get_mut(key) {
+            branches.iter_mut().for_each(bound_lengths);
         }
     }
 }
@@ -360,5 +430,37 @@ mod tests {
         // More than MAX_MISSING_BRACES missing, or a cut inside a string: still no object.
         assert!(json_in_text("{\"a\": {\"b\": {\"c\": 1").is_err());
         assert!(json_in_text("{\"a\": \"unterminated").is_err());
+    }
+
+    #[test]
+    fn the_bounded_schema_limits_free_strings_and_lists_only() {
+        let schema = ReplySchema::new(
+            "t",
+            serde_json::json!({"type": "object", "properties": {
+                "why": {"type": "string"},
+                "maybe": {"type": ["string", "null"]},
+                "verdict": {"type": "string", "enum": ["a", "b"]},
+                "short": {"type": "string", "maxLength": 5},
+                "names": {"type": "array", "items": {"type": "string"}},
+                "map": {"type": "object", "additionalProperties": {"type": "string"}},
+                "n": {"type": "number"}
+            }}),
+        );
+        let bounded: Value = serde_json::from_str(schema.bounded.get()).unwrap();
+        let p = &bounded["properties"];
+        assert_eq!(p["why"]["maxLength"], GRAMMAR_MAX_STRING);
+        assert_eq!(p["maybe"]["maxLength"], GRAMMAR_MAX_STRING);
+        assert!(p["verdict"].get("maxLength").is_none());
+        assert_eq!(p["short"]["maxLength"], 5);
+        assert_eq!(p["names"]["maxItems"], GRAMMAR_MAX_ITEMS);
+        assert_eq!(p["names"]["items"]["maxLength"], GRAMMAR_MAX_STRING);
+        assert_eq!(
+            p["map"]["additionalProperties"]["maxLength"],
+            GRAMMAR_MAX_STRING
+        );
+        assert!(p["n"].get("maxLength").is_none());
+        // The strict schema, its hash and the prompt's text are unchanged.
+        assert!(!schema.compact.get().contains("maxLength\":400"));
+        assert!(!schema.pretty.contains(&GRAMMAR_MAX_STRING.to_string()));
     }
 }

@@ -480,7 +480,7 @@ pub async fn score_flex(
                 "judge": judge.kind(), "prompt_version": out.prompt_version,
                 "cached": out.cached, "prompt_tokens": out.usage.prompt_tokens,
                 "completion_tokens": out.usage.completion_tokens, "llm_calls": 1,
-                "render_preset": options.preset,
+                "response_mode": out.response_mode, "render_preset": options.preset,
             });
             let (correct, reasoning) = (out.value.correct, &out.value.reasoning);
             let categories = if !options.error_categories || (correct && ex) {

@@ -754,7 +754,7 @@ pub async fn score_hybrid(
             let extra = json!({"dropped_fields": dropped, "prompt_version": out.prompt_version,
                 "cached": out.cached, "prompt_tokens": out.usage.prompt_tokens,
                 "completion_tokens": out.usage.completion_tokens,
-                "judge": judge.kind()});
+                "response_mode": out.response_mode, "judge": judge.kind()});
             (a, "llm", RowStatus::Ok, extra)
         }
         Err(e) => (

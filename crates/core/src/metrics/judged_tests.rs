@@ -110,6 +110,7 @@ impl StructuredJudge for ScriptedJudge {
                             },
                             cached: false,
                             prompt_version: format!("{}-v1", call.prompt),
+                            response_mode: Some("json_schema"),
                         });
                     }
                     Err(e) if first_error.is_none() => first_error = Some(e),

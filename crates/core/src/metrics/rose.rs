@@ -283,6 +283,7 @@ pub async fn score_rose(
                 json!({"path": "prover_rejected", "prover": prover_json,
                 "llm_calls": calls, "cached": cached_all,
                 "prompt_tokens": tokens.0, "completion_tokens": tokens.1,
+                "response_mode": prover.response_mode,
                 "prover_prompt_version": prover.prompt_version}),
             );
             return Outcome {
@@ -335,6 +336,7 @@ pub async fn score_rose(
         &mut details,
         json!({"path": path, "refuter": refuter.value, "llm_calls": calls,
         "cached": cached_all, "prompt_tokens": tokens.0, "completion_tokens": tokens.1,
+        "response_mode": refuter.response_mode,
         "refuter_prompt_version": refuter.prompt_version}),
     );
     Outcome {

@@ -40,4 +40,8 @@ pub struct JudgeAssessment {
     pub prompt_version: Option<String>,
     /// Tokens spent.
     pub usage: TokenUsage,
+    /// How the structured reply was requested (`json_schema`, `json_object`, `plain_text`; LLM
+    /// replies fresh from the server only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_mode: Option<String>,
 }

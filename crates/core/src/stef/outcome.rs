@@ -262,6 +262,9 @@ struct StefDetails<'a> {
     enrichment: &'a super::Enrichment,
     rationale: &'a str,
     judge_filter_status: Option<&'static str>,
+    /// How the LLM judge was asked for its reply (fresh LLM replies only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mode: Option<&'a str>,
     #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
     findings: &'a [Finding],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -416,6 +419,7 @@ impl StefOutcome {
             enrichment: &a.enrichment,
             rationale: &a.rationale,
             judge_filter_status: self.judge_filter_status.map(FilterStatus::as_str),
+            response_mode: a.response_mode.as_deref(),
             findings: &self.findings,
             catalogue: self.catalogue.as_ref(),
             components: Components {

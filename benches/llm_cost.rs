@@ -124,6 +124,43 @@ async fn backfill(
         .expect("backfill")
 }
 
+/// The judged metrics' agreement with the official evaluator's EX verdicts (the labels
+/// `backfill --labels` would take), and the tokens per 1,000 events — what `sqlgrade backfill
+/// --labels` prints, here for a scripted judge whose verdicts come from a hash of the prompt (so
+/// κ measures nothing about a model; the command and its arithmetic are what runs).
+fn agreement_with_reference_ex(system: &str, out: &Path) {
+    let reference =
+        sqlgrade_testkit::data::data_dir().join(format!("bird/reference/ex_{system}.jsonl"));
+    let Ok(text) = std::fs::read_to_string(&reference) else {
+        println!("no reference EX verdicts for {system}: agreement not measured");
+        return;
+    };
+    let labels: Vec<sqlgrade::calibrate::Label> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| sqlgrade::calibrate::Label {
+            event_id: None,
+            question_id: Some(v["question_id"].to_string()),
+            label: v["ex"] == 1,
+            reviewer: None,
+        })
+        .collect();
+    let rows = sqlgrade::calibrate::read_rows(&out.join("evaluations.jsonl")).expect("rows");
+    for metric in [Metric::Flex, Metric::Rose, Metric::HybridEx] {
+        let r = sqlgrade::calibrate::calibrate(&labels, &rows, metric, None, None);
+        let (klo, khi) = r.kappa_interval.unwrap_or((f64::NAN, f64::NAN));
+        let (alo, ahi) = r.accuracy_interval.unwrap_or((f64::NAN, f64::NAN));
+        println!(
+            "agreement with reference EX  {:<10} n {:>4}  kappa {:.3} [{klo:.3}, {khi:.3}]  accuracy {:.3} [{alo:.3}, {ahi:.3}]  tokens per 1,000 events {:.0}",
+            metric.as_str(),
+            r.matched,
+            r.kappa.unwrap_or(f64::NAN),
+            r.accuracy.unwrap_or(f64::NAN),
+            r.spend.tokens_per_1k_events.unwrap_or(0.0),
+        );
+    }
+}
+
 fn per_event(c: &MetricCalls) -> f64 {
     c.llm_calls as f64 / c.events.max(1) as f64
 }
@@ -165,7 +202,8 @@ fn main() {
             ("with avoidance", true, false),
             ("with avoidance + FLEX categories", true, true),
         ] {
-            let config = config(&server, &dir.path().join(label.replace(' ', "-")), avoidance, categories);
+            let out = dir.path().join(label.replace(' ', "-"));
+            let config = config(&server, &out, avoidance, categories);
             let scorer = Arc::new(build_scorer(&config).expect("scorer"));
             let http_before = server.request_count();
             let started = Instant::now();
@@ -179,6 +217,7 @@ fn main() {
             );
             print(label, &first.llm.judged);
             if label == "with avoidance" {
+                agreement_with_reference_ex(&system, &out);
                 // The same predictions again through the same scorer: everything from the cache.
                 let second = backfill(&config, &scorer, &input, &predictions).await;
                 let http_second = server.request_count() - http_before - http_first;

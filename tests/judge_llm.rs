@@ -450,9 +450,74 @@ async fn json_object_mode_is_kept_when_it_works() {
     let reply = stef_reply("correct", 0.9);
     server.respond_with(move |_| Scripted::json(&reply));
     let judge = judge(config(&server.base_url()));
-    bird_case().assess(&judge).await.unwrap();
+    let a = bird_case().assess(&judge).await.unwrap();
     assert_eq!(judge.client().response_mode(), ResponseMode::JsonObject);
     assert_eq!(server.request_count(), 2);
+    // The assessment records the mode that answered.
+    assert_eq!(a.response_mode.as_deref(), Some("json_object"));
+
+    // The json_object request carries the schema with its strings and lists bounded (what a
+    // grammar-decoding server enforces), and narrowed to the event: an enriched question is
+    // given, so the enrichment status cannot be `absent`.
+    let body = server.requests()[1].body();
+    let schema = &body["response_format"]["schema"];
+    assert_eq!(body["response_format"]["type"], "json_object");
+    assert_eq!(
+        schema["properties"]["rationale"]["maxLength"],
+        sqlgrade::judge::structured::GRAMMAR_MAX_STRING
+    );
+    assert_eq!(
+        schema["properties"]["question_spec"]["properties"]["outputs"]["maxItems"],
+        sqlgrade::judge::structured::GRAMMAR_MAX_ITEMS
+    );
+    let statuses = &schema["properties"]["enrichment"]["properties"]["status"]["enum"];
+    assert_eq!(
+        statuses,
+        &serde_json::json!([
+            "faithful",
+            "adds_constraints",
+            "drops_constraints",
+            "drifted"
+        ])
+    );
+    // The first (json_schema) request kept the strict schema: no length bounds.
+    let strict = server.requests()[0].body();
+    assert!(
+        strict["response_format"]["json_schema"]["schema"]["properties"]["rationale"]
+            .get("maxLength")
+            .is_none()
+    );
+
+    // Without an enriched question the schema allows `absent` only.
+    let spider = Case::new(benchmark_events("spider", "SuperSQL").remove(0));
+    spider.assess(&judge).await.unwrap();
+    let body = server.requests().last().unwrap().body();
+    assert_eq!(
+        body["response_format"]["schema"]["properties"]["enrichment"]["properties"]["status"]["enum"],
+        serde_json::json!(["absent"])
+    );
+}
+
+/// `judge.system_prompt = "in_user"`: one user message, the instructions first (for chat
+/// templates that drop or refuse a system role, e.g. Gemma's).
+#[tokio::test]
+async fn instructions_can_go_in_the_user_message() {
+    let server = MockServer::start().await;
+    server.push([Scripted::json(&stef_reply("correct", 0.9))]);
+    let judge = judge(JudgeConfig {
+        system_prompt: sqlgrade::config::SystemPromptSetting::InUser,
+        ..config(&server.base_url())
+    });
+    bird_case().assess(&judge).await.unwrap();
+    let r = &server.requests()[0];
+    assert_eq!(r.message_count(), 1);
+    assert_eq!(r.body()["messages"][0]["role"], "user");
+    let text = r.message(0).unwrap();
+    assert!(
+        text.starts_with("You are the semantic judge of STEF"),
+        "{text}"
+    );
+    assert!(text.contains("<data name=\"question\">"), "{text}");
 }
 
 /// A durable cache kept in memory, standing in for ClickHouse `judge_cache` in this test; it

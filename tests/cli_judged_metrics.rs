@@ -254,6 +254,22 @@ async fn backfill_bird_computes_flex_rose_and_hybrid_ex() {
     assert_eq!(r["hybrid_ex"]["details"]["avoided"], "identical_results");
     let requests = server.requests();
     assert!(!requests.is_empty());
+    // Each call is capped by its reply's own default (one verdict and a paragraph: 1,024
+    // tokens; the alignment: 2,048), below judge.max_tokens (default 2,048).
+    for req in &requests {
+        let sys = req.message(0).unwrap_or_default();
+        let expected = if sys.contains("data-comparison analyst") {
+            2048
+        } else {
+            1024
+        };
+        assert_eq!(
+            req.body()["max_tokens"],
+            expected,
+            "{}",
+            &sys[..80.min(sys.len())]
+        );
+    }
     assert!(
         requests.iter().all(|req| !req
             .message(1)

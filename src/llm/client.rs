@@ -521,7 +521,15 @@ impl LlmClient {
                 format!("{}\n\n{}", rendered.system, rendered.user),
             )],
         };
-        let cap = self.config.max_tokens;
+        let cap = self.config.max_tokens.min(schema.max_tokens);
+        let cap_origin = if cap == self.config.max_tokens {
+            format!("judge.max_tokens = {cap}")
+        } else {
+            format!(
+                "max_tokens = {cap} (the {} reply's cap; judge.max_tokens = {})",
+                schema.name, self.config.max_tokens
+            )
+        };
         let validate = |completion: &Completion| {
             let checked = completion
                 .content
@@ -530,9 +538,7 @@ impl LlmClient {
                 .and_then(|text| reply.decode(json_in_text(text)?));
             checked.map_err(|e| {
                 if completion.cut_off {
-                    format!(
-                        "the reply was cut off at judge.max_tokens = {cap} (finish_reason = length): {e}"
-                    )
+                    format!("the reply was cut off at {cap_origin} (finish_reason = length): {e}")
                 } else {
                     e
                 }
@@ -579,7 +585,7 @@ impl LlmClient {
         loop {
             let mode = self.mode.current();
             let completion_field = self.completion_tokens_field.load(Ordering::Relaxed);
-            let cap = Some(self.config.max_tokens);
+            let cap = Some(self.config.max_tokens.min(schema.max_tokens));
             let request = ChatRequest {
                 model: &self.config.model,
                 messages,

@@ -233,7 +233,15 @@ pub struct ReplySchema {
     pub bounded: Box<serde_json::value::RawValue>,
     /// The schema as pretty-printed JSON, as prompts show it.
     pub pretty: String,
+    /// Completion tokens a reply of this schema needs at most, with room for a model that
+    /// writes its free strings long (default [`DEFAULT_REPLY_MAX_TOKENS`]); a call asks for
+    /// the smaller of this and the judge's `max_tokens` setting.
+    pub max_tokens: u32,
 }
+
+/// [`ReplySchema::max_tokens`] unless a schema sets its own: the largest replies (STEF's
+/// assessment, Hybrid-EX's alignment: several lists and a rationale).
+pub const DEFAULT_REPLY_MAX_TOKENS: u32 = 2048;
 
 impl ReplySchema {
     /// A schema with its hash and texts computed.
@@ -255,7 +263,15 @@ impl ReplySchema {
             compact,
             bounded,
             pretty,
+            max_tokens: DEFAULT_REPLY_MAX_TOKENS,
         }
+    }
+
+    /// The same schema with its own completion-token cap (a reply that is one verdict and a
+    /// paragraph needs far fewer than [`DEFAULT_REPLY_MAX_TOKENS`]).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> ReplySchema {
+        self.max_tokens = max_tokens;
+        self
     }
 }
 

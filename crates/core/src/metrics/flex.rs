@@ -200,6 +200,7 @@ static FLEX_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
             "properties": {"reasoning": {"type": "string"}, "correct": {"type": "boolean"}}
         }),
     )
+    .with_max_tokens(1024)
 });
 
 impl StructuredReply for FlexReply {
@@ -344,6 +345,7 @@ fn taxonomy_schema(name: &str, keys: &[&str]) -> ReplySchema {
             "properties": properties
         }),
     )
+    .with_max_tokens(1024)
 }
 
 static FN_CATEGORIES_SCHEMA: LazyLock<ReplySchema> =

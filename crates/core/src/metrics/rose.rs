@@ -105,6 +105,7 @@ static PROVER_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
                 "reason": {"type": "string"}, "verdict": {"type": "boolean"},
                 "evidence": {"type": ["string", "null"]}}}),
     )
+    .with_max_tokens(1024)
 });
 
 static REFUTER_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
@@ -116,6 +117,7 @@ static REFUTER_SCHEMA: LazyLock<ReplySchema> = LazyLock::new(|| {
                 "judgement": {"type": "string"}, "verdict": {"type": "boolean"},
                 "ambiguity": {"type": "string"}, "gold_correct": {"type": "boolean"}}}),
     )
+    .with_max_tokens(1024)
 });
 
 impl StructuredReply for ProverReply {

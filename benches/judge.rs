@@ -8,6 +8,11 @@
 //!   prints the steady-state completion rate of the last sample.
 //! - `llm_judge/cached_lookup`: `Judge::assess` on events already in the in-memory cache (key
 //!   hashing, cache lookup, validation, mapping). Target: ≥ 100,000 per second.
+//! - `llm_judge/uncached_call`: `Judge::assess` of a new event against a server that answers at
+//!   once, one call at a time: the judge's own work per judgment without the model (cache key,
+//!   prompt rendering, request encoding, HTTP, reply parsing and validation, mapping). Measured
+//!   as the process's CPU time, which includes the scripted server's own handling of the
+//!   request: an upper bound. Target: ≤ 1 ms of CPU per judgment.
 //!
 //! Run with `cargo bench --bench judge`; numbers are recorded in `benches/README.md`
 //! ("## LLM judge").
@@ -244,5 +249,62 @@ fn bench_judge(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_judge);
+/// The judge's own CPU per uncached judgment (see the module documentation).
+fn bench_uncached_call(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let profile = Arc::new(RuleProfile::default());
+    let cases = corpus(&profile);
+    let server = runtime.block_on(MockServer::start());
+    let body = reply();
+    server.respond_with(move |_| Scripted::json(&body));
+    let config = JudgeConfig {
+        max_requests_per_second: 0.0,
+        ..config(&server)
+    };
+    let mut group = c.benchmark_group("llm_judge");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(20);
+    let (mut cpu, mut calls, mut offset) = (Duration::ZERO, 0u64, 0usize);
+    group.bench_function("uncached_call", |b| {
+        b.iter_custom(|iters| {
+            // A fresh judge (empty cache), so that every assessment is a call.
+            let judge = LlmJudge::from_config(&config).expect("judge");
+            runtime.block_on(async {
+                let cpu_started = support::process_cpu_now();
+                let started = Instant::now();
+                for i in 0..iters as usize {
+                    let case = &cases[(offset + i) % cases.len()];
+                    judge
+                        .assess(JudgeRequest {
+                            event: &case.0,
+                            prepared: &case.1,
+                            profile: &profile,
+                        })
+                        .await
+                        .expect("assessment");
+                }
+                let wall = started.elapsed();
+                cpu += support::process_cpu_now().saturating_sub(cpu_started);
+                calls += judge.totals().llm_calls;
+                offset = (offset + iters as usize) % cases.len();
+                wall
+            })
+        })
+    });
+    group.finish();
+    if calls > 0 {
+        let per = cpu / u32::try_from(calls).unwrap_or(u32::MAX);
+        println!(
+            "llm_judge/uncached_call: {:.1} µs of process CPU per LLM call (judge + scripted \
+             server; target ≤ 1 ms for the judge alone)",
+            per.as_secs_f64() * 1e6
+        );
+    }
+}
+
+criterion_group!(benches, bench_judge, bench_uncached_call);
 criterion_main!(benches);

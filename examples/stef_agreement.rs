@@ -11,7 +11,13 @@
 //!
 //! EX is a proxy, not a human label: its own false positives and negatives are in these numbers.
 //!
-//! `cargo run --release --example stef_agreement [-- --markdown]`
+//! With `--results`, it also measures the result checks (`stef/result_checks.rs`): on the
+//! items whose SQLite database is in `shared/data` it runs each prediction through the daemon's
+//! read-only executor, puts what came back into the event's `result` (as an agent's trace
+//! would), and prints κ against EX without and with the result, the share of EX-correct
+//! predictions flagged, and each result finding's precision.
+//!
+//! `cargo run --release --example stef_agreement [-- --results]`
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -35,9 +41,23 @@ struct Item {
     findings: Vec<String>,
 }
 
+/// How the items of [`score_rows`] get a `result`.
+#[derive(Clone, Copy)]
+enum Results<'a> {
+    /// No result: every item, as today.
+    None,
+    /// Only items whose database `executor` has; `with` says whether the result is given to
+    /// the scorer (false: the same items, scored without it).
+    Executed {
+        executor: &'a sqlgrade::sqlite::executor::SqliteExecutor,
+        with: bool,
+    },
+}
+
 fn score_rows(
     system: &str,
     catalogue: Option<&SchemaCatalog>,
+    results: Results<'_>,
 ) -> Result<Vec<Item>, Box<dyn std::error::Error>> {
     let dir = data_dir().join("bird");
     let joined = benchmark_events(
@@ -60,6 +80,34 @@ fn score_rows(
         let Some(&ex) = labels.get(qid) else {
             continue;
         };
+        let mut event = event.clone();
+        if let Results::Executed { executor, with } = results {
+            use sqlgrade::exec::{ExecError, Executor as _};
+            let Some(db) = event.db_id.clone().filter(|db| executor.has_database(db)) else {
+                continue;
+            };
+            let result = match executor.execute(&db, &event.sql) {
+                Ok(rows) => rows.to_query_result(),
+                // A run the limits cut short says nothing about the query.
+                Err(
+                    ExecError::Timeout(_)
+                    | ExecError::RowLimit(_)
+                    | ExecError::ValueLimit(_)
+                    | ExecError::Unavailable(_)
+                    | ExecError::Open(_),
+                ) => {
+                    continue;
+                }
+                Err(e) => sqlgrade::event::QueryResult {
+                    error: Some(e.to_string()),
+                    ..Default::default()
+                },
+            };
+            if with {
+                event.result = Some(result);
+            }
+        }
+        let event = &event;
         let row = stef_row(event, &profile, catalogue);
         let details = row.details.to_value();
         let found = details["findings"].as_array().cloned().unwrap_or_default();
@@ -226,7 +274,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for with_catalogue in [false, true] {
         let mut all = Vec::new();
         for system in SYSTEMS {
-            let items = score_rows(system, with_catalogue.then_some(&catalogue))?;
+            let items = score_rows(system, with_catalogue.then_some(&catalogue), Results::None)?;
             if let Some(code) = &show
                 && with_catalogue
             {
@@ -274,7 +322,99 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             *wrong as f64 / (ok + wrong).max(1) as f64,
         );
     }
-    gold_false_alarms()
+    gold_false_alarms()?;
+    if std::env::args().any(|a| a == "--results") {
+        result_agreement(&catalogue)?;
+    }
+    Ok(())
+}
+
+/// The result checks' effect (module documentation, `--results`).
+fn result_agreement(catalogue: &SchemaCatalog) -> Result<(), Box<dyn std::error::Error>> {
+    let executor = sqlgrade::sqlite::executor::SqliteExecutor::new(
+        data_dir().join("bird").join("databases"),
+        sqlgrade::sqlite::executor::ExecLimits {
+            timeout: std::time::Duration::from_secs(10),
+            ..Default::default()
+        },
+    );
+    const RESULT_CODES: [&str; 6] = [
+        "query_fails",
+        "empty_result",
+        "null_result",
+        "row_count_mismatch",
+        "ratio_not_percentage",
+        "duplicate_rows",
+    ];
+    println!();
+    println!(
+        "| catalogue | result | n | EX-correct | κ (verdict) | accuracy | flagged of EX-correct | flagged of EX-wrong |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let mut by_code: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for with_catalogue in [false, true] {
+        for with in [false, true] {
+            let mut all = Vec::new();
+            for system in SYSTEMS {
+                all.extend(score_rows(
+                    system,
+                    with_catalogue.then_some(catalogue),
+                    Results::Executed {
+                        executor: &executor,
+                        with,
+                    },
+                )?);
+            }
+            let pairs: Vec<(bool, bool)> = all.iter().map(|i| (i.ex, i.verdict)).collect();
+            let (k, acc) = kappa(&pairs);
+            let ok = all.iter().filter(|i| i.ex).count();
+            let wrong = all.len() - ok;
+            println!(
+                "| {} | {} | {} | {ok} | {k:.3} | {:.1} % | {:.1} % | {:.1} % |",
+                if with_catalogue { "yes" } else { "no" },
+                if with { "yes" } else { "no" },
+                all.len(),
+                100.0 * acc,
+                100.0 * all.iter().filter(|i| i.ex && !i.verdict).count() as f64 / ok.max(1) as f64,
+                100.0 * all.iter().filter(|i| !i.ex && !i.verdict).count() as f64
+                    / wrong.max(1) as f64,
+            );
+            if with && !with_catalogue {
+                for item in &all {
+                    let mut codes: Vec<&String> = item
+                        .findings
+                        .iter()
+                        .filter(|c| RESULT_CODES.contains(&c.as_str()))
+                        .collect();
+                    codes.sort();
+                    codes.dedup();
+                    for code in codes {
+                        let e = by_code.entry(code.clone()).or_default();
+                        if item.ex {
+                            e.0 += 1;
+                            if std::env::args().any(|a| a == "--show-result") {
+                                eprintln!("{} {:?}", item.event_id, item.evidence);
+                            }
+                        } else {
+                            e.1 += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!();
+    println!(
+        "| result finding | fires on EX-correct | fires on EX-wrong | precision (EX-wrong share) |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (code, (ok, wrong)) in &by_code {
+        println!(
+            "| `{code}` | {ok} | {wrong} | {:.2} |",
+            *wrong as f64 / (ok + wrong).max(1) as f64
+        );
+    }
+    Ok(())
 }
 
 fn report_line(system: &str, with_catalogue: bool, items: &[Item]) {

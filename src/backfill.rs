@@ -297,6 +297,7 @@ pub fn benchmark_events(
                 difficulty: q.difficulty.or(q.hardness),
                 extra: Default::default(),
             }),
+            result: None,
             extra: Default::default(),
         });
     }

@@ -40,7 +40,10 @@ async fn review_page_over_clickhouse(s: &SinkConfig) {
     let (rows, inputs) = store.event("ev-00003").await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].ts, "2026-11-21T10:00:00Z");
-    assert_eq!(inputs.unwrap().sql, event_inputs(3).sql);
+    let inputs = inputs.unwrap();
+    assert_eq!(inputs.sql, event_inputs(3).sql);
+    assert_eq!(inputs.result, event_inputs(3).result);
+    assert!(inputs.result.is_some());
     for (verdict, at) in [
         ("correct", "2026-11-24T10:00:00Z"),
         ("incorrect", "2026-11-24T10:00:05Z"),
@@ -105,6 +108,16 @@ async fn review_page_over_clickhouse(s: &SinkConfig) {
         .unwrap();
     let text = event.text().await.unwrap();
     assert!(text.contains("a &lt;b&gt;note"), "{text}");
+    assert!(text.contains("id=\"result-rows\""), "{text}");
+    assert!(text.contains("2 row(s)") && text.contains("7 ms"), "{text}");
+    assert!(
+        text.contains("&lt;script&gt;x&lt;&#x2f;script&gt;") && !text.contains("<script>x"),
+        "{text}"
+    );
+    assert!(
+        text.contains("<td>NULL</td>") && text.contains("<td>2.5</td>"),
+        "{text}"
+    );
     server.stop();
 }
 
@@ -112,6 +125,11 @@ fn event_inputs(i: usize) -> sqlgrade::review::EventInputs {
     let corpus = support::corpus();
     let mut v = corpus[i % corpus.len()].clone();
     v["event_id"] = serde_json::Value::String(format!("ev-{i:05}"));
+    if i == 3 {
+        // The agent's own result, with a hostile cell: stored, read back, shown escaped.
+        v["result"] = serde_json::json!({"row_count": 2, "columns": ["name", "n"],
+            "rows": [["<script>x</script>", 1], [null, 2.5]], "elapsed_ms": 7});
+    }
     sqlgrade::review::EventInputs::from_event(Event::from_value(v).unwrap(), "2026-11-21T10:00:00Z")
 }
 

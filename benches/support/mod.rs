@@ -89,6 +89,20 @@ pub fn thread_cpu_now() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// CPU time consumed by the whole process, every thread (CLOCK_PROCESS_CPUTIME_ID).
+pub fn process_cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Criterion measurement in thread CPU time (per-core cost, insensitive to other processes).
 pub struct ThreadCpuTime;
 

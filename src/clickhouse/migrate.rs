@@ -55,6 +55,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(11, "011_read_key.sql"),
     migration!(12, "012_finding_codes.sql"),
     migration!(13, "013_review.sql"),
+    migration!(14, "014_event_inputs_result.sql"),
 ];
 
 /// Name of the bookkeeping table.

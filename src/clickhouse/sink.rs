@@ -218,6 +218,7 @@ struct EventInputsRecord<'a> {
     sql: &'a str,
     gold_sql: Option<&'a str>,
     stored_at: u32,
+    result: String,
 }
 
 impl<'a> EventInputsRecord<'a> {
@@ -235,6 +236,11 @@ impl<'a> EventInputsRecord<'a> {
             sql: &inputs.sql,
             gold_sql: inputs.gold_sql.as_deref(),
             stored_at: now,
+            result: inputs
+                .result
+                .as_ref()
+                .and_then(|r| serde_json::to_string(r).ok())
+                .unwrap_or_default(),
         }
     }
 }

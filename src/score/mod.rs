@@ -149,7 +149,7 @@ impl Scorer {
             },
         )?;
         if let (Some(prober), Some(schema)) = (&self.prober, selected.schema()) {
-            prober.probe(&event.sql, schema, &mut prepared).await;
+            prober.probe(event, schema, &mut prepared).await;
         }
         Ok(prepared)
     }

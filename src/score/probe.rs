@@ -1,6 +1,8 @@
 //! The read-only probe (`[stef] probe_databases`): questions the STEF checks put to a replica of
-//! the event's database — does the query return rows, does each literal it compares a column
-//! with occur there (and if not, does a case or spacing variant) — answered through the
+//! the event's database — what the query returns (its first [`PROBE_RESULT_ROWS`] rows, which
+//! the result checks read as they read an event's own `result`; skipped when the event carries
+//! one), does each literal it compares a column with occur there (and if not, does a case or
+//! spacing variant) — answered through the
 //! read-only executor ([`SqliteExecutor`]: read-only connections, an authorizer, a per-query
 //! time limit, a row cap, bounded concurrency, a result cache), on tokio's blocking pool so the
 //! scoring task only awaits.
@@ -16,9 +18,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlgrade_core::catalogue::DbSchema;
+use sqlgrade_core::event::{Event, QueryResult};
 use sqlgrade_core::exec::{ExecError, SqlValue};
 use sqlgrade_core::stef::Prepared;
-use sqlgrade_core::stef::checks::{ProbeAnswer, plan_probes, probe_findings};
+use sqlgrade_core::stef::checks::{Probe, ProbeAnswer, plan_probes, probe_findings};
+use sqlgrade_core::stef::result_checks::{self, ResultCheckInput, ResultSource};
+use sqlgrade_core::stef::text::QuestionTexts;
+
+/// Rows of the query's own result the probe fetches for the result checks (one more tells
+/// "more than this").
+pub const PROBE_RESULT_ROWS: usize = 100;
 
 use crate::sqlite::{ExecLimits, SqliteExecutor};
 
@@ -47,8 +56,8 @@ impl Prober {
     pub fn new(dir: PathBuf, timeout: Duration, workers: usize) -> Prober {
         let limits = ExecLimits {
             timeout,
-            max_rows: 1,
-            max_result_bytes: 64 * 1024,
+            max_rows: PROBE_RESULT_ROWS + 1,
+            max_result_bytes: 1024 * 1024,
             workers: workers.max(1),
             cache_capacity: 65_536,
         };
@@ -74,13 +83,18 @@ impl Prober {
         }
     }
 
-    /// Probe `sql` on `schema`'s database and add what the answers show to `prepared`'s
-    /// findings.
-    pub async fn probe(&self, sql: &str, schema: &DbSchema, prepared: &mut Prepared) {
+    /// Probe `event`'s SQL on `schema`'s database and add what the answers show to
+    /// `prepared`'s findings.
+    pub async fn probe(&self, event: &Event, schema: &DbSchema, prepared: &mut Prepared) {
         if !self.has_database(&schema.db_id) {
             return;
         }
+        let sql = event.sql.as_str();
         let mut plan = plan_probes(&prepared.sql_spec, schema);
+        // The event's own result (the result checks already read it) wins over a probe run.
+        if event.result.is_some() {
+            plan.retain(|p| *p != Probe::QueryRows);
+        }
         // Two rounds at most: the planned probes, then the variant probes they call for.
         for _ in 0..2 {
             if plan.is_empty() {
@@ -88,11 +102,62 @@ impl Prober {
             }
             let mut answers = Vec::with_capacity(plan.len());
             for probe in plan {
-                let answer = self.answer(&schema.db_id, &probe.sql(sql)).await;
+                let answer = if probe == Probe::QueryRows {
+                    self.query_rows(event, &schema.db_id, prepared).await
+                } else {
+                    self.answer(&schema.db_id, &probe.sql(sql)).await
+                };
                 answers.push((probe, answer));
             }
             plan = probe_findings(&answers, &mut prepared.findings);
         }
+    }
+
+    /// The query's first rows: the answer to [`Probe::QueryRows`], and, when there are rows,
+    /// the result checks' findings on them (failures and empty results are `probe_findings`').
+    async fn query_rows(&self, event: &Event, db_id: &str, prepared: &mut Prepared) -> ProbeAnswer {
+        let query = event.sql.trim().trim_end_matches(';').trim_end();
+        let sql = format!("SELECT * FROM ({query}) LIMIT {}", PROBE_RESULT_ROWS + 1);
+        self.counters.probes.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.executor.execute_async(db_id, &sql).await;
+        let answer = match &outcome {
+            Ok(result) => match result.rows.first() {
+                Some(row) => ProbeAnswer::Row(row.first().and_then(value_text)),
+                None => ProbeAnswer::Empty,
+            },
+            // Wider rows than the size cap: there are rows, nothing more is known.
+            Err(ExecError::RowLimit(_) | ExecError::ValueLimit(_)) => ProbeAnswer::Row(None),
+            Err(error) => classify(error),
+        };
+        self.count(&answer);
+        if let Ok(result) = outcome
+            && !result.rows.is_empty()
+        {
+            let mut sample: QueryResult = result.to_query_result();
+            if result.rows.len() > PROBE_RESULT_ROWS {
+                // `LIMIT n + 1` answered n + 1 rows: more than n, how many more is unknown.
+                sample.row_count = None;
+                sample.truncated = true;
+            }
+            let texts = QuestionTexts::new(&event.question, event.enriched_question.as_deref());
+            let found = result_checks::run(&ResultCheckInput {
+                texts: &texts,
+                question_spec: &prepared.question_spec,
+                result: &sample,
+                source: ResultSource::Probe,
+            });
+            prepared.findings.extend(found);
+        }
+        answer
+    }
+
+    fn count(&self, answer: &ProbeAnswer) {
+        let counter = match answer {
+            ProbeAnswer::Row(_) | ProbeAnswer::Empty => &self.counters.answered,
+            ProbeAnswer::Failed(_) => &self.counters.failed,
+            ProbeAnswer::Inconclusive(_) => &self.counters.inconclusive,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     async fn answer(&self, db_id: &str, sql: &str) -> ProbeAnswer {
@@ -102,20 +167,22 @@ impl Prober {
                 Some(row) => ProbeAnswer::Row(row.first().and_then(value_text)),
                 None => ProbeAnswer::Empty,
             },
-            // One row is all a probe asks for; a row cap means there were rows.
+            // One row is all a value probe asks for; a row cap means there were rows.
             Err(ExecError::RowLimit(_)) => ProbeAnswer::Row(None),
-            Err(
-                error @ (ExecError::Sql(_) | ExecError::Denied(_) | ExecError::MultipleStatements),
-            ) => ProbeAnswer::Failed(error.to_string()),
-            Err(error) => ProbeAnswer::Inconclusive(error.to_string()),
+            Err(error) => classify(&error),
         };
-        let counter = match &answer {
-            ProbeAnswer::Row(_) | ProbeAnswer::Empty => &self.counters.answered,
-            ProbeAnswer::Failed(_) => &self.counters.failed,
-            ProbeAnswer::Inconclusive(_) => &self.counters.inconclusive,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.count(&answer);
         answer
+    }
+}
+
+/// A failed probe: the query's own error, or no conclusion (time limit, no database).
+fn classify(error: &ExecError) -> ProbeAnswer {
+    match error {
+        ExecError::Sql(_) | ExecError::Denied(_) | ExecError::MultipleStatements => {
+            ProbeAnswer::Failed(error.to_string())
+        }
+        _ => ProbeAnswer::Inconclusive(error.to_string()),
     }
 }
 

@@ -116,6 +116,13 @@ const EVENT: &str = r#"{% extends "layout.html" %}
 <h2>Enriched question</h2><pre id="enriched">{{ inputs.enriched_question or "(none)" }}</pre>
 <h2>SQL</h2><pre id="sql">{{ inputs.sql }}</pre>
 {% if inputs.gold_sql %}<h2>Gold SQL</h2><pre id="gold-sql">{{ inputs.gold_sql }}</pre>{% endif %}
+{% if inputs.result %}<h2>Result (the agent's run)</h2>
+{% if inputs.result.error %}<pre id="result-error" class="err">{{ inputs.result.error }}</pre>
+{% else %}<p class="muted" id="result-shape">{% if inputs.result.row_count is not none %}{{ inputs.result.row_count }} row(s){% else %}row count not given{% endif %}{% if inputs.result.truncated %} · sample of {{ inputs.result.rows|length }}{% endif %}{% if inputs.result.elapsed_ms is not none %} · {{ inputs.result.elapsed_ms }} ms{% endif %}</p>
+{% if inputs.result.rows %}<table id="result-rows">{% if inputs.result.columns %}<tr>{% for c in inputs.result.columns %}<th>{{ c }}</th>{% endfor %}</tr>{% endif %}
+{% for row in inputs.result.rows[:20] %}<tr>{% for cell in row %}<td>{{ "NULL" if cell is none else cell }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% if inputs.result.rows|length > 20 %}<p class="muted">first 20 of the {{ inputs.result.rows|length }} sampled rows</p>{% endif %}{% endif %}
+{% endif %}{% endif %}
 {% else %}<p class="muted">The inputs of this event were not stored (<code>[sink] store_inputs = false</code>, or rows written before it existed).</p>{% endif %}
 <h2>Label</h2>
 <form class="label" method="post" action="/label">

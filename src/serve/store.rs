@@ -682,8 +682,8 @@ impl ReviewStore for ClickHouseStore {
         }
         let sql = format!(
             "SELECT event_id, toString(ts, 'UTC') AS ts_utc, app_id, \
-             agent_id, agent_version, model, run_id, question, enriched_question, sql, gold_sql \
-             FROM {EVENT_INPUTS_TABLE} FINAL WHERE event_id IN ({})",
+             agent_id, agent_version, model, run_id, question, enriched_question, sql, gold_sql, \
+             result FROM {EVENT_INPUTS_TABLE} FINAL WHERE event_id IN ({})",
             placeholders(ids.len())
         );
         let found: Vec<EventInputs> = self

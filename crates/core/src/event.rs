@@ -50,6 +50,9 @@ pub struct Event {
     /// Reference data that switches on the gold metrics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gold: Option<Gold>,
+    /// What the agent got when it ran the SQL (its trace): the error, or the rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<QueryResult>,
     /// Unknown fields, kept for forward compatibility.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -76,6 +79,177 @@ pub struct Gold {
     /// Unknown fields, kept.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Most rows of a `result` sample kept; the rest are dropped and `truncated` set.
+pub const MAX_RESULT_ROWS: usize = 100;
+/// Most columns of a `result` kept (names and cells beyond are dropped).
+pub const MAX_RESULT_COLUMNS: usize = 64;
+/// Longest cell text, column name or error message kept, in characters (longer ones are cut).
+pub const MAX_RESULT_TEXT: usize = 256;
+
+/// What the agent got when it ran the SQL (the input contract's optional `result`): the error,
+/// or the result's shape and a sample of its rows. Decoding caps it ([`MAX_RESULT_ROWS`],
+/// [`MAX_RESULT_COLUMNS`], [`MAX_RESULT_TEXT`]) and says so in `truncated`; cells are JSON
+/// scalars (a nested array or object is kept as its JSON text).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueryResult {
+    /// The error the database answered, when the query failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Rows the query returned in all (the sample may hold fewer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_count: Option<u64>,
+    /// Column names, as the result named them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<String>,
+    /// A sample of the rows (the first ones), each a list of cells.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<Vec<Value>>,
+    /// The sample is not the whole result (the producer said so, or decoding cut it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// How long the query ran, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+}
+
+impl QueryResult {
+    /// Rows in all: `row_count` when given, else the sample's size when it is the whole result.
+    pub fn total_rows(&self) -> Option<u64> {
+        self.row_count
+            .or_else(|| (!self.truncated).then_some(self.rows.len() as u64))
+    }
+
+    /// Decode the `result` member (module documentation: caps, cells), or say what is wrong.
+    fn from_value(value: Value) -> Result<QueryResult, String> {
+        let Value::Object(mut obj) = value else {
+            return Err(format!(
+                "expected an object, got {}",
+                json_type_name(&value)
+            ));
+        };
+        let text = |v: Value, what: &str| -> Result<Option<String>, String> {
+            match v {
+                Value::Null => Ok(None),
+                Value::String(s) => Ok(Some(clip_text(&s))),
+                other => Err(format!(
+                    "{what}: expected a string, got {}",
+                    json_type_name(&other)
+                )),
+            }
+        };
+        let count = |v: Value, what: &str| -> Result<Option<u64>, String> {
+            match v {
+                Value::Null => Ok(None),
+                Value::Number(n) => n
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| format!("{what}: expected a non-negative integer, got {n}")),
+                other => Err(format!(
+                    "{what}: expected a number, got {}",
+                    json_type_name(&other)
+                )),
+            }
+        };
+        let mut result = QueryResult {
+            error: text(obj.remove("error").unwrap_or(Value::Null), "error")?,
+            row_count: count(obj.remove("row_count").unwrap_or(Value::Null), "row_count")?,
+            elapsed_ms: count(
+                obj.remove("elapsed_ms").unwrap_or(Value::Null),
+                "elapsed_ms",
+            )?,
+            ..QueryResult::default()
+        };
+        match obj.remove("truncated") {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(b)) => result.truncated = b,
+            Some(other) => {
+                return Err(format!(
+                    "truncated: expected a boolean, got {}",
+                    json_type_name(&other)
+                ));
+            }
+        }
+        match obj.remove("columns") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(names)) => {
+                if names.len() > MAX_RESULT_COLUMNS {
+                    result.truncated = true;
+                }
+                for name in names.into_iter().take(MAX_RESULT_COLUMNS) {
+                    result.columns.push(match name {
+                        Value::String(s) => clip_text(&s),
+                        other => clip_text(&other.to_string()),
+                    });
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "columns: expected an array, got {}",
+                    json_type_name(&other)
+                ));
+            }
+        }
+        match obj.remove("rows") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(rows)) => {
+                if rows.len() > MAX_RESULT_ROWS {
+                    result.truncated = true;
+                }
+                for (i, row) in rows.into_iter().take(MAX_RESULT_ROWS).enumerate() {
+                    let Value::Array(cells) = row else {
+                        return Err(format!(
+                            "rows[{i}]: expected an array of cells, got {}",
+                            json_type_name(&row)
+                        ));
+                    };
+                    if cells.len() > MAX_RESULT_COLUMNS {
+                        result.truncated = true;
+                    }
+                    result.rows.push(
+                        cells
+                            .into_iter()
+                            .take(MAX_RESULT_COLUMNS)
+                            .map(clip_cell)
+                            .collect(),
+                    );
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "rows: expected an array, got {}",
+                    json_type_name(&other)
+                ));
+            }
+        }
+        if let Some(n) = result.row_count
+            && (n as usize) < result.rows.len()
+        {
+            return Err(format!(
+                "row_count {n} is less than the {} sample rows",
+                result.rows.len()
+            ));
+        }
+        Ok(result)
+    }
+}
+
+/// `text` cut to [`MAX_RESULT_TEXT`] characters.
+fn clip_text(text: &str) -> String {
+    match text.char_indices().nth(MAX_RESULT_TEXT) {
+        Some((cut, _)) => text[..cut].to_string(),
+        None => text.to_string(),
+    }
+}
+
+/// A result cell as a JSON scalar: strings cut, nested values kept as their (cut) JSON text.
+fn clip_cell(cell: Value) -> Value {
+    match cell {
+        Value::String(s) => Value::String(clip_text(&s)),
+        v @ (Value::Array(_) | Value::Object(_)) => Value::String(clip_text(&v.to_string())),
+        scalar => scalar,
+    }
 }
 
 /// Why a payload could not become an [`Event`]; its `Display` is the dead-letter reason.
@@ -166,8 +340,20 @@ impl Event {
             run_id: optional_string(&mut obj, "run_id")?,
             db_id: optional_string(&mut obj, "db_id")?,
             gold: None,
+            result: None,
             extra: Map::new(),
         };
+        match obj.remove("result") {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                event.result = Some(QueryResult::from_value(v).map_err(|reason| {
+                    DecodeError::InvalidField {
+                        field: "result",
+                        reason,
+                    }
+                })?);
+            }
+        }
         if let Some(ts) = &event.ts {
             chrono::DateTime::parse_from_rfc3339(ts).map_err(|e| DecodeError::InvalidField {
                 field: "ts",

@@ -129,6 +129,45 @@ pub struct ResultSet {
 }
 
 impl ResultSet {
+    /// The result as the input contract's `result` sample: every column name, the first
+    /// [`crate::event::MAX_RESULT_ROWS`] rows (cells as JSON: numbers, text cut to
+    /// [`crate::event::MAX_RESULT_TEXT`] characters, a blob as its hex), the full row count.
+    pub fn to_query_result(&self) -> crate::event::QueryResult {
+        use crate::event::{MAX_RESULT_COLUMNS, MAX_RESULT_ROWS, MAX_RESULT_TEXT};
+        let clip = |s: &str| match s.char_indices().nth(MAX_RESULT_TEXT) {
+            Some((cut, _)) => s[..cut].to_string(),
+            None => s.to_string(),
+        };
+        let cell = |v: &SqlValue| match v {
+            SqlValue::Null => serde_json::Value::Null,
+            SqlValue::Integer(i) => serde_json::Value::from(*i),
+            SqlValue::Real(f) => serde_json::Number::from_f64(*f).map_or_else(
+                || serde_json::Value::String(f.to_string()),
+                serde_json::Value::Number,
+            ),
+            SqlValue::Text(s) => serde_json::Value::String(clip(s)),
+            SqlValue::Blob(b) => serde_json::Value::String(clip(&hex::encode(b))),
+        };
+        crate::event::QueryResult {
+            error: None,
+            row_count: Some(self.rows.len() as u64),
+            columns: self
+                .columns
+                .iter()
+                .take(MAX_RESULT_COLUMNS)
+                .map(|c| clip(c))
+                .collect(),
+            rows: self
+                .rows
+                .iter()
+                .take(MAX_RESULT_ROWS)
+                .map(|row| row.iter().take(MAX_RESULT_COLUMNS).map(cell).collect())
+                .collect(),
+            truncated: self.rows.len() > MAX_RESULT_ROWS || self.columns.len() > MAX_RESULT_COLUMNS,
+            elapsed_ms: None,
+        }
+    }
+
     /// Every row as a vector of comparison keys.
     pub fn keyed_rows(&self) -> Vec<Vec<ValueKey>> {
         self.rows

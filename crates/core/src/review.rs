@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::Event;
+use crate::event::{Event, QueryResult};
 
 /// The inputs of one scored event, as the review page shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +50,31 @@ pub struct EventInputs {
     /// The gold SQL, when the event carried one.
     #[serde(default)]
     pub gold_sql: Option<String>,
+    /// What the agent got when it ran the SQL, when the event said (read back from ClickHouse
+    /// as the JSON text of the `result` column, `''` for none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "result_object_or_text"
+    )]
+    pub result: Option<QueryResult>,
+}
+
+/// `result` as an object (JSONL), as its JSON text (ClickHouse; `''` is none), or null.
+fn result_object_or_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<QueryResult>, D::Error> {
+    use serde::de::Error as _;
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) if text.trim().is_empty() => Ok(None),
+        Some(serde_json::Value::String(text)) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(D::Error::custom),
+        Some(value) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(D::Error::custom),
+    }
 }
 
 impl EventInputs {
@@ -67,6 +92,7 @@ impl EventInputs {
             enriched_question: event.enriched_question,
             sql: event.sql,
             gold_sql: event.gold.and_then(|g| g.sql),
+            result: event.result,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod enrichment;
 pub mod normalize;
 pub mod profile;
 pub mod question;
+pub mod result_checks;
 pub mod score;
 pub mod text;
 
@@ -373,6 +374,15 @@ pub enum FindingCode {
     ValueNotInColumn,
     /// A probe could not answer (time limit, database unavailable).
     ProbeInconclusive,
+    /// The query's result holds only NULLs (an aggregate over no rows).
+    NullResult,
+    /// The result's row count contradicts the question (one answer asked, several returned;
+    /// more rows than a top k).
+    RowCountMismatch,
+    /// A percentage asked for, a ratio returned (a value between −1 and 1).
+    RatioNotPercentage,
+    /// Distinct things asked for, repeated rows returned.
+    DuplicateRows,
 }
 
 impl FindingCode {
@@ -406,6 +416,10 @@ impl FindingCode {
             FindingCode::EmptyResult => "empty_result",
             FindingCode::ValueNotInColumn => "value_not_in_column",
             FindingCode::ProbeInconclusive => "probe_inconclusive",
+            FindingCode::NullResult => "null_result",
+            FindingCode::RowCountMismatch => "row_count_mismatch",
+            FindingCode::RatioNotPercentage => "ratio_not_percentage",
+            FindingCode::DuplicateRows => "duplicate_rows",
         }
     }
 }

@@ -135,7 +135,7 @@ fn prepare_checked(
     let question_spec = question::extract_texts(&texts, Some(&sql_spec), profile);
     let enrichment = enrichment::validate_texts(&texts, profile);
     let alignment = align::align(&question_spec, &sql_spec, profile);
-    let findings = checks::run(&checks::CheckInput {
+    let mut findings = checks::run(&checks::CheckInput {
         texts: &texts,
         sql: &event.sql,
         spec: &sql_spec,
@@ -144,6 +144,16 @@ fn prepare_checked(
         schema,
         profile,
     });
+    if let Some(result) = &event.result {
+        findings.extend(super::result_checks::run(
+            &super::result_checks::ResultCheckInput {
+                texts: &texts,
+                question_spec: &question_spec,
+                result,
+                source: super::result_checks::ResultSource::Event,
+            },
+        ));
+    }
     Prepared {
         sql_spec,
         question_spec,

@@ -1,0 +1,387 @@
+//! Checks on what the query returned: the agent's own run (the event's `result`, from its
+//! trace) or the probe's (`[stef] probe_databases`). Schema-free and conservative like the SQL
+//! checks: each looks at the result's shape against what the question asks, and stays silent
+//! where the sample cannot tell (a truncated sample never proves "no duplicates").
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `query_fails` | the run failed (the database's error) | error |
+//! | `empty_result` | the run returned no rows | warning |
+//! | `null_result` | every cell of every returned row is NULL (an aggregate over nothing) | warning |
+//! | `row_count_mismatch` | a single answer is asked for ("how many …", "what is the percentage …", a singular superlative) and several different rows came back; or a top *k* is asked for and more than *k* rows came back | warning |
+//! | `ratio_not_percentage` | a percentage is asked for and the one row's only numeric value lies strictly between −1 and 1 (a ratio not scaled by 100) | warning |
+//! | `duplicate_rows` | distinct things are asked for ("different", "distinct", "unique") and the rows repeat | warning |
+//!
+//! Which of them are kept, and at which severity, follows their precision on the shared BIRD
+//! predictions with EX as the label (`benches/README.md`, "Result checks"): a check that is not
+//! right far more often than wrong does not fire.
+
+use serde_json::Value;
+
+use crate::event::QueryResult;
+
+use super::text::QuestionTexts;
+use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, Severity};
+
+/// Where a result came from (said in the evidence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultSource {
+    /// The event's `result`: the agent's own run.
+    Event,
+    /// The probe database (`[stef] probe_databases`).
+    Probe,
+}
+
+impl ResultSource {
+    fn run(self) -> &'static str {
+        match self {
+            ResultSource::Event => "the agent's run",
+            ResultSource::Probe => "the probe run",
+        }
+    }
+}
+
+/// Everything the result checks read.
+pub struct ResultCheckInput<'a> {
+    /// The question texts (lowercased forms included).
+    pub texts: &'a QuestionTexts<'a>,
+    /// The deterministic question spec (top-k, grouping).
+    pub question_spec: &'a QuestionSpec,
+    /// The result.
+    pub result: &'a QueryResult,
+    /// Its origin.
+    pub source: ResultSource,
+}
+
+/// The result's findings, in table order.
+pub fn run(input: &ResultCheckInput<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let result = input.result;
+    let run = input.source.run();
+    if let Some(error) = &result.error {
+        out.push(finding(
+            FindingCode::QueryFails,
+            Severity::Error,
+            ErrorCategory::Other,
+            format!("{run} failed: {}", clip(error, 200)),
+        ));
+        return out;
+    }
+    let total = result.total_rows();
+    if total == Some(0) {
+        out.push(finding(
+            FindingCode::EmptyResult,
+            Severity::Warning,
+            ErrorCategory::Condition,
+            format!("{run} returned no rows"),
+        ));
+        return out;
+    }
+    if result.rows.is_empty() {
+        // Nothing sampled: the shape checks below need rows.
+        return out;
+    }
+    let question = &input.texts.question_lower;
+    if result
+        .rows
+        .iter()
+        .all(|row| !row.is_empty() && row.iter().all(Value::is_null))
+    {
+        out.push(finding(
+            FindingCode::NullResult,
+            Severity::Warning,
+            ErrorCategory::Function,
+            format!(
+                "{run} returned only NULLs ({} row(s)): an aggregate over no rows?",
+                total.unwrap_or(result.rows.len() as u64)
+            ),
+        ));
+        return out;
+    }
+    row_count_check(input, total, run, &mut out);
+    if mentions_percentage(question)
+        && total == Some(1)
+        && let [row] = result.rows.as_slice()
+    {
+        let numbers: Vec<f64> = row.iter().filter_map(number).collect();
+        if let [value] = numbers.as_slice()
+            && *value != 0.0
+            && value.abs() < 1.0
+        {
+            out.push(finding(
+                FindingCode::RatioNotPercentage,
+                Severity::Warning,
+                ErrorCategory::Function,
+                format!(
+                    "a percentage is asked for; {run} returned {value}, a ratio (not scaled by 100)?"
+                ),
+            ));
+        }
+    }
+    if asks_distinct(question) && !result.truncated {
+        let mut seen = std::collections::HashSet::new();
+        let repeated = result.rows.iter().filter(|row| !seen.insert(*row)).count();
+        if repeated > 0 {
+            out.push(finding(
+                FindingCode::DuplicateRows,
+                Severity::Warning,
+                ErrorCategory::Clause,
+                format!(
+                    "distinct values are asked for; {run} repeats {repeated} of its {} rows",
+                    result.rows.len()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// A single answer asked for and several different rows returned; or more rows than a top k.
+fn row_count_check(
+    input: &ResultCheckInput<'_>,
+    total: Option<u64>,
+    run: &str,
+    out: &mut Vec<Finding>,
+) {
+    let Some(total) = total else {
+        return;
+    };
+    let spec = input.question_spec;
+    if let Some(k) = spec.top_k
+        && k >= 2
+        && total > k
+    {
+        out.push(finding(
+            FindingCode::RowCountMismatch,
+            Severity::Warning,
+            ErrorCategory::Clause,
+            format!("the top {k} are asked for; {run} returned {total} rows"),
+        ));
+        return;
+    }
+    if total < 2 || !asks_single_answer(&input.texts.question_lower, spec) {
+        return;
+    }
+    // Ties and repeated rows are not several answers: count the different rows sampled.
+    let mut distinct: Vec<&Vec<Value>> = input.result.rows.iter().collect();
+    distinct.sort_by_key(|row| row_key(row));
+    distinct.dedup();
+    if distinct.len() < 2 {
+        return;
+    }
+    out.push(finding(
+        FindingCode::RowCountMismatch,
+        Severity::Warning,
+        ErrorCategory::Clause,
+        format!("a single answer is asked for; {run} returned {total} rows"),
+    ));
+}
+
+fn row_key(row: &[Value]) -> String {
+    serde_json::to_string(row).unwrap_or_default()
+}
+
+/// Whether the question asks for one value: a count or amount ("how many …", "how much …"),
+/// one computed figure ("what is the percentage / ratio / average / total …"), or one thing
+/// ranked first (top 1); never when it asks per group ("each", "per", "for every", "by",
+/// "respectively", "list").
+fn asks_single_answer(question: &str, spec: &QuestionSpec) -> bool {
+    const PER_GROUP: [&str; 8] = [
+        "each",
+        "every",
+        "per",
+        "respectively",
+        "list",
+        "all",
+        "both",
+        "and their",
+    ];
+    if !spec.group_by.is_empty() || PER_GROUP.iter().any(|w| contains_word(question, w)) {
+        return false;
+    }
+    // "… and how many …" asks for something else as well.
+    if question.contains(" and how many") || question.contains(", how many") {
+        return false;
+    }
+    let starts = |prefixes: &[&str]| prefixes.iter().any(|p| question.starts_with(p));
+    starts(&["how many", "how much"])
+        || starts(&[
+            "what is the percentage",
+            "what percentage",
+            "what is the ratio",
+            "what is the average",
+            "what is the total",
+            "calculate the percentage",
+            "calculate the ratio",
+            "calculate the average",
+            "calculate the total",
+        ])
+        || spec.top_k == Some(1)
+}
+
+/// Whether the question asks for distinct things ("unique id", "different from" do not).
+fn asks_distinct(question: &str) -> bool {
+    ["distinct", "different", "unique"].iter().any(|w| {
+        contains_word(question, w)
+            && ![" id", " identifier", " from", " than"]
+                .iter()
+                .any(|after| contains_word(question, &format!("{w}{after}")))
+    })
+}
+
+/// Whether a lowercased text mentions a percentage.
+fn mentions_percentage(lower: &str) -> bool {
+    contains_word(lower, "percentage")
+        || contains_word(lower, "percent")
+        || contains_word(lower, "percentages")
+}
+
+/// `word` as a whole word (or phrase) of `text`.
+fn contains_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// A cell's number: a JSON number, or a string that parses as one.
+fn number(cell: &Value) -> Option<f64> {
+    match cell {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok().filter(|v| v.is_finite()),
+        _ => None,
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+fn finding(
+    code: FindingCode,
+    severity: Severity,
+    category: ErrorCategory,
+    evidence: String,
+) -> Finding {
+    Finding {
+        code,
+        severity,
+        category,
+        evidence,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(value: serde_json::Value) -> QueryResult {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn codes(question: &str, top_k: Option<u64>, r: &QueryResult) -> Vec<&'static str> {
+        let texts = QuestionTexts::new(question, None);
+        let spec = QuestionSpec {
+            top_k,
+            ..QuestionSpec::default()
+        };
+        run(&ResultCheckInput {
+            texts: &texts,
+            question_spec: &spec,
+            result: r,
+            source: ResultSource::Event,
+        })
+        .iter()
+        .map(|f| f.code.as_str())
+        .collect()
+    }
+
+    #[test]
+    fn a_failed_or_empty_run_says_so_and_nothing_else() {
+        let failed = result(json!({"error": "no such column: nme"}));
+        assert_eq!(codes("How many?", None, &failed), ["query_fails"]);
+        let empty = result(json!({"row_count": 0, "columns": ["n"]}));
+        assert_eq!(codes("List the names", None, &empty), ["empty_result"]);
+        let empty_sample = result(json!({"columns": ["n"], "rows": []}));
+        assert_eq!(
+            codes("List the names", None, &empty_sample),
+            ["empty_result"]
+        );
+        // A sample that says nothing of the total is not "empty".
+        let unknown = result(json!({"columns": ["n"], "rows": [], "truncated": true}));
+        assert!(codes("List the names", None, &unknown).is_empty());
+    }
+
+    #[test]
+    fn nulls_only_is_an_aggregate_over_nothing() {
+        let r = result(json!({"rows": [[null]]}));
+        assert_eq!(codes("What is the average age?", None, &r), ["null_result"]);
+        let some = result(json!({"rows": [[null, 3]]}));
+        assert!(codes("What is the average age?", None, &some).is_empty());
+    }
+
+    #[test]
+    fn single_answers_and_top_k_against_the_row_count() {
+        let many = result(json!({"row_count": 40, "rows": [["a"], ["b"]], "truncated": true}));
+        assert_eq!(
+            codes("How many schools are there?", None, &many),
+            ["row_count_mismatch"]
+        );
+        assert_eq!(
+            codes("Name the school with the most students.", Some(1), &many),
+            ["row_count_mismatch"]
+        );
+        // Per-group questions, lists and ties of one value are fine.
+        assert!(codes("How many schools are there in each county?", None, &many).is_empty());
+        assert!(codes("List the schools", None, &many).is_empty());
+        let tie = result(json!({"rows": [["a"], ["a"]]}));
+        assert!(codes("How many schools are there?", None, &tie).is_empty());
+        // Top k: more rows than k.
+        let six = result(json!({"row_count": 6, "rows": [[1], [2], [3], [4], [5], [6]]}));
+        assert_eq!(
+            codes("Top 5 schools by score", Some(5), &six),
+            ["row_count_mismatch"]
+        );
+        assert!(codes("Top 5 schools by score", Some(6), &six).is_empty());
+    }
+
+    #[test]
+    fn a_percentage_that_is_a_ratio() {
+        let r = result(json!({"rows": [[0.37]]}));
+        assert_eq!(
+            codes("What is the percentage of girls?", None, &r),
+            ["ratio_not_percentage"]
+        );
+        let scaled = result(json!({"rows": [[37.5]]}));
+        assert!(codes("What is the percentage of girls?", None, &scaled).is_empty());
+        let text = result(json!({"rows": [["0.5"]]}));
+        assert_eq!(
+            codes("What percent are girls?", None, &text),
+            ["ratio_not_percentage"]
+        );
+        assert!(codes("What is the ratio of girls?", None, &r).is_empty());
+        let zero = result(json!({"rows": [[0]]}));
+        assert!(codes("What is the percentage of girls?", None, &zero).is_empty());
+    }
+
+    #[test]
+    fn repeated_rows_where_distinct_things_are_asked() {
+        let r = result(json!({"rows": [["x"], ["y"], ["x"]]}));
+        assert_eq!(
+            codes("List the different cities", None, &r),
+            ["duplicate_rows"]
+        );
+        assert!(codes("List the cities", None, &r).is_empty());
+        assert!(codes("List the cities different from Paris", None, &r).is_empty());
+        let cut = result(json!({"rows": [["x"], ["x"]], "truncated": true}));
+        assert_eq!(
+            codes("List the distinct cities", None, &cut),
+            Vec::<&str>::new()
+        );
+    }
+}

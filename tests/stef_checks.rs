@@ -619,3 +619,99 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
         .unwrap_or_else(|| panic!("no probe line in\n{summary}"));
     assert!(!line.contains("inconclusive 0"), "{line}");
 }
+
+/// What the query returned, as evidence (issue: result checks): the event's own `result` (the
+/// agent's trace) and, without one, the probe's run of the query with up to 100 rows, read by
+/// the same checks through the daemon; findings lower the verdict, the event's result wins over
+/// the probe, and a malformed `result` is a dead letter naming the field.
+#[test]
+fn results_from_the_event_and_from_the_probe_are_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let bird = data_dir().join("bird");
+    let config = format!(
+        "[stef]\ncatalogues = [\"{}\"]\nprobe_databases = \"{}\"\n",
+        bird.join("tables.json").display(),
+        bird.join("databases").display()
+    );
+    let with_result = |id: &str, sql: &str, result: Value| {
+        let mut e = event(id, Some("toxicology"), "bird", sql);
+        e["result"] = result;
+        e
+    };
+    // Every bond type with its count: several rows for "the most common" (a single answer).
+    let all_types = "SELECT bond_type, COUNT(*) FROM bond GROUP BY bond_type";
+    let (rows, _) = run_with_summary(
+        dir.path(),
+        &config,
+        &[
+            // The agent's run failed: an error, whatever the SQL looks like.
+            with_result(
+                "failed",
+                FINE,
+                serde_json::json!({"error": "database is locked"}),
+            ),
+            // The agent's run returned three rows; the probe (which would agree) is not asked.
+            with_result(
+                "many",
+                all_types,
+                serde_json::json!({"row_count": 3, "columns": ["bond_type", "n"],
+                    "rows": [["-", 10], ["=", 5], ["#", 1]]}),
+            ),
+            // No result: the probe runs the query and sees the same three rows.
+            event("probed", Some("toxicology"), "bird", all_types),
+            // The agent's run returned one row: fine.
+            with_result(
+                "one",
+                FINE,
+                serde_json::json!({"row_count": 1, "columns": ["bond_type"], "rows": [["-"]]}),
+            ),
+            // Malformed: a dead letter.
+            with_result("bad", FINE, serde_json::json!({"rows": "-"})),
+        ],
+    );
+    let codes = |id: &str| -> Vec<String> {
+        rows[id]["details"]["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["code"].as_str().unwrap(),
+                    f["evidence"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let failed = codes("failed");
+    assert!(
+        failed
+            .iter()
+            .any(|c| c.starts_with("query_fails the agent's run failed: database is locked")),
+        "{failed:?}"
+    );
+    assert_eq!(rows["failed"]["semantic_verdict"], "incorrect");
+    let many = codes("many");
+    assert!(
+        many.iter().any(|c| c.starts_with("row_count_mismatch")
+            && c.contains("the agent's run returned 3 rows")),
+        "{many:?}"
+    );
+    assert!(!many.iter().any(|c| c.contains("probe run")), "{many:?}");
+    assert_ne!(rows["many"]["semantic_verdict"], "correct");
+    let probed = codes("probed");
+    assert!(
+        probed
+            .iter()
+            .any(|c| c.starts_with("row_count_mismatch") && c.contains("the probe run returned")),
+        "{probed:?}"
+    );
+    assert_ne!(rows["probed"]["semantic_verdict"], "correct");
+    assert!(codes("one").is_empty(), "{:?}", codes("one"));
+    assert!(!rows.contains_key("bad"));
+    let dead = std::fs::read_to_string(dir.path().join("out/dead_letters.jsonl")).unwrap();
+    assert!(
+        dead.contains("invalid field `result`: rows: expected an array"),
+        "{dead}"
+    );
+}

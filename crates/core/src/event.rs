@@ -526,4 +526,90 @@ mod tests {
             })
         ));
     }
+
+    #[test]
+    fn a_result_is_capped_and_a_malformed_one_is_a_dead_letter() {
+        // Caps: rows, columns, texts; nested cells kept as JSON text.
+        let rows: Vec<serde_json::Value> = (0..150).map(|i| serde_json::json!([i, "x"])).collect();
+        let long = "é".repeat(1000);
+        let event = Event::from_value(serde_json::json!({
+            "question": "q", "sql": "s",
+            "result": {"row_count": 150, "columns": ["a", long], "rows": rows,
+                       "elapsed_ms": 3, "future_field": true}
+        }))
+        .unwrap();
+        let r = event.result.unwrap();
+        assert_eq!(r.rows.len(), MAX_RESULT_ROWS);
+        assert!(r.truncated);
+        assert_eq!(r.total_rows(), Some(150));
+        assert_eq!(r.columns[1].chars().count(), MAX_RESULT_TEXT);
+        let nested = Event::from_value(serde_json::json!({
+            "question": "q", "sql": "s",
+            "result": {"rows": [[{"a": [1, 2]}, [3], null, true, 1.5]]}
+        }))
+        .unwrap()
+        .result
+        .unwrap();
+        assert_eq!(nested.rows[0][0], serde_json::json!("{\"a\":[1,2]}"));
+        assert_eq!(nested.rows[0][1], serde_json::json!("[3]"));
+        assert!(!nested.truncated);
+        assert_eq!(nested.total_rows(), Some(1));
+        let wide: Vec<u32> = (0..100).collect();
+        let wide = Event::from_value(serde_json::json!({
+            "question": "q", "sql": "s", "result": {"rows": [wide]}
+        }))
+        .unwrap()
+        .result
+        .unwrap();
+        assert_eq!(wide.rows[0].len(), MAX_RESULT_COLUMNS);
+        assert!(wide.truncated);
+        // `null` is no result.
+        let none =
+            Event::from_value(serde_json::json!({"question": "q", "sql": "s", "result": null}));
+        assert_eq!(none.unwrap().result, None);
+
+        // Malformed: the field is named in the dead-letter reason.
+        for (result, why) in [
+            (serde_json::json!("rows"), "expected an object"),
+            (
+                serde_json::json!({"rows": "a,b"}),
+                "rows: expected an array",
+            ),
+            (
+                serde_json::json!({"rows": [1, 2]}),
+                "rows[0]: expected an array of cells",
+            ),
+            (
+                serde_json::json!({"row_count": -1}),
+                "row_count: expected a non-negative integer",
+            ),
+            (
+                serde_json::json!({"row_count": 1.5}),
+                "row_count: expected a non-negative integer",
+            ),
+            (
+                serde_json::json!({"row_count": 1, "rows": [[1], [2]]}),
+                "less than the 2 sample rows",
+            ),
+            (serde_json::json!({"error": 42}), "error: expected a string"),
+            (
+                serde_json::json!({"truncated": "yes"}),
+                "truncated: expected a boolean",
+            ),
+            (
+                serde_json::json!({"columns": {"a": 1}}),
+                "columns: expected an array",
+            ),
+        ] {
+            let err = Event::from_value(
+                serde_json::json!({"question": "q", "sql": "s", "result": result}),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.starts_with("invalid field `result`: ") && err.contains(why),
+                "{err}"
+            );
+        }
+    }
 }

@@ -15,6 +15,10 @@
 //! benchmarking thread (`deterministic_stef_cpu`) — the latter is the per-core rate and stays
 //! meaningful on a machine shared with other work.
 //!
+//! - `result_checks/sample_100_rows`: the result checks (`stef::result_checks::run`) on a
+//!   100-row, 3-column result for every event of the corpus (question texts and spec prepared
+//!   beforehand, as the STEF path has them). Target: ≤ 3 µs of CPU per event.
+//!
 //! Run with `cargo bench --bench stef`; numbers are recorded in `benches/README.md`.
 
 use std::time::Duration;
@@ -155,10 +159,53 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     group.finish();
 }
 
+/// The result checks on a 100-row sample (module documentation).
+fn bench_result_checks(c: &mut Criterion<ThreadCpuTime>) {
+    use sqlgrade::stef::result_checks::{ResultCheckInput, ResultSource, run};
+    let events = corpus();
+    let profile = RuleProfile::default();
+    let prepared: Vec<_> = events
+        .iter()
+        .filter_map(|e| stef::prepare(e, &profile).ok().map(|p| (e, p)))
+        .collect();
+    let texts: Vec<_> = prepared
+        .iter()
+        .map(|(e, _)| stef::text::QuestionTexts::new(&e.question, e.enriched_question.as_deref()))
+        .collect();
+    let result = sqlgrade::event::QueryResult {
+        row_count: Some(100),
+        columns: vec!["name".into(), "n".into(), "share".into()],
+        rows: (0..100)
+            .map(|i| vec![Value::from(format!("item {}", i % 90)), Value::from(i), Value::from(0.5)])
+            .collect(),
+        ..Default::default()
+    };
+    let mut group = c.benchmark_group("result_checks");
+    group.throughput(Throughput::Elements(prepared.len() as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("sample_100_rows", |b| {
+        b.iter(|| {
+            let mut found = 0;
+            for ((_, p), texts) in prepared.iter().zip(&texts) {
+                found += run(&ResultCheckInput {
+                    texts,
+                    question_spec: &p.question_spec,
+                    result: &result,
+                    source: ResultSource::Event,
+                })
+                .len();
+            }
+            found
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(benches, bench_stef);
 criterion_group! {
     name = benches_cpu;
     config = Criterion::default().with_measurement(ThreadCpuTime);
-    targets = bench_stef_cpu
+    targets = bench_stef_cpu, bench_result_checks
 }
 criterion_main!(benches, benches_cpu);

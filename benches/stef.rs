@@ -176,7 +176,13 @@ fn bench_result_checks(c: &mut Criterion<ThreadCpuTime>) {
         row_count: Some(100),
         columns: vec!["name".into(), "n".into(), "share".into()],
         rows: (0..100)
-            .map(|i| vec![Value::from(format!("item {}", i % 90)), Value::from(i), Value::from(0.5)])
+            .map(|i| {
+                vec![
+                    Value::from(format!("item {}", i % 90)),
+                    Value::from(i),
+                    Value::from(0.5),
+                ]
+            })
             .collect(),
         ..Default::default()
     };

@@ -338,13 +338,14 @@ fn result_agreement(catalogue: &SchemaCatalog) -> Result<(), Box<dyn std::error:
             ..Default::default()
         },
     );
-    const RESULT_CODES: [&str; 6] = [
+    const RESULT_CODES: [&str; 7] = [
         "query_fails",
         "empty_result",
         "null_result",
         "row_count_mismatch",
         "ratio_not_percentage",
         "duplicate_rows",
+        "zero_count",
     ];
     println!();
     println!(

@@ -383,6 +383,8 @@ pub enum FindingCode {
     RatioNotPercentage,
     /// Distinct things asked for, repeated rows returned.
     DuplicateRows,
+    /// A count asked for ("how many …"), 0 returned.
+    ZeroCount,
 }
 
 impl FindingCode {
@@ -420,6 +422,7 @@ impl FindingCode {
             FindingCode::RowCountMismatch => "row_count_mismatch",
             FindingCode::RatioNotPercentage => "ratio_not_percentage",
             FindingCode::DuplicateRows => "duplicate_rows",
+            FindingCode::ZeroCount => "zero_count",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | `row_count_mismatch` | a single answer is asked for ("how many …", "what is the percentage …", a singular superlative) and several different rows came back; or a top *k* is asked for and more than *k* rows came back | warning |
 //! | `ratio_not_percentage` | a percentage is asked for and the one row's only numeric value lies strictly between −1 and 1 (a ratio not scaled by 100) | warning |
 //! | `duplicate_rows` | distinct things are asked for ("different", "distinct", "unique") and the rows repeat | warning |
+//! | `zero_count` | a count is asked for ("how many …", one answer) and the one row's only number is 0 | warning |
 //!
 //! Which of them are kept, and at which severity, follows their precision on the shared BIRD
 //! predictions with EX as the label (`benches/README.md`, "Result checks"): a check that is not
@@ -115,6 +116,21 @@ pub fn run(input: &ResultCheckInput<'_>) -> Vec<Finding> {
                 format!(
                     "a percentage is asked for; {run} returned {value}, a ratio (not scaled by 100)?"
                 ),
+            ));
+        }
+    }
+    if question.starts_with("how many")
+        && total == Some(1)
+        && asks_single_answer(question, input.question_spec)
+        && let [row] = result.rows.as_slice()
+    {
+        let numbers: Vec<f64> = row.iter().filter_map(number).collect();
+        if numbers == [0.0] {
+            out.push(finding(
+                FindingCode::ZeroCount,
+                Severity::Warning,
+                ErrorCategory::Condition,
+                format!("a count is asked for; {run} returned 0 (a filter that matches nothing?)"),
             ));
         }
     }
@@ -361,6 +377,14 @@ mod tests {
         assert!(codes("What is the ratio of girls?", None, &r).is_empty());
         let zero = result(json!({"rows": [[0]]}));
         assert!(codes("What is the percentage of girls?", None, &zero).is_empty());
+        // A count of 0.
+        assert_eq!(
+            codes("How many girls are there?", None, &zero),
+            ["zero_count"]
+        );
+        let three = result(json!({"rows": [[3]]}));
+        assert!(codes("How many girls are there?", None, &three).is_empty());
+        assert!(codes("How many girls are there in each class?", None, &zero).is_empty());
     }
 
     #[test]

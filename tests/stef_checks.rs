@@ -659,6 +659,13 @@ fn results_from_the_event_and_from_the_probe_are_evidence() {
             ),
             // No result: the probe runs the query and sees the same three rows.
             event("probed", Some("toxicology"), "bird", all_types),
+            // No result: the probe's run is one row of NULL (an average over nothing).
+            event(
+                "probed-null",
+                Some("toxicology"),
+                "bird",
+                "SELECT AVG(LENGTH(bond_id)) FROM bond WHERE molecule_id = 'TR999'",
+            ),
             // The agent's run returned one row: fine.
             with_result(
                 "one",
@@ -707,6 +714,12 @@ fn results_from_the_event_and_from_the_probe_are_evidence() {
         "{probed:?}"
     );
     assert_ne!(rows["probed"]["semantic_verdict"], "correct");
+    let null = codes("probed-null");
+    assert!(
+        null.iter()
+            .any(|c| c.starts_with("null_result the probe run returned only NULLs")),
+        "{null:?}"
+    );
     assert!(codes("one").is_empty(), "{:?}", codes("one"));
     assert!(!rows.contains_key("bad"));
     let dead = std::fs::read_to_string(dir.path().join("out/dead_letters.jsonl")).unwrap();

@@ -388,6 +388,19 @@ mod tests {
     }
 
     #[test]
+    fn rows_wider_or_narrower_than_the_columns_are_read_as_they_are() {
+        // Producers send what they have: ragged rows, no column names, mixed cell types.
+        let ragged =
+            result(json!({"columns": ["a"], "rows": [[1, 2, 3], [], ["x", null, {"k": 1}]]}));
+        assert_eq!(
+            codes("How many rows?", None, &ragged),
+            ["row_count_mismatch"]
+        );
+        let empty_row = result(json!({"rows": [[]]}));
+        assert!(codes("What is the percentage of girls?", None, &empty_row).is_empty());
+    }
+
+    #[test]
     fn repeated_rows_where_distinct_things_are_asked() {
         let r = result(json!({"rows": [["x"], ["y"], ["x"]]}));
         assert_eq!(

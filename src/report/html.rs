@@ -328,6 +328,38 @@ fn comparison_table(report: &RunReport) -> String {
     out
 }
 
+/// Line-rate STEF rows per finding code and variant (errors and warnings).
+fn findings_table(report: &RunReport) -> String {
+    let codes: std::collections::BTreeSet<&String> = report
+        .variants
+        .values()
+        .flat_map(|v| v.findings.keys())
+        .collect();
+    if codes.is_empty() {
+        return "<p>No finding fired.</p>".to_string();
+    }
+    let mut out = String::from("<table id=\"findings\"><tr><th>finding</th>");
+    for name in report.variants.keys() {
+        out.push_str(&format!("<th>{}</th>", escape(name)));
+    }
+    out.push_str("</tr>");
+    for code in codes {
+        out.push_str(&format!("<tr><td><code>{}</code></td>", escape(code)));
+        for v in report.variants.values() {
+            let n = v.findings.get(code).copied().unwrap_or(0);
+            let pct = if v.events == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / v.events as f64
+            };
+            out.push_str(&format!("<td>{n} ({pct:.1}%)</td>"));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table><p>Rows of the line-rate STEF metric that raised each code; a row counts once per code. README, <i>STEF findings</i>, says what each means and how often it is right.</p>");
+    out
+}
+
 /// The whole page.
 pub fn render(report: &RunReport) -> String {
     format!(
@@ -358,6 +390,8 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
 <h2>Per-metric comparison</h2>
 {metrics}
 {intervals}
+<h2>STEF findings per agent version</h2>
+{findings}
 <h2>Paired comparisons</h2>
 {comparisons}
 <h2>EX vs FLEX/ROSE disagreements, and EX matches refuted by a counterexample ({n_dis})</h2>
@@ -374,6 +408,7 @@ figure {{ margin: 0; }} figcaption {{ font-size: 12px; text-align: center; }}
         metrics = metric_bars(report),
         intervals = interval_table(report),
         comparisons = comparison_table(report),
+        findings = findings_table(report),
         n_dis = report.disagreements.len(),
         dis = disagreements(report),
     )

@@ -183,6 +183,9 @@ pub struct VariantStats {
     /// The calibrated estimate of the LLM judge over all scored events (runs with an LLM
     /// judge; empty otherwise).
     pub estimate: crate::sampling::SeriesEstimate,
+    /// Line-rate STEF rows per finding code that fired on them (errors and warnings; the
+    /// result checks' codes among them), each row counted once per code.
+    pub findings: BTreeMap<String, usize>,
 }
 
 /// (variant, metric) → event → (scaled value, verdict) of its scored row.
@@ -466,6 +469,20 @@ impl RunReport {
             }
             if row.metric == "stef" {
                 stats.events += 1;
+                let details = row.details();
+                let mut codes: Vec<&str> = details
+                    .get("findings")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|f| f.get("severity").and_then(Value::as_str) != Some("info"))
+                    .filter_map(|f| f.get("code").and_then(Value::as_str))
+                    .collect();
+                codes.sort_unstable();
+                codes.dedup();
+                for code in codes {
+                    *stats.findings.entry(code.to_string()).or_default() += 1;
+                }
             }
             if row.metric == "stef" && scored {
                 stats.phi_scored += 1;
@@ -624,6 +641,23 @@ impl RunReport {
                 if let Some(line) = v.metric_line(m) {
                     let _ = writeln!(out, "  {:<28} {:<10} {line}", truncate(name, 28), m);
                 }
+            }
+        }
+        if self.variants.values().any(|v| !v.findings.is_empty()) {
+            let _ = writeln!(
+                out,
+                "STEF findings (line-rate rows that raised each code, errors and warnings):"
+            );
+            for (name, v) in &self.variants {
+                if v.findings.is_empty() {
+                    continue;
+                }
+                let listed: Vec<String> = v
+                    .findings
+                    .iter()
+                    .map(|(code, n)| format!("{code} {n} ({:.1}%)", share(*n, v.events) * 100.0))
+                    .collect();
+                let _ = writeln!(out, "  {:<28} {}", truncate(name, 28), listed.join(", "));
             }
         }
         let estimated: Vec<(&String, crate::sampling::Estimate)> = self
@@ -867,6 +901,35 @@ mod tests {
         );
         let page = html::render(&report);
         assert!(page.contains("VALUES (NULL)"));
+    }
+
+    #[test]
+    fn findings_are_counted_per_variant_once_per_row() {
+        let rows = vec![
+            parse(
+                r#"{"event_id":"1","agent_id":"a","run_id":"r","metric":"stef","value":50,"status":"ok","details":{"findings":[{"code":"empty_result","severity":"warning"},{"code":"empty_result","severity":"warning"},{"code":"count_fan_out","severity":"info"}]}}"#,
+            ),
+            parse(
+                r#"{"event_id":"2","agent_id":"a","run_id":"r","metric":"stef","value":0,"status":"ok","details":"{\"findings\":[{\"code\":\"query_fails\",\"severity\":\"error\"}]}"}"#,
+            ),
+            parse(
+                r#"{"event_id":"3","agent_id":"a","run_id":"r","metric":"stef","value":90,"status":"ok","details":{}}"#,
+            ),
+        ];
+        let report = RunReport::build("r", &rows, &HashMap::new()).unwrap();
+        let v = report.variants.values().next().unwrap();
+        let counted: Vec<(&str, usize)> =
+            v.findings.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        assert_eq!(counted, [("empty_result", 1), ("query_fails", 1)]);
+        let text = report.terminal_summary();
+        assert!(
+            text.contains("empty_result 1 (33.3%), query_fails 1 (33.3%)"),
+            "{text}"
+        );
+        let page = html::render(&report);
+        assert!(
+            page.contains("<table id=\"findings\">") && page.contains("<code>query_fails</code>")
+        );
     }
 
     #[test]

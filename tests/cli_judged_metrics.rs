@@ -183,6 +183,16 @@ max_concurrency = 16
     )
 }
 
+/// `[judge]` on the scripted server, which the judged gold metrics then share (no
+/// `[gold.judge]`).
+fn shared_judge_section(server: &MockServer) -> String {
+    format!(
+        "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"mock-judge\"\napi_key_env = \"\"\n\
+         max_requests_per_second = 1000.0\nmax_concurrency = 16\n",
+        server.base_url()
+    )
+}
+
 fn rows_by_event(path: &Path) -> BTreeMap<String, BTreeMap<String, Value>> {
     let mut out: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
     for line in std::fs::read_to_string(path).unwrap().lines() {
@@ -407,11 +417,7 @@ async fn second_backfill_is_served_from_the_shared_cache() {
     server.respond_with(reply);
     // Failed judge calls are never cached, so the fixture has no malformed replies here.
     let f = fixture(false);
-    let judge = format!(
-        "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"mock-judge\"\napi_key_env = \"\"\n\
-         max_requests_per_second = 1000.0\nmax_concurrency = 16\n",
-        server.base_url()
-    );
+    let judge = shared_judge_section(&server);
     let config_path = write_config(f.dir.path(), &judge);
     let config = Config::load_with_env(Some(&config_path), Some(HashMap::new())).unwrap();
     let scorer = Arc::new(build_scorer(&config).unwrap());
@@ -555,12 +561,8 @@ async fn backfill_with_labels_measures_agreement_and_spend() {
     let server = MockServer::start().await;
     server.respond_with(reply);
     let f = fixture(false);
-    let judge = format!(
-        "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"mock-judge\"\napi_key_env = \"\"\n\
-         max_requests_per_second = 1000.0\nmax_concurrency = 16\n\
-         [judge.budget]\nprice_input_per_1k = 0.002\nprice_output_per_1k = 0.008\n",
-        server.base_url()
-    );
+    let judge = shared_judge_section(&server)
+        + "[judge.budget]\nprice_input_per_1k = 0.002\nprice_output_per_1k = 0.008\n";
     let config = write_config(f.dir.path(), &judge);
     let reference: HashMap<i64, bool> =
         std::fs::read_to_string(data_dir().join("bird/reference/ex_SuperSQL.jsonl"))

@@ -116,7 +116,12 @@ async fn run_batch(
     all
 }
 
-fn bench_judge(c: &mut Criterion) {
+/// A prepared event of the corpus.
+type Case = Arc<(Event, Prepared)>;
+
+/// A one-worker runtime (the scripted server and the judge share it), the default profile and
+/// the prepared corpus.
+fn setup() -> (tokio::runtime::Runtime, Arc<RuleProfile>, Vec<Case>) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -124,6 +129,11 @@ fn bench_judge(c: &mut Criterion) {
         .expect("runtime");
     let profile = Arc::new(RuleProfile::default());
     let cases = corpus(&profile);
+    (runtime, profile, cases)
+}
+
+fn bench_judge(c: &mut Criterion) {
+    let (runtime, profile, cases) = setup();
     assert!(
         cases.len() >= BATCH * 2,
         "corpus too small: {}",
@@ -251,13 +261,7 @@ fn bench_judge(c: &mut Criterion) {
 
 /// The judge's own CPU per uncached judgment (see the module documentation).
 fn bench_uncached_call(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let profile = Arc::new(RuleProfile::default());
-    let cases = corpus(&profile);
+    let (runtime, profile, cases) = setup();
     let server = runtime.block_on(MockServer::start());
     let body = reply();
     server.respond_with(move |_| Scripted::json(&body));

@@ -208,6 +208,11 @@ fn rows_by_event(path: &Path) -> BTreeMap<String, BTreeMap<String, Value>> {
 }
 
 fn backfill_cli(f: &Fixture, config: &Path) -> Output {
+    backfill_cli_with(f, config, &[])
+}
+
+/// `backfill --format bird` of the fixture with `extra` arguments.
+fn backfill_cli_with(f: &Fixture, config: &Path, extra: &[&std::ffi::OsStr]) -> Output {
     sqlgrade(f.dir.path())
         .args(["backfill", "--format", "bird", "--input"])
         .arg(&f.dev)
@@ -215,6 +220,7 @@ fn backfill_cli(f: &Fixture, config: &Path) -> Output {
         .arg(&f.predictions)
         .arg("--config")
         .arg(config)
+        .args(extra)
         .output()
         .unwrap()
 }
@@ -587,17 +593,7 @@ async fn backfill_with_labels_measures_agreement_and_spend() {
     let labels_path = f.dir.path().join("labels.jsonl");
     std::fs::write(&labels_path, labels).unwrap();
 
-    let out = sqlgrade(f.dir.path())
-        .args(["backfill", "--format", "bird", "--input"])
-        .arg(&f.dev)
-        .arg("--predictions")
-        .arg(&f.predictions)
-        .arg("--config")
-        .arg(&config)
-        .arg("--labels")
-        .arg(&labels_path)
-        .output()
-        .unwrap();
+    let out = backfill_cli_with(&f, &config, &["--labels".as_ref(), labels_path.as_os_str()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
     let section = stdout

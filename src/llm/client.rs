@@ -522,13 +522,16 @@ impl LlmClient {
             )],
         };
         let cap = self.config.max_tokens.min(schema.max_tokens);
-        let cap_origin = if cap == self.config.max_tokens {
-            format!("judge.max_tokens = {cap}")
-        } else {
-            format!(
-                "max_tokens = {cap} (the {} reply's cap; judge.max_tokens = {})",
-                schema.name, self.config.max_tokens
-            )
+        // Named only when a reply was cut off (no formatting on the usual path).
+        let cap_origin = || {
+            if cap == self.config.max_tokens {
+                format!("judge.max_tokens = {cap}")
+            } else {
+                format!(
+                    "max_tokens = {cap} (the {} reply's cap; judge.max_tokens = {})",
+                    schema.name, self.config.max_tokens
+                )
+            }
         };
         let validate = |completion: &Completion| {
             let checked = completion
@@ -538,7 +541,10 @@ impl LlmClient {
                 .and_then(|text| reply.decode(json_in_text(text)?));
             checked.map_err(|e| {
                 if completion.cut_off {
-                    format!("the reply was cut off at {cap_origin} (finish_reason = length): {e}")
+                    format!(
+                        "the reply was cut off at {} (finish_reason = length): {e}",
+                        cap_origin()
+                    )
                 } else {
                     e
                 }

@@ -236,7 +236,7 @@ impl QueryResult {
 }
 
 /// `text` cut to [`MAX_RESULT_TEXT`] characters.
-fn clip_text(text: &str) -> String {
+pub(crate) fn clip_text(text: &str) -> String {
     match text.char_indices().nth(MAX_RESULT_TEXT) {
         Some((cut, _)) => text[..cut].to_string(),
         None => text.to_string(),

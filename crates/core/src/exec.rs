@@ -133,11 +133,7 @@ impl ResultSet {
     /// [`crate::event::MAX_RESULT_ROWS`] rows (cells as JSON: numbers, text cut to
     /// [`crate::event::MAX_RESULT_TEXT`] characters, a blob as its hex), the full row count.
     pub fn to_query_result(&self) -> crate::event::QueryResult {
-        use crate::event::{MAX_RESULT_COLUMNS, MAX_RESULT_ROWS, MAX_RESULT_TEXT};
-        let clip = |s: &str| match s.char_indices().nth(MAX_RESULT_TEXT) {
-            Some((cut, _)) => s[..cut].to_string(),
-            None => s.to_string(),
-        };
+        use crate::event::{MAX_RESULT_COLUMNS, MAX_RESULT_ROWS, clip_text as clip};
         let cell = |v: &SqlValue| match v {
             SqlValue::Null => serde_json::Value::Null,
             SqlValue::Integer(i) => serde_json::Value::from(*i),

@@ -598,24 +598,27 @@ fn word_variant(a: &str, b: &str) -> bool {
     common >= 5 && common * 3 >= shorter * 2
 }
 
-fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
-    /// Words asking for distinct values, and what they do not mean after them ("unique id").
+/// Whether a lowercased text asks for distinct values ("distinct / different / unique"), not
+/// counting what the words do not mean there ("unique id", "different from").
+pub(super) fn asks_distinct(lower: &str) -> bool {
     const WORDS: [&str; 3] = ["distinct", "different", "unique"];
-    let asks = |lower: &str| {
-        // Most texts have none of the words: one scan each rules them out.
-        WORDS.iter().any(|w| {
-            lower.contains(w)
-                && contains_word(lower, w)
-                && ![" id", " identifier", " from", " than"]
-                    .iter()
-                    .any(|after| {
-                        let mut phrase = String::with_capacity(w.len() + after.len());
-                        phrase.push_str(w);
-                        phrase.push_str(after);
-                        contains_word(lower, &phrase)
-                    })
-        })
-    };
+    // Most texts have none of the words: one scan each rules them out.
+    WORDS.iter().any(|w| {
+        lower.contains(w)
+            && contains_word(lower, w)
+            && ![" id", " identifier", " from", " than"]
+                .iter()
+                .any(|after| {
+                    let mut phrase = String::with_capacity(w.len() + after.len());
+                    phrase.push_str(w);
+                    phrase.push_str(after);
+                    contains_word(lower, &phrase)
+                })
+    })
+}
+
+fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
+    let asks = asks_distinct;
     let asked = asks(&input.texts.question_lower)
         || lowered.definitions.iter().any(|(s, d)| asks(s) || asks(d))
         || lowered
@@ -867,7 +870,7 @@ fn last_part(name: &str) -> &str {
 }
 
 /// Whether `word` occurs in `text` delimited by non-identifier characters.
-fn contains_word(text: &str, word: &str) -> bool {
+pub(super) fn contains_word(text: &str, word: &str) -> bool {
     if word.is_empty() {
         return false;
     }
@@ -890,7 +893,7 @@ fn contains_word(text: &str, word: &str) -> bool {
     false
 }
 
-fn clip(text: &str, max: usize) -> String {
+pub(super) fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

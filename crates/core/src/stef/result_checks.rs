@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::event::QueryResult;
 
+use super::checks::{asks_distinct, clip, contains_word};
 use super::text::QuestionTexts;
 use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, Severity};
 
@@ -229,30 +230,12 @@ fn asks_single_answer(question: &str, spec: &QuestionSpec) -> bool {
         || spec.top_k == Some(1)
 }
 
-/// Whether the question asks for distinct things ("unique id", "different from" do not).
-fn asks_distinct(question: &str) -> bool {
-    ["distinct", "different", "unique"].iter().any(|w| {
-        contains_word(question, w)
-            && ![" id", " identifier", " from", " than"]
-                .iter()
-                .any(|after| contains_word(question, &format!("{w}{after}")))
-    })
-}
-
-/// Whether a lowercased text mentions a percentage.
+/// Whether a lowercased text mentions a percentage, in words only: unlike the SQL checks'
+/// cue, a `%` sign is not one here (the result checks were measured this way).
 fn mentions_percentage(lower: &str) -> bool {
     contains_word(lower, "percentage")
         || contains_word(lower, "percent")
         || contains_word(lower, "percentages")
-}
-
-/// `word` as a whole word (or phrase) of `text`.
-fn contains_word(text: &str, word: &str) -> bool {
-    text.match_indices(word).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-    })
 }
 
 /// A cell's number: a JSON number, or a string that parses as one.
@@ -261,13 +244,6 @@ fn number(cell: &Value) -> Option<f64> {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => s.trim().parse::<f64>().ok().filter(|v| v.is_finite()),
         _ => None,
-    }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
     }
 }
 

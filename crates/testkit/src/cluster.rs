@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::servers::{ClickHouse, free_port, stop_child, wait_until};
+use crate::servers::{ClickHouse, free_port, stop_child, wait_for_start};
 
 /// The cluster's name in every node's `remote_servers`.
 pub const CLUSTER: &str = "sqlgrade_test";
@@ -60,7 +60,7 @@ impl ZooKeeper {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start ZooKeeper (java): {e}"))?;
-        let zk = ZooKeeper {
+        let mut zk = ZooKeeper {
             dir,
             port,
             child: Some(child),
@@ -68,14 +68,15 @@ impl ZooKeeper {
         // `ruok` answers as soon as the process listens; `srvr` says whether it serves sessions
         // yet. A ClickHouse 18.16 node whose first session handshake fails crashes its DDL
         // worker (a NULL session), so the nodes start only once ZooKeeper really serves.
-        if !wait_until(Duration::from_secs(30), || {
-            four_letter(port, "srvr").contains("Mode: standalone")
-        }) {
-            return Err(format!(
-                "ZooKeeper did not answer on port {port}; see {}",
-                zk.dir.display()
-            ));
-        }
+        let log = zk.dir.join("zookeeper.log");
+        let child = zk.child.as_mut().expect("just spawned");
+        wait_for_start(
+            &format!("ZooKeeper (port {port})"),
+            child,
+            Duration::from_secs(30),
+            &[log],
+            || four_letter(port, "srvr").contains("Mode: standalone"),
+        )?;
         Ok(zk)
     }
 }

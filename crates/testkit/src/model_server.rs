@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::servers::{free_port, http_get, skip, stop_child, wait_until};
+use crate::servers::{free_port, http_get, skip, stop_child, wait_for_start};
 
 /// The model file's name under the models directory.
 pub const MODEL_FILE: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -123,22 +123,16 @@ impl LlamaServer {
             log,
             _dir: dir,
         };
-        let up = wait_until(STARTUP_TIMEOUT, || {
-            server.exited() || http_get(port, "/v1/models").is_some()
-        });
-        if !up || server.exited() {
-            return Err(format!(
-                "the llama.cpp server did not answer on port {port} within {STARTUP_TIMEOUT:?}: {}",
-                server.log_tail(2000)
-            ));
-        }
+        let log = server.log.clone();
+        let child = server.child.as_mut().expect("just spawned");
+        wait_for_start(
+            &format!("the llama.cpp server (port {port})"),
+            child,
+            STARTUP_TIMEOUT,
+            &[log],
+            || http_get(port, "/v1/models").is_some(),
+        )?;
         Ok(server)
-    }
-
-    fn exited(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))))
     }
 
     /// `http://127.0.0.1:PORT/v1`, for `judge.base_url`.

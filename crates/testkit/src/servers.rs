@@ -32,6 +32,62 @@ fn port_open(port: u16) -> bool {
     .is_ok()
 }
 
+/// Wait until `ready` holds for a child process just spawned: `Ok` when it does, `Err` with the
+/// reason — and the tail of its `logs` — when the process exits first or `timeout` passes.
+/// Checking for an early exit turns "did not answer in 60 s" into the process's own words at once
+/// (a port taken between [`free_port`] and the bind, a bad config).
+pub fn wait_for_start(
+    what: &str,
+    child: &mut Child,
+    timeout: Duration,
+    logs: &[PathBuf],
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        let reason = match child.try_wait() {
+            Ok(Some(status)) => format!("{what} exited before it was ready ({status})"),
+            _ if Instant::now() >= deadline => {
+                format!("{what} was not ready after {} s", timeout.as_secs())
+            }
+            _ => {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        return Err(format!("{reason}; {}", log_tails(logs, 12)));
+    }
+}
+
+/// The last `lines` lines of each file in `logs` that exists and is not empty, labelled.
+pub fn log_tails(logs: &[PathBuf], lines: usize) -> String {
+    let mut out = String::new();
+    for path in logs {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let all: Vec<&str> = text.lines().collect();
+        if all.is_empty() {
+            continue;
+        }
+        let tail = &all[all.len().saturating_sub(lines)..];
+        out.push_str(&format!(
+            "\n--- last lines of {} ---\n{}",
+            path.display(),
+            tail.join("\n")
+        ));
+    }
+    if out.is_empty() {
+        "its logs are empty".to_string()
+    } else {
+        out
+    }
+}
+
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
@@ -52,9 +108,11 @@ fn find_binary(name: &str, extra_dirs: &[PathBuf]) -> Option<PathBuf> {
 }
 
 fn signal(child: &Child, sig: &str) {
+    // Quiet: the process may have exited already ("No such process").
     let _ = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(child.id().to_string())
+        .stderr(Stdio::null())
         .status();
 }
 
@@ -81,6 +139,17 @@ pub fn stop_child(child: &mut Option<Child>, sig: &str, timeout: Duration) {
 pub fn log_queries() -> bool {
     std::env::var("SQLGRADE_CLICKHOUSE_LOG_QUERIES").is_ok_and(|v| v == "1")
 }
+
+/// How long a ClickHouse server may take to answer `/ping` after its start.
+const CLICKHOUSE_START: Duration = Duration::from_secs(120);
+
+/// How long one `/ping` of a starting server may take.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How many times [`Servers::start`] and [`Servers::start_cluster`] try, each in a fresh state
+/// dir on fresh ports: a port that [`free_port`] handed out can be taken by another process's
+/// outgoing connection before the server binds it, and nothing but a new port helps then.
+const START_ATTEMPTS: u32 = 3;
 
 /// A ClickHouse server process.
 pub struct ClickHouse {
@@ -169,18 +238,24 @@ impl ClickHouse {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start clickhouse-server: {e}"))?;
-        self.child = Some(child);
+        let child = self.child.insert(child);
         let (host, port) = (self.host.clone(), self.http_port);
-        if !wait_until(Duration::from_secs(60), || {
-            http_request_to(&host, port, "GET /ping HTTP/1.0\r\n\r\n")
-                .is_ok_and(|(code, b)| code == 200 && b.starts_with("Ok"))
-        }) {
-            return Err(format!(
-                "clickhouse did not answer on port {port}; see {}",
-                self.dir.display()
-            ));
-        }
-        Ok(())
+        let logs = [
+            self.dir.join("log/server.err.log"),
+            self.dir.join("log/stdout.log"),
+        ];
+        // A node of a cluster on a busy 2-core machine has been seen to take over a minute.
+        wait_for_start(
+            &format!("clickhouse-server (HTTP port {port})"),
+            child,
+            CLICKHOUSE_START,
+            &logs,
+            || {
+                // Short: whatever else holds the port (it was free a moment ago) may never answer.
+                http_request_within(&host, port, "GET /ping HTTP/1.0\r\n\r\n", PING_TIMEOUT)
+                    .is_ok_and(|(code, b)| code == 200 && b.starts_with("Ok"))
+            },
+        )
     }
 
     /// HTTP URL.
@@ -281,11 +356,21 @@ pub fn http_request(port: u16, request: &str) -> Result<(u16, String), String> {
     http_request_to("127.0.0.1", port, request)
 }
 
-/// Send a raw request to `host`, return (status, body).
+/// Send a raw request to `host`, return (status, body); at most 60 s for the answer.
 pub fn http_request_to(host: &str, port: u16, request: &str) -> Result<(u16, String), String> {
+    http_request_within(host, port, request, Duration::from_secs(60))
+}
+
+/// Send a raw request to `host`, return (status, body); at most `timeout` between reads.
+pub fn http_request_within(
+    host: &str,
+    port: u16,
+    request: &str,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
     use std::io::Read as _;
     let mut s = std::net::TcpStream::connect((host, port)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    s.set_read_timeout(Some(timeout)).ok();
     s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).map_err(|e| e.to_string())?;
@@ -356,15 +441,15 @@ impl Tansu {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start tansu: {e}"))?;
-        self.child = Some(child);
+        let child = self.child.insert(child);
         let port = self.port;
-        if !wait_until(Duration::from_secs(30), || port_open(port)) {
-            return Err(format!(
-                "tansu did not listen on {port}; see {}",
-                self.dir.display()
-            ));
-        }
-        Ok(())
+        wait_for_start(
+            &format!("tansu (port {port})"),
+            child,
+            Duration::from_secs(30),
+            &[self.dir.join("broker.log")],
+            || port_open(port),
+        )
     }
 
     /// Process id while running.
@@ -452,16 +537,19 @@ pub struct Servers {
 impl Servers {
     /// Start both; `None` (after a loud message) if they cannot be started on this machine.
     pub fn start(test: &str) -> Option<Servers> {
-        let dir = state_dir(test);
-        let started = ClickHouse::start_in(dir.path())
-            .and_then(|ch| Tansu::start_in(dir.path()).map(|k| (ch, k)));
-        match started {
-            Ok((clickhouse, kafka)) => Some(Servers {
+        let started = attempts(test, || {
+            let dir = state_dir(test);
+            let clickhouse = ClickHouse::start_in(dir.path())?;
+            let kafka = Tansu::start_in(dir.path())?;
+            Ok(Servers {
                 clickhouse,
                 kafka,
                 cluster: None,
                 dir,
-            }),
+            })
+        });
+        match started {
+            Ok(servers) => Some(servers),
             Err(e) => {
                 skip(test, &e);
                 None
@@ -472,24 +560,26 @@ impl Servers {
     /// Start a cluster of `shards × replicas` ClickHouse nodes with ZooKeeper
     /// ([`crate::cluster`]) and tansu; `None` (after a loud message) if they cannot be started.
     pub fn start_cluster(test: &str, shards: u32, replicas: u32) -> Option<Servers> {
-        let dir = state_dir(test);
-        let started = crate::cluster::ClickHouseCluster::start_in(dir.path(), shards, replicas)
-            .and_then(|c| Tansu::start_in(dir.path()).map(|k| (c, k)));
+        let started = attempts(test, || {
+            let dir = state_dir(test);
+            let mut cluster =
+                crate::cluster::ClickHouseCluster::start_in(dir.path(), shards, replicas)?;
+            let kafka = Tansu::start_in(dir.path())?;
+            let first = cluster
+                .nodes
+                .iter()
+                .position(|n| n.shard == 1 && n.replica == 1)
+                .expect("node 1/1");
+            let clickhouse = cluster.nodes.remove(first).server;
+            Ok(Servers {
+                clickhouse,
+                kafka,
+                cluster: Some(cluster),
+                dir,
+            })
+        });
         match started {
-            Ok((mut cluster, kafka)) => {
-                let first = cluster
-                    .nodes
-                    .iter()
-                    .position(|n| n.shard == 1 && n.replica == 1)
-                    .expect("node 1/1");
-                let clickhouse = cluster.nodes.remove(first).server;
-                Some(Servers {
-                    clickhouse,
-                    kafka,
-                    cluster: Some(cluster),
-                    dir,
-                })
-            }
+            Ok(servers) => Some(servers),
             Err(e) => {
                 skip(test, &e);
                 None
@@ -510,6 +600,25 @@ impl Servers {
         match (&mut self.cluster, shard, replica) {
             (_, 1, 1) | (None, _, _) => &mut self.clickhouse,
             (Some(c), s, r) => c.node_mut(s, r),
+        }
+    }
+}
+
+/// Run `start` up to [`START_ATTEMPTS`] times, saying why each failed attempt failed; the last
+/// error when none succeeds. A missing binary fails every attempt the same way, at once.
+fn attempts<T>(test: &str, mut start: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let mut attempt = 1;
+    loop {
+        match start() {
+            Ok(started) => return Ok(started),
+            Err(e) if attempt < START_ATTEMPTS && !e.contains("not installed") => {
+                eprintln!(
+                    "{test}: starting the test servers failed (attempt {attempt} of \
+                     {START_ATTEMPTS}), trying again on fresh ports: {e}"
+                );
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
         }
     }
 }
@@ -1137,5 +1246,40 @@ listen = "127.0.0.1:{health_port}"
             "SELECT uniqExact(event_id) FROM sqlgrade.evaluations FINAL WHERE metric = 'stef'",
         );
         assert_eq!(distinct, want.len() as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that cannot bind its port fails at once, in its own words — not after the
+    /// start timeout with "did not answer".
+    #[test]
+    fn a_clickhouse_whose_port_is_taken_fails_at_once_with_its_log() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        let result = ClickHouse::start_node(
+            dir.path(),
+            "clickhouse",
+            "127.0.0.1",
+            (port, free_port()),
+            "",
+        );
+        let err = match result {
+            Ok(_) => panic!("clickhouse started on a port that is taken"),
+            Err(e) if e.contains("not installed") => return skip("servers::tests", &e),
+            Err(e) => e,
+        };
+        eprintln!("{err}");
+        assert!(err.contains("exited before it was ready"), "{err}");
+        assert!(err.contains("last lines of"), "{err}");
+        assert!(
+            started.elapsed() < CLICKHOUSE_START / 2,
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

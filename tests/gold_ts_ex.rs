@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use sqlgrade::catalogue::{DbSchema, SchemaCatalog};
 use sqlgrade::exec::{ResultSet, SqlValue};
 use sqlgrade::metrics::ex::{ExConvention, results_match};
-use sqlgrade::metrics::ts_ex::{SuiteCheck, TsOutcome};
+use sqlgrade::metrics::ts_ex::{SuiteCheck, SuiteMode, TsOutcome};
 use sqlgrade::sqlite::ExecLimits;
 use sqlgrade::sqlite::SqliteExecutor;
 use sqlgrade::sqlite::schema_db::schema_ddl;
@@ -47,7 +47,9 @@ fn check(
     pred: &str,
     convention: ExConvention,
 ) -> TsOutcome {
-    checker.check(db, gold, pred, convention).unwrap()
+    checker
+        .check(db, gold, pred, convention, SuiteMode::Constrained)
+        .unwrap()
 }
 
 fn result(conn: &Connection, sql: &str) -> Result<ResultSet, String> {

@@ -163,7 +163,7 @@ pub struct RuleSet {
     /// An evaluation is calm when the effect is below `resolve_ratio × min effect`.
     pub resolve_ratio: f64,
     /// Metrics watched for score drops (`stef`, `ex`, `esm`, `esm_plus`, `etm`, `ts_ex`,
-    /// `hybrid_ex`, `flex`, `rose`).
+    /// `ts_ex_strict`, `hybrid_ex`, `flex`, `rose`).
     pub metrics: Vec<String>,
     /// Minimum drop of the mean STEF Φ (points, 0–100) to alert.
     pub stef_min_drop: f64,
@@ -250,6 +250,7 @@ const KNOWN_METRICS: &[&str] = &[
     "esm_plus",
     "etm",
     "ts_ex",
+    "ts_ex_strict",
     "hybrid_ex",
     "flex",
     "rose",

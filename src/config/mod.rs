@@ -722,7 +722,7 @@ pub struct GoldConfig {
     /// permutations, order only when the gold orders).
     #[serde(with = "ex_convention_name")]
     pub ex_convention: ExConvention,
-    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, `etm`, `ts_ex`, and the LLM-judged `flex`,
+    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, `etm`, `ts_ex`, `ts_ex_strict`, and the LLM-judged `flex`,
     /// `rose`, `hybrid_ex`); a list, or a comma-separated string from the environment.
     #[serde(deserialize_with = "gold_metric_list")]
     pub metrics: Vec<Metric>,
@@ -752,12 +752,13 @@ pub struct GoldConfig {
 }
 
 /// Metrics accepted in `gold.metrics`.
-pub const GOLD_METRICS: [Metric; 8] = [
+pub const GOLD_METRICS: [Metric; 9] = [
     Metric::Ex,
     Metric::Esm,
     Metric::EsmPlus,
     Metric::Etm,
     Metric::TsEx,
+    Metric::TsExStrict,
     Metric::Flex,
     Metric::Rose,
     Metric::HybridEx,

@@ -118,7 +118,7 @@ impl SqliteGoldMetrics {
         let executor = SqliteExecutor::new(databases.clone(), limits);
         let mut scorer = GoldScorer::new(catalog)
             .with_planner(Arc::new(crate::sqlite::schema_db::SchemaPlanner::new()));
-        if config.has(Metric::TsEx) {
+        if config.has(Metric::TsEx) || config.has(Metric::TsExStrict) {
             // Queries on generated databases are tiny: a tighter time limit than the real
             // database's, so a runaway prediction costs at most that per suite database.
             let suite_limits = ExecLimits {
@@ -138,6 +138,7 @@ impl SqliteGoldMetrics {
             esm_plus: config.has(Metric::EsmPlus),
             etm: config.has(Metric::Etm),
             ts_ex: config.has(Metric::TsEx),
+            ts_ex_strict: config.has(Metric::TsExStrict),
             ..GoldOptions::default()
         };
         Ok(Some(SqliteGoldMetrics {
@@ -171,6 +172,7 @@ impl SqliteGoldMetrics {
             (self.options.esm_plus, Metric::EsmPlus),
             (self.options.etm, Metric::Etm),
             (self.options.ts_ex, Metric::TsEx),
+            (self.options.ts_ex_strict, Metric::TsExStrict),
         ]
         .into_iter()
         .filter_map(|(on, m)| on.then_some(m))

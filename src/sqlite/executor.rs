@@ -282,7 +282,7 @@ impl Guarded {
 }
 
 /// Open a database read-only with every guard installed.
-fn open_guarded(path: &Path) -> Result<Guarded, ExecError> {
+pub(crate) fn open_guarded(path: &Path) -> Result<Guarded, ExecError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn =
         Connection::open_with_flags(path, flags).map_err(|e| ExecError::Open(e.to_string()))?;

@@ -2,6 +2,7 @@
 //! [`Executor`](crate::exec::Executor) seam, and schemas read from `tables.json` and SQLite
 //! files ([`schema`]).
 
+pub mod constraints;
 pub mod executor;
 pub mod schema;
 pub mod schema_db;

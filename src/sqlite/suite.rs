@@ -2,23 +2,33 @@
 //! generated from the schema, distilled against near-miss mutants of the gold query, and both
 //! queries executed on them in memory — plus on the real database when there is one.
 //!
-//! Generation respects the schema: parents before children, primary keys unique, foreign keys
-//! pointing at a generated parent row whenever there is one, values drawn from the real column
-//! (a few distinct values, read-only) and — half the time — from the gold query's literals and
-//! their neighbours, and boundary cases: NULLs (only in columns whose real data has them, or
-//! outside keys when there is no real database), duplicates and ties from small pools, empty
-//! tables. Foreign keys are declared but not enforced, as in the real benchmark databases. A
-//! candidate is kept when the gold query runs on it and it tells the gold query apart from a
-//! mutant not yet told apart; the first few on which the gold query returns rows are kept
-//! regardless, so a query with no mutants still gets a suite. Suites depend on the schema, the
-//! gold query and the seed only, and are cached per (database, gold query).
+//! Two kinds of suite ([`SuiteMode`]). **Constrained** (`ts_ex`): every generated database keeps
+//! the database's constraints ([`DbConstraints`]) — mined from the real database when there is
+//! one ([`super::constraints::mine`], once per database, cached, within a time budget),
+//! else the schema's plus what people assume (keys not NULL, foreign keys pointing at existing
+//! rows). Values come from the real column (within its observed domain and range), key ↔
+//! label columns take real pairs together, a value that must occur in another column is drawn
+//! from that column's generated values, then rows whose references dangle are deleted and a
+//! candidate that still breaks a constraint is dropped — so every kept database satisfies all
+//! of them, and the boundary cases they allow stay: NULLs where a column may hold them, ties
+//! and duplicates in columns that are not unique, empty tables. **Strict** (`ts_ex_strict`):
+//! the constraint-free generation of before — primary keys unique, foreign keys pointing at a
+//! generated parent row when there is one but not enforced, NULLs only in columns whose real
+//! data has them (outside keys when there is no real database).
+//!
+//! Either way: parents before children; values drawn from the real column (a few distinct
+//! values, read-only) and — half the time — from the gold query's literals and their
+//! neighbours; duplicates and ties from small pools; empty tables. A candidate is kept when the
+//! gold query runs on it and it tells the gold query apart from a mutant not yet told apart;
+//! the first few on which the gold query returns rows are kept regardless, so a query with no
+//! mutants still gets a suite. Suites depend on the schema, the gold query, the mode and the
+//! seed only, and are cached per (database, gold query, mode).
 //!
 //! Safety: generated databases live in memory and are guarded like the executor's connections
 //! (query-only, no ATTACH, a read-only authorizer, the time and row limits) before any event
 //! SQL runs on them; the real database is only read through the [`SqliteExecutor`].
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -26,14 +36,16 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::Connection;
 
+use super::constraints::{MiningLimits, mine};
 use super::executor::{ExecLimits, SqliteExecutor, guard};
 use super::schema_db::schema_ddl;
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::exec::{ExecError, Executor, ResultSet, SqlValue};
 use crate::metrics::ex::{ExConvention, results_match};
+use crate::metrics::ts_ex::constraints::{DbConstraints, Rule, sql_literal, table_columns};
 use crate::metrics::ts_ex::{
-    Counterexample, Literal, ShownResult, SuiteCheck, TsError, TsOutcome, literals, mutants,
-    tables_read,
+    Counterexample, Literal, ShownResult, SuiteCheck, SuiteMode, TsError, TsOutcome, literals,
+    mutants, tables_read,
 };
 
 /// How suites are built.
@@ -54,6 +66,8 @@ pub struct SuiteConfig {
     pub max_mutants: usize,
     /// Largest counterexample script, in bytes.
     pub max_script_bytes: usize,
+    /// Bounds of mining a real database's constraints (once per database).
+    pub mining: MiningLimits,
 }
 
 impl Default for SuiteConfig {
@@ -66,6 +80,7 @@ impl Default for SuiteConfig {
             max_rows: 5,
             max_mutants: 32,
             max_script_bytes: 8 * 1024,
+            mining: MiningLimits::default(),
         }
     }
 }
@@ -88,23 +103,36 @@ impl GeneratedDb {
     }
 }
 
-/// Suite databases do not enforce foreign keys: a dangling reference is a legal state of a
+/// Strict suites do not enforce foreign keys: a dangling reference is a legal state of a
 /// schema whose keys are declared, not enforced (as in the real BIRD and Spider databases).
 const NO_FOREIGN_KEYS: &str = "PRAGMA foreign_keys = OFF;\n";
+
+/// Constrained suites keep every reference; SQLite can check the declared ones when each
+/// points at a unique column.
+const FOREIGN_KEYS: &str = "PRAGMA foreign_keys = ON;\n";
 
 /// A gold query's distilled suite.
 struct Suite {
     databases: Vec<GeneratedDb>,
     mutants: usize,
     killed: usize,
+    /// The tables generated, parents first.
+    tables: Vec<usize>,
+    /// What every database of the suite keeps (none when strict).
+    constraints: Arc<DbConstraints>,
+    /// The gold query's numbers (and neighbours), admitted in every range.
+    planted: Vec<f64>,
 }
+
+type SuiteKey = (String, String, SuiteMode);
 
 /// Builds, caches and runs suites.
 pub struct SuiteChecker {
     config: SuiteConfig,
     limits: ExecLimits,
     real: Option<SqliteExecutor>,
-    cache: Mutex<HashMap<(String, String), Arc<Suite>>>,
+    cache: Mutex<HashMap<SuiteKey, Arc<Suite>>>,
+    constraints: Mutex<HashMap<String, Arc<DbConstraints>>>,
 }
 
 /// Suites kept in memory before the cache starts over.
@@ -119,18 +147,54 @@ impl SuiteChecker {
             limits,
             real,
             cache: Mutex::new(HashMap::new()),
+            constraints: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The gold query's suite: a function of the schema, the gold query and the seed only
-    /// (never of a prediction), so it is the same whatever event comes first.
-    fn suite(&self, db: &DbSchema, gold: &str) -> Arc<Suite> {
-        let key = (db.db_id.clone(), gold.to_string());
+    /// The constraints constrained suites keep for `db`: mined from the real database when
+    /// there is one (once per database, then cached), else the schema's and people's
+    /// assumptions.
+    pub fn constraints(&self, db: &DbSchema) -> Arc<DbConstraints> {
+        if let Some(c) = self
+            .constraints
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&db.db_id).cloned())
+        {
+            return c;
+        }
+        let path = self
+            .real
+            .as_ref()
+            .and_then(|real| real.database_path(&db.db_id));
+        let mined = Arc::new(match path {
+            Some(path) => mine(db, &path, self.config.mining),
+            None => DbConstraints::from_schema(db),
+        });
+        if let Ok(mut m) = self.constraints.lock() {
+            m.insert(db.db_id.clone(), Arc::clone(&mined));
+        }
+        mined
+    }
+
+    fn constraints_for(&self, db: &DbSchema, mode: SuiteMode) -> Arc<DbConstraints> {
+        match mode {
+            SuiteMode::Constrained => self.constraints(db),
+            SuiteMode::Strict => Arc::new(DbConstraints::none()),
+        }
+    }
+
+    /// The gold query's suite: a function of the schema, the gold query, the mode and the seed
+    /// only (never of a prediction), so it is the same whatever event comes first.
+    fn suite(&self, db: &DbSchema, gold: &str, mode: SuiteMode) -> Arc<Suite> {
+        let key = (db.db_id.clone(), gold.to_string(), mode);
         if let Some(s) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return s;
         }
-        let tables = tables_to_fill(db, gold);
-        let suite = Arc::new(self.build(db, &tables, gold));
+        let constraints = self.constraints_for(db, mode);
+        let links = Links::new(db, &constraints, mode);
+        let tables = tables_to_fill(db, gold, &links);
+        let suite = Arc::new(self.build(db, tables, gold, constraints, &links));
         if let Ok(mut c) = self.cache.lock() {
             if c.len() >= CACHE_CAPACITY {
                 c.clear();
@@ -140,11 +204,19 @@ impl SuiteChecker {
         suite
     }
 
-    fn build(&self, db: &DbSchema, tables: &[usize], gold: &str) -> Suite {
+    fn build(
+        &self,
+        db: &DbSchema,
+        tables: Vec<usize>,
+        gold: &str,
+        constraints: Arc<DbConstraints>,
+        links: &Links,
+    ) -> Suite {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (&db.db_id, gold).hash(&mut hasher);
         let mut rng = StdRng::seed_from_u64(self.config.seed ^ hasher.finish());
-        let pools = self.pools(db, tables, gold);
+        let pools = self.pools(db, &tables, gold, &constraints);
+        let planted = planted_numbers(gold);
         let gold_mutants = mutants(gold, self.config.max_mutants);
         let mut alive: Vec<&String> = gold_mutants.iter().collect();
         let mut kept = Vec::new();
@@ -155,7 +227,23 @@ impl SuiteChecker {
             {
                 break;
             }
-            let candidate = generate(db, tables, &pools, &mut rng, self.config.max_rows);
+            let draw = Draw {
+                db,
+                pools: &pools,
+                constraints: &constraints,
+                links,
+                planted: &planted,
+            };
+            let mut candidate = generate(&draw, &tables, &mut rng, self.config.max_rows);
+            if !constraints.constraints.is_empty() {
+                constraints.repair_references(db, &mut candidate.rows);
+                if !constraints
+                    .violations(db, &candidate.rows, &planted)
+                    .is_empty()
+                {
+                    continue;
+                }
+            }
             let Ok(conn) = self.open(db, &candidate) else {
                 continue;
             };
@@ -181,12 +269,23 @@ impl SuiteChecker {
             databases: kept,
             mutants: gold_mutants.len(),
             killed,
+            tables,
+            constraints,
+            planted,
         }
     }
 
     /// Values per column: the real column's and the gold query's literals (kept apart, so
-    /// that a literal is picked half the time however many real values there are).
-    fn pools(&self, db: &DbSchema, tables: &[usize], gold: &str) -> Pools {
+    /// that a literal is picked half the time however many real values there are), both
+    /// within the column's constraints; and per key ↔ label constraint, the real pairs, those
+    /// holding a literal of the gold query first.
+    fn pools(
+        &self,
+        db: &DbSchema,
+        tables: &[usize],
+        gold: &str,
+        constraints: &DbConstraints,
+    ) -> Pools {
         let mut planted: Vec<SqlValue> = Vec::new();
         for l in literals(gold) {
             let v = match l {
@@ -200,7 +299,30 @@ impl SuiteChecker {
                 planted.push(v);
             }
         }
-        let mut out = HashMap::new();
+        let numbers = planted_numbers(gold);
+        let mut out = Pools::default();
+        for constraint in &constraints.constraints {
+            let Rule::KeyLabel { key, label, pairs } = &constraint.rule else {
+                continue;
+            };
+            // Pairs holding a literal, then a few others: the suite needs the pairs the gold
+            // query names, and small tables.
+            let names_literal = |(k, l): &&(SqlValue, SqlValue)| {
+                planted
+                    .iter()
+                    .any(|p| p.key() == k.key() || p.key() == l.key())
+            };
+            let mut chosen: Vec<(SqlValue, SqlValue)> = pairs
+                .iter()
+                .filter(names_literal)
+                .take(6)
+                .cloned()
+                .collect();
+            for pair in pairs.iter().filter(|p| !names_literal(p)).take(6) {
+                chosen.push(pair.clone());
+            }
+            out.pairs.insert((*key, *label), chosen);
+        }
         for &t in tables {
             let Some(table) = db.tables.get(t) else {
                 continue;
@@ -230,16 +352,44 @@ impl SuiteChecker {
                     if let Ok(rs) = real.execute(&db.db_id, &sql) {
                         pool.extend(rs.rows.iter().filter_map(|r| r.first().cloned()));
                     }
+                    // A referenced column also offers the values its referrers really use
+                    // (a zip code members live in, not just the first codes of the table).
+                    for from in referrers(constraints, c) {
+                        let (Some(fcol), Some(ftable)) = (
+                            db.columns.get(from),
+                            db.columns.get(from).and_then(|f| db.tables.get(f.table)),
+                        ) else {
+                            continue;
+                        };
+                        let sql = format!(
+                            "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL LIMIT 6",
+                            quote(ftable),
+                            name = quote(&fcol.name)
+                        );
+                        if let Ok(rs) = real.execute(&db.db_id, &sql) {
+                            for v in rs.rows.iter().filter_map(|r| r.first()) {
+                                if !pool.iter().any(|p: &SqlValue| p.key() == v.key()) {
+                                    pool.push(v.clone());
+                                }
+                            }
+                        }
+                    }
+                    pool.retain(|v| constraints.admits(c, v, &numbers));
                 }
                 let literal: Vec<SqlValue> = planted
                     .iter()
-                    .filter(|v| fits(col.ty, v))
+                    .filter(|v| fits(col.ty, v) && constraints.admits(c, v, &numbers))
                     .cloned()
                     .collect();
                 if pool.is_empty() && literal.is_empty() {
                     pool = fallback(col.ty);
+                    pool.retain(|v| constraints.admits(c, v, &numbers));
+                    if pool.is_empty() {
+                        pool = admitted_values(constraints, c);
+                    }
                 }
-                out.insert(c, (pool, literal, nullable));
+                let nullable = nullable && !constraints.not_null(c);
+                out.columns.insert(c, (pool, literal, nullable));
             }
         }
         out
@@ -281,15 +431,59 @@ impl SuiteChecker {
     }
 }
 
+/// The columns whose values must occur in `c`.
+fn referrers(constraints: &DbConstraints, c: usize) -> Vec<usize> {
+    constraints
+        .constraints
+        .iter()
+        .filter_map(|k| match k.rule {
+            Rule::References { from, to } if to == c => Some(from),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The gold query's numbers and their neighbours (what the generator plants).
+fn planted_numbers(gold: &str) -> Vec<f64> {
+    literals(gold)
+        .into_iter()
+        .filter_map(|l| match l {
+            Literal::Number(x) => Some(x),
+            Literal::Text(_) => None,
+        })
+        .collect()
+}
+
 /// Column names of a table, first occurrence of each name (as [`schema_ddl`] declares them).
 fn columns(db: &DbSchema, t: usize) -> Option<Vec<String>> {
-    let mut seen = std::collections::BTreeSet::new();
-    let cols: Vec<String> = db
-        .columns_of(t)
-        .filter(|(_, c)| seen.insert(c.name.to_lowercase()))
-        .map(|(_, c)| c.name.clone())
+    let cols: Vec<String> = table_columns(db, t)
+        .into_iter()
+        .map(|c| db.columns[c].name.clone())
         .collect();
     (!cols.is_empty()).then_some(cols)
+}
+
+/// Values a domain or range constraint allows in `c` (its domain; a range's ends).
+fn admitted_values(constraints: &DbConstraints, c: usize) -> Vec<SqlValue> {
+    for constraint in &constraints.constraints {
+        match &constraint.rule {
+            Rule::Domain { column, values } if *column == c => return values.clone(),
+            Rule::Range { column, min, max } if *column == c => {
+                return [*min, *max]
+                    .iter()
+                    .map(|x| {
+                        if x.fract() == 0.0 && x.abs() < 9e15 {
+                            SqlValue::Integer(*x as i64)
+                        } else {
+                            SqlValue::Real(*x)
+                        }
+                    })
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    Vec::new()
 }
 
 fn quote(s: &str) -> String {
@@ -332,41 +526,64 @@ fn to_sqlite(v: &SqlValue) -> rusqlite::types::Value {
     }
 }
 
-fn literal(v: &SqlValue) -> String {
-    match v {
-        SqlValue::Null => "NULL".into(),
-        SqlValue::Integer(i) => i.to_string(),
-        SqlValue::Real(f) => format!("{f:?}"),
-        SqlValue::Text(t) => format!("'{}'", t.replace('\'', "''")),
-        SqlValue::Blob(b) => {
-            let mut s = String::from("X'");
-            for byte in b {
-                let _ = write!(s, "{byte:02X}");
+/// The columns a column's values are drawn from: under constraints, every column it must
+/// reference (declared or observed); strict, its declared foreign keys (followed when a parent
+/// row exists, never enforced).
+struct Links {
+    from: BTreeMap<usize, Vec<usize>>,
+}
+
+impl Links {
+    fn new(db: &DbSchema, constraints: &DbConstraints, mode: SuiteMode) -> Links {
+        let pairs: Vec<(usize, usize)> = match mode {
+            SuiteMode::Constrained => constraints
+                .constraints
+                .iter()
+                .filter_map(|c| match c.rule {
+                    Rule::References { from, to } => Some((from, to)),
+                    _ => None,
+                })
+                .collect(),
+            SuiteMode::Strict => db.foreign_keys.clone(),
+        };
+        let mut from: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (a, b) in pairs {
+            if db.columns.get(a).is_some() && db.columns.get(b).is_some() {
+                from.entry(a).or_default().push(b);
             }
-            s.push('\'');
-            s
         }
+        Links { from }
+    }
+
+    fn of(&self, c: usize) -> &[usize] {
+        self.from.get(&c).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// (table, referenced table) for every link.
+    fn table_edges<'a>(&'a self, db: &'a DbSchema) -> impl Iterator<Item = (usize, usize)> + 'a {
+        self.from.iter().flat_map(move |(a, bs)| {
+            bs.iter()
+                .map(move |b| (db.columns[*a].table, db.columns[*b].table))
+        })
     }
 }
 
-/// Tables the generator fills: those the gold query reads, and their foreign-key parents,
-/// parents first. (A table only the prediction reads stays empty in the suite.)
-fn tables_to_fill(db: &DbSchema, gold: &str) -> Vec<usize> {
+/// Tables the generator fills: those the gold query reads, and the tables they reference,
+/// transitively, parents first. (A table only the prediction reads stays empty in the suite.)
+fn tables_to_fill(db: &DbSchema, gold: &str, links: &Links) -> Vec<usize> {
     let mut wanted: Vec<usize> = tables_read(gold)
         .into_iter()
         .filter_map(|name| db.table_index(&name))
         .collect();
     let mut seen = std::collections::BTreeSet::new();
     wanted.retain(|t| seen.insert(*t));
+    let edges: Vec<(usize, usize)> = links.table_edges(db).collect();
     let mut i = 0;
     while i < wanted.len() {
         let t = wanted[i];
-        for (from, to) in &db.foreign_keys {
-            let (Some(f), Some(r)) = (db.columns.get(*from), db.columns.get(*to)) else {
-                continue;
-            };
-            if f.table == t && !wanted.contains(&r.table) {
-                wanted.push(r.table);
+        for &(f, r) in &edges {
+            if f == t && !wanted.contains(&r) {
+                wanted.push(r);
             }
         }
         i += 1;
@@ -376,12 +593,9 @@ fn tables_to_fill(db: &DbSchema, gold: &str) -> Vec<usize> {
     let mut remaining = wanted.clone();
     while !remaining.is_empty() {
         let ready = remaining.iter().position(|&t| {
-            db.foreign_keys.iter().all(|(from, to)| {
-                let (Some(f), Some(r)) = (db.columns.get(*from), db.columns.get(*to)) else {
-                    return true;
-                };
-                f.table != t || r.table == t || !remaining.contains(&r.table)
-            })
+            edges
+                .iter()
+                .all(|&(f, r)| f != t || r == t || !remaining.contains(&r))
         });
         let next = remaining.remove(ready.unwrap_or(0));
         ordered.push(next);
@@ -389,28 +603,69 @@ fn tables_to_fill(db: &DbSchema, gold: &str) -> Vec<usize> {
     ordered
 }
 
-/// Per column: (real or fallback values, the gold query's literals that fit its type, whether
-/// it may be NULL).
-type Pools = HashMap<usize, (Vec<SqlValue>, Vec<SqlValue>, bool)>;
+/// What generation draws from.
+#[derive(Default)]
+struct Pools {
+    /// Per column: (real or fallback values, the gold query's literals that fit its type,
+    /// whether it may be NULL).
+    columns: HashMap<usize, (Vec<SqlValue>, Vec<SqlValue>, bool)>,
+    /// Per key ↔ label constraint `(key, label)`: the real pairs to draw from (ordered: the
+    /// suite must not depend on a hash seed).
+    pairs: BTreeMap<(usize, usize), Vec<(SqlValue, SqlValue)>>,
+}
 
-fn generate(
-    db: &DbSchema,
-    tables: &[usize],
-    pools: &Pools,
-    rng: &mut StdRng,
-    max_rows: usize,
-) -> GeneratedDb {
+/// What one generated database is drawn from.
+#[derive(Clone, Copy)]
+struct Draw<'a> {
+    db: &'a DbSchema,
+    pools: &'a Pools,
+    constraints: &'a DbConstraints,
+    links: &'a Links,
+    /// The gold query's numbers, admitted in every range.
+    planted: &'a [f64],
+}
+
+fn generate(draw: &Draw, tables: &[usize], rng: &mut StdRng, max_rows: usize) -> GeneratedDb {
+    let Draw {
+        db,
+        pools,
+        constraints,
+        ..
+    } = *draw;
     let mut out = GeneratedDb::default();
     for &t in tables {
-        let cols: Vec<(usize, &crate::catalogue::Column)> = {
-            let mut seen = std::collections::BTreeSet::new();
-            db.columns_of(t)
-                .filter(|(_, c)| seen.insert(c.name.to_lowercase()))
-                .collect()
-        };
+        let cols = table_columns(db, t);
         let key = super::schema_db::primary_key(db, t);
-        // An empty table one time in eight; otherwise 1..=max_rows rows.
-        let n = if rng.random_range(0..8) == 0 {
+        // Unique columns other than a single-column primary key (checked below with the key).
+        let unique: Vec<usize> = (0..cols.len())
+            .filter(|&i| constraints.unique(cols[i]) && key != [cols[i]])
+            .collect();
+        let pairs: Vec<PairsAt> = pools
+            .pairs
+            .iter()
+            .filter_map(|((k, l), pairs)| {
+                let kp = cols.iter().position(|c| c == k)?;
+                let lp = cols.iter().position(|c| c == l)?;
+                Some((kp, lp, pairs))
+            })
+            .collect();
+        let together: Vec<Vec<usize>> = constraints
+            .constraints
+            .iter()
+            .filter_map(|k| match &k.rule {
+                Rule::UniqueTogether { columns } => columns
+                    .iter()
+                    .map(|c| cols.iter().position(|x| x == c))
+                    .collect::<Option<Vec<usize>>>(),
+                _ => None,
+            })
+            .collect();
+        let may_be_empty = !constraints
+            .constraints
+            .iter()
+            .any(|k| k.rule == Rule::NonEmpty { table: t });
+        // An empty table one time in eight (where it may be empty); otherwise 1..=max_rows rows.
+        let n = if rng.random_range(0..8) == 0 && may_be_empty {
             0
         } else {
             rng.random_range(1..=max_rows.max(1))
@@ -420,18 +675,32 @@ fn generate(
         for _ in 0..n {
             for _attempt in 0..6 {
                 let mut row = Vec::with_capacity(cols.len());
-                for &(c, _) in &cols {
-                    row.push(value_for(db, &out, pools, rng, c, key.contains(&c)));
+                for &c in &cols {
+                    row.push(value_for(draw, &out, rng, c, key.contains(&c)));
+                }
+                if !take_real_pairs(&mut row, &pairs, rng) {
+                    continue;
                 }
                 let key_values: Vec<SqlValue> = cols
                     .iter()
                     .zip(&row)
-                    .filter(|((c, _), _)| key.contains(c))
+                    .filter(|(c, _)| key.contains(c))
                     .map(|(_, v)| v.clone())
                     .collect();
                 if !key.is_empty()
                     && (keys_seen.contains(&key_values) || key_values.contains(&SqlValue::Null))
                 {
+                    continue;
+                }
+                let repeats = unique.iter().any(|&u| {
+                    !matches!(row[u], SqlValue::Null)
+                        && rows.iter().any(|r| r[u].key() == row[u].key())
+                });
+                let repeats_together = together.iter().any(|positions| {
+                    rows.iter()
+                        .any(|r| positions.iter().all(|&p| r[p].key() == row[p].key()))
+                });
+                if repeats || repeats_together {
                     continue;
                 }
                 keys_seen.push(key_values);
@@ -444,37 +713,90 @@ fn generate(
     out
 }
 
+/// A key ↔ label constraint's positions in a row `(key, label)` and the real pairs to draw.
+type PairsAt<'a> = (usize, usize, &'a Vec<(SqlValue, SqlValue)>);
+
+/// Set each key ↔ label pair of the row to a real pair: the first pair of a key drawn at
+/// random, the labels of other constraints on the same key looked up for it. False when a
+/// key has no pair for such a label (the row is drawn again).
+fn take_real_pairs(row: &mut [SqlValue], pairs: &[PairsAt], rng: &mut StdRng) -> bool {
+    let mut keyed: Vec<usize> = Vec::new();
+    for &(k, l, real) in pairs {
+        if keyed.contains(&k) {
+            let Some((_, label)) = real.iter().find(|(key, _)| key.key() == row[k].key()) else {
+                return false;
+            };
+            row[l] = label.clone();
+        } else {
+            if real.is_empty() {
+                return false;
+            }
+            let (key, label) = &real[rng.random_range(0..real.len())];
+            row[k] = key.clone();
+            row[l] = label.clone();
+            keyed.push(k);
+        }
+    }
+    true
+}
+
+/// The non-NULL values of column `c` in the tables generated so far; `None` when its table
+/// is not generated (yet).
+fn generated_values(db: &DbSchema, so_far: &GeneratedDb, c: usize) -> Option<Vec<SqlValue>> {
+    let table = db.columns.get(c)?.table;
+    let rows = so_far.rows_of(table)?;
+    let at = table_columns(db, table).iter().position(|&x| x == c)?;
+    Some(
+        rows.iter()
+            .filter_map(|r| r.get(at))
+            .filter(|v| !matches!(v, SqlValue::Null))
+            .cloned()
+            .collect(),
+    )
+}
+
 fn value_for(
-    db: &DbSchema,
+    draw: &Draw,
     so_far: &GeneratedDb,
-    pools: &Pools,
     rng: &mut StdRng,
     c: usize,
     in_key: bool,
 ) -> SqlValue {
-    let nullable = pools.get(&c).is_some_and(|(_, _, n)| *n);
+    let Draw {
+        db,
+        pools,
+        constraints,
+        links,
+        planted,
+    } = *draw;
+    let nullable = pools.columns.get(&c).is_some_and(|(_, _, n)| *n);
     if nullable && !in_key && rng.random_range(0..10) == 0 {
         return SqlValue::Null;
     }
-    // A foreign key points at a generated parent row when there is one (a dangling reference
-    // is legal but tells apart only queries that differ on broken data).
-    if let Some((_, to)) = db.foreign_keys.iter().find(|(from, _)| *from == c)
-        && let Some(parent) = db.columns.get(*to)
-        && let Some(parent_rows) = so_far.rows_of(parent.table)
-        && !parent_rows.is_empty()
-    {
-        let position = columns(db, parent.table).and_then(|cols| {
-            cols.iter()
-                .position(|n| n.eq_ignore_ascii_case(&parent.name))
+    // A value that references other columns is one they hold (all of them, under
+    // constraints), when the generated rows have one: strict suites do not need it (a
+    // dangling reference is legal there) but it tells apart only queries that differ on broken
+    // data otherwise; constrained suites delete the rows left dangling afterwards.
+    let mut candidates: Option<Vec<SqlValue>> = None;
+    for &to in links.of(c) {
+        let Some(values) = generated_values(db, so_far, to) else {
+            continue;
+        };
+        candidates = Some(match candidates {
+            None => values,
+            Some(previous) => previous
+                .into_iter()
+                .filter(|v| values.iter().any(|w| w.key() == v.key()))
+                .collect(),
         });
-        if let Some(p) = position {
-            let row = &parent_rows[rng.random_range(0..parent_rows.len())];
-            if let Some(v) = row.get(p) {
-                return v.clone();
-            }
+    }
+    if let Some(mut candidates) = candidates {
+        candidates.retain(|v| constraints.admits(c, v, planted));
+        if !candidates.is_empty() {
+            return candidates[rng.random_range(0..candidates.len())].clone();
         }
     }
-    let Some((real, literal, _)) = pools.get(&c) else {
+    let Some((real, literal, _)) = pools.columns.get(&c) else {
         return SqlValue::Integer(rng.random_range(0..4));
     };
     let pool = if literal.is_empty() || (!real.is_empty() && rng.random_bool(0.5)) {
@@ -489,8 +811,14 @@ fn value_for(
 }
 
 impl SuiteChecker {
-    fn script(&self, db: &DbSchema, generated: &GeneratedDb) -> (String, bool) {
-        let mut out = String::from(NO_FOREIGN_KEYS);
+    fn script(&self, db: &DbSchema, generated: &GeneratedDb, mode: SuiteMode) -> (String, bool) {
+        let mut out = String::from(match mode {
+            SuiteMode::Constrained if foreign_keys_checkable(db) => FOREIGN_KEYS,
+            SuiteMode::Constrained => {
+                "-- every reference holds; SQLite cannot check them: a declared foreign key names a column that is not unique\nPRAGMA foreign_keys = OFF;\n"
+            }
+            SuiteMode::Strict => NO_FOREIGN_KEYS,
+        });
         let mut truncated = false;
         'tables: for (t, rows) in &generated.rows {
             let (Some(table), Some(cols)) = (db.tables.get(*t), columns(db, *t)) else {
@@ -501,7 +829,7 @@ impl SuiteChecker {
                     "INSERT INTO {} ({}) VALUES ({});\n",
                     quote(table),
                     cols.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", "),
-                    row.iter().map(literal).collect::<Vec<_>>().join(", ")
+                    row.iter().map(sql_literal).collect::<Vec<_>>().join(", ")
                 );
                 if out.len() + line.len() > self.config.max_script_bytes {
                     truncated = true;
@@ -514,6 +842,28 @@ impl SuiteChecker {
     }
 }
 
+/// Whether SQLite can enforce every declared foreign key of `db`: each names its table's
+/// single-column primary key or a declared UNIQUE column (otherwise inserting a child row
+/// fails with "foreign key mismatch").
+fn foreign_keys_checkable(db: &DbSchema) -> bool {
+    db.foreign_keys.iter().all(|&(_, to)| {
+        db.column_key(to)
+            .is_some_and(|key| db.is_single_pk(&key) || db.unique.contains(&key))
+    })
+}
+
+/// Most assumptions listed in a row's details.
+const LISTED_ASSUMPTIONS: usize = 40;
+
+fn capped(mut list: Vec<String>) -> Vec<String> {
+    if list.len() > LISTED_ASSUMPTIONS {
+        let more = list.len() - LISTED_ASSUMPTIONS;
+        list.truncate(LISTED_ASSUMPTIONS);
+        list.push(format!("… and {more} more"));
+    }
+    list
+}
+
 impl SuiteCheck for SuiteChecker {
     fn check(
         &self,
@@ -521,8 +871,9 @@ impl SuiteCheck for SuiteChecker {
         gold: &str,
         pred: &str,
         convention: ExConvention,
+        mode: SuiteMode,
     ) -> Result<TsOutcome, TsError> {
-        self.run(db, gold, pred, convention, true)
+        self.run(db, gold, pred, convention, mode, true)
     }
 }
 
@@ -535,8 +886,9 @@ impl SuiteChecker {
         gold: &str,
         pred: &str,
         convention: ExConvention,
+        mode: SuiteMode,
     ) -> Result<TsOutcome, TsError> {
-        self.run(db, gold, pred, convention, false)
+        self.run(db, gold, pred, convention, mode, false)
     }
 
     fn run(
@@ -545,9 +897,13 @@ impl SuiteChecker {
         gold: &str,
         pred: &str,
         convention: ExConvention,
+        mode: SuiteMode,
         compare_real: bool,
     ) -> Result<TsOutcome, TsError> {
-        if tables_to_fill(db, gold).is_empty() {
+        if tables_read(gold)
+            .iter()
+            .all(|name| db.table_index(name).is_none())
+        {
             return Err(TsError::Unavailable(
                 "the gold query reads no table of the schema".into(),
             ));
@@ -561,6 +917,9 @@ impl SuiteChecker {
             counterexample: None,
             differs_on: None,
             pred_error: None,
+            mode,
+            assumptions: Vec::new(),
+            constraints_mined: false,
         };
         if let Some(real) = &self.real
             && compare_real
@@ -583,10 +942,19 @@ impl SuiteChecker {
                 return Ok(outcome);
             }
         }
-        let suite = self.suite(db, gold);
+        let suite = self.suite(db, gold, mode);
+        if suite.databases.is_empty() && !outcome.real_database {
+            // Nothing was compared: not a verdict.
+            return Err(TsError::Unavailable(format!(
+                "no generated database both keeps the {} constraints and runs the gold query",
+                mode.as_str()
+            )));
+        }
         outcome.suite_size = suite.databases.len();
         outcome.mutants = suite.mutants;
         outcome.mutants_killed = suite.killed;
+        outcome.constraints_mined = suite.constraints.mined;
+        outcome.assumptions = capped(suite.constraints.describe_for(db, &suite.tables));
         let mut smallest: Option<(usize, &GeneratedDb, ResultSet, Result<ResultSet, String>)> =
             None;
         for generated in &suite.databases {
@@ -608,7 +976,30 @@ impl SuiteChecker {
             }
         }
         if let Some((rows, generated, gold_rs, pred_rs)) = smallest {
-            let (script, truncated) = self.script(db, generated);
+            let (script, truncated) = self.script(db, generated, mode);
+            let with_rows: Vec<usize> = generated
+                .rows
+                .iter()
+                .filter(|(_, r)| !r.is_empty())
+                .map(|(t, _)| *t)
+                .collect();
+            let (assumed, violates) = match mode {
+                SuiteMode::Constrained => (
+                    capped(suite.constraints.describe_for(db, &with_rows)),
+                    Vec::new(),
+                ),
+                // What the strict counterexample gives up: the constraints a constrained suite
+                // would have kept.
+                SuiteMode::Strict => {
+                    let kept = self.constraints(db);
+                    let broken = kept
+                        .violations(db, &generated.rows, &suite.planted)
+                        .into_iter()
+                        .map(|i| kept.constraints[i].describe(db))
+                        .collect();
+                    (Vec::new(), capped(broken))
+                }
+            };
             outcome.verdict = false;
             outcome.differs_on = Some("suite");
             outcome.counterexample = Some(Counterexample {
@@ -617,6 +1008,8 @@ impl SuiteChecker {
                 rows,
                 gold: ShownResult::of(&gold_rs),
                 pred: pred_rs.map(|p| ShownResult::of(&p)),
+                assumed,
+                violates,
             });
         }
         Ok(outcome)

@@ -27,8 +27,12 @@ pub enum Metric {
     /// Enhanced tree matching (ETM, the successor of ESM+): rewritten syntax trees are equal.
     Etm,
     /// Execution on generated databases (test suite) and the real one, with a counterexample
-    /// when the results differ.
+    /// when the results differ; the generated databases keep the database's constraints
+    /// (declared, observed in its data, or assumed from the schema).
     TsEx,
+    /// `ts_ex` on databases that need keep no constraint but unique primary keys (the
+    /// constraint-free suites): finds more differences, some on data no real database holds.
+    TsExStrict,
     /// BADGER hybrid execution accuracy.
     HybridEx,
     /// FLEX LLM judge.
@@ -48,6 +52,7 @@ impl Metric {
             Metric::EsmPlus => "esm_plus",
             Metric::Etm => "etm",
             Metric::TsEx => "ts_ex",
+            Metric::TsExStrict => "ts_ex_strict",
             Metric::HybridEx => "hybrid_ex",
             Metric::Flex => "flex",
             Metric::Rose => "rose",

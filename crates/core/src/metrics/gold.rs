@@ -19,7 +19,7 @@ use super::esm::plus::{EsmPlusOptions, esm_plus};
 use super::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
 use super::etm::{EtmGoldError, EtmSchema, PlanCheck, etm};
 use super::ex::{ExConvention, results_match};
-use super::ts_ex::{SuiteCheck, TsError};
+use super::ts_ex::{SuiteCheck, SuiteMode, TsError};
 
 /// Which gold metrics to compute and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +34,11 @@ pub struct GoldOptions {
     pub esm_plus: bool,
     /// Compute ETM.
     pub etm: bool,
-    /// Compute `ts_ex` (execution on generated databases; off unless asked for).
+    /// Compute `ts_ex` (execution on generated databases that keep the database's
+    /// constraints; off unless asked for).
     pub ts_ex: bool,
+    /// Compute `ts_ex_strict` (the same on constraint-free databases; off unless asked for).
+    pub ts_ex_strict: bool,
     /// Official-evaluator switches for ESM.
     pub esm_options: SpiderEvalOptions,
     /// ESM+ switches.
@@ -51,6 +54,7 @@ impl Default for GoldOptions {
             esm_plus: true,
             etm: true,
             ts_ex: false,
+            ts_ex_strict: false,
             esm_options: SpiderEvalOptions::default(),
             esm_plus_options: EsmPlusOptions::default(),
         }
@@ -215,9 +219,14 @@ impl GoldScorer {
                 out.rows.push(row);
             }
         }
-        if opts.ts_ex {
-            out.rows
-                .push(self.ts_ex_row(event, ts, db_id, gold_sql, opts.ex_convention));
+        for (on, mode) in [
+            (opts.ts_ex, SuiteMode::Constrained),
+            (opts.ts_ex_strict, SuiteMode::Strict),
+        ] {
+            if on {
+                out.rows
+                    .push(self.ts_ex_row(event, ts, db_id, gold_sql, opts.ex_convention, mode));
+            }
         }
         if opts.etm || evidence.etm {
             let row = self.etm_row(event, ts, db_id, schemas.as_deref(), gold_sql);
@@ -238,8 +247,13 @@ impl GoldScorer {
         db_id: Option<&str>,
         gold_sql: &str,
         convention: ExConvention,
+        mode: SuiteMode,
     ) -> EvaluationRow {
-        let mut row = EvaluationRow::for_event(event, ts, Metric::TsEx);
+        let metric = match mode {
+            SuiteMode::Constrained => Metric::TsEx,
+            SuiteMode::Strict => Metric::TsExStrict,
+        };
+        let mut row = EvaluationRow::for_event(event, ts, metric);
         let (Some(db), Some(suites)) = (
             db_id.and_then(|d| self.catalog.get(d)),
             self.suites.as_deref(),
@@ -252,7 +266,7 @@ impl GoldScorer {
             unavailable(&mut row, db_id, why);
             return row;
         };
-        match suites.check(db, gold_sql, &event.sql, convention) {
+        match suites.check(db, gold_sql, &event.sql, convention, mode) {
             Ok(out) => {
                 row.verdict = Some(out.verdict);
                 row.value = if out.verdict { 1.0 } else { 0.0 };
@@ -274,6 +288,11 @@ impl GoldScorer {
                     "pred_error": out.pred_error,
                     "counterexample": out.counterexample,
                     "ex_convention": convention.as_str(),
+                    "suite_mode": out.mode,
+                    "constraints": {
+                        "mined": out.constraints_mined,
+                        "assumed": out.assumptions,
+                    },
                 })
                 .into();
             }

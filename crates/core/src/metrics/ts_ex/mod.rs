@@ -10,6 +10,12 @@
 //! (and back), a sort direction, a LIMIT, IS NULL and IN negated, COUNT(c) as COUNT(*). A generated database that
 //! tells the gold query from a mutant is kept in the suite: it exercises exactly the
 //! difference the mutant makes.
+//!
+//! Generated databases keep the database's constraints ([`constraints`]: declared, observed in
+//! the real data, or assumed from the schema) for `ts_ex`; `ts_ex_strict` uses none
+//! ([`SuiteMode`]).
+
+pub mod constraints;
 
 use serde::Serialize;
 use sqlparser::ast::{
@@ -516,6 +522,26 @@ impl ShownResult {
     }
 }
 
+/// Which databases a suite is drawn from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuiteMode {
+    /// Only databases that keep every constraint of [`constraints::DbConstraints`] (`ts_ex`).
+    Constrained,
+    /// Any database of the schema (`ts_ex_strict`): primary keys unique, nothing else kept.
+    Strict,
+}
+
+impl SuiteMode {
+    /// The name stored in rows' details.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuiteMode::Constrained => "constrained",
+            SuiteMode::Strict => "strict",
+        }
+    }
+}
+
 /// A database on which gold and prediction disagree, small enough to read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Counterexample {
@@ -530,6 +556,11 @@ pub struct Counterexample {
     pub gold: ShownResult,
     /// The prediction's result there, or its error.
     pub pred: Result<ShownResult, String>,
+    /// The constraints it keeps that bear on its tables, described (constrained suites).
+    pub assumed: Vec<String>,
+    /// The database's constraints it breaks, described (strict suites: a counterexample that
+    /// needs NULL keys or duplicate names says so; empty under constraints, by construction).
+    pub violates: Vec<String>,
 }
 
 /// `ts_ex`'s verdict on one pair.
@@ -551,6 +582,13 @@ pub struct TsOutcome {
     pub differs_on: Option<&'static str>,
     /// The prediction's error on the real database (then nothing else was run).
     pub pred_error: Option<String>,
+    /// Which databases the suite was drawn from.
+    pub mode: SuiteMode,
+    /// The constraints the suite kept on the tables it fills, described (empty when strict).
+    pub assumptions: Vec<String>,
+    /// Whether the constraints include what the real database's data shows (else the
+    /// schema's and people's assumptions only).
+    pub constraints_mined: bool,
 }
 
 /// Why a pair could not be judged.
@@ -567,13 +605,14 @@ pub enum TsError {
 /// Runs `ts_ex` for a pair: builds (or reuses) the gold query's suite, executes both queries
 /// on it and on the real database when there is one.
 pub trait SuiteCheck: Send + Sync {
-    /// The verdict under `convention`.
+    /// The verdict under `convention`, on a suite drawn as `mode` says.
     fn check(
         &self,
         db: &DbSchema,
         gold: &str,
         pred: &str,
         convention: ExConvention,
+        mode: SuiteMode,
     ) -> Result<TsOutcome, TsError>;
 }
 

@@ -1,0 +1,619 @@
+//! What `ts_ex` assumes about a database: the constraints every generated database keeps, each
+//! with where it came from — **declared** by the schema (primary keys, `NOT NULL`, `UNIQUE`,
+//! foreign keys), **observed** in the real database's data (mined at the edge), or **assumed**
+//! because people assume it when there is only a schema (keys are not NULL, foreign keys point
+//! at existing rows).
+//!
+//! Why: a counterexample on data no real database of the schema would hold (a NULL key, a bond
+//! whose molecule has no atoms, two superpowers with the same name, `gender_id = 1` meaning
+//! "Female") refutes a prediction people call correct. Under these constraints `ts_ex` looks
+//! only at databases the schema and its data allow; `ts_ex_strict` keeps the constraint-free
+//! behaviour.
+//!
+//! Pure: plain data, the check of a generated database against the constraints
+//! ([`DbConstraints::violations`]), the repair that deletes rows until every reference holds
+//! ([`DbConstraints::repair_references`]), and each constraint as a SQL query that counts its
+//! violations ([`Constraint::violation_sql`]) — what the edge runs on the real database to mine
+//! them, and what tests run on a counterexample's script to check it independently.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::catalogue::DbSchema;
+use crate::exec::{SqlValue, ValueKey};
+
+/// Where a constraint comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The schema says so (DDL or `tables.json`).
+    Declared,
+    /// The real database's data shows it (every row satisfies it).
+    Observed,
+    /// Nothing says so, but people assume it (schema only: keys are not NULL).
+    Assumed,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Declared => "declared",
+            Origin::Observed => "observed",
+            Origin::Assumed => "assumed",
+        }
+    }
+}
+
+/// One constraint; columns are indices into [`DbSchema::columns`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Rule {
+    /// The column holds no NULL.
+    NotNull { column: usize },
+    /// The column's non-NULL values are distinct.
+    Unique { column: usize },
+    /// Every non-NULL value of `from` occurs in `to` (a foreign key, declared or not; `to`
+    /// need not be unique: `bond.molecule_id` values all occur in `atom.molecule_id`).
+    References { from: usize, to: usize },
+    /// The column's non-NULL values are among these (a small enumeration).
+    Domain {
+        column: usize,
+        values: Vec<SqlValue>,
+    },
+    /// The column's non-NULL values are numbers in `[min, max]`.
+    Range { column: usize, min: f64, max: f64 },
+    /// No two rows of one table agree on all these columns (a link table's pair of keys; all
+    /// of a table's columns: no duplicate rows).
+    UniqueTogether { columns: Vec<usize> },
+    /// The table has at least one row (a table others reference, or one that references
+    /// nothing: the entities a database is about; tables that only reference others may be
+    /// empty).
+    NonEmpty { table: usize },
+    /// Two columns of one table map one to one, and every `(key, label)` pair of a row is one
+    /// of the real database's (`gender.id` ↔ `gender.gender`: 1 is "Male" there, so it is
+    /// "Male" in every generated database).
+    KeyLabel {
+        key: usize,
+        label: usize,
+        pairs: Vec<(SqlValue, SqlValue)>,
+    },
+}
+
+/// A constraint and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Constraint {
+    pub rule: Rule,
+    pub origin: Origin,
+}
+
+/// Rows of generated tables: `(table index, rows)`, each row one value per column of
+/// [`table_columns`] in that order.
+pub type TableRows = [(usize, Vec<Vec<SqlValue>>)];
+
+/// The columns of table `t` as generated databases hold them: schema order, the first of each
+/// case-insensitive name (as the schema DDL declares them).
+pub fn table_columns(db: &DbSchema, t: usize) -> Vec<usize> {
+    let mut seen = BTreeSet::new();
+    db.columns_of(t)
+        .filter(|(_, c)| seen.insert(c.name.to_lowercase()))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// A value as a SQL literal.
+pub fn sql_literal(v: &SqlValue) -> String {
+    match v {
+        SqlValue::Null => "NULL".into(),
+        SqlValue::Integer(i) => i.to_string(),
+        SqlValue::Real(f) => format!("{f:?}"),
+        SqlValue::Text(t) => format!("'{}'", t.replace('\'', "''")),
+        SqlValue::Blob(b) => {
+            let hex: String = b.iter().map(|byte| format!("{byte:02X}")).collect();
+            format!("X'{hex}'")
+        }
+    }
+}
+
+fn number(v: &SqlValue) -> Option<f64> {
+    match v {
+        SqlValue::Integer(i) => Some(*i as f64),
+        SqlValue::Real(x) => Some(*x),
+        _ => None,
+    }
+}
+
+impl Rule {
+    /// The columns the rule constrains.
+    pub fn columns(&self) -> Vec<usize> {
+        match self {
+            Rule::NotNull { column }
+            | Rule::Unique { column }
+            | Rule::Domain { column, .. }
+            | Rule::Range { column, .. } => vec![*column],
+            Rule::References { from, to } => vec![*from, *to],
+            Rule::KeyLabel { key, label, .. } => vec![*key, *label],
+            Rule::UniqueTogether { columns } => columns.clone(),
+            Rule::NonEmpty { .. } => Vec::new(),
+        }
+    }
+
+    /// The tables the rule constrains.
+    pub fn tables(&self, db: &DbSchema) -> Vec<usize> {
+        match self {
+            Rule::NonEmpty { table } => vec![*table],
+            _ => {
+                let mut out: Vec<usize> = self
+                    .columns()
+                    .iter()
+                    .filter_map(|c| db.columns.get(*c).map(|col| col.table))
+                    .collect();
+                out.dedup();
+                out
+            }
+        }
+    }
+
+    /// Whether `v` may stand in `column` as far as this rule alone says (NULL aside). The
+    /// `planted` numbers (the gold query's literals and their neighbours) are admitted in every
+    /// range: a number the question compares with is one people expect there, and without it
+    /// a dropped `age > 30` would pass wherever the real ages all exceed 30.
+    pub fn admits(&self, column: usize, v: &SqlValue, planted: &[f64]) -> bool {
+        match self {
+            Rule::Domain { column: c, values } if *c == column => {
+                values.iter().any(|d| d.key() == v.key())
+            }
+            Rule::Range {
+                column: c,
+                min,
+                max,
+            } if *c == column => {
+                number(v).is_some_and(|x| (x >= *min && x <= *max) || planted.contains(&x))
+            }
+            _ => true,
+        }
+    }
+}
+
+impl Constraint {
+    /// For people: `superhero.gender_id → gender.id (declared)`.
+    pub fn describe(&self, db: &DbSchema) -> String {
+        let name = |c: usize| {
+            let col = db.columns.get(c);
+            let table = col.and_then(|col| db.tables.get(col.table));
+            match (table, col) {
+                (Some(t), Some(col)) => format!("{t}.{}", col.name),
+                _ => format!("column #{c}"),
+            }
+        };
+        let list = |values: &[SqlValue]| {
+            values
+                .iter()
+                .map(sql_literal)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let what = match &self.rule {
+            Rule::NotNull { column } => format!("{} NOT NULL", name(*column)),
+            Rule::Unique { column } => format!("{} UNIQUE", name(*column)),
+            Rule::References { from, to } => format!("{} → {}", name(*from), name(*to)),
+            Rule::Domain { column, values } => format!("{} IN ({})", name(*column), list(values)),
+            Rule::Range { column, min, max } => {
+                format!("{} BETWEEN {min} AND {max}", name(*column))
+            }
+            Rule::KeyLabel { key, label, pairs } => format!(
+                "{} ↔ {} ({} real pairs)",
+                name(*key),
+                name(*label),
+                pairs.len()
+            ),
+            Rule::UniqueTogether { columns } => format!(
+                "UNIQUE ({})",
+                columns
+                    .iter()
+                    .map(|c| name(*c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Rule::NonEmpty { table } => format!(
+                "{} has rows",
+                db.tables.get(*table).map_or("?", String::as_str)
+            ),
+        };
+        format!("{what} ({})", self.origin.as_str())
+    }
+
+    /// A query returning the number of rows that violate the constraint (0 when it holds),
+    /// on any database with the schema's tables. `None` when a column is unknown.
+    pub fn violation_sql(&self, db: &DbSchema) -> Option<String> {
+        let col = |c: usize| {
+            let col = db.columns.get(c)?;
+            Some((quote(db.tables.get(col.table)?), quote(&col.name)))
+        };
+        Some(match &self.rule {
+            Rule::NotNull { column } => {
+                let (t, c) = col(*column)?;
+                format!("SELECT COUNT(*) FROM {t} WHERE {c} IS NULL")
+            }
+            Rule::Unique { column } => {
+                let (t, c) = col(*column)?;
+                format!(
+                    "SELECT COUNT(*) FROM (SELECT {c} FROM {t} WHERE {c} IS NOT NULL GROUP BY {c} HAVING COUNT(*) > 1)"
+                )
+            }
+            Rule::References { from, to } => {
+                let ((ft, fc), (tt, tc)) = (col(*from)?, col(*to)?);
+                format!(
+                    "SELECT COUNT(*) FROM {ft} WHERE {fc} IS NOT NULL AND {fc} NOT IN (SELECT {tc} FROM {tt} WHERE {tc} IS NOT NULL)"
+                )
+            }
+            Rule::Domain { column, values } => {
+                let (t, c) = col(*column)?;
+                let values: Vec<String> = values.iter().map(sql_literal).collect();
+                format!(
+                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND {c} NOT IN ({})",
+                    values.join(", ")
+                )
+            }
+            Rule::Range { column, min, max } => {
+                let (t, c) = col(*column)?;
+                format!(
+                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?})"
+                )
+            }
+            Rule::UniqueTogether { columns } => {
+                let cols: Vec<(String, String)> =
+                    columns.iter().map(|c| col(*c)).collect::<Option<_>>()?;
+                let t = &cols.first()?.0;
+                let list: Vec<&str> = cols.iter().map(|(_, c)| c.as_str()).collect();
+                format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM {t} GROUP BY {} HAVING COUNT(*) > 1)",
+                    list.join(", ")
+                )
+            }
+            Rule::NonEmpty { table } => {
+                let t = quote(db.tables.get(*table)?);
+                format!("SELECT NOT EXISTS (SELECT 1 FROM {t})")
+            }
+            Rule::KeyLabel { key, label, pairs } => {
+                let ((t, k), (_, l)) = (col(*key)?, col(*label)?);
+                if pairs.is_empty() {
+                    format!("SELECT COUNT(*) FROM {t}")
+                } else {
+                    let values: Vec<String> = pairs
+                        .iter()
+                        .map(|(a, b)| format!("({}, {})", sql_literal(a), sql_literal(b)))
+                        .collect();
+                    format!(
+                        "SELECT COUNT(*) FROM {t} WHERE ({k}, {l}) NOT IN (VALUES {})",
+                        values.join(", ")
+                    )
+                }
+            }
+        })
+    }
+}
+
+/// Every constraint `ts_ex` keeps for one database.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DbConstraints {
+    pub constraints: Vec<Constraint>,
+    /// Whether the real database's data was mined (else the schema's and people's
+    /// assumptions only).
+    pub mined: bool,
+    /// What mining left out, and why (a time limit reached, a table too large).
+    pub notes: Vec<String>,
+}
+
+impl DbConstraints {
+    /// No constraint at all (`ts_ex_strict`).
+    pub fn none() -> DbConstraints {
+        DbConstraints::default()
+    }
+
+    /// What the schema declares: primary keys (NOT NULL, and UNIQUE when single-column),
+    /// declared NOT NULL and single-column UNIQUE, and foreign keys (references).
+    pub fn declared(db: &DbSchema) -> DbConstraints {
+        let mut out = DbConstraints::default();
+        for key in &db.primary_keys {
+            for &c in key {
+                out.add(Rule::NotNull { column: c }, Origin::Declared);
+            }
+            if let [c] = key[..] {
+                out.add(Rule::Unique { column: c }, Origin::Declared);
+            }
+        }
+        for (c, _) in db.columns.iter().enumerate() {
+            let Some(key) = db.column_key(c) else {
+                continue;
+            };
+            if db.not_null.contains(&key) {
+                out.add(Rule::NotNull { column: c }, Origin::Declared);
+            }
+            if db.unique.contains(&key) {
+                out.add(Rule::Unique { column: c }, Origin::Declared);
+            }
+        }
+        for &(from, to) in &db.foreign_keys {
+            out.add(Rule::References { from, to }, Origin::Declared);
+        }
+        out
+    }
+
+    /// Schema only (no real database): what is declared, and what people assume — foreign-key
+    /// columns are not NULL (a key whose value is missing is not a key).
+    pub fn from_schema(db: &DbSchema) -> DbConstraints {
+        let mut out = DbConstraints::declared(db);
+        for &(from, _) in &db.foreign_keys {
+            out.add(Rule::NotNull { column: from }, Origin::Assumed);
+        }
+        for t in 0..db.tables.len() {
+            let columns = table_columns(db, t);
+            let key = db.primary_keys.iter().find(|k| {
+                k.first()
+                    .and_then(|c| db.columns.get(*c))
+                    .is_some_and(|c| c.table == t)
+            });
+            // A lookup table — a key and one text — names each thing once: the text is there
+            // and unique (`alignment(id, alignment)`, `gender(id, gender)`).
+            if let (Some([k]), [a, b]) = (key.map(Vec::as_slice), columns.as_slice()) {
+                let label = if a == k { *b } else { *a };
+                if db.columns[label].ty == crate::catalogue::ColumnType::Text {
+                    out.add(Rule::NotNull { column: label }, Origin::Assumed);
+                    out.add(Rule::Unique { column: label }, Origin::Assumed);
+                }
+            }
+            // A link table — no key of its own, two or more foreign keys — holds each link once.
+            let links: Vec<usize> = columns
+                .iter()
+                .copied()
+                .filter(|c| db.foreign_keys.iter().any(|(from, _)| from == c))
+                .collect();
+            if key.is_none() && links.len() >= 2 {
+                out.add(Rule::UniqueTogether { columns: links }, Origin::Assumed);
+            }
+        }
+        for table in entity_tables(db, &out) {
+            out.add(Rule::NonEmpty { table }, Origin::Assumed);
+        }
+        out
+    }
+
+    /// Add a constraint unless one with the same rule is there already.
+    pub fn add(&mut self, rule: Rule, origin: Origin) {
+        if !self.constraints.iter().any(|c| c.rule == rule) {
+            self.constraints.push(Constraint { rule, origin });
+        }
+    }
+
+    /// Whether a NOT NULL constraint holds for `column`.
+    pub fn not_null(&self, column: usize) -> bool {
+        self.constraints
+            .iter()
+            .any(|c| c.rule == Rule::NotNull { column })
+    }
+
+    /// Whether a UNIQUE constraint holds for `column`.
+    pub fn unique(&self, column: usize) -> bool {
+        self.constraints
+            .iter()
+            .any(|c| c.rule == Rule::Unique { column })
+    }
+
+    /// The columns `column`'s values must occur in.
+    pub fn references_from(&self, column: usize) -> impl Iterator<Item = usize> + '_ {
+        self.constraints.iter().filter_map(move |c| match c.rule {
+            Rule::References { from, to } if from == column => Some(to),
+            _ => None,
+        })
+    }
+
+    /// Whether `v` may stand in `column` (domains and ranges, with the `planted` numbers
+    /// admitted in ranges; NULL is a matter of [`DbConstraints::not_null`]).
+    pub fn admits(&self, column: usize, v: &SqlValue, planted: &[f64]) -> bool {
+        matches!(v, SqlValue::Null)
+            || self
+                .constraints
+                .iter()
+                .all(|c| c.rule.admits(column, v, planted))
+    }
+
+    /// The key ↔ label constraints of table `t`.
+    pub fn key_labels(&self, db: &DbSchema, t: usize) -> Vec<&Constraint> {
+        self.constraints
+            .iter()
+            .filter(|c| {
+                matches!(&c.rule, Rule::KeyLabel { key, .. }
+                    if db.columns.get(*key).is_some_and(|k| k.table == t))
+            })
+            .collect()
+    }
+
+    /// The constraints that touch any of `tables`, described for people.
+    pub fn describe_for(&self, db: &DbSchema, tables: &[usize]) -> Vec<String> {
+        self.constraints
+            .iter()
+            .filter(|c| c.rule.tables(db).iter().any(|t| tables.contains(t)))
+            .map(|c| c.describe(db))
+            .collect()
+    }
+
+    /// The constraints the rows break (indices into `constraints`), with the `planted`
+    /// numbers admitted in ranges ([`Rule::admits`]). A table absent from `rows` is empty,
+    /// except that [`Rule::NonEmpty`] binds only the tables in `rows`.
+    pub fn violations(&self, db: &DbSchema, rows: &TableRows, planted: &[f64]) -> Vec<usize> {
+        let data = ColumnData::new(db, rows);
+        (0..self.constraints.len())
+            .filter(|&i| !data.satisfies(&self.constraints[i].rule, planted))
+            .collect()
+    }
+
+    /// Delete rows whose value is missing from a column it must reference, until every
+    /// reference holds (a fixpoint: a deletion can only break another reference to the deleted
+    /// row's table, and rows only go). Deletion keeps every other kind of constraint.
+    pub fn repair_references(&self, db: &DbSchema, rows: &mut [(usize, Vec<Vec<SqlValue>>)]) {
+        let refs: Vec<(usize, usize)> = self
+            .constraints
+            .iter()
+            .filter_map(|c| match c.rule {
+                Rule::References { from, to } => Some((from, to)),
+                _ => None,
+            })
+            .collect();
+        let position = |c: usize| -> Option<(usize, usize)> {
+            let table = db.columns.get(c)?.table;
+            let slot = rows.iter().position(|(t, _)| *t == table)?;
+            let at = table_columns(db, table).iter().position(|&x| x == c)?;
+            Some((slot, at))
+        };
+        let located: Vec<_> = refs
+            .iter()
+            .map(|&(from, to)| (position(from), position(to), from))
+            .collect();
+        loop {
+            let mut changed = false;
+            for (from, to, from_column) in &located {
+                let Some((fslot, fat)) = *from else {
+                    continue;
+                };
+                // A referenced table that is not generated is empty: no value may reference it.
+                let targets: HashSet<ValueKey> = match to {
+                    Some((tslot, tat)) => rows[*tslot]
+                        .1
+                        .iter()
+                        .filter_map(|r| r.get(*tat))
+                        .filter(|v| !matches!(v, SqlValue::Null))
+                        .map(SqlValue::key)
+                        .collect(),
+                    None if db.columns.get(*from_column).is_some() => HashSet::new(),
+                    None => continue,
+                };
+                let before = rows[fslot].1.len();
+                rows[fslot].1.retain(|r| {
+                    r.get(fat)
+                        .is_none_or(|v| matches!(v, SqlValue::Null) || targets.contains(&v.key()))
+                });
+                changed |= rows[fslot].1.len() != before;
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+}
+
+/// The tables a database is about: those another table references, and those that reference
+/// none; the others (tables that only reference others: links, events, details) may be empty.
+pub fn entity_tables(db: &DbSchema, constraints: &DbConstraints) -> Vec<usize> {
+    let edges: Vec<(usize, usize)> = constraints
+        .constraints
+        .iter()
+        .filter_map(|c| match c.rule {
+            Rule::References { from, to } => {
+                Some((db.columns.get(from)?.table, db.columns.get(to)?.table))
+            }
+            _ => None,
+        })
+        .filter(|(a, b)| a != b)
+        .collect();
+    (0..db.tables.len())
+        .filter(|t| {
+            !table_columns(db, *t).is_empty()
+                && (edges.iter().any(|(_, to)| to == t) || !edges.iter().any(|(from, _)| from == t))
+        })
+        .collect()
+}
+
+/// Column values of generated rows, by column index.
+struct ColumnData<'a> {
+    /// Column → (its table's rows, its position in them).
+    columns: HashMap<usize, (&'a [Vec<SqlValue>], usize)>,
+    /// Table → its rows.
+    tables: HashMap<usize, &'a [Vec<SqlValue>]>,
+}
+
+impl<'a> ColumnData<'a> {
+    fn new(db: &DbSchema, rows: &'a TableRows) -> ColumnData<'a> {
+        let mut columns = HashMap::new();
+        let mut tables = HashMap::new();
+        for (t, table_rows) in rows {
+            tables.insert(*t, table_rows.as_slice());
+            for (at, c) in table_columns(db, *t).into_iter().enumerate() {
+                columns.insert(c, (table_rows.as_slice(), at));
+            }
+        }
+        ColumnData { columns, tables }
+    }
+
+    /// The non-NULL values of column `c` (none when its table is not generated).
+    fn non_null(&self, c: usize) -> Vec<&'a SqlValue> {
+        let Some(&(rows, at)) = self.columns.get(&c) else {
+            return Vec::new();
+        };
+        rows.iter()
+            .filter_map(|r| r.get(at))
+            .filter(|v| !matches!(v, SqlValue::Null))
+            .collect()
+    }
+
+    fn satisfies(&self, rule: &Rule, planted: &[f64]) -> bool {
+        match rule {
+            Rule::NotNull { column } => self.columns.get(column).is_none_or(|&(rows, at)| {
+                rows.iter()
+                    .all(|r| !matches!(r.get(at), Some(SqlValue::Null)))
+            }),
+            Rule::Unique { column } => {
+                let mut seen = HashSet::new();
+                self.non_null(*column).iter().all(|v| seen.insert(v.key()))
+            }
+            Rule::References { from, to } => {
+                let targets: HashSet<ValueKey> =
+                    self.non_null(*to).iter().map(|v| v.key()).collect();
+                self.non_null(*from)
+                    .iter()
+                    .all(|v| targets.contains(&v.key()))
+            }
+            Rule::Domain { column, .. } | Rule::Range { column, .. } => self
+                .non_null(*column)
+                .iter()
+                .all(|v| rule.admits(*column, v, planted)),
+            Rule::UniqueTogether { columns } => {
+                let positions: Vec<usize> = columns
+                    .iter()
+                    .filter_map(|c| self.columns.get(c).map(|&(_, at)| at))
+                    .collect();
+                let Some(&(rows, _)) = columns.first().and_then(|c| self.columns.get(c)) else {
+                    return true;
+                };
+                let mut seen = HashSet::new();
+                rows.iter().all(|r| {
+                    let key: Vec<ValueKey> = positions
+                        .iter()
+                        .filter_map(|&p| r.get(p))
+                        .map(SqlValue::key)
+                        .collect();
+                    seen.insert(key)
+                })
+            }
+            // Binds the tables generated; the others are not part of the database at all.
+            Rule::NonEmpty { table } => self.tables.get(table).is_none_or(|rows| !rows.is_empty()),
+            Rule::KeyLabel { key, label, pairs } => {
+                let (Some(&(rows, k)), Some(&(_, l))) =
+                    (self.columns.get(key), self.columns.get(label))
+                else {
+                    return true;
+                };
+                let allowed: HashSet<(ValueKey, ValueKey)> =
+                    pairs.iter().map(|(a, b)| (a.key(), b.key())).collect();
+                rows.iter().all(|r| match (r.get(k), r.get(l)) {
+                    (Some(a), Some(b)) => allowed.contains(&(a.key(), b.key())),
+                    _ => true,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! Mining a real database's constraints for `ts_ex` (the core's
+//! [`DbConstraints`]): what its schema declares, and what its data shows — columns with no
+//! NULL, columns whose values are distinct, small value domains, numeric ranges, columns whose
+//! values all occur in another column (declared foreign keys checked, undeclared ones found by
+//! name), and key ↔ label columns that map one to one (with the real pairs).
+//!
+//! Bounded: one read-only connection, every query under the time left of one budget (default
+//! 2 s per database); what the budget did not reach is not assumed, and `notes` says so. A
+//! declared foreign key is kept even where the data breaks it (the schema's word is what people
+//! reason with: a bond names a molecule that exists), with a note. Also observed: the rows of a
+//! link table (two or more key-like columns) hold each combination of keys once, a table with
+//! no primary key holds no duplicate rows, and the tables a database is about (referenced by
+//! others, or referencing none) have rows.
+//!
+//! Each inclusion check is the constraint's own [`Constraint::violation_sql`] run on the real
+//! database: a constraint is observed when it has no violation there.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sqlgrade_core::catalogue::DbSchema;
+use sqlgrade_core::exec::{ResultSet, SqlValue};
+use sqlgrade_core::metrics::ts_ex::constraints::{
+    Constraint, DbConstraints, Origin, Rule, entity_tables, table_columns,
+};
+
+use super::executor::{ExecLimits, open_guarded};
+
+/// Bounds of mining one database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MiningLimits {
+    /// Wall-clock budget for all of a database's queries.
+    pub budget: Duration,
+    /// Largest number of distinct values a column may hold to count as an enumeration.
+    pub max_domain: usize,
+    /// Largest table whose key ↔ label pairs are read (lookup tables are small).
+    pub max_pair_rows: usize,
+    /// Most undeclared inclusion candidates checked.
+    pub max_inclusion_checks: usize,
+}
+
+impl Default for MiningLimits {
+    fn default() -> Self {
+        MiningLimits {
+            budget: Duration::from_secs(2),
+            max_domain: 10,
+            max_pair_rows: 1_000,
+            max_inclusion_checks: 200,
+        }
+    }
+}
+
+/// One column's statistics in the real data.
+#[derive(Debug, Clone, Default)]
+struct ColumnStats {
+    column: usize,
+    non_null: i64,
+    distinct: i64,
+    numeric: i64,
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+/// A table's row count and its columns' statistics.
+struct TableStats {
+    rows: i64,
+    columns: Vec<ColumnStats>,
+}
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+fn int(v: Option<&SqlValue>) -> i64 {
+    match v {
+        Some(SqlValue::Integer(i)) => *i,
+        Some(SqlValue::Real(x)) => *x as i64,
+        _ => 0,
+    }
+}
+
+fn float(v: Option<&SqlValue>) -> Option<f64> {
+    match v {
+        Some(SqlValue::Integer(i)) => Some(*i as f64),
+        Some(SqlValue::Real(x)) => Some(*x),
+        _ => None,
+    }
+}
+
+/// Mine the database at `path` (the real one of `db`), starting from what `db` declares.
+pub fn mine(db: &DbSchema, path: &Path, limits: MiningLimits) -> DbConstraints {
+    let mut out = DbConstraints::declared(db);
+    out.mined = true;
+    let conn = match open_guarded(path) {
+        Ok(c) => c,
+        Err(e) => {
+            out.mined = false;
+            out.notes.push(format!(
+                "the real database could not be opened ({e}): schema only"
+            ));
+            return DbConstraints {
+                constraints: DbConstraints::from_schema(db).constraints,
+                ..out
+            };
+        }
+    };
+    let deadline = Instant::now() + limits.budget;
+    let run = |sql: &str| -> Option<ResultSet> {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        let exec = ExecLimits {
+            timeout: left,
+            max_rows: limits.max_pair_rows + 1,
+            ..ExecLimits::default()
+        };
+        conn.run(sql, exec).ok()
+    };
+    let mut stats: Vec<Option<TableStats>> = Vec::new();
+    for (t, table) in db.tables.iter().enumerate() {
+        let columns = table_columns(db, t);
+        let mut select = vec!["COUNT(*)".to_string()];
+        for &c in &columns {
+            let name = quote(&db.columns[c].name);
+            select.push(format!(
+                "COUNT({name}), COUNT(DISTINCT {name}), SUM(typeof({name}) IN ('integer', 'real')), MIN({name}), MAX({name})"
+            ));
+        }
+        let sql = format!("SELECT {} FROM {}", select.join(", "), quote(table));
+        let Some(rs) = run(&sql) else {
+            out.notes.push(format!(
+                "table {table}: not mined (the time budget of {} ms ran out, or the query failed)",
+                limits.budget.as_millis()
+            ));
+            stats.push(None);
+            continue;
+        };
+        let row = rs.rows.first().cloned().unwrap_or_default();
+        let mut table_stats = TableStats {
+            rows: int(row.first()),
+            columns: Vec::new(),
+        };
+        for (i, &c) in columns.iter().enumerate() {
+            let at = 1 + i * 5;
+            let numeric = int(row.get(at + 2));
+            table_stats.columns.push(ColumnStats {
+                column: c,
+                non_null: int(row.get(at)),
+                distinct: int(row.get(at + 1)),
+                numeric,
+                min: float(row.get(at + 3)),
+                max: float(row.get(at + 4)),
+            });
+        }
+        observe_columns(db, t, &table_stats, &run, limits, &mut out);
+        stats.push(Some(table_stats));
+    }
+    check_references(db, &stats, &run, limits, &mut out);
+    observe_key_labels(db, &stats, &run, limits, &mut out);
+    observe_unique_rows(db, &stats, &run, &mut out);
+    for table in entity_tables(db, &out) {
+        if stats
+            .get(table)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.rows > 0)
+        {
+            out.add(Rule::NonEmpty { table }, Origin::Observed);
+        }
+    }
+    out
+}
+
+/// Link tables' key combinations, and whole rows of tables without a primary key, distinct in
+/// the data.
+fn observe_unique_rows(
+    db: &DbSchema,
+    stats: &[Option<TableStats>],
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    out: &mut DbConstraints,
+) {
+    for (t, ts) in stats.iter().enumerate() {
+        if ts.as_ref().is_none_or(|s| s.rows < 2) {
+            continue;
+        }
+        let columns = table_columns(db, t);
+        let has_key = db.primary_keys.iter().any(|k| {
+            k.first()
+                .and_then(|c| db.columns.get(*c))
+                .is_some_and(|c| c.table == t)
+        });
+        let keys: Vec<usize> = columns
+            .iter()
+            .copied()
+            .filter(|c| {
+                db.foreign_keys.iter().any(|(from, _)| from == c)
+                    || out
+                        .constraints
+                        .iter()
+                        .any(|k| matches!(k.rule, Rule::References { from, .. } if from == *c))
+            })
+            .collect();
+        let mut candidates = Vec::new();
+        if keys.len() >= 2 {
+            candidates.push(keys);
+        }
+        if !has_key && columns.len() >= 2 {
+            candidates.push(columns);
+        }
+        for columns in candidates {
+            let rule = Rule::UniqueTogether { columns };
+            let sql = Constraint {
+                rule: rule.clone(),
+                origin: Origin::Observed,
+            }
+            .violation_sql(db);
+            if sql
+                .and_then(|sql| run(&sql))
+                .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0)
+            {
+                out.add(rule, Origin::Observed);
+            }
+        }
+    }
+}
+
+/// NOT NULL, UNIQUE, domains and ranges of one table's columns.
+fn observe_columns(
+    db: &DbSchema,
+    t: usize,
+    stats: &TableStats,
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    limits: MiningLimits,
+    out: &mut DbConstraints,
+) {
+    if stats.rows == 0 {
+        return;
+    }
+    let table = &db.tables[t];
+    for s in &stats.columns {
+        let c = s.column;
+        if s.non_null == stats.rows {
+            out.add(Rule::NotNull { column: c }, Origin::Observed);
+        }
+        if s.non_null >= 2 && s.distinct == s.non_null {
+            out.add(Rule::Unique { column: c }, Origin::Observed);
+        }
+        if s.distinct >= 1 && s.distinct <= limits.max_domain as i64 && s.non_null >= 3 * s.distinct
+        {
+            let name = quote(&db.columns[c].name);
+            let sql = format!(
+                "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL ORDER BY 1",
+                quote(table)
+            );
+            if let Some(rs) = run(&sql) {
+                let values: Vec<SqlValue> = rs
+                    .rows
+                    .into_iter()
+                    .filter_map(|r| r.into_iter().next())
+                    .collect();
+                if !values.is_empty() && values.len() <= limits.max_domain {
+                    out.add(Rule::Domain { column: c, values }, Origin::Observed);
+                }
+            }
+        }
+        if s.non_null > 0
+            && s.numeric == s.non_null
+            && let (Some(min), Some(max)) = (s.min, s.max)
+        {
+            out.add(
+                Rule::Range {
+                    column: c,
+                    min,
+                    max,
+                },
+                Origin::Observed,
+            );
+        }
+    }
+}
+
+/// Whether a column name looks like a key (`molecule_id`, `link_to_member`, `size_code`).
+fn key_like(name: &str) -> bool {
+    let n = name.to_lowercase();
+    n != "id"
+        && (n.ends_with("id")
+            || n.ends_with("_code")
+            || n.ends_with("key")
+            || n.starts_with("link_to_"))
+}
+
+/// Declared foreign keys checked against the data; undeclared inclusions found by name.
+fn check_references(
+    db: &DbSchema,
+    stats: &[Option<TableStats>],
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    limits: MiningLimits,
+    out: &mut DbConstraints,
+) {
+    let column_stats = |c: usize| -> Option<(&TableStats, &ColumnStats)> {
+        let t = db.columns.get(c)?.table;
+        let ts = stats.get(t)?.as_ref()?;
+        Some((ts, ts.columns.iter().find(|s| s.column == c)?))
+    };
+    let holds = |rule: &Rule| -> Option<bool> {
+        let sql = Constraint {
+            rule: rule.clone(),
+            origin: Origin::Observed,
+        }
+        .violation_sql(db)?;
+        let rs = run(&sql)?;
+        Some(int(rs.rows.first().and_then(|r| r.first())) == 0)
+    };
+    // Declared: kept whatever the data says (the schema's word is what people reason with),
+    // noted when the data breaks them.
+    for &(from, to) in &db.foreign_keys {
+        let rule = Rule::References { from, to };
+        if holds(&rule) == Some(false) {
+            out.notes.push(format!(
+                "{}: rows of the real database break this declared foreign key; assumed anyway",
+                Constraint {
+                    rule,
+                    origin: Origin::Declared
+                }
+                .describe(db)
+            ));
+        }
+    }
+    // Undeclared: a key-like column whose values all occur in a column of another table with
+    // the same name (`bond.molecule_id` in `atom.molecule_id`), or in the key of the table it
+    // names (`member.link_to_major` in `major.major_id`).
+    let mut candidates: Vec<(usize, usize)> = Vec::new();
+    for (a, ca) in db.columns.iter().enumerate() {
+        if ca.table == usize::MAX || !key_like(&ca.name) {
+            continue;
+        }
+        for (b, cb) in db.columns.iter().enumerate() {
+            if cb.table == usize::MAX || cb.table == ca.table {
+                continue;
+            }
+            let same_name = ca.name.eq_ignore_ascii_case(&cb.name);
+            let names_table = db.is_single_pk(&db.column_key(b).unwrap_or_default())
+                && db.tables.get(cb.table).is_some_and(|t| {
+                    let n = ca.name.to_lowercase();
+                    let t = t.to_lowercase();
+                    n == format!("{t}_id") || n == format!("link_to_{t}") || n == format!("{t}id")
+                });
+            if (same_name || names_table) && !db.foreign_keys.contains(&(a, b)) {
+                candidates.push((a, b));
+            }
+        }
+    }
+    let mut checked = 0;
+    for (from, to) in candidates {
+        let (Some((_, fs)), Some((_, ts))) = (column_stats(from), column_stats(to)) else {
+            continue;
+        };
+        // Both hold values, of one kind (numbers with numbers, text with text).
+        if fs.non_null == 0
+            || ts.non_null == 0
+            || (fs.numeric == fs.non_null) != (ts.numeric == ts.non_null)
+        {
+            continue;
+        }
+        if checked >= limits.max_inclusion_checks {
+            out.notes.push(format!(
+                "undeclared references: only the first {} candidates were checked",
+                limits.max_inclusion_checks
+            ));
+            break;
+        }
+        checked += 1;
+        let rule = Rule::References { from, to };
+        if holds(&rule) == Some(true) {
+            out.add(rule, Origin::Observed);
+        }
+    }
+}
+
+/// Key ↔ label pairs of small tables: a key (the primary key, or a number column with no NULL
+/// and no duplicate) and a text column with no NULL and no duplicate map one to one.
+fn observe_key_labels(
+    db: &DbSchema,
+    stats: &[Option<TableStats>],
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    limits: MiningLimits,
+    out: &mut DbConstraints,
+) {
+    for (t, ts) in stats.iter().enumerate() {
+        let Some(ts) = ts else {
+            continue;
+        };
+        if ts.rows < 2 || ts.rows > limits.max_pair_rows as i64 {
+            continue;
+        }
+        let unique_full = |s: &&ColumnStats| s.non_null == ts.rows && s.distinct == ts.rows;
+        let key = ts.columns.iter().filter(unique_full).find(|s| {
+            s.numeric == s.non_null
+                && (db.is_primary_key_column(s.column)
+                    || key_like(&db.columns[s.column].name)
+                    || db.columns[s.column].name.eq_ignore_ascii_case("id"))
+        });
+        let Some(key) = key else {
+            continue;
+        };
+        for label in ts.columns.iter().filter(unique_full) {
+            if label.column == key.column || label.numeric != 0 {
+                continue;
+            }
+            let (k, l) = (
+                quote(&db.columns[key.column].name),
+                quote(&db.columns[label.column].name),
+            );
+            let sql = format!("SELECT {k}, {l} FROM {} ORDER BY 1", quote(&db.tables[t]));
+            let Some(rs) = run(&sql) else {
+                continue;
+            };
+            let pairs: Vec<(SqlValue, SqlValue)> = rs
+                .rows
+                .into_iter()
+                .filter_map(|r| {
+                    let mut r = r.into_iter();
+                    Some((r.next()?, r.next()?))
+                })
+                .collect();
+            if pairs.len() as i64 == ts.rows {
+                out.add(
+                    Rule::KeyLabel {
+                        key: key.column,
+                        label: label.column,
+                        pairs,
+                    },
+                    Origin::Observed,
+                );
+            }
+        }
+    }
+}

@@ -764,6 +764,17 @@ fn render_counterexample(cx: &Value) -> String {
     };
     let _ = writeln!(out, "-- gold: {}", result(cx.get("gold")));
     let _ = writeln!(out, "-- pred: {}", result(cx.get("pred")));
+    // What the database keeps (constrained suites) or breaks (strict ones).
+    for (key, label) in [("assumed", "assumes"), ("violates", "breaks")] {
+        let listed: Vec<&str> = cx
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !listed.is_empty() {
+            let _ = writeln!(out, "-- {label}: {}", listed.join("; "));
+        }
+    }
     out
 }
 
@@ -862,6 +873,8 @@ mod tests {
             "rows": 1,
             "gold": {"columns": ["n"], "rows": [["0"]], "row_count": 1},
             "pred": {"Ok": {"columns": ["n"], "rows": [["1"]], "row_count": 1}},
+            "assumed": ["t.id NOT NULL (declared)", "t.a IN (1, 2) (observed)"],
+            "violates": [],
         });
         let refuted = serde_json::json!({
             "event_id": "1", "agent_id": "sys", "run_id": "r", "metric": "ts_ex", "value": 0.0,
@@ -891,7 +904,9 @@ mod tests {
         assert!(
             cx.contains("VALUES (NULL)")
                 && cx.contains("-- gold: 1 rows (0)")
-                && cx.contains("-- pred: 1 rows (1)"),
+                && cx.contains("-- pred: 1 rows (1)")
+                && cx.contains("-- assumes: t.id NOT NULL (declared); t.a IN (1, 2) (observed)")
+                && !cx.contains("-- breaks"),
             "{cx}"
         );
         let text = report.terminal_summary();

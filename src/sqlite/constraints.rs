@@ -210,7 +210,7 @@ fn observe_unique_rows(
                 rule: rule.clone(),
                 origin: Origin::Observed,
             }
-            .violation_sql(db);
+            .violation_sql(db, &[]);
             if sql
                 .and_then(|sql| run(&sql))
                 .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0)
@@ -304,7 +304,7 @@ fn check_references(
             rule: rule.clone(),
             origin: Origin::Observed,
         }
-        .violation_sql(db)?;
+        .violation_sql(db, &[])?;
         let rs = run(&sql)?;
         Some(int(rs.rows.first().and_then(|r| r.first())) == 0)
     };

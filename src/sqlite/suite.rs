@@ -42,7 +42,7 @@ use super::schema_db::schema_ddl;
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::exec::{ExecError, Executor, ResultSet, SqlValue};
 use crate::metrics::ex::{ExConvention, results_match};
-use crate::metrics::ts_ex::constraints::{DbConstraints, Rule, sql_literal, table_columns};
+use crate::metrics::ts_ex::constraints::{DbConstraints, Origin, Rule, sql_literal, table_columns};
 use crate::metrics::ts_ex::{
     Counterexample, Literal, ShownResult, SuiteCheck, SuiteMode, TsError, TsOutcome, literals,
     mutants, tables_read,
@@ -108,8 +108,9 @@ impl GeneratedDb {
 const NO_FOREIGN_KEYS: &str = "PRAGMA foreign_keys = OFF;\n";
 
 /// Constrained suites keep every reference; SQLite can check the declared ones when each
-/// points at a unique column.
-const FOREIGN_KEYS: &str = "PRAGMA foreign_keys = ON;\n";
+/// points at a unique column — at the end of the transaction, as rows of tables that
+/// reference each other come in generation order.
+const FOREIGN_KEYS: &str = "PRAGMA foreign_keys = ON;\nBEGIN;\nPRAGMA defer_foreign_keys = ON;\n";
 
 /// A gold query's distilled suite.
 struct Suite {
@@ -120,6 +121,9 @@ struct Suite {
     tables: Vec<usize>,
     /// What every database of the suite keeps (none when strict).
     constraints: Arc<DbConstraints>,
+    /// What it keeps for this gold query only: the values the gold query names occur at most
+    /// as often as in the real data (none when strict or without a real database).
+    local: DbConstraints,
     /// The gold query's numbers (and neighbours), admitted in every range.
     planted: Vec<f64>,
 }
@@ -217,6 +221,11 @@ impl SuiteChecker {
         let mut rng = StdRng::seed_from_u64(self.config.seed ^ hasher.finish());
         let pools = self.pools(db, &tables, gold, &constraints);
         let planted = planted_numbers(gold);
+        let local = if constraints.mined {
+            self.named_once(db, &tables, gold)
+        } else {
+            DbConstraints::none()
+        };
         let gold_mutants = mutants(gold, self.config.max_mutants);
         let mut alive: Vec<&String> = gold_mutants.iter().collect();
         let mut kept = Vec::new();
@@ -231,6 +240,7 @@ impl SuiteChecker {
                 db,
                 pools: &pools,
                 constraints: &constraints,
+                local: &local,
                 links,
                 planted: &planted,
             };
@@ -240,6 +250,7 @@ impl SuiteChecker {
                 if !constraints
                     .violations(db, &candidate.rows, &planted)
                     .is_empty()
+                    || !local.violations(db, &candidate.rows, &planted).is_empty()
                 {
                     continue;
                 }
@@ -271,8 +282,67 @@ impl SuiteChecker {
             killed,
             tables,
             constraints,
+            local,
             planted,
         }
+    }
+
+    /// For each text literal of the gold query and each text column of the filled tables
+    /// where the real data holds that value exactly once: it occurs at most once in every
+    /// generated database too. One scan per (table, literal), each under the time limit.
+    fn named_once(&self, db: &DbSchema, tables: &[usize], gold: &str) -> DbConstraints {
+        let mut out = DbConstraints::none();
+        let Some(real) = &self.real else {
+            return out;
+        };
+        let texts: Vec<String> = literals(gold)
+            .into_iter()
+            .filter_map(|l| match l {
+                Literal::Text(t) if !t.contains('%') => Some(t),
+                _ => None,
+            })
+            .collect();
+        for &t in tables {
+            let columns: Vec<usize> = table_columns(db, t)
+                .into_iter()
+                .filter(|&c| matches!(db.columns[c].ty, ColumnType::Text | ColumnType::Unknown))
+                .collect();
+            if columns.is_empty() {
+                continue;
+            }
+            for text in &texts {
+                let value = SqlValue::Text(text.clone());
+                let counts: Vec<String> = columns
+                    .iter()
+                    .map(|&c| {
+                        format!(
+                            "COALESCE(SUM({} = {}), 0)",
+                            quote(&db.columns[c].name),
+                            sql_literal(&value)
+                        )
+                    })
+                    .collect();
+                let sql = format!("SELECT {} FROM {}", counts.join(", "), quote(&db.tables[t]));
+                let Ok(rs) = real.execute(&db.db_id, &sql) else {
+                    continue;
+                };
+                let Some(row) = rs.rows.first() else {
+                    continue;
+                };
+                for (&c, n) in columns.iter().zip(row) {
+                    if *n == SqlValue::Integer(1) {
+                        out.add(
+                            Rule::AtMostOnce {
+                                column: c,
+                                value: value.clone(),
+                            },
+                            Origin::Observed,
+                        );
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Values per column: the real column's and the gold query's literals (kept apart, so
@@ -531,6 +601,9 @@ fn to_sqlite(v: &SqlValue) -> rusqlite::types::Value {
 /// row exists, never enforced).
 struct Links {
     from: BTreeMap<usize, Vec<usize>>,
+    /// (table, referenced table) of the declared foreign keys: the order generation prefers
+    /// when references go round in a cycle.
+    declared: Vec<(usize, usize)>,
 }
 
 impl Links {
@@ -552,7 +625,12 @@ impl Links {
                 from.entry(a).or_default().push(b);
             }
         }
-        Links { from }
+        let declared = db
+            .foreign_keys
+            .iter()
+            .filter_map(|&(a, b)| Some((db.columns.get(a)?.table, db.columns.get(b)?.table)))
+            .collect();
+        Links { from, declared }
     }
 
     fn of(&self, c: usize) -> &[usize] {
@@ -588,15 +666,20 @@ fn tables_to_fill(db: &DbSchema, gold: &str, links: &Links) -> Vec<usize> {
         }
         i += 1;
     }
-    // Parents first: a table comes after every table it references (cycles keep their order).
+    // Parents first: a table comes after every table it references; in a cycle, after the
+    // tables its declared foreign keys name (observed references can go both ways: every
+    // molecule has atoms, every atom a molecule), else in the order found.
     let mut ordered: Vec<usize> = Vec::new();
     let mut remaining = wanted.clone();
-    while !remaining.is_empty() {
-        let ready = remaining.iter().position(|&t| {
+    let ready_by = |edges: &[(usize, usize)], remaining: &[usize]| {
+        remaining.iter().position(|&t| {
             edges
                 .iter()
                 .all(|&(f, r)| f != t || r == t || !remaining.contains(&r))
-        });
+        })
+    };
+    while !remaining.is_empty() {
+        let ready = ready_by(&edges, &remaining).or_else(|| ready_by(&links.declared, &remaining));
         let next = remaining.remove(ready.unwrap_or(0));
         ordered.push(next);
     }
@@ -621,6 +704,8 @@ struct Draw<'a> {
     pools: &'a Pools,
     constraints: &'a DbConstraints,
     links: &'a Links,
+    /// The gold query's own constraints ([`Suite::local`]).
+    local: &'a DbConstraints,
     /// The gold query's numbers, admitted in every range.
     planted: &'a [f64],
 }
@@ -630,6 +715,7 @@ fn generate(draw: &Draw, tables: &[usize], rng: &mut StdRng, max_rows: usize) ->
         db,
         pools,
         constraints,
+        local,
         ..
     } = *draw;
     let mut out = GeneratedDb::default();
@@ -657,6 +743,16 @@ fn generate(draw: &Draw, tables: &[usize], rng: &mut StdRng, max_rows: usize) ->
                     .iter()
                     .map(|c| cols.iter().position(|x| x == c))
                     .collect::<Option<Vec<usize>>>(),
+                _ => None,
+            })
+            .collect();
+        let once: Vec<(usize, &SqlValue)> = local
+            .constraints
+            .iter()
+            .filter_map(|k| match &k.rule {
+                Rule::AtMostOnce { column, value } => {
+                    Some((cols.iter().position(|c| c == column)?, value))
+                }
                 _ => None,
             })
             .collect();
@@ -700,7 +796,10 @@ fn generate(draw: &Draw, tables: &[usize], rng: &mut StdRng, max_rows: usize) ->
                     rows.iter()
                         .any(|r| positions.iter().all(|&p| r[p].key() == row[p].key()))
                 });
-                if repeats || repeats_together {
+                let repeats_named = once.iter().any(|&(p, value)| {
+                    row[p].key() == value.key() && rows.iter().any(|r| r[p].key() == value.key())
+                });
+                if repeats || repeats_together || repeats_named {
                     continue;
                 }
                 keys_seen.push(key_values);
@@ -768,6 +867,7 @@ fn value_for(
         constraints,
         links,
         planted,
+        ..
     } = *draw;
     let nullable = pools.columns.get(&c).is_some_and(|(_, _, n)| *n);
     if nullable && !in_key && rng.random_range(0..10) == 0 {
@@ -837,6 +937,9 @@ impl SuiteChecker {
                 }
                 out.push_str(&line);
             }
+        }
+        if out.starts_with(FOREIGN_KEYS) {
+            out.push_str("COMMIT;\n");
         }
         (out, truncated)
     }
@@ -954,7 +1057,15 @@ impl SuiteChecker {
         outcome.mutants = suite.mutants;
         outcome.mutants_killed = suite.killed;
         outcome.constraints_mined = suite.constraints.mined;
-        outcome.assumptions = capped(suite.constraints.describe_for(db, &suite.tables));
+        // What bears on the tables the gold query reads (their parents' constraints hold too,
+        // and the counterexample lists those on every table it fills).
+        let read: Vec<usize> = tables_read(gold)
+            .iter()
+            .filter_map(|name| db.table_index(name))
+            .collect();
+        let mut assumptions = suite.constraints.describe_for(db, &read);
+        assumptions.extend(suite.local.describe_for(db, &read));
+        outcome.assumptions = capped(assumptions);
         let mut smallest: Option<(usize, &GeneratedDb, ResultSet, Result<ResultSet, String>)> =
             None;
         for generated in &suite.databases {
@@ -984,19 +1095,28 @@ impl SuiteChecker {
                 .map(|(t, _)| *t)
                 .collect();
             let (assumed, violates) = match mode {
-                SuiteMode::Constrained => (
-                    capped(suite.constraints.describe_for(db, &with_rows)),
-                    Vec::new(),
-                ),
+                SuiteMode::Constrained => {
+                    let mut assumed = suite.constraints.describe_for(db, &with_rows);
+                    assumed.extend(suite.local.describe_for(db, &with_rows));
+                    (capped(assumed), Vec::new())
+                }
                 // What the strict counterexample gives up: the constraints a constrained suite
                 // would have kept.
                 SuiteMode::Strict => {
                     let kept = self.constraints(db);
-                    let broken = kept
-                        .violations(db, &generated.rows, &suite.planted)
-                        .into_iter()
-                        .map(|i| kept.constraints[i].describe(db))
-                        .collect();
+                    let local = if kept.mined {
+                        self.named_once(db, &suite.tables, gold)
+                    } else {
+                        DbConstraints::none()
+                    };
+                    let mut broken = Vec::new();
+                    for set in [kept.as_ref(), &local] {
+                        broken.extend(
+                            set.violations(db, &generated.rows, &suite.planted)
+                                .into_iter()
+                                .map(|i| set.constraints[i].describe(db)),
+                        );
+                    }
                     (Vec::new(), capped(broken))
                 }
             };

@@ -66,6 +66,9 @@ pub enum Rule {
     /// No two rows of one table agree on all these columns (a link table's pair of keys; all
     /// of a table's columns: no duplicate rows).
     UniqueTogether { columns: Vec<usize> },
+    /// `value` occurs at most once in the column — as in the real data, where the gold query's
+    /// literal names one row (`event_name = 'Women''s Soccer'`) even if other names repeat.
+    AtMostOnce { column: usize, value: SqlValue },
     /// The table has at least one row (a table others reference, or one that references
     /// nothing: the entities a database is about; tables that only reference others may be
     /// empty).
@@ -134,7 +137,8 @@ impl Rule {
             Rule::NotNull { column }
             | Rule::Unique { column }
             | Rule::Domain { column, .. }
-            | Rule::Range { column, .. } => vec![*column],
+            | Rule::Range { column, .. }
+            | Rule::AtMostOnce { column, .. } => vec![*column],
             Rule::References { from, to } => vec![*from, *to],
             Rule::KeyLabel { key, label, .. } => vec![*key, *label],
             Rule::UniqueTogether { columns } => columns.clone(),
@@ -219,6 +223,9 @@ impl Constraint {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            Rule::AtMostOnce { column, value } => {
+                format!("{} = {} at most once", name(*column), sql_literal(value))
+            }
             Rule::NonEmpty { table } => format!(
                 "{} has rows",
                 db.tables.get(*table).map_or("?", String::as_str)
@@ -228,8 +235,9 @@ impl Constraint {
     }
 
     /// A query returning the number of rows that violate the constraint (0 when it holds),
-    /// on any database with the schema's tables. `None` when a column is unknown.
-    pub fn violation_sql(&self, db: &DbSchema) -> Option<String> {
+    /// on any database with the schema's tables, with the `planted` numbers admitted in
+    /// ranges as [`Rule::admits`] does. `None` when a column is unknown.
+    pub fn violation_sql(&self, db: &DbSchema, planted: &[f64]) -> Option<String> {
         let col = |c: usize| {
             let col = db.columns.get(c)?;
             Some((quote(db.tables.get(col.table)?), quote(&col.name)))
@@ -261,8 +269,14 @@ impl Constraint {
             }
             Rule::Range { column, min, max } => {
                 let (t, c) = col(*column)?;
+                let admitted = if planted.is_empty() {
+                    String::new()
+                } else {
+                    let list: Vec<String> = planted.iter().map(|x| format!("{x:?}")).collect();
+                    format!(" AND {c} NOT IN ({})", list.join(", "))
+                };
                 format!(
-                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?})"
+                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?}){admitted}"
                 )
             }
             Rule::UniqueTogether { columns } => {
@@ -278,6 +292,13 @@ impl Constraint {
             Rule::NonEmpty { table } => {
                 let t = quote(db.tables.get(*table)?);
                 format!("SELECT NOT EXISTS (SELECT 1 FROM {t})")
+            }
+            Rule::AtMostOnce { column, value } => {
+                let (t, c) = col(*column)?;
+                format!(
+                    "SELECT MAX(COUNT(*) - 1, 0) FROM {t} WHERE {c} = {}",
+                    sql_literal(value)
+                )
             }
             Rule::KeyLabel { key, label, pairs } => {
                 let ((t, k), (_, l)) = (col(*key)?, col(*label)?);
@@ -599,6 +620,13 @@ impl<'a> ColumnData<'a> {
                     seen.insert(key)
                 })
             }
+            Rule::AtMostOnce { column, value } => {
+                self.non_null(*column)
+                    .iter()
+                    .filter(|v| v.key() == value.key())
+                    .count()
+                    <= 1
+            }
             // Binds the tables generated; the others are not part of the database at all.
             Rule::NonEmpty { table } => self.tables.get(table).is_none_or(|rows| !rows.is_empty()),
             Rule::KeyLabel { key, label, pairs } => {
@@ -615,5 +643,131 @@ impl<'a> ColumnData<'a> {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::SchemaCatalog;
+
+    fn shop() -> DbSchema {
+        SchemaCatalog::parse_simple(
+            r#"{"db_id": "shop", "tables": [
+                {"name": "kind", "primary_key": ["id"], "columns": [
+                    {"name": "id", "type": "integer"}, {"name": "label", "type": "text"}]},
+                {"name": "item", "primary_key": ["id"], "columns": [
+                    {"name": "id", "type": "integer"},
+                    {"name": "kind_id", "type": "integer", "references": "kind.id"},
+                    {"name": "price", "type": "real"}]}
+            ]}"#,
+            true,
+        )
+        .unwrap()
+        .get("shop")
+        .unwrap()
+        .clone()
+    }
+
+    fn col(db: &DbSchema, table: &str, name: &str) -> usize {
+        let t = db.table_index(table).unwrap();
+        db.column_index(t, name).unwrap()
+    }
+
+    #[test]
+    fn schema_only_assumes_what_people_assume() {
+        let db = shop();
+        let c = DbConstraints::from_schema(&db);
+        let described: Vec<String> = c.constraints.iter().map(|k| k.describe(&db)).collect();
+        for want in [
+            "kind.id NOT NULL (declared)",
+            "kind.id UNIQUE (declared)",
+            "item.kind_id → kind.id (declared)",
+            "item.kind_id NOT NULL (assumed)",
+            "kind.label UNIQUE (assumed)",
+            "kind has rows (assumed)",
+        ] {
+            assert!(
+                described.iter().any(|d| d == want),
+                "{want}: {described:#?}"
+            );
+        }
+        // `item` only references: it may be empty.
+        assert!(!described.iter().any(|d| d == "item has rows (assumed)"));
+        assert!(!c.mined);
+        assert!(DbConstraints::none().constraints.is_empty());
+    }
+
+    #[test]
+    fn violations_repair_and_the_sql_agree() {
+        let db = shop();
+        let c = DbConstraints::from_schema(&db);
+        let (kind, item) = (
+            db.table_index("kind").unwrap(),
+            db.table_index("item").unwrap(),
+        );
+        let i = SqlValue::Integer;
+        let t = |s: &str| SqlValue::Text(s.into());
+        let mut rows = vec![
+            (kind, vec![vec![i(1), t("a")], vec![i(2), t("b")]]),
+            (
+                item,
+                vec![
+                    vec![i(10), i(1), SqlValue::Real(2.5)],
+                    vec![i(11), i(3), SqlValue::Null],
+                ],
+            ),
+        ];
+        let broken: Vec<String> = c
+            .violations(&db, &rows, &[])
+            .into_iter()
+            .map(|k| c.constraints[k].describe(&db))
+            .collect();
+        assert_eq!(broken, ["item.kind_id → kind.id (declared)"]);
+        c.repair_references(&db, &mut rows);
+        assert_eq!(rows[1].1.len(), 1);
+        assert!(c.violations(&db, &rows, &[]).is_empty());
+        // A duplicate label and an emptied entity table are caught too.
+        let dup = vec![(kind, vec![vec![i(1), t("a")], vec![i(2), t("a")]])];
+        assert_eq!(c.violations(&db, &dup, &[]).len(), 1);
+        let empty = vec![(kind, vec![])];
+        assert!(!c.violations(&db, &empty, &[]).is_empty());
+        // Ranges admit the planted numbers.
+        let price = col(&db, "item", "price");
+        let range = Rule::Range {
+            column: price,
+            min: 1.0,
+            max: 5.0,
+        };
+        assert!(!range.admits(price, &SqlValue::Real(7.0), &[]));
+        assert!(range.admits(price, &SqlValue::Real(7.0), &[7.0]));
+        let sql = Constraint {
+            rule: range,
+            origin: Origin::Observed,
+        }
+        .violation_sql(&db, &[7.0])
+        .unwrap();
+        assert!(sql.contains("\"price\" NOT IN (7.0)"), "{sql}");
+        // Key ↔ label pairs come from the real data.
+        let kl = Rule::KeyLabel {
+            key: col(&db, "kind", "id"),
+            label: col(&db, "kind", "label"),
+            pairs: vec![(i(1), t("a")), (i(2), t("b"))],
+        };
+        let kl = DbConstraints {
+            constraints: vec![Constraint {
+                rule: kl,
+                origin: Origin::Observed,
+            }],
+            ..DbConstraints::default()
+        };
+        let swapped = vec![(kind, vec![vec![i(1), t("b")]])];
+        assert_eq!(kl.violations(&db, &swapped, &[]), [0]);
+        assert!(
+            kl.constraints[0]
+                .violation_sql(&db, &[])
+                .unwrap()
+                .contains("NOT IN (VALUES (1, 'a'), (2, 'b'))")
+        );
     }
 }

@@ -14,7 +14,7 @@ use rusqlite::Connection;
 use sqlgrade::catalogue::{DbSchema, SchemaCatalog};
 use sqlgrade::metrics::ex::ExConvention;
 use sqlgrade::metrics::ts_ex::constraints::{DbConstraints, Rule};
-use sqlgrade::metrics::ts_ex::{Literal, SuiteMode, TsOutcome, literals};
+use sqlgrade::metrics::ts_ex::{SuiteMode, TsOutcome, literal_numbers};
 use sqlgrade::sqlite::schema::load_tables_json;
 use sqlgrade::sqlite::schema_db::schema_ddl;
 use sqlgrade::sqlite::suite::{SuiteChecker, SuiteConfig};
@@ -64,16 +64,6 @@ impl Dataset {
     }
 }
 
-fn planted(gold: &str) -> Vec<f64> {
-    literals(gold)
-        .into_iter()
-        .filter_map(|l| match l {
-            Literal::Number(x) => Some(x),
-            Literal::Text(_) => None,
-        })
-        .collect()
-}
-
 /// Load the counterexample into a fresh database with the schema and count each
 /// constraint's violations with its own query; every count must be 0.
 fn assert_keeps_every_constraint(
@@ -94,7 +84,7 @@ fn assert_keeps_every_constraint(
     // declared reference holds.
     conn.execute_batch(&cx.script)
         .unwrap_or_else(|e| panic!("{e}\n{}", cx.script));
-    let planted = planted(gold);
+    let planted = literal_numbers(gold);
     let tables_with_rows: Vec<usize> = (0..db.tables.len())
         .filter(|t| {
             let sql = format!(

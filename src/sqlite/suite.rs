@@ -44,8 +44,8 @@ use crate::exec::{ExecError, Executor, ResultSet, SqlValue};
 use crate::metrics::ex::{ExConvention, results_match};
 use crate::metrics::ts_ex::constraints::{DbConstraints, Origin, Rule, sql_literal, table_columns};
 use crate::metrics::ts_ex::{
-    Counterexample, Literal, ShownResult, SuiteCheck, SuiteMode, TsError, TsOutcome, literals,
-    mutants, tables_read,
+    Counterexample, Literal, ShownResult, SuiteCheck, SuiteMode, TsError, TsOutcome,
+    literal_numbers, literals, mutants, tables_read,
 };
 
 /// How suites are built.
@@ -220,7 +220,7 @@ impl SuiteChecker {
         (&db.db_id, gold).hash(&mut hasher);
         let mut rng = StdRng::seed_from_u64(self.config.seed ^ hasher.finish());
         let pools = self.pools(db, &tables, gold, &constraints);
-        let planted = planted_numbers(gold);
+        let planted = literal_numbers(gold);
         let local = if constraints.mined {
             self.named_once(db, &tables, gold)
         } else {
@@ -369,7 +369,7 @@ impl SuiteChecker {
                 planted.push(v);
             }
         }
-        let numbers = planted_numbers(gold);
+        let numbers = literal_numbers(gold);
         let mut out = Pools::default();
         for constraint in &constraints.constraints {
             let Rule::KeyLabel { key, label, pairs } = &constraint.rule else {
@@ -509,17 +509,6 @@ fn referrers(constraints: &DbConstraints, c: usize) -> Vec<usize> {
         .filter_map(|k| match k.rule {
             Rule::References { from, to } if to == c => Some(from),
             _ => None,
-        })
-        .collect()
-}
-
-/// The gold query's numbers and their neighbours (what the generator plants).
-fn planted_numbers(gold: &str) -> Vec<f64> {
-    literals(gold)
-        .into_iter()
-        .filter_map(|l| match l {
-            Literal::Number(x) => Some(x),
-            Literal::Text(_) => None,
         })
         .collect()
 }

@@ -421,6 +421,18 @@ pub fn literals(sql: &str) -> Vec<Literal> {
     out
 }
 
+/// The numbers of a query's literals and their neighbours: what the generator plants, and
+/// what every range constraint admits ([`constraints::Rule::admits`]).
+pub fn literal_numbers(sql: &str) -> Vec<f64> {
+    literals(sql)
+        .into_iter()
+        .filter_map(|l| match l {
+            Literal::Number(x) => Some(x),
+            Literal::Text(_) => None,
+        })
+        .collect()
+}
+
 /// The lowercased names of the tables a query reads (subqueries included).
 pub fn tables_read(sql: &str) -> Vec<String> {
     let Some(q) = parse_query(sql) else {

@@ -106,7 +106,9 @@ pub fn mine(db: &DbSchema, path: &Path, limits: MiningLimits) -> DbConstraints {
     };
     let deadline = Instant::now() + limits.budget;
     let run = |sql: &str| -> Option<ResultSet> {
-        let left = deadline.checked_duration_since(Instant::now())?;
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())?;
         let exec = ExecLimits {
             timeout: left,
             max_rows: limits.max_pair_rows + 1,

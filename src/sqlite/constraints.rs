@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use sqlgrade_core::catalogue::DbSchema;
 use sqlgrade_core::exec::{ResultSet, SqlValue};
 use sqlgrade_core::metrics::ts_ex::constraints::{
-    Constraint, DbConstraints, Origin, Rule, entity_tables, table_columns,
+    Constraint, DbConstraints, Origin, Rule, entity_tables, quote_identifier, table_columns,
 };
 
 use super::executor::{ExecLimits, open_guarded};
@@ -67,10 +67,6 @@ struct TableStats {
     columns: Vec<ColumnStats>,
 }
 
-fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
 fn int(v: Option<&SqlValue>) -> i64 {
     match v {
         Some(SqlValue::Integer(i)) => *i,
@@ -89,21 +85,18 @@ fn float(v: Option<&SqlValue>) -> Option<f64> {
 
 /// Mine the database at `path` (the real one of `db`), starting from what `db` declares.
 pub fn mine(db: &DbSchema, path: &Path, limits: MiningLimits) -> DbConstraints {
-    let mut out = DbConstraints::declared(db);
-    out.mined = true;
     let conn = match open_guarded(path) {
         Ok(c) => c,
         Err(e) => {
-            out.mined = false;
-            out.notes.push(format!(
+            let mut schema_only = DbConstraints::from_schema(db);
+            schema_only.notes.push(format!(
                 "the real database could not be opened ({e}): schema only"
             ));
-            return DbConstraints {
-                constraints: DbConstraints::from_schema(db).constraints,
-                ..out
-            };
+            return schema_only;
         }
     };
+    let mut out = DbConstraints::declared(db);
+    out.mined = true;
     let deadline = Instant::now() + limits.budget;
     let run = |sql: &str| -> Option<ResultSet> {
         let left = deadline
@@ -121,12 +114,16 @@ pub fn mine(db: &DbSchema, path: &Path, limits: MiningLimits) -> DbConstraints {
         let columns = table_columns(db, t);
         let mut select = vec!["COUNT(*)".to_string()];
         for &c in &columns {
-            let name = quote(&db.columns[c].name);
+            let name = quote_identifier(&db.columns[c].name);
             select.push(format!(
                 "COUNT({name}), COUNT(DISTINCT {name}), SUM(typeof({name}) IN ('integer', 'real')), MIN({name}), MAX({name})"
             ));
         }
-        let sql = format!("SELECT {} FROM {}", select.join(", "), quote(table));
+        let sql = format!(
+            "SELECT {} FROM {}",
+            select.join(", "),
+            quote_identifier(table)
+        );
         let Some(rs) = run(&sql) else {
             out.notes.push(format!(
                 "table {table}: not mined (the time budget of {} ms ran out, or the query failed)",
@@ -246,10 +243,10 @@ fn observe_columns(
         }
         if s.distinct >= 1 && s.distinct <= limits.max_domain as i64 && s.non_null >= 3 * s.distinct
         {
-            let name = quote(&db.columns[c].name);
+            let name = quote_identifier(&db.columns[c].name);
             let sql = format!(
                 "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL ORDER BY 1",
-                quote(table)
+                quote_identifier(table)
             );
             if let Some(rs) = run(&sql) {
                 let values: Vec<SqlValue> = rs
@@ -407,10 +404,13 @@ fn observe_key_labels(
                 continue;
             }
             let (k, l) = (
-                quote(&db.columns[key.column].name),
-                quote(&db.columns[label.column].name),
+                quote_identifier(&db.columns[key.column].name),
+                quote_identifier(&db.columns[label.column].name),
             );
-            let sql = format!("SELECT {k}, {l} FROM {} ORDER BY 1", quote(&db.tables[t]));
+            let sql = format!(
+                "SELECT {k}, {l} FROM {} ORDER BY 1",
+                quote_identifier(&db.tables[t])
+            );
             let Some(rs) = run(&sql) else {
                 continue;
             };

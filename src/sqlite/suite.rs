@@ -42,7 +42,9 @@ use super::schema_db::schema_ddl;
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::exec::{ExecError, Executor, ResultSet, SqlValue};
 use crate::metrics::ex::{ExConvention, results_match};
-use crate::metrics::ts_ex::constraints::{DbConstraints, Origin, Rule, sql_literal, table_columns};
+use crate::metrics::ts_ex::constraints::{
+    DbConstraints, Origin, Rule, quote_identifier, sql_literal, table_columns,
+};
 use crate::metrics::ts_ex::{
     Counterexample, Literal, ShownResult, SuiteCheck, SuiteMode, TsError, TsOutcome,
     literal_numbers, literals, mutants, tables_read,
@@ -317,12 +319,16 @@ impl SuiteChecker {
                     .map(|&c| {
                         format!(
                             "COALESCE(SUM({} = {}), 0)",
-                            quote(&db.columns[c].name),
+                            quote_identifier(&db.columns[c].name),
                             sql_literal(&value)
                         )
                     })
                     .collect();
-                let sql = format!("SELECT {} FROM {}", counts.join(", "), quote(&db.tables[t]));
+                let sql = format!(
+                    "SELECT {} FROM {}",
+                    counts.join(", "),
+                    quote_identifier(&db.tables[t])
+                );
                 let Ok(rs) = real.execute(&db.db_id, &sql) else {
                     continue;
                 };
@@ -359,10 +365,7 @@ impl SuiteChecker {
         let mut planted: Vec<SqlValue> = Vec::new();
         for l in literals(gold) {
             let v = match l {
-                Literal::Number(x) if x.fract() == 0.0 && x.abs() < 9e15 => {
-                    SqlValue::Integer(x as i64)
-                }
-                Literal::Number(x) => SqlValue::Real(x),
+                Literal::Number(x) => number_value(x),
                 Literal::Text(t) => SqlValue::Text(t),
             };
             if !planted.contains(&v) {
@@ -407,17 +410,17 @@ impl SuiteChecker {
                 {
                     let probe = format!(
                         "SELECT 1 FROM {} WHERE {} IS NULL LIMIT 1",
-                        quote(table),
-                        quote(&col.name)
+                        quote_identifier(table),
+                        quote_identifier(&col.name)
                     );
                     nullable = real
                         .execute(&db.db_id, &probe)
                         .is_ok_and(|rs| !rs.rows.is_empty());
                     let sql = format!(
                         "SELECT DISTINCT {} FROM {} WHERE {} IS NOT NULL LIMIT 6",
-                        quote(&col.name),
-                        quote(table),
-                        quote(&col.name)
+                        quote_identifier(&col.name),
+                        quote_identifier(table),
+                        quote_identifier(&col.name)
                     );
                     if let Ok(rs) = real.execute(&db.db_id, &sql) {
                         pool.extend(rs.rows.iter().filter_map(|r| r.first().cloned()));
@@ -433,8 +436,8 @@ impl SuiteChecker {
                         };
                         let sql = format!(
                             "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL LIMIT 6",
-                            quote(ftable),
-                            name = quote(&fcol.name)
+                            quote_identifier(ftable),
+                            name = quote_identifier(&fcol.name)
                         );
                         if let Ok(rs) = real.execute(&db.db_id, &sql) {
                             for v in rs.rows.iter().filter_map(|r| r.first()) {
@@ -484,8 +487,11 @@ impl SuiteChecker {
             };
             let sql = format!(
                 "INSERT INTO {} ({}) VALUES ({})",
-                quote(table),
-                cols.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", "),
+                quote_identifier(table),
+                cols.iter()
+                    .map(|c| quote_identifier(c))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 vec!["?"; cols.len()].join(", ")
             );
             let Ok(mut stmt) = conn.prepare(&sql) else {
@@ -528,16 +534,7 @@ fn admitted_values(constraints: &DbConstraints, c: usize) -> Vec<SqlValue> {
         match &constraint.rule {
             Rule::Domain { column, values } if *column == c => return values.clone(),
             Rule::Range { column, min, max } if *column == c => {
-                return [*min, *max]
-                    .iter()
-                    .map(|x| {
-                        if x.fract() == 0.0 && x.abs() < 9e15 {
-                            SqlValue::Integer(*x as i64)
-                        } else {
-                            SqlValue::Real(*x)
-                        }
-                    })
-                    .collect();
+                return vec![number_value(*min), number_value(*max)];
             }
             _ => {}
         }
@@ -545,8 +542,13 @@ fn admitted_values(constraints: &DbConstraints, c: usize) -> Vec<SqlValue> {
     Vec::new()
 }
 
-fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
+/// A number as SQLite stores it: INTEGER when integral (and exact in an i64), else REAL.
+fn number_value(x: f64) -> SqlValue {
+    if x.fract() == 0.0 && x.abs() < 9e15 {
+        SqlValue::Integer(x as i64)
+    } else {
+        SqlValue::Real(x)
+    }
 }
 
 fn fits(ty: ColumnType, v: &SqlValue) -> bool {
@@ -916,8 +918,11 @@ impl SuiteChecker {
             for row in rows {
                 let line = format!(
                     "INSERT INTO {} ({}) VALUES ({});\n",
-                    quote(table),
-                    cols.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", "),
+                    quote_identifier(table),
+                    cols.iter()
+                        .map(|c| quote_identifier(c))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     row.iter().map(sql_literal).collect::<Vec<_>>().join(", ")
                 );
                 if out.len() + line.len() > self.config.max_script_bytes {

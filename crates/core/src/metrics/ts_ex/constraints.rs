@@ -104,7 +104,8 @@ pub fn table_columns(db: &DbSchema, t: usize) -> Vec<usize> {
         .collect()
 }
 
-fn quote(s: &str) -> String {
+/// A SQL identifier, double-quoted.
+pub fn quote_identifier(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
@@ -240,7 +241,10 @@ impl Constraint {
     pub fn violation_sql(&self, db: &DbSchema, planted: &[f64]) -> Option<String> {
         let col = |c: usize| {
             let col = db.columns.get(c)?;
-            Some((quote(db.tables.get(col.table)?), quote(&col.name)))
+            Some((
+                quote_identifier(db.tables.get(col.table)?),
+                quote_identifier(&col.name),
+            ))
         };
         Some(match &self.rule {
             Rule::NotNull { column } => {
@@ -290,7 +294,7 @@ impl Constraint {
                 )
             }
             Rule::NonEmpty { table } => {
-                let t = quote(db.tables.get(*table)?);
+                let t = quote_identifier(db.tables.get(*table)?);
                 format!("SELECT NOT EXISTS (SELECT 1 FROM {t})")
             }
             Rule::AtMostOnce { column, value } => {

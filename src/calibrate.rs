@@ -144,66 +144,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<EvaluationRow>, CalibrateError> {
     read_jsonl(path)
 }
 
-/// A 2×2 confusion matrix (label = truth, prediction = metric).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Confusion {
-    /// Metric positive, label positive.
-    pub tp: u64,
-    /// Metric positive, label negative.
-    pub fp: u64,
-    /// Metric negative, label positive.
-    pub fn_: u64,
-    /// Metric negative, label negative.
-    pub tn: u64,
-}
-
-impl Confusion {
-    /// Add one (prediction, label) pair.
-    pub fn add(&mut self, predicted: bool, label: bool) {
-        match (predicted, label) {
-            (true, true) => self.tp += 1,
-            (true, false) => self.fp += 1,
-            (false, true) => self.fn_ += 1,
-            (false, false) => self.tn += 1,
-        }
-    }
-
-    /// Number of pairs.
-    pub fn n(&self) -> u64 {
-        self.tp + self.fp + self.fn_ + self.tn
-    }
-
-    /// Cohen's κ; None when undefined (no pairs, or chance agreement is 1).
-    pub fn kappa(&self) -> Option<f64> {
-        let n = self.n() as f64;
-        if n == 0.0 {
-            return None;
-        }
-        let po = (self.tp + self.tn) as f64 / n;
-        let pred_pos = (self.tp + self.fp) as f64;
-        let label_pos = (self.tp + self.fn_) as f64;
-        let pe = (pred_pos * label_pos + (n - pred_pos) * (n - label_pos)) / (n * n);
-        (pe < 1.0).then(|| (po - pe) / (1.0 - pe))
-    }
-
-    /// Accuracy; None without pairs.
-    pub fn accuracy(&self) -> Option<f64> {
-        let n = self.n();
-        (n > 0).then(|| (self.tp + self.tn) as f64 / n as f64)
-    }
-
-    /// Precision of the metric's positives; None when it has none.
-    pub fn precision(&self) -> Option<f64> {
-        let d = self.tp + self.fp;
-        (d > 0).then(|| self.tp as f64 / d as f64)
-    }
-
-    /// Recall of the labelled positives; None when there are none.
-    pub fn recall(&self) -> Option<f64> {
-        let d = self.tp + self.fn_;
-        (d > 0).then(|| self.tp as f64 / d as f64)
-    }
-}
+pub use crate::sampling::agreement::Confusion;
 
 /// Whether a metric's value is continuous (a cut-off turns it into a verdict).
 pub fn is_continuous(metric: Metric) -> bool {
@@ -331,18 +272,7 @@ pub fn spend(rows: &[EvaluationRow], metric: Metric, prices: Option<Prices>) -> 
     out
 }
 
-/// 95% Wilson score interval of a proportion `successes / n`.
-pub fn wilson_interval(successes: u64, n: u64) -> Option<(f64, f64)> {
-    if n == 0 {
-        return None;
-    }
-    const Z: f64 = 1.959_963_984_540_054;
-    let (n, p) = (n as f64, successes as f64 / n as f64);
-    let denominator = 1.0 + Z * Z / n;
-    let centre = (p + Z * Z / (2.0 * n)) / denominator;
-    let half = Z * (p * (1.0 - p) / n + Z * Z / (4.0 * n * n)).sqrt() / denominator;
-    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
-}
+pub use crate::sampling::estimate::wilson_interval;
 
 /// κ of the metric against one reviewer.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -428,6 +428,7 @@ mod tests {
             judge: "deterministic".into(),
             judge_cached: false,
             prompt_version: None,
+            judge_identity: "deterministic sqlgrade=0.1.0 rules=default".into(),
             rules_version: "default".into(),
             prompt_tokens: 0,
             completion_tokens: 0,

@@ -168,6 +168,7 @@ fn stef_row(i: usize) -> EvaluationRow {
         judge: "deterministic".into(),
         judge_cached: i.is_multiple_of(3),
         prompt_version: None,
+        judge_identity: "deterministic sqlgrade=0.1.0 rules=r1".into(),
         rules_version: "r1".into(),
         prompt_tokens: 0,
         completion_tokens: 0,

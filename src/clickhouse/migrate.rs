@@ -56,6 +56,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(12, "012_finding_codes.sql"),
     migration!(13, "013_review.sql"),
     migration!(14, "014_event_inputs_result.sql"),
+    migration!(15, "015_judge_identity.sql"),
 ];
 
 /// Name of the bookkeeping table.

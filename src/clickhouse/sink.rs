@@ -92,6 +92,8 @@ struct EvaluationRecord<'a> {
     /// from `details` with a regular expression on the server; sending it saves ClickHouse that
     /// work on every inserted row.
     finding_codes: Vec<String>,
+    /// Which judge produced the verdict (migration 015); '' on rows of other metrics.
+    judge_identity: &'a str,
 }
 
 const NO_RULES: &[String] = &[];
@@ -142,6 +144,7 @@ impl<'a> EvaluationRecord<'a> {
             agent_key: row.agent_id.as_deref().unwrap_or(""),
             version_key: row.agent_version.as_deref().unwrap_or(""),
             finding_codes,
+            judge_identity: stef.map_or("", |s| s.judge_identity.as_str()),
         }
     }
 }

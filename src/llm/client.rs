@@ -125,8 +125,13 @@ pub struct LlmClient {
     mode_pinned: bool,
     /// Send the token cap as `max_completion_tokens` (the endpoint rejected `max_tokens`).
     completion_tokens_field: std::sync::atomic::AtomicBool,
+    /// The model id the server reported on its latest reply (part of the judge's identity).
+    served_model: std::sync::RwLock<Option<String>>,
     stats: CallStats,
 }
+
+/// Longest served model id kept (a server's reply is input like any other).
+const MAX_SERVED_MODEL_CHARS: usize = 200;
 
 impl std::fmt::Debug for dyn DurableCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -193,6 +198,7 @@ impl LlmClient {
             }),
             mode_pinned: config.response_mode != ResponseModeSetting::Auto,
             completion_tokens_field: std::sync::atomic::AtomicBool::new(false),
+            served_model: std::sync::RwLock::new(None),
             stats: CallStats::default(),
             config,
         })
@@ -233,6 +239,44 @@ impl LlmClient {
     /// The structured-output mode that currently works for this endpoint.
     pub fn response_mode(&self) -> ResponseMode {
         self.mode.current()
+    }
+
+    /// The model id the server reported on its latest reply; `None` until one reported it.
+    pub fn served_model(&self) -> Option<String> {
+        self.served_model
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Remember the model id a reply named (clipped, control characters dropped); a change
+    /// from an earlier id is logged: the judge behind the endpoint changed.
+    fn note_served_model(&self, reported: &str) {
+        let id: String = reported
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_SERVED_MODEL_CHARS)
+            .collect();
+        if id.is_empty()
+            || self
+                .served_model
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_deref()
+                == Some(id.as_str())
+        {
+            return;
+        }
+        let mut served = self.served_model.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(before) = served.as_deref() {
+            info!(
+                endpoint = %self.url,
+                before,
+                now = id.as_str(),
+                "the server reports another model: the judge identity changes"
+            );
+        }
+        *served = Some(id);
     }
 
     /// Running totals (calls, cache hits, tokens, retries, failures).
@@ -619,6 +663,9 @@ impl LlmClient {
                     let reasoning = reply.usage.map_or(0, |u| u.reasoning_tokens());
                     let cut_off = reply.cut_off();
                     self.stats.completed(usage, reasoning, cut_off);
+                    if let Some(model) = reply.model.as_deref() {
+                        self.note_served_model(model);
+                    }
                     return Ok(Completion {
                         content: reply.content().map(str::to_string),
                         usage,

@@ -540,6 +540,12 @@ impl LlmJudge {
             rationale: collapse_whitespace(&reply.rationale).into_owned(),
             judge: self.kind.clone(),
             cached: outcome.cached,
+            identity: Some(crate::stef::assessment::llm_identity(
+                self.client.model(),
+                self.client.served_model().as_deref(),
+                &outcome.prompt_version,
+                self.client.response_mode().as_str(),
+            )),
             prompt_version: Some(outcome.prompt_version),
             usage: outcome.usage,
             response_mode: outcome.response_mode.map(str::to_string),

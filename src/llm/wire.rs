@@ -212,6 +212,10 @@ pub struct ChatReply {
     /// Usage, when the server reports it.
     #[serde(default)]
     pub usage: Option<WireUsage>,
+    /// The model that answered, as the server names it (may differ from the requested name:
+    /// a dated snapshot, the GGUF file llama.cpp loaded, another model behind an alias).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// One choice of a reply.

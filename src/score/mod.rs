@@ -420,6 +420,7 @@ fn last_resort_assessment(
         prompt_version: None,
         usage: TokenUsage::default(),
         response_mode: None,
+        identity: None,
     }
 }
 

@@ -116,6 +116,9 @@ pub struct ReviewRow {
     /// Which judge scored the row.
     #[serde(default)]
     pub judge: Option<String>,
+    /// The judge's identity (`StefColumns::judge_identity`); '' on other rows and old rows.
+    #[serde(default)]
+    pub judge_identity: String,
     /// `stef_judged`: why the event was selected.
     #[serde(default)]
     pub selection: Option<String>,
@@ -545,8 +548,8 @@ pub const RECENT_ROWS_TTL: std::time::Duration = std::time::Duration::from_secs(
 /// Columns of `evaluations` the review page reads.
 const ROW_COLUMNS: &str = "event_id, toString(ts, 'UTC') AS ts_utc, app_id, agent_id, agent_version, model, run_id, metric, \
      value, verdict, status, details, quality_tier, filter_status, semantic_verdict, confidence, \
-     confidence_tier, rules_fired, enrichment_status, judge, selection, inclusion_probability, \
-     revised_value, revised_verdict";
+     confidence_tier, rules_fired, enrichment_status, judge, judge_identity, selection, \
+     inclusion_probability, revised_value, revised_verdict";
 
 impl ClickHouseStore {
     /// A store on the `[sink]` server; the overview and queue read the `max_rows` most recent

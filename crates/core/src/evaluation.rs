@@ -235,6 +235,13 @@ pub struct StefColumns {
     pub judge_cached: bool,
     /// Version (hash) of the judge prompt, when an LLM judge was used.
     pub prompt_version: Option<String>,
+    /// Who produced the verdict, precisely: `deterministic sqlgrade=<version> rules=<profile
+    /// version>`, or `llm model=<name> served=<model id the server reported> prompt=<version>
+    /// mode=<response mode>`. A change of any part is a change of judge, tracked on its own
+    /// (agreement with people, the overview's judge changes). Empty on rows written before it
+    /// existed.
+    #[serde(default)]
+    pub judge_identity: String,
     /// Version (content hash) of the app rule profile.
     pub rules_version: String,
     /// LLM prompt tokens spent on this row (0 for deterministic).

@@ -47,6 +47,7 @@ impl DeterministicJudge {
             prompt_version: None,
             usage: TokenUsage::default(),
             response_mode: None,
+            identity: None,
         }
     }
 }

@@ -11,12 +11,20 @@
 //! - [`estimate`]: prediction-powered inference (Angelopoulos et al., Science 2023) — the mean the
 //!   LLM judge would give *all* traffic, from the line-rate mean over every event plus the mean
 //!   LLM-minus-line-rate correction on the uniform slice, with a 95% interval. Priority picks
-//!   never enter it, so prioritising cannot bias it.
+//!   never enter it, so prioritising cannot bias it;
+//! - [`agreement`]: how well each judge identity agrees with people (κ and accuracy with 95%
+//!   intervals, over every label and over a recent window), kept incrementally, and the
+//!   calibration sample (a small uniform sample per judge identity and week for reviewers).
 
+pub mod agreement;
 pub mod budget;
 pub mod estimate;
 pub mod select;
 
+pub use agreement::{
+    AgreementKey, AgreementPair, AgreementRow, AgreementSummary, AgreementTracker, Confusion,
+    calibration_sample,
+};
 pub use budget::{BudgetLedger, DailyCaps, Prices, ShedReason, Spend};
 pub use estimate::{Estimate, EstimateTracker, Moments, SeriesEstimate};
 pub use select::{

@@ -44,4 +44,33 @@ pub struct JudgeAssessment {
     /// replies fresh from the server only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_mode: Option<String>,
+    /// The judge's identity ([`llm_identity`]) when the judge knows more about itself than its
+    /// kind (the LLM judge: model, served model, prompt, response mode); `None` for judges whose
+    /// identity is their kind, the sqlgrade version and the rule profile ([`rule_identity`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+}
+
+/// The sqlgrade version, part of every judge identity that runs sqlgrade's own rules.
+pub const SQLGRADE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The identity of an LLM judge: the endpoint's model name, the model id the server reported
+/// (`?` until it reports one), the prompt version and the response mode in use. Any change of
+/// these is a change of judge: its agreement with people is tracked separately.
+pub fn llm_identity(
+    model: &str,
+    served_model: Option<&str>,
+    prompt_version: &str,
+    response_mode: &str,
+) -> String {
+    format!(
+        "llm model={model} served={} prompt={prompt_version} mode={response_mode}",
+        served_model.unwrap_or("?")
+    )
+}
+
+/// The identity of a judge without more to say about itself (the deterministic judge, test
+/// judges): its kind, the sqlgrade version and the rule-profile version that scored the row.
+pub fn rule_identity(judge: &str, rules_version: &str) -> String {
+    format!("{judge} sqlgrade={SQLGRADE_VERSION} rules={rules_version}")
 }

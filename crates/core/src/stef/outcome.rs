@@ -460,6 +460,10 @@ impl StefOutcome {
             judge: a.judge.clone(),
             judge_cached: a.cached,
             prompt_version: a.prompt_version.clone(),
+            judge_identity: a
+                .identity
+                .clone()
+                .unwrap_or_else(|| super::assessment::rule_identity(&a.judge, &profile.version)),
             rules_version: profile.version.clone(),
             prompt_tokens: a.usage.prompt_tokens,
             completion_tokens: a.usage.completion_tokens,
@@ -509,6 +513,7 @@ pub fn non_scorable_row(
         judge: "deterministic".into(),
         judge_cached: false,
         prompt_version: None,
+        judge_identity: super::assessment::rule_identity("deterministic", &profile.version),
         rules_version: profile.version.clone(),
         prompt_tokens: 0,
         completion_tokens: 0,

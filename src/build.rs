@@ -405,6 +405,8 @@ pub struct Daemon {
     health_server: Option<crate::health::HealthServer>,
     alerts: Option<crate::alert::AlertService>,
     telemetry: Option<crate::telemetry::Telemetry>,
+    /// The agreement monitor and how often it polls (`[server] agreement_poll_ms`).
+    agreement: Option<(crate::serve::agreement::AgreementMonitor, Duration)>,
     shutdown_timeout: Duration,
 }
 
@@ -419,7 +421,12 @@ impl Daemon {
             let review = if config.server.review {
                 match crate::serve::store_for(&config.sink, config.server.review_max_rows) {
                     Some(store) => Some(crate::serve::router(std::sync::Arc::new(
-                        crate::serve::ReviewState::new(store, config.server.token.clone()),
+                        crate::serve::ReviewState::new(store, config.server.token.clone())
+                            .with_calibration(
+                                crate::serve::view::CalibrationSample::from_settings(
+                                    &config.server,
+                                ),
+                            ),
                     ))),
                     None => {
                         tracing::warn!(
@@ -454,17 +461,20 @@ impl Daemon {
             &config.sink,
         );
         let mut firing = Arc::new(FiringSeries::default());
+        let mut alert_handle = None;
         let alerts = if config.alerts.enabled {
             let (service, handle) = crate::alert::AlertService::start(
                 config.alerts.clone(),
                 crate::alert::delivery::Destinations::from_config(config),
             )?;
             firing = service.firing();
+            alert_handle = Some(handle.clone());
             pipeline = pipeline.with_alerts(handle);
             Some(service)
         } else {
             None
         };
+        let agreement = agreement_monitor(config, alert_handle);
         let second_pass = build_second_pass(config, &scorer, PlanMode::Sample, firing)?;
         let telemetry = if config.telemetry.enabled {
             let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
@@ -473,6 +483,10 @@ impl Daemon {
             telemetry.observe_judge(move || judged.llm_usage().total());
             if let Some(second_pass) = &second_pass {
                 telemetry.observe_judge_pass(Arc::clone(&second_pass.stats));
+            }
+            if let Some((monitor, _)) = &agreement {
+                let board = monitor.board();
+                telemetry.observe_agreement(move || board.rows());
             }
             pipeline = pipeline.with_metrics(telemetry.metrics());
             Some(telemetry)
@@ -488,6 +502,7 @@ impl Daemon {
             health_server,
             alerts,
             telemetry,
+            agreement,
             shutdown_timeout: Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1)),
         })
     }
@@ -514,8 +529,12 @@ impl Daemon {
             health_server,
             alerts,
             telemetry,
+            agreement,
             shutdown_timeout,
         } = self;
+        let (stop_agreement, agreement_stopped) = watch::channel(false);
+        let agreement_task =
+            agreement.map(|(monitor, every)| monitor.spawn(every, agreement_stopped));
         {
             // Not ready while draining.
             let mut draining = shutdown.clone();
@@ -546,6 +565,18 @@ impl Daemon {
         if let Some(server) = health_server {
             server.shutdown().await;
         }
+        if let Some(mut task) = agreement_task {
+            // One last poll pairs the labels of what the run wrote last; it releases its alert
+            // handle when it ends, so the engine can finish after it.
+            let _ = stop_agreement.send(true);
+            let grace = deadline
+                .remaining()
+                .map_or(AGREEMENT_GRACE, |r| r.min(AGREEMENT_GRACE));
+            if tokio::time::timeout(grace, &mut task).await.is_err() {
+                tracing::warn!("the agreement monitor's last poll did not finish; abandoning it");
+                task.abort();
+            }
+        }
         if let Some(service) = alerts {
             // Pending deliveries get a bounded grace period; shutdown never waits on a dead
             // webhook, nor past the shutdown deadline.
@@ -573,6 +604,30 @@ impl Daemon {
         }
         result
     }
+}
+
+/// How long the agreement monitor's last poll may take when the daemon stops.
+const AGREEMENT_GRACE: Duration = Duration::from_secs(10);
+
+/// The agreement monitor of a run (`[server] agreement_poll_ms`): with a store to read labels
+/// from (a JSONL or ClickHouse sink) and someone to tell (alerts or telemetry).
+fn agreement_monitor(
+    config: &Config,
+    alerts: Option<crate::alert::AlertHandle>,
+) -> Option<(crate::serve::agreement::AgreementMonitor, Duration)> {
+    if config.server.agreement_poll_ms == 0 || (alerts.is_none() && !config.telemetry.enabled) {
+        return None;
+    }
+    let store = crate::serve::store_for(&config.sink, config.server.review_max_rows)?;
+    let monitor = crate::serve::agreement::AgreementMonitor::new(
+        store,
+        alerts,
+        config.alerts.defaults.agreement_window,
+    );
+    Some((
+        monitor,
+        Duration::from_millis(config.server.agreement_poll_ms),
+    ))
 }
 
 /// The judge stage's drain grace at shutdown: `judge.budget.drain_grace_ms`, capped at a third

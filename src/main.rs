@@ -948,10 +948,11 @@ async fn serve(
         None => sqlgrade::serve::store_for(&config.sink, config.server.review_max_rows)
             .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?,
     };
-    let state = Arc::new(sqlgrade::serve::ReviewState::new(
-        store,
-        config.server.token.clone(),
-    ));
+    let state = Arc::new(
+        sqlgrade::serve::ReviewState::new(store, config.server.token.clone()).with_calibration(
+            sqlgrade::serve::view::CalibrationSample::from_settings(&config.server),
+        ),
+    );
     let server = sqlgrade::serve::serve(&listen, state).await?;
     eprintln!(
         "sqlgrade: review page on http://{} (Ctrl-C to stop)",

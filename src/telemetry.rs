@@ -343,6 +343,75 @@ impl Telemetry {
         self.observers.push(counter);
     }
 
+    /// Export each judge identity's agreement with human labels (from `read`, the agreement
+    /// monitor's board): `sqlgrade.judge.agreement.kappa`, `….kappa_lower`, `….kappa_upper`,
+    /// `….accuracy` and `….labelled`, with attributes `judge` (`stef` / `stef_judged`),
+    /// `judge_identity`, `series` and `window` (`all` labels, or the `recent` window).
+    pub fn observe_agreement(
+        &mut self,
+        read: impl Fn() -> Vec<crate::sampling::agreement::AgreementRow> + Send + Sync + 'static,
+    ) {
+        let meter = self.provider.meter("sqlgrade");
+        let read = std::sync::Arc::new(read);
+        type Pick = fn(&crate::sampling::agreement::AgreementSummary) -> Option<f64>;
+        let instruments: [(&'static str, &'static str, Pick); 5] = [
+            (
+                "sqlgrade.judge.agreement.kappa",
+                "Cohen's kappa of a judge identity against human labels",
+                |s| s.kappa,
+            ),
+            (
+                "sqlgrade.judge.agreement.kappa_lower",
+                "Lower end of kappa's 95% interval",
+                |s| s.kappa_interval.map(|i| i.0),
+            ),
+            (
+                "sqlgrade.judge.agreement.kappa_upper",
+                "Upper end of kappa's 95% interval",
+                |s| s.kappa_interval.map(|i| i.1),
+            ),
+            (
+                "sqlgrade.judge.agreement.accuracy",
+                "Accuracy of a judge identity against human labels",
+                |s| s.accuracy,
+            ),
+            (
+                "sqlgrade.judge.agreement.labelled",
+                "Human labels beside the judge identity's verdicts",
+                |s| Some(s.labelled as f64),
+            ),
+        ];
+        for (name, description, pick) in instruments {
+            let read = std::sync::Arc::clone(&read);
+            self.f64_gauges.push(
+                meter
+                    .f64_observable_gauge(name)
+                    .with_description(description)
+                    .with_callback(move |o| {
+                        for row in read() {
+                            for (window, summary) in [("all", &row.all), ("recent", &row.recent)] {
+                                if let Some(value) = pick(summary) {
+                                    o.observe(
+                                        value,
+                                        &[
+                                            KeyValue::new("judge", row.key.metric.clone()),
+                                            KeyValue::new(
+                                                "judge_identity",
+                                                row.key.identity.clone(),
+                                            ),
+                                            KeyValue::new("series", row.key.series.clone()),
+                                            KeyValue::new("window", window),
+                                        ],
+                                    );
+                                }
+                            }
+                        }
+                    })
+                    .build(),
+            );
+        }
+    }
+
     /// Export the second pass: `sqlgrade.judge.selected` (by `reason`), `.judged`,
     /// `.pass.cache_hits`, `.failures`, `.shed` (by `reason`) — observable counters;
     /// `sqlgrade.judge.queue.depth` and `.queue.oldest_wait` (s); `sqlgrade.judge.budget.spent`

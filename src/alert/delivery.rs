@@ -492,6 +492,8 @@ impl AlertRecord {
                 "recent_samples": note.recent_samples,
                 "baseline_samples": note.baseline_samples,
                 "labels": note.labels,
+                "observed_interval": note.observed_interval,
+                "baseline_interval": note.baseline_interval,
                 "resolved_at": note.ended_at.map(rfc3339),
             })
             .to_string(),

@@ -10,8 +10,31 @@
 //!
 //! Rules: `score_drop` (mean of a metric's value falls; STEF Φ and gold metrics), `poor_share`
 //! (share of `poor`-tier STEF rows rises), `judge_fallback` (share of STEF rows with status
-//! `judge_fallback` rises) and `dead_letters` (share of dead-lettered messages rises; one global
-//! series, since a dead letter has no labels).
+//! `judge_fallback` rises), `judge_disagreement` (share of LLM-judged events whose verdict
+//! differs from the line-rate verdict rises) and `dead_letters` (share of dead-lettered messages
+//! rises; one global series, since a dead letter has no labels).
+//!
+//! Two more kinds of rule watch **estimates that carry their own uncertainty** rather than raw
+//! values, and fire on their intervals:
+//!
+//! - `estimate_low` / `estimate_drop` ([`EstimateDetector`]): per series, the calibrated share
+//!   correct (prediction-powered inference: the line-rate share over every event plus the mean
+//!   LLM-minus-line-rate correction on the uniform slice, `crate::sampling::estimate`) is kept
+//!   in blocks of `estimate_block` line-rate rows — a block's moments are a handful of sums, so
+//!   nothing is rescanned. When a block closes, the recent window (the last
+//!   `estimate_recent_blocks`) is estimated with its 95% interval: `estimate_low` breaches when
+//!   the interval's upper end is below `estimate_floor`; `estimate_drop` when it lies wholly
+//!   below the baseline window's interval (the `estimate_baseline_blocks` before it, frozen
+//!   while the alert fires). Each window needs `estimate_min_judged` judged uniform events.
+//! - `judge_agreement`: human labels beside judge rows ([`AlertInput::Agreement`], from the
+//!   agreement monitor) feed an [`AgreementTracker`] per judge metric and identity (pooled over
+//!   series); after each new label it breaches when Cohen's κ over the identity's last
+//!   `agreement_window` labels is below `agreement_kappa_min` with at least
+//!   `agreement_min_labels` of them. A new judge identity starts with no labels: its agreement
+//!   is measured afresh, never averaged with its predecessor's.
+//!
+//! Both use the same hysteresis as the others (`fire_after` breaches to fire, `resolve_after`
+//! calm evaluations to resolve), and their notifications carry the intervals.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -20,8 +43,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::rules::{AlertsConfig, RuleSet, SeriesLabel};
-use super::stats::{Comparison, Direction, compare};
+use super::stats::{Comparison, Direction, compare, normal_cdf};
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::sampling::agreement::{AgreementKey, AgreementPair, AgreementTracker, PairChange};
+use crate::sampling::estimate::{Estimate, SeriesEstimate, Z_95};
+use crate::sampling::select::verdict_is_correct;
 
 /// What the engine is fed: one scored event's rows, or one dead letter.
 #[derive(Debug, Clone)]
@@ -30,6 +56,8 @@ pub enum AlertInput {
     Rows(Vec<EvaluationRow>),
     /// A message that was dead-lettered.
     DeadLetter,
+    /// Human labels beside the judge rows of their events (the agreement monitor).
+    Agreement(Vec<AgreementPair>),
 }
 
 /// Which rule a detector implements.
@@ -44,6 +72,14 @@ pub enum RuleKind {
     JudgeFallback,
     /// The share of dead-lettered messages rose.
     DeadLetters,
+    /// The share of LLM-judged events whose verdict differs from the line-rate verdict rose.
+    JudgeDisagreement,
+    /// The calibrated share correct is below the floor (its whole interval).
+    EstimateLow,
+    /// The calibrated share correct dropped: its interval lies below the baseline's.
+    EstimateDrop,
+    /// A judge identity's κ against human labels fell below the minimum.
+    JudgeAgreement,
 }
 
 impl RuleKind {
@@ -54,6 +90,10 @@ impl RuleKind {
             RuleKind::PoorShare => "poor_share",
             RuleKind::JudgeFallback => "judge_fallback",
             RuleKind::DeadLetters => "dead_letters",
+            RuleKind::JudgeDisagreement => "judge_disagreement",
+            RuleKind::EstimateLow => "estimate_low",
+            RuleKind::EstimateDrop => "estimate_drop",
+            RuleKind::JudgeAgreement => "judge_agreement",
         }
     }
 }
@@ -111,8 +151,15 @@ pub struct AlertNotification {
     pub recent_samples: usize,
     /// Observations in the baseline window.
     pub baseline_samples: usize,
-    /// Observations of this series so far (position in the stream).
+    /// Observations of this series so far (position in the stream; for `judge_agreement`,
+    /// labels of the judge identity so far).
     pub observations: u64,
+    /// The 95% interval of `observed` (estimate and agreement rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_interval: Option<(f64, f64)>,
+    /// The 95% interval of `baseline` (`estimate_drop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_interval: Option<(f64, f64)>,
     /// One-line human summary.
     pub summary: String,
 }
@@ -267,33 +314,212 @@ pub struct EngineStats {
     pub firing: usize,
 }
 
+/// What one evaluation of a hysteresis decided.
+enum Step {
+    Fire,
+    Resolve(Firing),
+}
+
+/// Firing state with hysteresis, for the estimate and agreement detectors: `fire_after`
+/// consecutive breaches fire, `resolve_after` consecutive calm evaluations resolve.
+#[derive(Debug, Clone, Default)]
+struct Hysteresis {
+    breaches: usize,
+    calms: usize,
+    firing: Option<Firing>,
+}
+
+impl Hysteresis {
+    fn step(&mut self, breach: bool, calm: bool, rules: &RuleSet) -> Option<Step> {
+        if self.firing.is_some() {
+            self.calms = if calm { self.calms + 1 } else { 0 };
+            if self.calms >= rules.resolve_after {
+                self.calms = 0;
+                self.breaches = 0;
+                return self.firing.take().map(Step::Resolve);
+            }
+            return None;
+        }
+        self.breaches = if breach { self.breaches + 1 } else { 0 };
+        if self.breaches >= rules.fire_after {
+            self.breaches = 0;
+            self.calms = 0;
+            return Some(Step::Fire);
+        }
+        None
+    }
+}
+
+/// The calibrated share correct of one series, kept in blocks of line-rate rows (module docs).
+#[derive(Debug, Clone)]
+struct EstimateDetector {
+    rules: RuleSet,
+    /// The block being filled, and its line-rate rows so far.
+    block: SeriesEstimate,
+    block_rows: usize,
+    recent: VecDeque<SeriesEstimate>,
+    baseline: VecDeque<SeriesEstimate>,
+    observations: u64,
+    low: Hysteresis,
+    drop: Hysteresis,
+}
+
+/// One evaluation of an [`EstimateDetector`]: the recent and (when full enough) baseline
+/// estimates of the share correct.
+struct EstimateEvaluation {
+    recent: Estimate,
+    baseline: Option<Estimate>,
+}
+
+fn merged(blocks: &VecDeque<SeriesEstimate>) -> SeriesEstimate {
+    let mut total = SeriesEstimate::default();
+    for b in blocks {
+        total.correct.merge(&b.correct);
+        total.correct_correction.merge(&b.correct_correction);
+    }
+    total
+}
+
+impl EstimateDetector {
+    fn new(rules: RuleSet) -> EstimateDetector {
+        EstimateDetector {
+            rules,
+            block: SeriesEstimate::default(),
+            block_rows: 0,
+            recent: VecDeque::new(),
+            baseline: VecDeque::new(),
+            observations: 0,
+            low: Hysteresis::default(),
+            drop: Hysteresis::default(),
+        }
+    }
+
+    /// A judged uniform-slice row: its correction joins the block being filled.
+    fn judged(&mut self, judged_correct: bool, line_correct: bool) {
+        self.block
+            .observe_judged(0.0, judged_correct, 0.0, line_correct);
+    }
+
+    /// A line-rate row; when it closes a block, the windows' estimates.
+    fn line(&mut self, correct: bool) -> Option<EstimateEvaluation> {
+        self.block.observe_line(0.0, correct);
+        self.block_rows += 1;
+        self.observations += 1;
+        if self.block_rows < self.rules.estimate_block {
+            return None;
+        }
+        self.recent.push_back(std::mem::take(&mut self.block));
+        self.block_rows = 0;
+        if self.recent.len() > self.rules.estimate_recent_blocks
+            && let Some(old) = self.recent.pop_front()
+            && self.drop.firing.is_none()
+        {
+            // Frozen while `estimate_drop` fires: the drop must not become the baseline.
+            self.baseline.push_back(old);
+            if self.baseline.len() > self.rules.estimate_baseline_blocks {
+                self.baseline.pop_front();
+            }
+        }
+        let min = self.rules.estimate_min_judged.max(2);
+        let estimate = |blocks: &VecDeque<SeriesEstimate>| {
+            let m = merged(blocks);
+            (m.correct_correction.n >= min)
+                .then(|| m.correct_share())
+                .flatten()
+                .filter(|e| e.lower.is_some())
+        };
+        let recent = estimate(&self.recent)?;
+        let baseline = (self.baseline.len() >= self.rules.estimate_baseline_blocks)
+            .then(|| estimate(&self.baseline))
+            .flatten();
+        Some(EstimateEvaluation { recent, baseline })
+    }
+}
+
+/// Standard error of an estimate, from its 95% interval.
+fn standard_error(e: &Estimate) -> f64 {
+    e.half_width().unwrap_or(0.0) / Z_95
+}
+
 /// Score-drop detection over all series (pure, synchronous; see the module docs).
 #[derive(Debug)]
 pub struct AlertEngine {
     config: AlertsConfig,
     detectors: HashMap<DetectorKey, Detector>,
+    estimates: HashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
+    agreement: AgreementTracker,
+    agreement_states: HashMap<AgreementKey, Hysteresis>,
     stats: EngineStats,
+}
+
+/// The parts of a notification that differ between rules.
+struct NoteParts {
+    rule: RuleKind,
+    metric: String,
+    labels: BTreeMap<String, String>,
+    fingerprint: String,
+    comparison: Comparison,
+    recent_samples: usize,
+    baseline_samples: usize,
+    observations: u64,
+    observed_interval: Option<(f64, f64)>,
+    baseline_interval: Option<(f64, f64)>,
+    summary: String,
+}
+
+/// `key=value …` of a series (`all traffic` without labels).
+fn series_text(labels: &BTreeMap<String, String>) -> String {
+    if labels.is_empty() {
+        "all traffic".to_string()
+    } else {
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn interval_text(interval: Option<(f64, f64)>) -> String {
+    interval.map_or_else(String::new, |(lo, hi)| format!(" [{lo:.3}, {hi:.3}]"))
 }
 
 impl AlertEngine {
     /// An engine with the `[alerts]` configuration.
     pub fn new(config: AlertsConfig) -> AlertEngine {
+        let window = config.defaults.agreement_window;
         AlertEngine {
             config,
             detectors: HashMap::new(),
+            estimates: HashMap::new(),
+            agreement: AgreementTracker::new(window),
+            agreement_states: HashMap::new(),
             stats: EngineStats::default(),
         }
     }
 
     /// The engine's counters.
     pub fn stats(&self) -> EngineStats {
-        EngineStats {
-            detectors: self.detectors.len(),
-            firing: self
-                .detectors
+        let firing = self
+            .detectors
+            .values()
+            .filter(|d| d.firing.is_some())
+            .count()
+            + self
+                .estimates
                 .values()
-                .filter(|d| d.firing.is_some())
-                .count(),
+                .map(|e| usize::from(e.low.firing.is_some()) + usize::from(e.drop.firing.is_some()))
+                .sum::<usize>()
+            + self
+                .agreement_states
+                .values()
+                .filter(|h| h.firing.is_some())
+                .count();
+        EngineStats {
+            detectors: self.detectors.len()
+                + 2 * self.estimates.len()
+                + self.agreement_states.len(),
+            firing,
             ..self.stats
         }
     }
@@ -305,6 +531,12 @@ impl AlertEngine {
         let dead_letter_value = match input {
             AlertInput::DeadLetter => 1.0,
             AlertInput::Rows(_) => 0.0,
+            AlertInput::Agreement(pairs) => {
+                for pair in pairs {
+                    self.observe_pair(pair, now, &mut out);
+                }
+                return out;
+            }
         };
         let defaults = self.config.defaults.clone();
         if defaults.dead_letter_min_increase > 0.0 {
@@ -371,8 +603,19 @@ impl AlertEngine {
                 out,
             );
         }
+        if row.metric == Metric::StefJudged {
+            self.observe_judged(row, &rules, labels, now, out);
+            return;
+        }
         if row.metric != Metric::Stef {
             return;
+        }
+        if scored && (rules.estimate_floor > 0.0 || rules.estimate_drop) {
+            let correct = row
+                .stef
+                .as_ref()
+                .is_some_and(|s| verdict_is_correct(&s.semantic_verdict));
+            self.observe_estimate_line(&labels, &rules, correct, now, out);
         }
         if rules.poor_share_min_increase > 0.0 {
             let poor = row.stef.as_ref().is_some_and(|s| s.quality_tier == "poor");
@@ -406,6 +649,289 @@ impl AlertEngine {
                 out,
             );
         }
+    }
+
+    /// A `stef_judged` row: the judge-disagreement share, and (uniform slice) the estimate's
+    /// correction.
+    fn observe_judged(
+        &mut self,
+        row: &EvaluationRow,
+        rules: &RuleSet,
+        labels: Vec<(SeriesLabel, String)>,
+        now: DateTime<Utc>,
+        out: &mut Vec<AlertNotification>,
+    ) {
+        let (Some(judged), Some(stef)) = (&row.judged, &row.stef) else {
+            return;
+        };
+        if row.status != RowStatus::Ok {
+            return;
+        }
+        let llm_correct = verdict_is_correct(&stef.semantic_verdict);
+        let line_correct = verdict_is_correct(&judged.revised_verdict);
+        if judged.uniform()
+            && (rules.estimate_floor > 0.0 || rules.estimate_drop)
+            && let Some(detector) = self.estimate_detector(&labels, rules)
+        {
+            detector.judged(llm_correct, line_correct);
+        }
+        if rules.judge_disagreement_min_increase > 0.0 {
+            self.feed(
+                DetectorKey {
+                    rule: RuleKind::JudgeDisagreement,
+                    metric: "judge_disagreement_share".into(),
+                    labels,
+                },
+                Direction::Increase,
+                rules.judge_disagreement_min_increase,
+                rules,
+                f64::from(u8::from(llm_correct != line_correct)),
+                now,
+                out,
+            );
+        }
+    }
+
+    fn estimate_detector(
+        &mut self,
+        labels: &[(SeriesLabel, String)],
+        rules: &RuleSet,
+    ) -> Option<&mut EstimateDetector> {
+        if !self.estimates.contains_key(labels) {
+            if self.detectors.len() + self.estimates.len() >= self.config.max_series {
+                self.stats.ignored_over_max_series += 1;
+                return None;
+            }
+            self.estimates
+                .insert(labels.to_vec(), EstimateDetector::new(rules.clone()));
+        }
+        self.estimates.get_mut(labels)
+    }
+
+    fn observe_estimate_line(
+        &mut self,
+        labels: &[(SeriesLabel, String)],
+        rules: &RuleSet,
+        correct: bool,
+        now: DateTime<Utc>,
+        out: &mut Vec<AlertNotification>,
+    ) {
+        let Some(detector) = self.estimate_detector(labels, rules) else {
+            return;
+        };
+        let Some(eval) = detector.line(correct) else {
+            return;
+        };
+        let rules = detector.rules.clone();
+        let observations = detector.observations;
+        let label_map: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(l, v)| (l.as_str().to_string(), v.clone()))
+            .collect();
+        let series = series_text(&label_map);
+        let recent = eval.recent;
+        let (lower, upper) = (
+            recent.lower.unwrap_or(recent.mean),
+            recent.upper.unwrap_or(recent.mean),
+        );
+        let se = standard_error(&recent);
+        let recent_samples = usize::try_from(recent.judged).unwrap_or(usize::MAX);
+        if rules.estimate_floor > 0.0 {
+            let floor = rules.estimate_floor;
+            let breach = upper < floor;
+            let calm = recent.mean >= floor;
+            if let Some(step) = detector.low.step(breach, calm, &rules) {
+                let p_value = if se > 0.0 {
+                    1.0 - normal_cdf((floor - recent.mean) / se)
+                } else {
+                    f64::from(u8::from(recent.mean >= floor))
+                };
+                let fingerprint =
+                    fingerprint_parts(RuleKind::EstimateLow, "estimated_correct_share", &label_map);
+                let summary = format!(
+                    "estimated share correct for {series}: {:.3}{} (floor {floor:.3}; {} events, {} judged uniform)",
+                    recent.mean,
+                    interval_text(Some((lower, upper))),
+                    recent.events,
+                    recent.judged
+                );
+                let parts = NoteParts {
+                    rule: RuleKind::EstimateLow,
+                    metric: "estimated_correct_share".into(),
+                    labels: label_map.clone(),
+                    fingerprint,
+                    comparison: Comparison {
+                        baseline_mean: floor,
+                        recent_mean: recent.mean,
+                        effect: floor - recent.mean,
+                        p_value,
+                    },
+                    recent_samples,
+                    baseline_samples: 0,
+                    observations,
+                    observed_interval: Some((lower, upper)),
+                    baseline_interval: None,
+                    summary,
+                };
+                out.push(finish_note(
+                    &mut detector.low,
+                    step,
+                    parts,
+                    &rules.severity,
+                    now,
+                ));
+            }
+        }
+        if rules.estimate_drop {
+            let (breach, calm, comparison, baseline_interval, baseline_samples) =
+                match &eval.baseline {
+                    Some(base) => {
+                        let (b_lo, b_hi) = (
+                            base.lower.unwrap_or(base.mean),
+                            base.upper.unwrap_or(base.mean),
+                        );
+                        let se_both = (se.powi(2) + standard_error(base).powi(2)).sqrt();
+                        let p_value = if se_both > 0.0 {
+                            1.0 - normal_cdf((base.mean - recent.mean) / se_both)
+                        } else {
+                            1.0
+                        };
+                        (
+                            upper < b_lo,
+                            recent.mean >= b_lo,
+                            Comparison {
+                                baseline_mean: base.mean,
+                                recent_mean: recent.mean,
+                                effect: base.mean - recent.mean,
+                                p_value,
+                            },
+                            Some((b_lo, b_hi)),
+                            usize::try_from(base.judged).unwrap_or(usize::MAX),
+                        )
+                    }
+                    None => return,
+                };
+            if let Some(step) = detector.drop.step(breach, calm, &rules) {
+                let fingerprint = fingerprint_parts(
+                    RuleKind::EstimateDrop,
+                    "estimated_correct_share",
+                    &label_map,
+                );
+                let summary = format!(
+                    "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} ({} judged uniform recently, {baseline_samples} before)",
+                    comparison.baseline_mean,
+                    interval_text(baseline_interval),
+                    recent.mean,
+                    interval_text(Some((lower, upper))),
+                    recent.judged
+                );
+                let parts = NoteParts {
+                    rule: RuleKind::EstimateDrop,
+                    metric: "estimated_correct_share".into(),
+                    labels: label_map,
+                    fingerprint,
+                    comparison,
+                    recent_samples,
+                    baseline_samples,
+                    observations,
+                    observed_interval: Some((lower, upper)),
+                    baseline_interval,
+                    summary,
+                };
+                out.push(finish_note(
+                    &mut detector.drop,
+                    step,
+                    parts,
+                    &rules.severity,
+                    now,
+                ));
+            }
+        }
+    }
+
+    /// One label beside a judge row: the identity's agreement (pooled over series).
+    fn observe_pair(
+        &mut self,
+        pair: &AgreementPair,
+        now: DateTime<Utc>,
+        out: &mut Vec<AlertNotification>,
+    ) {
+        let rules = self.config.defaults.clone();
+        if rules.agreement_kappa_min <= 0.0 {
+            return;
+        }
+        let key = AgreementKey {
+            series: String::new(),
+            ..pair.key.clone()
+        };
+        let pooled = AgreementPair {
+            key: key.clone(),
+            ..pair.clone()
+        };
+        if self.agreement.add(pooled) == PairChange::Unchanged {
+            return;
+        }
+        let Some(recent) = self.agreement.recent(&key) else {
+            return;
+        };
+        let labelled = self.agreement.all(&key).map_or(0, |a| a.labelled);
+        if recent.labelled < rules.agreement_min_labels as u64 {
+            return;
+        }
+        let Some(kappa) = recent.kappa else {
+            return;
+        };
+        let kmin = rules.agreement_kappa_min;
+        let state = self.agreement_states.entry(key.clone()).or_default();
+        let Some(step) = state.step(kappa < kmin, kappa >= kmin, &rules) else {
+            return;
+        };
+        let label_map = BTreeMap::from([
+            ("judge".to_string(), key.metric.clone()),
+            ("judge_identity".to_string(), key.identity.clone()),
+        ]);
+        let se = recent
+            .kappa_interval
+            .map_or(0.0, |(lo, hi)| (hi - lo) / (2.0 * Z_95));
+        let p_value = if se > 0.0 {
+            1.0 - normal_cdf((kmin - kappa) / se)
+        } else {
+            f64::from(u8::from(kappa >= kmin))
+        };
+        let summary = format!(
+            "agreement of judge {} ({}) with people: κ {kappa:.3}{} over its last {} labels (minimum {kmin:.2}); accuracy {:.3}{}",
+            key.identity,
+            key.metric,
+            interval_text(recent.kappa_interval),
+            recent.labelled,
+            recent.accuracy.unwrap_or(0.0),
+            interval_text(recent.accuracy_interval),
+        );
+        let parts = NoteParts {
+            rule: RuleKind::JudgeAgreement,
+            metric: "kappa".into(),
+            fingerprint: fingerprint_parts(RuleKind::JudgeAgreement, "kappa", &label_map),
+            labels: label_map,
+            comparison: Comparison {
+                baseline_mean: kmin,
+                recent_mean: kappa,
+                effect: kmin - kappa,
+                p_value,
+            },
+            recent_samples: usize::try_from(recent.labelled).unwrap_or(usize::MAX),
+            baseline_samples: 0,
+            observations: labelled,
+            observed_interval: recent.kappa_interval,
+            baseline_interval: None,
+            summary,
+        };
+        out.push(finish_note(state, step, parts, &rules.severity, now));
+    }
+
+    /// Agreement of every judge identity with the labels the engine has seen (pooled over
+    /// series), over all labels and the recent window.
+    pub fn agreement(&self) -> Vec<crate::sampling::agreement::AgreementRow> {
+        self.agreement.snapshot()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -475,9 +1001,76 @@ impl AlertEngine {
             recent_samples,
             baseline_samples,
             observations,
+            observed_interval: None,
+            baseline_interval: None,
             summary,
         });
     }
+}
+
+/// The notification of a state change of an estimate or agreement detector.
+fn finish_note(
+    hysteresis: &mut Hysteresis,
+    step: Step,
+    parts: NoteParts,
+    severity: &str,
+    now: DateTime<Utc>,
+) -> AlertNotification {
+    let (state, firing, ended_at) = match step {
+        Step::Fire => {
+            let firing = Firing {
+                started_at: now,
+                alert_id: format!("{}-{}", parts.fingerprint, now.timestamp_millis()),
+            };
+            hysteresis.firing = Some(firing.clone());
+            (AlertState::Firing, firing, None)
+        }
+        Step::Resolve(firing) => (AlertState::Resolved, firing, Some(now)),
+    };
+    let tag = match state {
+        AlertState::Firing => "FIRING",
+        AlertState::Resolved => "RESOLVED",
+    };
+    AlertNotification {
+        alert_id: firing.alert_id,
+        fingerprint: parts.fingerprint,
+        state,
+        rule: parts.rule,
+        metric: parts.metric,
+        labels: parts.labels,
+        severity: severity.to_string(),
+        started_at: firing.started_at,
+        ended_at,
+        baseline: parts.comparison.baseline_mean,
+        observed: parts.comparison.recent_mean,
+        effect: parts.comparison.effect,
+        p_value: parts.comparison.p_value,
+        recent_samples: parts.recent_samples,
+        baseline_samples: parts.baseline_samples,
+        observations: parts.observations,
+        observed_interval: parts.observed_interval,
+        baseline_interval: parts.baseline_interval,
+        summary: format!(
+            "[{tag}] sqlgrade {}: {}",
+            parts.rule.as_str(),
+            parts.summary
+        ),
+    }
+}
+
+/// Stable 16-hex-digit id of (rule, metric, labels by name).
+fn fingerprint_parts(rule: RuleKind, metric: &str, labels: &BTreeMap<String, String>) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(rule.as_str());
+    hasher.update([0]);
+    hasher.update(metric);
+    for (label, value) in labels {
+        hasher.update([0]);
+        hasher.update(label);
+        hasher.update([1]);
+        hasher.update(value);
+    }
+    hex::encode(hasher.finalize().get(..8).unwrap_or_default())
 }
 
 /// Stable 16-hex-digit id of a detector key.
@@ -515,6 +1108,13 @@ fn summary_line(
         RuleKind::PoorShare => "share of poor-tier rows rose".to_string(),
         RuleKind::JudgeFallback => "share of judge_fallback rows rose".to_string(),
         RuleKind::DeadLetters => "share of dead-lettered messages rose".to_string(),
+        RuleKind::JudgeDisagreement => {
+            "share of events where the LLM judge and the line-rate verdict disagree rose"
+                .to_string()
+        }
+        RuleKind::EstimateLow | RuleKind::EstimateDrop | RuleKind::JudgeAgreement => {
+            format!("{} changed", key.metric)
+        }
     };
     let state = match state {
         AlertState::Firing => "FIRING",

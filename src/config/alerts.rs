@@ -175,6 +175,32 @@ pub struct RuleSet {
     pub judge_fallback_min_increase: f64,
     /// Minimum rise of the share of dead-lettered messages (0–1); 0 disables the rule.
     pub dead_letter_min_increase: f64,
+    /// Minimum rise of the share of LLM-judged events whose verdict (correct or not) differs
+    /// from the line-rate verdict it revises (0–1); 0 disables the rule (`judge_disagreement`).
+    pub judge_disagreement_min_increase: f64,
+    /// Estimate rules: line-rate STEF rows per block. The calibrated estimate of the share
+    /// correct (PPI: line rate plus the LLM correction on the uniform slice) is kept per block
+    /// and compared block by block, when each block closes.
+    pub estimate_block: usize,
+    /// Blocks in the recent window of the estimate rules.
+    pub estimate_recent_blocks: usize,
+    /// Blocks in the baseline window, just before the recent one (frozen while firing).
+    pub estimate_baseline_blocks: usize,
+    /// LLM-judged uniform-slice events each window needs before an estimate rule evaluates.
+    pub estimate_min_judged: u64,
+    /// `estimate_low`: fires when the upper end of the recent estimate's 95% interval is below
+    /// this share correct (0–1); 0 disables the rule.
+    pub estimate_floor: f64,
+    /// `estimate_drop`: fires when the recent estimate's 95% interval lies wholly below the
+    /// baseline's (the intervals do not overlap).
+    pub estimate_drop: bool,
+    /// `judge_agreement`: fires when Cohen's κ of a judge identity against human labels, over
+    /// its most recent `agreement_window` labels, is below this; 0 disables the rule.
+    pub agreement_kappa_min: f64,
+    /// Labels a judge identity needs in the window before `judge_agreement` evaluates.
+    pub agreement_min_labels: usize,
+    /// Labels in the agreement window (the most recent per judge identity).
+    pub agreement_window: usize,
     /// Severity label on the alerts.
     pub severity: String,
 }
@@ -196,6 +222,16 @@ impl Default for RuleSet {
             poor_share_min_increase: 0.10,
             judge_fallback_min_increase: 0.10,
             dead_letter_min_increase: 0.05,
+            judge_disagreement_min_increase: 0.15,
+            estimate_block: 100,
+            estimate_recent_blocks: 5,
+            estimate_baseline_blocks: 20,
+            estimate_min_judged: 30,
+            estimate_floor: 0.0,
+            estimate_drop: true,
+            agreement_kappa_min: 0.4,
+            agreement_min_labels: 30,
+            agreement_window: 100,
             severity: "warning".into(),
         }
     }
@@ -224,6 +260,25 @@ impl RuleSet {
         }
         if !(self.resolve_ratio >= 0.0 && self.resolve_ratio < 1.0) {
             problems.push(format!("{at}: resolve_ratio must be in [0, 1)"));
+        }
+        if self.estimate_block == 0
+            || self.estimate_recent_blocks == 0
+            || self.estimate_baseline_blocks == 0
+        {
+            problems.push(format!(
+                "{at}: estimate_block, estimate_recent_blocks and estimate_baseline_blocks must be ≥ 1"
+            ));
+        }
+        if !(0.0..1.0).contains(&self.estimate_floor) {
+            problems.push(format!("{at}: estimate_floor must be in [0, 1)"));
+        }
+        if !(self.agreement_kappa_min >= 0.0 && self.agreement_kappa_min <= 1.0) {
+            problems.push(format!("{at}: agreement_kappa_min must be in [0, 1]"));
+        }
+        if self.agreement_min_labels < 2 || self.agreement_min_labels > self.agreement_window {
+            problems.push(format!(
+                "{at}: agreement_min_labels must be between 2 and agreement_window"
+            ));
         }
         for metric in &self.metrics {
             if !KNOWN_METRICS.contains(&metric.as_str()) {
@@ -275,6 +330,16 @@ pub struct RuleOverrides {
     pub poor_share_min_increase: Option<f64>,
     pub judge_fallback_min_increase: Option<f64>,
     pub dead_letter_min_increase: Option<f64>,
+    pub judge_disagreement_min_increase: Option<f64>,
+    pub estimate_block: Option<usize>,
+    pub estimate_recent_blocks: Option<usize>,
+    pub estimate_baseline_blocks: Option<usize>,
+    pub estimate_min_judged: Option<u64>,
+    pub estimate_floor: Option<f64>,
+    pub estimate_drop: Option<bool>,
+    pub agreement_kappa_min: Option<f64>,
+    pub agreement_min_labels: Option<usize>,
+    pub agreement_window: Option<usize>,
     pub severity: Option<String>,
 }
 
@@ -302,6 +367,16 @@ impl RuleOverrides {
             poor_share_min_increase,
             judge_fallback_min_increase,
             dead_letter_min_increase,
+            judge_disagreement_min_increase,
+            estimate_block,
+            estimate_recent_blocks,
+            estimate_baseline_blocks,
+            estimate_min_judged,
+            estimate_floor,
+            estimate_drop,
+            agreement_kappa_min,
+            agreement_min_labels,
+            agreement_window,
             severity
         );
         r

@@ -21,6 +21,17 @@ pub struct ServerSettings {
     /// Review page: how many of the most recent evaluation rows the overview and the queue are
     /// computed over (a JSONL directory or ClickHouse).
     pub review_max_rows: usize,
+    /// Review page: events per judge identity and UTC week in the queue's calibration slice
+    /// (`/queue?slice=calibration`), drawn uniformly so that agreement with people is measured
+    /// on unbiased data — the labelling target per judge and week; 0 = no calibration slice.
+    pub calibration_per_week: usize,
+    /// Review page: salt of the calibration slice's hash draw (change it to draw another).
+    pub calibration_salt: String,
+    /// How often `run` reads new human labels (review page or imported) and pairs them with the
+    /// judge rows of their events: the agreement the `judge_agreement` alert rule and the
+    /// `sqlgrade.judge.agreement.*` metrics watch. Needs `[alerts] enabled` or `[telemetry]
+    /// enabled`, and a JSONL or ClickHouse sink; 0 = never.
+    pub agreement_poll_ms: u64,
 }
 
 impl Default for ServerSettings {
@@ -30,6 +41,9 @@ impl Default for ServerSettings {
             review: false,
             token: None,
             review_max_rows: 200_000,
+            calibration_per_week: 20,
+            calibration_salt: "calibration".into(),
+            agreement_poll_ms: 60_000,
         }
     }
 }

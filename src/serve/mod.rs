@@ -19,6 +19,7 @@
 //! another origin is refused. No secret is ever rendered (the footer names the store without
 //! credentials).
 
+pub mod agreement;
 pub mod pages;
 pub mod store;
 pub mod view;
@@ -48,6 +49,7 @@ pub struct ReviewState {
     store: Arc<dyn ReviewStore>,
     token: Option<Secret>,
     env: minijinja::Environment<'static>,
+    calibration: view::CalibrationSample,
 }
 
 impl ReviewState {
@@ -57,7 +59,15 @@ impl ReviewState {
             store,
             token: token.filter(|t| !t.is_empty()),
             env: pages::environment(),
+            calibration: view::CalibrationSample::default(),
         }
+    }
+
+    /// The queue's calibration slice: `per_week` events per judge identity and week, drawn
+    /// with `salt` (`[server] calibration_per_week`, `calibration_salt`).
+    pub fn with_calibration(mut self, sample: view::CalibrationSample) -> ReviewState {
+        self.calibration = sample;
+        self
     }
 }
 
@@ -279,6 +289,8 @@ async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
         Err(e) => return store_error(&e),
     };
     let series = view::overview(&rows, &alerts, &labels);
+    let (judges, disagreement) = view::judges(&rows, &labels, &state.calibration);
+    let calibration_per_week = state.calibration.per_week;
     let alerts: Vec<AlertLine> = alerts
         .iter()
         .map(|a| AlertLine {
@@ -303,7 +315,7 @@ async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
     render(
         &state,
         "overview.html",
-        minijinja::context! { series, alerts },
+        minijinja::context! { series, alerts, judges, disagreement, calibration_per_week },
     )
 }
 
@@ -317,10 +329,12 @@ struct QueueQuery {
     metric: String,
     alert: String,
     reviewer: String,
+    /// `calibration`: the calibration sample's unlabelled events only.
+    slice: String,
 }
 
 impl QueueQuery {
-    fn filter(&self) -> QueueFilter {
+    fn filter(&self, sample: &view::CalibrationSample) -> QueueFilter {
         let some = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
         QueueFilter {
             app: some(&self.app),
@@ -329,6 +343,7 @@ impl QueueQuery {
             metric: some(&self.metric),
             alert: some(&self.alert),
             reviewer: some(&self.reviewer),
+            calibration: (self.slice.trim() == "calibration").then(|| sample.clone()),
         }
     }
 
@@ -341,6 +356,7 @@ impl QueueQuery {
             ("metric", &self.metric),
             ("alert", &self.alert),
             ("reviewer", &self.reviewer),
+            ("slice", &self.slice),
         ]
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
@@ -369,15 +385,19 @@ async fn load(state: &ReviewState) -> Result<Loaded, StoreError> {
     ))
 }
 
-fn queue_of((rows, alerts, labels): &Loaded, query: &QueueQuery) -> Vec<view::QueueItem> {
-    view::queue(rows, alerts, labels, &query.filter(), QUEUE_LIMIT)
+fn queue_of(
+    (rows, alerts, labels): &Loaded,
+    query: &QueueQuery,
+    sample: &view::CalibrationSample,
+) -> Vec<view::QueueItem> {
+    view::queue(rows, alerts, labels, &query.filter(sample), QUEUE_LIMIT)
 }
 
 async fn queue_items(
     state: &ReviewState,
     query: &QueueQuery,
 ) -> Result<Vec<view::QueueItem>, StoreError> {
-    Ok(queue_of(&load(state).await?, query))
+    Ok(queue_of(&load(state).await?, query, &state.calibration))
 }
 
 async fn queue(State(state): State<Arc<ReviewState>>, Query(query): Query<QueueQuery>) -> Response {
@@ -459,7 +479,7 @@ async fn event_page(
         Ok(loaded) => loaded,
         Err(e) => return store_error(&e),
     };
-    let next_id = queue_of(&loaded, queue)
+    let next_id = queue_of(&loaded, queue, &state.calibration)
         .into_iter()
         .map(|i| i.event_id)
         .find(|id| id != event_id);

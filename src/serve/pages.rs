@@ -41,7 +41,7 @@ main{padding:1em 1.2em;max-width:1300px}
 table{border-collapse:collapse;background:#fff;margin:.4em 0 1em}td,th{border:1px solid #d6d9e0;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#eef0f4}pre{background:#fff;border:1px solid #d6d9e0;padding:.5em;white-space:pre-wrap;word-break:break-word;margin:.2em 0}
 .bar{display:inline-block;background:#5b7bd5;height:10px;vertical-align:middle}.muted{color:#6b7280}
-.firing{color:#b42318;font-weight:600}.resolved{color:#067647}.reason{display:inline-block;background:#fff1e6;border:1px solid #f4c095;border-radius:3px;padding:0 .3em;margin:0 .2em .2em 0}
+.firing{color:#b42318;font-weight:600}.changed{color:#7a2e0e;background:#fef0c7;border-radius:3px;padding:0 .3em}.resolved{color:#067647}.reason{display:inline-block;background:#fff1e6;border:1px solid #f4c095;border-radius:3px;padding:0 .3em;margin:0 .2em .2em 0}
 button{font-size:14px;padding:.3em .9em;margin-right:.4em}dl.d{margin:.2em 0 .2em 1em}dl.d dt{font-weight:600}dl.d dd{margin:0 0 .3em 1em}
 .msg{background:#ecfdf3;border:1px solid #6ce9a6;padding:.4em .8em}.err{background:#fef3f2;border:1px solid #fda29b;padding:.4em .8em}
 </style></head><body>
@@ -81,6 +81,28 @@ const OVERVIEW: &str = r#"{% extends "layout.html" %}
 <td><a class="alert-events" href="/queue?alert={{ a.alert_id|urlencode }}">its events</a></td></tr>
 {% else %}<tr><td colspan="8">No alerts.</td></tr>{% endfor %}
 </table>
+<h2>Judges and their agreement with people</h2>
+<p class="muted">Every judge identity that scored a series (line rate: sqlgrade and rule-profile versions; LLM: model, the model id the server reported, prompt and response mode). A judge that <span class="changed">replaced</span> another on a series is a judge change: its agreement starts afresh. Agreement: one pair per (event, reviewer) label beside the judge's verdict (correct/likely_correct = correct; unsure left out); Cohen's κ with its 95% large-sample interval, accuracy with its 95% Wilson interval. "Calibration sample" counts only labels on the <a href="/queue?slice=calibration">calibration slice</a> ({{ calibration_per_week }} uniformly drawn events per judge and week): unbiased, unlike labels on events the queue ranks as informative.</p>
+<table id="judges">
+<tr><th>series</th><th>metric</th><th>judge identity</th><th>first seen</th><th>last seen</th><th>rows</th><th>labelled</th><th>κ [95%]</th><th>accuracy [95%]</th><th>calibration sample</th><th>per week (κ, labels)</th></tr>
+{% for j in judges %}
+<tr class="judge"><td>{{ j.series }}</td><td>{{ j.metric }}</td><td><code>{{ j.identity }}</code>{% if j.replaced_another %} <span class="changed">replaced</span>{% endif %}</td><td>{{ j.first_seen }}</td><td>{{ j.last_seen }}</td><td>{{ j.rows }}</td>
+<td>{{ j.agreement.labelled }}</td>
+<td>{% if j.agreement.kappa is not none %}{{ "%.2f"|format(j.agreement.kappa) }}{% if j.agreement.kappa_interval %} [{{ "%.2f"|format(j.agreement.kappa_interval[0]) }}, {{ "%.2f"|format(j.agreement.kappa_interval[1]) }}]{% endif %}{% else %}—{% endif %}</td>
+<td>{% if j.agreement.accuracy is not none %}{{ "%.2f"|format(j.agreement.accuracy) }} [{{ "%.2f"|format(j.agreement.accuracy_interval[0]) }}, {{ "%.2f"|format(j.agreement.accuracy_interval[1]) }}]{% else %}—{% endif %}</td>
+<td>{% if j.calibration.labelled %}{{ j.calibration.labelled }} labels{% if j.calibration.kappa is not none %}, κ {{ "%.2f"|format(j.calibration.kappa) }}{% endif %}{% else %}<span class="muted">none yet</span>{% endif %}</td>
+<td>{% for w in j.weeks %}{{ w[0] }}: {% if w[1].kappa is not none %}{{ "%.2f"|format(w[1].kappa) }}{% else %}—{% endif %} ({{ w[1].labelled }}){% if not loop.last %}; {% endif %}{% endfor %}</td></tr>
+{% else %}<tr><td colspan="11">No judge rows yet.</td></tr>{% endfor %}
+</table>
+<h2>Judge disagreement</h2>
+<p class="muted">Share of LLM-judged events whose verdict (correct or not) differs from the line-rate verdict it revises, with its 95% Wilson interval: a cheap early warning that either judge changed.</p>
+<table id="disagreement">
+<tr><th>series</th><th>judged</th><th>disagree</th><th>share [95%]</th><th>per week (share, judged)</th></tr>
+{% for d in disagreement %}
+<tr><td>{{ d.series }}</td><td>{{ d.judged }}</td><td>{{ d.disagree }}</td><td>{% if d.share is not none %}{{ "%.1f"|format(d.share * 100) }}% [{{ "%.1f"|format(d.interval[0] * 100) }}, {{ "%.1f"|format(d.interval[1] * 100) }}]{% else %}—{% endif %}</td>
+<td>{% for w in d.weeks %}{{ w[0] }}: {{ "%.1f"|format(w[2] * 100) }}% ({{ w[1] }}){% if not loop.last %}; {% endif %}{% endfor %}</td></tr>
+{% else %}<tr><td colspan="5">No LLM-judged events yet.</td></tr>{% endfor %}
+</table>
 {% endblock %}"#;
 
 const QUEUE: &str = r#"{% extends "layout.html" %}
@@ -91,7 +113,9 @@ const QUEUE: &str = r#"{% extends "layout.html" %}
 app <input name="app" value="{{ filter.app }}" size="10"> agent <input name="agent" value="{{ filter.agent }}" size="10">
 version <input name="version" value="{{ filter.version }}" size="8"> metric <input name="metric" value="{{ filter.metric }}" size="8">
 alert <input name="alert" value="{{ filter.alert }}" size="14"> hide labelled by <input name="reviewer" value="{{ filter.reviewer }}" size="10">
+<label><input type="checkbox" name="slice" value="calibration"{% if filter.slice == "calibration" %} checked{% endif %}> calibration sample only</label>
 <button type="submit">filter</button></form>
+{% if filter.slice == "calibration" %}<p class="muted" id="calibration-note">Calibration slice: events drawn uniformly per judge identity and week that nobody has labelled yet. Label these first: agreement measured on them is unbiased.</p>{% endif %}
 <p class="muted">Ordered by how informative a label would be: judges that disagree first, then low confidence and events in a firing alert's window; newest first within a priority. {{ items|length }} events shown.</p>
 <table id="queue">
 <tr><th>#</th><th>event</th><th>time</th><th>series</th><th>Φ</th><th>tier</th><th>why</th><th>labels</th><th>question</th></tr>
@@ -141,7 +165,7 @@ note <input name="note" id="note" size="40" maxlength="4000"><br><br>
 {% for r in rows %}
 <tr><td>{{ r.metric }}</td><td>{{ "%.3f"|format(r.value) if r.metric not in ["stef", "stef_judged"] else "%.1f"|format(r.value) }}</td>
 <td>{% if r.verdict is not none %}{{ "true" if r.verdict else "false" }}{% else %}{{ r.semantic_verdict or "—" }}{% endif %}</td><td>{{ r.status }}</td>
-<td>{% if r.quality_tier %}tier {{ r.quality_tier }} · filters {{ r.filter_status }} · verdict {{ r.semantic_verdict }} · confidence {{ r.confidence_tier }}{% if r.confidence is not none %} ({{ "%.2f"|format(r.confidence) }}){% endif %} · enrichment {{ r.enrichment_status }} · judge {{ r.judge }}{% if r.rules_fired %} · rules {{ r.rules_fired|join(", ") }}{% endif %}{% endif %}
+<td>{% if r.quality_tier %}tier {{ r.quality_tier }} · filters {{ r.filter_status }} · verdict {{ r.semantic_verdict }} · confidence {{ r.confidence_tier }}{% if r.confidence is not none %} ({{ "%.2f"|format(r.confidence) }}){% endif %} · enrichment {{ r.enrichment_status }} · judge {{ r.judge }}{% if r.judge_identity %} (<code class="judge-identity">{{ r.judge_identity }}</code>){% endif %}{% if r.rules_fired %} · rules {{ r.rules_fired|join(", ") }}{% endif %}{% endif %}
 {% if r.selection %}<br>selected: {{ r.selection }}{% if r.inclusion_probability is not none %} (p = {{ r.inclusion_probability }}){% endif %} · revises Φ {{ r.revised_value }} / {{ r.revised_verdict }}{% endif %}</td></tr>
 <tr><td></td><td colspan="4">{{ details[loop.index0]|safe }}</td></tr>
 {% endfor %}

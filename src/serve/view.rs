@@ -20,7 +20,11 @@ use serde::Serialize;
 use super::store::{AlertView, ReviewRow};
 use crate::evaluation::RowStatus;
 use crate::review::{EventSignals, HumanLabel, QueueReason, queue_priority, semantic_correct};
-use crate::sampling::estimate::{Estimate, SeriesEstimate};
+use crate::sampling::agreement::{
+    AgreementKey, AgreementPair, AgreementSummary, Confusion, calibration_sample, utc_week,
+    week_start,
+};
+use crate::sampling::estimate::{Estimate, SeriesEstimate, wilson_interval};
 
 /// The series key of a row: (app, agent, agent version), '' for absent labels.
 pub fn series_of(row: &ReviewRow) -> (String, String, String) {
@@ -199,6 +203,293 @@ fn estimate_of(estimate: &SeriesEstimate) -> Option<Estimate> {
     estimate.correct_share()
 }
 
+/// The judge identity of a judge row (`stef`, `stef_judged`): its `judge_identity`, or for rows
+/// written before identities were stored, its `judge` kind (`deterministic`, `llm:<model>`).
+pub fn judge_identity_of(row: &ReviewRow) -> String {
+    if row.judge_identity.is_empty() {
+        row.judge.clone().unwrap_or_else(|| "unknown".to_string())
+    } else {
+        row.judge_identity.clone()
+    }
+}
+
+/// Whether a row is a judge's verdict that can be compared with a label: a scored `stef` or
+/// `stef_judged` row with a semantic verdict.
+fn is_judge_row(row: &ReviewRow) -> bool {
+    matches!(row.metric.as_str(), "stef" | "stef_judged")
+        && scored(&row.status)
+        && row.semantic_verdict.is_some()
+}
+
+/// The series text of a row for agreement (`app/agent/version`).
+pub fn series_text(row: &ReviewRow) -> String {
+    let (app, agent, version) = series_of(row);
+    format!("{app}/{agent}/{version}")
+}
+
+/// Every label (correct / incorrect; `unsure` never) beside every judge row of its event, with
+/// the event's time in seconds; and the labelled events that have no judge row yet.
+pub fn agreement_pairs<'l>(
+    rows: &[ReviewRow],
+    labels: impl IntoIterator<Item = &'l HumanLabel>,
+) -> (Vec<(i64, AgreementPair)>, Vec<String>) {
+    let mut by_event: HashMap<&str, Vec<&ReviewRow>> = HashMap::new();
+    for row in rows.iter().filter(|r| is_judge_row(r)) {
+        by_event.entry(row.event_id.as_str()).or_default().push(row);
+    }
+    let mut pairs = Vec::new();
+    let mut missing = Vec::new();
+    for label in labels {
+        let Some(human) = label.verdict.as_bool() else {
+            continue;
+        };
+        let Some(judge_rows) = by_event.get(label.event_id.as_str()) else {
+            missing.push(label.event_id.clone());
+            continue;
+        };
+        for row in judge_rows {
+            pairs.push((
+                row.epoch(),
+                AgreementPair {
+                    event_id: label.event_id.clone(),
+                    reviewer: label.reviewer.clone(),
+                    key: AgreementKey {
+                        metric: row.metric.clone(),
+                        identity: judge_identity_of(row),
+                        series: series_text(row),
+                    },
+                    judge: row
+                        .semantic_verdict
+                        .as_deref()
+                        .is_some_and(semantic_correct),
+                    human,
+                },
+            ));
+        }
+    }
+    pairs.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.event_id.cmp(&b.1.event_id))
+            .then_with(|| a.1.reviewer.cmp(&b.1.reviewer))
+            .then_with(|| a.1.key.metric.cmp(&b.1.key.metric))
+    });
+    (pairs, missing)
+}
+
+/// The review queue's calibration slice: per judge identity and UTC week, `per_week` events
+/// drawn uniformly (by a hash of the event id and `salt`) — labels on them measure the judge's
+/// agreement on unbiased data, unlike labels on events the queue ranks as informative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalibrationSample {
+    /// Events per judge identity and week (the labelling target); 0 = no calibration slice.
+    pub per_week: usize,
+    /// Salt of the hash draw.
+    pub salt: String,
+}
+
+impl CalibrationSample {
+    /// The sample `[server] calibration_per_week` and `calibration_salt` describe.
+    pub fn from_settings(settings: &crate::config::ServerSettings) -> CalibrationSample {
+        CalibrationSample {
+            per_week: settings.calibration_per_week,
+            salt: settings.calibration_salt.clone(),
+        }
+    }
+}
+
+impl Default for CalibrationSample {
+    fn default() -> Self {
+        CalibrationSample::from_settings(&crate::config::ServerSettings::default())
+    }
+}
+
+/// The events of the calibration sample among `rows` (every judge row's identity).
+pub fn calibration_events<'r>(
+    rows: &'r [ReviewRow],
+    sample: &CalibrationSample,
+) -> HashSet<&'r str> {
+    if sample.per_week == 0 {
+        return HashSet::new();
+    }
+    let identities: Vec<(&str, String, i64)> = rows
+        .iter()
+        .filter(|r| matches!(r.metric.as_str(), "stef" | "stef_judged"))
+        .map(|r| (r.event_id.as_str(), judge_identity_of(r), r.epoch()))
+        .collect();
+    calibration_sample(
+        identities
+            .iter()
+            .map(|(id, identity, t)| (*id, identity.as_str(), *t)),
+        &sample.salt,
+        sample.per_week,
+    )
+}
+
+/// One judge identity of one series on the overview: when it judged, and how well it agrees
+/// with people.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgeView {
+    /// `stef` (line rate) or `stef_judged` (LLM).
+    pub metric: String,
+    /// The judge identity.
+    pub identity: String,
+    /// Series (`app/agent/version`).
+    pub series: String,
+    /// First and last event time it judged (RFC 3339).
+    pub first_seen: String,
+    /// Last event time it judged.
+    pub last_seen: String,
+    /// Rows it wrote.
+    pub rows: usize,
+    /// Whether another identity judged this series and metric before it (a judge change).
+    pub replaced_another: bool,
+    /// Agreement over every label on its events.
+    pub agreement: AgreementSummary,
+    /// Agreement over the labels on calibration-sample events only (unbiased).
+    pub calibration: AgreementSummary,
+    /// Agreement per UTC week of the events (Monday's date), oldest first.
+    pub weeks: Vec<(String, AgreementSummary)>,
+}
+
+/// How often the LLM judge and the line-rate verdict disagree on one series.
+#[derive(Debug, Clone, Serialize)]
+pub struct DisagreementView {
+    /// Series (`app/agent/version`).
+    pub series: String,
+    /// LLM-judged events (status ok).
+    pub judged: u64,
+    /// Of those, the verdict differs from the line-rate verdict.
+    pub disagree: u64,
+    /// The share, with its 95% Wilson interval.
+    pub share: Option<f64>,
+    /// The interval.
+    pub interval: Option<(f64, f64)>,
+    /// Per UTC week (Monday's date): (judged, share).
+    pub weeks: Vec<(String, u64, f64)>,
+}
+
+fn date_of(epoch: i64) -> String {
+    chrono::DateTime::from_timestamp(epoch, 0)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default()
+}
+
+/// Every judge identity per series with its agreement, and the judge disagreement per series.
+pub fn judges(
+    rows: &[ReviewRow],
+    labels: &[HumanLabel],
+    sample: &CalibrationSample,
+) -> (Vec<JudgeView>, Vec<DisagreementView>) {
+    struct Seen {
+        first: (i64, String),
+        last: (i64, String),
+        rows: usize,
+        all: Confusion,
+        calibration: Confusion,
+        weeks: BTreeMap<i64, Confusion>,
+    }
+    let calibration = calibration_events(rows, sample);
+    let mut seen: BTreeMap<AgreementKey, Seen> = BTreeMap::new();
+    let mut disagreement: BTreeMap<String, (u64, u64, BTreeMap<i64, (u64, u64)>)> = BTreeMap::new();
+    for row in rows {
+        if !matches!(row.metric.as_str(), "stef" | "stef_judged") {
+            continue;
+        }
+        let key = AgreementKey {
+            metric: row.metric.clone(),
+            identity: judge_identity_of(row),
+            series: series_text(row),
+        };
+        let t = row.epoch();
+        let entry = seen.entry(key.clone()).or_insert_with(|| Seen {
+            first: (t, row.ts.clone()),
+            last: (t, row.ts.clone()),
+            rows: 0,
+            all: Confusion::default(),
+            calibration: Confusion::default(),
+            weeks: BTreeMap::new(),
+        });
+        entry.rows += 1;
+        if t < entry.first.0 {
+            entry.first = (t, row.ts.clone());
+        }
+        if t > entry.last.0 {
+            entry.last = (t, row.ts.clone());
+        }
+        if row.metric == "stef_judged" && row.status == "ok" {
+            let d = disagreement.entry(key.series).or_default();
+            let differs = row
+                .semantic_verdict
+                .as_deref()
+                .is_some_and(semantic_correct)
+                != row.revised_verdict.as_deref().is_some_and(semantic_correct);
+            d.0 += 1;
+            d.1 += u64::from(differs);
+            let w = d.2.entry(utc_week(t)).or_default();
+            w.0 += 1;
+            w.1 += u64::from(differs);
+        }
+    }
+    let (pairs, _) = agreement_pairs(rows, labels);
+    for (t, pair) in pairs {
+        let Some(entry) = seen.get_mut(&pair.key) else {
+            continue;
+        };
+        entry.all.add(pair.judge, pair.human);
+        if calibration.contains(pair.event_id.as_str()) {
+            entry.calibration.add(pair.judge, pair.human);
+        }
+        entry
+            .weeks
+            .entry(utc_week(t))
+            .or_default()
+            .add(pair.judge, pair.human);
+    }
+    let mut first_by_stream: HashMap<(String, String), i64> = HashMap::new();
+    for (key, s) in &seen {
+        let first = first_by_stream
+            .entry((key.metric.clone(), key.series.clone()))
+            .or_insert(s.first.0);
+        *first = (*first).min(s.first.0);
+    }
+    let judges = seen
+        .into_iter()
+        .map(|(key, s)| JudgeView {
+            replaced_another: first_by_stream
+                .get(&(key.metric.clone(), key.series.clone()))
+                .is_some_and(|first| *first < s.first.0),
+            metric: key.metric,
+            identity: key.identity,
+            series: key.series,
+            first_seen: s.first.1,
+            last_seen: s.last.1,
+            rows: s.rows,
+            agreement: s.all.summary(),
+            calibration: s.calibration.summary(),
+            weeks: s
+                .weeks
+                .into_iter()
+                .map(|(w, c)| (date_of(week_start(w)), c.summary()))
+                .collect(),
+        })
+        .collect();
+    let disagreement = disagreement
+        .into_iter()
+        .map(|(series, (judged, disagree, weeks))| DisagreementView {
+            series,
+            judged,
+            disagree,
+            share: (judged > 0).then(|| disagree as f64 / judged as f64),
+            interval: wilson_interval(disagree, judged),
+            weeks: weeks
+                .into_iter()
+                .map(|(w, (n, d))| (date_of(week_start(w)), n, d as f64 / n.max(1) as f64))
+                .collect(),
+        })
+        .collect();
+    (judges, disagreement)
+}
+
 /// Which events a queue page lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueFilter {
@@ -214,6 +505,9 @@ pub struct QueueFilter {
     pub alert: Option<String>,
     /// Leave out events this reviewer already labelled.
     pub reviewer: Option<String>,
+    /// Only the calibration sample's events nobody labelled yet (then `calibration` says
+    /// which sample).
+    pub calibration: Option<CalibrationSample>,
 }
 
 /// One entry of the review queue.
@@ -304,6 +598,10 @@ pub fn queue(
     for row in rows {
         by_event.entry(row.event_id.as_str()).or_default().push(row);
     }
+    let calibration: Option<HashSet<&str>> = filter
+        .calibration
+        .as_ref()
+        .map(|sample| calibration_events(rows, sample));
     let want = |have: &Option<String>, want: &Option<String>| {
         want.as_deref()
             .is_none_or(|w| have.as_deref().unwrap_or("") == w)
@@ -320,6 +618,9 @@ pub fn queue(
                 .is_some_and(|m| !rows.iter().any(|r| r.metric == m))
             || only.is_some_and(|ids| !ids.contains(id))
             || mine.contains(id)
+            || calibration
+                .as_ref()
+                .is_some_and(|ids| !ids.contains(id) || label_counts.contains_key(id))
         {
             continue;
         }

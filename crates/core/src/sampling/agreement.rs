@@ -310,22 +310,36 @@ pub struct AgreementRow {
     pub recent: AgreementSummary,
 }
 
+/// Seconds in a week.
+const WEEK: i64 = 7 * 24 * 3600;
+/// 1970-01-05, the first Monday after the epoch.
+const FIRST_MONDAY: i64 = 4 * 24 * 3600;
+
+/// The UTC week (Monday to Sunday) of a time in seconds since the epoch, as a number.
+pub fn utc_week(epoch: i64) -> i64 {
+    (epoch - FIRST_MONDAY).div_euclid(WEEK)
+}
+
+/// The first second (Monday 00:00 UTC) of week `week` of [`utc_week`].
+pub fn week_start(week: i64) -> i64 {
+    week * WEEK + FIRST_MONDAY
+}
+
 /// The calibration sample of a judge identity: among `events` (event id, identity, event
-/// time in seconds), per identity and UTC week, the `per_week` events with the smallest hash
+/// time in seconds), per identity and UTC week (Monday to Sunday), the `per_week` events with the smallest hash
 /// draw ([`super::select::uniform_draw`] with `salt`). A bottom-k sample by a hash is a uniform
 /// sample without replacement whatever the traffic's volume, the same for every reader, and
 /// stable as the week fills (an event in it stays in it unless `per_week` smaller draws arrive).
 /// Returns the sampled event ids.
-pub fn calibration_sample<'a>(
-    events: impl IntoIterator<Item = (&'a str, &'a str, i64)>,
+pub fn calibration_sample<'a, 'b>(
+    events: impl IntoIterator<Item = (&'a str, &'b str, i64)>,
     salt: &str,
     per_week: usize,
 ) -> std::collections::HashSet<&'a str> {
-    const WEEK: i64 = 7 * 24 * 3600;
-    let mut by_week: HashMap<(&str, i64), Vec<(f64, &str)>> = HashMap::new();
+    let mut by_week: HashMap<(&'b str, i64), Vec<(f64, &'a str)>> = HashMap::new();
     for (event_id, identity, epoch) in events {
         by_week
-            .entry((identity, epoch.div_euclid(WEEK)))
+            .entry((identity, utc_week(epoch)))
             .or_default()
             .push((super::select::uniform_draw(salt, event_id), event_id));
     }
@@ -467,9 +481,14 @@ mod tests {
                 (id.as_str(), identity, (i as i64) * 1_000)
             })
             .collect();
-        // 1,000,000 s span two UTC weeks (604,800 s each).
+        // 0 … 999,000 s: 1970-01-01 (Thursday) to 1970-01-12, three Monday-to-Sunday weeks.
+        assert_eq!(utc_week(0), -1);
+        assert_eq!(utc_week(FIRST_MONDAY), 0);
+        assert_eq!(week_start(utc_week(999_000)), FIRST_MONDAY + WEEK);
         let sample = calibration_sample(events.iter().copied(), "salt", 5);
-        assert_eq!(sample.len(), 20, "5 per identity and week");
+        // 5 per identity and week, except the rare identity's last week, which holds only 4
+        // events (960, 970, 980, 990 thousand seconds).
+        assert_eq!(sample.len(), 29);
         let again = calibration_sample(events.iter().copied(), "salt", 5);
         assert_eq!(sample, again, "deterministic");
         let other = calibration_sample(events.iter().copied(), "another salt", 5);

@@ -23,7 +23,7 @@ pub mod select;
 
 pub use agreement::{
     AgreementKey, AgreementPair, AgreementRow, AgreementSummary, AgreementTracker, Confusion,
-    calibration_sample,
+    calibration_sample, utc_week, week_start,
 };
 pub use budget::{BudgetLedger, DailyCaps, Prices, ShedReason, Spend};
 pub use estimate::{Estimate, EstimateTracker, Moments, SeriesEstimate};

@@ -1,0 +1,183 @@
+//! The agreement monitor of `sqlgrade run`: reads the human labels of the review store (made on
+//! the review page or imported into `labels.jsonl` / ClickHouse `labels`), pairs each new or
+//! changed label with the judge rows of its event, and hands the pairs on — to the alert engine
+//! (`judge_agreement`, [`crate::alert::AlertInput::Agreement`]) and to an [`AgreementBoard`] that
+//! telemetry and the summary read.
+//!
+//! Incremental: a label already paired (same event, reviewer and `labelled_at`) is not paired
+//! again, and only the rows of the labelled events are read (ClickHouse: through
+//! `evaluations_by_event`, never a scan of `evaluations`). A label whose event has no judge row
+//! yet (labels imported ahead of a replay, a label racing its row into the sink) waits and is
+//! retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
+//! rest wait for the next poll. Labels are what people make — thousands — so the monitor keeps
+//! one small entry per label.
+//!
+//! A label changed to `unsure` leaves the earlier pair counted (agreement never drops a pair);
+//! ClickHouse's `judge_agreement_daily` and the review page recompute from the stored labels
+//! and do not have this limitation.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::store::{ReviewStore, StoreError};
+use super::view::agreement_pairs;
+use crate::alert::{AlertHandle, AlertInput};
+use crate::review::HumanLabel;
+use crate::sampling::agreement::{AgreementRow, AgreementTracker};
+
+/// Labelled events whose rows one poll reads at most.
+pub const MAX_EVENTS_PER_POLL: usize = 2_000;
+
+/// Event ids per `rows_of` query.
+const IDS_PER_QUERY: usize = 200;
+
+/// The agreement per (judge metric, identity, series) as of the last poll.
+#[derive(Debug, Default)]
+pub struct AgreementBoard {
+    rows: Mutex<Vec<AgreementRow>>,
+}
+
+impl AgreementBoard {
+    /// The agreement rows as of the last poll.
+    pub fn rows(&self) -> Vec<AgreementRow> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn publish(&self, rows: Vec<AgreementRow>) {
+        *self.rows.lock().unwrap_or_else(|p| p.into_inner()) = rows;
+    }
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollReport {
+    /// Labels that were new or changed since the last poll.
+    pub new_labels: usize,
+    /// Pairs (label × judge row) handed on.
+    pub pairs: usize,
+    /// Labels still waiting for their event's judge rows.
+    pub waiting: usize,
+}
+
+/// The monitor (module docs).
+pub struct AgreementMonitor {
+    store: Arc<dyn ReviewStore>,
+    alerts: Option<AlertHandle>,
+    board: Arc<AgreementBoard>,
+    tracker: AgreementTracker,
+    /// `labelled_at` of each (event, reviewer) label already paired.
+    paired: HashMap<(String, String), String>,
+}
+
+impl AgreementMonitor {
+    /// A monitor over `store`; pairs go to `alerts` when set. `window`: labels in each
+    /// identity's recent agreement (`[alerts.defaults] agreement_window`).
+    pub fn new(
+        store: Arc<dyn ReviewStore>,
+        alerts: Option<AlertHandle>,
+        window: usize,
+    ) -> AgreementMonitor {
+        AgreementMonitor {
+            store,
+            alerts,
+            board: Arc::new(AgreementBoard::default()),
+            tracker: AgreementTracker::new(window),
+            paired: HashMap::new(),
+        }
+    }
+
+    /// The board this monitor publishes to.
+    pub fn board(&self) -> Arc<AgreementBoard> {
+        Arc::clone(&self.board)
+    }
+
+    /// Read the labels, pair the new and changed ones, hand the pairs on.
+    pub async fn poll(&mut self) -> Result<PollReport, StoreError> {
+        let labels = self.store.labels().await?;
+        let mut todo: Vec<HumanLabel> = labels
+            .into_iter()
+            .filter(|l| {
+                self.paired
+                    .get(&(l.event_id.clone(), l.reviewer.clone()))
+                    .is_none_or(|at| *at != l.labelled_at)
+            })
+            .collect();
+        let mut report = PollReport {
+            new_labels: todo.len(),
+            ..PollReport::default()
+        };
+        // Oldest first, so that a backlog is paired in the order people labelled.
+        todo.sort_by(|a, b| a.labelled_at.cmp(&b.labelled_at));
+        let mut events: Vec<String> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for label in &todo {
+            if events.len() >= MAX_EVENTS_PER_POLL {
+                break;
+            }
+            if seen.insert(label.event_id.as_str()) {
+                events.push(label.event_id.clone());
+            }
+        }
+        let mut rows = Vec::new();
+        for chunk in events.chunks(IDS_PER_QUERY) {
+            rows.extend(self.store.rows_of(chunk).await?);
+        }
+        let read: HashSet<&str> = events.iter().map(String::as_str).collect();
+        let (pairs, missing) = agreement_pairs(
+            &rows,
+            todo.iter().filter(|l| read.contains(l.event_id.as_str())),
+        );
+        let missing: HashSet<String> = missing.into_iter().collect();
+        for label in &todo {
+            if read.contains(label.event_id.as_str()) && !missing.contains(&label.event_id) {
+                self.paired.insert(
+                    (label.event_id.clone(), label.reviewer.clone()),
+                    label.labelled_at.clone(),
+                );
+            } else {
+                report.waiting += 1;
+            }
+        }
+        report.pairs = pairs.len();
+        let pairs: Vec<_> = pairs.into_iter().map(|(_, pair)| pair).collect();
+        for pair in &pairs {
+            self.tracker.add(pair.clone());
+        }
+        self.board.publish(self.tracker.snapshot());
+        if let Some(alerts) = &self.alerts
+            && !pairs.is_empty()
+        {
+            alerts.submit(AlertInput::Agreement(pairs)).await;
+        }
+        if report.new_labels > 0 {
+            tracing::debug!(?report, "agreement monitor paired labels");
+        }
+        Ok(report)
+    }
+
+    /// Poll every `every` until `stop` turns `true`, then poll once more (what the run wrote
+    /// last) and end, releasing the alert handle.
+    pub fn spawn(
+        mut self,
+        every: Duration,
+        mut stop: watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                let stopping = tokio::select! {
+                    () = tokio::time::sleep(every) => *stop.borrow(),
+                    changed = stop.changed() => changed.is_err() || *stop.borrow(),
+                };
+                if let Err(error) = self.poll().await {
+                    tracing::warn!(%error, "agreement monitor could not read labels or rows; retrying");
+                }
+                if stopping {
+                    break;
+                }
+            }
+        })
+    }
+}

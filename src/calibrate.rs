@@ -72,6 +72,56 @@ impl Label {
     }
 }
 
+/// Turn plain labels into review labels (what the review store keeps), for `sqlgrade
+/// import-labels` and `report --labels`: an `event_id` label names its event; a `question_id`
+/// label the event among `event_ids` that equals it or ends with `-<question_id>` (a
+/// benchmark run's events). The reviewer is the label's own, else `reviewer`; the time
+/// `labelled_at`. Returns the labels and how many named no known event.
+pub fn resolve_labels(
+    labels: &[Label],
+    event_ids: &[&str],
+    reviewer: &str,
+    labelled_at: &str,
+) -> (Vec<HumanLabel>, usize) {
+    let known: std::collections::HashSet<&str> = event_ids.iter().copied().collect();
+    let mut out = Vec::with_capacity(labels.len());
+    let mut unresolved = 0;
+    for label in labels {
+        let event = match (&label.event_id, &label.question_id) {
+            (Some(id), _) => Some(id.clone()),
+            (None, Some(qid)) => {
+                let suffix = format!("-{qid}");
+                event_ids
+                    .iter()
+                    .find(|id| **id == qid || id.ends_with(&suffix))
+                    .map(|id| id.to_string())
+            }
+            (None, None) => None,
+        };
+        let Some(event_id) = event.filter(|id| known.is_empty() || known.contains(id.as_str()))
+        else {
+            unresolved += 1;
+            continue;
+        };
+        out.push(HumanLabel {
+            event_id,
+            reviewer: label
+                .reviewer
+                .clone()
+                .unwrap_or_else(|| reviewer.to_string()),
+            verdict: if label.label {
+                crate::review::LabelVerdict::Correct
+            } else {
+                crate::review::LabelVerdict::Incorrect
+            },
+            category: None,
+            note: None,
+            labelled_at: labelled_at.to_string(),
+        });
+    }
+    (out, unresolved)
+}
+
 fn id_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     Ok(match Option::<serde_json::Value>::deserialize(d)? {
         None | Some(serde_json::Value::Null) => None,

@@ -164,6 +164,29 @@ enum Command {
         /// HTML output file.
         #[arg(long, default_value = "report.html")]
         out: PathBuf,
+        /// Human labels (the review page's `labels.jsonl`, or `event_id`/`question_id` plus
+        /// boolean `label`): also print every judge identity of the run with its agreement
+        /// (kappa and accuracy with 95% intervals) and the judge disagreement.
+        #[arg(long)]
+        labels: Option<PathBuf>,
+    },
+    /// Import human labels into the review store (a JSONL directory's `labels.jsonl`, or
+    /// ClickHouse `labels`), where the review page, `calibrate` and the agreement monitor read
+    /// them: the review page's own labels (kept as they are), or `event_id` / `question_id`
+    /// plus boolean `label` (a `question_id` names the stored event ending in `-<id>`).
+    ImportLabels {
+        /// Labels JSONL.
+        #[arg(long)]
+        labels: PathBuf,
+        /// A JSONL output directory (the store of `sqlgrade serve --dir`).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// TOML config whose [sink] is the store (JSONL directory or ClickHouse).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Reviewer name for labels that carry none.
+        #[arg(long, default_value = "imported")]
+        reviewer: String,
     },
     /// Point at benchmark items whose gold query is suspect, from several systems' runs over
     /// the same items (cross-system agreement, gold failures, FLEX/ROSE verdicts on the gold);
@@ -350,7 +373,14 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             events,
             config,
             out,
-        } => report(run_id, input, events, config, out).await,
+            labels,
+        } => report(run_id, input, events, config, out, labels).await,
+        Command::ImportLabels {
+            labels,
+            dir,
+            config,
+            reviewer,
+        } => import_labels(labels, dir, config, reviewer).await,
         Command::Audit(args) => audit(args).await,
     }
 }
@@ -590,6 +620,7 @@ async fn report(
     events: Option<PathBuf>,
     config: Option<PathBuf>,
     out: PathBuf,
+    labels: Option<PathBuf>,
 ) -> Result<ExitCode> {
     use sqlgrade::report::{
         RunReport, html, rows_from_clickhouse, rows_from_jsonl, sql_from_events,
@@ -611,7 +642,128 @@ async fn report(
     std::fs::write(&out, html::render(&report))
         .with_context(|| format!("writing {}", out.display()))?;
     println!("HTML report: {}", out.display());
+    if let Some(path) = labels {
+        let mut ids: Vec<String> = rows.iter().map(|r| r.event_id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let (review_rows, sample) = match (&input, &config) {
+            (Some(file), _) => {
+                let all: Vec<sqlgrade::serve::store::ReviewRow> =
+                    sqlgrade::serve::store::read_jsonl(file)?;
+                let rows = all
+                    .into_iter()
+                    .filter(|r| r.run_id.as_deref() == Some(run_id.as_str()))
+                    .collect::<Vec<_>>();
+                (rows, Default::default())
+            }
+            _ => {
+                use sqlgrade::serve::store::ReviewStore as _;
+                let config = load_config(config.as_ref())?;
+                let store = sqlgrade::serve::store::ClickHouseStore::new(
+                    &config.sink,
+                    config.server.review_max_rows,
+                );
+                let mut rows = Vec::new();
+                for chunk in ids.chunks(500) {
+                    rows.extend(store.rows_of(chunk).await?);
+                }
+                rows.retain(|r| r.run_id.as_deref() == Some(run_id.as_str()));
+                (
+                    rows,
+                    sqlgrade::serve::view::CalibrationSample::from_settings(&config.server),
+                )
+            }
+        };
+        let plain = sqlgrade::calibrate::read_labels(&path)?;
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let (human, unresolved) = sqlgrade::calibrate::resolve_labels(
+            &plain,
+            &id_refs,
+            "imported",
+            &sqlgrade::score::now_rfc3339(),
+        );
+        let (judges, disagreement) = sqlgrade::serve::view::judges(&review_rows, &human, &sample);
+        let mut text = sqlgrade::serve::view::judges_text(&judges, &disagreement);
+        if unresolved > 0 {
+            text.push_str(&format!(
+                "  {unresolved} labels name no event of run {run_id} and are left out\n"
+            ));
+        }
+        print_stdout(&text)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `sqlgrade import-labels`: validate each label and add it to the store.
+async fn import_labels(
+    path: PathBuf,
+    dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+    reviewer: String,
+) -> Result<ExitCode> {
+    let store: Arc<dyn sqlgrade::serve::store::ReviewStore> = match (&dir, &config) {
+        (Some(dir), _) => Arc::new(sqlgrade::serve::store::JsonlStore::new(dir)),
+        (None, Some(_)) => {
+            let config = load_config(config.as_ref())?;
+            sqlgrade::serve::store_for(&config.sink, config.server.review_max_rows)
+                .context("the stdout sink stores nothing; pass --dir or a config with a JSONL or ClickHouse [sink]")?
+        }
+        (None, None) => bail!("import-labels needs --dir DIR or --config FILE"),
+    };
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let review_format = text.lines().filter(|l| !l.trim().is_empty()).any(|l| {
+        serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.get("verdict").is_some())
+    });
+    let (labels, unresolved) = if review_format {
+        (sqlgrade::serve::store::labels_from_jsonl(&path)?, 0)
+    } else {
+        let plain = sqlgrade::calibrate::read_labels(&path)?;
+        let needs_rows = plain.iter().any(|l| l.event_id.is_none());
+        let rows = if needs_rows {
+            store.rows().await?
+        } else {
+            Arc::new(Vec::new())
+        };
+        let mut ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        sqlgrade::calibrate::resolve_labels(
+            &plain,
+            &ids,
+            &reviewer,
+            &sqlgrade::score::now_rfc3339(),
+        )
+    };
+    let (mut imported, mut refused) = (0usize, 0usize);
+    for label in labels {
+        match sqlgrade::review::HumanLabel::validated(
+            &label.event_id,
+            &label.reviewer,
+            label.verdict.as_str(),
+            label.category.as_deref().unwrap_or(""),
+            label.note.as_deref().unwrap_or(""),
+            label.labelled_at.clone(),
+        ) {
+            Ok(valid) => {
+                store.add_label(&valid).await?;
+                imported += 1;
+            }
+            Err(error) => {
+                refused += 1;
+                eprintln!("sqlgrade: label on {:?} refused: {error}", label.event_id);
+            }
+        }
+    }
+    println!(
+        "imported {imported} labels into {}; {unresolved} named no stored event, {refused} refused",
+        store.describe()
+    );
+    Ok(if refused > 0 || unresolved > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Print a table to stdout; a closed pipe (`sqlgrade audit | head`) is not an error.

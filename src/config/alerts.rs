@@ -195,12 +195,16 @@ pub struct RuleSet {
     /// baseline's (the intervals do not overlap).
     pub estimate_drop: bool,
     /// `judge_agreement`: fires when Cohen's κ of a judge identity against human labels, over
-    /// its most recent `agreement_window` labels, is below this; 0 disables the rule.
+    /// its most recent `agreement_window` labels, is below this; 0 disables the rule. The
+    /// `agreement_*` keys are read from `[alerts.defaults]` only: a judge identity spans apps.
     pub agreement_kappa_min: f64,
     /// Labels a judge identity needs in the window before `judge_agreement` evaluates.
     pub agreement_min_labels: usize,
     /// Labels in the agreement window (the most recent per judge identity).
     pub agreement_window: usize,
+    /// Which judges `judge_agreement` watches: `stef` (the line-rate verdict), `stef_judged`
+    /// (the LLM judge).
+    pub agreement_judges: Vec<String>,
     /// Severity label on the alerts.
     pub severity: String,
 }
@@ -232,6 +236,7 @@ impl Default for RuleSet {
             agreement_kappa_min: 0.4,
             agreement_min_labels: 30,
             agreement_window: 100,
+            agreement_judges: vec!["stef".into(), "stef_judged".into()],
             severity: "warning".into(),
         }
     }
@@ -279,6 +284,13 @@ impl RuleSet {
             problems.push(format!(
                 "{at}: agreement_min_labels must be between 2 and agreement_window"
             ));
+        }
+        for judge in &self.agreement_judges {
+            if !matches!(judge.as_str(), "stef" | "stef_judged") {
+                problems.push(format!(
+                    "{at}: agreement_judges: unknown judge {judge:?} (stef or stef_judged)"
+                ));
+            }
         }
         for metric in &self.metrics {
             if !KNOWN_METRICS.contains(&metric.as_str()) {
@@ -340,6 +352,7 @@ pub struct RuleOverrides {
     pub agreement_kappa_min: Option<f64>,
     pub agreement_min_labels: Option<usize>,
     pub agreement_window: Option<usize>,
+    pub agreement_judges: Option<Vec<String>>,
     pub severity: Option<String>,
 }
 
@@ -377,6 +390,7 @@ impl RuleOverrides {
             agreement_kappa_min,
             agreement_min_labels,
             agreement_window,
+            agreement_judges,
             severity
         );
         r

@@ -5,7 +5,9 @@
 //! telemetry and the summary read.
 //!
 //! Incremental: a label already paired (same event, reviewer and `labelled_at`) is not paired
-//! again, and only the rows of the labelled events are read (ClickHouse: through
+//! again — except that a label paired with its event's line-rate row but not (yet) with an
+//! LLM-judged row is looked at again on the next [`JUDGED_ROW_POLLS`] polls, since the second
+//! pass writes its row after the line rate — and only the rows of the labelled events are read (ClickHouse: through
 //! `evaluations_by_event`, never a scan of `evaluations`). A label whose event has no judge row
 //! yet (labels imported ahead of a replay, a label racing its row into the sink) waits and is
 //! retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
@@ -26,10 +28,14 @@ use super::store::{ReviewStore, StoreError};
 use super::view::agreement_pairs;
 use crate::alert::{AlertHandle, AlertInput};
 use crate::review::HumanLabel;
-use crate::sampling::agreement::{AgreementRow, AgreementTracker};
+use crate::sampling::agreement::{AgreementRow, AgreementTracker, PairChange};
 
 /// Labelled events whose rows one poll reads at most.
 pub const MAX_EVENTS_PER_POLL: usize = 2_000;
+
+/// Polls on which a label paired with its line-rate row only is looked at again for the
+/// LLM-judged row of its event (most events are never judged: then it is settled after these).
+pub const JUDGED_ROW_POLLS: u32 = 10;
 
 /// Event ids per `rows_of` query.
 const IDS_PER_QUERY: usize = 200;
@@ -68,8 +74,18 @@ pub struct AgreementMonitor {
     alerts: Option<AlertHandle>,
     board: Arc<AgreementBoard>,
     tracker: AgreementTracker,
-    /// `labelled_at` of each (event, reviewer) label already paired.
-    paired: HashMap<(String, String), String>,
+    /// Each (event, reviewer) label already paired.
+    paired: HashMap<(String, String), Paired>,
+}
+
+/// What the monitor knows of a label it paired.
+#[derive(Debug, Clone)]
+struct Paired {
+    labelled_at: String,
+    /// Paired with an LLM-judged row too.
+    judged: bool,
+    /// Polls left on which to look for the LLM-judged row.
+    rechecks_left: u32,
 }
 
 impl AgreementMonitor {
@@ -102,11 +118,20 @@ impl AgreementMonitor {
             .filter(|l| {
                 self.paired
                     .get(&(l.event_id.clone(), l.reviewer.clone()))
-                    .is_none_or(|at| *at != l.labelled_at)
+                    .is_none_or(|p| {
+                        p.labelled_at != l.labelled_at || (!p.judged && p.rechecks_left > 0)
+                    })
             })
             .collect();
         let mut report = PollReport {
-            new_labels: todo.len(),
+            new_labels: todo
+                .iter()
+                .filter(|l| {
+                    self.paired
+                        .get(&(l.event_id.clone(), l.reviewer.clone()))
+                        .is_none_or(|p| p.labelled_at != l.labelled_at)
+                })
+                .count(),
             ..PollReport::default()
         };
         // Oldest first, so that a backlog is paired in the order people labelled.
@@ -131,21 +156,37 @@ impl AgreementMonitor {
             todo.iter().filter(|l| read.contains(l.event_id.as_str())),
         );
         let missing: HashSet<String> = missing.into_iter().collect();
+        let judged: HashSet<(&str, &str)> = pairs
+            .iter()
+            .filter(|(_, p)| p.key.metric == "stef_judged")
+            .map(|(_, p)| (p.event_id.as_str(), p.reviewer.as_str()))
+            .collect();
         for label in &todo {
-            if read.contains(label.event_id.as_str()) && !missing.contains(&label.event_id) {
-                self.paired.insert(
-                    (label.event_id.clone(), label.reviewer.clone()),
-                    label.labelled_at.clone(),
-                );
-            } else {
+            if !read.contains(label.event_id.as_str()) || missing.contains(&label.event_id) {
                 report.waiting += 1;
+                continue;
             }
+            let key = (label.event_id.clone(), label.reviewer.clone());
+            let rechecks_left = match self.paired.get(&key) {
+                Some(p) if p.labelled_at == label.labelled_at => p.rechecks_left.saturating_sub(1),
+                _ => JUDGED_ROW_POLLS,
+            };
+            self.paired.insert(
+                key,
+                Paired {
+                    labelled_at: label.labelled_at.clone(),
+                    judged: judged.contains(&(label.event_id.as_str(), label.reviewer.as_str())),
+                    rechecks_left,
+                },
+            );
         }
+        // Only what changed goes on: a pair seen before (a label looked at again) is not.
+        let pairs: Vec<_> = pairs
+            .into_iter()
+            .map(|(_, pair)| pair)
+            .filter(|pair| self.tracker.add(pair.clone()) != PairChange::Unchanged)
+            .collect();
         report.pairs = pairs.len();
-        let pairs: Vec<_> = pairs.into_iter().map(|(_, pair)| pair).collect();
-        for pair in &pairs {
-            self.tracker.add(pair.clone());
-        }
         self.board.publish(self.tracker.snapshot());
         if let Some(alerts) = &self.alerts
             && !pairs.is_empty()

@@ -490,6 +490,60 @@ pub fn judges(
     (judges, disagreement)
 }
 
+/// The judges and the disagreement as a terminal table (`report --labels`,
+/// `import-labels`).
+pub fn judges_text(judges: &[JudgeView], disagreement: &[DisagreementView]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "judges (agreement with human labels: kappa and accuracy with 95% intervals)\n",
+    );
+    if judges.is_empty() {
+        out.push_str("  no judge rows\n");
+    }
+    for j in judges {
+        let _ = writeln!(
+            out,
+            "  {} {} {}{}\n    rows {} from {} to {}; {}{}",
+            j.series,
+            j.metric,
+            j.identity,
+            if j.replaced_another {
+                "  [replaced another judge]"
+            } else {
+                ""
+            },
+            j.rows,
+            j.first_seen,
+            j.last_seen,
+            j.agreement.describe(),
+            if j.calibration.labelled > 0 {
+                format!("; calibration sample: {}", j.calibration.describe())
+            } else {
+                String::new()
+            },
+        );
+    }
+    for d in disagreement {
+        let _ = writeln!(
+            out,
+            "  judge disagreement {}: {} of {} LLM-judged events{}",
+            d.series,
+            d.disagree,
+            d.judged,
+            match (d.share, d.interval) {
+                (Some(share), Some((lo, hi))) => format!(
+                    " = {:.1}% [{:.1}, {:.1}]",
+                    share * 100.0,
+                    lo * 100.0,
+                    hi * 100.0
+                ),
+                _ => String::new(),
+            }
+        );
+    }
+    out
+}
+
 /// Which events a queue page lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueFilter {

@@ -178,8 +178,29 @@ impl SeriesEstimate {
 
     /// The estimated share of events the LLM judge would call `correct`/`likely_correct`
     /// (clipped to [0, 1]).
+    ///
+    /// Both terms are means of 0/1 (or −1/0/1) values, and a sample in which every value is
+    /// the same (every line-rate verdict correct, no disagreement among the judged) has
+    /// variance 0: the normal interval would claim certainty it does not have (a near-perfect
+    /// baseline would make any later disagreement look significant). So a zero variance is
+    /// replaced by that of a proportion `1/(n + 2)` (Laplace's rule of succession: one unseen
+    /// event of the other kind), which shrinks like `1/n`.
     pub fn correct_share(&self) -> Option<Estimate> {
-        Estimate::ppi(&self.correct, &self.correct_correction).map(|e| e.clamped(0.0, 1.0))
+        let floored = |m: &Moments| -> Moments {
+            if m.n < 2 || m.variance().is_some_and(|v| v > 0.0) {
+                return *m;
+            }
+            let q = 1.0 / (m.n as f64 + 2.0);
+            let floor = q * (1.0 - q);
+            // Moments whose mean is unchanged and whose sample variance is `floor`.
+            let n = m.n as f64;
+            Moments {
+                sum_sq: m.sum_sq + floor * (n - 1.0),
+                ..*m
+            }
+        };
+        Estimate::ppi(&floored(&self.correct), &floored(&self.correct_correction))
+            .map(|e| e.clamped(0.0, 1.0))
     }
 }
 
@@ -267,6 +288,21 @@ mod tests {
         );
         assert_eq!(s.correct_share().unwrap().mean, 0.5);
         assert!(SeriesEstimate::default().phi().is_none());
+    }
+
+    #[test]
+    fn a_sample_without_variance_still_has_an_interval() {
+        let mut s = SeriesEstimate::default();
+        for _ in 0..100 {
+            s.observe_line(80.0, true);
+        }
+        for _ in 0..50 {
+            s.observe_judged(80.0, true, 80.0, true);
+        }
+        let e = s.correct_share().unwrap();
+        assert_eq!(e.mean, 1.0);
+        let lower = e.lower.unwrap();
+        assert!(lower < 0.99 && lower > 0.95, "{lower}");
     }
 
     #[test]

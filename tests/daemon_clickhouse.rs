@@ -314,6 +314,44 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         );
     }
 
+    // The judge views (migration 015): identities kept on insert, agreement with labels.
+    assert_eq!(
+        ch.query(
+            "SELECT judge_identity, countMerge(rows) >= 1000 FROM sg_test.judge_identities \
+             WHERE metric = 'stef' GROUP BY judge_identity"
+        )
+        .trim(),
+        "deterministic sqlgrade=0.1.0 rules=r1\t1"
+    );
+    // Labels on three more events (the review store's test above labelled some already): the
+    // view's counts grow by exactly their pairs. Every line-rate verdict here is `correct`, so
+    // two agree and one does not; `unsure` never enters.
+    let counts = || -> Vec<u64> {
+        let text = ch.query(
+            "SELECT sum(labelled), sum(tp), sum(fp), sum(fn), sum(tn) FROM sg_test.judge_agreement_daily \
+             WHERE metric = 'stef'",
+        );
+        text.split_whitespace().map(|n| n.parse().unwrap_or(0)).collect()
+    };
+    let before = counts();
+    support::http_post(
+        ch.http_port,
+        "/?database=sg_test",
+        "INSERT INTO labels (event_id, reviewer, verdict, category, note, labelled_at) VALUES \
+         ('ev-00101', 'ann', 'correct', '', '', now()), ('ev-00102', 'ann', 'incorrect', '', '', now()), \
+         ('ev-00103', 'ann', 'correct', '', '', now()), ('ev-00103', 'bob', 'unsure', '', '', now())",
+    )
+    .unwrap();
+    let after = counts();
+    let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(delta, vec![3, 2, 1, 0, 0], "{before:?} → {after:?}");
+    let kappa = ch.query(
+        "SELECT count(), countIf(isNaN(kappa) OR (kappa >= -1 AND kappa <= 1 AND accuracy_lower <= accuracy \
+         AND accuracy <= accuracy_upper)) FROM sg_test.judge_agreement_daily",
+    );
+    let parts: Vec<&str> = kappa.split_whitespace().collect();
+    assert_eq!(parts[0], parts[1], "κ and accuracy intervals in range: {kappa}");
+
     // The durable judge cache: miss, put, hit; a newer put for the same key wins.
     let cache = JudgeCacheStore::new(&s);
     assert_eq!(cache.get("k1").await.unwrap(), None);

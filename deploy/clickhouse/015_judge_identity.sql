@@ -105,13 +105,13 @@ FROM
                     AS judge_correct
             FROM evaluations FINAL
             WHERE metric IN ('stef', 'stef_judged') AND status IN ('ok', 'judge_fallback')
-        )
+        ) AS judge_rows
         ALL INNER JOIN
         (
             SELECT event_id, toUInt8(verdict = 'correct') AS human_correct
             FROM labels FINAL
             WHERE verdict IN ('correct', 'incorrect')
-        ) USING event_id
+        ) AS human_labels USING event_id
         GROUP BY day, app_id, agent_id, agent_version, model, metric, judge_identity
     )
 );

@@ -1,7 +1,7 @@
 //! The SQL the project ships for reading ClickHouse: every query of the Grafana dashboard, with
 //! Grafana's macros and variables replaced by concrete SQL so that a server can run them.
 
-/// Every `rawSql` target and templating query of `deploy/grafana/dashboards/sqlgrade.json`, as
+/// Every `rawSql` target, templating query and annotation query of `deploy/grafana/dashboards/sqlgrade.json`, as
 /// written (macros included).
 pub fn dashboard_queries() -> Vec<String> {
     let path = crate::data::repo_root().join("deploy/grafana/dashboards/sqlgrade.json");
@@ -15,6 +15,9 @@ pub fn dashboard_queries() -> Vec<String> {
     }
     for v in dashboard["templating"]["list"].as_array().unwrap() {
         queries.push(v["query"].as_str().unwrap().to_string());
+    }
+    for a in dashboard["annotations"]["list"].as_array().unwrap() {
+        queries.push(a["target"]["rawSql"].as_str().unwrap().to_string());
     }
     queries
 }
@@ -41,6 +44,14 @@ pub fn grafana_to_sql(q: &str) -> String {
         (
             "$__timeFilter(ts)",
             "ts >= toDateTime('2026-01-01 00:00:00') AND ts <= now() + 86400",
+        ),
+        (
+            "$__timeFilter(time)",
+            "time >= toDateTime('2026-01-01 00:00:00') AND time <= now() + 86400",
+        ),
+        (
+            "$__timeFilter(started)",
+            "started >= toDateTime('2026-01-01 00:00:00') AND started <= now() + 86400",
         ),
         (
             "$__timeFilter(fired_at)",

@@ -331,7 +331,9 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
             "SELECT sum(labelled), sum(tp), sum(fp), sum(fn), sum(tn) FROM sg_test.judge_agreement_daily \
              WHERE metric = 'stef'",
         );
-        text.split_whitespace().map(|n| n.parse().unwrap_or(0)).collect()
+        text.split_whitespace()
+            .map(|n| n.parse().unwrap_or(0))
+            .collect()
     };
     let before = counts();
     support::http_post(
@@ -350,7 +352,10 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
          AND accuracy <= accuracy_upper)) FROM sg_test.judge_agreement_daily",
     );
     let parts: Vec<&str> = kappa.split_whitespace().collect();
-    assert_eq!(parts[0], parts[1], "κ and accuracy intervals in range: {kappa}");
+    assert_eq!(
+        parts[0], parts[1],
+        "κ and accuracy intervals in range: {kappa}"
+    );
 
     // The durable judge cache: miss, put, hit; a newer put for the same key wins.
     let cache = JudgeCacheStore::new(&s);

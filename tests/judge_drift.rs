@@ -24,6 +24,7 @@ use sqlgrade_testkit::cli::sqlgrade;
 use sqlgrade_testkit::data::data_dir;
 use sqlgrade_testkit::events::{benchmark_events, stef_reply};
 use sqlgrade_testkit::openai_mock::{MockServer, Recorded, Scripted, completion};
+use sqlgrade_testkit::otlp::OtlpReceiver;
 
 /// A BIRD system's events with the official EX verdict of each prediction.
 fn bird_events(system: &str) -> Vec<(Event, bool)> {
@@ -124,7 +125,7 @@ fn write_labels(path: &Path, labels: &[(String, bool)]) {
 }
 
 /// `sqlgrade run` over `events.jsonl` in `dir` with the scripted judge and `alerts` rules.
-fn run(dir: &Path, server: &MockServer, alerts: &str) {
+fn run(dir: &Path, server: &MockServer, alerts: &str, extra: &str) {
     let config = dir.join("sqlgrade.toml");
     std::fs::write(
         &config,
@@ -162,6 +163,8 @@ agreement_poll_ms = 200
 
 [alerts]
 enabled = true
+
+{extra}
 
 [alerts.defaults]
 {alerts}
@@ -221,13 +224,12 @@ judge_disagreement_min_increase = 0.0
 estimate_drop = false
 "#;
 
+/// (question, SQL) → (position in the stream, truth).
+type ByText = HashMap<(String, String), (usize, bool)>;
+
 /// SuperSQL's events with distinct (question, SQL), the truth of each, and a map from
 /// (question, SQL) to (position, truth) for the scripted judge.
-fn drift_stream() -> (
-    Vec<Event>,
-    Vec<(String, bool)>,
-    HashMap<(String, String), (usize, bool)>,
-) {
+fn drift_stream() -> (Vec<Event>, Vec<(String, bool)>, ByText) {
     let mut seen = HashSet::new();
     let mut events = Vec::new();
     let mut labels = Vec::new();
@@ -278,7 +280,42 @@ async fn a_judge_that_turns_lenient_is_caught_by_agreement_and_a_stable_one_is_n
                 reply_from("judge-2026-01", request, good_verdict(position, truth))
             }
         });
-        run(dir.path(), &server, AGREEMENT_RULES);
+        // Agreement over OpenTelemetry too.
+        let receiver = OtlpReceiver::start().await;
+        let telemetry = format!(
+            "[telemetry]\nenabled = true\notlp_endpoint = \"{}\"\nexport_interval_ms = 200\n",
+            receiver.endpoint()
+        );
+        run(dir.path(), &server, AGREEMENT_RULES, &telemetry);
+        let kappa = receiver.gauge("sqlgrade.judge.agreement.kappa");
+        let exported = |identity_part: &str, window: &str| -> Vec<f64> {
+            kappa
+                .iter()
+                .filter(|(attributes, _)| {
+                    attributes
+                        .iter()
+                        .any(|a| a.starts_with("judge_identity=") && a.contains(identity_part))
+                        && attributes.contains(&format!("window={window}"))
+                        && attributes.contains(&"judge=stef_judged".to_string())
+                })
+                .map(|(_, v)| *v)
+                .collect()
+        };
+        let good = exported("served=judge-2026-01", "all");
+        assert_eq!(good.len(), 1, "{kappa:#?}");
+        assert!(good[0] > 0.6, "{good:?}");
+        assert!(
+            !receiver
+                .gauge("sqlgrade.judge.agreement.labelled")
+                .is_empty()
+                && !receiver
+                    .gauge("sqlgrade.judge.agreement.kappa_lower")
+                    .is_empty()
+        );
+        if switching {
+            let lenient = exported("lenient", "all");
+            assert!(lenient.len() == 1 && lenient[0].abs() < 1e-9, "{kappa:#?}");
+        }
 
         // The identity change is on the rows: every judged event of the first half under one
         // identity, of the second under another (switching), or one identity throughout.
@@ -500,7 +537,7 @@ async fn a_quality_drop_the_line_rate_cannot_see_fires_the_estimate_alerts() {
             None => Scripted::status(400),
         }
     });
-    run(dir.path(), &server, ESTIMATE_RULES);
+    run(dir.path(), &server, ESTIMATE_RULES, "");
 
     let rows: Vec<Value> = std::fs::read_to_string(dir.path().join("out/evaluations.jsonl"))
         .unwrap()
@@ -581,7 +618,7 @@ async fn imported_labels_give_a_judge_identity_without_labels_its_agreement() {
             None => Scripted::status(400),
         }
     });
-    run(dir.path(), &server, AGREEMENT_RULES);
+    run(dir.path(), &server, AGREEMENT_RULES, "");
     let store = JsonlStore::new(dir.path().join("out"));
     let rows = store.rows().await.unwrap();
     let identity_of = |views: &[sqlgrade::serve::view::JudgeView]| {

@@ -100,6 +100,26 @@ async fn review_pages_inside_run_are_guarded_and_validated() {
         "the overview lists the series"
     );
     assert!(!html.contains(TOKEN), "the token is never rendered");
+    // The judges that scored each series, with their identity, and the calibration slice.
+    assert!(
+        html.contains("id=\"judges\"") && html.contains("deterministic sqlgrade="),
+        "the overview lists the judges"
+    );
+    let calibration = http
+        .get(format!("{base}/queue?slice=calibration"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sampled = calibration.matches("class=\"event-link\"").count();
+    assert!(calibration.contains("id=\"calibration-note\""));
+    assert!(
+        (1..400).contains(&sampled),
+        "a small uniform sample per judge and week: {sampled}"
+    );
     let basic = http
         .get(format!("{base}/queue"))
         .basic_auth("ana", Some(TOKEN))

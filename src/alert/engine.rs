@@ -828,9 +828,7 @@ impl AlertEngine {
         out: &mut Vec<AlertNotification>,
     ) {
         let rules = self.config.defaults.clone();
-        if rules.agreement_kappa_min <= 0.0
-            || !rules.agreement_judges.iter().any(|j| *j == pair.key.metric)
-        {
+        if rules.agreement_kappa_min <= 0.0 || !rules.agreement_judges.contains(&pair.key.metric) {
             return;
         }
         let key = AgreementKey {

@@ -390,7 +390,9 @@ pub fn judges(
     }
     let calibration = calibration_events(rows, sample);
     let mut seen: BTreeMap<AgreementKey, Seen> = BTreeMap::new();
-    let mut disagreement: BTreeMap<String, (u64, u64, BTreeMap<i64, (u64, u64)>)> = BTreeMap::new();
+    /// Judged and disagreeing events of a series, in all and per week.
+    type Counts = (u64, u64, BTreeMap<i64, (u64, u64)>);
+    let mut disagreement: BTreeMap<String, Counts> = BTreeMap::new();
     for row in rows {
         if !matches!(row.metric.as_str(), "stef" | "stef_judged") {
             continue;

@@ -210,6 +210,16 @@ fn backfill_with_a_real_llama_cpp_server_judges_every_event() {
             judged["details"]["response_mode"], "json_object",
             "{judged}"
         );
+        // Its identity: the endpoint's model name, the model the server reported answering,
+        // the prompt version and the response mode it settled on.
+        let identity = judged["judge_identity"].as_str().unwrap();
+        assert!(
+            identity.starts_with("llm model=")
+                && !identity.contains(" served=? ")
+                && identity.contains(" prompt=stef-")
+                && identity.ends_with(" mode=json_object"),
+            "{identity}"
+        );
 
         // FLEX, ROSE, Hybrid-EX: a verdict from the model wherever the model was asked.
         for metric in ["flex", "rose", "hybrid_ex"] {

@@ -437,6 +437,16 @@ async fn deliver_jsonl(dir: &std::path::Path, note: &AlertNotification) {
     }
 }
 
+/// Where the people paged review an alert: its events in the queue, or for `judge_agreement`
+/// (a judge, not a series, is at fault) the calibration slice, whose labels measure the judge
+/// on unbiased data.
+fn review_link(base: &str, note: &AlertNotification) -> String {
+    match note.rule {
+        super::RuleKind::JudgeAgreement => format!("{base}/queue?slice=calibration"),
+        _ => crate::review::alert_queue_url(base, &note.alert_id),
+    }
+}
+
 /// One row of the ClickHouse `alerts` table (see `deploy/clickhouse/003_alerts.sql`). The
 /// firing and the resolved notification of one incident share `alert_id` and `fired_at`, so the
 /// ReplacingMergeTree keeps the later (resolved) row; the state is in `details`.
@@ -536,7 +546,7 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
                 },
                 "startsAt": rfc3339(n.started_at),
                 "endsAt": n.ended_at.map_or_else(|| ZERO_TIME.to_string(), rfc3339),
-                "generatorURL": review_url.map(|base| crate::review::alert_queue_url(base, &n.alert_id)).unwrap_or_default(),
+                "generatorURL": review_url.map(|base| review_link(base, n)).unwrap_or_default(),
                 "fingerprint": n.fingerprint,
             })
         })
@@ -552,11 +562,7 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
     let text = notes
         .iter()
         .map(|n| match review_url {
-            Some(base) => format!(
-                "{}\nReview its events: {}",
-                n.summary,
-                crate::review::alert_queue_url(base, &n.alert_id)
-            ),
+            Some(base) => format!("{}\nReview its events: {}", n.summary, review_link(base, n)),
             None => n.summary.clone(),
         })
         .collect::<Vec<_>>()

@@ -524,6 +524,17 @@ pub fn judges_text(judges: &[JudgeView], disagreement: &[DisagreementView]) -> S
                 String::new()
             },
         );
+        if j.weeks.len() > 1 {
+            let weeks: Vec<String> = j
+                .weeks
+                .iter()
+                .map(|(week, a)| match a.kappa {
+                    Some(k) => format!("{week} κ {k:.2} ({})", a.labelled),
+                    None => format!("{week} κ — ({})", a.labelled),
+                })
+                .collect();
+            let _ = writeln!(out, "    per week: {}", weeks.join("; "));
+        }
     }
     for d in disagreement {
         let _ = writeln!(

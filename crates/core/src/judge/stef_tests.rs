@@ -576,6 +576,14 @@ fn rows_carry_every_stef_column() {
     assert_eq!(json["enrichment_status"], "faithful");
     assert_eq!(json["judge"], "deterministic");
     assert_eq!(json["rules_version"], profile.version.as_str());
+    assert_eq!(
+        json["judge_identity"],
+        format!(
+            "deterministic sqlgrade={} rules={}",
+            env!("CARGO_PKG_VERSION"),
+            profile.version
+        )
+    );
     assert_eq!(json["latency_us"], 42);
     assert_eq!(json["rules_fired"].as_array().unwrap().len(), 4);
     assert_eq!(json["details"]["components"]["sigma_filters"], 5);

@@ -460,10 +460,13 @@ impl StefOutcome {
             judge: a.judge.clone(),
             judge_cached: a.cached,
             prompt_version: a.prompt_version.clone(),
-            judge_identity: a
-                .identity
-                .clone()
-                .unwrap_or_else(|| super::assessment::rule_identity(&a.judge, &profile.version)),
+            judge_identity: match &a.identity {
+                Some(identity) => identity.clone(),
+                None if a.judge == "deterministic" => {
+                    profile.compiled().deterministic_identity.clone()
+                }
+                None => super::assessment::rule_identity(&a.judge, &profile.version),
+            },
             rules_version: profile.version.clone(),
             prompt_tokens: a.usage.prompt_tokens,
             completion_tokens: a.usage.completion_tokens,
@@ -513,7 +516,7 @@ pub fn non_scorable_row(
         judge: "deterministic".into(),
         judge_cached: false,
         prompt_version: None,
-        judge_identity: super::assessment::rule_identity("deterministic", &profile.version),
+        judge_identity: profile.compiled().deterministic_identity.clone(),
         rules_version: profile.version.clone(),
         prompt_tokens: 0,
         completion_tokens: 0,

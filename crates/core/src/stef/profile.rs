@@ -125,6 +125,9 @@ pub struct CompiledRules {
     pub ignore_keys: Vec<String>,
     /// Parsed benign filters (entries that do not parse are skipped; validation reports them).
     pub benign: Vec<BenignFilter>,
+    /// The deterministic judge's identity under this profile
+    /// ([`super::assessment::rule_identity`]), formatted once rather than per row.
+    pub deterministic_identity: String,
 }
 
 impl CompiledRules {
@@ -245,6 +248,10 @@ impl RuleProfile {
                 mappings,
                 ignore_keys: Vec::new(),
                 benign: Vec::new(),
+                deterministic_identity: super::assessment::rule_identity(
+                    "deterministic",
+                    &self.version,
+                ),
             };
             for dim in &self.ignore_filters {
                 let key = name_key(dim);

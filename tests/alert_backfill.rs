@@ -17,23 +17,11 @@ use sqlgrade::alert::{AlertState, RuleKind, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest, benchmark_events};
 use sqlgrade::config::{Config, SinkKind};
 use sqlgrade::event::Event;
+use sqlgrade_testkit::rng::SplitMix;
 
 /// Observations per phase of the affected series.
 const PHASE: usize = 600;
 const RECENT: usize = 100;
-
-/// splitmix64: a tiny deterministic generator (reproducible streams).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n as u64) as usize
-    }
-}
 
 /// SuperSQL's BIRD events, and the same questions paired with the SQL of the next question on
 /// the same database.

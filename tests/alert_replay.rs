@@ -13,23 +13,7 @@ use sqlgrade::alert::{AlertsConfig, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::score::Scorer;
-
-/// splitmix64: a tiny deterministic generator (no dependency, reproducible streams).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use sqlgrade_testkit::rng::SplitMix;
 
 /// One system's rows per question: [stef, ex].
 async fn system_rows(system: &str) -> Vec<Vec<EvaluationRow>> {

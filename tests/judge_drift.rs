@@ -25,6 +25,7 @@ use sqlgrade_testkit::data::data_dir;
 use sqlgrade_testkit::events::{benchmark_events, stef_reply};
 use sqlgrade_testkit::openai_mock::{MockServer, Recorded, Scripted, completion};
 use sqlgrade_testkit::otlp::OtlpReceiver;
+use sqlgrade_testkit::rng::SplitMix;
 
 /// A BIRD system's events with the official EX verdict of each prediction.
 fn bird_events(system: &str) -> Vec<(Event, bool)> {
@@ -422,19 +423,6 @@ async fn a_judge_that_turns_lenient_is_caught_by_agreement_and_a_stable_one_is_n
                 "a false alarm on a stable judge: {agreement:#?}"
             );
         }
-    }
-}
-
-/// splitmix64: a tiny deterministic generator (reproducible streams).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n as u64) as usize
     }
 }
 

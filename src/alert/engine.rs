@@ -1208,15 +1208,7 @@ fn summary_line(
     labels: &BTreeMap<String, String>,
     c: &Comparison,
 ) -> String {
-    let series = if labels.is_empty() {
-        "all traffic".to_string()
-    } else {
-        labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let series = series_text(labels);
     let what = match key.rule {
         RuleKind::ScoreDrop => format!("mean {} dropped", key.metric),
         RuleKind::PoorShare => "share of poor-tier rows rose".to_string(),

@@ -20,4 +20,5 @@ pub mod events;
 pub mod model_server;
 pub mod openai_mock;
 pub mod otlp;
+pub mod rng;
 pub mod servers;

@@ -434,6 +434,7 @@ mod tests {
                 "evaluations_scored_hourly",
                 "event_inputs",
                 "judge_cache",
+                "judge_identities",
                 "labels",
             ]
         );

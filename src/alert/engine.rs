@@ -1174,6 +1174,28 @@ fn finish_note(
 
 /// Stable 16-hex-digit id of (rule, metric, labels by name).
 fn fingerprint_parts(rule: RuleKind, metric: &str, labels: &BTreeMap<String, String>) -> String {
+    fingerprint_of(
+        rule,
+        metric,
+        labels.iter().map(|(l, v)| (l.as_str(), v.as_str())),
+    )
+}
+
+/// Stable 16-hex-digit id of a detector key.
+fn fingerprint(key: &DetectorKey) -> String {
+    fingerprint_of(
+        key.rule,
+        &key.metric,
+        key.labels.iter().map(|(l, v)| (l.as_str(), v.as_str())),
+    )
+}
+
+/// The first 8 bytes of SHA-256 over the rule, the metric and each (label, value), as hex.
+fn fingerprint_of<'a>(
+    rule: RuleKind,
+    metric: &str,
+    labels: impl Iterator<Item = (&'a str, &'a str)>,
+) -> String {
     let mut hasher = Sha256::new();
     hasher.update(rule.as_str());
     hasher.update([0]);
@@ -1181,21 +1203,6 @@ fn fingerprint_parts(rule: RuleKind, metric: &str, labels: &BTreeMap<String, Str
     for (label, value) in labels {
         hasher.update([0]);
         hasher.update(label);
-        hasher.update([1]);
-        hasher.update(value);
-    }
-    hex::encode(hasher.finalize().get(..8).unwrap_or_default())
-}
-
-/// Stable 16-hex-digit id of a detector key.
-fn fingerprint(key: &DetectorKey) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(key.rule.as_str());
-    hasher.update([0]);
-    hasher.update(&key.metric);
-    for (label, value) in &key.labels {
-        hasher.update([0]);
-        hasher.update(label.as_str());
         hasher.update([1]);
         hasher.update(value);
     }

@@ -113,27 +113,22 @@ impl AgreementMonitor {
     /// Read the labels, pair the new and changed ones, hand the pairs on.
     pub async fn poll(&mut self) -> Result<PollReport, StoreError> {
         let labels = self.store.labels().await?;
-        let mut todo: Vec<HumanLabel> = labels
-            .into_iter()
-            .filter(|l| {
-                self.paired
-                    .get(&(l.event_id.clone(), l.reviewer.clone()))
-                    .is_none_or(|p| {
-                        p.labelled_at != l.labelled_at || (!p.judged && p.rechecks_left > 0)
-                    })
-            })
-            .collect();
-        let mut report = PollReport {
-            new_labels: todo
-                .iter()
-                .filter(|l| {
-                    self.paired
-                        .get(&(l.event_id.clone(), l.reviewer.clone()))
-                        .is_none_or(|p| p.labelled_at != l.labelled_at)
-                })
-                .count(),
-            ..PollReport::default()
-        };
+        let mut report = PollReport::default();
+        let mut todo: Vec<HumanLabel> = Vec::new();
+        for label in labels {
+            let known = self
+                .paired
+                .get(&(label.event_id.clone(), label.reviewer.clone()))
+                .filter(|p| p.labelled_at == label.labelled_at);
+            match known {
+                None => {
+                    report.new_labels += 1;
+                    todo.push(label);
+                }
+                Some(p) if !p.judged && p.rechecks_left > 0 => todo.push(label),
+                Some(_) => {}
+            }
+        }
         // Oldest first, so that a backlog is paired in the order people labelled.
         todo.sort_by(|a, b| a.labelled_at.cmp(&b.labelled_at));
         let mut events: Vec<String> = Vec::new();

@@ -5,7 +5,7 @@
 //! review page's labels (`labels.jsonl`, ClickHouse `labels`: `event_id`, `reviewer`,
 //! `verdict` correct | incorrect | unsure, `labelled_at`), read directly: the newest label per
 //! (event, reviewer) counts and `unsure` is left out. Rows are a run's JSONL output
-//! ([`EvaluationRow`]). κ carries a 95% bootstrap interval (1,000 resamples of the labelled
+//! (read back as [`StoredRow`]s). κ carries a 95% bootstrap interval (1,000 resamples of the labelled
 //! pairs, fixed seed), is also given per reviewer, and [`reviewer_agreement`] gives Cohen's κ
 //! between every two reviewers over the events both labelled. A `question_id` label matches the row whose
 //! `event_id` equals it or ends with `-<question_id>`. Rows that could not be scored (judge
@@ -13,13 +13,13 @@
 //! (exec error, timeout) counts as a negative, as the metrics score it.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::{EvaluationRow, Metric};
+use crate::evaluation::Metric;
 use crate::review::HumanLabel;
+use crate::stored::StoredRow;
 
 /// Why calibration inputs could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -130,29 +130,21 @@ fn id_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D
     })
 }
 
+/// Every line of `path` as a `T` (the one JSONL reader, `stored::jsonl`); calibration refuses a
+/// file with a line it cannot read rather than measure on part of it.
 fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, CalibrateError> {
-    let file = std::fs::File::open(path).map_err(|e| CalibrateError::Io {
+    let lines = crate::stored::jsonl::read(path).map_err(|e| CalibrateError::Io {
         path: path.display().to_string(),
-        message: e.to_string(),
+        message: e.source.to_string(),
     })?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| CalibrateError::Io {
+    if let Some(bad) = lines.unreadable.first() {
+        return Err(CalibrateError::Line {
             path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        out.push(
-            serde_json::from_str(&line).map_err(|e| CalibrateError::Line {
-                path: path.display().to_string(),
-                line: i + 1,
-                message: e.to_string(),
-            })?,
-        );
+            line: bad.line,
+            message: bad.error.to_string(),
+        });
     }
-    Ok(out)
+    Ok(lines.items)
 }
 
 /// Read a labels file: plain labels, or the review page's (`verdict`; the newest per event and
@@ -189,8 +181,8 @@ pub fn read_labels(path: &Path) -> Result<Vec<Label>, CalibrateError> {
     Ok(labels)
 }
 
-/// Read a run's rows file.
-pub fn read_rows(path: &Path) -> Result<Vec<EvaluationRow>, CalibrateError> {
+/// Read a run's rows file (the JSONL sink's `evaluations.jsonl`).
+pub fn read_rows(path: &Path) -> Result<Vec<StoredRow>, CalibrateError> {
     read_jsonl(path)
 }
 
@@ -266,22 +258,6 @@ pub struct Spend {
     pub cost_per_1k_events: Option<f64>,
 }
 
-/// The tokens one row records: the STEF columns, else `details.prompt_tokens` /
-/// `details.completion_tokens` (FLEX, ROSE, Hybrid-EX).
-fn row_tokens(row: &EvaluationRow) -> (u64, u64) {
-    if let Some(stef) = &row.stef {
-        return (stef.prompt_tokens, stef.completion_tokens);
-    }
-    let details = row.details.to_value();
-    let get = |key: &str| {
-        details
-            .get(key)
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-    };
-    (get("prompt_tokens"), get("completion_tokens"))
-}
-
 /// The prices `metric`'s judge is charged at: `[judge.budget]`'s, for the STEF judge and for
 /// gold metrics judged by `[judge]` itself (no `[gold.judge]`); `None` when no price is set or
 /// the metric has its own judge (`[gold.judge]` has no prices).
@@ -300,10 +276,10 @@ pub fn prices_for(config: &crate::config::Config, metric: Metric) -> Option<Pric
 }
 
 /// What the judge spent on `metric`'s rows.
-pub fn spend(rows: &[EvaluationRow], metric: Metric, prices: Option<Prices>) -> Spend {
+pub fn spend(rows: &[StoredRow], metric: Metric, prices: Option<Prices>) -> Spend {
     let mut out = Spend::default();
-    for row in rows.iter().filter(|r| r.metric == metric) {
-        let (prompt, completion) = row_tokens(row);
+    for row in rows.iter().filter(|r| r.metric == metric.as_str()) {
+        let (prompt, completion) = row.tokens();
         out.events += 1;
         out.events_with_calls += usize::from(prompt + completion > 0);
         out.prompt_tokens += prompt;
@@ -428,16 +404,16 @@ pub struct BestCutoff {
 /// continuous metrics (positive iff value ≥ cutoff).
 pub fn calibrate(
     labels: &[Label],
-    rows: &[EvaluationRow],
+    rows: &[StoredRow],
     metric: Metric,
     cutoff: Option<f64>,
     prices: Option<Prices>,
 ) -> CalibrationReport {
-    let mut by_event: HashMap<&str, &EvaluationRow> = HashMap::new();
-    for r in rows.iter().filter(|r| r.metric == metric) {
+    let mut by_event: HashMap<&str, &StoredRow> = HashMap::new();
+    for r in rows.iter().filter(|r| r.metric == metric.as_str()) {
         by_event.insert(r.event_id.as_str(), r);
     }
-    let find = |l: &Label| -> Option<&EvaluationRow> {
+    let find = |l: &Label| -> Option<&StoredRow> {
         if let Some(id) = &l.event_id {
             return by_event.get(id.as_str()).copied();
         }
@@ -445,7 +421,7 @@ pub fn calibrate(
         by_event.get(qid).copied().or_else(|| {
             let suffix = format!("-{qid}");
             rows.iter()
-                .find(|r| r.metric == metric && r.event_id.ends_with(&suffix))
+                .find(|r| r.metric == metric.as_str() && r.event_id.ends_with(&suffix))
         })
     };
     let mut pairs: Vec<(f64, Option<bool>, bool, Option<&str>)> = Vec::new();
@@ -453,7 +429,7 @@ pub fn calibrate(
     for l in labels {
         match find(l) {
             None => unmatched += 1,
-            Some(r) if !r.status.is_scored() => unscored_n += 1,
+            Some(r) if !r.is_scored() => unscored_n += 1,
             Some(r) => pairs.push((r.value, r.verdict, l.label, l.reviewer.as_deref())),
         }
     }

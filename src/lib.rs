@@ -8,17 +8,10 @@
 //! source → decode → score → batch → write → ack
 //! ```
 //!
-//! Layers, lowest first (a module imports only from lower layers):
-//!
-//! 1. the core re-exports ([`event`], [`evaluation`], [`review`], [`sqlspec`], [`stef`],
-//!    [`judge`], [`exec`], [`metrics`]) and [`config`] (every setting, declared once);
-//! 2. edges, each behind a small trait or type: [`source`], [`sink`], [`clickhouse`], [`llm`],
-//!    [`sqlite`], [`health`], [`telemetry`], [`alert`], [`stats`];
-//! 3. [`score`] — the scorer (STEF through a judge, gold metrics through executors);
-//!    [`judging`] — the LLM second pass; [`serve`] — the review page;
-//! 4. [`pipeline`] — the topology;
-//! 5. [`build`] — wiring a run from a [`config::Config`]; [`backfill`], [`report`],
-//!    [`calibrate`], [`summary`] — the commands' library halves.
+//! Its modules sit in layers (a module imports only from lower layers); the one list of them
+//! is the table under "### `src`" in `ARCHITECTURE.md`, which `tests/architecture.rs` reads
+//! and checks against the code. The command line is the binary `src/bin/sqlgrade/`, one module
+//! per command.
 
 pub use sqlgrade_core::{
     catalogue, evaluation, event, exec, judge, metrics, review, sampling, sqlspec, stef,
@@ -42,5 +35,6 @@ pub mod sink;
 pub mod source;
 pub mod sqlite;
 pub mod stats;
+pub mod stored;
 pub mod summary;
 pub mod telemetry;

@@ -1,9 +1,12 @@
 //! The architecture, checked from the code (`ARCHITECTURE.md` explains it):
 //!
 //! - the core crate depends on no runtime or client (tokio, reqwest, rusqlite, rdkafka,
-//!   clickhouse, …);
-//! - no file imports a file that imports it back, directly or through others, in either crate;
-//! - every import between top-level modules goes down the layer order of `ARCHITECTURE.md`.
+//!   clickhouse, …), the testkit not on the daemon;
+//! - in every workspace crate (the core, the daemon library, the daemon binary, the testkit),
+//!   no file imports a file that imports it back, directly or through others;
+//! - `ARCHITECTURE.md` is the one layer list: its table for each crate names every top-level
+//!   module exactly once (read from the document here, not copied), and every import between
+//!   top-level modules goes down that order.
 //!
 //! Imports are read with `syn`: `use` trees and every `crate::`/`super::`/`self::` path (and
 //! paths through a child module's name) in items. A name is resolved to the file that defines
@@ -28,14 +31,19 @@ struct ModFile {
     references: Vec<Vec<String>>,
 }
 
-fn module_files(root: &Path) -> BTreeMap<ModPath, PathBuf> {
+/// Every module file under `root` (a crate's source root: `lib.rs` or `main.rs` is the crate
+/// root), leaving out the directories named in `skip` (relative to `root`: another crate's
+/// files, such as the binary's `bin/` beside the library).
+fn module_files(root: &Path, skip: &[&str]) -> BTreeMap<ModPath, PathBuf> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                stack.push(path);
+                if !skip.iter().any(|s| path == root.join(s)) {
+                    stack.push(path);
+                }
                 continue;
             }
             if path.extension().is_none_or(|e| e != "rs") {
@@ -46,15 +54,10 @@ fn module_files(root: &Path) -> BTreeMap<ModPath, PathBuf> {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            if matches!(
-                segs.last().map(String::as_str),
-                Some("mod" | "lib" | "main")
-            ) {
+            if matches!(segs.last().map(String::as_str), Some("mod"))
+                || (segs.len() == 1 && matches!(segs[0].as_str(), "lib" | "main"))
+            {
                 segs.pop();
-            }
-            // `main.rs` is the binary's root, not a module of the library.
-            if path.file_name().is_some_and(|n| n == "main.rs") {
-                continue;
             }
             out.insert(segs, path);
         }
@@ -217,7 +220,11 @@ struct Crate {
 
 impl Crate {
     fn load(root: &Path) -> Crate {
-        let files = module_files(root);
+        Crate::load_without(root, &[])
+    }
+
+    fn load_without(root: &Path, skip: &[&str]) -> Crate {
+        let files = module_files(root, skip);
         let modules = files
             .iter()
             .map(|(m, p)| (m.clone(), read_module(p)))
@@ -463,44 +470,92 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The core crate's layers, lowest first (ARCHITECTURE.md).
-const CORE_LAYERS: &[&[&str]] = &[
-    &["event"],
-    &["evaluation", "review"],
-    &["sqlspec", "catalogue"],
-    &["stef"],
-    &["judge"],
-    &["exec"],
-    &["metrics"],
-    &["sampling"],
-];
+/// The layer tables of `ARCHITECTURE.md`, the one list: per crate source root (the heading
+/// "### `crates/core/src` …"), its layers lowest first, each the module names of its row.
+fn documented_layers() -> BTreeMap<String, Vec<Vec<String>>> {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let mut out: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if let Some(heading) = line.strip_prefix("### `") {
+            current = heading.split('`').next().map(str::to_string);
+            continue;
+        }
+        if line.starts_with("## ") {
+            current = None;
+        }
+        let Some(root) = &current else { continue };
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // `| 3 | `a`, `b` | what they are |`
+        if cells.len() < 4 || cells[1].parse::<usize>().is_err() {
+            continue;
+        }
+        let layer = cells[1].parse::<usize>().unwrap();
+        let names: Vec<String> = cells[2]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect();
+        let layers = out.entry(root.clone()).or_default();
+        if layers.len() <= layer {
+            layers.resize(layer + 1, Vec::new());
+        }
+        layers[layer].extend(names);
+    }
+    out
+}
 
-/// The daemon crate's layers, lowest first (ARCHITECTURE.md). The core's modules, re-exported
-/// at the crate root, sit below all of them.
-const DAEMON_LAYERS: &[&[&str]] = &[
-    &[
-        "event",
-        "evaluation",
-        "review",
-        "sqlspec",
-        "catalogue",
-        "stef",
-        "judge",
-        "exec",
-        "metrics",
-        "sampling",
-    ],
-    &["config"],
-    &["health", "stats", "sink"],
-    &["telemetry", "summary"],
-    &["llm", "sqlite", "source"],
-    &["clickhouse"],
-    &["alert", "score"],
-    &["judging", "serve"],
-    &["pipeline"],
-    &["build", "report", "calibrate"],
-    &["backfill", "audit"],
-];
+/// The top-level modules of a crate: its module files' first segments and what its root
+/// re-exports from another crate (`pub use sqlgrade_core::{…}`).
+fn top_level_modules(krate: &Crate) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = krate
+        .files
+        .keys()
+        .filter_map(|m| m.first().cloned())
+        .collect();
+    if let Some(root) = krate.modules.get(&Vec::new()) {
+        for (name, path) in &root.reexports {
+            if path.first().is_some_and(|p| p.starts_with("sqlgrade_")) {
+                names.insert(name.clone());
+            }
+        }
+    }
+    names
+}
+
+/// Check one workspace crate against `ARCHITECTURE.md`: no import cycle between its files,
+/// every top-level module in exactly one documented layer (and every documented name a module),
+/// every import going to a lower layer.
+fn check_crate(label: &str, root: &str, skip: &[&str]) {
+    let layers = documented_layers();
+    let Some(layers) = layers.get(root) else {
+        panic!("ARCHITECTURE.md has no layer table under a heading ### `{root}`");
+    };
+    let krate = Crate::load_without(&repo().join(root), skip);
+    let edges = assert_acyclic(label, &krate);
+    let modules = top_level_modules(&krate);
+    let mut documented = BTreeSet::new();
+    for name in layers.iter().flatten() {
+        assert!(
+            documented.insert(name.clone()),
+            "{label}: ARCHITECTURE.md lists `{name}` in two layers"
+        );
+    }
+    let missing: Vec<_> = modules.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&modules).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "{label}: the layer table of ARCHITECTURE.md (### `{root}`) and the code disagree: \
+         modules in no layer {missing:?}; listed but not modules {stale:?}"
+    );
+    let layers: Vec<Vec<&str>> = layers
+        .iter()
+        .map(|l| l.iter().map(String::as_str).collect())
+        .collect();
+    let layers: Vec<&[&str]> = layers.iter().map(Vec::as_slice).collect();
+    assert_layers(label, &edges, &layers);
+}
 
 #[test]
 fn core_has_no_io_dependencies() {
@@ -531,17 +586,76 @@ fn core_has_no_io_dependencies() {
 }
 
 #[test]
-fn core_has_no_import_cycles_and_keeps_its_layers() {
-    let krate = Crate::load(&repo().join("crates/core/src"));
-    let edges = assert_acyclic("sqlgrade-core", &krate);
-    assert_layers("sqlgrade-core", &edges, CORE_LAYERS);
+fn testkit_depends_on_the_core_only() {
+    let manifest = std::fs::read_to_string(repo().join("crates/testkit/Cargo.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&manifest).unwrap();
+    let deps = manifest
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .expect("[dependencies]");
+    assert!(
+        !deps.contains_key("sqlgrade"),
+        "sqlgrade-testkit must not depend on the daemon (helpers that need its types live in \
+         tests/support)"
+    );
+}
+
+/// Every workspace crate has a layer table, and every crate root in the table is a crate.
+#[test]
+fn every_workspace_crate_is_checked() {
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&manifest).unwrap();
+    let members: Vec<&str> = manifest["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    let checked = [
+        "src",
+        "src/bin/sqlgrade",
+        "crates/core/src",
+        "crates/testkit/src",
+    ];
+    for member in &members {
+        let root = if *member == "." {
+            "src".to_string()
+        } else {
+            format!("{member}/src")
+        };
+        assert!(
+            checked.contains(&root.as_str()),
+            "workspace member {member} is not checked"
+        );
+    }
+    let documented = documented_layers();
+    for root in documented.keys() {
+        assert!(
+            checked.contains(&root.as_str()),
+            "ARCHITECTURE.md names {root}, which is not checked"
+        );
+    }
+    assert_eq!(documented.len(), checked.len(), "{:?}", documented.keys());
 }
 
 #[test]
-fn daemon_has_no_import_cycles_and_keeps_its_layers() {
-    let krate = Crate::load(&repo().join("src"));
-    let edges = assert_acyclic("sqlgrade", &krate);
-    assert_layers("sqlgrade", &edges, DAEMON_LAYERS);
+fn core_keeps_its_layers() {
+    check_crate("sqlgrade-core", "crates/core/src", &[]);
+}
+
+#[test]
+fn daemon_library_keeps_its_layers() {
+    check_crate("sqlgrade", "src", &["bin"]);
+}
+
+#[test]
+fn daemon_binary_keeps_its_layers() {
+    check_crate("sqlgrade (binary)", "src/bin/sqlgrade", &[]);
+}
+
+#[test]
+fn testkit_keeps_its_layers() {
+    check_crate("sqlgrade-testkit", "crates/testkit/src", &[]);
 }
 
 #[test]

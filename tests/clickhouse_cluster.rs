@@ -15,8 +15,8 @@ use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
 use sqlgrade::clickhouse::queries;
 use sqlgrade::clickhouse::sink::shard_of;
 use sqlgrade::config::{ClusterConfig, SinkConfig, SinkKind};
-use sqlgrade_testkit::cluster::CLUSTER;
 use sqlgrade_testkit::dashboard;
+use sqlgrade_testkit::servers::cluster::CLUSTER;
 use sqlgrade_testkit::servers::{ClickHouse, DEAD_MEMBER_EVICTION, Harness, eventually, free_port};
 
 const EVENTS: usize = 20_000;

@@ -64,7 +64,8 @@ async fn review_page_over_clickhouse(s: &SinkConfig) {
     assert_eq!(labels[0].verdict, sqlgrade::review::LabelVerdict::Incorrect);
     assert_eq!(labels[0].labelled_at, "2026-11-24T10:00:05Z");
     let paired = store.rows_of(&["ev-00003".to_string()]).await.unwrap();
-    assert!(paired.iter().all(|r| r.to_evaluation().is_some()));
+    assert!(!paired.is_empty());
+    assert!(paired.iter().all(|r| r.known_metric().is_some()));
     // `calibrate --config` reads the labels table and the labelled events' rows directly.
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("ch.toml");

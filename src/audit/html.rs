@@ -129,11 +129,11 @@ mod tests {
 
     use super::*;
     use crate::audit::ItemText;
-    use crate::report::ReportRow;
+    use crate::stored::StoredRow;
 
     #[test]
     fn hostile_text_is_shown_as_text() {
-        let mut rows: BTreeMap<String, Vec<ReportRow>> = BTreeMap::new();
+        let mut rows: BTreeMap<String, Vec<StoredRow>> = BTreeMap::new();
         for run in ["A<b>", "B"] {
             rows.entry(run.to_string()).or_default().push(
                 serde_json::from_value(json!({

@@ -33,8 +33,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::metrics::flex::INCORRECT_GROUND_TRUTH;
-use crate::report::{ReportError, ReportRow};
+use crate::report::ReportError;
 use crate::sampling::estimate::wilson_interval;
+use crate::stored::StoredRow;
 
 /// Weight of a gold query that fails to execute.
 pub const GOLD_FAILS_WEIGHT: f64 = 3.0;
@@ -334,7 +335,7 @@ impl GoldAudit {
     /// Audit `rows` (run id → its rows); `texts` and `predictions` ((run, item) → SQL) only
     /// decorate the output.
     pub fn build(
-        rows: &BTreeMap<String, Vec<ReportRow>>,
+        rows: &BTreeMap<String, Vec<StoredRow>>,
         texts: &HashMap<String, ItemText>,
         predictions: &HashMap<(String, String), String>,
     ) -> GoldAudit {
@@ -348,10 +349,10 @@ impl GoldAudit {
                     .or_default()
                     .entry(run.clone())
                     .or_default();
-                let details = row.details();
+                let details = &row.details;
                 match row.metric.as_str() {
                     "ex" => {
-                        entry.ex = row.verdict();
+                        entry.ex = row.verdict;
                         entry.ex_status = Some(row.status.clone());
                         entry.pred_digest = details
                             .get("pred_digest")
@@ -734,7 +735,7 @@ mod tests {
         verdict: Option<bool>,
         status: &str,
         details: Value,
-    ) -> ReportRow {
+    ) -> StoredRow {
         serde_json::from_value(json!({
             "event_id": id, "run_id": run, "agent_id": run, "metric": metric,
             "value": if verdict == Some(true) { 1.0 } else { 0.0 },
@@ -743,7 +744,7 @@ mod tests {
         .unwrap()
     }
 
-    fn ex(run: &str, id: &str, verdict: bool, digest: &str) -> ReportRow {
+    fn ex(run: &str, id: &str, verdict: bool, digest: &str) -> StoredRow {
         row(
             run,
             id,
@@ -754,8 +755,8 @@ mod tests {
         )
     }
 
-    fn audit(rows: Vec<ReportRow>) -> GoldAudit {
-        let mut by_run: BTreeMap<String, Vec<ReportRow>> = BTreeMap::new();
+    fn audit(rows: Vec<StoredRow>) -> GoldAudit {
+        let mut by_run: BTreeMap<String, Vec<StoredRow>> = BTreeMap::new();
         for r in rows {
             by_run.entry(r.run_id.clone().unwrap()).or_default().push(r);
         }

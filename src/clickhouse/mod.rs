@@ -18,6 +18,7 @@ pub mod judge_cache;
 pub mod migrate;
 pub mod queries;
 pub mod retention;
+pub mod rows;
 pub mod sink;
 
 /// The server used when `[sink] url` is unset.

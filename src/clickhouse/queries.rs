@@ -5,10 +5,27 @@
 //! and latency of each, before and after the key, on 20 million rows; the dashboard's own
 //! queries live in `deploy/grafana/`. Every query reads deduplicated rows (`FINAL`).
 
-/// One run's rows (what `report` reads): the key's first column. Bind: the run id.
-pub const RUN_ROWS: &str = "SELECT event_id, agent_id, agent_version, run_id, metric, value, \
-     verdict, status, quality_tier, details, semantic_verdict, inclusion_probability, \
-     revised_value, revised_verdict FROM evaluations FINAL WHERE run_key = ?";
+/// The columns of `evaluations` read back as a `stored::StoredRow` (a macro so that the queries
+/// below can be built from it at compile time).
+macro_rules! row_columns {
+    () => {
+        "event_id, toString(ts, 'UTC') AS ts_utc, app_id, agent_id, agent_version, model, \
+         run_id, metric, value, verdict, status, details, quality_tier, filter_status, \
+         semantic_verdict, confidence, confidence_tier, rules_fired, enrichment_status, judge, \
+         judge_identity, selection, inclusion_probability, revised_value, revised_verdict, \
+         prompt_tokens, completion_tokens"
+    };
+}
+
+/// The columns of `evaluations` read back as a `stored::StoredRow`.
+pub const ROW_COLUMNS: &str = row_columns!();
+
+/// One run's rows (what `report` and `audit` read): the key's first column. Bind: the run id.
+pub const RUN_ROWS: &str = concat!(
+    "SELECT ",
+    row_columns!(),
+    " FROM evaluations FINAL WHERE run_key = ?"
+);
 
 /// The recent poor events of one agent version (live traffic, `run_key = ''`), newest first —
 /// the drill-down from a score-drop alert. Bind: app, agent, agent version, earliest `ts`

@@ -11,10 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::SinkConfig;
+use crate::stored::StoredRow;
 
 /// Why a report could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -28,125 +27,9 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
-    /// ClickHouse could not be queried.
-    #[error("ClickHouse query failed: {0}")]
-    ClickHouse(String),
     /// No row has the run id.
     #[error("no evaluation rows with run_id {0:?}")]
     EmptyRun(String),
-}
-
-/// The columns of an evaluation row a report needs (JSONL line or ClickHouse JSONEachRow).
-#[derive(Debug, Clone, Deserialize)]
-pub struct ReportRow {
-    /// Event id.
-    pub event_id: String,
-    /// Agent id.
-    #[serde(default)]
-    pub agent_id: Option<String>,
-    /// Agent version.
-    #[serde(default)]
-    pub agent_version: Option<String>,
-    /// Run id.
-    #[serde(default)]
-    pub run_id: Option<String>,
-    /// Metric name.
-    pub metric: String,
-    /// Value (0–100 for stef, 0–1 otherwise).
-    pub value: f64,
-    /// Verdict (bool in JSONL, 0/1 in ClickHouse).
-    #[serde(default)]
-    pub verdict: Option<Value>,
-    /// Row status.
-    #[serde(default)]
-    pub status: String,
-    /// STEF quality tier.
-    #[serde(default)]
-    pub quality_tier: Option<String>,
-    /// Metric details (object in JSONL, JSON text in ClickHouse).
-    #[serde(default)]
-    pub details: Value,
-    /// STEF semantic verdict (`stef`, `stef_judged`).
-    #[serde(default)]
-    pub semantic_verdict: Option<String>,
-    /// `stef_judged`: probability of being in the uniform slice (`null`: priority-only pick).
-    #[serde(default)]
-    pub inclusion_probability: Option<f64>,
-    /// `stef_judged`: the line-rate Φ the row revises.
-    #[serde(default)]
-    pub revised_value: Option<f64>,
-    /// `stef_judged`: the line-rate verdict the row revises.
-    #[serde(default)]
-    pub revised_verdict: Option<String>,
-}
-
-impl ReportRow {
-    fn variant(&self) -> String {
-        self.agent_version
-            .clone()
-            .or_else(|| self.agent_id.clone())
-            .unwrap_or_else(|| "unknown".into())
-    }
-
-    /// The verdict, whichever way the store encoded it (bool in JSONL, 0/1 in ClickHouse).
-    pub fn verdict(&self) -> Option<bool> {
-        match &self.verdict {
-            Some(Value::Bool(b)) => Some(*b),
-            Some(Value::Number(n)) => n.as_f64().map(|v| v != 0.0),
-            _ => None,
-        }
-    }
-
-    /// The details object (parsed when the store kept it as JSON text).
-    pub fn details(&self) -> Value {
-        match &self.details {
-            Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
-            other => other.clone(),
-        }
-    }
-}
-
-/// Read the rows of `run_id` from an `evaluations.jsonl` file (lines that do not parse are
-/// skipped and counted in the log).
-pub fn rows_from_jsonl(path: &Path, run_id: &str) -> Result<Vec<ReportRow>, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut rows = Vec::new();
-    let mut skipped = 0usize;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<ReportRow>(line) {
-            Ok(row) if row.run_id.as_deref() == Some(run_id) => rows.push(row),
-            Ok(_) => {}
-            Err(_) => skipped += 1,
-        }
-    }
-    if skipped > 0 {
-        tracing::warn!(skipped, path = %path.display(), "lines that are not evaluation rows were skipped");
-    }
-    Ok(rows)
-}
-
-/// Read the rows of `run_id` from ClickHouse `evaluations` (deduplicated with `FINAL`).
-pub async fn rows_from_clickhouse(
-    settings: &SinkConfig,
-    run_id: &str,
-) -> Result<Vec<ReportRow>, ReportError> {
-    let mut cursor = crate::clickhouse::client(settings)
-        .query(crate::clickhouse::queries::RUN_ROWS)
-        .bind(run_id)
-        .fetch_bytes("JSONEachRow")
-        .map_err(|e| ReportError::ClickHouse(e.to_string()))?;
-    let bytes = cursor
-        .collect()
-        .await
-        .map_err(|e| ReportError::ClickHouse(e.to_string()))?;
-    let text = String::from_utf8_lossy(&bytes);
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| ReportError::ClickHouse(e.to_string())))
-        .collect()
 }
 
 /// Φ histogram bins (0–10, 10–20, …, 90–100).
@@ -405,7 +288,7 @@ impl RunReport {
     /// Aggregate `rows` of `run_id`; `sql` supplies SQL texts the rows do not carry.
     pub fn build(
         run_id: &str,
-        rows: &[ReportRow],
+        rows: &[StoredRow],
         sql: &HashMap<String, EventSql>,
     ) -> Result<RunReport, ReportError> {
         if rows.is_empty() {
@@ -454,7 +337,7 @@ impl RunReport {
                 scored_by_event
                     .entry((variant.clone(), row.metric.clone()))
                     .or_default()
-                    .insert(row.event_id.clone(), (scaled, row.verdict()));
+                    .insert(row.event_id.clone(), (scaled, row.verdict));
                 let entry = stats.metrics.entry(row.metric.clone()).or_insert((0.0, 0));
                 entry.0 += scaled;
                 entry.1 += 1;
@@ -469,7 +352,7 @@ impl RunReport {
             }
             if row.metric == "stef" {
                 stats.events += 1;
-                let details = row.details();
+                let details = &row.details;
                 let mut codes: Vec<&str> = details
                     .get("findings")
                     .and_then(Value::as_array)
@@ -497,13 +380,13 @@ impl RunReport {
             {
                 *stats.tiers.entry(tier.clone()).or_default() += 1;
             }
-            if let Some(verdict) = row.verdict() {
+            if let Some(verdict) = row.verdict {
                 verdicts
                     .entry((row.event_id.clone(), variant.clone()))
                     .or_default()
                     .insert(row.metric.clone(), verdict);
             }
-            let details = row.details();
+            let details = &row.details;
             if row.metric == "ts_ex"
                 && let Some(cx) = details.get("counterexample").filter(|c| !c.is_null())
             {
@@ -824,7 +707,7 @@ fn truncate(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
-    fn parse(line: &str) -> ReportRow {
+    fn parse(line: &str) -> StoredRow {
         serde_json::from_str(line).unwrap()
     }
 

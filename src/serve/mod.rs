@@ -372,7 +372,7 @@ impl QueueQuery {
 
 /// What every page computes over: the recent rows, the alerts, the labels.
 type Loaded = (
-    Arc<Vec<store::ReviewRow>>,
+    Arc<Vec<crate::stored::StoredRow>>,
     Vec<store::AlertView>,
     Vec<HumanLabel>,
 );

@@ -1,7 +1,7 @@
 //! Where the review page reads rows, inputs and alerts and writes labels: a JSONL output
 //! directory ([`JsonlStore`]) or ClickHouse ([`ClickHouseStore`]), behind [`ReviewStore`].
 //!
-//! Both give the same views: [`ReviewRow`] (an evaluation row, whichever store encoded it),
+//! Both give the same views: [`StoredRow`] (an evaluation row, whichever store encoded it),
 //! [`EventInputs`], [`AlertView`] and [`HumanLabel`]. The JSONL store re-reads a file only when
 //! its length or modification time changed; the ClickHouse store reads deduplicated rows
 //! (`FINAL`) and the most recent `max_rows` evaluation rows for the overview and the queue
@@ -16,10 +16,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::alert::delivery::ALERTS_FILE;
+use crate::clickhouse::rows::{ReadError, RowReader, bind_all, fetch_json, placeholders};
 use crate::clickhouse::{EVENT_INPUTS_TABLE, LABELS_TABLE};
 use crate::config::SinkConfig;
 use crate::review::{EventInputs, HumanLabel, LabelVerdict};
 use crate::sink::jsonl::{EVALUATIONS_FILE, INPUTS_FILE};
+use crate::stored::{StoredRow, blank_is_none, json_or_text, parse_time, rfc3339_time};
 
 /// File name of labels inside a JSONL directory.
 pub const LABELS_FILE: &str = "labels.jsonl";
@@ -54,160 +56,6 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
-}
-
-/// An evaluation row as the review page reads it (JSONL line or ClickHouse JSONEachRow).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct ReviewRow {
-    /// Event id.
-    pub event_id: String,
-    /// Event time, RFC 3339 (ClickHouse's `YYYY-MM-DD hh:mm:ss`, read as UTC, is converted).
-    #[serde(default, alias = "ts_utc", deserialize_with = "rfc3339_time")]
-    pub ts: String,
-    /// Application id.
-    #[serde(default, deserialize_with = "blank_is_none")]
-    pub app_id: Option<String>,
-    /// Agent id.
-    #[serde(default, deserialize_with = "blank_is_none")]
-    pub agent_id: Option<String>,
-    /// Agent version.
-    #[serde(default, deserialize_with = "blank_is_none")]
-    pub agent_version: Option<String>,
-    /// Model.
-    #[serde(default, deserialize_with = "blank_is_none")]
-    pub model: Option<String>,
-    /// Run id.
-    #[serde(default, deserialize_with = "blank_is_none")]
-    pub run_id: Option<String>,
-    /// Metric name.
-    pub metric: String,
-    /// Value (0–100 for stef, 0–1 otherwise).
-    pub value: f64,
-    /// Verdict (bool in JSONL, 0/1 in ClickHouse).
-    #[serde(default, deserialize_with = "flexible_bool")]
-    pub verdict: Option<bool>,
-    /// Row status.
-    #[serde(default)]
-    pub status: String,
-    /// Details (object in JSONL, JSON text in ClickHouse).
-    #[serde(default, deserialize_with = "json_or_text")]
-    pub details: Value,
-    /// STEF quality tier.
-    #[serde(default)]
-    pub quality_tier: Option<String>,
-    /// STEF filter status.
-    #[serde(default)]
-    pub filter_status: Option<String>,
-    /// STEF semantic verdict.
-    #[serde(default)]
-    pub semantic_verdict: Option<String>,
-    /// STEF judge confidence.
-    #[serde(default)]
-    pub confidence: Option<f64>,
-    /// STEF confidence tier.
-    #[serde(default)]
-    pub confidence_tier: Option<String>,
-    /// STEF rules fired.
-    #[serde(default)]
-    pub rules_fired: Vec<String>,
-    /// STEF enrichment status.
-    #[serde(default)]
-    pub enrichment_status: Option<String>,
-    /// Which judge scored the row.
-    #[serde(default)]
-    pub judge: Option<String>,
-    /// The judge's identity (`StefColumns::judge_identity`); '' on other rows and old rows.
-    #[serde(default)]
-    pub judge_identity: String,
-    /// `stef_judged`: why the event was selected.
-    #[serde(default)]
-    pub selection: Option<String>,
-    /// `stef_judged`: inclusion probability of the uniform slice.
-    #[serde(default)]
-    pub inclusion_probability: Option<f64>,
-    /// `stef_judged`: the line-rate Φ revised.
-    #[serde(default)]
-    pub revised_value: Option<f64>,
-    /// `stef_judged`: the line-rate verdict revised.
-    #[serde(default)]
-    pub revised_verdict: Option<String>,
-}
-
-impl ReviewRow {
-    /// Event time in seconds since the epoch (0 when unreadable).
-    pub fn epoch(&self) -> i64 {
-        parse_time(&self.ts).unwrap_or(0)
-    }
-
-    /// The row as an [`EvaluationRow`] with the columns `calibrate` reads (event, labels,
-    /// metric, value, verdict, status, details); `None` for an unknown metric or status.
-    pub fn to_evaluation(&self) -> Option<crate::evaluation::EvaluationRow> {
-        use crate::evaluation::{EvaluationRow, Metric, RowStatus};
-        let metric: Metric = serde_json::from_value(Value::String(self.metric.clone())).ok()?;
-        let status: RowStatus = serde_json::from_value(Value::String(self.status.clone())).ok()?;
-        Some(EvaluationRow {
-            event_id: self.event_id.clone(),
-            ts: self.ts.clone(),
-            app_id: self.app_id.clone(),
-            agent_id: self.agent_id.clone(),
-            agent_version: self.agent_version.clone(),
-            model: self.model.clone(),
-            run_id: self.run_id.clone(),
-            metric,
-            value: self.value,
-            verdict: self.verdict,
-            status,
-            details: self.details.clone().into(),
-            stef: None,
-            judged: None,
-        })
-    }
-}
-
-/// Seconds since the epoch of an RFC 3339 time or a ClickHouse `YYYY-MM-DD hh:mm:ss` (UTC).
-pub fn parse_time(text: &str) -> Option<i64> {
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Some(t.timestamp());
-    }
-    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
-        .ok()
-        .map(|t| t.and_utc().timestamp())
-}
-
-fn rfc3339_time<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let text = String::deserialize(d)?;
-    Ok(
-        match chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S") {
-            Ok(t) => t
-                .and_utc()
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            Err(_) => text,
-        },
-    )
-}
-
-fn blank_is_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
-}
-
-fn flexible_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    Ok(match Option::<Value>::deserialize(d)? {
-        Some(Value::Bool(b)) => Some(b),
-        Some(Value::Number(n)) => n.as_f64().map(|v| v != 0.0),
-        Some(Value::String(s)) => match s.as_str() {
-            "1" | "true" => Some(true),
-            "0" | "false" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    })
-}
-
-fn json_or_text<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        other => other,
-    })
 }
 
 fn time_value<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
@@ -282,7 +130,7 @@ impl AlertView {
 
     /// Whether `row` belongs to the alert's series: every series label the alert carries
     /// (non-empty) equals the row's.
-    pub fn covers(&self, row: &ReviewRow) -> bool {
+    pub fn covers(&self, row: &StoredRow) -> bool {
         let same =
             |want: &str, have: &Option<String>| want.is_empty() || have.as_deref() == Some(want);
         same(&self.app_id, &row.app_id)
@@ -324,19 +172,19 @@ impl StoredLabel {
 pub trait ReviewStore: Send + Sync {
     /// The evaluation rows the overview and the queue are computed over (a JSONL directory:
     /// all of them; ClickHouse: the most recent `max_rows`).
-    async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError>;
+    async fn rows(&self) -> Result<Arc<Vec<StoredRow>>, StoreError>;
     /// Every row of one event and its inputs (`None` when not stored).
     async fn event(
         &self,
         event_id: &str,
-    ) -> Result<(Vec<ReviewRow>, Option<EventInputs>), StoreError>;
+    ) -> Result<(Vec<StoredRow>, Option<EventInputs>), StoreError>;
     /// Inputs of several events (for the queue's question column); missing ones are left out.
     async fn inputs_of(&self, ids: &[String]) -> Result<HashMap<String, EventInputs>, StoreError>;
     /// Alerts, newest first (the latest notification per alert).
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError>;
     /// Every row of the events `ids` (what the agreement monitor and `calibrate` pair with
     /// labels).
-    async fn rows_of(&self, ids: &[String]) -> Result<Vec<ReviewRow>, StoreError>;
+    async fn rows_of(&self, ids: &[String]) -> Result<Vec<StoredRow>, StoreError>;
     /// Labels, one per (event, reviewer): the newest.
     async fn labels(&self) -> Result<Vec<HumanLabel>, StoreError>;
     /// Store a (validated) label.
@@ -365,7 +213,7 @@ impl<T> Default for Cached<T> {
 pub struct JsonlStore {
     dir: PathBuf,
     max_rows: usize,
-    rows: Mutex<Cached<ReviewRow>>,
+    rows: Mutex<Cached<StoredRow>>,
     inputs: Mutex<Cached<EventInputs>>,
     /// Serialises label appends.
     write: tokio::sync::Mutex<()>,
@@ -414,30 +262,16 @@ impl JsonlStore {
 }
 
 /// Parse a JSONL file, skipping lines that are not `T` (counted in a warning); a missing file
-/// is empty.
+/// is empty (a directory before its first write).
 pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(StoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let mut out = Vec::new();
-    let mut skipped = 0usize;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str(line) {
-            Ok(v) => out.push(v),
-            Err(_) => skipped += 1,
-        }
+    match crate::stored::jsonl::read(path) {
+        Ok(lines) => Ok(lines.skipping_unreadable(path, "readable")),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(StoreError::Io {
+            path: e.path,
+            source: e.source,
+        }),
     }
-    if skipped > 0 {
-        tracing::warn!(skipped, path = %path.display(), "unreadable lines skipped");
-    }
-    Ok(out)
 }
 
 /// Labels from a JSONL file (the newest per event and reviewer).
@@ -450,16 +284,16 @@ pub fn labels_from_jsonl(path: &Path) -> Result<Vec<HumanLabel>, StoreError> {
 
 #[async_trait]
 impl ReviewStore for JsonlStore {
-    async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError> {
+    async fn rows(&self) -> Result<Arc<Vec<StoredRow>>, StoreError> {
         self.cached(&self.rows, EVALUATIONS_FILE)
     }
 
     async fn event(
         &self,
         event_id: &str,
-    ) -> Result<(Vec<ReviewRow>, Option<EventInputs>), StoreError> {
+    ) -> Result<(Vec<StoredRow>, Option<EventInputs>), StoreError> {
         let rows = self.rows().await?;
-        let rows: Vec<ReviewRow> = rows
+        let rows: Vec<StoredRow> = rows
             .iter()
             .filter(|r| r.event_id == event_id)
             .cloned()
@@ -488,7 +322,7 @@ impl ReviewStore for JsonlStore {
         Ok(latest_alerts(all))
     }
 
-    async fn rows_of(&self, ids: &[String]) -> Result<Vec<ReviewRow>, StoreError> {
+    async fn rows_of(&self, ids: &[String]) -> Result<Vec<StoredRow>, StoreError> {
         let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         Ok(self
             .rows()
@@ -548,72 +382,37 @@ fn latest_alerts(all: Vec<AlertView>) -> Vec<AlertView> {
 
 /// The review store over ClickHouse (`evaluations`, `event_inputs`, `alerts`, `labels`).
 pub struct ClickHouseStore {
-    client: clickhouse::Client,
+    reader: RowReader,
     settings: SinkConfig,
     max_rows: usize,
     /// The recent rows and when they were read (reused for [`RECENT_ROWS_TTL`]).
-    recent: Mutex<Option<(std::time::Instant, Arc<Vec<ReviewRow>>)>>,
+    recent: Mutex<Option<(std::time::Instant, Arc<Vec<StoredRow>>)>>,
 }
 
 /// How long the overview's and queue's rows are reused before ClickHouse is read again (a
 /// reviewer moving through the queue does not re-read `max_rows` rows per click).
 pub const RECENT_ROWS_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Columns of `evaluations` the review page reads.
-const ROW_COLUMNS: &str = "event_id, toString(ts, 'UTC') AS ts_utc, app_id, agent_id, agent_version, model, run_id, metric, \
-     value, verdict, status, details, quality_tier, filter_status, semantic_verdict, confidence, \
-     confidence_tier, rules_fired, enrichment_status, judge, judge_identity, selection, \
-     inclusion_probability, revised_value, revised_verdict";
-
 impl ClickHouseStore {
     /// A store on the `[sink]` server; the overview and queue read the `max_rows` most recent
     /// evaluation rows.
     pub fn new(settings: &SinkConfig, max_rows: usize) -> ClickHouseStore {
         ClickHouseStore {
-            client: crate::clickhouse::client(settings),
+            reader: RowReader::new(settings),
             settings: settings.clone(),
             max_rows: max_rows.max(1),
             recent: Mutex::new(None),
         }
     }
-
-    async fn json_rows<T: serde::de::DeserializeOwned>(
-        &self,
-        what: &'static str,
-        query: clickhouse::query::Query,
-    ) -> Result<Vec<T>, StoreError> {
-        let mut cursor = query
-            .fetch_bytes("JSONEachRow")
-            .map_err(|source| StoreError::ClickHouse { what, source })?;
-        let bytes = cursor
-            .collect()
-            .await
-            .map_err(|source| StoreError::ClickHouse { what, source })?;
-        let text = String::from_utf8_lossy(&bytes);
-        Ok(text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .filter_map(|l| match serde_json::from_str(l) {
-                Ok(v) => Some(v),
-                Err(error) => {
-                    tracing::warn!(what, %error, "unreadable ClickHouse row skipped");
-                    None
-                }
-            })
-            .collect())
-    }
 }
 
-/// `?, ?, …` for `n` values (18.16 takes no array on the right of `IN`).
-fn placeholders(n: usize) -> String {
-    vec!["?"; n].join(", ")
-}
-
-fn bind_all(mut query: clickhouse::query::Query, ids: &[String]) -> clickhouse::query::Query {
-    for id in ids {
-        query = query.bind(id.as_str());
+impl From<ReadError> for StoreError {
+    fn from(error: ReadError) -> StoreError {
+        StoreError::ClickHouse {
+            what: error.what,
+            source: error.source,
+        }
     }
-    query
 }
 
 /// A `labels` row as written.
@@ -629,7 +428,7 @@ struct LabelRecord<'a> {
 
 #[async_trait]
 impl ReviewStore for ClickHouseStore {
-    async fn rows(&self) -> Result<Arc<Vec<ReviewRow>>, StoreError> {
+    async fn rows(&self) -> Result<Arc<Vec<StoredRow>>, StoreError> {
         {
             let cached = self.recent.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((at, rows)) = cached.as_ref()
@@ -640,18 +439,7 @@ impl ReviewStore for ClickHouseStore {
         }
         // The overview and the queue need `details` only for `ts_ex` counterexamples; the
         // event page reads an event's full rows.
-        let columns = ROW_COLUMNS.replace(
-            "status, details,",
-            "status, if(metric = 'ts_ex', details, '{}') AS details,",
-        );
-        let sql = format!(
-            "SELECT {columns} FROM evaluations FINAL ORDER BY ts DESC LIMIT {}",
-            self.max_rows
-        );
-        let rows = Arc::new(
-            self.json_rows("read recent rows", self.client.query(&sql))
-                .await?,
-        );
+        let rows = Arc::new(self.reader.recent(self.max_rows).await?);
         *self.recent.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((std::time::Instant::now(), Arc::clone(&rows)));
         Ok(rows)
@@ -660,19 +448,8 @@ impl ReviewStore for ClickHouseStore {
     async fn event(
         &self,
         event_id: &str,
-    ) -> Result<(Vec<ReviewRow>, Option<EventInputs>), StoreError> {
-        let sql = format!(
-            "SELECT {ROW_COLUMNS} FROM evaluations FINAL WHERE event_id = ? AND \
-             (run_key, app_key, agent_key, version_key) IN (SELECT run_key, app_key, agent_key, \
-             version_key FROM evaluations_by_event WHERE event_id = ?) \
-             SETTINGS distributed_product_mode = 'local'"
-        );
-        let rows = self
-            .json_rows(
-                "read an event's rows",
-                self.client.query(&sql).bind(event_id).bind(event_id),
-            )
-            .await?;
+    ) -> Result<(Vec<StoredRow>, Option<EventInputs>), StoreError> {
+        let rows = self.reader.of_event(event_id).await?;
         let inputs = self.inputs_of(&[event_id.to_string()]).await?;
         Ok((rows, inputs.into_values().next()))
     }
@@ -687,41 +464,29 @@ impl ReviewStore for ClickHouseStore {
              result FROM {EVENT_INPUTS_TABLE} FINAL WHERE event_id IN ({})",
             placeholders(ids.len())
         );
-        let found: Vec<EventInputs> = self
-            .json_rows("read event inputs", bind_all(self.client.query(&sql), ids))
-            .await?;
+        let found: Vec<EventInputs> = fetch_json(
+            "read event inputs",
+            bind_all(self.reader.client().query(&sql), ids),
+        )
+        .await?;
         Ok(found.into_iter().map(|i| (i.event_id.clone(), i)).collect())
     }
 
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {
-        let all = self
-            .json_rows(
-                "read alerts",
-                self.client.query(
-                    "SELECT alert_id, toUInt32(fired_at) AS fired_epoch, app_id, agent_id, \
+        let all = fetch_json(
+            "read alerts",
+            self.reader.client().query(
+                "SELECT alert_id, toUInt32(fired_at) AS fired_epoch, app_id, agent_id, \
                      agent_version, model, metric, rule, severity, baseline, observed, events, \
                      message, details FROM alerts FINAL ORDER BY fired_at DESC LIMIT 200",
-                ),
-            )
-            .await?;
+            ),
+        )
+        .await?;
         Ok(latest_alerts(all))
     }
 
-    async fn rows_of(&self, ids: &[String]) -> Result<Vec<ReviewRow>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Through `evaluations_by_event` (keyed by event) to the sorting-key prefixes, as
-        // `event` does: a few granules per event instead of a scan of `evaluations`.
-        let marks = placeholders(ids.len());
-        let sql = format!(
-            "SELECT {ROW_COLUMNS} FROM evaluations FINAL WHERE event_id IN ({marks}) AND \
-             (run_key, app_key, agent_key, version_key) IN (SELECT run_key, app_key, agent_key, \
-             version_key FROM evaluations_by_event WHERE event_id IN ({marks})) \
-             SETTINGS distributed_product_mode = 'local'"
-        );
-        let query = bind_all(bind_all(self.client.query(&sql), ids), ids);
-        self.json_rows("read labelled events' rows", query).await
+    async fn rows_of(&self, ids: &[String]) -> Result<Vec<StoredRow>, StoreError> {
+        Ok(self.reader.of_events(ids).await?)
     }
 
     async fn labels(&self) -> Result<Vec<HumanLabel>, StoreError> {
@@ -729,9 +494,8 @@ impl ReviewStore for ClickHouseStore {
             "SELECT event_id, reviewer, verdict, category, note, toString(labelled_at, 'UTC') \
              AS labelled_at_utc FROM {LABELS_TABLE} FINAL"
         );
-        let stored: Vec<StoredLabel> = self
-            .json_rows("read labels", self.client.query(&sql))
-            .await?;
+        let stored: Vec<StoredLabel> =
+            fetch_json("read labels", self.reader.client().query(&sql)).await?;
         Ok(crate::review::latest_labels(
             stored.into_iter().filter_map(StoredLabel::into_label),
         ))
@@ -751,7 +515,8 @@ impl ReviewStore for ClickHouseStore {
             labelled_at,
         };
         let mut insert = self
-            .client
+            .reader
+            .client()
             .insert::<LabelRecord<'_>>(LABELS_TABLE)
             .await
             .map_err(|source| StoreError::ClickHouse { what, source })?;
@@ -778,25 +543,6 @@ impl ReviewStore for ClickHouseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_bulk_read_leaves_details_out() {
-        assert!(
-            ROW_COLUMNS.contains("status, details,"),
-            "the bulk read rewrites this"
-        );
-    }
-
-    #[test]
-    fn rows_read_the_same_from_jsonl_and_clickhouse_encodings() {
-        let jsonl = r#"{"event_id":"e1","ts":"2026-01-01T00:00:10Z","app_id":"a","metric":"stef","value":40.0,"verdict":false,"status":"ok","details":{"findings":[]},"quality_tier":"poor","rules_fired":["r1"]}"#;
-        let clickhouse = r#"{"event_id":"e1","ts":"2026-01-01 00:00:10","app_id":"a","agent_id":"","metric":"stef","value":40,"verdict":0,"status":"ok","details":"{\"findings\":[]}","quality_tier":"poor","rules_fired":["r1"]}"#;
-        let a: ReviewRow = serde_json::from_str(jsonl).unwrap();
-        let b: ReviewRow = serde_json::from_str(clickhouse).unwrap();
-        assert_eq!(a, b);
-        assert_eq!(a.epoch(), 1_767_225_610);
-        assert_eq!(a.verdict, Some(false));
-    }
 
     #[test]
     fn the_latest_alert_notification_wins_and_says_whether_it_fires() {

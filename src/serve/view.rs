@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::store::{AlertView, ReviewRow};
+use super::store::AlertView;
 use crate::evaluation::RowStatus;
 use crate::review::{EventSignals, HumanLabel, QueueReason, queue_priority, semantic_correct};
 use crate::sampling::agreement::{
@@ -25,9 +25,10 @@ use crate::sampling::agreement::{
     week_start,
 };
 use crate::sampling::estimate::{Estimate, SeriesEstimate, wilson_interval};
+use crate::stored::StoredRow;
 
 /// The series key of a row: (app, agent, agent version), '' for absent labels.
-pub fn series_of(row: &ReviewRow) -> (String, String, String) {
+pub fn series_of(row: &StoredRow) -> (String, String, String) {
     (
         row.app_id.clone().unwrap_or_default(),
         row.agent_id.clone().unwrap_or_default(),
@@ -100,7 +101,7 @@ const TIER_ORDER: [&str; 4] = ["excellent", "good", "marginal", "poor"];
 
 /// The overview: one [`SeriesView`] per (app, agent, version), ordered by name.
 pub fn overview(
-    rows: &[ReviewRow],
+    rows: &[StoredRow],
     alerts: &[AlertView],
     labels: &[HumanLabel],
 ) -> Vec<SeriesView> {
@@ -205,7 +206,7 @@ fn estimate_of(estimate: &SeriesEstimate) -> Option<Estimate> {
 
 /// The judge identity of a judge row (`stef`, `stef_judged`): its `judge_identity`, or for rows
 /// written before identities were stored, its `judge` kind (`deterministic`, `llm:<model>`).
-pub fn judge_identity_of(row: &ReviewRow) -> String {
+pub fn judge_identity_of(row: &StoredRow) -> String {
     if row.judge_identity.is_empty() {
         row.judge.clone().unwrap_or_else(|| "unknown".to_string())
     } else {
@@ -215,14 +216,14 @@ pub fn judge_identity_of(row: &ReviewRow) -> String {
 
 /// Whether a row is a judge's verdict that can be compared with a label: a scored `stef` or
 /// `stef_judged` row with a semantic verdict.
-fn is_judge_row(row: &ReviewRow) -> bool {
+fn is_judge_row(row: &StoredRow) -> bool {
     matches!(row.metric.as_str(), "stef" | "stef_judged")
         && scored(&row.status)
         && row.semantic_verdict.is_some()
 }
 
 /// The series text of a row for agreement (`app/agent/version`).
-pub fn series_text(row: &ReviewRow) -> String {
+pub fn series_text(row: &StoredRow) -> String {
     let (app, agent, version) = series_of(row);
     format!("{app}/{agent}/{version}")
 }
@@ -230,10 +231,10 @@ pub fn series_text(row: &ReviewRow) -> String {
 /// Every label (correct / incorrect; `unsure` never) beside every judge row of its event, with
 /// the event's time in seconds; and the labelled events that have no judge row yet.
 pub fn agreement_pairs<'l>(
-    rows: &[ReviewRow],
+    rows: &[StoredRow],
     labels: impl IntoIterator<Item = &'l HumanLabel>,
 ) -> (Vec<(i64, AgreementPair)>, Vec<String>) {
-    let mut by_event: HashMap<&str, Vec<&ReviewRow>> = HashMap::new();
+    let mut by_event: HashMap<&str, Vec<&StoredRow>> = HashMap::new();
     for row in rows.iter().filter(|r| is_judge_row(r)) {
         by_event.entry(row.event_id.as_str()).or_default().push(row);
     }
@@ -305,7 +306,7 @@ impl Default for CalibrationSample {
 
 /// The events of the calibration sample among `rows` (every judge row's identity).
 pub fn calibration_events<'r>(
-    rows: &'r [ReviewRow],
+    rows: &'r [StoredRow],
     sample: &CalibrationSample,
 ) -> HashSet<&'r str> {
     if sample.per_week == 0 {
@@ -376,7 +377,7 @@ fn date_of(epoch: i64) -> String {
 
 /// Every judge identity per series with its agreement, and the judge disagreement per series.
 pub fn judges(
-    rows: &[ReviewRow],
+    rows: &[StoredRow],
     labels: &[HumanLabel],
     sample: &CalibrationSample,
 ) -> (Vec<JudgeView>, Vec<DisagreementView>) {
@@ -604,7 +605,7 @@ pub struct QueueItem {
 
 /// Event ids in the window of each firing alert: the alert's `events` most recent events of
 /// its series up to its firing time, and every event of the series since.
-pub fn alert_windows(rows: &[ReviewRow], alerts: &[AlertView]) -> HashMap<String, HashSet<String>> {
+pub fn alert_windows(rows: &[StoredRow], alerts: &[AlertView]) -> HashMap<String, HashSet<String>> {
     let mut out = HashMap::new();
     for alert in alerts {
         let mut series: Vec<(i64, &str)> = rows
@@ -627,7 +628,7 @@ pub fn alert_windows(rows: &[ReviewRow], alerts: &[AlertView]) -> HashMap<String
 /// The review queue: events ordered by how informative a label would be (then newest first),
 /// at most `limit`.
 pub fn queue(
-    rows: &[ReviewRow],
+    rows: &[StoredRow],
     alerts: &[AlertView],
     labels: &[HumanLabel],
     filter: &QueueFilter,
@@ -661,7 +662,7 @@ pub fn queue(
             mine.insert(l.event_id.as_str());
         }
     }
-    let mut by_event: BTreeMap<&str, Vec<&ReviewRow>> = BTreeMap::new();
+    let mut by_event: BTreeMap<&str, Vec<&StoredRow>> = BTreeMap::new();
     for row in rows {
         by_event.entry(row.event_id.as_str()).or_default().push(row);
     }
@@ -725,7 +726,7 @@ pub fn queue(
 }
 
 /// The queue's view of one event's rows.
-pub fn signals_of(rows: &[&ReviewRow], in_firing_alert: bool) -> EventSignals {
+pub fn signals_of(rows: &[&StoredRow], in_firing_alert: bool) -> EventSignals {
     let mut signals = EventSignals {
         in_firing_alert,
         ..EventSignals::default()
@@ -771,7 +772,7 @@ pub fn has_counterexample(details: &serde_json::Value) -> bool {
 mod tests {
     use super::*;
 
-    fn row(id: &str, metric: &str, value: f64, verdict: &str, ts: &str) -> ReviewRow {
+    fn row(id: &str, metric: &str, value: f64, verdict: &str, ts: &str) -> StoredRow {
         serde_json::from_value(serde_json::json!({
             "event_id": id, "ts": ts, "app_id": "shop", "agent_id": "a", "agent_version": "v1",
             "metric": metric, "value": value, "status": "ok", "details": {},
@@ -864,7 +865,7 @@ mod tests {
 
     #[test]
     fn an_alert_window_holds_its_recent_events_and_everything_since() {
-        let rows: Vec<ReviewRow> = (0..6)
+        let rows: Vec<StoredRow> = (0..6)
             .map(|i| {
                 row(
                     &format!("e{i}"),

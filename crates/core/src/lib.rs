@@ -6,15 +6,10 @@
 //! it needs through small traits: a [`judge::Judge`] or [`judge::StructuredJudge`] for verdicts,
 //! an [`exec::Executor`] for SQL results, an [`metrics::offload::Offload`] for CPU-heavy steps.
 //!
-//! Layers (a module imports only modules above it in this list; see `ARCHITECTURE.md`):
-//!
-//! 1. [`event`], [`evaluation`], [`review`] — the input and output contracts (and the human
-//!    labels and review-queue order the review page uses).
-//! 2. [`sqlspec`] — SQL-side spec extraction with sqlparser.
-//! 3. [`stef`] — the schema-free score (question spec, alignment, rules, Φ, rows).
-//! 4. [`judge`] — the judge seams and the deterministic judge.
-//! 5. [`exec`] — result sets and the executor seam.
-//! 6. [`metrics`] — EX, ESM, ESM+, FLEX, ROSE, Hybrid-EX.
+//! Its modules sit in layers (a module imports only from lower layers): the input and output
+//! contracts, SQL analysis and schema catalogues, STEF, the judge seams, execution, the gold
+//! metrics, sampling. The one list of them is the table under "### `crates/core/src`" in
+//! `ARCHITECTURE.md`, which `tests/architecture.rs` reads and checks against the code.
 
 pub mod catalogue;
 pub mod evaluation;

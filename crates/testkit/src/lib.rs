@@ -3,9 +3,9 @@
 //! - [`data`]: the repository root and the shared benchmark data beside it;
 //! - [`bin`]: the `sqlgrade` binary under test; [`cli`]: running it with a clean environment;
 //! - [`events`]: real events built from the shared BIRD/Spider predictions, valid judge replies;
-//! - [`cluster`]: a ZooKeeper and a sharded, replicated ClickHouse cluster of real servers;
-//! - [`servers`]: real ClickHouse and tansu servers as child processes, the daemon as a child
-//!   process, a Kafka producer, and the daemon-test harness;
+//! - [`servers`]: real ClickHouse (one server, or a replicated cluster with ZooKeeper) and tansu
+//!   servers as child processes, the daemon as a child process, a Kafka producer, and the
+//!   daemon-test harness;
 //! - [`openai_mock`]: a scripted OpenAI-compatible server (delays, 429s, garbage);
 //! - [`model_server`]: a real OpenAI-compatible server (llama.cpp) with a real small model;
 //! - [`otlp`]: an OTLP/HTTP receiver;
@@ -13,7 +13,6 @@
 
 pub mod bin;
 pub mod cli;
-pub mod cluster;
 pub mod dashboard;
 pub mod data;
 pub mod events;

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::servers::{ClickHouse, free_port, stop_child, wait_for_start};
+use super::clickhouse::ClickHouse;
+use super::process::{free_port, stop_child, wait_for_start};
 
 /// The cluster's name in every node's `remote_servers`.
 pub const CLUSTER: &str = "sqlgrade_test";

@@ -1,0 +1,67 @@
+//! `sqlgrade check-config`: validate, warn, and print the effective configuration redacted.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+
+use sqlgrade::config::{Config, SourceKind};
+
+use crate::config_file::load_config;
+
+/// The arguments of `sqlgrade check-config`.
+#[derive(Debug, clap::Args)]
+pub struct CheckConfigArgs {
+    /// TOML config file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+pub fn execute(args: CheckConfigArgs) -> Result<ExitCode> {
+    let config = load_config(args.config.as_ref())?;
+    for warning in config_warnings(&config) {
+        eprintln!("warning: {warning}");
+    }
+    let text = format!(
+        "# sqlgrade effective configuration (secrets redacted)\n{}",
+        config.to_redacted_toml()?
+    );
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Things that are valid but will not work as the user probably expects.
+fn config_warnings(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if config.source.kind == SourceKind::File && !config.source.path.exists() {
+        warnings.push(format!(
+            "source.path {} does not exist (relative paths are resolved from the working directory)",
+            config.source.path.display()
+        ));
+    }
+    if !config.rules.dir.is_dir() {
+        warnings.push(format!(
+            "rules.dir {} is not a directory; every app uses the default rule profile",
+            config.rules.dir.display()
+        ));
+    }
+    if let Some(dir) = &config.gold.databases
+        && !dir.is_dir()
+    {
+        warnings.push(format!(
+            "gold.databases {} is not a directory",
+            dir.display()
+        ));
+    }
+    if config.judge.kind == sqlgrade::config::JudgeKind::Llm {
+        // Builds the client without contacting the endpoint: URL, API key, prompt templates.
+        if let Err(e) = sqlgrade::llm::LlmJudge::from_config(&config.judge) {
+            warnings.push(e.to_string());
+        }
+    }
+    warnings
+}

@@ -1,0 +1,58 @@
+//! `sqlgrade migrate`: the versioned ClickHouse DDL, once per deploy.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use sqlgrade::config::SinkKind;
+
+use crate::config_file::load_config;
+
+/// The arguments of `sqlgrade migrate`.
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// TOML config file with the [sink] ClickHouse settings.
+    #[arg(long)]
+    config: PathBuf,
+    /// Apply the migrations to every node of this cluster (ON CLUSTER, replicated tables,
+    /// Distributed tables in front; default: `[sink.cluster] name`, else one server).
+    #[arg(long)]
+    cluster: Option<String>,
+}
+
+pub async fn execute(args: MigrateArgs) -> Result<ExitCode> {
+    let MigrateArgs {
+        config: config_path,
+        cluster,
+    } = args;
+    let config = load_config(Some(&config_path))?;
+    if config.sink.kind != SinkKind::Clickhouse {
+        bail!(
+            "ClickHouse sink not configured: {} sets sink.kind = {:?}; migrate applies ClickHouse DDL only",
+            config_path.display(),
+            config.sink.kind
+        );
+    }
+    let layout = sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref());
+    let report = sqlgrade::clickhouse::migrate::migrate(&config.sink, layout.as_ref()).await?;
+    for name in &report.applied {
+        println!("applied  {name}");
+    }
+    for name in &report.already_applied {
+        println!("present  {name}");
+    }
+    for name in &report.changed {
+        eprintln!("warning: {name} changed after it was applied (not re-applied)");
+    }
+    println!(
+        "database {}{}: {} migration(s) applied, {} already present",
+        config.sink.database,
+        layout
+            .as_ref()
+            .map_or(String::new(), |l| format!(" on cluster {}", l.name)),
+        report.applied.len(),
+        report.already_applied.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

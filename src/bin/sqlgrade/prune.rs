@@ -1,0 +1,72 @@
+//! `sqlgrade prune`: retention by whole monthly partitions.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use sqlgrade::config::SinkKind;
+
+use crate::config_file::load_config;
+
+/// The arguments of `sqlgrade prune`.
+#[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    /// TOML config file with the [sink] ClickHouse settings.
+    #[arg(long)]
+    config: PathBuf,
+    /// Age beyond which whole months are dropped, e.g. `90days`, `26weeks`, `2160h`.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    older_than: std::time::Duration,
+    /// Only this table (repeatable); default: every partitioned table.
+    #[arg(long = "table")]
+    tables: Vec<String>,
+    /// Report what would be dropped without dropping it.
+    #[arg(long)]
+    dry_run: bool,
+    /// Prune the local tables of every shard of this cluster (default: `[sink.cluster]
+    /// name`, else one server).
+    #[arg(long)]
+    cluster: Option<String>,
+}
+
+pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
+    let PruneArgs {
+        config: config_path,
+        older_than,
+        tables,
+        dry_run,
+        cluster,
+    } = args;
+    let config = load_config(Some(&config_path))?;
+    if config.sink.kind != SinkKind::Clickhouse {
+        bail!(
+            "ClickHouse sink not configured: {} sets sink.kind = {:?}; prune works on ClickHouse only",
+            config_path.display(),
+            config.sink.kind
+        );
+    }
+    let report = sqlgrade::clickhouse::retention::prune(
+        &config.sink,
+        older_than,
+        &tables,
+        chrono::Utc::now(),
+        dry_run,
+        sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref()).as_ref(),
+    )
+    .await?;
+    let verb = if dry_run { "would drop" } else { "dropped" };
+    for (table, partition) in &report.dropped {
+        println!("{verb}  {table} {partition}");
+    }
+    for (table, partition) in &report.unrecognised {
+        eprintln!("warning: {table} partition {partition} is not a YYYYMM month; left alone");
+    }
+    println!(
+        "cut-off {}: {} partition(s) {verb}, {} kept",
+        report.cut_off,
+        report.dropped.len(),
+        report.kept.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

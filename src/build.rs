@@ -15,8 +15,9 @@ use crate::config::{
 };
 use crate::judging::planner::PlanMode;
 use crate::judging::stage::Leftover;
-use crate::judging::work::{KafkaWorkSink, QueueMode, spawn_kafka_feeder};
+use crate::judging::work::QueueMode;
 use crate::judging::{JudgeStage, JudgeStats, Planner, WorkQueue, WorkSink};
+use crate::kafka::work::{KafkaWorkSink, spawn_kafka_feeder};
 use crate::pipeline::SecondPass;
 use crate::sampling::{BudgetLedger, DailyCaps, Prices};
 use tokio::sync::watch;
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 use crate::health::{ComponentHealth, Health, Phase};
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, StructuredJudge};
+use crate::kafka::KafkaSource;
 use crate::llm::{DurableCache, LlmClient, LlmJudge};
 use crate::metrics::judged::JudgedScorer;
 use crate::pipeline::{Pipeline, PipelineError};
@@ -31,7 +33,6 @@ use crate::score::gold::BlockingPool;
 use crate::score::profiles::RulesStore;
 use crate::score::{CatalogueStore, ProfileLookup, Scorer, ScorerOptions, WatchedRules};
 use crate::sink::{JsonlSink, Sink, SinkError, StdoutSink};
-use crate::source::kafka::KafkaSource;
 use crate::source::{FileSource, Source, StdinSource};
 use crate::summary::Summary;
 
@@ -82,11 +83,7 @@ pub fn build_source_with_health(
             max_line,
         ))),
         SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
-        SourceKind::Kafka => Ok(Box::new(KafkaSource::new(
-            &config.source,
-            config.pipeline.max_event_bytes,
-            health,
-        )?)),
+        SourceKind::Kafka => Ok(Box::new(KafkaSource::new(&config.source, health)?)),
     }
 }
 
@@ -298,11 +295,11 @@ pub fn build_second_pass(
                 max_in_flight: budget.queue_capacity,
                 ..config.source.clone()
             };
-            let source = KafkaSource::new(&consumer, usize::MAX, None)?;
+            let source = KafkaSource::new(&consumer, None)?;
             let stop = Arc::new(tokio::sync::Notify::new());
             let feeder =
                 spawn_kafka_feeder(Box::new(source), Arc::clone(&queue), Arc::clone(&stop));
-            let producer = crate::source::kafka::producer(&config.source, "sqlgrade-judge-work")?;
+            let producer = crate::kafka::producer(&config.source, "sqlgrade-judge-work")?;
             let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop));
             (
                 queue,

@@ -26,6 +26,7 @@ pub mod clickhouse;
 pub mod config;
 pub mod health;
 pub mod judging;
+pub mod kafka;
 pub mod llm;
 pub mod pipeline;
 pub mod report;

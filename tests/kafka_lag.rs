@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use sqlgrade::config::SourceConfig;
 use sqlgrade::config::TelemetryConfig;
+use sqlgrade::kafka::KafkaSource;
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::Source;
-use sqlgrade::source::kafka::KafkaSource;
 use sqlgrade::telemetry::Telemetry;
 use support::{Tansu, committed};
 
@@ -100,12 +100,7 @@ async fn consumer_lag_is_exported_per_partition() {
     // 1. The group consumes and commits the first 10 messages (5 per partition).
     support::produce_all(&producer, TOPIC, 2, &payloads[..10]).await;
     {
-        let mut source = KafkaSource::new(
-            &settings(&brokers, 100),
-            sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
-            None,
-        )
-        .unwrap();
+        let mut source = KafkaSource::new(&settings(&brokers, 100), None).unwrap();
         for _ in 0..10 {
             let m = tokio::time::timeout(Duration::from_secs(60), source.next())
                 .await
@@ -129,14 +124,7 @@ async fn consumer_lag_is_exported_per_partition() {
     let receiver = otlp::OtlpReceiver::start().await;
     let telemetry = start_telemetry(&receiver);
     let pipeline = Pipeline::new(
-        Box::new(
-            KafkaSource::new(
-                &settings(&brokers, 3_600_000),
-                sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
-                None,
-            )
-            .unwrap(),
-        ),
+        Box::new(KafkaSource::new(&settings(&brokers, 3_600_000), None).unwrap()),
         Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
         Arc::new(Scorer::deterministic()),
         &sqlgrade::config::PipelineConfig::default(),
@@ -175,12 +163,7 @@ async fn consumer_lag_is_exported_per_partition() {
     //    and through the gauge.
     let receiver = otlp::OtlpReceiver::start().await;
     let telemetry = start_telemetry(&receiver);
-    let mut source = KafkaSource::new(
-        &settings(&brokers, 100),
-        sqlgrade::event::DEFAULT_MAX_EVENT_BYTES,
-        None,
-    )
-    .unwrap();
+    let mut source = KafkaSource::new(&settings(&brokers, 100), None).unwrap();
     source.attach_metrics(telemetry.metrics());
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {

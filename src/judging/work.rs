@@ -1,8 +1,8 @@
 //! Judge work and how it travels: [`JudgeWork`] (the event, why it was selected, the line-rate
 //! row it revises), the [`WorkQueue`] the judge stage takes it from (most important first), and
 //! the [`WorkSink`]s the pipeline hands it to once the line-rate rows are written — the queue
-//! itself in-process, or a Kafka topic ([`KafkaWorkSink`]) that a consumer of the judge group
-//! reads back into the queue ([`spawn_kafka_feeder`]).
+//! itself in-process, or a Kafka topic (`kafka::work`) that a consumer of the judge group reads
+//! back into the queue.
 //!
 //! Live (`QueueMode::Shed`): a full queue sheds its least important work (`queue_full`). A census
 //! (`QueueMode::Block`, a backfill that judges every event): a full queue makes the writer wait,
@@ -10,16 +10,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
 use crate::event::Event;
 use crate::sampling::{LineRate, Selection, ShedReason};
-use crate::source::{AckToken, Position, Source};
+use crate::source::{AckToken, Position};
 
 use crate::stats::judge_pass::JudgeStats;
 
@@ -309,105 +307,4 @@ impl WorkSink for WorkQueue {
     fn close(&self) {
         WorkQueue::close(self);
     }
-}
-
-/// The durable hand-over: work is produced to the Kafka work topic (keyed by `event_id`, so one
-/// event's work stays in one partition), and `submit` returns once the broker has it.
-pub struct KafkaWorkSink {
-    producer: FutureProducer,
-    topic: String,
-    stop_feeder: Arc<Notify>,
-}
-
-impl KafkaWorkSink {
-    /// A producer to `topic`; closing the hand-over stops the feeder (`stop_feeder`).
-    pub fn new(producer: FutureProducer, topic: &str, stop_feeder: Arc<Notify>) -> KafkaWorkSink {
-        KafkaWorkSink {
-            producer,
-            topic: topic.to_string(),
-            stop_feeder,
-        }
-    }
-}
-
-#[async_trait]
-impl WorkSink for KafkaWorkSink {
-    async fn submit(&self, work: Vec<JudgeWork>) -> Result<(), WorkError> {
-        let mut deliveries = Vec::with_capacity(work.len());
-        for w in &work {
-            let payload = serde_json::to_vec(w).map_err(WorkError::Encode)?;
-            let record = FutureRecord::to(&self.topic)
-                .key(&w.event.event_id)
-                .payload(&payload);
-            let delivery =
-                self.producer
-                    .send_result(record)
-                    .map_err(|(e, _)| WorkError::Produce {
-                        topic: self.topic.clone(),
-                        message: e.to_string(),
-                    })?;
-            deliveries.push(delivery);
-        }
-        for delivery in deliveries {
-            match delivery.await {
-                Ok(Ok(_)) => {}
-                Ok(Err((e, _))) => {
-                    return Err(WorkError::Produce {
-                        topic: self.topic.clone(),
-                        message: e.to_string(),
-                    });
-                }
-                Err(_) => {
-                    return Err(WorkError::Produce {
-                        topic: self.topic.clone(),
-                        message: "the producer was dropped".into(),
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn close(&self) {
-        // The line-rate pass is done (the daemon stops): stop reading work; what is not judged
-        // stays in the topic for the next start.
-        self.stop_feeder.notify_one();
-    }
-}
-
-/// Read the Kafka work topic into `queue` until `stop` is notified (or the source ends). Each
-/// message's offset is committed once its work is judged or shed; undecodable messages are
-/// acknowledged and logged (they were produced by sqlgrade; a newer release's format must not
-/// wedge the consumer).
-pub fn spawn_kafka_feeder(
-    mut source: Box<dyn Source>,
-    queue: Arc<WorkQueue>,
-    stop: Arc<Notify>,
-) -> tokio::task::JoinHandle<Box<dyn Source>> {
-    tokio::spawn(async move {
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = stop.notified() => break,
-                next = source.next() => next,
-            };
-            match next {
-                Ok(Some(message)) => match serde_json::from_slice::<JudgeWork>(&message.payload) {
-                    Ok(work) => queue.push(work, message.ack).await,
-                    Err(error) => {
-                        tracing::error!(origin = %message.origin, %error, "undecodable judge work; skipping it");
-                        message.ack.ack();
-                    }
-                },
-                Ok(None) => break,
-                Err(error) => {
-                    tracing::error!(%error, "judge work consumer failed; retrying in 1 s");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
-        source.stop();
-        queue.close();
-        source
-    })
 }

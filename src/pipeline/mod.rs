@@ -266,6 +266,7 @@ impl Pipeline {
         let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
         let (done_tx, done_rx) = mpsc::channel::<Completed>(capacity);
 
+        let dead_letter_route = source.dead_letter_route();
         let source_task = tokio::spawn(source_stage(source, raw_tx, shutdown, metrics.clone()));
         let decode_task = tokio::spawn(decode_stage(
             raw_rx,
@@ -273,6 +274,7 @@ impl Pipeline {
             done_tx.clone(),
             options.max_event_bytes,
             transform,
+            dead_letter_route,
         ));
         let judge_observer = match (&planner, &judge_stats) {
             (Some(planner), Some(stats)) => {
@@ -429,12 +431,15 @@ async fn source_stage(
     SourceOutcome { source, last_error }
 }
 
+/// The one place a payload becomes an event or a dead letter: the dead letter goes to the
+/// source's own route when it has one (the Kafka dead-letter topic), else to the sink.
 async fn decode_stage(
     mut raw_rx: mpsc::Receiver<SourceMessage>,
     work_tx: mpsc::Sender<Work>,
     done_tx: mpsc::Sender<Completed>,
     max_event_bytes: usize,
     transform: Option<EventTransform>,
+    dead_letter_route: Option<Arc<dyn crate::source::DeadLetterRoute>>,
 ) {
     loop {
         let message = tokio::select! {
@@ -450,17 +455,12 @@ async fn decode_stage(
             payload,
             origin,
             ack,
-            decoded,
             source_time,
         } = message;
         // The event time of an event without `ts`: the source's own time of the message (stable
         // across redelivery), else the receive time.
         let fallback_ts = source_time.unwrap_or_else(now_rfc3339);
-        let event = match decoded {
-            Some(event) => Ok(*event),
-            None => Event::decode_with_limit(&payload, max_event_bytes),
-        };
-        match event {
+        match Event::decode_with_limit(&payload, max_event_bytes) {
             Ok(mut event) => {
                 if let Some(transform) = &transform {
                     transform(&mut event);
@@ -478,6 +478,10 @@ async fn decode_stage(
             }
             Err(error) => {
                 tracing::debug!(%origin, %error, "dead letter");
+                if let Some(route) = &dead_letter_route {
+                    route.send(payload, origin, error.to_string(), ack);
+                    continue;
+                }
                 let dead_letter = DeadLetter::new(origin, error.to_string(), &payload);
                 if done_tx
                     .send(Completed::DeadLetter { dead_letter, ack })

@@ -245,7 +245,6 @@ impl Source for FileSource {
                         origin: origin_of(&self.origin_prefix, self.line_no, &line),
                         payload: line.bytes,
                         ack: AckToken::new(position, acks),
-                        decoded: None,
                         source_time: self.source_time.clone(),
                     }));
                 }
@@ -334,7 +333,6 @@ impl Source for StdinSource {
                 origin: origin_of("stdin", self.line_no, &line),
                 payload: line.bytes,
                 ack: AckToken::new(position, acks),
-                decoded: None,
                 source_time: None,
             }));
         }

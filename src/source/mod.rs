@@ -1,18 +1,20 @@
-//! Sources of raw event payloads (file/stdin, Kafka, memory), and the acknowledgements that
-//! travel back from the sink ([`ack`]).
+//! The source seam ([`Source`]: raw event payloads, file/stdin and memory sources here, Kafka
+//! in `crate::kafka`), and the acknowledgements that travel back from the sink ([`ack`]).
 //!
 //! A source hands each payload out with an [`AckToken`]; the pipeline acknowledges it once the
 //! sink has durably written everything the payload produced, and a source that tracks offsets
-//! (Kafka, through [`kafka::offsets`]) commits only acknowledged positions.
+//! (Kafka, through `kafka::offsets`) commits only acknowledged positions. Sources never decode:
+//! the pipeline's decode stage is the one place a payload becomes an event or a dead letter,
+//! which goes to the source's own [`DeadLetterRoute`] when it offers one (the Kafka source's
+//! dead-letter topic), else to the sink.
 
 pub mod ack;
-pub mod kafka;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
 pub use ack::{AckToken, Acknowledge, Position};
-
-use crate::event::Event;
 
 /// One raw payload read from a source, not yet decoded.
 #[derive(Debug)]
@@ -23,9 +25,6 @@ pub struct SourceMessage {
     pub origin: String,
     /// Acknowledge once the sink has this message's output.
     pub ack: AckToken,
-    /// The event, when the source already decoded the payload (the Kafka source does, to route
-    /// undecodable payloads to its dead-letter topic), so the pipeline does not parse it twice.
-    pub decoded: Option<Box<Event>>,
     /// The source's own time of the message (RFC 3339), the event time of an event without
     /// `ts`, so that a redelivered message gets the same `ts` — and lands in the same
     /// partition and hour, where its duplicate rows collapse: the Kafka message timestamp; a
@@ -74,13 +73,25 @@ pub trait Source: Send {
 
     /// Record source-side telemetry (the Kafka source's consumer lag) into `metrics`.
     fn attach_metrics(&mut self, _metrics: crate::telemetry::PipelineMetrics) {}
+
+    /// Where this source's undecodable payloads go, when it keeps them itself (the Kafka
+    /// source's dead-letter topic); `None`: to the sink's dead letters.
+    fn dead_letter_route(&self) -> Option<Arc<dyn DeadLetterRoute>> {
+        None
+    }
+}
+
+/// A source's own place for payloads that are not events.
+pub trait DeadLetterRoute: Send + Sync {
+    /// Hand over an undecodable payload (its origin and why it is not an event); `ack` is
+    /// acknowledged once the route holds it durably. Called on the async runtime.
+    fn send(&self, payload: Vec<u8>, origin: String, reason: String, ack: AckToken);
 }
 
 pub mod file;
 
 pub use file::{FileSource, StdinSource};
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counts acknowledgements (line-oriented and in-memory sources have no offsets to commit, but
@@ -150,7 +161,6 @@ impl Source for MemorySource {
             payload,
             origin: format!("{}:{}", self.name, self.next_index),
             ack: AckToken::new(position, acks),
-            decoded: None,
             source_time: None,
         }))
     }

@@ -1,4 +1,4 @@
-//! Kafka source: a consumer-group member that hands raw payloads to the pipeline and commits an
+//! The Kafka source: a consumer-group member that hands raw payloads to the pipeline and commits an
 //! offset only once everything before it has been written by the sink.
 //!
 //! - **At-least-once.** Auto-commit and the automatic offset store are off. Every message handed
@@ -20,10 +20,11 @@
 //! - **Back-pressure.** At most `max_in_flight` messages are handed out and unacknowledged;
 //!   beyond that the source stops polling, so a slow judge or sink slows consumption instead of
 //!   growing memory. librdkafka's own prefetch is bounded by `queued.max.messages.kbytes`.
-//! - **Dead letters.** With `dead_letter_topic` set, payloads that fail [`Event::decode`] are
-//!   produced to that topic (original bytes, key = origin, headers `sqlgrade-reason`,
-//!   `sqlgrade-source`, `sqlgrade-received-at`) and acknowledged only once the broker confirmed
-//!   the produce. Without it they flow on and the pipeline dead-letters them to the sink.
+//! - **Dead letters.** With `dead_letter_topic` set, the source offers the pipeline a
+//!   dead-letter route ([`Source::dead_letter_route`]): payloads that fail [`Event::decode`] in
+//!   the pipeline's decode stage — the one place events are decoded — are produced to that
+//!   topic by [`super::dead_letter`] and acknowledged only once the broker confirmed the
+//!   produce. Without it they go to the sink's dead letters like any source's.
 //! - **Pass-through.** Every `[source.kafka_properties]` entry is handed to librdkafka verbatim
 //!   (SASL, TLS, timeouts), for the consumer and the dead-letter producer alike.
 //! - **Consumer lag.** librdkafka's statistics (every `statistics.interval.ms`, default 5 s here)
@@ -35,299 +36,32 @@
 //!
 //! [`Event::decode`]: crate::event::Event::decode
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rdkafka::ClientContext;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::message::Message;
+use rdkafka::producer::FutureProducer;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use tokio::task::JoinSet;
 
-pub mod offsets;
-
-use super::{Source, SourceError, SourceMessage};
+use super::client::{ClientConfigs as _, normalized};
+use super::dead_letter::DeadLetterProducer;
+use super::lag::{LagTable, PartitionLag};
+use super::lock;
+use super::offsets::{CommitPosition, OffsetTracker};
 use crate::config::SourceConfig;
-use crate::event::Event;
 use crate::health::{ComponentHealth, Health};
-use crate::source::{AckToken, Acknowledge, Position};
+use crate::source::{
+    AckToken, Acknowledge, DeadLetterRoute, Position, Source, SourceError, SourceMessage,
+};
 use crate::telemetry::PipelineMetrics;
-use offsets::{CommitPosition, OffsetTracker};
-
-/// Properties sqlgrade sets itself and never lets configuration override (they carry the
-/// at-least-once guarantee).
-const FORCED_PROPERTIES: &[(&str, &str)] = &[
-    ("enable.auto.commit", "false"),
-    ("enable.auto.offset.store", "false"),
-];
-
-/// How often librdkafka reports statistics (consumer lag) unless configured otherwise.
-const DEFAULT_STATISTICS_INTERVAL_MS: &str = "5000";
-
-/// Header names on dead-letter records.
-pub const HEADER_REASON: &str = "sqlgrade-reason";
-/// Header with the message's origin (`kafka:<topic>/<partition>@<offset>`).
-pub const HEADER_SOURCE: &str = "sqlgrade-source";
-/// Header with the time the message was received (RFC 3339).
-pub const HEADER_RECEIVED_AT: &str = "sqlgrade-received-at";
-
-/// The `[source]` section as the Kafka source uses it: topics trimmed (empty names dropped), an
-/// empty dead-letter topic read as none.
-fn normalized(source: &SourceConfig) -> SourceConfig {
-    SourceConfig {
-        topics: source
-            .topics
-            .iter()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect(),
-        dead_letter_topic: source
-            .dead_letter_topic
-            .clone()
-            .filter(|t| !t.trim().is_empty()),
-        ..source.clone()
-    }
-}
-
-/// A producer with the connection and security properties of `[source]` (for the judge-work
-/// topic), acknowledged by all in-sync replicas.
-pub fn producer(source: &SourceConfig, client_id: &str) -> Result<FutureProducer, SourceError> {
-    let mut cfg = source.producer_config();
-    cfg.set("client.id", client_id);
-    cfg.create::<FutureProducer>()
-        .map_err(|e| SourceError::Kafka(format!("cannot create producer {client_id}: {e}")))
-}
-
-/// librdkafka settings built from `[source]`.
-trait ClientConfigs {
-    fn consumer_config(&self) -> ClientConfig;
-    fn producer_config(&self) -> ClientConfig;
-}
-
-impl ClientConfigs for SourceConfig {
-    /// librdkafka configuration for the consumer: our defaults, then the pass-through
-    /// properties, then the forced at-least-once properties.
-    fn consumer_config(&self) -> ClientConfig {
-        let mut cfg = ClientConfig::new();
-        let brokers = self.brokers.as_deref().unwrap_or_default();
-        cfg.set("bootstrap.servers", brokers)
-            .set("group.id", &self.group_id)
-            .set("auto.offset.reset", "earliest")
-            // Bound librdkafka's prefetch (the default is 64 MiB per consumer).
-            .set("queued.max.messages.kbytes", "16384")
-            // Statistics feed the consumer-lag gauge (0 in the properties disables them).
-            .set("statistics.interval.ms", DEFAULT_STATISTICS_INTERVAL_MS)
-            .set("client.id", "sqlgrade");
-        for (k, v) in &self.kafka_properties {
-            cfg.set(k, v);
-        }
-        if let Some(id) = self.group_instance_id.as_deref().map(str::trim) {
-            cfg.set("group.instance.id", id);
-        }
-        for (k, v) in FORCED_PROPERTIES {
-            if self
-                .kafka_properties
-                .get(*k)
-                .is_some_and(|given| given != v)
-            {
-                tracing::warn!(
-                    property = k,
-                    "ignoring configured value: sqlgrade manages offsets itself"
-                );
-            }
-            cfg.set(*k, *v);
-        }
-        cfg.set_log_level(RDKafkaLogLevel::Warning);
-        cfg
-    }
-
-    /// librdkafka configuration for the dead-letter producer (shares connection/security
-    /// properties with the consumer).
-    fn producer_config(&self) -> ClientConfig {
-        let mut cfg = ClientConfig::new();
-        let brokers = self.brokers.as_deref().unwrap_or_default();
-        cfg.set("bootstrap.servers", brokers)
-            .set("client.id", "sqlgrade-dead-letters")
-            .set("acks", "all")
-            .set("message.timeout.ms", "30000");
-        for (k, v) in &self.kafka_properties {
-            if is_producer_property(k) {
-                cfg.set(k, v);
-            }
-        }
-        cfg.set_log_level(RDKafkaLogLevel::Warning);
-        cfg
-    }
-}
-
-/// Whether a pass-through property also applies to the producer (connection, security and
-/// client-wide settings; consumer-group settings are left out so librdkafka does not warn).
-fn is_producer_property(name: &str) -> bool {
-    const CONSUMER_ONLY: &[&str] = &[
-        "group.",
-        "auto.offset.reset",
-        "enable.auto.",
-        "auto.commit.",
-        "session.timeout.ms",
-        "heartbeat.interval.ms",
-        "max.poll.interval.ms",
-        "partition.assignment.strategy",
-        "queued.",
-        "fetch.",
-        "isolation.level",
-        "check.crcs",
-        "enable.partition.eof",
-        "consume.callback.max.messages",
-        "coordinator.query.interval.ms",
-        "allow.auto.create.topics",
-    ];
-    !CONSUMER_ONLY.iter().any(|p| name.starts_with(p))
-}
-
-/// Consumer lag of one assigned partition, from librdkafka's latest statistics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PartitionLag {
-    /// Topic.
-    pub topic: String,
-    /// Partition.
-    pub partition: i32,
-    /// Offset the next produced message will get (end of the log).
-    pub high_watermark: i64,
-    /// The group's committed offset (next offset to read); `None` when nothing was committed
-    /// yet, in which case the lag counts from the log start (`auto.offset.reset = earliest`).
-    pub committed: Option<i64>,
-    /// Messages not yet durably processed by the group.
-    pub lag: i64,
-}
-
-/// The parts of librdkafka's statistics JSON the lag needs (the full document is much larger
-/// and varies between librdkafka versions).
-#[derive(Debug, Default, Deserialize)]
-struct LagStatistics {
-    #[serde(default)]
-    topics: BTreeMap<String, TopicStatistics>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct TopicStatistics {
-    #[serde(default)]
-    partitions: BTreeMap<String, PartitionStatistics>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct PartitionStatistics {
-    #[serde(default = "invalid_offset")]
-    hi_offset: i64,
-    #[serde(default = "invalid_offset")]
-    lo_offset: i64,
-    #[serde(default = "invalid_offset")]
-    committed_offset: i64,
-}
-
-fn invalid_offset() -> i64 {
-    -1
-}
-
-impl PartitionStatistics {
-    /// The lag, when the statistics tell it: high watermark − committed offset, or − log start
-    /// when the group has committed nothing for the partition.
-    fn lag(&self, topic: &str, partition: i32) -> Option<PartitionLag> {
-        if self.hi_offset < 0 {
-            return None;
-        }
-        let (committed, from) = if self.committed_offset >= 0 {
-            (Some(self.committed_offset), self.committed_offset)
-        } else if self.lo_offset >= 0 {
-            (None, self.lo_offset)
-        } else {
-            return None;
-        };
-        Some(PartitionLag {
-            topic: topic.to_string(),
-            partition,
-            high_watermark: self.hi_offset,
-            committed,
-            lag: (self.hi_offset - from).max(0),
-        })
-    }
-}
-
-/// Consumer lag per assigned partition, shared by the librdkafka callbacks and the source.
-#[derive(Debug, Default)]
-struct LagTable {
-    assigned: Mutex<BTreeSet<(String, i32)>>,
-    lags: Mutex<BTreeMap<(String, i32), PartitionLag>>,
-    metrics: Mutex<Option<PipelineMetrics>>,
-}
-
-impl LagTable {
-    fn assign(&self, partitions: &[(String, i32)]) {
-        lock(&self.assigned).extend(partitions.iter().cloned());
-    }
-
-    fn revoke(&self, partitions: &[(String, i32)]) {
-        let mut assigned = lock(&self.assigned);
-        let mut lags = lock(&self.lags);
-        for p in partitions {
-            assigned.remove(p);
-            lags.remove(p);
-        }
-    }
-
-    /// Take in one statistics document (ignored when it cannot be read).
-    fn update(&self, json: &[u8]) {
-        let statistics: LagStatistics = match serde_json::from_slice(json) {
-            Ok(s) => s,
-            Err(error) => {
-                tracing::debug!(%error, "unreadable librdkafka statistics");
-                return;
-            }
-        };
-        let assigned = lock(&self.assigned).clone();
-        let mut fresh = Vec::new();
-        for (topic, t) in &statistics.topics {
-            for (partition, p) in &t.partitions {
-                let Ok(partition) = partition.parse::<i32>() else {
-                    continue;
-                };
-                if !assigned.contains(&(topic.clone(), partition)) {
-                    continue;
-                }
-                if let Some(lag) = p.lag(topic, partition) {
-                    fresh.push(lag);
-                }
-            }
-        }
-        let metrics = lock(&self.metrics).clone();
-        let mut lags = lock(&self.lags);
-        for lag in fresh {
-            if let Some(metrics) = &metrics {
-                metrics.consumer_lag(&lag.topic, lag.partition, lag.lag);
-            }
-            tracing::trace!(topic = %lag.topic, partition = lag.partition, lag = lag.lag, "consumer lag");
-            lags.insert((lag.topic.clone(), lag.partition), lag);
-        }
-    }
-
-    fn snapshot(&self) -> Vec<PartitionLag> {
-        lock(&self.lags).values().cloned().collect()
-    }
-}
-
-/// Lock a mutex, recovering the data of a poisoned one (plain maps, always consistent).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// librdkafka callbacks: rebalances update the tracker and commit revoked partitions' progress;
 /// statistics update the consumer lag.
@@ -540,12 +274,10 @@ impl Drop for OwnedConsumer {
 pub struct KafkaSource {
     consumer: OwnedConsumer,
     tracker: Arc<OffsetTracker>,
-    producer: Option<FutureProducer>,
+    dead_letters: Option<Arc<DeadLetterProducer>>,
     settings: SourceConfig,
-    max_event_bytes: usize,
     stop: Arc<StopSignal>,
     committer: Option<tokio::task::JoinHandle<()>>,
-    dead_letters: JoinSet<()>,
     health: Option<Arc<Health>>,
     lag: Arc<LagTable>,
 }
@@ -592,11 +324,11 @@ impl StopSignal {
 }
 
 impl KafkaSource {
-    /// Connect, subscribe and start the commit task for `[source]`; payloads larger than
-    /// `max_event_bytes` are dead-lettered unread. Must be called inside a tokio runtime.
+    /// Connect, subscribe and start the commit task for `[source]` (payloads larger than
+    /// `pipeline.max_event_bytes` are dead-lettered unread by the pipeline's decode stage).
+    /// Must be called inside a tokio runtime.
     pub fn new(
         source: &SourceConfig,
-        max_event_bytes: usize,
         health: Option<Arc<Health>>,
     ) -> Result<KafkaSource, SourceError> {
         let settings = normalized(source);
@@ -624,15 +356,16 @@ impl KafkaSource {
         consumer
             .subscribe(&topics)
             .map_err(|e| SourceError::Kafka(format!("cannot subscribe to {topics:?}: {e}")))?;
-        let producer = match &settings.dead_letter_topic {
-            Some(_) => Some(
+        let dead_letters = match &settings.dead_letter_topic {
+            Some(topic) => Some(Arc::new(DeadLetterProducer::new(
                 settings
                     .producer_config()
                     .create::<FutureProducer>()
                     .map_err(|e| {
                         SourceError::Kafka(format!("cannot create dead-letter producer: {e}"))
                     })?,
-            ),
+                topic.clone(),
+            ))),
             None => None,
         };
         let consumer = Arc::new(consumer);
@@ -672,12 +405,10 @@ impl KafkaSource {
         Ok(KafkaSource {
             consumer: OwnedConsumer(Some(consumer)),
             tracker,
-            producer,
+            dead_letters,
             settings,
-            max_event_bytes,
             stop,
             committer: Some(committer),
-            dead_letters: JoinSet::new(),
             health,
             lag,
         })
@@ -697,43 +428,6 @@ impl KafkaSource {
     /// The offset tracker (for metrics and tests).
     pub fn tracker(&self) -> Arc<OffsetTracker> {
         self.tracker.clone()
-    }
-
-    /// Hand an undecodable message to the dead-letter producer; acknowledged once delivered.
-    fn dead_letter(
-        &mut self,
-        producer: FutureProducer,
-        topic: String,
-        payload: Vec<u8>,
-        origin: String,
-        reason: String,
-        token: AckToken,
-    ) {
-        // Reap finished deliveries so the set does not grow.
-        while self.dead_letters.try_join_next().is_some() {}
-        self.dead_letters.spawn(async move {
-            let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            let mut delay = Duration::from_millis(100);
-            loop {
-                let headers = OwnedHeaders::new()
-                    .insert(Header { key: HEADER_REASON, value: Some(reason.as_str()) })
-                    .insert(Header { key: HEADER_SOURCE, value: Some(origin.as_str()) })
-                    .insert(Header { key: HEADER_RECEIVED_AT, value: Some(received_at.as_str()) });
-                let record = FutureRecord::to(&topic).payload(&payload).key(&origin).headers(headers);
-                match producer.send(record, Duration::from_secs(30)).await {
-                    Ok(_) => {
-                        tracing::debug!(%origin, %reason, "dead-lettered");
-                        token.ack();
-                        return;
-                    }
-                    Err((e, _)) => {
-                        tracing::warn!(error = %e, %origin, retry_in_ms = delay.as_millis() as u64, "dead-letter produce failed; holding the offset and retrying");
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(Duration::from_secs(5));
-                    }
-                }
-            }
-        });
     }
 }
 
@@ -812,31 +506,10 @@ impl Source for KafkaSource {
                 },
                 self.tracker.clone() as Arc<dyn Acknowledge>,
             );
-            let mut decoded = None;
-            if let (Some(dl_topic), Some(producer)) =
-                (&self.settings.dead_letter_topic, &self.producer)
-            {
-                match Event::decode_with_limit(&payload, self.max_event_bytes) {
-                    Ok(event) => decoded = Some(Box::new(event)),
-                    Err(reason) => {
-                        let (dl_topic, producer) = (dl_topic.clone(), producer.clone());
-                        self.dead_letter(
-                            producer,
-                            dl_topic,
-                            payload,
-                            origin,
-                            reason.to_string(),
-                            token,
-                        );
-                        continue;
-                    }
-                }
-            }
             return Ok(Some(SourceMessage {
                 payload,
                 origin,
                 ack: token,
-                decoded,
                 source_time,
             }));
         }
@@ -844,6 +517,12 @@ impl Source for KafkaSource {
 
     fn stop(&mut self) {
         self.stop.stop();
+    }
+
+    fn dead_letter_route(&self) -> Option<Arc<dyn DeadLetterRoute>> {
+        self.dead_letters
+            .clone()
+            .map(|route| route as Arc<dyn DeadLetterRoute>)
     }
 
     fn attach_metrics(&mut self, metrics: PipelineMetrics) {
@@ -856,14 +535,12 @@ impl Source for KafkaSource {
         // shutdown deadline bounds the whole; these make the error say which step it was).
         // Dead letters still being produced get a moment to be confirmed (their offsets are
         // committed only if they are).
-        let wait = tokio::time::timeout(FINISH_DEAD_LETTER_WAIT, async {
-            while self.dead_letters.join_next().await.is_some() {}
-        });
-        if wait.await.is_err() {
+        if let Some(dead_letters) = &self.dead_letters
+            && !dead_letters.drain(FINISH_DEAD_LETTER_WAIT).await
+        {
             tracing::warn!(
                 "dead-letter deliveries still pending at shutdown; their offsets stay uncommitted"
             );
-            self.dead_letters.abort_all();
         }
         if let Some(task) = self.committer.take() {
             task.abort();
@@ -981,78 +658,5 @@ impl Drop for KafkaSource {
         if let Some(task) = self.committer.take() {
             task.abort();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lag_comes_from_statistics_of_assigned_partitions_only() {
-        // Trimmed from a real librdkafka statistics document (unknown fields are ignored;
-        // partition -1 is librdkafka's internal "unassigned" partition).
-        let stats = br#"{"name":"sqlgrade#consumer-1","type":"consumer","topics":{
-            "events":{"topic":"events","partitions":{
-                "0":{"partition":0,"hi_offset":25,"lo_offset":0,"committed_offset":5,"consumer_lag":20},
-                "1":{"partition":1,"hi_offset":30,"lo_offset":10,"committed_offset":-1001},
-                "2":{"partition":2,"hi_offset":-1,"lo_offset":-1,"committed_offset":-1001},
-                "3":{"partition":3,"hi_offset":9,"lo_offset":0,"committed_offset":4},
-                "-1":{"partition":-1,"hi_offset":-1001,"committed_offset":-1001}}}}}"#;
-        let table = LagTable::default();
-        table.assign(&[
-            ("events".into(), 0),
-            ("events".into(), 1),
-            ("events".into(), 2),
-        ]);
-        table.update(stats);
-        let lag: Vec<_> = table
-            .snapshot()
-            .into_iter()
-            .map(|l| (l.partition, l.committed, l.lag))
-            .collect();
-        // 0: 25 − 5; 1: nothing committed, 30 − log start 10; 2: no watermark yet; 3: not ours.
-        assert_eq!(lag, vec![(0, Some(5), 20), (1, None, 20)]);
-        table.revoke(&[("events".into(), 0)]);
-        assert_eq!(table.snapshot().len(), 1);
-        table.update(b"not json");
-        assert_eq!(table.snapshot().len(), 1);
-    }
-
-    #[test]
-    fn forced_properties_win_and_secrets_are_redacted() {
-        let mut s = SourceConfig {
-            brokers: Some("127.0.0.1:9092".into()),
-            ..SourceConfig::default()
-        };
-        s.kafka_properties
-            .insert("enable.auto.commit".into(), "true".into());
-        s.kafka_properties
-            .insert("sasl.password".into(), "hunter2".into());
-        s.kafka_properties
-            .insert("security.protocol".into(), "SASL_SSL".into());
-        s.kafka_properties
-            .insert("session.timeout.ms".into(), "10000".into());
-        let c = s.consumer_config();
-        assert_eq!(
-            c.get("group.instance.id"),
-            None,
-            "dynamic membership by default"
-        );
-        assert_eq!(c.get("enable.auto.commit"), Some("false"));
-        assert_eq!(c.get("enable.auto.offset.store"), Some("false"));
-        assert_eq!(c.get("security.protocol"), Some("SASL_SSL"));
-        let p = s.producer_config();
-        assert_eq!(p.get("sasl.password"), Some("hunter2"));
-        assert_eq!(p.get("session.timeout.ms"), None);
-        s.group_instance_id = Some(" sqlgrade-0 ".into());
-        assert_eq!(
-            s.consumer_config().get("group.instance.id"),
-            Some("sqlgrade-0")
-        );
-        assert_eq!(s.producer_config().get("group.instance.id"), None);
-        let shown = format!("{s:?}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("SASL_SSL"));
     }
 }

@@ -131,8 +131,6 @@ fn is_producer_property(name: &str) -> bool {
     !CONSUMER_ONLY.iter().any(|p| name.starts_with(p))
 }
 
-/// Consumer lag of one assigned partition, from librdkafka's latest statistics.
-
 #[cfg(test)]
 mod tests {
     use super::*;

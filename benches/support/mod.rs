@@ -10,7 +10,7 @@ use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::event::Event;
 use sqlgrade_testkit::data::data_dir;
 
-/// The daemon's allocator (`src/main.rs`), so that per-core figures measure what `sqlgrade run`
+/// The daemon's allocator (`src/bin/sqlgrade/main.rs`), so that per-core figures measure what `sqlgrade run`
 /// runs: under glibc malloc the STEF path spent ~20 % of its samples in malloc/free.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

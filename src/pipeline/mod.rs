@@ -1,4 +1,5 @@
-//! Pipeline topology: sources → decode/validate → scorer pool → batcher → sinks (DESIGN.md).
+//! Pipeline topology: sources → decode/validate → scorer pool → batcher → sinks
+//! (`ARCHITECTURE.md`, "The topology").
 //!
 //! Back-pressure is structural (bounded channels). A message is acknowledged to its source
 //! ([`AckToken::ack`]) only after the sink has durably written everything it produced (its rows or

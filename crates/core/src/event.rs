@@ -1,4 +1,5 @@
-//! The input contract: one JSON object per Kafka message or JSONL line (see `DESIGN.md`).
+//! The input contract: one JSON object per Kafka message or JSONL line (README "Input
+//! contract").
 //!
 //! Decoding never panics: every byte string either becomes a validated [`Event`] or a
 //! [`DecodeError`] whose message is the dead-letter reason.

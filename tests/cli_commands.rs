@@ -1,6 +1,6 @@
 //! The `sqlgrade` binary end to end: `run` with no arguments on the embedded example, `run
 //! --follow` stopped by SIGTERM, `score` on stdin, `backfill` of a BIRD run, `check-config`
-//! redaction, and `migrate`'s errors.
+//! redaction and refusals (one table of invalid settings), and `migrate`'s errors.
 
 mod support;
 
@@ -361,6 +361,16 @@ fn backfill_events_with_run_id() {
     );
 }
 
+/// `sqlgrade check-config` in `dir`, with `config` (if any) and the environment overrides.
+fn check_config(dir: &Path, config: Option<&Path>, env: &[(&str, &str)]) -> Output {
+    let mut command = sqlgrade(dir);
+    command.arg("check-config");
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    command.envs(env.iter().copied()).output().unwrap()
+}
+
 #[test]
 fn check_config_redacts_secrets() {
     let dir = tempfile::tempdir().unwrap();
@@ -384,12 +394,11 @@ api_key = "sk-inline-789"
 "#,
     )
     .unwrap();
-    let out = sqlgrade(dir.path())
-        .args(["check-config", "--config"])
-        .arg(&config)
-        .env("SQLGRADE__JUDGE__MODEL", "gpt-test")
-        .output()
-        .unwrap();
+    let out = check_config(
+        dir.path(),
+        Some(&config),
+        &[("SQLGRADE__JUDGE__MODEL", "gpt-test")],
+    );
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let text = stdout(&out);
     for secret in [
@@ -413,55 +422,66 @@ api_key = "sk-inline-789"
     for section in ["source", "sink", "judge", "rules", "gold", "pipeline"] {
         assert!(tables.contains_key(section), "missing [{section}]");
     }
-
-    let bad = sqlgrade(dir.path())
-        .arg("check-config")
-        .env("SQLGRADE__PIPELINE__WORKERS", "0")
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
-    assert!(
-        stderr(&bad).contains("pipeline.workers"),
-        "{}",
-        stderr(&bad)
-    );
 }
 
+/// Each invalid setting is refused (exit non-zero) with a message naming it; a config file,
+/// when given, is written first.
 #[test]
-fn check_config_rejects_a_gold_judge_durable_cache_without_a_server() {
+fn check_config_refuses_invalid_settings_by_name() {
+    const GOLD_JUDGE: &str = "[gold]\nmetrics = [\"ex\", \"flex\"]\n\n[gold.judge]\nkind = \"llm\"\n\
+        base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ndurable_cache = \"clickhouse\"\n";
+    let cases: &[(Option<&str>, &[(&str, &str)], &[&str])] = &[
+        (
+            None,
+            &[("SQLGRADE__PIPELINE__WORKERS", "0")],
+            &["pipeline.workers"],
+        ),
+        (
+            None,
+            &[
+                ("SQLGRADE__JUDGE__DURABLE_CACHE_WRITE_BATCH", "0"),
+                ("SQLGRADE__JUDGE__DURABLE_CACHE_RETRY_MS", "0"),
+            ],
+            &[
+                "judge.durable_cache_write_batch must be at least 1",
+                "judge.durable_cache_retry_ms must be at least 1",
+            ],
+        ),
+        (
+            None,
+            &[("SQLGRADE__JUDGE__DURABLE_CACHE_MAX_QUEUED", "10")],
+            &["judge.durable_cache_max_queued (10) must be at least"],
+        ),
+        (
+            None,
+            &[("SQLGRADE__GOLD__ROSE_PREVIEW_ROWS", "0")],
+            &["gold.rose_preview_rows must be between 1 and 200"],
+        ),
+        (
+            Some(GOLD_JUDGE),
+            &[],
+            &["gold.judge.durable_cache = \"clickhouse\" needs sink.url"],
+        ),
+    ];
     let dir = tempfile::tempdir().unwrap();
+    for (file, env, messages) in cases {
+        let config = file.map(|text| {
+            let path = dir.path().join("sqlgrade.toml");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let out = check_config(dir.path(), config.as_deref(), env);
+        assert!(!out.status.success(), "{env:?} accepted: {}", stdout(&out));
+        for message in *messages {
+            assert!(stderr(&out).contains(message), "{env:?}: {}", stderr(&out));
+        }
+    }
+    // With the server named, the gold judge's durable cache is accepted.
     let config = dir.path().join("sqlgrade.toml");
-    let gold_judge = r#"
-[gold]
-metrics = ["ex", "flex"]
-
-[gold.judge]
-kind = "llm"
-base_url = "http://127.0.0.1:9/v1"
-model = "m"
-durable_cache = "clickhouse"
-"#;
-    std::fs::write(&config, gold_judge).unwrap();
-    let out = sqlgrade(dir.path())
-        .args(["check-config", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("gold.judge.durable_cache = \"clickhouse\" needs sink.url"),
-        "{}",
-        stderr(&out)
-    );
-    // With the server named, the same section is accepted.
     let with_sink =
-        format!("{gold_judge}\n[sink]\nkind = \"jsonl\"\nurl = \"http://127.0.0.1:8123\"\n");
+        format!("{GOLD_JUDGE}\n[sink]\nkind = \"jsonl\"\nurl = \"http://127.0.0.1:8123\"\n");
     std::fs::write(&config, with_sink).unwrap();
-    let out = sqlgrade(dir.path())
-        .args(["check-config", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = check_config(dir.path(), Some(&config), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -475,54 +495,13 @@ fn check_config_exposes_the_durable_cache_writer_settings() {
          durable_cache_max_queued = 1000\n",
     )
     .unwrap();
-    let out = sqlgrade(dir.path())
-        .args(["check-config", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = check_config(dir.path(), Some(&config), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    let parsed: toml::Value = toml::from_str(&text).unwrap();
+    let parsed: toml::Value = toml::from_str(&stdout(&out)).unwrap();
     let judge = &parsed["judge"];
     assert_eq!(judge["durable_cache_write_batch"].as_integer(), Some(64));
     assert_eq!(judge["durable_cache_retry_ms"].as_integer(), Some(250));
     assert_eq!(judge["durable_cache_max_queued"].as_integer(), Some(1000));
-
-    let bad = sqlgrade(dir.path())
-        .arg("check-config")
-        .env("SQLGRADE__JUDGE__DURABLE_CACHE_WRITE_BATCH", "0")
-        .env("SQLGRADE__JUDGE__DURABLE_CACHE_RETRY_MS", "0")
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
-    let err = stderr(&bad);
-    assert!(
-        err.contains("judge.durable_cache_write_batch must be at least 1")
-            && err.contains("judge.durable_cache_retry_ms must be at least 1"),
-        "{err}"
-    );
-    let queue = sqlgrade(dir.path())
-        .arg("check-config")
-        .env("SQLGRADE__JUDGE__DURABLE_CACHE_MAX_QUEUED", "10")
-        .output()
-        .unwrap();
-    assert!(!queue.status.success());
-    assert!(
-        stderr(&queue).contains("judge.durable_cache_max_queued (10) must be at least"),
-        "{}",
-        stderr(&queue)
-    );
-    let preview = sqlgrade(dir.path())
-        .arg("check-config")
-        .env("SQLGRADE__GOLD__ROSE_PREVIEW_ROWS", "0")
-        .output()
-        .unwrap();
-    assert!(!preview.status.success());
-    assert!(
-        stderr(&preview).contains("gold.rose_preview_rows must be between 1 and 200"),
-        "{}",
-        stderr(&preview)
-    );
 }
 
 #[test]

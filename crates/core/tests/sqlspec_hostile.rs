@@ -2,8 +2,10 @@
 //! or a stack overflow. Deep inputs run on threads with deliberately small stacks to show that
 //! the bounds hold without relying on the test harness's stack size.
 
-use sqlgrade::evaluation::RowStatus;
-use sqlgrade::sqlspec::{
+mod support;
+
+use sqlgrade_core::evaluation::RowStatus;
+use sqlgrade_core::sqlspec::{
     DEFAULT_MAX_SQL_BYTES, ExtractOptions, FilterOp, FilterValue, HARD_MAX_SQL_BYTES, SpecError,
     SqlDialect, SqlSpec, canonical_dialect, extract, extract_with,
 };
@@ -393,8 +395,7 @@ fn huge_identifiers_and_literals_are_fine() {
 fn every_prefix_and_byte_deletion_of_real_queries_is_handled() {
     // Truncations and single-character deletions of real BIRD gold queries: malformed SQL of
     // every shape the parser can meet. Each must yield a spec or a clean error, never a panic.
-    let text =
-        std::fs::read_to_string(sqlgrade_testkit::data::data_dir().join("bird/dev.jsonl")).unwrap();
+    let text = std::fs::read_to_string(support::data_dir().join("bird/dev.jsonl")).unwrap();
     let mut checked = 0usize;
     for line in text.lines().step_by(12).take(30) {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();

@@ -1,8 +1,8 @@
 //! Hybrid-EX Stage 2 on every fixture of `shared/specs/badger.md` §7 (X1–X10), with the exact
 //! expected scores, paths and row counts.
 
-use sqlgrade::exec::{ResultSet, SqlValue};
-use sqlgrade::metrics::hybrid_ex::{Alignment, DEFAULT_TOLERANCE, ScorePath, score_tables};
+use sqlgrade_core::exec::{ResultSet, SqlValue};
+use sqlgrade_core::metrics::hybrid_ex::{Alignment, DEFAULT_TOLERANCE, ScorePath, score_tables};
 
 fn t(s: &str) -> SqlValue {
     SqlValue::Text(s.into())

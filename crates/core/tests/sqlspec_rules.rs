@@ -1,7 +1,7 @@
 //! The normalization rules of STEF §2.3 (and sqlgrade's extensions), one construct per test:
 //! each filter is checked through its `lhs op rhs` rendering plus its flags.
 
-use sqlgrade::sqlspec::{
+use sqlgrade_core::sqlspec::{
     AggFunc, Clause, FilterOp, FilterValue, SortDir, SqlSpec, canonical_number, extract,
     normalize_name, normalize_text_value,
 };

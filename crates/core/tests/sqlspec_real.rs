@@ -16,7 +16,9 @@
 //! (SUBSTR, strftime, STRFTIME, BETWEEN a year, LIKE 'YYYY-%'), IS [NOT] NULL, HAVING, ORDER BY
 //! aliases, ORDER BY … LIMIT 1, backticks, double-quoted identifiers and double-quoted strings.
 
-use sqlgrade::sqlspec::{Clause, Filter, Projection, SqlSpec, extract};
+mod support;
+
+use sqlgrade_core::sqlspec::{Clause, Filter, Projection, SqlSpec, extract};
 
 struct Case {
     file: &'static str,
@@ -72,7 +74,7 @@ fn sql_in_file(file: &str, id: i64) -> String {
     } else {
         "gold_sql"
     };
-    let text = std::fs::read_to_string(sqlgrade_testkit::data::data_dir().join(file)).unwrap();
+    let text = std::fs::read_to_string(support::data_dir().join(file)).unwrap();
     text.lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|row| row["question_id"].as_i64() == Some(id))

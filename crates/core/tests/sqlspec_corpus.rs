@@ -5,11 +5,13 @@
 //! Run with `cargo test --test sqlspec_corpus -- --nocapture` to see the per-file table and the
 //! list of queries that do not yield a spec.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use sqlgrade::sqlspec::{SpecError, extract};
-use sqlgrade_testkit::data::data_dir;
+use sqlgrade_core::sqlspec::{SpecError, extract};
+use support::data_dir;
 
 /// (file relative to shared/data, JSON field holding the SQL)
 const FILES: &[(&str, &str)] = &[
@@ -23,7 +25,7 @@ const FILES: &[(&str, &str)] = &[
     ("spider/predictions/TA-ACL.jsonl", "predicted_sql"),
 ];
 
-fn status_key(result: &Result<sqlgrade::sqlspec::SqlSpec, SpecError>) -> &'static str {
+fn status_key(result: &Result<sqlgrade_core::sqlspec::SqlSpec, SpecError>) -> &'static str {
     match result {
         Ok(_) => "ok",
         Err(SpecError::Empty) => "empty",
@@ -106,7 +108,7 @@ fn whole_corpus_yields_spec_or_clean_status() {
 /// in SQLite, the corpus' dialect (what it defers goes through sqlparser's tokenizer instead).
 #[test]
 fn fast_tokens_are_sqlparsers_on_the_whole_corpus() {
-    use sqlgrade::sqlspec::tokens::{DialectChars, tokenize};
+    use sqlgrade_core::sqlspec::tokens::{DialectChars, tokenize};
     use sqlparser::dialect::{
         BigQueryDialect, Dialect, GenericDialect, MsSqlDialect, MySqlDialect, PostgreSqlDialect,
         SQLiteDialect,

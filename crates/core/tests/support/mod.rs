@@ -1,0 +1,25 @@
+//! What the core's own tests need from outside: where the shared benchmark data is. The core's
+//! tests depend on nothing but the core (not on `sqlgrade-testkit`, which depends on the core),
+//! so this repeats the one rule of `sqlgrade_testkit::data`: `$SQLGRADE_SHARED_DIR`, else
+//! `shared/` beside the repository.
+
+use std::path::PathBuf;
+
+/// `shared/data`.
+///
+/// # Panics
+/// When the data is in neither place (the tests cannot run without it).
+pub fn data_dir() -> PathBuf {
+    let shared = match std::env::var_os("SQLGRADE_SHARED_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    };
+    let data = shared.join("data");
+    assert!(
+        data.is_dir(),
+        "the shared benchmark data is not at {} (set SQLGRADE_SHARED_DIR to the directory that \
+         holds data/)",
+        data.display()
+    );
+    data
+}

@@ -497,7 +497,7 @@ impl BackfillPlan {
         progress: Option<ProgressFn>,
     ) -> Result<BackfillReport, BackfillError> {
         let destinations = if config.alerts.enabled {
-            Destinations::from_config(config)
+            Destinations::from_config(&config.alerts, &config.sink)
         } else {
             Destinations::default()
         };

@@ -462,7 +462,7 @@ impl Daemon {
         let alerts = if config.alerts.enabled {
             let (service, handle) = crate::alert::AlertService::start(
                 config.alerts.clone(),
-                crate::alert::delivery::Destinations::from_config(config),
+                crate::alert::delivery::Destinations::from_config(&config.alerts, &config.sink),
             )?;
             firing = service.firing();
             alert_handle = Some(handle.clone());

@@ -32,6 +32,7 @@ pub mod pipeline;
 pub mod report;
 pub mod score;
 pub mod serve;
+pub mod settings;
 pub mod sink;
 pub mod source;
 pub mod sqlite;

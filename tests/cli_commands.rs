@@ -430,7 +430,9 @@ api_key = "sk-inline-789"
 fn check_config_refuses_invalid_settings_by_name() {
     const GOLD_JUDGE: &str = "[gold]\nmetrics = [\"ex\", \"flex\"]\n\n[gold.judge]\nkind = \"llm\"\n\
         base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ndurable_cache = \"clickhouse\"\n";
-    let cases: &[(Option<&str>, &[(&str, &str)], &[&str])] = &[
+    /// A config file's text (if any), environment overrides, the messages the refusal names.
+    type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case<'_>] = &[
         (
             None,
             &[("SQLGRADE__PIPELINE__WORKERS", "0")],

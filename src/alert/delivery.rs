@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::config::AlertsConfig;
 use super::engine::{AlertEngine, AlertInput, AlertNotification, AlertState};
-use super::rules::AlertsConfig;
-use crate::config::SinkConfig;
+use crate::sink::config::{SinkConfig, SinkKind};
 
 /// Alertmanager's "zero" time, used as `endsAt` of firing alerts.
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -137,20 +137,18 @@ pub struct Destinations {
 pub const ALERTS_FILE: &str = "alerts.jsonl";
 
 impl Destinations {
-    /// The destinations `[alerts]` names (ClickHouse through the `[sink]` connection).
-    pub fn from_config(config: &crate::config::Config) -> Destinations {
+    /// The destinations `[alerts]` names (ClickHouse through the `[sink]` connection, the
+    /// JSONL directory of a JSONL `[sink]`).
+    pub fn from_config(alerts: &AlertsConfig, sink: &SinkConfig) -> Destinations {
         Destinations {
-            webhook_url: config
-                .alerts
+            webhook_url: alerts
                 .webhook_url
                 .as_ref()
                 .filter(|u| !u.is_empty())
                 .map(|u| u.expose().to_string()),
-            clickhouse: config.alerts.clickhouse.then(|| config.sink.clone()),
-            jsonl_dir: (config.sink.kind == crate::config::SinkKind::Jsonl)
-                .then(|| config.sink.dir.clone()),
-            review_url: config
-                .alerts
+            clickhouse: alerts.clickhouse.then(|| sink.clone()),
+            jsonl_dir: (sink.kind == SinkKind::Jsonl).then(|| sink.dir.clone()),
+            review_url: alerts
                 .review_url
                 .as_deref()
                 .map(|u| u.trim().trim_end_matches('/').to_string())

@@ -42,7 +42,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::rules::{AlertsConfig, RuleSet, SeriesLabel};
+use super::config::{AlertsConfig, RuleSet, SeriesLabel};
 use super::stats::{Comparison, Direction, compare, normal_cdf};
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 use crate::sampling::agreement::{AgreementKey, AgreementPair, AgreementTracker, PairChange};

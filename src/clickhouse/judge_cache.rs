@@ -30,9 +30,9 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::now_seconds;
-use crate::config::SinkConfig;
 use crate::llm::{DurableCache, DurableCacheError, DurableEntry};
 use crate::sink::SinkError;
+use crate::sink::config::SinkConfig;
 
 /// Tuning of [`ClickHouseJudgeCache`]. The defaults suit the daemon; tests shorten them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,8 @@ use sha2::{Digest, Sha256};
 use super::cluster::{self, ClusterLayout};
 use super::ddl::valid_identifier;
 pub use super::ddl::{Statement, skip_if, split_statements, statements};
-use crate::config::{SinkConfig, redact_url};
+use crate::settings::redact_url;
+use crate::sink::config::SinkConfig;
 
 /// One versioned DDL file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,8 @@ use std::time::Duration;
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 
 use super::cluster::ClusterLayout;
-use crate::config::{SinkConfig, redact_url};
+use crate::settings::redact_url;
+use crate::sink::config::SinkConfig;
 
 /// The tables partitioned by month, with the column they are partitioned on.
 pub const PARTITIONED_TABLES: [(&str, &str); 7] = [

@@ -6,7 +6,7 @@
 use serde::de::DeserializeOwned;
 
 use super::queries::{ROW_COLUMNS, RUN_ROWS};
-use crate::config::SinkConfig;
+use crate::sink::config::SinkConfig;
 use crate::stored::StoredRow;
 
 /// A ClickHouse read failed.

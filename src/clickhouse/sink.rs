@@ -39,10 +39,10 @@ use super::{
     Backoff, DEAD_LETTERS_TABLE, EVALUATIONS_TABLE, EVENT_INPUTS_TABLE, FailureKind, classify,
 };
 use super::{epoch_seconds, now_seconds};
-use crate::config::{ClusterWrite, SinkConfig};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::health::{ComponentHealth, Health};
 use crate::review::EventInputs;
+use crate::sink::config::{ClusterWrite, SinkConfig};
 use crate::sink::{Batch, Sink, SinkError};
 
 /// One row of `evaluations` in RowBinary column order (see 001_evaluations.sql).

@@ -24,9 +24,10 @@ use std::time::Duration;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::alert::FiringSeries;
-use crate::config::{JudgeBudgetConfig, SeriesLabel};
+use crate::alert::config::SeriesLabel;
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 use crate::event::Event;
+use crate::llm::config::JudgeBudgetConfig;
 use crate::sampling::{LineRate, Selection, SelectionPolicy, SeriesFirstSeen, ShedReason};
 
 use super::work::JudgeWork;

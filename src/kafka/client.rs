@@ -5,8 +5,8 @@
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::producer::FutureProducer;
 
-use crate::config::SourceConfig;
 use crate::source::SourceError;
+use crate::source::config::SourceConfig;
 
 /// Properties sqlgrade sets itself and never lets configuration override (they carry the
 /// at-least-once guarantee).

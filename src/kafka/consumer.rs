@@ -56,8 +56,8 @@ use super::dead_letter::DeadLetterProducer;
 use super::lag::{LagTable, PartitionLag};
 use super::lock;
 use super::offsets::{CommitPosition, OffsetTracker};
-use crate::config::SourceConfig;
 use crate::health::{ComponentHealth, Health};
+use crate::source::config::SourceConfig;
 use crate::source::{
     AckToken, Acknowledge, DeadLetterRoute, Position, Source, SourceError, SourceMessage,
 };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
-use crate::config::JudgeConfig;
+use crate::llm::config::JudgeConfig;
 
 /// Estimated tokens of a prompt: one token per four characters, rounded up (OpenAI's rule of
 /// thumb for English; good enough for budgeting).

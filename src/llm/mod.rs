@@ -1,7 +1,7 @@
 //! The LLM judge layer: an OpenAI-compatible client with structured output, versioned prompt
 //! templates, caching (moka + a durable store), rate limits (governor + a semaphore), retries
 //! and cost accounting — and the STEF judge built on it. Configured by a `[judge]` section
-//! ([`crate::config::JudgeConfig`]).
+//! ([`crate::llm::config::JudgeConfig`]).
 //!
 //! Layout:
 //! - [`client`]: [`LlmClient`], the core's [`StructuredJudge`](crate::judge::StructuredJudge)
@@ -17,6 +17,7 @@
 
 pub mod cache;
 pub mod client;
+pub mod config;
 pub mod limits;
 pub mod prompt;
 pub mod stats;

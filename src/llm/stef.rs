@@ -499,7 +499,9 @@ impl LlmJudge {
 
     /// Build the client from a `[judge]` section and wrap it (an inline `api_key` wins over
     /// `api_key_env`).
-    pub fn from_config(config: &crate::config::JudgeConfig) -> Result<LlmJudge, LlmSetupError> {
+    pub fn from_config(
+        config: &crate::llm::config::JudgeConfig,
+    ) -> Result<LlmJudge, LlmSetupError> {
         Ok(LlmJudge::new(Arc::new(LlmClient::new(config)?)))
     }
 

@@ -28,6 +28,8 @@
 //! included) and nothing after the last successful write is acknowledged, so sources that track
 //! offsets redeliver it.
 
+pub mod config;
+
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -37,12 +39,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc, watch};
 
-use crate::config::{PipelineConfig, SeriesLabel, SinkConfig};
+use crate::alert::config::SeriesLabel;
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::event::Event;
 use crate::judging::{JudgeStage, JudgeWork, JudgedOutput, Planner, WorkError, WorkSink};
+use crate::pipeline::config::PipelineConfig;
 use crate::review::EventInputs;
 use crate::score::{Scorer, now_rfc3339};
+use crate::sink::config::SinkConfig;
 use crate::sink::{Batch, Sink, SinkError};
 use crate::source::{AckToken, Source, SourceError, SourceMessage};
 use crate::stats::RunStats;

@@ -15,7 +15,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::config::GoldConfig;
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 use crate::event::{Event, Gold};
 use crate::metrics::flex::FlexOptions;
@@ -26,6 +25,7 @@ use crate::metrics::judged::{
 use crate::metrics::offload::Offload;
 use crate::metrics::rose::RoseOptions;
 use crate::score::GoldMetrics;
+use crate::score::config::GoldConfig;
 use crate::sqlite::{ExecLimits, SqliteExecutor};
 use crate::stats::{ClientUsage, LlmUsage};
 

@@ -23,6 +23,7 @@ use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage}
 use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
 pub mod catalogues;
+pub mod config;
 pub mod gold;
 pub mod probe;
 pub mod profiles;
@@ -63,7 +64,7 @@ pub struct ScorerOptions {
 impl Default for ScorerOptions {
     fn default() -> Self {
         ScorerOptions {
-            max_sql_bytes: crate::config::DEFAULT_MAX_SQL_BYTES,
+            max_sql_bytes: crate::sqlspec::DEFAULT_MAX_SQL_BYTES,
         }
     }
 }

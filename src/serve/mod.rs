@@ -20,6 +20,7 @@
 //! credentials).
 
 pub mod agreement;
+pub mod config;
 pub mod pages;
 pub mod store;
 pub mod view;
@@ -36,8 +37,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
-use crate::config::Secret;
 use crate::review::{ERROR_CATEGORIES, HumanLabel, url_component};
+use crate::settings::Secret;
 use store::{ReviewStore, StoreError};
 use view::QueueFilter;
 
@@ -75,17 +76,17 @@ impl ReviewState {
 /// overview and queue over its `review_max_rows` most recent rows; `None` for the stdout sink
 /// (nothing to read).
 pub fn store_for(
-    sink: &crate::config::SinkConfig,
+    sink: &crate::sink::config::SinkConfig,
     review_max_rows: usize,
 ) -> Option<Arc<dyn ReviewStore>> {
     match sink.kind {
-        crate::config::SinkKind::Jsonl => Some(Arc::new(
+        crate::sink::config::SinkKind::Jsonl => Some(Arc::new(
             store::JsonlStore::new(&sink.dir).with_max_rows(review_max_rows),
         )),
-        crate::config::SinkKind::Clickhouse => {
+        crate::sink::config::SinkKind::Clickhouse => {
             Some(Arc::new(store::ClickHouseStore::new(sink, review_max_rows)))
         }
-        crate::config::SinkKind::Stdout => None,
+        crate::sink::config::SinkKind::Stdout => None,
     }
 }
 

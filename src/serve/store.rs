@@ -18,8 +18,8 @@ use serde_json::Value;
 use crate::alert::delivery::ALERTS_FILE;
 use crate::clickhouse::rows::{ReadError, RowReader, bind_all, fetch_json, placeholders};
 use crate::clickhouse::{EVENT_INPUTS_TABLE, LABELS_TABLE};
-use crate::config::SinkConfig;
 use crate::review::{EventInputs, HumanLabel, LabelVerdict};
+use crate::sink::config::SinkConfig;
 use crate::sink::jsonl::{EVALUATIONS_FILE, INPUTS_FILE};
 use crate::stored::{StoredRow, blank_is_none, json_or_text, parse_time, rfc3339_time};
 
@@ -533,7 +533,7 @@ impl ReviewStore for ClickHouseStore {
     fn describe(&self) -> String {
         format!(
             "ClickHouse {} / {} (the {} most recent rows)",
-            crate::config::redact_url(crate::clickhouse::url(&self.settings)),
+            crate::settings::redact_url(crate::clickhouse::url(&self.settings)),
             self.settings.database,
             self.max_rows
         )

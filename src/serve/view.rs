@@ -290,7 +290,7 @@ pub struct CalibrationSample {
 
 impl CalibrationSample {
     /// The sample `[server] calibration_per_week` and `calibration_salt` describe.
-    pub fn from_settings(settings: &crate::config::ServerSettings) -> CalibrationSample {
+    pub fn from_settings(settings: &crate::serve::config::ServerSettings) -> CalibrationSample {
         CalibrationSample {
             per_week: settings.calibration_per_week,
             salt: settings.calibration_salt.clone(),
@@ -300,7 +300,7 @@ impl CalibrationSample {
 
 impl Default for CalibrationSample {
     fn default() -> Self {
-        CalibrationSample::from_settings(&crate::config::ServerSettings::default())
+        CalibrationSample::from_settings(&crate::serve::config::ServerSettings::default())
     }
 }
 

@@ -67,6 +67,7 @@ pub trait Sink: Send {
     }
 }
 
+pub mod config;
 pub mod jsonl;
 pub mod stdout;
 

@@ -9,6 +9,7 @@
 //! dead-letter topic), else to the sink.
 
 pub mod ack;
+pub mod config;
 
 use std::sync::Arc;
 

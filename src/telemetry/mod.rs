@@ -21,6 +21,8 @@
 //! configuration is read; it stays inert until telemetry starts) or [`Telemetry::span_layer`]
 //! (a layer for a subscriber built after [`Telemetry::start`]).
 
+pub mod config;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -39,9 +41,9 @@ use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Registry, reload};
 
-use crate::config::TelemetryConfig;
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 use crate::judge::JudgeTotals;
+use crate::telemetry::config::TelemetryConfig;
 
 /// Why telemetry could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]

@@ -91,7 +91,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// Replace every secret in a rendered configuration (keys that name secrets, passwords in URLs).
-pub(crate) fn redact(value: &mut toml::Value) {
+pub fn redact(value: &mut toml::Value) {
     match value {
         toml::Value::Table(table) => {
             for (key, v) in table.iter_mut() {

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::secret::Secret;
+use crate::settings::Secret;
 
 /// A label that can be part of a series key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -122,7 +122,7 @@ impl AlertsConfig {
         }
     }
 
-    /// Problems with the section, for [`super::Config::validate`].
+    /// Problems with the section, for `config::Config::validate`.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.channel_capacity == 0 {

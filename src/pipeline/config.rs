@@ -1,0 +1,37 @@
+//! `[pipeline]`: the topology's knobs (workers, channel capacity, size limits, the shutdown
+//! deadline).
+
+use serde::{Deserialize, Serialize};
+
+/// `[pipeline]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Events scored concurrently (default: the number of CPUs).
+    pub workers: usize,
+    /// Capacity of each bounded channel between stages.
+    pub channel_capacity: usize,
+    /// Larger payloads are dead-lettered unread.
+    pub max_event_bytes: usize,
+    /// Larger SQL is not parsed (status `sql_too_large`).
+    pub max_sql_bytes: usize,
+    /// After SIGTERM/SIGINT, the longest the daemon takes to drain, flush, commit and exit,
+    /// whatever is unreachable (broker, ClickHouse, the judge endpoint). Past it the process
+    /// exits with status 3 and what was not written stays uncommitted (redelivered on the next
+    /// start). The default fits Kubernetes' default 30 s grace period.
+    pub shutdown_timeout_ms: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            channel_capacity: 1024,
+            max_event_bytes: crate::event::DEFAULT_MAX_EVENT_BYTES,
+            max_sql_bytes: crate::sqlspec::DEFAULT_MAX_SQL_BYTES,
+            shutdown_timeout_ms: 25_000,
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! `[rules]` (per-app rule profiles), `[stef]` (schema catalogues and the read-only probe of
+//! the line-rate score) and `[gold]` (gold-metric databases, conventions and their judge): the
+//! scorer's sections.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::evaluation::Metric;
+use crate::llm::config::JudgeConfig;
+use crate::metrics::ex::ExConvention;
+use crate::settings::string_or_list;
+
+/// `[rules]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RulesConfig {
+    /// Directory of `<app_id>.toml` rule profiles.
+    pub dir: PathBuf,
+    /// How often the directory is checked for changed profiles (0 = never reload).
+    pub reload_interval_ms: u64,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        RulesConfig {
+            dir: PathBuf::from("rules"),
+            reload_interval_ms: 2000,
+        }
+    }
+}
+
+/// `[stef]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StefConfig {
+    /// Schema catalogues for every app (an app's `catalogue` in its rule profile comes first):
+    /// Spider/BIRD `tables.json` files, SQLite files (introspected read-only; the file's stem
+    /// is its `db_id`) or the JSON/TOML catalogue form. An event's schema is the one its
+    /// `db_id` (else `gold.db_id`) names; a catalogue of one database serves events without a
+    /// `db_id`. Reloaded when a file changes (every `rules.reload_interval_ms`).
+    pub catalogues: Vec<PathBuf>,
+    /// A read-only replica to probe, laid out as `<db_id>/<db_id>.sqlite` (like
+    /// `gold.databases`): for events whose catalogue schema was found and whose database is
+    /// here, the checks ask whether the query returns rows and whether its literals occur in
+    /// their columns. Unset = no probes.
+    pub probe_databases: Option<PathBuf>,
+    /// Time limit of one probe query (ms); a probe past it concludes nothing
+    /// (`probe_inconclusive`).
+    pub probe_timeout_ms: u64,
+    /// Probe queries running at the same time.
+    pub probe_workers: usize,
+}
+
+impl Default for StefConfig {
+    fn default() -> Self {
+        StefConfig {
+            catalogues: Vec::new(),
+            probe_databases: None,
+            probe_timeout_ms: 200,
+            probe_workers: 2,
+        }
+    }
+}
+
+/// `[gold]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GoldConfig {
+    /// Directory laid out as `<db_id>/<db_id>.sqlite`; unset = gold metrics off (unless a
+    /// benchmark backfill supplies its own).
+    pub databases: Option<PathBuf>,
+    /// Spider-format `tables.json` files with the schemas ESM/ESM+ need (databases missing from
+    /// them are introspected from the SQLite files).
+    pub tables: Vec<PathBuf>,
+    /// EX convention: `bird` (set equality) or `spider` (test-suite: multiset, column
+    /// permutations, order only when the gold orders).
+    #[serde(with = "ex_convention_name")]
+    pub ex_convention: ExConvention,
+    /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, `etm`, `ts_ex`, `ts_ex_strict`, and the LLM-judged `flex`,
+    /// `rose`, `hybrid_ex`); a list, or a comma-separated string from the environment.
+    #[serde(deserialize_with = "gold_metric_list")]
+    pub metrics: Vec<Metric>,
+    /// Per-query execution time limit.
+    pub timeout_ms: u64,
+    /// Largest result a query may return, in rows.
+    pub max_rows: usize,
+    /// Queries executed at the same time (default: the number of CPUs).
+    pub workers: usize,
+    /// LLM-judged metrics: skip the judge where deterministic evidence decides (ESM+-equivalent
+    /// prediction, prediction that fails to execute, identical result tables) and record why.
+    pub avoidance: bool,
+    /// FLEX: how execution results are rendered in the prompt (`paper` or `repo_v1`).
+    pub flex_render: crate::metrics::flex::RenderPreset,
+    /// FLEX: a second call classifies the error categories of incorrect verdicts.
+    pub flex_error_categories: bool,
+    /// ROSE: rows of each execution result shown in the prompts (the released code's 20).
+    pub rose_preview_rows: usize,
+    /// Hybrid-EX: verdict cut-off θ (pass iff score ≥ θ).
+    pub hybrid_cutoff: f64,
+    /// Hybrid-EX: default relative numeric tolerance δ0.
+    pub hybrid_tolerance: f64,
+    /// The LLM endpoint of `flex`, `rose` and `hybrid_ex` (same keys as `[judge]`, with
+    /// `kind = "llm"`). Unset: they use `[judge]`, which must then be an LLM judge; the client
+    /// (cache, limits) is shared with STEF whenever both name the same endpoint and model.
+    pub judge: Option<JudgeConfig>,
+}
+
+/// Metrics accepted in `gold.metrics`.
+pub const GOLD_METRICS: [Metric; 9] = [
+    Metric::Ex,
+    Metric::Esm,
+    Metric::EsmPlus,
+    Metric::Etm,
+    Metric::TsEx,
+    Metric::TsExStrict,
+    Metric::Flex,
+    Metric::Rose,
+    Metric::HybridEx,
+];
+
+/// The LLM-judged gold metrics (need an LLM judge).
+pub const JUDGED_GOLD_METRICS: [Metric; 3] = [Metric::Flex, Metric::Rose, Metric::HybridEx];
+
+impl GoldConfig {
+    /// Whether `metric` is switched on.
+    pub fn has(&self, metric: Metric) -> bool {
+        self.metrics.contains(&metric)
+    }
+
+    /// Whether any LLM-judged metric is switched on.
+    pub fn wants_judged(&self) -> bool {
+        JUDGED_GOLD_METRICS.iter().any(|m| self.has(*m))
+    }
+}
+
+impl Default for GoldConfig {
+    fn default() -> Self {
+        GoldConfig {
+            databases: None,
+            tables: Vec::new(),
+            ex_convention: ExConvention::Bird,
+            metrics: vec![Metric::Ex, Metric::Esm, Metric::EsmPlus, Metric::Etm],
+            timeout_ms: 30_000,
+            max_rows: 1_000_000,
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            avoidance: true,
+            flex_render: crate::metrics::flex::RenderPreset::Paper,
+            flex_error_categories: false,
+            rose_preview_rows: crate::metrics::rose::DEFAULT_PREVIEW_ROWS,
+            hybrid_cutoff: crate::metrics::hybrid_ex::DEFAULT_CUTOFF,
+            hybrid_tolerance: crate::metrics::hybrid_ex::DEFAULT_TOLERANCE,
+            judge: None,
+        }
+    }
+}
+
+/// `gold.ex_convention` as the config names it: `bird` or `spider`.
+mod ex_convention_name {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &ExConvention, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match value {
+            ExConvention::Bird => "bird",
+            ExConvention::SpiderTestSuite => "spider",
+        })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ExConvention, D::Error> {
+        let name = String::deserialize(d)?;
+        match name.as_str() {
+            "bird" => Ok(ExConvention::Bird),
+            "spider" => Ok(ExConvention::SpiderTestSuite),
+            other => Err(serde::de::Error::custom(format!(
+                "gold.ex_convention must be \"bird\" or \"spider\", not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// `gold.metrics`: names (a list, or a comma-separated string from the environment) of gold
+/// metrics.
+fn gold_metric_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Metric>, D::Error> {
+    string_or_list(d)?
+        .iter()
+        .map(|name| {
+            GOLD_METRICS
+                .iter()
+                .copied()
+                .find(|m| m.as_str() == name)
+                .ok_or_else(|| {
+                    let expected: Vec<&str> = GOLD_METRICS.iter().map(|m| m.as_str()).collect();
+                    serde::de::Error::custom(format!(
+                        "gold.metrics: unknown metric {name:?} (expected {})",
+                        expected.join(", ")
+                    ))
+                })
+        })
+        .collect()
+}

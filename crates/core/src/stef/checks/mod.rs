@@ -1,0 +1,190 @@
+//! Deterministic checks that explain what is wrong with a query, as [`Finding`]s: the evidence
+//! checks, which need no schema, and the catalogue checks, which run when the event's database
+//! is in a schema catalogue ([`DbSchema`]). Every check is conservative: it fires on what the
+//! SQL *says*, never on what it might mean, and it stays silent where it cannot tell (a derived
+//! table whose columns are hidden behind `*`, a definition it cannot read).
+//!
+//! Evidence checks (definitions of the enriched question whose subject is about Qu — BIRD's
+//! evidence, an agent's own hints):
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `evidence_value_mismatch` | a definition says `col = 'v'`; the SQL compares `col` for equality only with other values | error |
+//! | `literal_case_mismatch` | the SQL compares a column with `= 'V'` where a definition says `'v'` (same letters, other case); a warning, not an error, because definitions are not always spelled as the data is (BIRD's `race = 'human'` for stored `Human`) | warning |
+//! | `evidence_column_unused` | a definition maps the term to a column (`name refers to superhero_name`) the SQL never names | warning |
+//! | `integer_division` | `COUNT(…) / COUNT(…)` (or other integer-valued operands) with no REAL cast or decimal literal, in a dialect where integer division truncates | error |
+//! | `percentage_not_scaled` | a percentage is asked for, the SQL divides, and no `100` appears | warning |
+//! | `formula_shape_mismatch` | a definition computes a division (`DIVIDE(…)`, `/`) or a difference (`SUBTRACT(…)`); the SQL computes none (AVG counts as a division) | warning |
+//! | `question_column_unused` | with a catalogue: the question uses a term the rule profile maps to a column the catalogue has; the SQL never names that column | warning |
+//! | `distinct_missing` | "distinct / different / unique" is asked for; no DISTINCT, GROUP BY or set operation | warning |
+//! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |
+//! | `rounding_missing` | the question (or its enriched question) asks for decimal places or a rounded value ("as a percentage with five decimal places", "rounded to two decimals"); the SQL has no ROUND, PRINTF, FORMAT, TO_CHAR, TRUNC or DECIMAL/NUMERIC cast | warning |
+//! | `literal_not_in_question` | a filter compares a column with a string literal (three characters or more, with a letter) that neither the question nor the enriched question contains, not even as a spacing, plural or stem variant (`'TR_000_2_5'` for "TR000_2_5", `'Girke'` for "Gerke", `colour = 'Blue'` nobody asked for); filters the rule profile declares benign or ignored are exempt | warning |
+//! | `number_not_in_question` | a filter compares a column with a number (ordering, or equality other than a 0/1 flag test) that neither the question nor the enriched question states — as digits, a number word, a percentage's fraction, a decade's bounds, or an ordering's integer neighbour (`height_cm > 0` under an average nobody restricted; `eye_colour_id = 7`) | warning |
+//!
+//! Catalogue checks (names resolved scope by scope, as SQLite resolves them: aliases, then
+//! tables in scope, then enclosing scopes; `rowid` is always a column; a double-quoted name
+//! that is no column is a string):
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `unknown_table` | a FROM table is neither in the catalogue nor a CTE | error |
+//! | `unknown_qualifier` | `X.col` where no table or alias `X` is in scope | error |
+//! | `column_not_in_table` | `X.col` where `X`'s table has no `col` | error |
+//! | `unknown_column` | an unqualified column no table in scope has (and no alias) | error |
+//! | `ambiguous_column` | an unqualified column that two tables of the same scope have | error |
+//! | `join_off_keys` | `a.x = b.y` where `a.x` is a declared foreign key to another column than `b.y` (joins between undeclared columns say nothing: catalogues often omit keys) | warning |
+//! | `join_type_mismatch` | the two sides of such an equality have incompatible types (text vs number) | warning; info in SQLite and MySQL, which convert |
+//! | `aggregate_over_text` | SUM or AVG over a text column | warning; info in SQLite and MySQL |
+//! | `literal_type_mismatch` | a number column compared with a non-numeric string; a date column compared with a string that is not an ISO date | warning |
+//! | `count_fan_out` | COUNT(t.key) without DISTINCT where t is joined to a table whose foreign key references t (each t row may repeat); information only, because a condition on the other table often keeps one row per t row | info |
+//! | `id_instead_of_name` | the question asks for names ("name", or starts with "who") and not for ids; every output is an `…id` column although a table in the query has a name column | warning |
+//!
+//! Probes (with `[stef] probe_databases`: a read-only replica, queried through the daemon's
+//! read-only executor with tight limits; [`plan_probes`] → answers → [`probe_findings`]):
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `query_fails` | the probe database rejects the query (no such column, a syntax error, …) | error |
+//! | `empty_result` | the query returns no rows | warning |
+//! | `value_not_in_column` | `col = 'v'` where `v` is not a value of the column: error when a case or spacing variant is (named in the evidence), warning when none is | error / warning |
+//! | `probe_inconclusive` | a probe timed out or the database was unavailable (nothing concluded) | info |
+//!
+//! A probe answer that shows the SQL's literal in the data withdraws a `literal_case_mismatch`.
+//!
+//! One file per family: [`evidence`], [`catalogue`], [`probe`]; this file holds their input, the
+//! entry point and what they share.
+
+mod catalogue;
+mod evidence;
+mod probe;
+#[cfg(test)]
+mod tests;
+
+pub use probe::*;
+
+use catalogue::catalogue_checks;
+use evidence::evidence_checks;
+
+use crate::catalogue::DbSchema;
+use crate::sqlspec::SqlSpec;
+
+use super::text::QuestionTexts;
+use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, RuleProfile, Severity};
+
+/// Everything the checks read about one event.
+pub struct CheckInput<'a> {
+    /// The user's question and the enriched question (evidence), clipped, with their
+    /// lowercased forms.
+    pub texts: &'a QuestionTexts<'a>,
+    /// The SQL as written.
+    pub sql: &'a str,
+    /// Its spec (with [`SqlSpec::references`] when the caller collected them).
+    pub spec: &'a SqlSpec,
+    /// The deterministic question spec.
+    pub question_spec: &'a QuestionSpec,
+    /// The dialect the event says the SQL is for (decides integer division).
+    pub dialect: Option<&'a str>,
+    /// The database schema, when the event's database is in a catalogue.
+    pub schema: Option<&'a DbSchema>,
+    /// The app's rule profile (column mappings; benign and ignored filters).
+    pub profile: &'a RuleProfile,
+}
+
+/// Run every check that applies; findings in check order.
+pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    evidence_checks(input, &mut out);
+    if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
+        catalogue_checks(input, schema, refs, &mut out);
+    }
+    out
+}
+
+fn push(
+    out: &mut Vec<Finding>,
+    code: FindingCode,
+    severity: Severity,
+    category: ErrorCategory,
+    evidence: String,
+) {
+    if out.iter().any(|f| f.code == code && f.evidence == evidence) {
+        return;
+    }
+    out.push(Finding {
+        code,
+        severity,
+        category,
+        evidence,
+    });
+}
+
+/// Whether a lowercased text asks for distinct values ("distinct / different / unique"), not
+/// counting what the words do not mean there ("unique id", "different from").
+pub(crate) fn asks_distinct(lower: &str) -> bool {
+    const WORDS: [&str; 3] = ["distinct", "different", "unique"];
+    // Most texts have none of the words: one scan each rules them out.
+    WORDS.iter().any(|w| {
+        lower.contains(w)
+            && contains_word(lower, w)
+            && ![" id", " identifier", " from", " than"]
+                .iter()
+                .any(|after| {
+                    let mut phrase = String::with_capacity(w.len() + after.len());
+                    phrase.push_str(w);
+                    phrase.push_str(after);
+                    contains_word(lower, &phrase)
+                })
+    })
+}
+
+/// SQL dialects in which `INTEGER / INTEGER` is integer division.
+pub(super) fn truncating_dialect(dialect: &str) -> bool {
+    matches!(
+        crate::sqlspec::canonical_dialect(dialect),
+        "sqlite" | "postgres" | "mssql" | "redshift" | "ansi"
+    )
+}
+
+/// SQL dialects that convert between text and numbers in comparisons and aggregates.
+pub(super) fn lenient_types(dialect: &str) -> bool {
+    matches!(
+        crate::sqlspec::canonical_dialect(dialect),
+        "sqlite" | "mysql"
+    )
+}
+
+/// Whether `word` occurs in `text` delimited by non-identifier characters.
+pub(crate) fn contains_word(text: &str, word: &str) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(pos) = text.get(from..).and_then(|t| t.find(word)) {
+        let at = from + pos;
+        let end = at + word.len();
+        let before = at == 0 || !is_ident(bytes[at - 1]);
+        let after = end >= bytes.len() || !is_ident(bytes[end]);
+        if before && after {
+            return true;
+        }
+        from = at + 1;
+        while from < text.len() && !text.is_char_boundary(from) {
+            from += 1;
+        }
+    }
+    false
+}
+
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

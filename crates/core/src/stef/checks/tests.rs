@@ -1,0 +1,234 @@
+//! Unit tests of the checks (helpers of every part, and each check firing and staying silent).
+
+use super::evidence::*;
+use super::*;
+
+#[test]
+fn definitions_are_read_into_values_and_columns() {
+    assert_eq!(
+        quoted_equalities("T1.element = 'cl' and bond_type = ' = '"),
+        vec![
+            DefinedValue {
+                column: "T1.element",
+                value: "cl"
+            },
+            DefinedValue {
+                column: "bond_type",
+                value: " = "
+            }
+        ]
+    );
+    assert_eq!(
+        defined_columns("first_name, last_name", None),
+        vec!["first_name", "last_name"]
+    );
+    assert_eq!(
+        defined_columns("superhero_name", None),
+        vec!["superhero_name"]
+    );
+    assert!(defined_columns("the name of the hero", None).is_empty());
+    assert!(defined_columns("label = '+'", None).is_empty());
+    assert!(
+        defined_columns("weight", None).is_empty(),
+        "a plain word may be prose"
+    );
+    assert_eq!(unquoted("a = 'x/y' / \"b\""), "a =  / ");
+}
+
+#[test]
+fn words_are_matched_whole() {
+    assert!(contains_word(
+        "select superhero_name from t",
+        "superhero_name"
+    ));
+    assert!(!contains_word(
+        "select full_superhero_name from t",
+        "superhero_name"
+    ));
+    assert!(!contains_word("", "x"));
+}
+
+/// The codes `run` finds for a question, enriched question and SQLite query (no catalogue).
+fn codes_for(question: &str, enriched: Option<&str>, sql: &str) -> Vec<FindingCode> {
+    let spec = crate::sqlspec::extract(sql, Some("sqlite")).expect("test SQL parses");
+    let question_spec = QuestionSpec::default();
+    let profile = RuleProfile::default();
+    run(&CheckInput {
+        texts: &QuestionTexts::new(question, enriched),
+        sql,
+        spec: &spec,
+        question_spec: &question_spec,
+        dialect: Some("sqlite"),
+        schema: None,
+        profile: &profile,
+    })
+    .into_iter()
+    .map(|f| f.code)
+    .collect()
+}
+
+#[test]
+fn literals_must_come_from_the_question_or_its_enrichment() {
+    let fires = |q: &str, e: Option<&str>, sql: &str| {
+        codes_for(q, e, sql).contains(&FindingCode::LiteralNotInQuestion)
+    };
+    // BIRD 223 (SuperSQL): the id misspelt; 1468: the name misspelt.
+    let q = "What are the atom IDs of the bond TR000_2_5?";
+    let e = format!("{q} TR000_2_5 is the bond id");
+    assert!(fires(
+        q,
+        Some(&e),
+        "SELECT atom_id FROM connected WHERE bond_id = 'TR_000_2_5'"
+    ));
+    assert!(!fires(
+        q,
+        Some(&e),
+        "SELECT atom_id FROM connected WHERE bond_id = 'TR000_2_5'"
+    ));
+    let q = "Where is the hometown of Garrett Gerke?";
+    assert!(fires(
+        q,
+        None,
+        "SELECT city FROM member WHERE first_name = 'Garrett' AND last_name = 'Girke'"
+    ));
+    assert!(!fires(
+        q,
+        None,
+        "SELECT city FROM member WHERE first_name = 'Garrett' AND last_name = 'Gerke'"
+    ));
+    // A value only the enrichment names; other case; IN lists and LIKE patterns piece by piece.
+    let q = "List the heroes with blue eyes.";
+    let e = format!("{q} blue eyes refers to colour.colour = 'Blue'");
+    assert!(!fires(
+        q,
+        Some(&e),
+        "SELECT name FROM hero WHERE colour = 'BLUE'"
+    ));
+    assert!(!fires(
+        q,
+        Some(&e),
+        "SELECT name FROM hero WHERE colour IN ('Blue')"
+    ));
+    assert!(fires(
+        q,
+        Some(&e),
+        "SELECT name FROM hero WHERE colour IN ('Blue', 'Green')"
+    ));
+    assert!(!fires(
+        q,
+        Some(&e),
+        "SELECT name FROM hero WHERE colour LIKE '%blu%'"
+    ));
+    // Spacing, plural and stem variants (Spider 1007, BIRD 1323).
+    assert!(!fires(
+        "Which students live in North Carolina?",
+        None,
+        "SELECT name FROM students WHERE state = 'NorthCarolina'"
+    ));
+    assert!(!fires(
+        "Which events were not fundraisers?",
+        None,
+        "SELECT name FROM event WHERE type != 'Fundraising'"
+    ));
+    // Left alone: numbers and dates, codes under three characters, flag values, non-filters.
+    let q = "Who received funds on 9/9/2019 with a medium t-shirt in HD?";
+    for sql in [
+        "SELECT name FROM income WHERE date_received = '2019-09-09'",
+        "SELECT name FROM member WHERE size = 'M'",
+        "SELECT name FROM channel WHERE hd = 'yes'",
+        "SELECT CASE WHEN size = 'Large' THEN 'x' END FROM member",
+    ] {
+        assert!(!fires(q, None, sql), "{sql}");
+    }
+}
+
+#[test]
+fn compared_numbers_must_be_stated() {
+    let fires = |q: &str, e: Option<&str>, sql: &str| {
+        codes_for(q, e, sql).contains(&FindingCode::NumberNotInQuestion)
+    };
+    // BIRD 729 (CHESS-GPT-4o-mini): an invented threshold under an average.
+    let q = "What is the average height of the superheroes from Marvel Comics?";
+    let e = format!(
+        "{q} superheroes from Marvel Comics refers to publisher_name = 'Marvel Comics'; \
+         average height of the superheroes refers to AVG(height_cm)"
+    );
+    let gold = "SELECT AVG(T1.height_cm) FROM superhero AS T1 INNER JOIN publisher AS T2 \
+                ON T1.publisher_id = T2.id WHERE T2.publisher_name = 'Marvel Comics'";
+    assert!(!fires(q, Some(&e), gold));
+    assert!(fires(q, Some(&e), &format!("{gold} AND T1.height_cm > 0")));
+    // Digits, thousands separators, money, number words, once/single, percentages as
+    // fractions, decades, and an ordering's integer neighbour ("at least 3" is `> 2`).
+    for (q, sql) in [
+        (
+            "Which student was able to generate income more than $40?",
+            "SELECT m FROM income WHERE amount > 40",
+        ),
+        (
+            "Cities with over 1,000 people?",
+            "SELECT c FROM city WHERE population > 1000",
+        ),
+        (
+            "Countries that speak at least 3 languages.",
+            "SELECT c FROM cl GROUP BY c HAVING COUNT(*) > 2",
+        ),
+        (
+            "Templates used in more than a single document?",
+            "SELECT t FROM d GROUP BY t HAVING count(*) > 1",
+        ),
+        (
+            "Visitors who came more than once.",
+            "SELECT v FROM visit GROUP BY v HAVING count(*) > 1",
+        ),
+        (
+            "Players with two or more goals.",
+            "SELECT p FROM g GROUP BY p HAVING count(*) >= 2",
+        ),
+        (
+            "Schools with an eligible rate above 80%?",
+            "SELECT s FROM frpm WHERE rate > 0.8",
+        ),
+        (
+            "Films of the 1990s.",
+            "SELECT f FROM film WHERE year >= 1990 AND year < 2000",
+        ),
+        // Equality with 0 or 1 is a flag test.
+        (
+            "Which members are active?",
+            "SELECT m FROM member WHERE is_active = 1",
+        ),
+    ] {
+        assert!(!fires(q, None, sql), "{q} / {sql}");
+    }
+    // An id taken from nowhere.
+    assert!(fires(
+        "Which superheroes have blue eyes?",
+        None,
+        "SELECT superhero_name FROM superhero WHERE eye_colour_id = 7"
+    ));
+}
+
+#[test]
+fn requested_rounding_needs_a_rounding_function() {
+    // BIRD 226: "… as a percentage with five decimal places".
+    let q = "What is the percentage of double bonds in the molecule TR008? Please provide your answer as a percentage with five decimal places.";
+    let fires = |sql: &str| codes_for(q, None, sql).contains(&FindingCode::RoundingMissing);
+    assert!(fires(
+        "SELECT CAST(SUM(CASE WHEN bond_type = '=' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(bond_id) FROM bond WHERE molecule_id = 'TR008'"
+    ));
+    assert!(!fires(
+        "SELECT ROUND(CAST(SUM(CASE WHEN bond_type = '=' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(bond_id), 5) FROM bond WHERE molecule_id = 'TR008'"
+    ));
+    assert!(!fires(
+        "SELECT printf('%.5f', 100.0 * SUM(bond_type = '=') / COUNT(*)) FROM bond"
+    ));
+    assert!(
+        !codes_for(
+            "What is the percentage of double bonds?",
+            None,
+            "SELECT 100.0 * SUM(bond_type = '=') / COUNT(*) FROM bond"
+        )
+        .contains(&FindingCode::RoundingMissing),
+        "no precision asked for"
+    );
+}

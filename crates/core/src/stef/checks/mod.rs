@@ -52,19 +52,18 @@
 //!
 //! A probe answer that shows the SQL's literal in the data withdraws a `literal_case_mismatch`.
 //!
-//! One file per family: [`evidence`], [`catalogue`], [`probe`]; this file holds their input, the
-//! entry point and what they share.
+//! One file per family: [`evidence`], [`catalogue`], [`probe`], and [`entry`] (which runs them);
+//! this file holds their input and what they share.
 
 mod catalogue;
+mod entry;
 mod evidence;
 mod probe;
 #[cfg(test)]
 mod tests;
 
+pub use entry::run;
 pub use probe::*;
-
-use catalogue::catalogue_checks;
-use evidence::evidence_checks;
 
 use crate::catalogue::DbSchema;
 use crate::sqlspec::SqlSpec;
@@ -89,16 +88,6 @@ pub struct CheckInput<'a> {
     pub schema: Option<&'a DbSchema>,
     /// The app's rule profile (column mappings; benign and ignored filters).
     pub profile: &'a RuleProfile,
-}
-
-/// Run every check that applies; findings in check order.
-pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
-    let mut out = Vec::new();
-    evidence_checks(input, &mut out);
-    if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
-        catalogue_checks(input, schema, refs, &mut out);
-    }
-    out
 }
 
 fn push(

@@ -1,0 +1,17 @@
+//! The entry point: every check that applies to one event, in order — the evidence checks, then
+//! the catalogue checks when the event's schema is known (probes run later, at the edge).
+
+use super::CheckInput;
+use super::catalogue::catalogue_checks;
+use super::evidence::evidence_checks;
+use crate::stef::Finding;
+
+/// Run every check that applies; findings in check order.
+pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    evidence_checks(input, &mut out);
+    if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
+        catalogue_checks(input, schema, refs, &mut out);
+    }
+    out
+}

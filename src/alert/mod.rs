@@ -4,13 +4,15 @@
 
 pub mod config;
 pub mod delivery;
+mod detector;
 pub mod engine;
+mod estimate;
 pub mod firing;
+pub mod notification;
 pub mod stats;
 
 pub use config::{AlertsConfig, RuleOverrides, RuleSet, SeriesLabel};
 pub use delivery::{AlertHandle, AlertService};
-pub use engine::{
-    AlertEngine, AlertInput, AlertNotification, AlertState, RuleKind, render_notifications,
-};
+pub use engine::AlertEngine;
 pub use firing::FiringSeries;
+pub use notification::{AlertInput, AlertNotification, AlertState, RuleKind, render_notifications};

@@ -1,0 +1,256 @@
+//! The batcher: rows, dead letters and inputs gathered into batches closed by rows, bytes or
+//! time, observed once (statistics, telemetry, alerts) and handed to the writer.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+
+use super::types::*;
+use super::writing::*;
+use crate::alert::config::SeriesLabel;
+use crate::evaluation::{DeadLetter, EvaluationRow};
+use crate::judging::{JudgedOutput, WorkSink};
+use crate::sink::Sink;
+use crate::stats::RunStats;
+use crate::summary::Summary;
+
+/// Everything that watches what the pipeline completes, fed in one place: the run statistics
+/// (the summary and the calibrated estimates), the OpenTelemetry instruments and the alert
+/// engine.
+pub(super) struct Observers {
+    pub(super) stats: RunStats,
+    pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
+    pub(super) alerts: Option<crate::alert::AlertHandle>,
+    /// The second pass's counters and estimates, and the series key of the estimates.
+    pub(super) judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+    /// The series text of the row being observed (one buffer for the run, not one per row).
+    pub(super) series: String,
+}
+
+impl Observers {
+    /// One scored event's rows, or one judged row.
+    pub(super) async fn rows(&mut self, rows: &[EvaluationRow], event: bool) {
+        if event {
+            self.stats.events += 1;
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.scored(rows);
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts
+                .submit(crate::alert::AlertInput::Rows(rows.to_vec()))
+                .await;
+        }
+        for row in rows {
+            self.stats.observe_row(row);
+            if let Some((stats, key)) = &self.judge {
+                crate::judging::planner::write_series(row, key, &mut self.series);
+                stats.observe_estimate(row, &self.series);
+            }
+        }
+    }
+
+    /// One dead letter.
+    pub(super) async fn dead_letter(&mut self, dead_letter: &DeadLetter) {
+        self.stats.observe_dead_letter(dead_letter);
+        if let Some(metrics) = &self.metrics {
+            metrics.dead_lettered();
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts.submit(crate::alert::AlertInput::DeadLetter).await;
+        }
+    }
+}
+
+/// Add one completed source message (its rows, or its dead letter) to the pending batch.
+pub(super) async fn absorb(
+    pending: &mut PendingBatch,
+    observers: &mut Observers,
+    completed: Completed,
+) {
+    match completed {
+        Completed::Rows {
+            rows,
+            payload_bytes,
+            ack,
+            work,
+            inputs,
+        } => {
+            observers.rows(&rows, true).await;
+            if let Some(inputs) = inputs {
+                pending.bytes += payload_bytes;
+                pending.batch.inputs.push(*inputs);
+            }
+            pending.entries += rows.len().max(1);
+            pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
+            pending.batch.rows.extend(rows);
+            pending.acks.push(ack);
+            if let Some(work) = work {
+                pending.work.push(*work);
+            }
+        }
+        Completed::DeadLetter { dead_letter, ack } => {
+            observers.dead_letter(&dead_letter).await;
+            pending.entries += 1;
+            pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
+            pending.batch.dead_letters.push(dead_letter);
+            pending.acks.push(ack);
+        }
+    }
+    observers.stats.messages += 1;
+    pending.messages += 1;
+}
+
+/// What the batcher needs besides its channels and the sink.
+pub(super) struct BatchOptions {
+    pub(super) knobs: Knobs,
+    pub(super) progress: Option<ProgressFn>,
+    pub(super) alerts: Option<crate::alert::AlertHandle>,
+    pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
+    pub(super) work_sink: Option<Arc<dyn WorkSink>>,
+    pub(super) judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+}
+
+/// Receive from an optional channel (pending forever without one).
+pub(super) async fn recv_opt<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) async fn batch_stage(
+    mut done_rx: mpsc::Receiver<Completed>,
+    mut judged_rx: Option<mpsc::Receiver<JudgedOutput>>,
+    sink: Box<dyn Sink>,
+    options: BatchOptions,
+) -> Result<(Summary, Box<dyn Sink>), PipelineError> {
+    let started = Instant::now();
+    let BatchOptions {
+        knobs: options,
+        progress,
+        alerts,
+        metrics,
+        work_sink,
+        judge,
+    } = options;
+    let mut observers = Observers {
+        stats: RunStats::default(),
+        metrics: metrics.clone(),
+        alerts,
+        judge,
+        series: String::new(),
+    };
+    let mut pending = PendingBatch::default();
+    // The sink writes on its own task, so the next batch fills while the previous one is being
+    // inserted; the one-slot channel keeps at most one batch writing and one waiting.
+    let (batch_tx, batch_rx) = mpsc::channel::<PendingBatch>(1);
+    let writer = tokio::spawn(write_stage(
+        batch_rx,
+        sink,
+        options.inflight_batches,
+        progress,
+        metrics.clone(),
+        work_sink,
+    ));
+    let mut line_open = true;
+    let mut judged_open = judged_rx.is_some();
+    loop {
+        if !line_open && !judged_open {
+            break;
+        }
+        // Wait for the next completion, the flush deadline, or the writer stopping (a sink
+        // error ends the run even while the source idles).
+        let deadline = pending
+            .opened_at
+            .map(|opened| opened + options.flush_interval);
+        tokio::select! {
+            biased;
+            () = batch_tx.closed() => break,
+            () = sleep_until_some(deadline) => {
+                if !hand_over(&batch_tx, &mut pending).await {
+                    break;
+                }
+                continue;
+            }
+            received = done_rx.recv(), if line_open => match received {
+                Some(completed) => {
+                    if pending.opened_at.is_none() {
+                        pending.opened_at = Some(tokio::time::Instant::now());
+                    }
+                    absorb(&mut pending, &mut observers, completed).await;
+                    // Take what else is already waiting without going back through the select
+                    // (and its flush timer) for every event; stop at the batch limits. Each one
+                    // spends the task's cooperative budget as `recv` would, so the batcher still
+                    // yields regularly to the tasks it feeds (the alert engine, the writer).
+                    while !pending.is_full(&options) {
+                        match done_rx.try_recv() {
+                            Ok(completed) => {
+                                absorb(&mut pending, &mut observers, completed).await;
+                                tokio::task::consume_budget().await;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                None => {
+                    // The line-rate pass is done: write what is pending, then close the work
+                    // hand-over so the judge stage can finish.
+                    line_open = false;
+                    observers.stats.line_rate_elapsed = Some(started.elapsed());
+                    pending.last_line_rate = true;
+                    if !hand_over(&batch_tx, &mut pending).await {
+                        break;
+                    }
+                    continue;
+                }
+            },
+            received = recv_opt(&mut judged_rx), if judged_open => match received {
+                Some(JudgedOutput { rows, ack }) => {
+                    if pending.opened_at.is_none() {
+                        pending.opened_at = Some(tokio::time::Instant::now());
+                    }
+                    observers.rows(&rows, false).await;
+                    pending.entries += rows.len().max(1);
+                    pending.bytes += rows.len() * ROW_BYTES_ESTIMATE;
+                    pending.batch.rows.extend(rows);
+                    pending.acks.push(ack);
+                }
+                None => {
+                    judged_open = false;
+                    continue;
+                }
+            },
+        }
+        if pending.is_full(&options) && !hand_over(&batch_tx, &mut pending).await {
+            break;
+        }
+    }
+    // On a writer failure the loop stopped early: the rows still pending are not acknowledged,
+    // so they are redelivered; the writer's error is the run's error.
+    hand_over(&batch_tx, &mut pending).await;
+    drop(batch_tx);
+    let sink = join("sink writer", writer).await??;
+    Ok((observers.stats, sink))
+}
+
+/// Sleep until `deadline`, or forever without one.
+pub(super) async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Pass the pending batch to the writer task; false when the writer has stopped (failed).
+pub(super) async fn hand_over(
+    batch_tx: &mpsc::Sender<PendingBatch>,
+    pending: &mut PendingBatch,
+) -> bool {
+    let batch = std::mem::take(pending);
+    if batch.acks.is_empty() && batch.batch.is_empty() && !batch.last_line_rate {
+        return true;
+    }
+    batch_tx.send(batch).await.is_ok()
+}

@@ -4,6 +4,7 @@
 //!
 //! Parse-time rules (11, 15, 19, 20) are applied here, as the reference engine does.
 
+use crate::sqlspec::syntax::last_identifier;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
@@ -434,10 +435,7 @@ fn ident_lower(i: &sa::Ident) -> String {
 }
 
 fn object_last(name: &sa::ObjectName) -> Option<String> {
-    name.0.last().and_then(|p| match p {
-        sa::ObjectNamePart::Identifier(i) => Some(ident_lower(i)),
-        _ => None,
-    })
+    last_identifier(name).map(ident_lower)
 }
 
 fn literal_i64(e: &sa::Expr) -> Option<i64> {

@@ -17,6 +17,7 @@
 
 pub mod constraints;
 
+use crate::sqlspec::syntax::join_constraint_mut;
 use serde::Serialize;
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, FunctionArguments, JoinOperator, LimitClause, OrderByKind,
@@ -69,7 +70,7 @@ fn each_set_expr(body: &mut SetExpr, f: &mut dyn FnMut(&mut Expr)) {
                 }
                 for j in &mut twj.joins {
                     if let Some(sqlparser::ast::JoinConstraint::On(e)) =
-                        join_constraint(&mut j.join_operator)
+                        join_constraint_mut(&mut j.join_operator)
                     {
                         walk_expr(e, f);
                     }
@@ -93,20 +94,6 @@ fn each_set_expr(body: &mut SetExpr, f: &mut dyn FnMut(&mut Expr)) {
             each_set_expr(right, f);
         }
         _ => {}
-    }
-}
-
-fn join_constraint(op: &mut JoinOperator) -> Option<&mut sqlparser::ast::JoinConstraint> {
-    match op {
-        JoinOperator::Join(c)
-        | JoinOperator::Inner(c)
-        | JoinOperator::Left(c)
-        | JoinOperator::LeftOuter(c)
-        | JoinOperator::Right(c)
-        | JoinOperator::RightOuter(c)
-        | JoinOperator::FullOuter(c)
-        | JoinOperator::CrossJoin(c) => Some(c),
-        _ => None,
     }
 }
 

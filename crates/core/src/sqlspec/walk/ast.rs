@@ -3,13 +3,15 @@
 
 use sqlparser::ast::{
     BinaryOperator, DataType, DateTimeField, Expr, Fetch, Function, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, JoinConstraint, JoinOperator, LimitClause, ObjectName,
-    ObjectNamePart, OrderByExpr, OrderBySort, Select, SetExpr, UnaryOperator, Value,
+    FunctionArguments, Ident, LimitClause, ObjectName, ObjectNamePart, OrderByExpr, OrderBySort,
+    Select, SetExpr, UnaryOperator, Value,
 };
 
 use crate::sqlspec::normalize::{
     as_year, canonical_number, lowercase, normalize_text_value, push_lowercase,
 };
+pub(super) use crate::sqlspec::syntax::join_constraint;
+use crate::sqlspec::syntax::last_identifier;
 use crate::sqlspec::{AggFunc, Filter, FilterOp, FilterValue, Projection, SortDir};
 
 /// Call `f` on every direct child expression of `expr` (subqueries excluded: the scan handles
@@ -256,38 +258,16 @@ pub(super) fn flatten_chain<'e>(expr: &'e Expr, op: &BinaryOperator, out: &mut V
     }
 }
 
-pub(super) fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
-    match op {
-        JoinOperator::Join(c)
-        | JoinOperator::Inner(c)
-        | JoinOperator::Left(c)
-        | JoinOperator::LeftOuter(c)
-        | JoinOperator::Right(c)
-        | JoinOperator::RightOuter(c)
-        | JoinOperator::FullOuter(c)
-        | JoinOperator::CrossJoin(c)
-        | JoinOperator::Semi(c)
-        | JoinOperator::LeftSemi(c)
-        | JoinOperator::RightSemi(c)
-        | JoinOperator::Anti(c)
-        | JoinOperator::LeftAnti(c)
-        | JoinOperator::RightAnti(c)
-        | JoinOperator::StraightJoin(c)
-        | JoinOperator::AsOf { constraint: c, .. } => Some(c),
-        _ => None,
-    }
-}
-
 pub(super) fn ident_name(ident: &Ident) -> String {
     lowercase(&ident.value)
 }
 
 /// Last part of an object name, lowercased (`main.Schools` → `schools`).
 pub(super) fn object_name(name: &ObjectName) -> String {
-    match name.0.last() {
-        Some(ObjectNamePart::Identifier(ident)) => ident_name(ident),
-        Some(ObjectNamePart::Function(func)) => ident_name(&func.name),
-        None => String::new(),
+    match (last_identifier(name), name.0.last()) {
+        (Some(ident), _) => ident_name(ident),
+        (None, Some(ObjectNamePart::Function(func))) => ident_name(&func.name),
+        (None, _) => String::new(),
     }
 }
 

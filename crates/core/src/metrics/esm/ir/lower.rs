@@ -1,11 +1,7 @@
-//! ESM+ intermediate representation: a small canonical query tree, and lowering from
-//! `sqlparser`'s AST with scoped alias resolution (fix M4), join types (M1), IN lists (M7),
-//! aliases without AS (rule 14), and a real boolean tree (esm_plus.md A14).
-//!
-//! Parse-time rules (11, 15, 19, 20) are applied here, as the reference engine does.
+//! Lowering sqlparser's AST to ESM+'s tree: scoped alias resolution (fix M4), join types (M1),
+//! IN lists (M7), aliases without AS (rule 14), and the parse-time rules 11, 15, 19, 20.
 
-use crate::sqlspec::syntax::last_identifier;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::Serialize;
 use sqlparser::ast::{
@@ -17,328 +13,17 @@ use sqlparser::ast::{
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
-use crate::catalogue::DbSchema;
-
-/// A scalar expression.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Expr {
-    /// A column, `table.column` lowercased (`@derived.column` for derived-table columns,
-    /// `?.column` when it resolves nowhere).
-    Col(String),
-    /// `*` or `table.*`.
-    Star(Option<String>),
-    /// A number in canonical text form (`5`, `5.5`).
-    Num(String),
-    /// A string literal (case kept).
-    Str(String),
-    /// NULL.
-    Null,
-    /// A literal with its value stripped (value checking off).
-    Value,
-    /// MAX/MIN/COUNT/SUM/AVG.
-    Agg {
-        /// Lowercased function.
-        func: String,
-        /// DISTINCT inside the aggregate.
-        distinct: bool,
-        /// Argument (`Star(None)` for COUNT(*)).
-        arg: Box<Expr>,
-    },
-    /// Any other function call.
-    Func {
-        /// Lowercased name (`cast:<type>` for CAST).
-        name: String,
-        /// Arguments.
-        args: Vec<Expr>,
-    },
-    /// Binary arithmetic / concatenation.
-    Bin {
-        /// Operator text.
-        op: String,
-        /// Left.
-        l: Box<Expr>,
-        /// Right.
-        r: Box<Expr>,
-    },
-    /// Unary minus on a non-literal.
-    Neg(Box<Expr>),
-    /// A scalar subquery.
-    Sub(Box<Query>),
-    /// A boolean expression used as a value.
-    Pred(Box<Pred>),
-    /// Anything else, by its lowercased SQL text.
-    Other(String),
-}
-
-/// Comparison operators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum CmpOp {
-    /// `=`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `>`
-    Gt,
-    /// `<=`
-    Le,
-    /// `>=`
-    Ge,
-}
-
-impl CmpOp {
-    /// The operator that holds exactly when this one does not (rule 20).
-    pub fn negated(self) -> CmpOp {
-        match self {
-            CmpOp::Eq => CmpOp::Ne,
-            CmpOp::Ne => CmpOp::Eq,
-            CmpOp::Lt => CmpOp::Ge,
-            CmpOp::Ge => CmpOp::Lt,
-            CmpOp::Gt => CmpOp::Le,
-            CmpOp::Le => CmpOp::Gt,
-        }
-    }
-}
-
-/// A boolean condition tree.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Pred {
-    /// Conjunction (flattened, children sorted once canonical).
-    And(Vec<Pred>),
-    /// Disjunction (flattened, children sorted once canonical).
-    Or(Vec<Pred>),
-    /// Negation of a compound condition.
-    Not(Box<Pred>),
-    /// `l op r`.
-    Cmp {
-        /// Operator.
-        op: CmpOp,
-        /// Left.
-        l: Expr,
-        /// Right.
-        r: Expr,
-    },
-    /// `e [NOT] BETWEEN lo AND hi` (only when rule 19 is disabled).
-    Between {
-        /// Operand.
-        e: Expr,
-        /// Low.
-        lo: Expr,
-        /// High.
-        hi: Expr,
-        /// NOT BETWEEN.
-        negated: bool,
-    },
-    /// `e [NOT] IN (list)` (only when rule 15 is disabled).
-    InList {
-        /// Operand.
-        e: Expr,
-        /// Items.
-        list: Vec<Expr>,
-        /// NOT IN.
-        negated: bool,
-    },
-    /// `e [NOT] IN (subquery)`.
-    InSub {
-        /// Operand.
-        e: Expr,
-        /// Subquery.
-        q: Box<Query>,
-        /// NOT IN.
-        negated: bool,
-    },
-    /// `e [NOT] LIKE pattern`.
-    Like {
-        /// Operand.
-        e: Expr,
-        /// Pattern.
-        pat: Expr,
-        /// NOT LIKE.
-        negated: bool,
-    },
-    /// `e IS [NOT] NULL`.
-    IsNull {
-        /// Operand.
-        e: Expr,
-        /// IS NOT NULL.
-        negated: bool,
-    },
-    /// `[NOT] EXISTS (q)`.
-    Exists {
-        /// Subquery.
-        q: Box<Query>,
-        /// NOT EXISTS.
-        negated: bool,
-    },
-    /// A value used as a condition.
-    Expr(Expr),
-}
-
-/// Join kinds (M1). `Inner` covers JOIN, INNER JOIN, CROSS JOIN and comma joins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum JoinKind {
-    /// Inner or cross join.
-    Inner,
-    /// LEFT [OUTER] JOIN.
-    Left,
-    /// RIGHT [OUTER] JOIN.
-    Right,
-    /// FULL OUTER JOIN.
-    Full,
-}
-
-/// A FROM item.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum FromItem {
-    /// A base table (lowercased name).
-    Table(String),
-    /// A derived table.
-    Sub(Box<Query>),
-}
-
-/// Set operators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum SetOp {
-    /// UNION
-    Union,
-    /// UNION ALL
-    UnionAll,
-    /// INTERSECT
-    Intersect,
-    /// EXCEPT
-    Except,
-}
-
-/// One ORDER BY key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct OrderKey {
-    /// Key expression.
-    pub expr: Expr,
-    /// DESC.
-    pub desc: bool,
-    /// Whether ASC/DESC was written.
-    pub explicit: bool,
-}
-
-/// A query.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Default)]
-pub struct Query {
-    /// SELECT DISTINCT.
-    pub distinct: bool,
-    /// Select list.
-    pub select: Vec<Expr>,
-    /// FROM items in written order.
-    pub from: Vec<FromItem>,
-    /// Join kind before each FROM item after the first.
-    pub joins: Vec<JoinKind>,
-    /// ON conditions, as a list of conjuncts.
-    pub on: Vec<Pred>,
-    /// WHERE.
-    pub where_: Option<Pred>,
-    /// GROUP BY.
-    pub group_by: Vec<Expr>,
-    /// HAVING.
-    pub having: Option<Pred>,
-    /// ORDER BY.
-    pub order_by: Vec<OrderKey>,
-    /// LIMIT value.
-    pub limit: Option<i64>,
-    /// OFFSET value.
-    pub offset: Option<i64>,
-    /// Trailing set operation.
-    pub set_op: Option<(SetOp, Box<Query>)>,
-}
-
-impl Query {
-    /// Whether every join is inner (or there is at most one table).
-    pub fn all_inner(&self) -> bool {
-        self.joins.iter().all(|j| *j == JoinKind::Inner)
-    }
-
-    /// Base tables in FROM.
-    pub fn base_tables(&self) -> Vec<&str> {
-        self.from
-            .iter()
-            .filter_map(|f| match f {
-                FromItem::Table(t) => Some(t.as_str()),
-                FromItem::Sub(_) => None,
-            })
-            .collect()
-    }
-
-    /// The single base table when FROM is exactly one table.
-    pub fn single_table(&self) -> Option<&str> {
-        match self.from.as_slice() {
-            [FromItem::Table(t)] => Some(t),
-            _ => None,
-        }
-    }
-}
-
-/// Schema view for ESM+: columns per table and the constraint facts.
-#[derive(Debug, Clone)]
-pub struct PlusSchema {
-    /// Lowercased table → lowercased columns.
-    pub tables: BTreeMap<String, Vec<String>>,
-    /// The loaded schema.
-    pub db: DbSchema,
-    /// FK (lowercased `t.c`) → referenced `t.c`.
-    pub fk: HashMap<String, String>,
-}
-
-impl PlusSchema {
-    /// Build from a database schema.
-    pub fn new(db: &DbSchema) -> PlusSchema {
-        PlusSchema {
-            tables: db.lower_columns(),
-            fk: db.fk_pairs().into_iter().collect(),
-            db: db.clone(),
-        }
-    }
-
-    /// Whether NOT NULL/UNIQUE facts beyond PKs are known (introspected from SQLite).
-    pub fn has_constraints(&self) -> bool {
-        self.db.constraints == crate::catalogue::ConstraintSource::Sqlite
-    }
-
-    /// UNIQUE fact for a `t.c` column: `Some(true)` established, `Some(false)` known false,
-    /// `None` unknown (constraints unavailable).
-    pub fn unique(&self, col: &str) -> Option<bool> {
-        if self.db.is_unique(col) {
-            Some(true)
-        } else if self.has_constraints() {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    /// NOT NULL fact, as [`PlusSchema::unique`].
-    pub fn not_null(&self, col: &str) -> Option<bool> {
-        if self.db.is_not_null(col) {
-            Some(true)
-        } else if self.has_constraints() {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    /// Whether `col` is a single-column (non-composite) primary key.
-    pub fn single_pk(&self, col: &str) -> bool {
-        self.db.is_single_pk(col)
-    }
-}
+use super::tree::*;
+use crate::sqlspec::syntax::last_identifier;
 
 /// Why an ESM+ query could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("{0}")]
 pub struct LowerError(pub String);
 
-type LResult<T> = Result<T, LowerError>;
+pub(super) type LResult<T> = Result<T, LowerError>;
 
-fn lerr<T>(m: impl Into<String>) -> LResult<T> {
+pub(super) fn lerr<T>(m: impl Into<String>) -> LResult<T> {
     Err(LowerError(m.into()))
 }
 
@@ -352,11 +37,11 @@ pub struct LowerCtx {
 }
 
 impl LowerCtx {
-    fn on(&self, rule: u8) -> bool {
+    pub(super) fn on(&self, rule: u8) -> bool {
         self.disabled & (1u32 << rule) == 0
     }
 
-    fn fire(&mut self, rule: u8) {
+    pub(super) fn fire(&mut self, rule: u8) {
         if !self.fired.contains(&rule) {
             self.fired.push(rule);
         }
@@ -364,16 +49,16 @@ impl LowerCtx {
 }
 
 #[derive(Debug, Clone)]
-enum Binding {
+pub(super) enum Binding {
     Table(String),
     Derived(Vec<String>),
 }
 
 #[derive(Debug, Default)]
-struct Scope {
+pub(super) struct Scope {
     /// (alias or table name, binding) in FROM order.
-    names: Vec<(String, Binding)>,
-    select_aliases: HashMap<String, Expr>,
+    pub(super) names: Vec<(String, Binding)>,
+    pub(super) select_aliases: HashMap<String, Expr>,
 }
 
 /// Parse and lower one SQL query.
@@ -394,10 +79,10 @@ pub fn parse(sql: &str, schema: &PlusSchema, ctx: &mut LowerCtx) -> LResult<Quer
     lw.query(q)
 }
 
-struct Lowerer<'a> {
-    schema: &'a PlusSchema,
-    ctx: &'a mut LowerCtx,
-    scopes: Vec<Scope>,
+pub(super) struct Lowerer<'a> {
+    pub(super) schema: &'a PlusSchema,
+    pub(super) ctx: &'a mut LowerCtx,
+    pub(super) scopes: Vec<Scope>,
 }
 
 /// Canonical text of a number literal.
@@ -406,7 +91,7 @@ pub fn canon_number(text: &str) -> Option<String> {
     Some(canon_f64(f))
 }
 
-fn canon_f64(f: f64) -> String {
+pub(super) fn canon_f64(f: f64) -> String {
     if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e15 {
         format!("{}", f as i64)
     } else {
@@ -430,15 +115,15 @@ pub fn numeric_string(s: &str) -> bool {
     int_ok && frac_ok
 }
 
-fn ident_lower(i: &sa::Ident) -> String {
+pub(super) fn ident_lower(i: &sa::Ident) -> String {
     i.value.to_lowercase()
 }
 
-fn object_last(name: &sa::ObjectName) -> Option<String> {
+pub(super) fn object_last(name: &sa::ObjectName) -> Option<String> {
     last_identifier(name).map(ident_lower)
 }
 
-fn literal_i64(e: &sa::Expr) -> Option<i64> {
+pub(super) fn literal_i64(e: &sa::Expr) -> Option<i64> {
     match e {
         sa::Expr::Value(v) => match &v.value {
             Value::Number(n, _) => n.parse::<i64>().ok(),
@@ -449,7 +134,7 @@ fn literal_i64(e: &sa::Expr) -> Option<i64> {
 }
 
 impl Lowerer<'_> {
-    fn query(&mut self, q: &sa::Query) -> LResult<Query> {
+    pub(super) fn query(&mut self, q: &sa::Query) -> LResult<Query> {
         if q.with.is_some() {
             return lerr("WITH is not supported");
         }
@@ -496,7 +181,7 @@ impl Lowerer<'_> {
     }
 
     /// Re-enter the scope of the leftmost SELECT of `body` to resolve ORDER BY keys.
-    fn with_select_scope<T>(
+    pub(super) fn with_select_scope<T>(
         &mut self,
         body: &SetExpr,
         f: impl FnOnce(&mut Self) -> LResult<T>,
@@ -531,7 +216,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn set_expr(&mut self, body: &SetExpr) -> LResult<Query> {
+    pub(super) fn set_expr(&mut self, body: &SetExpr) -> LResult<Query> {
         match body {
             SetExpr::Select(sel) => self.select(sel),
             SetExpr::Query(q) => self.query(q),
@@ -559,7 +244,10 @@ impl Lowerer<'_> {
         }
     }
 
-    fn table_binding(&mut self, tf: &TableFactor) -> LResult<(String, Binding, FromItem)> {
+    pub(super) fn table_binding(
+        &mut self,
+        tf: &TableFactor,
+    ) -> LResult<(String, Binding, FromItem)> {
         match tf {
             TableFactor::Table { name, alias, .. } => {
                 let t = object_last(name).ok_or_else(|| LowerError("table name".into()))?;
@@ -595,7 +283,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn scope_of(&mut self, sel: &sa::Select) -> LResult<Scope> {
+    pub(super) fn scope_of(&mut self, sel: &sa::Select) -> LResult<Scope> {
         let mut scope = Scope::default();
         for twj in &sel.from {
             let (k, b, _) = self.table_binding(&twj.relation)?;
@@ -608,7 +296,7 @@ impl Lowerer<'_> {
         Ok(scope)
     }
 
-    fn select(&mut self, sel: &sa::Select) -> LResult<Query> {
+    pub(super) fn select(&mut self, sel: &sa::Select) -> LResult<Query> {
         let mut q = Query::default();
         // FROM first: it defines the scope.
         let mut scope = Scope::default();
@@ -648,7 +336,7 @@ impl Lowerer<'_> {
         r.map(|_| q)
     }
 
-    fn select_body(
+    pub(super) fn select_body(
         &mut self,
         sel: &sa::Select,
         q: &mut Query,
@@ -713,7 +401,7 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn lookup_alias(&self, name: &str) -> Option<Binding> {
+    pub(super) fn lookup_alias(&self, name: &str) -> Option<Binding> {
         for scope in self.scopes.iter().rev() {
             if let Some((_, b)) = scope.names.iter().find(|(k, _)| k == name) {
                 return Some(b.clone());
@@ -722,7 +410,7 @@ impl Lowerer<'_> {
         None
     }
 
-    fn column(&mut self, parts: &[sa::Ident], allow_alias: bool) -> LResult<Expr> {
+    pub(super) fn column(&mut self, parts: &[sa::Ident], allow_alias: bool) -> LResult<Expr> {
         match parts {
             [] => lerr("empty identifier"),
             [single] => {
@@ -777,7 +465,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn expr(&mut self, e: &sa::Expr, allow_alias: bool) -> LResult<Expr> {
+    pub(super) fn expr(&mut self, e: &sa::Expr, allow_alias: bool) -> LResult<Expr> {
         Ok(match e {
             sa::Expr::Identifier(i) => self.column(std::slice::from_ref(i), allow_alias)?,
             sa::Expr::CompoundIdentifier(parts) => self.column(parts, allow_alias)?,
@@ -838,7 +526,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn function(&mut self, f: &sa::Function, allow_alias: bool) -> LResult<Expr> {
+    pub(super) fn function(&mut self, f: &sa::Function, allow_alias: bool) -> LResult<Expr> {
         let name = object_last(&f.name).unwrap_or_default();
         let (distinct, args): (bool, Vec<&FunctionArg>) = match &f.args {
             FunctionArguments::None => (false, Vec::new()),
@@ -889,17 +577,17 @@ impl Lowerer<'_> {
         })
     }
 
-    fn pred_with_aliases(&mut self, e: &sa::Expr) -> LResult<Pred> {
+    pub(super) fn pred_with_aliases(&mut self, e: &sa::Expr) -> LResult<Pred> {
         // HAVING may name select aliases (A15); resolution handles that via allow_alias in
         // comparisons below.
         self.pred_inner(e, true)
     }
 
-    fn pred(&mut self, e: &sa::Expr) -> LResult<Pred> {
+    pub(super) fn pred(&mut self, e: &sa::Expr) -> LResult<Pred> {
         self.pred_inner(e, false)
     }
 
-    fn value(&mut self, e: &sa::Expr, allow_alias: bool) -> LResult<Expr> {
+    pub(super) fn value(&mut self, e: &sa::Expr, allow_alias: bool) -> LResult<Expr> {
         let v = self.expr(e, allow_alias)?;
         Ok(match v {
             Expr::Str(s) if numeric_string(&s) && self.ctx.on(11) => {
@@ -910,7 +598,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn pred_inner(&mut self, e: &sa::Expr, aa: bool) -> LResult<Pred> {
+    pub(super) fn pred_inner(&mut self, e: &sa::Expr, aa: bool) -> LResult<Pred> {
         Ok(match e {
             sa::Expr::Nested(inner) => self.pred_inner(inner, aa)?,
             sa::Expr::BinaryOp { left, op, right } => {
@@ -1082,7 +770,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn negate(&mut self, p: Pred) -> Pred {
+    pub(super) fn negate(&mut self, p: Pred) -> Pred {
         match p {
             Pred::Cmp { op, l, r } if self.ctx.on(20) => {
                 self.ctx.fire(20);
@@ -1127,14 +815,14 @@ impl Lowerer<'_> {
     }
 }
 
-fn attach_set_op(q: &mut Query, op: SetOp, r: Query) {
+pub(super) fn attach_set_op(q: &mut Query, op: SetOp, r: Query) {
     match &mut q.set_op {
         Some((_, next)) => attach_set_op(next, op, r),
         None => q.set_op = Some((op, Box::new(r))),
     }
 }
 
-fn subquery_output_names(q: &sa::Query) -> Vec<String> {
+pub(super) fn subquery_output_names(q: &sa::Query) -> Vec<String> {
     let mut cur = q.body.as_ref();
     loop {
         match cur {

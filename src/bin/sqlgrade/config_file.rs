@@ -2,13 +2,27 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 
-use sqlgrade::config::Config;
+use sqlgrade::config::{Config, SinkKind};
 
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     Config::load(path.map(PathBuf::as_path)).with_context(|| match path {
         Some(p) => format!("configuration {}", p.display()),
         None => "configuration (defaults + SQLGRADE__* environment)".to_string(),
     })
+}
+
+/// The configuration of a command that works on ClickHouse only (`migrate`, `prune`): refused,
+/// saying `why`, when its `[sink]` is another kind.
+pub fn load_clickhouse_config(path: &PathBuf, why: &str) -> Result<Config> {
+    let config = load_config(Some(path))?;
+    if config.sink.kind != SinkKind::Clickhouse {
+        bail!(
+            "ClickHouse sink not configured: {} sets sink.kind = {:?}; {why}",
+            path.display(),
+            config.sink.kind
+        );
+    }
+    Ok(config)
 }

@@ -3,11 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use sqlgrade::config::SinkKind;
-
-use crate::config_file::load_config;
+use crate::config_file::load_clickhouse_config;
 
 /// The arguments of `sqlgrade migrate`.
 #[derive(Debug, clap::Args)]
@@ -26,14 +24,7 @@ pub async fn execute(args: MigrateArgs) -> Result<ExitCode> {
         config: config_path,
         cluster,
     } = args;
-    let config = load_config(Some(&config_path))?;
-    if config.sink.kind != SinkKind::Clickhouse {
-        bail!(
-            "ClickHouse sink not configured: {} sets sink.kind = {:?}; migrate applies ClickHouse DDL only",
-            config_path.display(),
-            config.sink.kind
-        );
-    }
+    let config = load_clickhouse_config(&config_path, "migrate applies ClickHouse DDL only")?;
     let layout = sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref());
     let report = sqlgrade::clickhouse::migrate::migrate(&config.sink, layout.as_ref()).await?;
     for name in &report.applied {

@@ -3,11 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use sqlgrade::config::SinkKind;
-
-use crate::config_file::load_config;
+use crate::config_file::load_clickhouse_config;
 
 /// The arguments of `sqlgrade prune`.
 #[derive(Debug, clap::Args)]
@@ -38,14 +36,7 @@ pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
         dry_run,
         cluster,
     } = args;
-    let config = load_config(Some(&config_path))?;
-    if config.sink.kind != SinkKind::Clickhouse {
-        bail!(
-            "ClickHouse sink not configured: {} sets sink.kind = {:?}; prune works on ClickHouse only",
-            config_path.display(),
-            config.sink.kind
-        );
-    }
+    let config = load_clickhouse_config(&config_path, "prune works on ClickHouse only")?;
     let report = sqlgrade::clickhouse::retention::prune(
         &config.sink,
         older_than,

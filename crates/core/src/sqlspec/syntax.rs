@@ -9,51 +9,41 @@
 
 use sqlparser::ast::{Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart};
 
+/// `Some(c)` for every join kind that has a constraint `c` (by reference or mutably, as `op`
+/// is given).
+macro_rules! constraint_of {
+    ($op:expr) => {
+        match $op {
+            JoinOperator::Join(c)
+            | JoinOperator::Inner(c)
+            | JoinOperator::Left(c)
+            | JoinOperator::LeftOuter(c)
+            | JoinOperator::Right(c)
+            | JoinOperator::RightOuter(c)
+            | JoinOperator::FullOuter(c)
+            | JoinOperator::CrossJoin(c)
+            | JoinOperator::Semi(c)
+            | JoinOperator::LeftSemi(c)
+            | JoinOperator::RightSemi(c)
+            | JoinOperator::Anti(c)
+            | JoinOperator::LeftAnti(c)
+            | JoinOperator::RightAnti(c)
+            | JoinOperator::StraightJoin(c)
+            | JoinOperator::AsOf { constraint: c, .. } => Some(c),
+            _ => None,
+        }
+    };
+}
+
 /// The constraint (`ON …`, `USING (…)`, natural, none) of a join, for every join kind that has
 /// one.
 pub fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
-    match op {
-        JoinOperator::Join(c)
-        | JoinOperator::Inner(c)
-        | JoinOperator::Left(c)
-        | JoinOperator::LeftOuter(c)
-        | JoinOperator::Right(c)
-        | JoinOperator::RightOuter(c)
-        | JoinOperator::FullOuter(c)
-        | JoinOperator::CrossJoin(c)
-        | JoinOperator::Semi(c)
-        | JoinOperator::LeftSemi(c)
-        | JoinOperator::RightSemi(c)
-        | JoinOperator::Anti(c)
-        | JoinOperator::LeftAnti(c)
-        | JoinOperator::RightAnti(c)
-        | JoinOperator::StraightJoin(c)
-        | JoinOperator::AsOf { constraint: c, .. } => Some(c),
-        _ => None,
-    }
+    constraint_of!(op)
 }
 
 /// [`join_constraint`], mutably.
 pub fn join_constraint_mut(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
-    match op {
-        JoinOperator::Join(c)
-        | JoinOperator::Inner(c)
-        | JoinOperator::Left(c)
-        | JoinOperator::LeftOuter(c)
-        | JoinOperator::Right(c)
-        | JoinOperator::RightOuter(c)
-        | JoinOperator::FullOuter(c)
-        | JoinOperator::CrossJoin(c)
-        | JoinOperator::Semi(c)
-        | JoinOperator::LeftSemi(c)
-        | JoinOperator::RightSemi(c)
-        | JoinOperator::Anti(c)
-        | JoinOperator::LeftAnti(c)
-        | JoinOperator::RightAnti(c)
-        | JoinOperator::StraightJoin(c)
-        | JoinOperator::AsOf { constraint: c, .. } => Some(c),
-        _ => None,
-    }
+    constraint_of!(op)
 }
 
 /// The last part of an object name when it is an identifier (`main.Schools` → `Schools`).

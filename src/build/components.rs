@@ -1,0 +1,249 @@
+//! Each component from its own config section: source, sink, judge, LLM client, durable cache,
+//! rule profiles, scorer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
+use crate::clickhouse::sink::ClickHouseSink;
+use crate::config::{Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceKind};
+
+use super::error::*;
+use crate::health::Health;
+use crate::judge::deterministic::DeterministicJudge;
+use crate::judge::{Judge, StructuredJudge};
+use crate::kafka::KafkaSource;
+use crate::llm::{DurableCache, LlmClient, LlmJudge};
+use crate::metrics::judged::JudgedScorer;
+use crate::score::gold::BlockingPool;
+use crate::score::profiles::RulesStore;
+use crate::score::{CatalogueStore, ProfileLookup, Scorer, ScorerOptions, WatchedRules};
+use crate::sink::{JsonlSink, Sink, StdoutSink};
+use crate::source::{FileSource, Source, StdinSource};
+
+/// The configured source (`[source]`).
+pub fn build_source(config: &Config) -> Result<Box<dyn Source>, BuildError> {
+    build_source_with_health(config, None)
+}
+
+/// The configured source, reporting its state to `health` (the daemon's `/readyz`).
+pub fn build_source_with_health(
+    config: &Config,
+    health: Option<Arc<Health>>,
+) -> Result<Box<dyn Source>, BuildError> {
+    let max_line = config.pipeline.max_event_bytes;
+    match config.source.kind {
+        SourceKind::File => Ok(Box::new(FileSource::new(
+            &config.source.path,
+            config.source.follow,
+            max_line,
+        ))),
+        SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
+        SourceKind::Kafka => Ok(Box::new(KafkaSource::new(&config.source, health)?)),
+    }
+}
+
+/// The configured sink (`[sink]`).
+pub async fn build_sink(config: &Config) -> Result<Box<dyn Sink>, BuildError> {
+    build_sink_with_health(config, None).await
+}
+
+/// The configured sink, reporting its state to `health` (the daemon's `/readyz`).
+pub async fn build_sink_with_health(
+    config: &Config,
+    health: Option<Arc<Health>>,
+) -> Result<Box<dyn Sink>, BuildError> {
+    match config.sink.kind {
+        SinkKind::Jsonl => Ok(Box::new(JsonlSink::open(&config.sink.dir).await?)),
+        SinkKind::Stdout => Ok(Box::new(StdoutSink::new())),
+        SinkKind::Clickhouse => {
+            let sink = ClickHouseSink::new(&config.sink);
+            Ok(Box::new(match health {
+                Some(h) => sink.with_health(h),
+                None => sink,
+            }))
+        }
+    }
+}
+
+/// The configured judge (`[judge]`). The LLM judge's client consults its in-memory cache, then
+/// the durable cache `judge.durable_cache` selects ([`build_durable_cache`]), then the endpoint.
+pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
+    match config.judge.kind {
+        JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
+        JudgeKind::Llm => Ok(Arc::new(LlmJudge::new(build_llm_client(config)?))),
+    }
+}
+
+/// The LLM client of `[judge]` (whatever `judge.kind` says); see [`build_llm_client_for`].
+pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
+    build_llm_client_for(config, &config.judge)
+}
+
+/// The LLM client for the judge settings `judge` (`[judge]`, or `[gold.judge]` for the gold
+/// metrics): endpoint, API key (an inline `api_key` wins over `api_key_env`), limits, the
+/// in-memory cache and the durable cache of [`build_durable_cache`]. LLM-backed metrics built
+/// from one config share one client where they can (FLEX, ROSE and Hybrid-EX use the STEF
+/// judge's when they name the same endpoint and model), so that they share caches and limits.
+pub fn build_llm_client_for(
+    config: &Config,
+    judge: &JudgeConfig,
+) -> Result<Arc<LlmClient>, BuildError> {
+    let client = LlmClient::new(judge).map_err(|e| BuildError::Judge(e.to_string()))?;
+    Ok(Arc::new(match build_durable_cache(judge, &config.sink) {
+        Some(durable) => client.with_durable_cache(durable),
+        None => client,
+    }))
+}
+
+/// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
+/// `[sink]` server for `clickhouse`, and for `auto` when `sink.kind = "clickhouse"`; none for
+/// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`;
+/// the writer's batch, retry window and queue bound are `judge.durable_cache_write_batch`,
+/// `durable_cache_retry_ms` and `durable_cache_max_queued`.
+pub fn build_durable_cache(
+    judge: &JudgeConfig,
+    sink: &SinkConfig,
+) -> Option<Arc<dyn DurableCache>> {
+    if !judge.durable_cache.uses_clickhouse(sink.kind) {
+        return None;
+    }
+    tracing::info!(
+        url = %crate::config::redact_url(crate::clickhouse::url(sink)),
+        database = %sink.database,
+        "durable judge cache: ClickHouse judge_cache"
+    );
+    Some(Arc::new(ClickHouseJudgeCache::new(
+        sink,
+        ClickHouseJudgeCacheOptions {
+            lookup_timeout: Duration::from_millis(judge.durable_cache_timeout_ms.max(1)),
+            write_batch: judge.durable_cache_write_batch.max(1),
+            outage_backoff: Duration::from_millis(judge.durable_cache_retry_ms.max(1)),
+            max_queued: judge
+                .durable_cache_max_queued
+                .max(judge.durable_cache_write_batch.max(1)),
+            ..ClickHouseJudgeCacheOptions::default()
+        },
+    )))
+}
+
+/// The rule profiles (`[rules]`).
+///
+/// A missing directory means every app gets the default profile (logged); invalid profile files
+/// are logged and skipped (the store reports them); with `reload_interval_ms > 0` the directory
+/// is watched for changes for as long as the returned lookup lives.
+pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildError> {
+    let dir = &config.rules.dir;
+    if !dir.is_dir() {
+        tracing::info!(
+            dir = %dir.display(),
+            "rules directory not found; every app uses the default rule profile"
+        );
+        return Ok(Arc::new(RulesStore::empty()));
+    }
+    let (store, report) =
+        RulesStore::load_dir(dir).map_err(|e| BuildError::Rules(e.to_string()))?;
+    for error in &report.errors {
+        tracing::warn!(%error, "rule profile skipped");
+    }
+    tracing::info!(dir = %dir.display(), apps = ?report.loaded, "rule profiles loaded");
+    if config.rules.reload_interval_ms == 0 {
+        return Ok(Arc::new(store));
+    }
+    Ok(Arc::new(WatchedRules::new(
+        store,
+        Duration::from_millis(config.rules.reload_interval_ms),
+    )))
+}
+
+/// The scorer: the deterministic judge for every event's line-rate row, the LLM judge (with
+/// `judge.kind = "llm"`) for the second pass, rule profiles and limits from the config, plus
+/// the gold metrics of `[gold]` (with the LLM-judged ones when `gold.metrics` names any).
+pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
+    let llm_judge = match config.judge.kind {
+        JudgeKind::Llm => Some(build_judge(config)?),
+        JudgeKind::Deterministic => None,
+    };
+    let profiles = build_profiles(config)?;
+    let gold = crate::score::gold::SqliteGoldMetrics::from_config(&config.gold)?;
+    let gold = match gold {
+        Some(gold) => Some(match build_judged(config, llm_judge.as_deref())? {
+            Some((judged, shared)) => gold.with_judged(judged, shared),
+            None => gold,
+        }),
+        None => None,
+    };
+    let mut scorer = Scorer::new(
+        Arc::new(DeterministicJudge),
+        profiles,
+        ScorerOptions {
+            max_sql_bytes: config.pipeline.max_sql_bytes,
+        },
+    );
+    if let Some(judge) = llm_judge {
+        scorer = scorer.with_judged_pass(judge);
+    }
+    let catalogues = CatalogueStore::new(config.stef.catalogues.clone(), config.rules.dir.clone());
+    let watcher = (config.rules.reload_interval_ms > 0)
+        .then(|| catalogues.watch(Duration::from_millis(config.rules.reload_interval_ms)));
+    scorer = scorer.with_catalogues(catalogues, watcher);
+    if let Some(dir) = &config.stef.probe_databases {
+        scorer = scorer.with_prober(crate::score::probe::Prober::new(
+            dir.clone(),
+            Duration::from_millis(config.stef.probe_timeout_ms),
+            config.stef.probe_workers,
+        ));
+    }
+    Ok(match gold {
+        Some(gold) => scorer.with_gold(Arc::new(gold)),
+        None => scorer,
+    })
+}
+
+/// The LLM-judged gold metrics (FLEX, ROSE, Hybrid-EX) named in `gold.metrics`, and whether
+/// their client is the STEF judge's. They use `[gold.judge]`, else `[judge]`; the STEF judge's
+/// client (cache, rate limits, concurrency) is shared whenever both name the same endpoint and
+/// model. Named metrics without an LLM judge are an error, never skipped.
+pub(super) fn build_judged(
+    config: &Config,
+    stef_judge: Option<&dyn Judge>,
+) -> Result<Option<(JudgedScorer, bool)>, BuildError> {
+    let Some(options) = crate::score::gold::judged_options(&config.gold) else {
+        return Ok(None);
+    };
+    let Some(settings) = config.gold_judge() else {
+        return Err(BuildError::Judge(
+            "gold.metrics names LLM-judged metrics (flex, rose, hybrid_ex), but no LLM judge is \
+             configured: set [judge] kind = \"llm\" or add [gold.judge] with kind = \"llm\""
+                .into(),
+        ));
+    };
+    let same_endpoint = config.judge.kind == JudgeKind::Llm
+        && settings.base_url.trim() == config.judge.base_url.trim()
+        && settings.model == config.judge.model;
+    if same_endpoint && let Some(client) = stef_judge.and_then(|j| j.structured_judge()) {
+        if config
+            .gold
+            .judge
+            .as_ref()
+            .is_some_and(|g| g != &config.judge)
+        {
+            tracing::warn!(
+                "[gold.judge] names the same endpoint and model as [judge]: the gold metrics \
+                 share the STEF judge's client, with [judge]'s limits and cache"
+            );
+        }
+        return Ok(Some((judged_scorer(client, options), true)));
+    }
+    let client = build_llm_client_for(config, settings)
+        .map_err(|e| BuildError::Judge(format!("gold metrics: {e}")))?;
+    Ok(Some((judged_scorer(client, options), false)))
+}
+
+/// The judged metrics over `judge`, their CPU-heavy steps on tokio's blocking pool.
+pub(super) fn judged_scorer(
+    judge: Arc<dyn StructuredJudge>,
+    options: crate::metrics::judged::JudgedOptions,
+) -> JudgedScorer {
+    JudgedScorer::new(judge, options).with_offload(Arc::new(BlockingPool))
+}

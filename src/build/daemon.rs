@@ -1,0 +1,363 @@
+//! The daemon of `sqlgrade run`: health endpoint, source, scorer, sink, alert engine, agreement
+//! monitor and telemetry around one pipeline, and a shutdown bounded by its deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::alert::FiringSeries;
+use crate::config::Config;
+use crate::judging::planner::PlanMode;
+use tokio::sync::watch;
+
+use super::components::*;
+use super::error::*;
+use super::second_pass::*;
+use crate::health::{ComponentHealth, Health, Phase};
+use crate::pipeline::{Pipeline, PipelineError};
+use crate::summary::Summary;
+
+/// The daemon of `sqlgrade run`, wired from a [`Config`]: health endpoint, source, scorer, sink,
+/// alert engine and telemetry around one [`Pipeline`].
+pub struct Daemon {
+    pub(super) pipeline: Pipeline,
+    pub(super) health: Arc<Health>,
+    pub(super) health_server: Option<crate::health::HealthServer>,
+    pub(super) alerts: Option<crate::alert::AlertService>,
+    pub(super) telemetry: Option<crate::telemetry::Telemetry>,
+    /// The agreement monitor and how often it polls (`[server] agreement_poll_ms`).
+    pub(super) agreement: Option<(crate::serve::agreement::AgreementMonitor, Duration)>,
+    pub(super) shutdown_timeout: Duration,
+}
+
+impl Daemon {
+    /// Build every component of `config` (nothing is read from the source yet). Must be called
+    /// inside a tokio runtime.
+    pub async fn build(config: &Config) -> Result<Daemon, BuildError> {
+        let health = Arc::new(Health::new());
+        let health_server = if config.server.listen.trim().is_empty() {
+            None
+        } else {
+            let review = if config.server.review {
+                match crate::serve::store_for(&config.sink, config.server.review_max_rows) {
+                    Some(store) => Some(crate::serve::router(std::sync::Arc::new(
+                        crate::serve::ReviewState::new(store, config.server.token.clone())
+                            .with_calibration(
+                                crate::serve::view::CalibrationSample::from_settings(
+                                    &config.server,
+                                ),
+                            ),
+                    ))),
+                    None => {
+                        tracing::warn!(
+                            "[server] review needs a JSONL or ClickHouse sink; the stdout sink has nothing to read"
+                        );
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            Some(crate::health::serve(&config.server.listen, health.clone(), review).await?)
+        };
+        let scorer = Arc::new(build_scorer(config)?);
+        let source = build_source_with_health(config, Some(health.clone()))?;
+        let sink = build_sink_with_health(config, Some(health.clone())).await?;
+        tracing::info!(
+            source = ?config.source.kind,
+            path = %config.source.path.display(),
+            follow = config.source.follow,
+            sink = ?config.sink.kind,
+            dir = %config.sink.dir.display(),
+            judge = %scorer.judge_kind(),
+            workers = config.pipeline.workers,
+            "sqlgrade run starting"
+        );
+        let mut pipeline = Pipeline::new(
+            source,
+            sink,
+            Arc::clone(&scorer),
+            &config.pipeline,
+            &config.sink,
+        );
+        let mut firing = Arc::new(FiringSeries::default());
+        let mut alert_handle = None;
+        let alerts = if config.alerts.enabled {
+            let (service, handle) = crate::alert::AlertService::start(
+                config.alerts.clone(),
+                crate::alert::delivery::Destinations::from_config(&config.alerts, &config.sink),
+            )?;
+            firing = service.firing();
+            alert_handle = Some(handle.clone());
+            pipeline = pipeline.with_alerts(handle);
+            Some(service)
+        } else {
+            None
+        };
+        let agreement = agreement_monitor(config, alert_handle);
+        let second_pass = build_second_pass(config, &scorer, PlanMode::Sample, firing)?;
+        let telemetry = if config.telemetry.enabled {
+            let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
+            // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
+            let judged = Arc::clone(&scorer);
+            telemetry.observe_judge(move || judged.llm_usage().total());
+            if let Some(second_pass) = &second_pass {
+                telemetry.observe_judge_pass(Arc::clone(&second_pass.stats));
+            }
+            if let Some((monitor, _)) = &agreement {
+                let board = monitor.board();
+                telemetry.observe_agreement(move || board.rows());
+            }
+            pipeline = pipeline.with_metrics(telemetry.metrics());
+            Some(telemetry)
+        } else {
+            None
+        };
+        if let Some(second_pass) = second_pass {
+            pipeline = pipeline.with_second_pass(second_pass);
+        }
+        Ok(Daemon {
+            pipeline,
+            health,
+            health_server,
+            alerts,
+            telemetry,
+            agreement,
+            shutdown_timeout: Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1)),
+        })
+    }
+
+    /// The daemon's health registry (`/healthz`, `/readyz`).
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Run until the source ends or `shutdown` turns `true`; then stop the health endpoint, give
+    /// pending alert deliveries a bounded grace period, flush telemetry, and return what the run
+    /// wrote.
+    ///
+    /// Once `shutdown` turns `true`, all of that finishes within `pipeline.shutdown_timeout_ms`
+    /// whatever is unreachable: past it the run returns [`PipelineError::ShutdownTimeout`]
+    /// naming what was still pending (the unhealthy components), and the pipeline is left
+    /// behind. Nothing it had not written was acknowledged, so that is redelivered on the next
+    /// start. The caller should then exit without waiting for the runtime's blocking tasks
+    /// (a commit stuck on an unreachable broker is one).
+    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
+        let Daemon {
+            pipeline,
+            health,
+            health_server,
+            alerts,
+            telemetry,
+            agreement,
+            shutdown_timeout,
+        } = self;
+        let (stop_agreement, agreement_stopped) = watch::channel(false);
+        let agreement_task =
+            agreement.map(|(monitor, every)| monitor.spawn(every, agreement_stopped));
+        {
+            // Not ready while draining.
+            let mut draining = shutdown.clone();
+            let health = health.clone();
+            tokio::spawn(async move {
+                while draining.changed().await.is_ok() {
+                    if *draining.borrow() {
+                        health.set_phase(Phase::Draining);
+                        break;
+                    }
+                }
+            });
+        }
+        health.set_phase(Phase::Running);
+        let deadline = ShutdownDeadline::new(shutdown.clone(), shutdown_timeout);
+        // Its own task: a step that blocks its thread (a librdkafka call waiting for a broker
+        // that is gone) cannot hold the deadline back.
+        let mut pipeline_task = tokio::spawn(pipeline.run(shutdown));
+        let result = tokio::select! {
+            joined = &mut pipeline_task => joined
+                .unwrap_or_else(|e| Err(PipelineError::Task(format!("pipeline: {e}")))),
+            () = deadline.expired() => Err(PipelineError::ShutdownTimeout {
+                limit: shutdown_timeout,
+                pending: pending_components(&health),
+            }),
+        };
+        health.set_phase(Phase::Draining);
+        if let Some(server) = health_server {
+            server.shutdown().await;
+        }
+        if let Some(mut task) = agreement_task {
+            // One last poll pairs the labels of what the run wrote last; it releases its alert
+            // handle when it ends, so the engine can finish after it.
+            let _ = stop_agreement.send(true);
+            let grace = deadline
+                .remaining()
+                .map_or(AGREEMENT_GRACE, |r| r.min(AGREEMENT_GRACE));
+            if tokio::time::timeout(grace, &mut task).await.is_err() {
+                tracing::warn!("the agreement monitor's last poll did not finish; abandoning it");
+                task.abort();
+            }
+        }
+        if let Some(service) = alerts {
+            // Pending deliveries get a bounded grace period; shutdown never waits on a dead
+            // webhook, nor past the shutdown deadline.
+            let counters = Arc::clone(service.counters());
+            let grace = deadline
+                .remaining()
+                .map_or(ALERT_GRACE, |r| r.min(ALERT_GRACE));
+            if tokio::time::timeout(grace, service.finish()).await.is_err() {
+                tracing::warn!("alert delivery still retrying at shutdown; abandoning it");
+            }
+            tracing::info!(?counters, "alerting finished");
+        }
+        if let Some(telemetry) = telemetry {
+            // The exporter's final push blocks; keep it off the async workers.
+            let grace = deadline
+                .remaining()
+                .map_or(TELEMETRY_GRACE, |r| r.min(TELEMETRY_GRACE));
+            let push = tokio::task::spawn_blocking(move || telemetry.shutdown());
+            match tokio::time::timeout(grace, push).await {
+                Ok(Ok(Err(error))) => tracing::warn!(%error, "telemetry shutdown"),
+                Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown task"),
+                Ok(Ok(Ok(()))) => {}
+                Err(_) => tracing::warn!("telemetry's final push did not finish; abandoning it"),
+            }
+        }
+        result
+    }
+}
+
+/// How long the agreement monitor's last poll may take when the daemon stops.
+pub(super) const AGREEMENT_GRACE: Duration = Duration::from_secs(10);
+
+/// The agreement monitor of a run (`[server] agreement_poll_ms`): with a store to read labels
+/// from (a JSONL or ClickHouse sink) and someone to tell (alerts or telemetry).
+pub(super) fn agreement_monitor(
+    config: &Config,
+    alerts: Option<crate::alert::AlertHandle>,
+) -> Option<(crate::serve::agreement::AgreementMonitor, Duration)> {
+    if config.server.agreement_poll_ms == 0 || (alerts.is_none() && !config.telemetry.enabled) {
+        return None;
+    }
+    let store = crate::serve::store_for(&config.sink, config.server.review_max_rows)?;
+    let monitor = crate::serve::agreement::AgreementMonitor::new(
+        store,
+        alerts,
+        config.alerts.defaults.agreement_window,
+    );
+    Some((
+        monitor,
+        Duration::from_millis(config.server.agreement_poll_ms),
+    ))
+}
+
+/// The components that are not healthy, as `name: state (detail)`, for the shutdown error.
+pub(super) fn pending_components(health: &Health) -> String {
+    let unhealthy: Vec<String> = health
+        .components()
+        .into_iter()
+        .filter_map(|(name, state)| match state {
+            ComponentHealth::Ok => None,
+            ComponentHealth::Degraded(why) => Some(format!("{name}: degraded ({why})")),
+            ComponentHealth::Failed(why) => Some(format!("{name}: failed ({why})")),
+        })
+        .collect();
+    if unhealthy.is_empty() {
+        "no component reported a fault".to_string()
+    } else {
+        unhealthy.join("; ")
+    }
+}
+
+/// The moment shutdown was requested plus the limit: what the shutdown steps must fit in.
+pub(super) struct ShutdownDeadline {
+    pub(super) at: std::sync::OnceLock<tokio::time::Instant>,
+    pub(super) limit: Duration,
+    pub(super) signalled: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ShutdownDeadline {
+    pub(super) fn new(signalled: watch::Receiver<bool>, limit: Duration) -> ShutdownDeadline {
+        ShutdownDeadline {
+            at: std::sync::OnceLock::new(),
+            limit,
+            signalled,
+        }
+    }
+
+    /// Resolves `limit` after shutdown was requested; never without a request.
+    pub(super) async fn expired(&self) {
+        let mut signalled = self.signalled.clone();
+        if signalled.wait_for(|requested| *requested).await.is_err() {
+            // Nobody can ask for shutdown any more: the run ends on its own.
+            return std::future::pending().await;
+        }
+        let at = *self
+            .at
+            .get_or_init(|| tokio::time::Instant::now() + self.limit);
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Time left once shutdown was requested (`None` before: no limit applies yet).
+    pub(super) fn remaining(&self) -> Option<Duration> {
+        if !*self.signalled.borrow() {
+            return None;
+        }
+        let at = *self
+            .at
+            .get_or_init(|| tokio::time::Instant::now() + self.limit);
+        Some(at.saturating_duration_since(tokio::time::Instant::now()))
+    }
+}
+
+/// How long pending alert deliveries may still retry when the daemon stops.
+pub(super) const ALERT_GRACE: Duration = Duration::from_secs(30);
+
+/// How long telemetry's final push may take when the daemon stops.
+pub(super) const TELEMETRY_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DurableCacheMode, JudgeKind, SinkKind};
+
+    fn llm_config(sink: SinkKind, mode: DurableCacheMode) -> Config {
+        let mut config = Config::default();
+        config.judge.kind = JudgeKind::Llm;
+        config.judge.api_key_env = String::new();
+        config.judge.durable_cache = mode;
+        config.sink.kind = sink;
+        config.sink.url = Some("http://127.0.0.1:1".into());
+        config
+    }
+
+    #[test]
+    fn durable_cache_follows_the_mode_and_the_sink() {
+        let on = |sink, mode| {
+            let config = llm_config(sink, mode);
+            build_durable_cache(&config.judge, &config.sink).is_some()
+        };
+        assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::Jsonl, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::Stdout, DurableCacheMode::Auto));
+        assert!(on(SinkKind::Jsonl, DurableCacheMode::Clickhouse));
+        assert!(!on(SinkKind::Clickhouse, DurableCacheMode::Off));
+        // The judge builds either way (the cache connects lazily).
+        for mode in [
+            DurableCacheMode::Auto,
+            DurableCacheMode::Clickhouse,
+            DurableCacheMode::Off,
+        ] {
+            let judge = build_judge(&llm_config(SinkKind::Clickhouse, mode)).unwrap();
+            assert_eq!(judge.kind(), "llm:gpt-4o-mini");
+        }
+    }
+
+    #[test]
+    fn explicit_clickhouse_cache_needs_a_server() {
+        let mut config = llm_config(SinkKind::Jsonl, DurableCacheMode::Clickhouse);
+        config.sink.url = None;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("judge.durable_cache"), "{error}");
+        config.judge.durable_cache = DurableCacheMode::Auto;
+        config.validate().unwrap();
+    }
+}

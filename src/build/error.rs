@@ -1,0 +1,32 @@
+//! Why a component could not be built.
+
+use crate::sink::SinkError;
+
+/// Why a component could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The health endpoint could not start.
+    #[error(transparent)]
+    Health(#[from] crate::health::HealthError),
+    /// The alert engine could not start.
+    #[error(transparent)]
+    Alerts(#[from] crate::alert::delivery::AlertError),
+    /// Telemetry export could not start.
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
+    /// The sink could not be opened.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The source could not be created (e.g. invalid librdkafka properties).
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
+    /// Rule profiles could not be loaded.
+    #[error("cannot load rule profiles: {0}")]
+    Rules(String),
+    /// Gold metrics could not be set up.
+    #[error(transparent)]
+    Gold(#[from] crate::score::gold::GoldSetupError),
+    /// The LLM judge could not be set up (bad URL, missing API key, broken prompt template).
+    #[error("cannot set up the LLM judge: {0}")]
+    Judge(String),
+}

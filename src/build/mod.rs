@@ -1,0 +1,20 @@
+//! Wiring a run from a [`Config`]: source, sink, judge, scorer — the one place `run`,
+//! `backfill` and `score` build their components.
+//!
+//! Every component takes its own config section; a misconfigured one is a [`BuildError`] with
+//! the reason, never silently replaced by something else.
+//!
+//! [`components`] builds each component from its section (the one place that dispatches on a
+//! source's, sink's or judge's kind: the kinds live in different layers); [`second_pass`] wires
+//! the LLM-judged pass; [`daemon`] joins everything `sqlgrade run` needs around one pipeline and
+//! bounds its shutdown; [`error`] says why a build failed.
+
+mod components;
+mod daemon;
+mod error;
+mod second_pass;
+
+pub use components::*;
+pub use daemon::*;
+pub use error::*;
+pub use second_pass::*;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
-use crate::config_file::load_config;
 use crate::output::print_stdout;
 use crate::run_rows::RowsFrom;
 
@@ -50,16 +49,7 @@ pub async fn execute(request: AuditArgs) -> Result<ExitCode> {
     if run_ids.len() < 2 {
         anyhow::bail!("audit compares systems: give at least two distinct --run-id");
     }
-    let config = match (&request.input, &request.config) {
-        (Some(_), _) => None,
-        (None, Some(_)) => Some(load_config(request.config.as_ref())?),
-        (None, None) => anyhow::bail!("audit needs --input FILE or --config FILE (ClickHouse)"),
-    };
-    let from = match (&request.input, &config) {
-        (Some(path), _) => RowsFrom::File(path),
-        (None, Some(config)) => RowsFrom::ClickHouse(config),
-        (None, None) => unreachable!("checked above"),
-    };
+    let from = RowsFrom::from_args(request.input.as_ref(), request.config.as_ref(), "audit")?;
     let mut rows = BTreeMap::new();
     for run_id in &run_ids {
         let run_rows = from.run(run_id).await?;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
-use crate::config_file::load_config;
 use crate::output::print_stdout;
 use crate::run_rows::RowsFrom;
 
@@ -46,16 +45,7 @@ pub async fn execute(args: ReportArgs) -> Result<ExitCode> {
         labels,
     } = args;
     use sqlgrade::report::{RunReport, html, sql_from_events};
-    let config = match (&input, &config) {
-        (Some(_), _) => None,
-        (None, Some(path)) => Some(load_config(Some(path))?),
-        (None, None) => anyhow::bail!("report needs --input FILE or --config FILE (ClickHouse)"),
-    };
-    let from = match (&input, &config) {
-        (Some(path), _) => RowsFrom::File(path),
-        (None, Some(config)) => RowsFrom::ClickHouse(config),
-        (None, None) => unreachable!("checked above"),
-    };
+    let from = RowsFrom::from_args(input.as_ref(), config.as_ref(), "report")?;
     let rows = from.run(&run_id).await?;
     let sql = match &events {
         Some(path) => sql_from_events(path)?,
@@ -71,8 +61,8 @@ pub async fn execute(args: ReportArgs) -> Result<ExitCode> {
         ids.sort();
         ids.dedup();
         // The calibration sample is drawn as the review page of that store draws it.
-        let sample = config
-            .as_ref()
+        let sample = from
+            .config()
             .map(|c| sqlgrade::serve::view::CalibrationSample::from_settings(&c.server))
             .unwrap_or_default();
         let plain = sqlgrade::calibrate::read_labels(&path)?;

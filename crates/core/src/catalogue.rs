@@ -13,7 +13,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use std::sync::OnceLock;
+
 use serde_json::Value;
+
+use crate::words::{identifier_words, text_words};
 
 /// Why a schema could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +52,10 @@ pub struct Column {
     pub name: String,
     /// Declared type, in classes ([`ColumnType::Unknown`] when the source does not say).
     pub ty: ColumnType,
+    /// The column's natural-language name when the catalogue gives one that says more than the
+    /// name (`tables.json`'s `column_names`: "average scores in Reading" for `AvgScrRead`);
+    /// `None` when it only repeats the name.
+    pub natural: Option<String>,
 }
 
 /// A column's declared type, as classes that the checks can reason about.
@@ -138,9 +146,67 @@ pub struct DbSchema {
     pub unique: BTreeSet<String>,
     /// Where NOT NULL/UNIQUE facts came from.
     pub constraints: ConstraintSource,
+    /// The names split into comparable words ([`SchemaWords`]), built on first use and kept
+    /// with the schema: once per catalogue load, not once per event.
+    pub words: OnceLock<SchemaWords>,
+}
+
+/// Every table and column name of one database as comparable words ([`crate::words`]): what
+/// question grounding (`stef::grounding`) matches a question's phrases with.
+#[derive(Debug, Clone, Default)]
+pub struct SchemaWords {
+    /// Per table (as [`DbSchema::tables`]): the words of its name.
+    pub tables: Vec<Vec<String>>,
+    /// Per column (as [`DbSchema::columns`]; empty for `*`): the words of its name as written.
+    pub written: Vec<Vec<String>>,
+    /// Per column: the words of its natural-language name (empty when it has none).
+    pub natural: Vec<Vec<String>>,
+}
+
+impl SchemaWords {
+    fn of(schema: &DbSchema) -> SchemaWords {
+        SchemaWords {
+            tables: schema.tables.iter().map(|t| identifier_words(t)).collect(),
+            written: schema
+                .columns
+                .iter()
+                .map(|c| {
+                    if c.table == usize::MAX {
+                        Vec::new()
+                    } else {
+                        identifier_words(&c.name)
+                    }
+                })
+                .collect(),
+            natural: schema
+                .columns
+                .iter()
+                .map(|c| c.natural.as_deref().map(text_words).unwrap_or_default())
+                .collect(),
+        }
+    }
+
+    /// Heap bytes held (for the memory figure per 100 tables in `benches/README.md`).
+    pub fn heap_bytes(&self) -> usize {
+        let list = |l: &Vec<Vec<String>>| {
+            l.capacity() * std::mem::size_of::<Vec<String>>()
+                + l.iter()
+                    .map(|w| {
+                        w.capacity() * std::mem::size_of::<String>()
+                            + w.iter().map(String::capacity).sum::<usize>()
+                    })
+                    .sum::<usize>()
+        };
+        list(&self.tables) + list(&self.written) + list(&self.natural)
+    }
 }
 
 impl DbSchema {
+    /// The names as comparable words, built on first use ([`SchemaWords`]).
+    pub fn words(&self) -> &SchemaWords {
+        self.words.get_or_init(|| SchemaWords::of(self))
+    }
+
     /// Lowercased table name → lowercased column names, in order (process_sql's `schema`).
     pub fn lower_columns(&self) -> BTreeMap<String, Vec<String>> {
         let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -244,6 +310,7 @@ impl DbSchema {
             .map(|t| t.as_str().unwrap_or_default().to_string())
             .collect();
         let types = entry["column_types"].as_array();
+        let natural = entry["column_names"].as_array();
         let columns: Vec<Column> = entry["column_names_original"]
             .as_array()
             .ok_or_else(|| fmt("column_names_original"))?
@@ -251,18 +318,25 @@ impl DbSchema {
             .enumerate()
             .map(|(i, c)| {
                 let t = c.get(0).and_then(Value::as_i64).unwrap_or(-1);
+                let name = c
+                    .get(1)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let natural = natural
+                    .and_then(|n| n.get(i))
+                    .and_then(|n| n.get(1))
+                    .and_then(Value::as_str)
+                    .and_then(|n| natural_name(&name, n));
                 Column {
                     table: usize::try_from(t).unwrap_or(usize::MAX),
-                    name: c
-                        .get(1)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
+                    name,
                     ty: types
                         .and_then(|ts| ts.get(i))
                         .and_then(Value::as_str)
                         .map(ColumnType::from_declared)
                         .unwrap_or_default(),
+                    natural,
                 }
             })
             .collect();
@@ -295,6 +369,7 @@ impl DbSchema {
             not_null: BTreeSet::new(),
             unique: BTreeSet::new(),
             constraints: ConstraintSource::TablesJson,
+            words: OnceLock::new(),
         })
     }
 }
@@ -443,6 +518,7 @@ impl SchemaCatalog {
                     table: usize::MAX,
                     name: "*".into(),
                     ty: ColumnType::Unknown,
+                    natural: None,
                 }];
                 let mut primary_keys = Vec::new();
                 for (ti, (t, cols)) in cols_of.iter().enumerate() {
@@ -456,6 +532,7 @@ impl SchemaCatalog {
                             table: ti,
                             name: c.clone(),
                             ty: declared(t, c),
+                            natural: None,
                         });
                     }
                     if !pk.is_empty() {
@@ -483,6 +560,7 @@ impl SchemaCatalog {
                         not_null: BTreeSet::new(),
                         unique: BTreeSet::new(),
                         constraints: ConstraintSource::Sqlite,
+                        words: OnceLock::new(),
                     },
                 );
                 match self.dbs.get_mut(db_id) {
@@ -509,6 +587,8 @@ impl SchemaCatalog {
         schema.not_null = not_null;
         schema.unique = unique;
         schema.constraints = ConstraintSource::Sqlite;
+        // Names did not change, but keep the index honest should a merge ever add columns.
+        schema.words = OnceLock::new();
     }
 }
 
@@ -529,6 +609,19 @@ struct SimpleFile {
 struct SimpleDb {
     db_id: String,
     tables: Vec<SimpleTable>,
+}
+
+/// A natural-language name worth keeping: one that is not the written name again (case,
+/// spacing and underscores aside).
+fn natural_name(name: &str, natural: &str) -> Option<String> {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let natural = natural.trim();
+    (!natural.is_empty() && squash(name) != squash(natural)).then(|| natural.to_string())
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -552,6 +645,10 @@ struct SimpleColumn {
     not_null: bool,
     #[serde(default)]
     unique: bool,
+    /// What the column holds, in words ("mailing street address, abbreviated"): matched with
+    /// the question's phrases like `tables.json`'s natural column names.
+    #[serde(default)]
+    description: Option<String>,
 }
 
 impl SimpleDb {
@@ -562,6 +659,7 @@ impl SimpleDb {
             table: usize::MAX,
             name: "*".into(),
             ty: ColumnType::Unknown,
+            natural: None,
         }];
         let mut primary_keys = Vec::new();
         let mut not_null = BTreeSet::new();
@@ -598,6 +696,10 @@ impl SimpleDb {
                         .as_deref()
                         .map(ColumnType::from_declared)
                         .unwrap_or_default(),
+                    natural: c
+                        .description
+                        .as_deref()
+                        .and_then(|d| natural_name(&c.name, d)),
                 });
             }
             let mut pk = Vec::new();
@@ -638,6 +740,7 @@ impl SimpleDb {
             not_null,
             unique,
             constraints: ConstraintSource::TablesJson,
+            words: OnceLock::new(),
         })
     }
 }

@@ -21,3 +21,4 @@ pub mod review;
 pub mod sampling;
 pub mod sqlspec;
 pub mod stef;
+pub mod words;

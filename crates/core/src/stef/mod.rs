@@ -14,6 +14,7 @@ pub mod align;
 pub mod assessment;
 pub mod checks;
 pub mod enrichment;
+pub mod grounding;
 pub mod normalize;
 pub mod profile;
 pub mod question;
@@ -364,8 +365,14 @@ pub enum FindingCode {
     LiteralTypeMismatch,
     /// COUNT of a table's key without DISTINCT, over a join that repeats the table's rows.
     CountFanOut,
-    /// The question asks for a name; the SQL returns only an id although the table has a name.
+    /// The question asks for a name; the SQL returns only an id although the table has a name
+    /// (or returns a code whose name column is at hand while the question asks for no code).
     IdInsteadOfName,
+    /// The question says a column's name; the SQL reads its table but never names it.
+    NamedColumnUnused,
+    /// A table joined to one other table contributes nothing but the join (repeated or
+    /// restricted rows).
+    UnusedJoinTable,
     /// The probe database rejects the query.
     QueryFails,
     /// The query returns no rows on the probe database.
@@ -414,6 +421,8 @@ impl FindingCode {
             FindingCode::LiteralTypeMismatch => "literal_type_mismatch",
             FindingCode::CountFanOut => "count_fan_out",
             FindingCode::IdInsteadOfName => "id_instead_of_name",
+            FindingCode::NamedColumnUnused => "named_column_unused",
+            FindingCode::UnusedJoinTable => "unused_join_table",
             FindingCode::QueryFails => "query_fails",
             FindingCode::EmptyResult => "empty_result",
             FindingCode::ValueNotInColumn => "value_not_in_column",

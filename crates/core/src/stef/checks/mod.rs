@@ -58,6 +58,7 @@
 mod catalogue;
 mod entry;
 mod evidence;
+mod grounded;
 mod probe;
 #[cfg(test)]
 mod tests;

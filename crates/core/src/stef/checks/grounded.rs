@@ -1,0 +1,411 @@
+//! The grounded checks (the third table of [`super`]): the SQL held to what the question and its
+//! evidence *name* in the schema ([`crate::stef::grounding`]) — a column the question names and
+//! the SQL never reads, a column a definition writes and the SQL never uses, a joined table that
+//! contributes nothing but repeated rows, a code returned where its name is at hand. Each was
+//! kept because people's verdicts say it is right far more often than wrong
+//! (`examples/stef_labels.rs`; its measured precision is in the README's findings table).
+
+use std::collections::HashSet;
+
+use crate::catalogue::DbSchema;
+use crate::sqlspec::{QueryReferences, RefSourceKind};
+use crate::stef::grounding::{Grounding, LinkVia};
+use crate::words::text_words;
+
+use super::*;
+
+/// Column names the SQL references, lowercased, and the SQL lowercased (a name the reference
+/// walk cannot see — inside a construct it leaves opaque — still counts when the text has it).
+struct Named<'a> {
+    refs: HashSet<String>,
+    sql_lower: &'a str,
+}
+
+impl Named<'_> {
+    fn names(&self, column: &str) -> bool {
+        let lower = column.to_ascii_lowercase();
+        self.refs.contains(&lower) || contains_word(self.sql_lower, &lower)
+    }
+}
+
+pub(super) fn grounded_checks(
+    input: &CheckInput<'_>,
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    grounding: &Grounding,
+    out: &mut Vec<Finding>,
+) {
+    let sql_lower = input.sql.to_ascii_lowercase();
+    let named = Named {
+        refs: refs
+            .columns
+            .iter()
+            .map(|c| c.name.to_ascii_lowercase())
+            .collect(),
+        sql_lower: &sql_lower,
+    };
+    let tables_read: HashSet<usize> = refs
+        .scopes
+        .iter()
+        .flat_map(|s| &s.sources)
+        .filter_map(|src| match &src.kind {
+            RefSourceKind::Table(name) => schema.table_index(name),
+            RefSourceKind::Derived(_) => None,
+        })
+        .collect();
+    evidence_columns(schema, grounding, &named, out);
+    named_columns(schema, grounding, &named, &tables_read, out);
+    if !selects_everything(input) {
+        unused_join_tables(schema, refs, out);
+    }
+    code_instead_of_name(input, schema, refs, out);
+}
+
+/// `evidence_column_unused`, with the catalogue: a relevant definition writes a column of the
+/// database (in a formula, a condition, a function's argument); the SQL never names it. A
+/// table's single-column key is exempt (`COUNT(ID)` and `COUNT(*)` say the same).
+fn evidence_columns(
+    schema: &DbSchema,
+    grounding: &Grounding,
+    named: &Named<'_>,
+    out: &mut Vec<Finding>,
+) {
+    for link in grounding
+        .columns
+        .iter()
+        .filter(|l| l.via == LinkVia::Evidence)
+    {
+        let Some(column) = schema.columns.get(link.column) else {
+            continue;
+        };
+        let single_key = schema
+            .primary_keys
+            .iter()
+            .any(|pk| pk.len() == 1 && pk.first() == Some(&link.column));
+        // Another column of the same name that the SQL does name (the definition may mean it).
+        if single_key || named.names(&column.name) {
+            continue;
+        }
+        let table = schema.tables.get(column.table).map_or("?", String::as_str);
+        push(
+            out,
+            FindingCode::EvidenceColumnUnused,
+            Severity::Warning,
+            ErrorCategory::Attribute,
+            format!(
+                "the definition of \"{}\" uses {table}.{}; the SQL never names {}",
+                clip(link.phrase.trim(), 80),
+                column.name,
+                column.name
+            ),
+        );
+    }
+}
+
+/// `named_column_unused`: the question says a column's name (two words or more) and the SQL
+/// reads its table but never that column — and no column the SQL does name has the phrase in
+/// its own name ("fastest lap" is answered by `fastestLapTime`).
+fn named_columns(
+    schema: &DbSchema,
+    grounding: &Grounding,
+    named: &Named<'_>,
+    tables_read: &HashSet<usize>,
+    out: &mut Vec<Finding>,
+) {
+    let words = schema.words();
+    let used: Vec<usize> = schema
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            c.table != usize::MAX && tables_read.contains(&c.table) && named.names(&c.name)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let mut reported: HashSet<usize> = HashSet::new();
+    for link in &grounding.columns {
+        if link.via == LinkVia::Evidence || reported.contains(&link.column) {
+            continue;
+        }
+        let Some(column) = schema.columns.get(link.column) else {
+            continue;
+        };
+        if !tables_read.contains(&column.table) || named.names(&column.name) {
+            continue;
+        }
+        let phrase: Vec<String> = link.phrase.split(' ').map(str::to_string).collect();
+        let answered = used.iter().any(|&u| {
+            [words.written.get(u), words.natural.get(u)]
+                .into_iter()
+                .flatten()
+                .any(|w| crate::words::find_phrase(w, &phrase).is_some())
+        });
+        if answered {
+            continue;
+        }
+        reported.insert(link.column);
+        let table = schema.tables.get(column.table).map_or("?", String::as_str);
+        push(
+            out,
+            FindingCode::NamedColumnUnused,
+            Severity::Warning,
+            ErrorCategory::Attribute,
+            format!(
+                "the question says \"{}\" ({table}.{}); the SQL reads {table} but never names {}",
+                link.phrase, column.name, column.name
+            ),
+        );
+    }
+}
+
+/// Whether the SQL returns whole rows (`*`, `t.*`): then every table's columns are used.
+fn selects_everything(input: &CheckInput<'_>) -> bool {
+    if input
+        .spec
+        .projections
+        .iter()
+        .any(|p| p.expr == "*" || p.expr.ends_with(".*"))
+    {
+        return true;
+    }
+    let collapsed: String = input
+        .sql
+        .to_ascii_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    collapsed.contains("select *")
+        || collapsed.contains("select distinct *")
+        || collapsed.contains(".*")
+}
+
+/// Which FROM source of which scope a column reference reads: `None` when it cannot be told
+/// (a derived table, an alias, a name no source has or several have).
+fn source_of(schema: &DbSchema, refs: &QueryReferences, idx: usize) -> Option<(usize, usize)> {
+    let c = refs.columns.get(idx)?;
+    let mut scope = Some(c.scope);
+    let mut hops = 0;
+    while let Some(s) = scope {
+        let sc = refs.scopes.get(s)?;
+        if let Some(q) = &c.qualifier {
+            if let Some(i) = sc
+                .sources
+                .iter()
+                .position(|src| src.binding.eq_ignore_ascii_case(q))
+            {
+                return Some((s, i));
+            }
+        } else {
+            let holders: Vec<usize> = sc
+                .sources
+                .iter()
+                .enumerate()
+                .filter(|(_, src)| match &src.kind {
+                    RefSourceKind::Table(name) => schema
+                        .table_index(name)
+                        .and_then(|t| schema.column_index(t, &c.name))
+                        .is_some(),
+                    RefSourceKind::Derived(_) => true,
+                })
+                .map(|(i, _)| i)
+                .collect();
+            match holders.as_slice() {
+                [one] => return Some((s, *one)),
+                [] => {}
+                _ => return None,
+            }
+            if sc.aliases.iter().any(|a| a.eq_ignore_ascii_case(&c.name)) {
+                return None;
+            }
+        }
+        scope = sc.parent;
+        hops += 1;
+        if hops > 64 {
+            return None;
+        }
+    }
+    None
+}
+
+/// `unused_join_table`: a table joined to exactly one other table, whose columns the query uses
+/// only in that join — unless it is the parent the other table's foreign key references (a join
+/// to the referenced row only drops orphans). A joined child repeats the other table's rows;
+/// a joined table that is neither only restricts the rows, which the question rarely asks for
+/// without saying so.
+fn unused_join_tables(schema: &DbSchema, refs: &QueryReferences, out: &mut Vec<Finding>) {
+    let mut sources: Vec<Option<(usize, usize)>> = Vec::with_capacity(refs.columns.len());
+    for i in 0..refs.columns.len() {
+        sources.push(source_of(schema, refs, i));
+    }
+    let in_join: HashSet<usize> = refs.equalities.iter().flat_map(|&(a, b)| [a, b]).collect();
+    for (s, scope) in refs.scopes.iter().enumerate() {
+        if scope.sources.len() < 2 {
+            continue;
+        }
+        // Every reference of this scope must be placed, or nothing can be concluded.
+        let unplaced = refs
+            .columns
+            .iter()
+            .enumerate()
+            .any(|(i, c)| c.scope == s && sources.get(i).copied().flatten().is_none());
+        if unplaced {
+            continue;
+        }
+        for (si, src) in scope.sources.iter().enumerate() {
+            let RefSourceKind::Table(name) = &src.kind else {
+                continue;
+            };
+            let Some(t) = schema.table_index(name) else {
+                continue;
+            };
+            let mine: Vec<usize> = (0..refs.columns.len())
+                .filter(|&i| sources.get(i).copied().flatten() == Some((s, si)))
+                .collect();
+            if mine.is_empty() || mine.iter().any(|i| !in_join.contains(i)) {
+                continue;
+            }
+            // Its join partners: the other sides of its equalities.
+            let mut partners: Vec<(usize, usize)> = Vec::new(); // (my ref, other ref)
+            for &(a, b) in &refs.equalities {
+                for (me, other) in [(a, b), (b, a)] {
+                    if mine.contains(&me) {
+                        partners.push((me, other));
+                    }
+                }
+            }
+            let partner_sources: HashSet<Option<(usize, usize)>> = partners
+                .iter()
+                .map(|&(_, o)| sources.get(o).copied().flatten())
+                .collect();
+            if partner_sources.len() != 1 || partner_sources.contains(&None) {
+                continue;
+            }
+            let Some(&(me, other)) = partners.first() else {
+                continue;
+            };
+            let column = |i: usize| -> Option<usize> {
+                let (ps, psi) = sources.get(i).copied().flatten()?;
+                let RefSourceKind::Table(tn) = &refs.scopes.get(ps)?.sources.get(psi)?.kind else {
+                    return None;
+                };
+                let ti = schema.table_index(tn)?;
+                schema.column_index(ti, &refs.columns.get(i)?.name)
+            };
+            let (Some(mc), Some(oc)) = (column(me), column(other)) else {
+                continue;
+            };
+            let single_key = |c: usize| {
+                schema
+                    .primary_keys
+                    .iter()
+                    .any(|pk| pk.len() == 1 && pk.first() == Some(&c))
+            };
+            // The parent the other side's key references: joining it only drops orphans.
+            if single_key(mc) && !single_key(oc) {
+                continue;
+            }
+            let other_table = schema
+                .columns
+                .get(oc)
+                .and_then(|c| schema.tables.get(c.table))
+                .map_or("?", String::as_str);
+            let why = if single_key(oc) && !single_key(mc) {
+                format!("it has many rows per {other_table} row, so they repeat")
+            } else {
+                "it only restricts the rows".to_string()
+            };
+            push(
+                out,
+                FindingCode::UnusedJoinTable,
+                Severity::Warning,
+                ErrorCategory::Table,
+                format!(
+                    "{} is joined to {other_table} but nothing from it is used: {why}",
+                    schema.tables.get(t).map_or(name.as_str(), String::as_str)
+                ),
+            );
+        }
+    }
+}
+
+/// `id_instead_of_name`, the code form: the SQL returns a code column (`EdOpsCode`,
+/// `DistrictId`) of a table that also has the thing's name (`EdOpsName`, `DistrictType`), and
+/// the question asks for no code, id or number.
+fn code_instead_of_name(
+    input: &CheckInput<'_>,
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    out: &mut Vec<Finding>,
+) {
+    let q = text_words(input.texts.question);
+    if q.iter()
+        .any(|w| matches!(w.as_str(), "code" | "id" | "number" | "no" | "identifier"))
+    {
+        return;
+    }
+    let words = schema.words();
+    let Some(top) = refs.scopes.first() else {
+        return;
+    };
+    for p in &input.spec.projections {
+        if p.is_aggregate() {
+            continue;
+        }
+        let [name] = p.columns.as_slice() else {
+            continue;
+        };
+        // The projection is the bare column (maybe qualified), nothing computed.
+        if !p.expr.eq_ignore_ascii_case(name)
+            && !p
+                .expr
+                .to_ascii_lowercase()
+                .ends_with(&format!(".{}", name.to_ascii_lowercase()))
+        {
+            continue;
+        }
+        for src in &top.sources {
+            let RefSourceKind::Table(table) = &src.kind else {
+                continue;
+            };
+            let Some(t) = schema.table_index(table) else {
+                continue;
+            };
+            let Some(c) = schema.column_index(t, name) else {
+                continue;
+            };
+            let Some(written) = words.written.get(c) else {
+                continue;
+            };
+            let Some((last, stem)) = written.split_last() else {
+                continue;
+            };
+            if stem.is_empty() || !matches!(last.as_str(), "code" | "id" | "number") {
+                continue;
+            }
+            let sibling = schema.columns_of(t).find(|(i, _)| {
+                words.written.get(*i).is_some_and(|w| {
+                    w.len() == stem.len() + 1
+                        && w.starts_with(stem)
+                        && w.last().is_some_and(|l| {
+                            matches!(l.as_str(), "name" | "type" | "description" | "title")
+                        })
+                })
+            });
+            if let Some((_, sibling)) = sibling {
+                push(
+                    out,
+                    FindingCode::IdInsteadOfName,
+                    Severity::Warning,
+                    ErrorCategory::Attribute,
+                    format!(
+                        "the SQL returns the code {}.{}; the question asks for no code, and {}.{} holds what it stands for",
+                        schema.tables.get(t).map_or("?", String::as_str),
+                        schema.columns.get(c).map_or("?", |c| c.name.as_str()),
+                        schema.tables.get(t).map_or("?", String::as_str),
+                        sibling.name
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Question grounding: which of the database's columns the question and its evidence *name*,
+//! found at line rate with no model — the schema side of what a person reads when checking
+//! that the SQL answers the question.
+//!
+//! A column is linked when
+//!
+//! - **the question says its name** ([`LinkVia::NaturalName`], [`LinkVia::WrittenName`]): the
+//!   words of the column's natural-language name (`tables.json`'s `column_names`, the simple
+//!   catalogue's `description`: "average scores in Reading") or of its written name split into
+//!   words (`borderColor` → "border color") occur in the question as one contiguous phrase, in
+//!   the comparable form of [`crate::words`] (case, plurals, abbreviations and function words
+//!   aside). Only phrases of two words or more link: one word ("name", "date", "type") names
+//!   too many columns to say which one is meant;
+//! - **a definition of the evidence writes it** ([`LinkVia::Evidence`]): a definition whose
+//!   subject the question uses (`question::relevant_definitions`) writes the column's name as an
+//!   identifier — in backquotes (`` `Free Meal Count (K-12)` ``), shaped like one (`DOC`,
+//!   `fastestLapTime`, `A11`, `team_long_name`), or as the operand of a comparison or function
+//!   (`name = 'Coldsnap'`, `AVG(amount)`).
+//!
+//! Values are not linked here: which column holds 'Alameda' needs the data, and the probes
+//! (`checks::plan_probes`) ask it. The schema's words are split once per catalogue load
+//! ([`crate::catalogue::DbSchema::words`]); per event the cost is splitting the question and
+//! one scan of the columns.
+
+use crate::catalogue::DbSchema;
+use crate::words::{find_phrase, text_words};
+
+use super::question::relevant_definitions;
+use super::text::QuestionTexts;
+
+/// How a column came to be linked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkVia {
+    /// The question says the column's natural-language name.
+    NaturalName,
+    /// The question says the column's written name, split into words.
+    WrittenName,
+    /// A relevant definition of the evidence writes the column's name as an identifier.
+    Evidence,
+}
+
+/// One column the question or its evidence names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnLink {
+    /// Index into [`DbSchema::columns`].
+    pub column: usize,
+    /// How it was linked.
+    pub via: LinkVia,
+    /// The phrase as matched (comparable words joined by spaces), or the definition's subject
+    /// for [`LinkVia::Evidence`].
+    pub phrase: String,
+}
+
+/// Everything one event's texts name in its schema.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grounding {
+    /// Linked columns, in schema order; a column linked both ways appears once per way.
+    pub columns: Vec<ColumnLink>,
+}
+
+/// Link the question and its evidence to `schema`'s columns (module docs).
+pub fn ground(texts: &QuestionTexts<'_>, schema: &DbSchema) -> Grounding {
+    let words = schema.words();
+    let question = text_words(texts.question);
+    let mut columns = Vec::new();
+    for (i, c) in schema.columns.iter().enumerate() {
+        if c.table == usize::MAX {
+            continue;
+        }
+        for (via, phrase) in [
+            (LinkVia::NaturalName, words.natural.get(i)),
+            (LinkVia::WrittenName, words.written.get(i)),
+        ] {
+            let Some(phrase) = phrase.filter(|p| p.len() >= 2) else {
+                continue;
+            };
+            if find_phrase(&question, phrase).is_some() {
+                columns.push(ColumnLink {
+                    column: i,
+                    via,
+                    phrase: phrase.join(" "),
+                });
+            }
+        }
+    }
+    for (subject, definition) in relevant_definitions(texts) {
+        for name in written_identifiers(definition) {
+            for (i, c) in schema.columns.iter().enumerate() {
+                if c.table != usize::MAX
+                    && c.name.eq_ignore_ascii_case(name)
+                    && !columns
+                        .iter()
+                        .any(|l| l.column == i && l.via == LinkVia::Evidence)
+                {
+                    columns.push(ColumnLink {
+                        column: i,
+                        via: LinkVia::Evidence,
+                        phrase: subject.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Grounding { columns }
+}
+
+/// The names a definition writes as identifiers (module docs): backquoted spans, identifier-
+/// shaped words (an underscore, a capital after the first letter, a digit after a letter), and
+/// plain words that are the operand of a comparison or a function call. `table.column` yields
+/// `column`.
+pub fn written_identifiers(definition: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let bytes = definition.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'`' {
+            let Some(end) = definition.get(i + 1..).and_then(|r| r.find('`')) else {
+                break;
+            };
+            if let Some(name) = definition.get(i + 1..i + 1 + end) {
+                out.push(last_part(name.trim()));
+            }
+            i += end + 2;
+            continue;
+        }
+        if b == b'\'' || b == b'"' {
+            // A literal: skip to its end.
+            let quote = b;
+            i += 1;
+            while i < bytes.len() && bytes[i] != quote {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if b.is_ascii_alphabetic() || b == b'_' {
+            let start = i;
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric() || matches!(bytes[i], b'_' | b'.'))
+            {
+                i += 1;
+            }
+            let Some(word) = definition.get(start..i) else {
+                break;
+            };
+            let word = word.trim_end_matches('.');
+            let name = last_part(word);
+            let rest = definition.get(i..).unwrap_or("").trim_start();
+            let before = definition.get(..start).unwrap_or("").trim_end();
+            let shaped = name.contains('_')
+                || name.chars().skip(1).any(|c| c.is_ascii_uppercase())
+                || (name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                    && name.chars().skip(1).any(|c| c.is_ascii_digit()))
+                || word.contains('.');
+            // A function's name (`AVG(`, `DIVIDE(`) is no column.
+            let call = rest.starts_with('(');
+            let operand = rest.starts_with(['=', '<', '>', '!', ')'])
+                || before.ends_with(['(', '=', '<', '>']);
+            if !call && (shaped || operand) {
+                out.push(name);
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+fn last_part(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::SchemaCatalog;
+
+    fn schools() -> SchemaCatalog {
+        SchemaCatalog::parse_tables_json(
+            r#"[{"db_id": "schools",
+                "table_names_original": ["schools", "frpm"], "table_names": ["schools", "frpm"],
+                "column_names_original": [[-1, "*"], [0, "CDSCode"], [0, "MailStreet"], [0, "MailStrAbr"],
+                    [0, "EdOpsCode"], [0, "EdOpsName"], [1, "CDSCode"], [1, "Free Meal Count (K-12)"],
+                    [1, "FRPM Count (K-12)"], [0, "DOC"]],
+                "column_names": [[-1, "*"], [0, "CDSCode"], [0, "MailStreet"], [0, "mailing street address"],
+                    [0, "Education Option Code"], [0, "Educational Option Name"], [1, "CDSCode"],
+                    [1, "Free Meal Count (K-12)"], [1, "FRPM Count (K-12)"], [0, "District Ownership Code"]],
+                "column_types": ["text", "text", "text", "text", "text", "text", "text", "real", "real", "integer"],
+                "primary_keys": [1, 6], "foreign_keys": [[6, 1]]}]"#,
+        )
+        .expect("parses")
+    }
+
+    fn linked(question: &str, evidence: Option<&str>) -> Vec<(String, LinkVia)> {
+        let catalogue = schools();
+        let schema = catalogue.get("schools").expect("schema");
+        let enriched = evidence.map(|e| format!("{question} {e}"));
+        let texts = QuestionTexts::new(question, enriched.as_deref());
+        ground(&texts, schema)
+            .columns
+            .iter()
+            .map(|l| (schema.columns[l.column].name.clone(), l.via))
+            .collect()
+    }
+
+    #[test]
+    fn the_question_names_columns_by_their_natural_and_written_names() {
+        assert_eq!(
+            linked("What is the mailing street address of the school?", None),
+            [("MailStrAbr".to_string(), LinkVia::NaturalName)]
+        );
+        assert_eq!(
+            linked("List the free meal counts (K-12) of schools", None),
+            [("Free Meal Count (K-12)".to_string(), LinkVia::WrittenName)]
+        );
+        // One word names too many columns to link.
+        assert!(linked("What is the code of the school?", None).is_empty());
+    }
+
+    #[test]
+    fn relevant_definitions_write_identifiers() {
+        let links = linked(
+            "How many schools are run by the Elementary School District?",
+            Some("Elementary School District refers to DOC = 52"),
+        );
+        assert_eq!(links, [("DOC".to_string(), LinkVia::Evidence)]);
+        // A definition of something the question never mentions links nothing.
+        let links = linked(
+            "How many schools are there?",
+            Some("Elementary School District refers to DOC = 52"),
+        );
+        assert!(links.is_empty());
+    }
+
+    #[test]
+    fn identifiers_in_definitions() {
+        assert_eq!(
+            written_identifiers("`Free Meal Count (K-12)` / `Enrollment (K-12)`"),
+            ["Free Meal Count (K-12)", "Enrollment (K-12)"]
+        );
+        assert_eq!(
+            written_identifiers(
+                "AVG(fastestLapTime) where name = 'Coldsnap' and T1.team_long_name"
+            ),
+            ["fastestLapTime", "name", "team_long_name"]
+        );
+        assert_eq!(written_identifiers("A11 refers to average salary"), ["A11"]);
+        assert!(written_identifiers("the average salary of the district").is_empty());
+    }
+}

@@ -1,0 +1,171 @@
+//! Words of schema names and of questions, in one comparable form, so that a question's phrase
+//! can be matched with a table or column name: `AvgScrRead`, `avg_scr_read`, "average scores in
+//! Reading" and "the highest average score in reading" all come down to the same words
+//! (`average score reading`).
+//!
+//! The rules, the same on both sides (so a match never depends on which side a word came from):
+//! split at anything that is not a letter or digit and at camel-case humps (`MailStrAbr` →
+//! `mail str abr`, `NCESDist` → `nces dist`); lowercase; expand the abbreviations schema names
+//! use often ([`ABBREVIATIONS`]: `avg` → `average`, `scr` → `score`, `num` → `number`, …); fold
+//! a plural to its singular ([`singular`]: `scores` → `score`, `cities` → `city`); drop the
+//! function words that carry no meaning in a name ([`STOP_WORDS`]: "of", "the", "in", …).
+//!
+//! Pure and allocation-light: one `Vec<String>` per name or text. Schema names are split once
+//! per catalogue load (`catalogue::DbSchema::words`); a question once per event.
+
+/// Abbreviations common in schema names, with the word they stand for.
+pub const ABBREVIATIONS: [(&str, &str); 22] = [
+    ("abr", "abbreviation"),
+    ("addr", "address"),
+    ("amt", "amount"),
+    ("avg", "average"),
+    ("cnt", "count"),
+    ("desc", "description"),
+    ("dob", "birthday"),
+    ("dt", "date"),
+    ("enroll", "enrollment"),
+    ("fname", "first"),
+    ("lname", "last"),
+    ("max", "maximum"),
+    ("min", "minimum"),
+    ("nbr", "number"),
+    ("num", "number"),
+    ("pct", "percent"),
+    ("perc", "percent"),
+    ("qty", "quantity"),
+    ("scr", "score"),
+    ("tst", "test"),
+    ("takr", "taker"),
+    ("yr", "year"),
+];
+
+/// Words that carry no meaning in a name or a phrase.
+pub const STOP_WORDS: [&str; 24] = [
+    "a", "an", "and", "are", "as", "at", "be", "by", "does", "for", "from", "has", "have", "in",
+    "is", "it", "its", "of", "on", "or", "that", "the", "to", "with",
+];
+
+/// The singular of an English plural (`scores` → `score`, `cities` → `city`, `classes` →
+/// `class`, `matches` → `match`); other words unchanged. Short words and words that only look
+/// plural (`status`, `class`, `analysis`) are left alone.
+pub fn singular(word: &str) -> String {
+    let n = word.len();
+    if n < 4 || !word.ends_with('s') || ["ss", "us", "is"].iter().any(|s| word.ends_with(s)) {
+        return word.to_string();
+    }
+    if let Some(stem) = word.strip_suffix("ies").filter(|s| s.len() >= 2) {
+        return format!("{stem}y");
+    }
+    if ["sses", "xes", "ches", "shes"]
+        .iter()
+        .any(|s| word.ends_with(s))
+    {
+        return word[..n - 2].to_string();
+    }
+    word[..n - 1].to_string()
+}
+
+/// One word in the comparable form (lowercase input): abbreviation expanded, singular.
+fn normal(word: &str) -> String {
+    if let Some((_, full)) = ABBREVIATIONS.iter().find(|(a, _)| *a == word) {
+        return (*full).to_string();
+    }
+    singular(word)
+}
+
+/// Split at non-alphanumerics and camel-case humps, lowercased, before normalization.
+fn raw_pieces(text: &str, split_camel: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_alphanumeric() {
+            if !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        if split_camel && !current.is_empty() && c.is_uppercase() {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            // `mailStreet` → `mail street`; `NCESDist` → `nces dist` (an upper before a lower
+            // after a run of uppers starts a word).
+            if prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower) {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The words of a schema name (table or column, as written: `AvgScrRead`, `free meal count
+/// (k-12)`, `team_long_name`), in order, stop words dropped.
+pub fn identifier_words(name: &str) -> Vec<String> {
+    raw_pieces(name, true)
+        .iter()
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .map(|w| normal(w))
+        .collect()
+}
+
+/// The words of a natural-language text (a question, a natural column name), in order, stop
+/// words dropped. Camel case inside the text is split too (a question that quotes a column).
+pub fn text_words(text: &str) -> Vec<String> {
+    identifier_words(text)
+}
+
+/// Whether `phrase` occurs in `words` as a contiguous run; returns where it starts.
+pub fn find_phrase(words: &[String], phrase: &[String]) -> Option<usize> {
+    if phrase.is_empty() || phrase.len() > words.len() {
+        return None;
+    }
+    words.windows(phrase.len()).position(|w| w == phrase)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(text: &str) -> Vec<String> {
+        text_words(text)
+    }
+
+    #[test]
+    fn schema_names_and_questions_meet() {
+        assert_eq!(identifier_words("AvgScrRead"), ["average", "score", "read"]);
+        assert_eq!(
+            w("average scores in Reading"),
+            ["average", "score", "reading"]
+        );
+        assert_eq!(
+            identifier_words("MailStrAbr"),
+            ["mail", "str", "abbreviation"]
+        );
+        // Acronyms fold like words (`NCES` → `nce`): both sides fold alike, so they still meet.
+        assert_eq!(identifier_words("NCESDist"), ["nce", "dist"]);
+        assert_eq!(identifier_words("team_long_name"), ["team", "long", "name"]);
+        assert_eq!(
+            identifier_words("Free Meal Count (K-12)"),
+            ["free", "meal", "count", "k", "12"]
+        );
+        assert_eq!(identifier_words("borderColor"), ["border", "color"]);
+        assert_eq!(w("cities"), ["city"]);
+        assert_eq!(w("classes status matches"), ["class", "status", "match"]);
+        assert_eq!(
+            w("the border colors of a card"),
+            ["border", "color", "card"]
+        );
+    }
+
+    #[test]
+    fn phrases_are_contiguous() {
+        let q = w("What is the border color of the card?");
+        assert_eq!(find_phrase(&q, &identifier_words("borderColor")), Some(1));
+        assert_eq!(find_phrase(&q, &w("card color")), None);
+        assert_eq!(find_phrase(&q, &[]), None);
+    }
+}

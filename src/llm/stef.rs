@@ -1,8 +1,12 @@
 //! The STEF LLM judge: one structured call per event (prompt `stef`), its reply schema, and the
 //! mapping of the reply into a [`JudgeAssessment`].
 //!
-//! The judge sees Qu, Qe, S, the app's rules, and the deterministic SQL spec, alignment and
-//! findings (`stef::checks`), all as JSON data blocks. Its reply is validated with strict types and range checks; code then
+//! The judge sees Qu, Qe, S, the app's rules, the deterministic SQL spec, alignment and
+//! findings (`stef::checks`), what the query returned (the event's `result`, capped:
+//! [`PROMPT_RESULT_ROWS`] rows of [`PROMPT_RESULT_COLUMNS`] cells of
+//! [`PROMPT_RESULT_CELL_BYTES`] bytes, or the error) and the catalogue tables the SQL reads or
+//! the question names (`stef::grounding::SchemaContext`, capped in the core), all as JSON data
+//! blocks. Its reply is validated with strict types and range checks; code then
 //! normalizes its question spec (case, whitespace, quotes, numbers) and forces the enrichment
 //! status to `absent` when the event has no enriched question. Alignment, the normalization
 //! rules and Φ stay in [`crate::stef::finish`], the same code the deterministic judge uses.
@@ -21,6 +25,7 @@ use crate::judge::{
     Judge, JudgeAssessment, JudgeError, JudgeRequest, JudgeTotals, StructuredJudge,
 };
 use crate::sqlspec::{AggFunc, FilterOp, SqlSpec};
+use crate::stef::grounding::SchemaContext;
 use crate::stef::text::{normalize_value, strip_quotes};
 use crate::stef::{
     Alignment, Enrichment, EnrichmentStatus, FilterStatus, Finding, QuestionAggregation,
@@ -350,6 +355,81 @@ struct StefVars<'a> {
     sql_spec: &'a SqlSpec,
     alignment: &'a Alignment,
     findings: &'a [Finding],
+    /// What the query returned (the event's `result`), capped ([`ResultView`]).
+    result: Option<ResultView>,
+    /// The catalogue tables the SQL reads or the question names (capped in the core:
+    /// `stef::grounding::SchemaContext`).
+    schema: Option<&'a SchemaContext>,
+}
+
+/// Most result rows the prompt shows.
+pub const PROMPT_RESULT_ROWS: usize = 10;
+/// Most result columns the prompt shows.
+pub const PROMPT_RESULT_COLUMNS: usize = 16;
+/// Longest cell (and error text) the prompt shows, in bytes.
+pub const PROMPT_RESULT_CELL_BYTES: usize = 120;
+
+/// The event's `result` as the prompt shows it: the error, or the columns, the total row count
+/// and the first [`PROMPT_RESULT_ROWS`] rows of at most [`PROMPT_RESULT_COLUMNS`] cells, each
+/// cell clipped to [`PROMPT_RESULT_CELL_BYTES`] — about 20 KB of JSON at most, so with the
+/// schema context (~6 KB) the prompt stays bounded whatever the event carries.
+#[derive(Debug, Serialize)]
+struct ResultView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    row_count: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    columns: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rows: Vec<Vec<serde_json::Value>>,
+    /// Rows or columns not shown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    truncated: bool,
+}
+
+impl ResultView {
+    fn of(result: &crate::event::QueryResult) -> ResultView {
+        let clip = |text: &str| -> String {
+            if text.len() <= PROMPT_RESULT_CELL_BYTES {
+                return text.to_string();
+            }
+            let mut end = PROMPT_RESULT_CELL_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}…", &text[..end])
+        };
+        let cell = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => serde_json::Value::String(clip(s)),
+            serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                serde_json::Value::String(clip(&v.to_string()))
+            }
+            other => other.clone(),
+        };
+        let rows: Vec<Vec<serde_json::Value>> = result
+            .rows
+            .iter()
+            .take(PROMPT_RESULT_ROWS)
+            .map(|r| r.iter().take(PROMPT_RESULT_COLUMNS).map(cell).collect())
+            .collect();
+        let truncated = result.truncated
+            || result.rows.len() > PROMPT_RESULT_ROWS
+            || result.columns.len() > PROMPT_RESULT_COLUMNS
+            || result.rows.iter().any(|r| r.len() > PROMPT_RESULT_COLUMNS);
+        ResultView {
+            error: result.error.as_deref().map(clip),
+            row_count: result.total_rows(),
+            columns: result
+                .columns
+                .iter()
+                .take(PROMPT_RESULT_COLUMNS)
+                .map(|c| clip(c))
+                .collect(),
+            rows,
+            truncated,
+        }
+    }
 }
 
 impl<'a> StefVars<'a> {
@@ -375,6 +455,8 @@ impl<'a> StefVars<'a> {
             sql_spec: &request.prepared.sql_spec,
             alignment: &request.prepared.alignment,
             findings: &request.prepared.findings,
+            result: event.result.as_ref().map(ResultView::of),
+            schema: request.prepared.schema_context.as_ref(),
         }
     }
 }
@@ -391,6 +473,11 @@ struct StefIdentity<'a> {
     dialect: Option<&'a str>,
     #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
     findings: &'a [Finding],
+    /// The result and the schema context the prompt shows (both change the reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a ResultView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema: Option<&'a SchemaContext>,
     derived_by: &'static str,
 }
 
@@ -402,6 +489,8 @@ impl<'a> StefIdentity<'a> {
             sql: &vars.sql,
             dialect: vars.dialect,
             findings: vars.findings,
+            result: vars.result.as_ref(),
+            schema: vars.schema,
             derived_by: concat!("sqlgrade ", env!("CARGO_PKG_VERSION")),
         }
     }
@@ -662,6 +751,93 @@ mod tests {
             "confidence": 0.9,
             "rationale": "Sums spend for China per year."
         })
+    }
+
+    /// The prompt shows the result (capped) and the schema context, and both enter the cache
+    /// identity; without them the blocks are absent.
+    #[test]
+    fn the_prompt_shows_the_result_and_the_schema_bounded() {
+        use crate::catalogue::SchemaCatalog;
+        use crate::event::{Event, QueryResult};
+        use crate::stef::{self, CatalogueSelection, PrepareOptions, RuleProfile};
+
+        let catalogue = SchemaCatalog::parse_simple(
+            r#"db_id = "shop"
+[[tables]]
+name = "orders"
+primary_key = ["id"]
+columns = [{ name = "id", type = "integer" }, { name = "country", type = "text", description = "country of the buyer" },
+           { name = "spend", type = "real" }]"#,
+            false,
+        )
+        .unwrap();
+        let schema = catalogue.get("shop").unwrap();
+        let long = "x".repeat(10_000);
+        let mut event: Event = serde_json::from_value(serde_json::json!({
+            "event_id": "e1", "question": "Total spend of buyers from China?",
+            "sql": "SELECT SUM(spend) FROM orders WHERE country = 'China'", "db_id": "shop"
+        }))
+        .unwrap();
+        event.result = Some(QueryResult {
+            columns: (0..40).map(|i| format!("c{i}")).collect(),
+            rows: (0..500)
+                .map(|_| {
+                    (0..40)
+                        .map(|_| serde_json::Value::String(long.clone()))
+                        .collect()
+                })
+                .collect(),
+            row_count: Some(500),
+            ..Default::default()
+        });
+        let profile = RuleProfile::default();
+        let mut prepared = stef::prepare_with(
+            &event,
+            &profile,
+            &PrepareOptions {
+                max_sql_bytes: 1 << 20,
+                catalogue: CatalogueSelection::Schema(schema),
+            },
+        )
+        .unwrap();
+        stef::add_schema_context(&mut prepared, &event, schema);
+        let request = JudgeRequest {
+            event: &event,
+            prepared: &prepared,
+            profile: &profile,
+        };
+        let vars = StefVars::new(&request);
+        let prompts = crate::llm::prompt::PromptLibrary::builtin().unwrap();
+        let rendered = prompts.render(STEF_PROMPT, &vars, "{}").unwrap();
+        assert!(rendered.user.contains("<data name=\"query_result\">"));
+        assert!(rendered.user.contains("<data name=\"schema\">"));
+        assert!(
+            rendered
+                .user
+                .contains("country text -- country of the buyer")
+        );
+        assert!(rendered.user.contains("\"truncated\":true"));
+        // 500 rows of 40 cells of 10 KB: the prompt shows 10 rows of 16 clipped cells.
+        assert!(
+            rendered.user.len() < 30_000,
+            "{} bytes",
+            rendered.user.len()
+        );
+        let identity = serde_json::to_value(StefIdentity::of(&vars)).unwrap();
+        assert!(identity.get("result").is_some() && identity.get("schema").is_some());
+
+        event.result = None;
+        prepared.schema_context = None;
+        let request = JudgeRequest {
+            event: &event,
+            prepared: &prepared,
+            profile: &profile,
+        };
+        let vars = StefVars::new(&request);
+        let rendered = prompts.render(STEF_PROMPT, &vars, "{}").unwrap();
+        assert!(
+            !rendered.user.contains("query_result") && !rendered.user.contains("name=\"schema\"")
+        );
     }
 
     #[test]

@@ -132,10 +132,13 @@ impl Scorer {
 
     /// The deterministic preparation of `event` with its catalogue schema, if any, and the
     /// probes of its database, if configured.
+    /// The deterministic preparation of `event`; `for_llm`: an LLM judges it, so the catalogue
+    /// tables it reads or names are attached for the prompt (`stef::add_schema_context`).
     async fn prepare(
         &self,
         event: &Event,
         profile: &RuleProfile,
+        for_llm: bool,
     ) -> Result<Prepared, crate::sqlspec::SpecError> {
         let selected = match &self.catalogues {
             Some(store) => store.select(event, profile),
@@ -151,6 +154,9 @@ impl Scorer {
         )?;
         if let (Some(prober), Some(schema)) = (&self.prober, selected.schema()) {
             prober.probe(event, schema, &mut prepared).await;
+        }
+        if for_llm && let Some(schema) = selected.schema() {
+            stef::add_schema_context(&mut prepared, event, schema);
         }
         Ok(prepared)
     }
@@ -177,7 +183,11 @@ impl Scorer {
         Result<Prepared, crate::sqlspec::SpecError>,
     ) {
         let profile = self.profiles.profile_for(event.app_id.as_deref());
-        let prepared = self.prepare(event, &profile).await;
+        let for_llm = self
+            .judged_pass
+            .as_ref()
+            .is_some_and(|j| j.kind().starts_with("llm"));
+        let prepared = self.prepare(event, &profile, for_llm).await;
         (profile, prepared)
     }
 
@@ -348,7 +358,8 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        let prepared = match self.prepare(event, profile).await {
+        let for_llm = self.judge.kind().starts_with("llm");
+        let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,
             Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
         };

@@ -171,6 +171,126 @@ fn last_part(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }
 
+/// Most tables a [`SchemaContext`] shows.
+pub const CONTEXT_MAX_TABLES: usize = 8;
+/// Most columns it shows per table (the ones the SQL or the question names first).
+pub const CONTEXT_MAX_COLUMNS: usize = 40;
+/// Longest natural-language column name it shows, in bytes.
+const CONTEXT_MAX_NATURAL: usize = 120;
+
+/// The part of the catalogue an LLM judge is shown for one event: the tables the SQL reads and
+/// the tables of the columns the question names ([`ground`]), capped at
+/// [`CONTEXT_MAX_TABLES`] tables of [`CONTEXT_MAX_COLUMNS`] columns (about 6 KB of JSON at
+/// most), with their keys. Built only for events an LLM judges, never at line rate.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SchemaContext {
+    /// The database.
+    pub db_id: String,
+    /// The tables, those the SQL reads first.
+    pub tables: Vec<TableContext>,
+    /// Tables left out by the cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tables_omitted: usize,
+}
+
+/// One table of a [`SchemaContext`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TableContext {
+    /// Table name as written.
+    pub name: String,
+    /// Whether the SQL reads it (else only the question names one of its columns).
+    pub read_by_sql: bool,
+    /// Columns: `name type` with ` PK`, ` -> table.column` and ` -- natural name` when known.
+    pub columns: Vec<String>,
+    /// Columns left out by the cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub columns_omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The [`SchemaContext`] of one event: `tables_read` are the catalogue's table indices the SQL
+/// reads; the question's links add the tables of the columns it names.
+pub fn schema_context(
+    schema: &DbSchema,
+    tables_read: &[usize],
+    grounding: &Grounding,
+    sql_lower: &str,
+) -> SchemaContext {
+    let mut order: Vec<(usize, bool)> = Vec::new();
+    for &t in tables_read {
+        if !order.iter().any(|(o, _)| *o == t) {
+            order.push((t, true));
+        }
+    }
+    for link in &grounding.columns {
+        if let Some(c) = schema.columns.get(link.column)
+            && !order.iter().any(|(o, _)| *o == c.table)
+        {
+            order.push((c.table, false));
+        }
+    }
+    let tables_omitted = order.len().saturating_sub(CONTEXT_MAX_TABLES);
+    order.truncate(CONTEXT_MAX_TABLES);
+    let linked: Vec<usize> = grounding.columns.iter().map(|l| l.column).collect();
+    let tables = order
+        .into_iter()
+        .filter_map(|(t, read_by_sql)| {
+            let name = schema.tables.get(t)?.clone();
+            let mut columns: Vec<(bool, String)> = schema
+                .columns_of(t)
+                .map(|(i, c)| {
+                    let mut line = format!("{} {}", c.name, c.ty.as_str());
+                    if schema.is_primary_key_column(i) {
+                        line.push_str(" PK");
+                    }
+                    if let Some(&(_, to)) = schema.foreign_keys.iter().find(|&&(f, _)| f == i)
+                        && let Some(target) = schema.columns.get(to)
+                    {
+                        let table = schema.tables.get(target.table).map_or("?", String::as_str);
+                        line.push_str(&format!(" -> {table}.{}", target.name));
+                    }
+                    if let Some(natural) = &c.natural {
+                        line.push_str(" -- ");
+                        line.push_str(&clip_str(natural, CONTEXT_MAX_NATURAL));
+                    }
+                    let named =
+                        linked.contains(&i) || sql_lower.contains(&c.name.to_ascii_lowercase());
+                    (named, line)
+                })
+                .collect();
+            // Named columns first, so a cap drops the others.
+            columns.sort_by_key(|(named, _)| !*named);
+            let columns_omitted = columns.len().saturating_sub(CONTEXT_MAX_COLUMNS);
+            columns.truncate(CONTEXT_MAX_COLUMNS);
+            Some(TableContext {
+                name,
+                read_by_sql,
+                columns: columns.into_iter().map(|(_, l)| l).collect(),
+                columns_omitted,
+            })
+        })
+        .collect();
+    SchemaContext {
+        db_id: schema.db_id.clone(),
+        tables,
+        tables_omitted,
+    }
+}
+
+fn clip_str(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +367,37 @@ mod tests {
         );
         assert_eq!(written_identifiers("A11 refers to average salary"), ["A11"]);
         assert!(written_identifiers("the average salary of the district").is_empty());
+    }
+
+    #[test]
+    fn the_context_shows_tables_read_and_named_capped() {
+        let catalogue = schools();
+        let schema = catalogue.get("schools").expect("schema");
+        let texts = QuestionTexts::new("List the free meal counts (K-12) of schools", None);
+        let grounding = ground(&texts, schema);
+        let context = schema_context(schema, &[0], &grounding, "select mailstreet from schools");
+        assert_eq!(context.tables.len(), 2);
+        assert!(context.tables[0].read_by_sql && !context.tables[1].read_by_sql);
+        assert_eq!(context.tables[1].name, "frpm");
+        // Named columns first; keys and natural names shown.
+        assert_eq!(context.tables[0].columns[0], "MailStreet text");
+        assert!(
+            context.tables[0]
+                .columns
+                .iter()
+                .any(|c| c == "CDSCode text PK")
+        );
+        assert!(
+            context.tables[0]
+                .columns
+                .iter()
+                .any(|c| c == "MailStrAbr text -- mailing street address")
+        );
+        assert!(
+            context.tables[1]
+                .columns
+                .iter()
+                .any(|c| c == "CDSCode text PK -> schools.CDSCode")
+        );
     }
 }

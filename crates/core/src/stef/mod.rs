@@ -25,8 +25,8 @@ pub mod text;
 mod outcome;
 
 pub use outcome::{
-    CatalogueSelection, PrepareOptions, SqlSummary, StefOutcome, finish, non_scorable_row, prepare,
-    prepare_with, prepare_with_limit, prepare_with_spec,
+    CatalogueSelection, PrepareOptions, SqlSummary, StefOutcome, add_schema_context, finish,
+    non_scorable_row, prepare, prepare_with, prepare_with_limit, prepare_with_spec,
 };
 
 pub use score::{ConfidenceTier, QualityTier, Score, TierThresholds, compose};
@@ -230,6 +230,10 @@ pub struct Prepared {
     /// applies to the event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalogue: Option<CatalogueNote>,
+    /// The catalogue tables an LLM judge is shown ([`grounding::SchemaContext`]): set only for
+    /// events an LLM judges ([`add_schema_context`]), never at line rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_context: Option<grounding::SchemaContext>,
 }
 
 /// What the catalogue did for one event (`details.catalogue`).

@@ -161,7 +161,40 @@ fn prepare_checked(
         alignment,
         findings,
         catalogue: None,
+        schema_context: None,
     }
+}
+
+/// Attach the catalogue tables an LLM judge is shown (`grounding::schema_context`: the tables
+/// the SQL reads and those of the columns the question names, capped) to an event about to be
+/// judged by an LLM. Not done at line rate: only the judge reads it.
+pub fn add_schema_context(prepared: &mut Prepared, event: &Event, schema: &DbSchema) {
+    let texts = QuestionTexts::new(&event.question, event.enriched_question.as_deref());
+    let grounding = super::grounding::ground(&texts, schema);
+    let mut tables_read: Vec<usize> = Vec::new();
+    let mut add = |name: &str| {
+        if let Some(t) = schema.table_index(name)
+            && !tables_read.contains(&t)
+        {
+            tables_read.push(t);
+        }
+    };
+    match prepared.sql_spec.references.as_deref() {
+        Some(refs) => {
+            for src in refs.scopes.iter().flat_map(|s| &s.sources) {
+                if let crate::sqlspec::RefSourceKind::Table(name) = &src.kind {
+                    add(name);
+                }
+            }
+        }
+        None => prepared.sql_spec.tables.iter().for_each(|t| add(t)),
+    }
+    prepared.schema_context = Some(super::grounding::schema_context(
+        schema,
+        &tables_read,
+        &grounding,
+        &event.sql.to_ascii_lowercase(),
+    ));
 }
 
 /// The STEF result for one scorable event, before it becomes a row.

@@ -413,7 +413,18 @@ fn fan_out_table(
         let references_key = schema.foreign_keys.iter().any(|&(from, to)| {
             to == c && schema.columns.get(from).is_some_and(|col| col.table == u)
         });
-        references_key.then(|| schema.tables.get(u).cloned().unwrap_or_default())
+        // A condition on the other table (`badges.name = 'Supporter'`) usually keeps one row
+        // per `t` row, and people accept the count then: only a join used for nothing else
+        // surely repeats rows.
+        let conditioned = refs.columns.iter().enumerate().any(|(i, col)| {
+            col.scope == scope
+                && !refs.equalities.iter().any(|&(a, b)| a == i || b == i)
+                && match &col.qualifier {
+                    Some(q) => q.eq_ignore_ascii_case(&src.binding),
+                    None => schema.column_index(u, &col.name).is_some(),
+                }
+        });
+        (references_key && !conditioned).then(|| schema.tables.get(u).cloned().unwrap_or_default())
     })
 }
 

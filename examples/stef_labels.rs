@@ -23,7 +23,8 @@
 //!
 //! `cargo run --release --example stef_labels [-- --show CODE] [-- --missed CATEGORY]`:
 //! `--show` lists the correct items a code fires on (its false alarms) and the wrong ones,
-//! `--missed` the wrong items of a category nothing flags (with the catalogue).
+//! `--missed` the wrong items of a category nothing flags, `--rule TEXT` the items whose
+//! deterministic rationale contains TEXT (all with the catalogue).
 
 use std::collections::BTreeMap;
 
@@ -231,6 +232,7 @@ fn main() {
     let arg = |name: &str| args.iter().skip_while(|a| *a != name).nth(1).cloned();
     let show = arg("--show");
     let missed = arg("--missed");
+    let rule = arg("--rule");
     let tables = std::fs::read_to_string(data_dir().join("bird").join("tables.json"))
         .expect("shared/data/bird/tables.json");
     let catalogue = SchemaCatalog::parse_tables_json(&tables).expect("tables.json parses");
@@ -474,6 +476,22 @@ fn main() {
                     );
                 }
             }
+        }
+    }
+    if let Some(rule) = rule {
+        for item in with_catalogue
+            .iter()
+            .filter(|i| i.rationale.contains(&rule))
+        {
+            eprintln!(
+                "{} [{}] Φ {} {}\n    Q: {}\n    SQL: {}",
+                if item.label { "CORRECT" } else { "wrong  " },
+                item.id,
+                item.phi,
+                item.rationale,
+                item.question,
+                item.sql
+            );
         }
     }
     if let Some(cat) = missed {

@@ -447,7 +447,25 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
                     cw.iter().any(|w| uw.iter().any(|x| words_match(w, x)))
                 })
             });
+        // "How many views / comments did it get?" answered by a stored count the SQL returns
+        // as is (`ViewCount`, `CommentCount`, `baseSetSize`, `views`): people accept it.
+        let stored_count = qa.func == AggFunc::Count
+            && sql.aggregations.is_empty()
+            && sql.projections.iter().any(|p| {
+                !p.is_aggregate()
+                    && p.columns.iter().any(|c| {
+                        let c = c.to_ascii_lowercase();
+                        ["count", "number", "size", "views", "total"]
+                            .iter()
+                            .any(|w| c.contains(w))
+                            || qa.column.as_deref().is_some_and(|term| {
+                                let term = crate::words::singular(term.trim());
+                                term.len() >= 4 && c.contains(term.as_str())
+                            })
+                    })
+            });
         let named = counted_column
+            || stored_count
             || match &qa.func {
                 AggFunc::Count => column_named(&["number", "num", "count", "cnt"]),
                 AggFunc::Avg => column_named(&["average", "avg", "mean"]),

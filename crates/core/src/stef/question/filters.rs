@@ -316,7 +316,9 @@ pub(super) fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilt
         };
         let lhs = if i > 0 && !used[i - 1] {
             lhs_ident(doc, i - 1)
-                .filter(|w| w.contains('_') || doc.is_punct(i - 2, "."))
+                .filter(|w| {
+                    w.contains('_') || i.checked_sub(2).is_some_and(|j| doc.is_punct(j, "."))
+                })
                 .map(str::to_string)
         } else {
             None

@@ -5,7 +5,7 @@
 //! findings (`stef::checks`), what the query returned (the event's `result`, capped:
 //! [`PROMPT_RESULT_ROWS`] rows of [`PROMPT_RESULT_COLUMNS`] cells of
 //! [`PROMPT_RESULT_CELL_BYTES`] bytes, or the error) and the catalogue tables the SQL reads or
-//! the question names (`stef::grounding::SchemaContext`, capped in the core), all as JSON data
+//! the question names (`stef::SchemaContext`, capped in the core), all as JSON data
 //! blocks. Its reply is validated with strict types and range checks; code then
 //! normalizes its question spec (case, whitespace, quotes, numbers) and forces the enrichment
 //! status to `absent` when the event has no enriched question. Alignment, the normalization
@@ -25,7 +25,7 @@ use crate::judge::{
     Judge, JudgeAssessment, JudgeError, JudgeRequest, JudgeTotals, StructuredJudge,
 };
 use crate::sqlspec::{AggFunc, FilterOp, SqlSpec};
-use crate::stef::grounding::SchemaContext;
+use crate::stef::SchemaContext;
 use crate::stef::text::{normalize_value, strip_quotes};
 use crate::stef::{
     Alignment, Enrichment, EnrichmentStatus, FilterStatus, Finding, QuestionAggregation,
@@ -358,7 +358,7 @@ struct StefVars<'a> {
     /// What the query returned (the event's `result`), capped ([`ResultView`]).
     result: Option<ResultView>,
     /// The catalogue tables the SQL reads or the question names (capped in the core:
-    /// `stef::grounding::SchemaContext`).
+    /// `stef::SchemaContext`).
     schema: Option<&'a SchemaContext>,
 }
 

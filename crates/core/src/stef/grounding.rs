@@ -27,6 +27,7 @@ use crate::words::{find_phrase, text_words};
 
 use super::question::relevant_definitions;
 use super::text::QuestionTexts;
+use super::{SchemaContext, TableContext};
 
 /// How a column came to be linked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,39 +178,6 @@ pub const CONTEXT_MAX_TABLES: usize = 8;
 pub const CONTEXT_MAX_COLUMNS: usize = 40;
 /// Longest natural-language column name it shows, in bytes.
 const CONTEXT_MAX_NATURAL: usize = 120;
-
-/// The part of the catalogue an LLM judge is shown for one event: the tables the SQL reads and
-/// the tables of the columns the question names ([`ground`]), capped at
-/// [`CONTEXT_MAX_TABLES`] tables of [`CONTEXT_MAX_COLUMNS`] columns (about 6 KB of JSON at
-/// most), with their keys. Built only for events an LLM judges, never at line rate.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct SchemaContext {
-    /// The database.
-    pub db_id: String,
-    /// The tables, those the SQL reads first.
-    pub tables: Vec<TableContext>,
-    /// Tables left out by the cap.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tables_omitted: usize,
-}
-
-/// One table of a [`SchemaContext`].
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct TableContext {
-    /// Table name as written.
-    pub name: String,
-    /// Whether the SQL reads it (else only the question names one of its columns).
-    pub read_by_sql: bool,
-    /// Columns: `name type` with ` PK`, ` -> table.column` and ` -- natural name` when known.
-    pub columns: Vec<String>,
-    /// Columns left out by the cap.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub columns_omitted: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
 
 /// The [`SchemaContext`] of one event: `tables_read` are the catalogue's table indices the SQL
 /// reads; the question's links add the tables of the columns it names.

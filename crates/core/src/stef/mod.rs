@@ -230,10 +230,43 @@ pub struct Prepared {
     /// applies to the event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalogue: Option<CatalogueNote>,
-    /// The catalogue tables an LLM judge is shown ([`grounding::SchemaContext`]): set only for
+    /// The catalogue tables an LLM judge is shown ([`SchemaContext`]): set only for
     /// events an LLM judges ([`add_schema_context`]), never at line rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema_context: Option<grounding::SchemaContext>,
+    pub schema_context: Option<SchemaContext>,
+}
+
+/// The part of the catalogue an LLM judge is shown for one event: the tables the SQL reads and
+/// the tables of the columns the question names ([`grounding::ground`]), capped at
+/// [`grounding::CONTEXT_MAX_TABLES`] tables of [`grounding::CONTEXT_MAX_COLUMNS`] columns (about 6 KB of JSON at
+/// most), with their keys. Built only for events an LLM judges, never at line rate.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SchemaContext {
+    /// The database.
+    pub db_id: String,
+    /// The tables, those the SQL reads first.
+    pub tables: Vec<TableContext>,
+    /// Tables left out by the cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tables_omitted: usize,
+}
+
+/// One table of a [`SchemaContext`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TableContext {
+    /// Table name as written.
+    pub name: String,
+    /// Whether the SQL reads it (else only the question names one of its columns).
+    pub read_by_sql: bool,
+    /// Columns: `name type` with ` PK`, ` -> table.column` and ` -- natural name` when known.
+    pub columns: Vec<String>,
+    /// Columns left out by the cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub columns_omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What the catalogue did for one event (`details.catalogue`).

@@ -148,6 +148,31 @@ fn id_instead_of_name_for_codes() {
     case(FindingCode::IdInsteadOfName, 58, None, 59, "EdOpsName");
 }
 
+#[test]
+fn join_off_keys_on_two_unrelated_keys() {
+    // "Which client issued his/her card …": client.client_id = card.card_id.
+    case(
+        FindingCode::JoinOffKeys,
+        151,
+        None,
+        152,
+        "client.client_id = card.card_id",
+    );
+}
+
+#[test]
+fn join_skips_link_table() {
+    // Clients and accounts joined through their district; disp links them. 277 does the same
+    // for "customers who have accounts at the Prague branch", and the experts accept it.
+    case(
+        FindingCode::JoinSkipsLinkTable,
+        160,
+        Some(277),
+        161,
+        "disp links them",
+    );
+}
+
 /// Every finding that changes the verdict meets the brief's precision bar on people's labels;
 /// the demoted ones are information only.
 #[test]

@@ -393,6 +393,8 @@ pub enum FindingCode {
     AmbiguousColumn,
     /// Two tables joined on columns that are not a declared key pair.
     JoinOffKeys,
+    /// Two tables joined through the parent both reference, while a third table links them.
+    JoinSkipsLinkTable,
     /// Columns of incompatible types compared for equality.
     JoinTypeMismatch,
     /// SUM or AVG over a text column.
@@ -453,6 +455,7 @@ impl FindingCode {
             FindingCode::UnknownQualifier => "unknown_qualifier",
             FindingCode::AmbiguousColumn => "ambiguous_column",
             FindingCode::JoinOffKeys => "join_off_keys",
+            FindingCode::JoinSkipsLinkTable => "join_skips_link_table",
             FindingCode::JoinTypeMismatch => "join_type_mismatch",
             FindingCode::AggregateOverText => "aggregate_over_text",
             FindingCode::LiteralTypeMismatch => "literal_type_mismatch",

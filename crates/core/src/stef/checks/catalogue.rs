@@ -293,6 +293,24 @@ pub(super) fn catalogue_checks(
                 );
             }
         }
+        if let Some(evidence) = unrelated_keys(schema, &resolver, (ta, ca), (tb, cb)) {
+            push(
+                out,
+                FindingCode::JoinOffKeys,
+                Severity::Warning,
+                ErrorCategory::Table,
+                evidence,
+            );
+        }
+        if let Some(evidence) = skipped_link(schema, &resolver, (ta, ca), (tb, cb)) {
+            push(
+                out,
+                FindingCode::JoinSkipsLinkTable,
+                Severity::Warning,
+                ErrorCategory::Table,
+                evidence,
+            );
+        }
         let (x, y) = (ty(ca), ty(cb));
         if matches!(
             (x, y),
@@ -384,6 +402,84 @@ pub(super) fn catalogue_checks(
     }
 
     id_instead_of_name(input, schema, refs, out);
+}
+
+/// `a.key = b.key`: each side is its own table's single-column primary key, the catalogue
+/// declares foreign keys, and none relates the two tables (neither key references the other, nor
+/// do both reference one column). Two tables' row ids equated by accident (`client.client_id =
+/// card.card_id`).
+fn unrelated_keys(
+    schema: &DbSchema,
+    resolver: &Resolver<'_>,
+    (ta, ca): (usize, usize),
+    (tb, cb): (usize, usize),
+) -> Option<String> {
+    if schema.foreign_keys.is_empty() || !is_single_key(schema, ca) || !is_single_key(schema, cb) {
+        return None;
+    }
+    let table_of = |c: usize| schema.columns.get(c).map(|col| col.table);
+    let related = schema.foreign_keys.iter().any(|&(f, t)| {
+        let (tf, tt) = (table_of(f), table_of(t));
+        (tf == Some(ta) && tt == Some(tb)) || (tf == Some(tb) && tt == Some(ta))
+    });
+    let same_target = schema
+        .foreign_keys
+        .iter()
+        .any(|&(f, t)| f == ca && schema.foreign_keys.iter().any(|&(g, u)| g == cb && u == t));
+    if related || same_target {
+        return None;
+    }
+    Some(format!(
+        "{} = {}: each is its own table's key and no foreign key relates {} and {}",
+        resolver.column_label(ta, ca),
+        resolver.column_label(tb, cb),
+        schema.tables.get(ta).map_or("?", String::as_str),
+        schema.tables.get(tb).map_or("?", String::as_str),
+    ))
+}
+
+/// `a.fk = b.fk` where both reference the same parent column (siblings joined through their
+/// parent's key) while a third table links `a` and `b` directly (it has foreign keys to both
+/// tables' keys): the join pairs every `a` row with every `b` row of the same parent, where the
+/// linking table says which belong together (`client.district_id = account.district_id`
+/// instead of going through `disp`).
+fn skipped_link(
+    schema: &DbSchema,
+    resolver: &Resolver<'_>,
+    (ta, ca): (usize, usize),
+    (tb, cb): (usize, usize),
+) -> Option<String> {
+    let target = |c: usize| {
+        schema
+            .foreign_keys
+            .iter()
+            .find(|&&(f, _)| f == c)
+            .map(|&(_, t)| t)
+    };
+    let (Some(pa), Some(pb)) = (target(ca), target(cb)) else {
+        return None;
+    };
+    if pa != pb {
+        return None;
+    }
+    let table_of = |c: usize| schema.columns.get(c).map(|col| col.table);
+    let references = |from_table: usize, to_table: usize| {
+        schema.foreign_keys.iter().any(|&(f, t)| {
+            table_of(f) == Some(from_table)
+                && table_of(t) == Some(to_table)
+                && is_single_key(schema, t)
+        })
+    };
+    let link = (0..schema.tables.len())
+        .find(|&l| l != ta && l != tb && references(l, ta) && references(l, tb))?;
+    Some(format!(
+        "{} = {} joins {} and {} through their shared parent; {} links them",
+        resolver.column_label(ta, ca),
+        resolver.column_label(tb, cb),
+        schema.tables.get(ta).map_or("?", String::as_str),
+        schema.tables.get(tb).map_or("?", String::as_str),
+        schema.tables.get(link).map_or("?", String::as_str),
+    ))
 }
 
 fn is_single_key(schema: &DbSchema, c: usize) -> bool {

@@ -54,6 +54,8 @@ struct Item {
     label: bool,
     categories: Vec<String>,
     verdict: bool,
+    /// The four-point verdict (`correct` … `incorrect`).
+    semantic: String,
     phi: f64,
     /// The deterministic judge's rule (`rule 3`) and what it names.
     rationale: String,
@@ -169,6 +171,10 @@ fn score(catalogue: Option<&SchemaCatalog>) -> Vec<Item> {
                 label,
                 categories,
                 verdict: row.verdict.unwrap_or(false),
+                semantic: row
+                    .stef
+                    .as_ref()
+                    .map_or("not scored".into(), |s| s.semantic_verdict.clone()),
                 phi: row.value,
                 findings,
             }
@@ -303,6 +309,30 @@ fn main() {
                 agreement_cells(&part, |i| i.verdict)
             );
         }
+    }
+
+    println!();
+    println!("## Share judged correct by the experts, per four-point verdict (is it ordinal?)");
+    println!();
+    println!("| schema | correct | likely_correct | potentially_incorrect | incorrect |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, items) in &scored {
+        print!("| {name} |");
+        for v in [
+            "correct",
+            "likely_correct",
+            "potentially_incorrect",
+            "incorrect",
+        ] {
+            let of: Vec<&Item> = items.iter().filter(|i| i.semantic == v).collect();
+            let ok = of.iter().filter(|i| i.label).count();
+            print!(
+                " {:.2} ({ok}/{}) |",
+                ok as f64 / of.len().max(1) as f64,
+                of.len()
+            );
+        }
+        println!();
     }
 
     println!();

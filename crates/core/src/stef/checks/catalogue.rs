@@ -352,7 +352,8 @@ pub(super) fn catalogue_checks(
                 let scope = refs.columns.get(*col).map(|r| r.scope);
                 if let Some(scope) = scope
                     && is_single_key(schema, c)
-                    && let Some(many) = fan_out_table(schema, refs, scope, t, c)
+                    && let Some(many) =
+                        fan_out_table(schema, refs, &input.spec.filters, scope, t, c)
                 {
                     push(
                         out,
@@ -493,6 +494,7 @@ fn is_single_key(schema: &DbSchema, c: usize) -> bool {
 fn fan_out_table(
     schema: &DbSchema,
     refs: &QueryReferences,
+    filters: &[crate::sqlspec::Filter],
     scope: usize,
     t: usize,
     c: usize,
@@ -512,13 +514,9 @@ fn fan_out_table(
         // A condition on the other table (`badges.name = 'Supporter'`) usually keeps one row
         // per `t` row, and people accept the count then: only a join used for nothing else
         // surely repeats rows.
-        let conditioned = refs.columns.iter().enumerate().any(|(i, col)| {
-            col.scope == scope
-                && !refs.equalities.iter().any(|&(a, b)| a == i || b == i)
-                && match &col.qualifier {
-                    Some(q) => q.eq_ignore_ascii_case(&src.binding),
-                    None => schema.column_index(u, &col.name).is_some(),
-                }
+        let conditioned = filters.iter().any(|f| {
+            let name = f.lhs.rsplit('.').next().unwrap_or(&f.lhs);
+            schema.column_index(u, name).is_some()
         });
         (references_key && !conditioned).then(|| schema.tables.get(u).cloned().unwrap_or_default())
     })

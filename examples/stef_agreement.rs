@@ -17,7 +17,8 @@
 //! would), and prints κ against EX without and with the result, the share of EX-correct
 //! predictions flagged, and each result finding's precision.
 //!
-//! `cargo run --release --example stef_agreement [-- --results]`
+//! `cargo run --release --example stef_agreement [-- --results]`; `--show CODE` lists the
+//! EX-correct predictions a code fires on, `--show-gold CODE` the gold queries it fires on.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -208,6 +209,15 @@ fn gold_false_alarms() -> Result<(), Box<dyn std::error::Error>> {
                     .collect();
                 fired.sort();
                 fired.dedup();
+                if let Some(code) = std::env::args().skip_while(|a| a != "--show-gold").nth(1)
+                    && with_catalogue
+                    && fired.contains(&code)
+                {
+                    eprintln!(
+                        "{name} {}: {}\n    Q: {}\n    findings: {}",
+                        event.event_id, event.sql, event.question, details["findings"]
+                    );
+                }
                 for code in fired {
                     *codes.entry(code).or_default() += 1;
                 }

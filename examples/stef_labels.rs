@@ -182,6 +182,39 @@ fn score(catalogue: Option<&SchemaCatalog>) -> Vec<Item> {
         .collect()
 }
 
+/// What a rationale's first reason is, as a kind: a finding's code, or the alignment's words
+/// (`partially applied filters`, `missing aggregations count`, `unanswered outputs`, …).
+fn rule_reason(rest: &str) -> String {
+    const KINDS: [&str; 14] = [
+        "no required filter applied",
+        "partially applied filters",
+        "missing aggregations count",
+        "missing aggregations",
+        "unanswered outputs",
+        "columns nobody asked for",
+        "extra filters",
+        "grouping missing",
+        "unrequested grouping",
+        "enrichment adds constraints",
+        "enrichment",
+        "nothing in the question could be checked",
+        "LIMIT",
+        "unexplained ORDER BY",
+    ];
+    let first = rest.trim().split(';').next().unwrap_or_default().trim();
+    if let Some(kind) = KINDS.iter().find(|k| first.starts_with(*k)) {
+        return (*kind).to_string();
+    }
+    match first.split_once(':') {
+        Some((code, _)) if code.contains('_') && !code.contains(' ') => code.to_string(),
+        _ => first
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
 fn confusion(items: &[&Item], positive: impl Fn(&Item) -> bool) -> Confusion {
     let mut c = Confusion::default();
     for item in items {
@@ -464,19 +497,7 @@ fn main() {
             .unwrap_or_default()
             .to_string();
         let rest = item.rationale.split_once(':').map_or("", |(_, r)| r);
-        let reason = rest
-            .split(['(', ';'])
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .chars()
-            .take(40)
-            .collect::<String>();
-        let reason = if rule == "rule 0" || reason.contains(|c: char| c.is_ascii_digit()) {
-            String::new()
-        } else {
-            reason
-        };
+        let reason = rule_reason(rest);
         let e = by_rule.entry((rule, reason)).or_default();
         if item.label {
             e.0 += 1;

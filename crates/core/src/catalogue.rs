@@ -161,11 +161,17 @@ pub struct SchemaWords {
     pub written: Vec<Vec<String>>,
     /// Per column: the words of its natural-language name (empty when it has none).
     pub natural: Vec<Vec<String>>,
+    /// Every phrase of two words or more (a column's natural or written name), by its first
+    /// word: `(column, natural)` — so a question is matched with one lookup per word instead of
+    /// one scan of every column.
+    pub phrases: HashMap<String, Vec<(usize, bool)>>,
+    /// Columns by their written name, lowercased.
+    pub by_name: HashMap<String, Vec<usize>>,
 }
 
 impl SchemaWords {
     fn of(schema: &DbSchema) -> SchemaWords {
-        SchemaWords {
+        let mut words = SchemaWords {
             tables: schema.tables.iter().map(|t| identifier_words(t)).collect(),
             written: schema
                 .columns
@@ -183,7 +189,29 @@ impl SchemaWords {
                 .iter()
                 .map(|c| c.natural.as_deref().map(text_words).unwrap_or_default())
                 .collect(),
+            phrases: HashMap::new(),
+            by_name: HashMap::new(),
+        };
+        for (i, c) in schema.columns.iter().enumerate() {
+            if c.table == usize::MAX {
+                continue;
+            }
+            words
+                .by_name
+                .entry(c.name.to_lowercase())
+                .or_default()
+                .push(i);
+            for (natural, phrase) in [(true, words.natural.get(i)), (false, words.written.get(i))] {
+                if let Some(first) = phrase.filter(|p| p.len() >= 2).and_then(|p| p.first()) {
+                    words
+                        .phrases
+                        .entry(first.clone())
+                        .or_default()
+                        .push((i, natural));
+                }
+            }
         }
+        words
     }
 
     /// Heap bytes held (for the memory figure per 100 tables in `benches/README.md`).
@@ -197,7 +225,24 @@ impl SchemaWords {
                     })
                     .sum::<usize>()
         };
-        list(&self.tables) + list(&self.written) + list(&self.natural)
+        let map = |m: &HashMap<String, Vec<usize>>| {
+            m.capacity() * (std::mem::size_of::<String>() + std::mem::size_of::<Vec<usize>>() + 8)
+                + m.iter()
+                    .map(|(k, v)| k.capacity() + v.capacity() * std::mem::size_of::<usize>())
+                    .sum::<usize>()
+        };
+        let phrases = self.phrases.capacity()
+            * (std::mem::size_of::<String>() + std::mem::size_of::<Vec<(usize, bool)>>() + 8)
+            + self
+                .phrases
+                .iter()
+                .map(|(k, v)| k.capacity() + v.capacity() * std::mem::size_of::<(usize, bool)>())
+                .sum::<usize>();
+        list(&self.tables)
+            + list(&self.written)
+            + list(&self.natural)
+            + map(&self.by_name)
+            + phrases
     }
 }
 

@@ -13,6 +13,8 @@
 //! Pure and allocation-light: one `Vec<String>` per name or text. Schema names are split once
 //! per catalogue load (`catalogue::DbSchema::words`); a question once per event.
 
+use std::borrow::Cow;
+
 /// Abbreviations common in schema names, with the word they stand for.
 pub const ABBREVIATIONS: [(&str, &str); 22] = [
     ("abr", "abbreviation"),
@@ -48,53 +50,67 @@ pub const STOP_WORDS: [&str; 24] = [
 /// The singular of an English plural (`scores` → `score`, `cities` → `city`, `classes` →
 /// `class`, `matches` → `match`); other words unchanged. Short words and words that only look
 /// plural (`status`, `class`, `analysis`) are left alone.
-pub fn singular(word: &str) -> String {
+pub fn singular(word: &str) -> Cow<'_, str> {
     let n = word.len();
     if n < 4 || !word.ends_with('s') || ["ss", "us", "is"].iter().any(|s| word.ends_with(s)) {
-        return word.to_string();
+        return Cow::Borrowed(word);
     }
     if let Some(stem) = word.strip_suffix("ies").filter(|s| s.len() >= 2) {
-        return format!("{stem}y");
+        return Cow::Owned(format!("{stem}y"));
     }
     if ["sses", "xes", "ches", "shes"]
         .iter()
         .any(|s| word.ends_with(s))
     {
-        return word[..n - 2].to_string();
+        return Cow::Borrowed(&word[..n - 2]);
     }
-    word[..n - 1].to_string()
+    Cow::Borrowed(&word[..n - 1])
 }
 
-/// One word in the comparable form (lowercase input): abbreviation expanded, singular.
-fn normal(word: &str) -> String {
+/// One word in the comparable form (lowercase input): abbreviation expanded, singular; `None`
+/// when it is already in that form.
+fn normal(word: &str) -> Option<String> {
     if let Some((_, full)) = ABBREVIATIONS.iter().find(|(a, _)| *a == word) {
-        return (*full).to_string();
+        return Some((*full).to_string());
     }
-    singular(word)
+    match singular(word) {
+        Cow::Borrowed(s) if s.len() == word.len() => None,
+        s => Some(s.into_owned()),
+    }
 }
 
 /// Split at non-alphanumerics and camel-case humps, lowercased, before normalization.
 fn raw_pieces(text: &str, split_camel: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
-    let chars: Vec<char> = text.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
+    let mut prev: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
         if !c.is_alphanumeric() {
             if !current.is_empty() {
                 out.push(std::mem::take(&mut current));
             }
+            prev = None;
             continue;
         }
-        if split_camel && !current.is_empty() && c.is_uppercase() {
-            let prev = chars[i - 1];
-            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+        if split_camel
+            && !current.is_empty()
+            && c.is_uppercase()
+            && let Some(p) = prev
+        {
+            let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
             // `mailStreet` → `mail street`; `NCESDist` → `nces dist` (an upper before a lower
             // after a run of uppers starts a word).
-            if prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower) {
+            if p.is_lowercase() || p.is_ascii_digit() || (p.is_uppercase() && next_lower) {
                 out.push(std::mem::take(&mut current));
             }
         }
-        current.extend(c.to_lowercase());
+        if c.is_ascii() {
+            current.push(c.to_ascii_lowercase());
+        } else {
+            current.extend(c.to_lowercase());
+        }
+        prev = Some(c);
     }
     if !current.is_empty() {
         out.push(current);
@@ -105,11 +121,14 @@ fn raw_pieces(text: &str, split_camel: bool) -> Vec<String> {
 /// The words of a schema name (table or column, as written: `AvgScrRead`, `free meal count
 /// (k-12)`, `team_long_name`), in order, stop words dropped.
 pub fn identifier_words(name: &str) -> Vec<String> {
-    raw_pieces(name, true)
-        .iter()
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .map(|w| normal(w))
-        .collect()
+    let mut words = raw_pieces(name, true);
+    words.retain(|w| !STOP_WORDS.contains(&w.as_str()));
+    for w in &mut words {
+        if let Some(n) = normal(w) {
+            *w = n;
+        }
+    }
+    words
 }
 
 /// The words of a natural-language text (a question, a natural column name), in order, stop

@@ -460,7 +460,7 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
                             .any(|w| c.contains(w))
                             || qa.column.as_deref().is_some_and(|term| {
                                 let term = crate::words::singular(term.trim());
-                                term.len() >= 4 && c.contains(term.as_str())
+                                term.len() >= 4 && c.contains(term.as_ref())
                             })
                     })
             });

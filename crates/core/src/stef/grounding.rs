@@ -23,7 +23,7 @@
 //! one scan of the columns.
 
 use crate::catalogue::DbSchema;
-use crate::words::{find_phrase, text_words};
+use crate::words::text_words;
 
 use super::question::relevant_definitions;
 use super::text::QuestionTexts;
@@ -61,47 +61,71 @@ pub struct Grounding {
 
 /// Link the question and its evidence to `schema`'s columns (module docs).
 pub fn ground(texts: &QuestionTexts<'_>, schema: &DbSchema) -> Grounding {
+    ground_words(texts, &text_words(texts.question), schema)
+}
+
+/// [`ground`] with the question's words already split ([`text_words`]).
+pub fn ground_words(
+    texts: &QuestionTexts<'_>,
+    question: &[String],
+    schema: &DbSchema,
+) -> Grounding {
     let words = schema.words();
-    let question = text_words(texts.question);
     let mut columns = Vec::new();
-    for (i, c) in schema.columns.iter().enumerate() {
-        if c.table == usize::MAX {
+    for (at, word) in question.iter().enumerate() {
+        let Some(candidates) = words.phrases.get(word) else {
             continue;
-        }
-        for (via, phrase) in [
-            (LinkVia::NaturalName, words.natural.get(i)),
-            (LinkVia::WrittenName, words.written.get(i)),
-        ] {
-            let Some(phrase) = phrase.filter(|p| p.len() >= 2) else {
+        };
+        for &(column, natural) in candidates {
+            let phrase = if natural {
+                words.natural.get(column)
+            } else {
+                words.written.get(column)
+            };
+            let Some(phrase) = phrase else {
                 continue;
             };
-            if find_phrase(&question, phrase).is_some() {
-                columns.push(ColumnLink {
-                    column: i,
-                    via,
-                    phrase: phrase.join(" "),
-                });
-            }
-        }
-    }
-    for (subject, definition) in relevant_definitions(texts) {
-        for name in written_identifiers(definition) {
-            for (i, c) in schema.columns.iter().enumerate() {
-                if c.table != usize::MAX
-                    && c.name.eq_ignore_ascii_case(name)
-                    && !columns
-                        .iter()
-                        .any(|l| l.column == i && l.via == LinkVia::Evidence)
+            if question.get(at..at + phrase.len()) == Some(phrase.as_slice()) {
+                let via = if natural {
+                    LinkVia::NaturalName
+                } else {
+                    LinkVia::WrittenName
+                };
+                if !columns
+                    .iter()
+                    .any(|l: &ColumnLink| l.column == column && l.via == via)
                 {
                     columns.push(ColumnLink {
-                        column: i,
-                        via: LinkVia::Evidence,
-                        phrase: subject.to_string(),
+                        column,
+                        via,
+                        phrase: phrase.join(" "),
                     });
                 }
             }
         }
     }
+    if texts.evidence.is_some() {
+        for (subject, definition) in relevant_definitions(texts) {
+            for name in written_identifiers(definition) {
+                let Some(found) = words.by_name.get(&name.to_lowercase()) else {
+                    continue;
+                };
+                for &column in found {
+                    if !columns
+                        .iter()
+                        .any(|l| l.column == column && l.via == LinkVia::Evidence)
+                    {
+                        columns.push(ColumnLink {
+                            column,
+                            via: LinkVia::Evidence,
+                            phrase: subject.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    columns.sort_by_key(|l| l.column);
     Grounding { columns }
 }
 

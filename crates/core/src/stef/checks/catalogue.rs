@@ -302,7 +302,7 @@ pub(super) fn catalogue_checks(
                 evidence,
             );
         }
-        if let Some(evidence) = skipped_link(schema, &resolver, (ta, ca), (tb, cb)) {
+        if let Some(evidence) = skipped_link(input, schema, &resolver, (ta, ca), (tb, cb)) {
             push(
                 out,
                 FindingCode::JoinSkipsLinkTable,
@@ -419,6 +419,17 @@ fn unrelated_keys(
         return None;
     }
     let table_of = |c: usize| schema.columns.get(c).map(|col| col.table);
+    // Both tables must take part in some declared key, or the catalogue simply left their
+    // relation out (Spider's `flights.Airline` → `airlines.uid` is undeclared).
+    let keyed = |t: usize| {
+        schema
+            .foreign_keys
+            .iter()
+            .any(|&(f, to)| table_of(f) == Some(t) || table_of(to) == Some(t))
+    };
+    if !keyed(ta) || !keyed(tb) {
+        return None;
+    }
     let related = schema.foreign_keys.iter().any(|&(f, t)| {
         let (tf, tt) = (table_of(f), table_of(t));
         (tf == Some(ta) && tt == Some(tb)) || (tf == Some(tb) && tt == Some(ta))
@@ -443,8 +454,10 @@ fn unrelated_keys(
 /// parent's key) while a third table links `a` and `b` directly (it has foreign keys to both
 /// tables' keys): the join pairs every `a` row with every `b` row of the same parent, where the
 /// linking table says which belong together (`client.district_id = account.district_id`
-/// instead of going through `disp`).
+/// instead of going through `disp`) — unless the question names the parent, whose rows it is
+/// about.
 fn skipped_link(
+    input: &CheckInput<'_>,
     schema: &DbSchema,
     resolver: &Resolver<'_>,
     (ta, ca): (usize, usize),
@@ -473,6 +486,13 @@ fn skipped_link(
     };
     let link = (0..schema.tables.len())
         .find(|&l| l != ta && l != tb && references(l, ta) && references(l, tb))?;
+    // A question about the parent itself ("atoms in double-bonded molecules") means the join
+    // through it.
+    let parent = table_of(pa)?;
+    let question = crate::words::text_words(input.texts.question);
+    if super::grounded::names_table(schema, parent, &question) {
+        return None;
+    }
     Some(format!(
         "{} = {} joins {} and {} through their shared parent; {} links them",
         resolver.column_label(ta, ca),

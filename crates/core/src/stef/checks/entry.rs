@@ -6,7 +6,8 @@ use super::catalogue::catalogue_checks;
 use super::evidence::evidence_checks;
 use super::grounded::grounded_checks;
 use crate::stef::Finding;
-use crate::stef::grounding::ground;
+use crate::stef::grounding::ground_words;
+use crate::words::text_words;
 
 /// Run every check that applies; findings in check order.
 pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
@@ -14,7 +15,9 @@ pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
     evidence_checks(input, &mut out);
     if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
         catalogue_checks(input, schema, refs, &mut out);
-        grounded_checks(input, schema, refs, &ground(input.texts, schema), &mut out);
+        let question_words = text_words(input.texts.question);
+        let grounding = ground_words(input.texts, &question_words, schema);
+        grounded_checks(input, schema, refs, &grounding, &question_words, &mut out);
     }
     out
 }

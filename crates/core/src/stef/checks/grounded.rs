@@ -14,17 +14,32 @@ use crate::words::text_words;
 
 use super::*;
 
-/// Column names the SQL references, lowercased, and the SQL lowercased (a name the reference
-/// walk cannot see — inside a construct it leaves opaque — still counts when the text has it).
+/// Column names the SQL references, lowercased, and the SQL (a name the reference walk cannot
+/// see — inside a construct it leaves opaque — still counts when the text has it; the text is
+/// only searched for the few columns a finding would name).
 struct Named<'a> {
     refs: HashSet<String>,
-    sql_lower: &'a str,
+    sql: &'a str,
+    sql_lower: std::cell::OnceCell<String>,
 }
 
 impl Named<'_> {
+    /// Whether the reference walk saw `column` (cheap: one lookup).
+    fn referenced(&self, column: &str) -> bool {
+        if column.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.refs.contains(&column.to_ascii_lowercase())
+        } else {
+            self.refs.contains(column)
+        }
+    }
+
+    /// Whether the SQL names `column` anywhere: referenced, or written in its text.
     fn names(&self, column: &str) -> bool {
-        let lower = column.to_ascii_lowercase();
-        self.refs.contains(&lower) || contains_word(self.sql_lower, &lower)
+        self.referenced(column)
+            || contains_word(
+                self.sql_lower.get_or_init(|| self.sql.to_ascii_lowercase()),
+                &column.to_ascii_lowercase(),
+            )
     }
 }
 
@@ -33,16 +48,17 @@ pub(super) fn grounded_checks(
     schema: &DbSchema,
     refs: &QueryReferences,
     grounding: &Grounding,
+    question_words: &[String],
     out: &mut Vec<Finding>,
 ) {
-    let sql_lower = input.sql.to_ascii_lowercase();
     let named = Named {
         refs: refs
             .columns
             .iter()
             .map(|c| c.name.to_ascii_lowercase())
             .collect(),
-        sql_lower: &sql_lower,
+        sql: input.sql,
+        sql_lower: std::cell::OnceCell::new(),
     };
     let tables_read: HashSet<usize> = refs
         .scopes
@@ -53,12 +69,14 @@ pub(super) fn grounded_checks(
             RefSourceKind::Derived(_) => None,
         })
         .collect();
-    evidence_columns(schema, grounding, &named, out);
-    named_columns(schema, grounding, &named, &tables_read, out);
-    if !selects_everything(input) {
-        unused_join_tables(schema, refs, out);
+    if !grounding.columns.is_empty() {
+        evidence_columns(schema, grounding, &named, out);
+        named_columns(schema, grounding, &named, &tables_read, out);
     }
-    code_instead_of_name(input, schema, refs, out);
+    if refs.scopes.iter().any(|s| s.sources.len() > 1) && !selects_everything(input) {
+        unused_join_tables(schema, refs, question_words, input.texts.evidence, out);
+    }
+    code_instead_of_name(input, schema, refs, question_words, out);
 }
 
 /// `evidence_column_unused`, with the catalogue: a relevant definition writes a column of the
@@ -113,15 +131,7 @@ fn named_columns(
     out: &mut Vec<Finding>,
 ) {
     let words = schema.words();
-    let used: Vec<usize> = schema
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| {
-            c.table != usize::MAX && tables_read.contains(&c.table) && named.names(&c.name)
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let mut used: Option<Vec<usize>> = None;
     let mut reported: HashSet<usize> = HashSet::new();
     for link in &grounding.columns {
         if link.via == LinkVia::Evidence || reported.contains(&link.column) {
@@ -134,6 +144,21 @@ fn named_columns(
             continue;
         }
         let phrase: Vec<String> = link.phrase.split(' ').map(str::to_string).collect();
+        // The columns of the tables read that the SQL references (made once, when needed).
+        let used = used.get_or_insert_with(|| {
+            named
+                .refs
+                .iter()
+                .flat_map(|name| words.by_name.get(name).into_iter().flatten())
+                .copied()
+                .filter(|&c| {
+                    schema
+                        .columns
+                        .get(c)
+                        .is_some_and(|col| tables_read.contains(&col.table))
+                })
+                .collect()
+        });
         let answered = used.iter().any(|&u| {
             [words.written.get(u), words.natural.get(u)]
                 .into_iter()
@@ -158,6 +183,30 @@ fn named_columns(
     }
 }
 
+/// Words too generic in a table's name to say the question means the table.
+const GENERIC_TABLE_WORDS: [&str; 10] = [
+    "has",
+    "info",
+    "information",
+    "data",
+    "detail",
+    "list",
+    "type",
+    "record",
+    "table",
+    "map",
+];
+
+/// Whether `words` (a question's, an evidence's) say a word of table `t`'s name (three letters
+/// or more, not a generic one).
+pub(super) fn names_table(schema: &DbSchema, t: usize, words: &[String]) -> bool {
+    schema.words().tables.get(t).is_some_and(|name| {
+        name.iter().any(|w| {
+            w.len() >= 3 && !GENERIC_TABLE_WORDS.contains(&w.as_str()) && words.contains(w)
+        })
+    })
+}
+
 /// Whether the SQL returns whole rows (`*`, `t.*`): then every table's columns are used.
 fn selects_everything(input: &CheckInput<'_>) -> bool {
     if input
@@ -179,9 +228,40 @@ fn selects_everything(input: &CheckInput<'_>) -> bool {
         || collapsed.contains(".*")
 }
 
+/// The catalogue table of every FROM source, scope by scope (`None`: derived, or unknown).
+fn source_tables(schema: &DbSchema, refs: &QueryReferences) -> Vec<Vec<Option<usize>>> {
+    refs.scopes
+        .iter()
+        .map(|scope| {
+            scope
+                .sources
+                .iter()
+                .map(|src| match &src.kind {
+                    RefSourceKind::Table(name) => schema.table_index(name),
+                    RefSourceKind::Derived(_) => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The column `name` of table `t`, through the name index (no scan of every column).
+fn column_of(schema: &DbSchema, t: usize, name: &str) -> Option<usize> {
+    let found = schema.words().by_name.get(&name.to_lowercase())?;
+    found
+        .iter()
+        .copied()
+        .find(|&c| schema.columns.get(c).is_some_and(|col| col.table == t))
+}
+
 /// Which FROM source of which scope a column reference reads: `None` when it cannot be told
 /// (a derived table, an alias, a name no source has or several have).
-fn source_of(schema: &DbSchema, refs: &QueryReferences, idx: usize) -> Option<(usize, usize)> {
+fn source_of(
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    tables: &[Vec<Option<usize>>],
+    idx: usize,
+) -> Option<(usize, usize)> {
     let c = refs.columns.get(idx)?;
     let mut scope = Some(c.scope);
     let mut hops = 0;
@@ -196,23 +276,25 @@ fn source_of(schema: &DbSchema, refs: &QueryReferences, idx: usize) -> Option<(u
                 return Some((s, i));
             }
         } else {
-            let holders: Vec<usize> = sc
-                .sources
-                .iter()
-                .enumerate()
-                .filter(|(_, src)| match &src.kind {
-                    RefSourceKind::Table(name) => schema
-                        .table_index(name)
-                        .and_then(|t| schema.column_index(t, &c.name))
-                        .is_some(),
-                    RefSourceKind::Derived(_) => true,
-                })
-                .map(|(i, _)| i)
-                .collect();
-            match holders.as_slice() {
-                [one] => return Some((s, *one)),
-                [] => {}
-                _ => return None,
+            let mut holder = None;
+            for (i, src) in sc.sources.iter().enumerate() {
+                let holds = match (
+                    &src.kind,
+                    tables.get(s).and_then(|t| t.get(i)).copied().flatten(),
+                ) {
+                    (RefSourceKind::Table(_), Some(t)) => column_of(schema, t, &c.name).is_some(),
+                    (RefSourceKind::Table(_), None) => false,
+                    (RefSourceKind::Derived(_), _) => true,
+                };
+                if holds {
+                    if holder.is_some() {
+                        return None;
+                    }
+                    holder = Some(i);
+                }
+            }
+            if let Some(i) = holder {
+                return Some((s, i));
             }
             if sc.aliases.iter().any(|a| a.eq_ignore_ascii_case(&c.name)) {
                 return None;
@@ -232,11 +314,18 @@ fn source_of(schema: &DbSchema, refs: &QueryReferences, idx: usize) -> Option<(u
 /// to the referenced row only drops orphans). A joined child repeats the other table's rows;
 /// a joined table that is neither only restricts the rows, which the question rarely asks for
 /// without saying so.
-fn unused_join_tables(schema: &DbSchema, refs: &QueryReferences, out: &mut Vec<Finding>) {
-    let mut sources: Vec<Option<(usize, usize)>> = Vec::with_capacity(refs.columns.len());
-    for i in 0..refs.columns.len() {
-        sources.push(source_of(schema, refs, i));
-    }
+fn unused_join_tables(
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    question_words: &[String],
+    evidence: Option<&str>,
+    out: &mut Vec<Finding>,
+) {
+    let evidence_words = std::cell::OnceCell::new();
+    let tables = source_tables(schema, refs);
+    let sources: Vec<Option<(usize, usize)>> = (0..refs.columns.len())
+        .map(|i| source_of(schema, refs, &tables, i))
+        .collect();
     let in_join: HashSet<usize> = refs.equalities.iter().flat_map(|&(a, b)| [a, b]).collect();
     for (s, scope) in refs.scopes.iter().enumerate() {
         if scope.sources.len() < 2 {
@@ -255,7 +344,7 @@ fn unused_join_tables(schema: &DbSchema, refs: &QueryReferences, out: &mut Vec<F
             let RefSourceKind::Table(name) = &src.kind else {
                 continue;
             };
-            let Some(t) = schema.table_index(name) else {
+            let Some(t) = tables.get(s).and_then(|ts| ts.get(si)).copied().flatten() else {
                 continue;
             };
             let mine: Vec<usize> = (0..refs.columns.len())
@@ -285,11 +374,8 @@ fn unused_join_tables(schema: &DbSchema, refs: &QueryReferences, out: &mut Vec<F
             };
             let column = |i: usize| -> Option<usize> {
                 let (ps, psi) = sources.get(i).copied().flatten()?;
-                let RefSourceKind::Table(tn) = &refs.scopes.get(ps)?.sources.get(psi)?.kind else {
-                    return None;
-                };
-                let ti = schema.table_index(tn)?;
-                schema.column_index(ti, &refs.columns.get(i)?.name)
+                let ti = tables.get(ps)?.get(psi).copied().flatten()?;
+                column_of(schema, ti, &refs.columns.get(i)?.name)
             };
             let (Some(mc), Some(oc)) = (column(me), column(other)) else {
                 continue;
@@ -302,6 +388,13 @@ fn unused_join_tables(schema: &DbSchema, refs: &QueryReferences, out: &mut Vec<F
             };
             // The parent the other side's key references: joining it only drops orphans.
             if single_key(mc) && !single_key(oc) {
+                continue;
+            }
+            // A table the question or its evidence names is asked for ("students who have
+            // pets" joins has_pet for nothing but the join, on purpose).
+            let evidence_words =
+                evidence_words.get_or_init(|| evidence.map(text_words).unwrap_or_default());
+            if names_table(schema, t, question_words) || names_table(schema, t, evidence_words) {
                 continue;
             }
             let other_table = schema
@@ -335,9 +428,9 @@ fn code_instead_of_name(
     input: &CheckInput<'_>,
     schema: &DbSchema,
     refs: &QueryReferences,
+    q: &[String],
     out: &mut Vec<Finding>,
 ) {
-    let q = text_words(input.texts.question);
     if q.iter()
         .any(|w| matches!(w.as_str(), "code" | "id" | "number" | "no" | "identifier"))
     {
@@ -354,6 +447,14 @@ fn code_instead_of_name(
         let [name] = p.columns.as_slice() else {
             continue;
         };
+        // Cheap first: only a name ending like a code can be one.
+        let lower = name.to_ascii_lowercase();
+        if !["code", "id", "num", "number", "nbr", "no"]
+            .iter()
+            .any(|s| lower.ends_with(s))
+        {
+            continue;
+        }
         // The projection is the bare column (maybe qualified), nothing computed.
         if !p.expr.eq_ignore_ascii_case(name)
             && !p
@@ -370,7 +471,7 @@ fn code_instead_of_name(
             let Some(t) = schema.table_index(table) else {
                 continue;
             };
-            let Some(c) = schema.column_index(t, name) else {
+            let Some(c) = column_of(schema, t, name) else {
                 continue;
             };
             let Some(written) = words.written.get(c) else {

@@ -148,6 +148,8 @@ pub(super) fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool
             } else if i > 0
                 && doc.w(i - 1) == "the"
                 && let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
+                // "the 2009 Spanish Grand Prix" names a year, not a number of rows.
+                && !(1000..=2999).contains(&k)
                 && doc.tok(i + 1).is_some_and(|t| t.kind == TokenKind::Word)
             {
                 // "the 3 countries with the fewest people": k rows, if a superlative follows.

@@ -67,6 +67,13 @@ fn top_k_and_ordering() {
     let s = spec("List heroes with at most 3 powers");
     assert!(!s.explicit_order);
     assert_eq!(values(&s), vec![(None, FilterOp::LtEq, "3")]);
+    // "the 2009 Spanish Grand Prix" is a year, not 2009 rows (people's labels: a correct
+    // `MAX(…)` was flagged "top 2009 requested, no LIMIT").
+    let s =
+        spec("What was the fastest lap speed among all drivers in the 2009 Spanish Grand Prix?");
+    assert_eq!(s.top_k, Some(1));
+    let s = spec("Name the 3 countries with the fewest people");
+    assert_eq!(s.top_k, Some(3));
 }
 
 #[test]

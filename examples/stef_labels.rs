@@ -549,7 +549,7 @@ fn main() {
         for item in with_catalogue
             .iter()
             .filter(|i| !i.label && i.verdict)
-            .filter(|i| i.categories.iter().any(|c| *c == cat))
+            .filter(|i| i.categories.contains(&cat))
         {
             eprintln!(
                 "[{}] {} Φ {}\n    Q: {}\n    SQL: {}\n    findings: {:?}",

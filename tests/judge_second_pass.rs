@@ -306,3 +306,71 @@ async fn cache_hits_cost_no_budget() {
             });
     assert_eq!(by_metric["stef_judged"], 50);
 }
+
+/// The second pass shows the judge what the query returned and the schema it touches: BIRD
+/// events with the agent's `result` and `[stef] catalogues = tables.json`; every prompt the
+/// scripted server receives carries both blocks (the tables the SQL reads, their described
+/// columns), bounded, and the rows' token counts come from the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_judge_sees_the_result_and_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = sqlgrade_testkit::data::data_dir();
+    let mut events: Vec<Value> = benchmark_events("bird", "SuperSQL")
+        .into_iter()
+        .take(6)
+        .enumerate()
+        .map(|(i, e)| {
+            let mut v = serde_json::to_value(&e).unwrap();
+            v["event_id"] = json!(format!("ev-{i}"));
+            // BIRD's first dev questions are about toxicology: the catalogue's `db_id`.
+            v["db_id"] = json!("toxicology");
+            v
+        })
+        .collect();
+    // A result far larger than the prompt may carry (under the 4 MiB event limit; decoding
+    // keeps 100 rows of 256-byte cells, the prompt 10 rows of 16 cells of 120 bytes).
+    let long = "x".repeat(600);
+    for e in &mut events {
+        e["result"] = json!({
+            "columns": (0..30).map(|c| format!("col{c}")).collect::<Vec<_>>(),
+            "rows": (0..150).map(|_| (0..30).map(|_| long.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            "row_count": 150,
+        });
+    }
+    let input = write_events(dir.path(), &events);
+    let server = MockServer::start().await;
+    let reply = stef_reply("correct", 0.9);
+    server.respond_with(move |_| Scripted::json(&reply));
+    let mut config = llm_config(dir.path(), &input, "out", &server);
+    config.judge.budget.uniform_rate = 1.0;
+    config.judge.budget.drain_grace_ms = 30_000;
+    config.stef.catalogues = vec![data.join("bird/tables.json")];
+    run(&config).await;
+
+    let out = rows(&dir.path().join("out"));
+    assert_eq!(ids(&out, "stef_judged").len(), events.len());
+    let requests = server.requests();
+    assert_eq!(requests.len(), events.len());
+    for request in &requests {
+        let user = request.message(1).expect("a user message");
+        assert!(user.contains("<data name=\"query_result\">"), "{user}");
+        assert!(user.contains("<data name=\"schema\">"), "{user}");
+        assert!(user.contains("\"row_count\":150") && user.contains("\"truncated\":true"));
+        // Ten rows of sixteen clipped cells, not 150 × 30 × 600 bytes.
+        assert!(user.len() < 40_000, "{} bytes", user.len());
+    }
+    // The tables the SQL reads are shown with their described columns (toxicology's first
+    // questions read `bond`, `atom`, `molecule`).
+    let all: String = requests.iter().filter_map(|r| r.message(1)).collect();
+    assert!(all.contains("\"read_by_sql\":true"), "{all}");
+    assert!(
+        ["bond", "atom", "molecule"]
+            .iter()
+            .any(|t| all.contains(&format!("\"name\":\"{t}\"")))
+    );
+    let judged = out.iter().find(|r| r["metric"] == "stef_judged").unwrap();
+    assert!(
+        judged["prompt_tokens"].as_u64().unwrap_or(0) > 0,
+        "{judged}"
+    );
+}

@@ -26,7 +26,7 @@ use crate::judge::{
 };
 use crate::sqlspec::{AggFunc, FilterOp, SqlSpec};
 use crate::stef::SchemaContext;
-use crate::stef::text::{normalize_value, strip_quotes};
+use crate::stef::text::{clip_marked, normalize_value, strip_quotes};
 use crate::stef::{
     Alignment, Enrichment, EnrichmentStatus, FilterStatus, Finding, QuestionAggregation,
     QuestionFilter, QuestionSpec, Verdict,
@@ -390,16 +390,7 @@ struct ResultView {
 
 impl ResultView {
     fn of(result: &crate::event::QueryResult) -> ResultView {
-        let clip = |text: &str| -> String {
-            if text.len() <= PROMPT_RESULT_CELL_BYTES {
-                return text.to_string();
-            }
-            let mut end = PROMPT_RESULT_CELL_BYTES;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            format!("{}…", &text[..end])
-        };
+        let clip = |text: &str| clip_marked(text, PROMPT_RESULT_CELL_BYTES);
         let cell = |v: &serde_json::Value| match v {
             serde_json::Value::String(s) => serde_json::Value::String(clip(s)),
             serde_json::Value::Array(_) | serde_json::Value::Object(_) => {

@@ -26,7 +26,7 @@ use crate::catalogue::DbSchema;
 use crate::words::text_words;
 
 use super::question::relevant_definitions;
-use super::text::QuestionTexts;
+use super::text::{QuestionTexts, clip_marked};
 use super::{SchemaContext, TableContext};
 
 /// How a column came to be linked.
@@ -246,7 +246,7 @@ pub fn schema_context(
                     }
                     if let Some(natural) = &c.natural {
                         line.push_str(" -- ");
-                        line.push_str(&clip_str(natural, CONTEXT_MAX_NATURAL));
+                        line.push_str(&clip_marked(natural, CONTEXT_MAX_NATURAL));
                     }
                     let named =
                         linked.contains(&i) || sql_lower.contains(&c.name.to_ascii_lowercase());
@@ -270,17 +270,6 @@ pub fn schema_context(
         tables,
         tables_omitted,
     }
-}
-
-fn clip_str(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

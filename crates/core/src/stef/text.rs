@@ -39,6 +39,17 @@ pub fn clip(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// `text` clipped to at most `max` bytes at a character boundary, with `…` when something was
+/// cut (evidence texts, prompt cells).
+pub fn clip_marked(text: &str, max: usize) -> String {
+    let clipped = clip(text, max);
+    if clipped.len() == text.len() {
+        clipped.to_string()
+    } else {
+        format!("{clipped}…")
+    }
+}
+
 /// One event's question texts as every phrase search reads them, built once per event: the
 /// question and the enriched question clipped to [`MAX_TEXT_BYTES`] (a blank enriched question
 /// is none), and both lowercased with whitespace collapsed ([`lower_collapsed`]). The question

@@ -184,13 +184,4 @@ pub(crate) fn contains_word(text: &str, word: &str) -> bool {
     false
 }
 
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
+pub(crate) use super::text::clip_marked as clip;

@@ -18,19 +18,18 @@ use super::*;
 /// see — inside a construct it leaves opaque — still counts when the text has it; the text is
 /// only searched for the few columns a finding would name).
 struct Named<'a> {
-    refs: HashSet<String>,
+    refs: &'a QueryReferences,
     sql: &'a str,
     sql_lower: std::cell::OnceCell<String>,
 }
 
 impl Named<'_> {
-    /// Whether the reference walk saw `column` (cheap: one lookup).
+    /// Whether the reference walk saw `column` (a query names a handful of columns: a scan).
     fn referenced(&self, column: &str) -> bool {
-        if column.bytes().any(|b| b.is_ascii_uppercase()) {
-            self.refs.contains(&column.to_ascii_lowercase())
-        } else {
-            self.refs.contains(column)
-        }
+        self.refs
+            .columns
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(column))
     }
 
     /// Whether the SQL names `column` anywhere: referenced, or written in its text.
@@ -51,25 +50,21 @@ pub(super) fn grounded_checks(
     question_words: &[String],
     out: &mut Vec<Finding>,
 ) {
-    let named = Named {
-        refs: refs
-            .columns
-            .iter()
-            .map(|c| c.name.to_ascii_lowercase())
-            .collect(),
-        sql: input.sql,
-        sql_lower: std::cell::OnceCell::new(),
-    };
-    let tables_read: HashSet<usize> = refs
-        .scopes
-        .iter()
-        .flat_map(|s| &s.sources)
-        .filter_map(|src| match &src.kind {
-            RefSourceKind::Table(name) => schema.table_index(name),
-            RefSourceKind::Derived(_) => None,
-        })
-        .collect();
     if !grounding.columns.is_empty() {
+        let named = Named {
+            refs,
+            sql: input.sql,
+            sql_lower: std::cell::OnceCell::new(),
+        };
+        let tables_read: HashSet<usize> = refs
+            .scopes
+            .iter()
+            .flat_map(|s| &s.sources)
+            .filter_map(|src| match &src.kind {
+                RefSourceKind::Table(name) => schema.table_index(name),
+                RefSourceKind::Derived(_) => None,
+            })
+            .collect();
         evidence_columns(schema, grounding, &named, out);
         named_columns(schema, grounding, &named, &tables_read, out);
     }
@@ -148,8 +143,15 @@ fn named_columns(
         let used = used.get_or_insert_with(|| {
             named
                 .refs
+                .columns
                 .iter()
-                .flat_map(|name| words.by_name.get(name).into_iter().flatten())
+                .flat_map(|c| {
+                    words
+                        .by_name
+                        .get(&c.name.to_lowercase())
+                        .into_iter()
+                        .flatten()
+                })
                 .copied()
                 .filter(|&c| {
                     schema
@@ -247,7 +249,12 @@ fn source_tables(schema: &DbSchema, refs: &QueryReferences) -> Vec<Vec<Option<us
 
 /// The column `name` of table `t`, through the name index (no scan of every column).
 fn column_of(schema: &DbSchema, t: usize, name: &str) -> Option<usize> {
-    let found = schema.words().by_name.get(&name.to_lowercase())?;
+    let by_name = &schema.words().by_name;
+    let found = if name.chars().any(char::is_uppercase) {
+        by_name.get(&name.to_lowercase())?
+    } else {
+        by_name.get(name)?
+    };
     found
         .iter()
         .copied()

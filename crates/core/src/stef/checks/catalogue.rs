@@ -503,13 +503,6 @@ fn skipped_link(
     ))
 }
 
-fn is_single_key(schema: &DbSchema, c: usize) -> bool {
-    schema
-        .primary_keys
-        .iter()
-        .any(|pk| pk.len() == 1 && pk.first() == Some(&c))
-}
-
 /// A table of `scope` (other than `t`) with a foreign key referencing `t`'s key column `c`.
 fn fan_out_table(
     schema: &DbSchema,

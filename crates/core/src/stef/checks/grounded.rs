@@ -91,10 +91,7 @@ fn evidence_columns(
         let Some(column) = schema.columns.get(link.column) else {
             continue;
         };
-        let single_key = schema
-            .primary_keys
-            .iter()
-            .any(|pk| pk.len() == 1 && pk.first() == Some(&link.column));
+        let single_key = is_single_key(schema, link.column);
         // Another column of the same name that the SQL does name (the definition may mean it).
         if single_key || named.names(&column.name) {
             continue;
@@ -387,12 +384,7 @@ fn unused_join_tables(
             let (Some(mc), Some(oc)) = (column(me), column(other)) else {
                 continue;
             };
-            let single_key = |c: usize| {
-                schema
-                    .primary_keys
-                    .iter()
-                    .any(|pk| pk.len() == 1 && pk.first() == Some(&c))
-            };
+            let single_key = |c: usize| is_single_key(schema, c);
             // The parent the other side's key references: joining it only drops orphans.
             if single_key(mc) && !single_key(oc) {
                 continue;

@@ -184,4 +184,12 @@ pub(crate) fn contains_word(text: &str, word: &str) -> bool {
     false
 }
 
+/// Whether column `c` is its table's whole (single-column) primary key.
+pub(super) fn is_single_key(schema: &DbSchema, c: usize) -> bool {
+    schema
+        .primary_keys
+        .iter()
+        .any(|pk| pk.len() == 1 && pk.first() == Some(&c))
+}
+
 pub(crate) use super::text::clip_marked as clip;

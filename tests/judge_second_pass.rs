@@ -148,13 +148,21 @@ async fn the_line_rate_pass_keeps_its_pace_with_a_slow_judge() {
         "one request per judgment"
     );
     assert_eq!(pass.spent.requests, requests);
-    // At most the quota (20/s, burst 2) over the time the judge stage ran.
+    // At most the quota (20/s) over the time the judge stage ran, with 3 requests of slack.
     let window = summary.elapsed.as_secs_f64();
     assert!(
         (requests as f64) <= 20.0 * window + 3.0,
         "{requests} requests in {window:.1} s"
     );
-    assert!(server.max_in_window(Duration::from_secs(1)) <= 22);
+    // The limiter's guarantee is on send times (paced at 19.1/s, burst 1: ≤ 20 in any second);
+    // the server sees arrival times, which a busy 2-core machine running this file's tests side
+    // by side delays by up to a few hundred ms (CI once saw > 22 in one second). Over 5 s windows
+    // that jitter is diluted: at most 5 × 19.1 + 2 ≈ 98 sends, plus 8 for up to 400 ms of
+    // delivery jitter; an unpaced judge at 32 in flight and 1 s per answer would show 160.
+    let busiest = server.max_in_window(Duration::from_secs(5));
+    let busiest_second = server.max_in_window(Duration::from_secs(1));
+    eprintln!("busiest windows at the server: {busiest_second} in 1 s, {busiest} in 5 s");
+    assert!(busiest <= 106, "{busiest} requests in the busiest 5 s");
     // And it used the quota: at 1 s per answer and 32 in flight, 20/s are sustainable.
     assert!(
         requests as f64 >= 0.7 * 20.0 * (window - line.as_secs_f64()).max(1.0),

@@ -551,6 +551,13 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
                 "SELECT bond_id FROM bond WHERE bond_type = 'single'",
             ),
             event("fine", Some("toxicology"), "bird", FINE),
+            // 'Phillip' is no member id; it is a first name (BIRD question 1414, CHESS).
+            event(
+                "other-column",
+                Some("student_club"),
+                "bird",
+                "SELECT COUNT(*) FROM member WHERE member_id = 'Phillip'",
+            ),
             // A query that never ends: the probe stops at its limit, the row is written.
             event("bomb", Some("toxicology"), "bird", bomb),
             // A database the catalogue has but the probe directory does not: no probes.
@@ -599,6 +606,18 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
         "{missing:?}"
     );
     assert!(findings("fine").is_empty(), "{:?}", findings("fine"));
+    let other = findings("other-column");
+    assert!(
+        other.iter().any(|(c, s, e)| c == "value_in_other_column"
+            && s == "error"
+            && e.ends_with("member.first_name holds it")),
+        "{other:?}"
+    );
+    assert!(
+        !other.iter().any(|(c, _, _)| c == "value_not_in_column"),
+        "{other:?}"
+    );
+    assert_eq!(rows["other-column"]["semantic_verdict"], "incorrect");
     let bomb = findings("bomb");
     assert!(
         bomb.iter()

@@ -109,7 +109,7 @@ impl Prober {
                 };
                 answers.push((probe, answer));
             }
-            plan = probe_findings(&answers, &mut prepared.findings);
+            plan = probe_findings(&answers, &prepared.sql_spec, schema, &mut prepared.findings);
         }
     }
 

@@ -418,6 +418,9 @@ pub enum FindingCode {
     EmptyResult,
     /// A literal the SQL compares a column with is not a value of that column.
     ValueNotInColumn,
+    /// A literal the SQL compares a column with is not a value of that column but is one of
+    /// another column (of a table the query reads, or one related to it by a foreign key).
+    ValueInOtherColumn,
     /// A probe could not answer (time limit, database unavailable).
     ProbeInconclusive,
     /// The query's result holds only NULLs (an aggregate over no rows).
@@ -466,6 +469,7 @@ impl FindingCode {
             FindingCode::QueryFails => "query_fails",
             FindingCode::EmptyResult => "empty_result",
             FindingCode::ValueNotInColumn => "value_not_in_column",
+            FindingCode::ValueInOtherColumn => "value_in_other_column",
             FindingCode::ProbeInconclusive => "probe_inconclusive",
             FindingCode::NullResult => "null_result",
             FindingCode::RowCountMismatch => "row_count_mismatch",

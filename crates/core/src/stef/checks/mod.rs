@@ -63,6 +63,7 @@
 //! | `query_fails` | the probe database rejects the query (no such column, a syntax error, …) | error |
 //! | `empty_result` | the query returns no rows | warning |
 //! | `value_not_in_column` | `col = 'v'` where `v` is not a value of the column: error when a case or spacing variant is (named in the evidence), warning when none is | error / warning |
+//! | `value_in_other_column` | `col = 'v'` where neither `v` nor a case or spacing variant is a value of the column, but another text column holds it — of the same table, another table the query reads, or a table a foreign key relates (≤ 12 columns searched; `v` of 3+ characters with a letter): the wrong column, or a missing table | error |
 //! | `probe_inconclusive` | a probe timed out or the database was unavailable (nothing concluded) | info |
 //!
 //! A probe answer that shows the SQL's literal in the data withdraws a `literal_case_mismatch`.

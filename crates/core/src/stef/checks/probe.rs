@@ -1,8 +1,14 @@
 //! The probes (the third table of [`super`]): what to ask the read-only replica
 //! ([`plan_probes`]) and the findings its answers give ([`probe_findings`]).
+//!
+//! Values are linked to columns here, with the data: a literal the SQL compares a column with
+//! that the column does not hold (nor any case or spacing variant of it) is looked up in the
+//! other text columns of the tables the query reads and of the tables the column's own table
+//! shares a foreign key with ([`Probe::ValueElsewhere`]) — "which column actually holds
+//! 'Alameda'". Found there, the query filters the wrong column (`value_in_other_column`).
 
-use crate::catalogue::DbSchema;
-use crate::sqlspec::{FilterOp, SqlSpec};
+use crate::catalogue::{ColumnType, DbSchema};
+use crate::sqlspec::{FilterOp, RefSourceKind, SqlSpec};
 
 use super::catalogue::{Resolved, Resolver};
 use super::*;
@@ -10,6 +16,10 @@ use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// Most value probes planned for one event (the first comparisons of the query).
 pub const MAX_VALUE_PROBES: usize = 8;
+
+/// Most columns one [`Probe::ValueElsewhere`] searches (each a scan of its table, bounded by
+/// the probe's time limit like every probe).
+pub const MAX_ELSEWHERE_COLUMNS: usize = 12;
 
 /// A read-only question to the probe database (`[stef] probe_databases`), planned from the SQL
 /// and the catalogue; the daemon runs it through its read-only executor and hands the answer
@@ -35,6 +45,20 @@ pub enum Probe {
         column: String,
         /// The literal that was not found.
         literal: String,
+    },
+    /// Which of `candidates` (other text columns, `(table, column)`) holds `literal` up to case
+    /// and surrounding spaces; asked beside [`Probe::ValueVariant`] for a literal that
+    /// `table.column` does not hold. The answer's first cell is `table.column` of the first
+    /// holder.
+    ValueElsewhere {
+        /// The table the SQL compares.
+        table: String,
+        /// The column the SQL compares.
+        column: String,
+        /// The literal that was not found there.
+        literal: String,
+        /// The columns searched, in order (at most [`MAX_ELSEWHERE_COLUMNS`]).
+        candidates: Vec<(String, String)>,
     },
 }
 
@@ -69,8 +93,97 @@ impl Probe {
                 t = ident(table),
                 l = text(literal)
             ),
+            Probe::ValueElsewhere {
+                literal,
+                candidates,
+                ..
+            } => {
+                let arms: Vec<String> = candidates
+                    .iter()
+                    .map(|(t, c)| {
+                        format!(
+                            "SELECT * FROM (SELECT {name} FROM {t} WHERE lower(trim(CAST({c} AS TEXT))) = lower(trim({l})) LIMIT 1)",
+                            name = text(&format!("{t}.{c}")),
+                            c = ident(c),
+                            t = ident(t),
+                            l = text(literal)
+                        )
+                    })
+                    .collect();
+                format!("{} LIMIT 1", arms.join(" UNION ALL "))
+            }
         }
     }
+}
+
+/// Whether a literal is worth looking for in other columns: three characters or more with a
+/// letter (a one-letter code or a number occurs in many columns by chance).
+fn linkable_literal(literal: &str) -> bool {
+    literal.trim().chars().count() >= 3 && literal.chars().any(char::is_alphabetic)
+}
+
+/// The tables the query reads (catalogue indices, in order of appearance).
+fn tables_read(spec: &SqlSpec, schema: &DbSchema) -> Vec<usize> {
+    let mut out = Vec::new();
+    let Some(refs) = spec.references.as_ref() else {
+        return out;
+    };
+    for scope in &refs.scopes {
+        for source in &scope.sources {
+            if let RefSourceKind::Table(name) = &source.kind
+                && let Some(t) = schema.table_index(name)
+                && !out.contains(&t)
+            {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// Where else a literal that `table.column` lacks may be: the text columns of that table, of
+/// the other tables the query reads, then of the tables a foreign key relates to that table —
+/// at most [`MAX_ELSEWHERE_COLUMNS`], the compared column left out.
+fn elsewhere_candidates(
+    spec: &SqlSpec,
+    schema: &DbSchema,
+    table: &str,
+    column: &str,
+) -> Vec<(String, String)> {
+    let Some(home) = schema.table_index(table) else {
+        return Vec::new();
+    };
+    let mut tables = vec![home];
+    for t in tables_read(spec, schema) {
+        if !tables.contains(&t) {
+            tables.push(t);
+        }
+    }
+    for &(a, b) in &schema.foreign_keys {
+        let (Some(ca), Some(cb)) = (schema.columns.get(a), schema.columns.get(b)) else {
+            continue;
+        };
+        for (this, other) in [(ca.table, cb.table), (cb.table, ca.table)] {
+            if this == home && other < schema.tables.len() && !tables.contains(&other) {
+                tables.push(other);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for t in tables {
+        for (_, c) in schema.columns_of(t) {
+            if out.len() >= MAX_ELSEWHERE_COLUMNS {
+                return out;
+            }
+            if !matches!(c.ty, ColumnType::Text | ColumnType::Unknown)
+                || (t == home && c.name.eq_ignore_ascii_case(column))
+            {
+                continue;
+            }
+            out.push((schema.tables[t].clone(), c.name.clone()));
+        }
+    }
+    out
 }
 
 /// What a probe returned.
@@ -120,10 +233,16 @@ pub fn plan_probes(spec: &SqlSpec, schema: &DbSchema) -> Vec<Probe> {
     out
 }
 
-/// The findings of answered probes, and the follow-up probes they call for (a variant probe
-/// for each literal not found). `findings` are the event's findings so far: a
-/// `literal_case_mismatch` is withdrawn when the data holds the SQL's spelling.
-pub fn probe_findings(answers: &[(Probe, ProbeAnswer)], findings: &mut Vec<Finding>) -> Vec<Probe> {
+/// The findings of answered probes, and the follow-up probes they call for (for each literal
+/// not found: a variant probe, and beside it a search of the other text columns). `findings`
+/// are the event's findings so far: a `literal_case_mismatch` is withdrawn when the data holds
+/// the SQL's spelling. `spec` and `schema` are the ones [`plan_probes`] planned from.
+pub fn probe_findings(
+    answers: &[(Probe, ProbeAnswer)],
+    spec: &SqlSpec,
+    schema: &DbSchema,
+    findings: &mut Vec<Finding>,
+) -> Vec<Probe> {
     let mut follow_up = Vec::new();
     let mut inconclusive = Vec::new();
     for (probe, answer) in answers {
@@ -160,11 +279,26 @@ pub fn probe_findings(answers: &[(Probe, ProbeAnswer)], findings: &mut Vec<Findi
                     literal,
                 },
                 ProbeAnswer::Empty,
-            ) => follow_up.push(Probe::ValueVariant {
-                table: table.clone(),
-                column: column.clone(),
-                literal: literal.clone(),
-            }),
+            ) => {
+                follow_up.push(Probe::ValueVariant {
+                    table: table.clone(),
+                    column: column.clone(),
+                    literal: literal.clone(),
+                });
+                let candidates = if linkable_literal(literal) {
+                    elsewhere_candidates(spec, schema, table, column)
+                } else {
+                    Vec::new()
+                };
+                if !candidates.is_empty() {
+                    follow_up.push(Probe::ValueElsewhere {
+                        table: table.clone(),
+                        column: column.clone(),
+                        literal: literal.clone(),
+                        candidates,
+                    });
+                }
+            }
             (
                 Probe::ValueVariant {
                     table,
@@ -189,13 +323,39 @@ pub fn probe_findings(answers: &[(Probe, ProbeAnswer)], findings: &mut Vec<Findi
                     literal,
                 },
                 ProbeAnswer::Empty,
-            ) => push(
-                findings,
-                FindingCode::ValueNotInColumn,
-                Severity::Warning,
-                ErrorCategory::Value,
-                format!("'{literal}' is not a value of {table}.{column} (nor any case variant)"),
-            ),
+            ) => match holder(answers, table, column, literal) {
+                Some(place) => {
+                    // Another column of a table the query reads: the wrong column; of a table
+                    // it does not read: the wrong (or a missing) table.
+                    let read = tables_read(spec, schema);
+                    let in_query = place
+                        .split_once('.')
+                        .and_then(|(t, _)| schema.table_index(t))
+                        .is_some_and(|t| read.contains(&t));
+                    push(
+                        findings,
+                        FindingCode::ValueInOtherColumn,
+                        Severity::Error,
+                        if in_query {
+                            ErrorCategory::Attribute
+                        } else {
+                            ErrorCategory::Table
+                        },
+                        format!(
+                            "'{literal}' is not a value of {table}.{column} (nor any case variant); {place} holds it"
+                        ),
+                    )
+                }
+                None => push(
+                    findings,
+                    FindingCode::ValueNotInColumn,
+                    Severity::Warning,
+                    ErrorCategory::Value,
+                    format!(
+                        "'{literal}' is not a value of {table}.{column} (nor any case variant)"
+                    ),
+                ),
+            },
             _ => {}
         }
     }
@@ -218,4 +378,242 @@ pub fn probe_findings(answers: &[(Probe, ProbeAnswer)], findings: &mut Vec<Findi
         );
     }
     follow_up
+}
+
+/// The column the [`Probe::ValueElsewhere`] answer among `answers` names as holding `literal`
+/// (asked for `table.column`), if that probe ran and found one.
+fn holder(
+    answers: &[(Probe, ProbeAnswer)],
+    table: &str,
+    column: &str,
+    literal: &str,
+) -> Option<String> {
+    answers
+        .iter()
+        .find_map(|(probe, answer)| match (probe, answer) {
+            (
+                Probe::ValueElsewhere {
+                    table: t,
+                    column: c,
+                    literal: l,
+                    ..
+                },
+                ProbeAnswer::Row(Some(place)),
+            ) if t == table && c == column && l == literal => Some(place.clone()),
+            _ => None,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::SchemaCatalog;
+    use crate::sqlspec::{ExtractOptions, extract_with};
+
+    /// student_club's `member` and `major` (BIRD), cut down.
+    fn club() -> SchemaCatalog {
+        SchemaCatalog::parse_tables_json(
+            r#"[{"db_id": "club",
+                "table_names_original": ["member", "major", "zip_code"],
+                "table_names": ["member", "major", "zip code"],
+                "column_names_original": [[-1, "*"], [0, "member_id"], [0, "first_name"],
+                    [0, "last_name"], [0, "link_to_major"], [0, "zip"], [1, "major_id"],
+                    [1, "major_name"], [1, "department"], [2, "zip_code"], [2, "city"],
+                    [2, "county"], [0, "t_shirt_size"]],
+                "column_names": [[-1, "*"], [0, "member id"], [0, "first name"],
+                    [0, "last name"], [0, "link to major"], [0, "zip"], [1, "major id"],
+                    [1, "major name"], [1, "department"], [2, "zip code"], [2, "city"],
+                    [2, "county"], [0, "t shirt size"]],
+                "column_types": ["text", "text", "text", "text", "text", "integer", "text",
+                    "text", "text", "integer", "text", "text", "text"],
+                "primary_keys": [1, 6, 9], "foreign_keys": [[4, 6], [5, 9]]}]"#,
+        )
+        .expect("parses")
+    }
+
+    fn spec(sql: &str) -> SqlSpec {
+        let opts = ExtractOptions {
+            collect_references: true,
+            ..ExtractOptions::for_dialect(Some("sqlite"))
+        };
+        extract_with(sql, &opts).expect("parses")
+    }
+
+    fn exists(table: &str, column: &str, literal: &str) -> Probe {
+        Probe::ValueExists {
+            table: table.into(),
+            column: column.into(),
+            literal: literal.into(),
+        }
+    }
+
+    #[test]
+    fn a_missing_literal_is_looked_for_in_the_other_text_columns() {
+        let catalogue = club();
+        let schema = catalogue.get("club").expect("schema");
+        let spec = spec(
+            "SELECT T2.major_name FROM member AS T1 JOIN major AS T2 ON T1.link_to_major = T2.major_id WHERE T1.member_id = 'Phillip'",
+        );
+        let planned = plan_probes(&spec, schema);
+        assert_eq!(planned[1], exists("member", "member_id", "Phillip"));
+        let mut findings = Vec::new();
+        let follow_up = probe_findings(
+            &[(planned[1].clone(), ProbeAnswer::Empty)],
+            &spec,
+            schema,
+            &mut findings,
+        );
+        assert!(findings.is_empty());
+        assert_eq!(follow_up.len(), 2, "{follow_up:?}");
+        let Probe::ValueElsewhere { candidates, .. } = &follow_up[1] else {
+            panic!("{follow_up:?}")
+        };
+        let names: Vec<String> = candidates.iter().map(|(t, c)| format!("{t}.{c}")).collect();
+        // Its own table first (not the compared column), then the query's other table, then
+        // the table a foreign key relates it to; numbers are left out.
+        assert_eq!(
+            names,
+            [
+                "member.first_name",
+                "member.last_name",
+                "member.link_to_major",
+                "member.t_shirt_size",
+                "major.major_id",
+                "major.major_name",
+                "major.department",
+                "zip_code.city",
+                "zip_code.county",
+            ]
+        );
+        let sql = follow_up[1].sql("");
+        assert!(sql.starts_with("SELECT * FROM (SELECT 'member.first_name' FROM \"member\" WHERE lower(trim(CAST(\"first_name\" AS TEXT))) = lower(trim('Phillip')) LIMIT 1) UNION ALL "), "{sql}");
+        assert!(sql.ends_with(" LIMIT 1"), "{sql}");
+
+        // Found in first_name: the wrong column, an error.
+        let answers = [
+            (follow_up[0].clone(), ProbeAnswer::Empty),
+            (
+                follow_up[1].clone(),
+                ProbeAnswer::Row(Some("member.first_name".into())),
+            ),
+        ];
+        assert!(probe_findings(&answers, &spec, schema, &mut findings).is_empty());
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        let f = &findings[0];
+        assert_eq!(
+            (f.code, f.severity, f.category),
+            (
+                FindingCode::ValueInOtherColumn,
+                Severity::Error,
+                ErrorCategory::Attribute
+            )
+        );
+        assert_eq!(
+            f.evidence,
+            "'Phillip' is not a value of member.member_id (nor any case variant); member.first_name holds it"
+        );
+
+        // Found in a table the query does not read: the table is wrong or missing.
+        let mut findings = Vec::new();
+        let answers = [
+            (follow_up[0].clone(), ProbeAnswer::Empty),
+            (
+                follow_up[1].clone(),
+                ProbeAnswer::Row(Some("zip_code.county".into())),
+            ),
+        ];
+        probe_findings(&answers, &spec, schema, &mut findings);
+        assert_eq!(findings[0].category, ErrorCategory::Table);
+
+        // Nowhere (or the search had no answer): the value is simply not there, a warning.
+        for elsewhere in [
+            ProbeAnswer::Empty,
+            ProbeAnswer::Inconclusive("time limit".into()),
+        ] {
+            let mut findings = Vec::new();
+            let answers = [
+                (follow_up[0].clone(), ProbeAnswer::Empty),
+                (follow_up[1].clone(), elsewhere),
+            ];
+            probe_findings(&answers, &spec, schema, &mut findings);
+            let f = findings
+                .iter()
+                .find(|f| f.code == FindingCode::ValueNotInColumn)
+                .expect("value_not_in_column");
+            assert_eq!(f.severity, Severity::Warning);
+            assert!(
+                !findings
+                    .iter()
+                    .any(|f| f.code == FindingCode::ValueInOtherColumn)
+            );
+        }
+
+        // A case variant in the column itself wins over any other column.
+        let mut findings = Vec::new();
+        let answers = [
+            (
+                follow_up[0].clone(),
+                ProbeAnswer::Row(Some("PHILLIP".into())),
+            ),
+            (
+                follow_up[1].clone(),
+                ProbeAnswer::Row(Some("member.first_name".into())),
+            ),
+        ];
+        probe_findings(&answers, &spec, schema, &mut findings);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(
+            (findings[0].code, findings[0].severity),
+            (FindingCode::ValueNotInColumn, Severity::Error)
+        );
+    }
+
+    #[test]
+    fn short_codes_and_numbers_are_not_looked_for_elsewhere() {
+        let catalogue = club();
+        let schema = catalogue.get("club").expect("schema");
+        for literal in ["M", "XL", "2019"] {
+            let sql = format!("SELECT first_name FROM member WHERE t_shirt_size = '{literal}'");
+            let spec = spec(&sql);
+            let mut findings = Vec::new();
+            let follow_up = probe_findings(
+                &[(
+                    exists("member", "t_shirt_size", literal),
+                    ProbeAnswer::Empty,
+                )],
+                &spec,
+                schema,
+                &mut findings,
+            );
+            assert_eq!(follow_up.len(), 1, "{literal}: {follow_up:?}");
+            assert!(matches!(follow_up[0], Probe::ValueVariant { .. }));
+        }
+    }
+
+    #[test]
+    fn the_search_is_capped() {
+        let columns: Vec<String> = (0..40).map(|i| format!("[0, \"c{i}\"]")).collect();
+        let types: Vec<&str> = (0..41).map(|_| "\"text\"").collect();
+        let catalogue = SchemaCatalog::parse_tables_json(&format!(
+            r#"[{{"db_id": "wide", "table_names_original": ["t"], "table_names": ["t"],
+                "column_names_original": [[-1, "*"], {cols}], "column_names": [[-1, "*"], {cols}],
+                "column_types": [{types}], "primary_keys": [], "foreign_keys": []}}]"#,
+            cols = columns.join(", "),
+            types = types.join(", ")
+        ))
+        .expect("parses");
+        let schema = catalogue.get("wide").expect("schema");
+        let spec = spec("SELECT c1 FROM t WHERE c0 = 'Alameda'");
+        let follow_up = probe_findings(
+            &[(exists("t", "c0", "Alameda"), ProbeAnswer::Empty)],
+            &spec,
+            schema,
+            &mut Vec::new(),
+        );
+        let Probe::ValueElsewhere { candidates, .. } = &follow_up[1] else {
+            panic!("{follow_up:?}")
+        };
+        assert_eq!(candidates.len(), MAX_ELSEWHERE_COLUMNS);
+        assert_eq!(candidates[0], ("t".to_string(), "c1".to_string()));
+    }
 }

@@ -111,6 +111,7 @@ fn events() -> Vec<(Event, bool, Vec<String>)> {
                     ..Default::default()
                 }),
                 result: None,
+                result_ignored: None,
                 extra: Default::default(),
             };
             Some((event, v["label"].as_bool()?, categories))

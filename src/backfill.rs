@@ -298,6 +298,7 @@ pub fn benchmark_events(
                 extra: Default::default(),
             }),
             result: None,
+            result_ignored: None,
             extra: Default::default(),
         });
     }

@@ -88,6 +88,13 @@ impl RunStats {
                 )
             );
             let _ = writeln!(out, "  {:<18}{}", "status", counts(&stef.statuses));
+            if stef.results_ignored > 0 {
+                let _ = writeln!(
+                    out,
+                    "  {:<18}{} event(s) scored without their malformed `result` (details.result_ignored)",
+                    "result ignored", stef.results_ignored
+                );
+            }
             if self.by_agent.len() > 1 {
                 let _ = writeln!(out, "  by agent");
                 for (label, group) in &self.by_agent {

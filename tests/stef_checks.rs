@@ -642,7 +642,8 @@ fn probes_ask_the_replica_and_a_timeout_is_a_recorded_outcome() {
 /// What the query returned, as evidence (issue: result checks): the event's own `result` (the
 /// agent's trace) and, without one, the probe's run of the query with up to 100 rows, read by
 /// the same checks through the daemon; findings lower the verdict, the event's result wins over
-/// the probe, and a malformed `result` is a dead letter naming the field.
+/// the probe, and a malformed `result` is set aside: the event is scored without it (the probe
+/// stands in) and its row says why.
 #[test]
 fn results_from_the_event_and_from_the_probe_are_evidence() {
     let dir = tempfile::tempdir().unwrap();
@@ -659,7 +660,7 @@ fn results_from_the_event_and_from_the_probe_are_evidence() {
     };
     // Every bond type with its count: several rows for "the most common" (a single answer).
     let all_types = "SELECT bond_type, COUNT(*) FROM bond GROUP BY bond_type";
-    let (rows, _) = run_with_summary(
+    let (rows, summary) = run_with_summary(
         dir.path(),
         &config,
         &[
@@ -691,8 +692,14 @@ fn results_from_the_event_and_from_the_probe_are_evidence() {
                 FINE,
                 serde_json::json!({"row_count": 1, "columns": ["bond_type"], "rows": [["-"]]}),
             ),
-            // Malformed: a dead letter.
+            // Malformed: scored without it, and the row says why.
             with_result("bad", FINE, serde_json::json!({"rows": "-"})),
+            // A fractional duration, as tracers report it, is a duration.
+            with_result(
+                "fractional",
+                FINE,
+                serde_json::json!({"row_count": 1, "rows": [["-"]], "elapsed_ms": 6.48}),
+            ),
         ],
     );
     let codes = |id: &str| -> Vec<String> {
@@ -740,10 +747,24 @@ fn results_from_the_event_and_from_the_probe_are_evidence() {
         "{null:?}"
     );
     assert!(codes("one").is_empty(), "{:?}", codes("one"));
-    assert!(!rows.contains_key("bad"));
-    let dead = std::fs::read_to_string(dir.path().join("out/dead_letters.jsonl")).unwrap();
+    assert_eq!(
+        rows["bad"]["details"]["result_ignored"],
+        "rows: expected an array, got a string"
+    );
+    assert_eq!(rows["bad"]["status"], "ok");
+    assert!(codes("bad").is_empty(), "{:?}", codes("bad"));
     assert!(
-        dead.contains("invalid field `result`: rows: expected an array"),
-        "{dead}"
+        rows["fractional"]["details"]
+            .get("result_ignored")
+            .is_none()
+    );
+    assert!(codes("fractional").is_empty(), "{:?}", codes("fractional"));
+    let dead = std::fs::read_to_string(dir.path().join("out/dead_letters.jsonl")).unwrap();
+    assert!(dead.trim().is_empty(), "{dead}");
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.trim_start().starts_with("result ignored") && l.contains("1 event(s)")),
+        "{summary}"
     );
 }

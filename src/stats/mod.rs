@@ -41,6 +41,8 @@ pub struct StefStats {
     pub verdicts: BTreeMap<String, u64>,
     /// Rows per row status (`ok`, `parse_error`, …).
     pub statuses: BTreeMap<String, u64>,
+    /// Rows of events scored without their malformed `result` (`details.result_ignored`).
+    pub results_ignored: u64,
 }
 
 impl Default for StefStats {
@@ -54,6 +56,7 @@ impl Default for StefStats {
             filter_statuses: BTreeMap::new(),
             verdicts: BTreeMap::new(),
             statuses: BTreeMap::new(),
+            results_ignored: 0,
         }
     }
 }
@@ -75,6 +78,9 @@ impl StefStats {
             }
         }
         *self.statuses.entry(row.status.as_str().into()).or_default() += 1;
+        if sqlgrade_core::stef::result_ignored(&row.details) {
+            self.results_ignored += 1;
+        }
         if let Some(stef) = &row.stef {
             *self.tiers.entry(stef.quality_tier.clone()).or_default() += 1;
             *self

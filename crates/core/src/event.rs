@@ -54,6 +54,11 @@ pub struct Event {
     /// What the agent got when it ran the SQL (its trace): the error, or the rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<QueryResult>,
+    /// Why the event's `result` was set aside: it was malformed, so the event is scored
+    /// without it (an auxiliary field never costs an event its score). Kept when the event is
+    /// encoded again (the judge-work topic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_ignored: Option<String>,
     /// Unknown fields, kept for forward compatibility.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -93,7 +98,7 @@ pub const MAX_RESULT_TEXT: usize = 256;
 /// or the result's shape and a sample of its rows. Decoding caps it ([`MAX_RESULT_ROWS`],
 /// [`MAX_RESULT_COLUMNS`], [`MAX_RESULT_TEXT`]) and says so in `truncated`; cells are JSON
 /// scalars (a nested array or object is kept as its JSON text).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct QueryResult {
     /// The error the database answered, when the query failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,9 +115,10 @@ pub struct QueryResult {
     /// The sample is not the whole result (the producer said so, or decoding cut it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
-    /// How long the query ran, in milliseconds.
+    /// How long the query ran, in milliseconds (any non-negative number: tracers report
+    /// fractions, `6.48`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elapsed_ms: Option<u64>,
+    pub elapsed_ms: Option<f64>,
 }
 
 impl QueryResult {
@@ -153,10 +159,24 @@ impl QueryResult {
                 )),
             }
         };
+        let duration = |v: Value, what: &str| -> Result<Option<f64>, String> {
+            match v {
+                Value::Null => Ok(None),
+                Value::Number(n) => n
+                    .as_f64()
+                    .filter(|ms| ms.is_finite() && *ms >= 0.0)
+                    .map(Some)
+                    .ok_or_else(|| format!("{what}: expected a non-negative number, got {n}")),
+                other => Err(format!(
+                    "{what}: expected a number, got {}",
+                    json_type_name(&other)
+                )),
+            }
+        };
         let mut result = QueryResult {
             error: text(obj.remove("error").unwrap_or(Value::Null), "error")?,
             row_count: count(obj.remove("row_count").unwrap_or(Value::Null), "row_count")?,
-            elapsed_ms: count(
+            elapsed_ms: duration(
                 obj.remove("elapsed_ms").unwrap_or(Value::Null),
                 "elapsed_ms",
             )?,
@@ -342,18 +362,20 @@ impl Event {
             db_id: optional_string(&mut obj, "db_id")?,
             gold: None,
             result: None,
+            result_ignored: None,
             extra: Map::new(),
         };
+        // A malformed `result` is set aside, not fatal: the event is scored without it and its
+        // row says why. (A `result_ignored` already there is this decoder's own, re-read.)
+        if let Some(Value::String(why)) = obj.remove("result_ignored") {
+            event.result_ignored = Some(clip_text(&why));
+        }
         match obj.remove("result") {
             None | Some(Value::Null) => {}
-            Some(v) => {
-                event.result = Some(QueryResult::from_value(v).map_err(|reason| {
-                    DecodeError::InvalidField {
-                        field: "result",
-                        reason,
-                    }
-                })?);
-            }
+            Some(v) => match QueryResult::from_value(v) {
+                Ok(result) => event.result = Some(result),
+                Err(reason) => event.result_ignored = Some(reason),
+            },
         }
         if let Some(ts) = &event.ts {
             chrono::DateTime::parse_from_rfc3339(ts).map_err(|e| DecodeError::InvalidField {
@@ -529,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn a_result_is_capped_and_a_malformed_one_is_a_dead_letter() {
+    fn a_result_is_capped_and_a_malformed_one_is_set_aside() {
         // Caps: rows, columns, texts; nested cells kept as JSON text.
         let rows: Vec<serde_json::Value> = (0..150).map(|i| serde_json::json!([i, "x"])).collect();
         let long = "é".repeat(1000);
@@ -569,7 +591,15 @@ mod tests {
             Event::from_value(serde_json::json!({"question": "q", "sql": "s", "result": null}));
         assert_eq!(none.unwrap().result, None);
 
-        // Malformed: the field is named in the dead-letter reason.
+        // A fractional duration is a duration.
+        let timed = Event::from_value(serde_json::json!({
+            "question": "q", "sql": "s", "result": {"row_count": 1, "elapsed_ms": 6.48}
+        }))
+        .unwrap();
+        assert_eq!(timed.result.unwrap().elapsed_ms, Some(6.48));
+        assert_eq!(timed.result_ignored, None);
+
+        // Malformed: the event stays, without its result, and says why (field named).
         for (result, why) in [
             (serde_json::json!("rows"), "expected an object"),
             (
@@ -601,16 +631,26 @@ mod tests {
                 serde_json::json!({"columns": {"a": 1}}),
                 "columns: expected an array",
             ),
+            (
+                serde_json::json!({"elapsed_ms": -1}),
+                "elapsed_ms: expected a non-negative number",
+            ),
+            (
+                serde_json::json!({"elapsed_ms": "6 ms"}),
+                "elapsed_ms: expected a number",
+            ),
         ] {
-            let err = Event::from_value(
+            let event = Event::from_value(
                 serde_json::json!({"question": "q", "sql": "s", "result": result}),
             )
-            .unwrap_err()
-            .to_string();
-            assert!(
-                err.starts_with("invalid field `result`: ") && err.contains(why),
-                "{err}"
-            );
+            .expect("a malformed result does not cost the event");
+            assert_eq!(event.result, None);
+            let ignored = event.result_ignored.clone().unwrap_or_default();
+            assert!(ignored.contains(why), "{ignored}");
+            // Encoded again (the judge-work topic) and decoded, it still says why.
+            let again = Event::decode(&serde_json::to_vec(&event).unwrap()).unwrap();
+            assert_eq!(again.result_ignored, event.result_ignored);
+            assert_eq!(again.result, None);
         }
     }
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::{Event, QueryResult};
 
 /// The inputs of one scored event, as the review page shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventInputs {
     /// The event's idempotency key.
     pub event_id: String,

@@ -26,7 +26,7 @@ mod outcome;
 
 pub use outcome::{
     CatalogueSelection, PrepareOptions, SqlSummary, StefOutcome, add_schema_context, finish,
-    non_scorable_row, prepare, prepare_with, prepare_with_limit, prepare_with_spec,
+    non_scorable_row, prepare, prepare_with, prepare_with_limit, prepare_with_spec, result_ignored,
 };
 
 pub use score::{ConfidenceTier, QualityTier, Score, TierThresholds, compose};

@@ -197,6 +197,17 @@ pub fn add_schema_context(prepared: &mut Prepared, event: &Event, schema: &DbSch
     ));
 }
 
+/// Whether a `metric = "stef"` row says its event's `result` was set aside
+/// (`details.result_ignored`): a prefix test on the line-rate row's rendered details (the key
+/// is rendered first), a lookup on a value tree — no parse, so the run summary can count it
+/// per row.
+pub fn result_ignored(details: &crate::evaluation::Details) -> bool {
+    match details {
+        crate::evaluation::Details::Rendered(raw) => raw.get().starts_with("{\"result_ignored\":"),
+        crate::evaluation::Details::Tree(value) => value.get("result_ignored").is_some(),
+    }
+}
+
 /// The STEF result for one scorable event, before it becomes a row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StefOutcome {
@@ -299,6 +310,10 @@ impl Serialize for QuestionSummary<'_> {
 /// documents the keys.
 #[derive(Serialize)]
 struct StefDetails<'a> {
+    /// Why the event's `result` was set aside (first, so that the run summary can count it
+    /// with a prefix test: [`RESULT_IGNORED_PREFIX`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_ignored: Option<&'a str>,
     sql: &'a SqlSummary,
     question_spec: QuestionSummary<'a>,
     alignment: &'a Alignment,
@@ -456,6 +471,7 @@ impl StefOutcome {
         ));
         row.status = crate::evaluation::RowStatus::Ok;
         row.details = crate::evaluation::Details::rendered(&StefDetails {
+            result_ignored: event.result_ignored.as_deref(),
             sql: &self.sql_summary,
             question_spec: QuestionSummary(&a.question_spec),
             alignment: &self.alignment,
@@ -528,13 +544,16 @@ pub fn non_scorable_row(
     row.value = 0.0;
     row.verdict = Some(false);
     row.status = status;
-    row.details = serde_json::json!({
+    let mut details = serde_json::json!({
         "error": error.to_string(),
         "status": status.as_str(),
         "sql_bytes": event.sql.len(),
         "enrichment": &enrichment,
-    })
-    .into();
+    });
+    if let (Some(why), Some(map)) = (&event.result_ignored, details.as_object_mut()) {
+        map.insert("result_ignored".into(), why.clone().into());
+    }
+    row.details = details.into();
     row.stef = Some(crate::evaluation::StefColumns {
         quality_tier: QualityTier::Poor.as_str().to_string(),
         filter_status: FilterStatus::NotApplied.as_str().to_string(),

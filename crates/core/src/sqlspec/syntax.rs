@@ -1,6 +1,7 @@
 //! Small helpers over sqlparser's AST that every reader of it needs — the SQL-side spec
-//! (`sqlspec::walk`), ESM+'s lowering (`metrics::esm::ir`) and `ts_ex`'s mutants
-//! (`metrics::ts_ex`) — written once: a join's constraint, an object name's last identifier.
+//! (`sqlspec::walk`) and ESM+'s lowering (`metrics::esm::ir`) — written once: a join's
+//! constraint, an object name's last identifier. `ts_ex` walks with sqlparser's derived
+//! visitor (feature `visitor`), which enters every node kind.
 //!
 //! The ports that mirror a reference script keep their own traversal on purpose: Spider's
 //! `process_sql.py` works on tokens, not on sqlparser's AST (`metrics::esm::spider`), and
@@ -9,41 +10,28 @@
 
 use sqlparser::ast::{Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart};
 
-/// `Some(c)` for every join kind that has a constraint `c` (by reference or mutably, as `op`
-/// is given).
-macro_rules! constraint_of {
-    ($op:expr) => {
-        match $op {
-            JoinOperator::Join(c)
-            | JoinOperator::Inner(c)
-            | JoinOperator::Left(c)
-            | JoinOperator::LeftOuter(c)
-            | JoinOperator::Right(c)
-            | JoinOperator::RightOuter(c)
-            | JoinOperator::FullOuter(c)
-            | JoinOperator::CrossJoin(c)
-            | JoinOperator::Semi(c)
-            | JoinOperator::LeftSemi(c)
-            | JoinOperator::RightSemi(c)
-            | JoinOperator::Anti(c)
-            | JoinOperator::LeftAnti(c)
-            | JoinOperator::RightAnti(c)
-            | JoinOperator::StraightJoin(c)
-            | JoinOperator::AsOf { constraint: c, .. } => Some(c),
-            _ => None,
-        }
-    };
-}
-
 /// The constraint (`ON …`, `USING (…)`, natural, none) of a join, for every join kind that has
 /// one.
 pub fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
-    constraint_of!(op)
-}
-
-/// [`join_constraint`], mutably.
-pub fn join_constraint_mut(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
-    constraint_of!(op)
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c)
+        | JoinOperator::Semi(c)
+        | JoinOperator::LeftSemi(c)
+        | JoinOperator::RightSemi(c)
+        | JoinOperator::Anti(c)
+        | JoinOperator::LeftAnti(c)
+        | JoinOperator::RightAnti(c)
+        | JoinOperator::StraightJoin(c)
+        | JoinOperator::AsOf { constraint: c, .. } => Some(c),
+        _ => None,
+    }
 }
 
 /// The last part of an object name when it is an identifier (`main.Schools` → `Schools`).
@@ -81,7 +69,5 @@ mod tests {
         assert!(matches!(on, JoinConstraint::On(_)));
         let cross = join_constraint(&from.joins[1].join_operator).unwrap();
         assert!(matches!(cross, JoinConstraint::None));
-        let mut op = from.joins[0].join_operator.clone();
-        assert!(join_constraint_mut(&mut op).is_some());
     }
 }

@@ -17,11 +17,12 @@
 
 pub mod constraints;
 
-use crate::sqlspec::syntax::join_constraint_mut;
+use std::ops::ControlFlow;
+
 use serde::Serialize;
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, FunctionArguments, JoinOperator, LimitClause, OrderByKind,
-    OrderBySort, Query, SetExpr, Statement, Value,
+    OrderBySort, Query, SetExpr, Statement, Value, VisitMut, VisitorMut, visit_relations,
 };
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
@@ -37,155 +38,52 @@ fn parse_query(sql: &str) -> Option<Query> {
     }
 }
 
-/// Every expression of a query (subqueries included), pre-order, mutably.
+/// Every expression of a query, pre-order, mutably: sqlparser's derived visitor, so every
+/// expression kind the parser produces is entered (CTEs, subqueries anywhere, function
+/// arguments, CASE, window specifications, ORDER BY, LIMIT, …) — nothing is skipped because a
+/// hand-written match did not list it. An expression `f` replaces is walked as replaced.
 fn each_expr(q: &mut Query, f: &mut dyn FnMut(&mut Expr)) {
-    if let Some(with) = &mut q.with {
-        for cte in &mut with.cte_tables {
-            each_expr(&mut cte.query, f);
+    struct Exprs<'a>(&'a mut dyn FnMut(&mut Expr));
+    impl VisitorMut for Exprs<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            (self.0)(expr);
+            ControlFlow::Continue(())
         }
     }
-    each_set_expr(&mut q.body, f);
-    if let Some(order) = &mut q.order_by
-        && let OrderByKind::Expressions(items) = &mut order.kind
-    {
-        for item in items {
-            walk_expr(&mut item.expr, f);
-        }
-    }
+    let _ = q.visit(&mut Exprs(f));
 }
 
-fn each_set_expr(body: &mut SetExpr, f: &mut dyn FnMut(&mut Expr)) {
-    match body {
-        SetExpr::Select(s) => {
-            for item in &mut s.projection {
-                match item {
-                    sqlparser::ast::SelectItem::UnnamedExpr(e)
-                    | sqlparser::ast::SelectItem::ExprWithAlias { expr: e, .. } => walk_expr(e, f),
-                    _ => {}
-                }
-            }
-            for twj in &mut s.from {
-                if let sqlparser::ast::TableFactor::Derived { subquery, .. } = &mut twj.relation {
-                    each_expr(subquery, f);
-                }
-                for j in &mut twj.joins {
-                    if let Some(sqlparser::ast::JoinConstraint::On(e)) =
-                        join_constraint_mut(&mut j.join_operator)
-                    {
-                        walk_expr(e, f);
-                    }
-                }
-            }
-            if let Some(w) = &mut s.selection {
-                walk_expr(w, f);
-            }
-            if let sqlparser::ast::GroupByExpr::Expressions(exprs, _) = &mut s.group_by {
-                for e in exprs {
-                    walk_expr(e, f);
-                }
-            }
-            if let Some(h) = &mut s.having {
-                walk_expr(h, f);
-            }
-        }
-        SetExpr::Query(q) => each_expr(q, f),
-        SetExpr::SetOperation { left, right, .. } => {
-            each_set_expr(left, f);
-            each_set_expr(right, f);
-        }
-        _ => {}
-    }
-}
-
-fn walk_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    f(e);
-    match e {
-        Expr::BinaryOp { left, right, .. } => {
-            walk_expr(left, f);
-            walk_expr(right, f);
-        }
-        Expr::UnaryOp { expr, .. }
-        | Expr::Nested(expr)
-        | Expr::IsNull(expr)
-        | Expr::IsNotNull(expr)
-        | Expr::Cast { expr, .. } => walk_expr(expr, f),
-        Expr::Between {
-            expr, low, high, ..
-        } => {
-            walk_expr(expr, f);
-            walk_expr(low, f);
-            walk_expr(high, f);
-        }
-        Expr::Like { expr, pattern, .. } | Expr::ILike { expr, pattern, .. } => {
-            walk_expr(expr, f);
-            walk_expr(pattern, f);
-        }
-        Expr::InList { expr, list, .. } => {
-            walk_expr(expr, f);
-            for i in list {
-                walk_expr(i, f);
-            }
-        }
-        Expr::InSubquery { expr, subquery, .. } => {
-            walk_expr(expr, f);
-            each_expr(subquery, f);
-        }
-        Expr::Exists { subquery, .. } | Expr::Subquery(subquery) => each_expr(subquery, f),
-        Expr::Function(func) => {
-            if let FunctionArguments::List(list) = &mut func.args {
-                for a in &mut list.args {
-                    if let sqlparser::ast::FunctionArg::Unnamed(
-                        sqlparser::ast::FunctionArgExpr::Expr(x),
-                    ) = a
-                    {
-                        walk_expr(x, f);
-                    }
-                }
-            }
-        }
-        Expr::Case {
-            operand,
-            conditions,
-            else_result,
-            ..
-        } => {
-            if let Some(o) = operand {
-                walk_expr(o, f);
-            }
-            for c in conditions {
-                walk_expr(&mut c.condition, f);
-                walk_expr(&mut c.result, f);
-            }
-            if let Some(x) = else_result {
-                walk_expr(x, f);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Every SELECT of a query (subqueries in FROM, WHERE and set operations included), mutably.
+/// Every SELECT of a query, mutably: those of every query the visitor meets (the outer one,
+/// CTEs, derived tables in FROM and in joins, subqueries in any expression), each query's
+/// set-operation tree walked to its SELECTs.
 fn each_select(q: &mut Query, f: &mut dyn FnMut(&mut sqlparser::ast::Select)) {
-    fn set(body: &mut SetExpr, f: &mut dyn FnMut(&mut sqlparser::ast::Select)) {
+    fn selects(body: &mut SetExpr, f: &mut dyn FnMut(&mut sqlparser::ast::Select)) {
         match body {
-            SetExpr::Select(s) => {
-                f(s);
-                for twj in &mut s.from {
-                    if let sqlparser::ast::TableFactor::Derived { subquery, .. } = &mut twj.relation
-                    {
-                        each_select(subquery, f);
-                    }
-                }
-            }
-            SetExpr::Query(q) => each_select(q, f),
+            SetExpr::Select(s) => f(s),
             SetExpr::SetOperation { left, right, .. } => {
-                set(left, f);
-                set(right, f);
+                selects(left, f);
+                selects(right, f);
             }
-            _ => {}
+            // A parenthesised query is a query of its own: the visitor brings it.
+            SetExpr::Query(_)
+            | SetExpr::Values(_)
+            | SetExpr::Insert(_)
+            | SetExpr::Update(_)
+            | SetExpr::Delete(_)
+            | SetExpr::Merge(_)
+            | SetExpr::Table(_) => {}
         }
     }
-    set(&mut q.body, f);
+    struct Selects<'a>(&'a mut dyn FnMut(&mut sqlparser::ast::Select));
+    impl VisitorMut for Selects<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            selects(&mut query.body, self.0);
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = q.visit(&mut Selects(f));
 }
 
 /// Apply the `target`th single mutation; `counter` counts the sites seen.
@@ -420,74 +318,26 @@ pub fn literal_numbers(sql: &str) -> Vec<f64> {
         .collect()
 }
 
-/// The lowercased names of the tables a query reads (subqueries included).
+/// The lowercased names of the tables a query reads, in order of appearance (subqueries
+/// anywhere included; a CTE's name where FROM reads it, too): every relation sqlparser's
+/// visitor meets.
 pub fn tables_read(sql: &str) -> Vec<String> {
     let Some(q) = parse_query(sql) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    fn from_query(q: &Query, out: &mut Vec<String>) {
-        from_set(&q.body, out);
-        if let Some(with) = &q.with {
-            for cte in &with.cte_tables {
-                from_query(&cte.query, out);
+    let mut out: Vec<String> = Vec::new();
+    let _ = visit_relations(&q, |name| {
+        if let Some(last) = name.0.last() {
+            let n = last
+                .to_string()
+                .trim_matches(['"', '`', '[', ']'])
+                .to_lowercase();
+            if !out.contains(&n) {
+                out.push(n);
             }
         }
-    }
-    fn from_factor(t: &sqlparser::ast::TableFactor, out: &mut Vec<String>) {
-        match t {
-            sqlparser::ast::TableFactor::Table { name, .. } => {
-                if let Some(last) = name.0.last() {
-                    let n = last
-                        .to_string()
-                        .trim_matches(['"', '`', '[', ']'])
-                        .to_lowercase();
-                    if !out.contains(&n) {
-                        out.push(n);
-                    }
-                }
-            }
-            sqlparser::ast::TableFactor::Derived { subquery, .. } => from_query(subquery, out),
-            _ => {}
-        }
-    }
-    fn from_set(body: &SetExpr, out: &mut Vec<String>) {
-        match body {
-            SetExpr::Select(s) => {
-                for twj in &s.from {
-                    from_factor(&twj.relation, out);
-                    for j in &twj.joins {
-                        from_factor(&j.relation, out);
-                    }
-                }
-            }
-            SetExpr::Query(q) => from_query(q, out),
-            SetExpr::SetOperation { left, right, .. } => {
-                from_set(left, out);
-                from_set(right, out);
-            }
-            _ => {}
-        }
-    }
-    from_query(&q, &mut out);
-    // Tables named only inside expressions' subqueries.
-    let mut q = q;
-    let mut nested = Vec::new();
-    each_expr(&mut q, &mut |e| {
-        if let Expr::Subquery(sub)
-        | Expr::Exists { subquery: sub, .. }
-        | Expr::InSubquery { subquery: sub, .. } = e
-        {
-            nested.push(sub.to_string());
-        }
+        ControlFlow::<()>::Continue(())
     });
-    for sub in nested {
-        for t in tables_read(&sub) {
-            if !out.contains(&t) {
-                out.push(t);
-            }
-        }
-    }
     out
 }
 

@@ -6,7 +6,9 @@
 //!   no file imports a file that imports it back, directly or through others;
 //! - `ARCHITECTURE.md` is the one layer list: its table for each crate names every top-level
 //!   module exactly once (read from the document here, not copied), and every import between
-//!   top-level modules goes down that order.
+//!   top-level modules goes down that order;
+//! - the findings tables (README's, and the check modules' docs) name every `FindingCode`,
+//!   read from its definition, and no other.
 //!
 //! Imports are read with `syn`: `use` trees and every `crate::`/`super::`/`self::` path (and
 //! paths through a child module's name) in items. A name is resolved to the file that defines
@@ -685,4 +687,75 @@ fn the_checker_sees_a_cycle() {
     // Without the back edge there is none; the re-export alone is not an import.
     std::fs::write(src.join("b.rs"), "pub struct B;\n").unwrap();
     assert!(cycles(&Crate::load(src).edges()).is_empty());
+}
+
+/// The finding codes, as stored (`details.findings[].code`): the variants of
+/// `stef::FindingCode`, read from its definition and written in snake case as serde does.
+fn finding_codes() -> BTreeSet<String> {
+    let path = repo().join("crates/core/src/stef/mod.rs");
+    let file = syn::parse_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let variants = file
+        .items
+        .iter()
+        .find_map(|item| match item {
+            syn::Item::Enum(e) if e.ident == "FindingCode" => Some(&e.variants),
+            _ => None,
+        })
+        .expect("stef::FindingCode");
+    variants
+        .iter()
+        .map(|v| {
+            let mut snake = String::new();
+            for (i, c) in v.ident.to_string().chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            snake
+        })
+        .collect()
+}
+
+/// The codes of the rows of the markdown tables in `text` whose first cell is a code
+/// (`` | `code` | ``); `prefix` is what each table line starts with (`//! ` in module docs).
+fn table_codes(text: &str, prefix: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(prefix)?.strip_prefix("| `"))
+        .filter_map(|rest| Some(rest.split_once("` |")?.0.to_string()))
+        .filter(|code| code.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect()
+}
+
+/// The findings are listed in two places for two readers — the README's findings table (for
+/// users, with each check's measured precision) and the check modules' docs (for developers) —
+/// and both must name every code the core can emit, and nothing else.
+#[test]
+fn the_findings_tables_name_every_finding_code() {
+    let codes = finding_codes();
+    assert!(codes.len() > 30, "{codes:?}");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split_once("### STEF findings")
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
+        .expect("README: ### STEF findings");
+    let mut module_docs = String::new();
+    for file in ["stef/checks/mod.rs", "stef/result_checks.rs"] {
+        module_docs
+            .push_str(&std::fs::read_to_string(repo().join("crates/core/src").join(file)).unwrap());
+    }
+    for (place, listed) in [
+        ("README.md's STEF findings", table_codes(section, "")),
+        (
+            "the docs of stef/checks/mod.rs and stef/result_checks.rs",
+            table_codes(&module_docs, "//! "),
+        ),
+    ] {
+        let missing: Vec<_> = codes.difference(&listed).collect();
+        let unknown: Vec<_> = listed.difference(&codes).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty(),
+            "{place}: codes without a row {missing:?}; rows of no code {unknown:?}"
+        );
+    }
 }

@@ -23,8 +23,8 @@ use std::time::Instant;
 
 use openai_mock::{MockServer, Recorded, Scripted};
 use serde_json::json;
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
-use sqlgrade::build::build_scorer;
 use sqlgrade::config::{Config, JudgeConfig, JudgeKind, SinkKind};
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::MetricCalls;

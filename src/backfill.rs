@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use crate::alert::delivery::Destinations;
 use crate::alert::{AlertNotification, AlertService};
-use crate::build::{BuildError, build_scorer, build_second_pass, build_sink};
+use crate::assembly::{BuildError, build_scorer, build_second_pass, build_sink};
 use crate::config::Config;
 use crate::event::{Event, Gold};
 pub use crate::judging::planner::PlanMode;

@@ -18,9 +18,9 @@ pub use sqlgrade_core::{
 };
 
 pub mod alert;
+pub mod assembly;
 pub mod audit;
 pub mod backfill;
-pub mod build;
 pub mod calibrate;
 pub mod clickhouse;
 pub mod config;

@@ -11,8 +11,8 @@ use std::process::Output;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
-use sqlgrade::build::build_scorer;
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::Avoidance;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sqlgrade::build::build_scorer;
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus};
 use sqlgrade::pipeline::Pipeline;

@@ -791,7 +791,7 @@ async fn daemon_config_builds_the_llm_judge() {
     .unwrap();
     let config =
         sqlgrade::config::Config::load_with_env(Some(&file), Some(HashMap::new())).unwrap();
-    let scorer = sqlgrade::build::build_scorer(&config).unwrap();
+    let scorer = sqlgrade::assembly::build_scorer(&config).unwrap();
     // The LLM judges the second pass; the line-rate row stays deterministic.
     assert_eq!(scorer.judge_kind(), "deterministic");
     assert_eq!(
@@ -813,7 +813,7 @@ async fn daemon_config_builds_the_llm_judge() {
     // A key variable that is not set is a setup error, reported before any event is scored.
     let mut broken = config.clone();
     broken.judge.api_key_env = "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
-    let err = sqlgrade::build::build_scorer(&broken).err().unwrap();
+    let err = sqlgrade::assembly::build_scorer(&broken).err().unwrap();
     assert!(
         err.to_string().contains("SQLGRADE_TEST_SURELY_UNSET_KEY"),
         "{err}"

@@ -69,7 +69,7 @@ fn llm_config(dir: &Path, input: &Path, out: &str, server: &MockServer) -> Confi
 
 async fn run(config: &Config) -> Summary {
     config.validate().unwrap();
-    let daemon = sqlgrade::build::Daemon::build(config).await.unwrap();
+    let daemon = sqlgrade::assembly::Daemon::build(config).await.unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     daemon.run(shutdown).await.unwrap()
 }

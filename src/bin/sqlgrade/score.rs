@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
-use sqlgrade::build::build_scorer;
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::evaluation::DeadLetter;
 use sqlgrade::event::Event;
 

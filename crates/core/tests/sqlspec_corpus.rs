@@ -11,19 +11,7 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use sqlgrade_core::sqlspec::{SpecError, extract};
-use support::data_dir;
-
-/// (file relative to shared/data, JSON field holding the SQL)
-const FILES: &[(&str, &str)] = &[
-    ("bird/dev.jsonl", "gold_sql"),
-    ("bird/predictions/CHESS-GPT-4o-mini.jsonl", "predicted_sql"),
-    ("bird/predictions/DAIL-SQL.jsonl", "predicted_sql"),
-    ("bird/predictions/SuperSQL.jsonl", "predicted_sql"),
-    ("spider/dev.jsonl", "gold_sql"),
-    ("spider/predictions/DAIL-SQL-GPT-4.jsonl", "predicted_sql"),
-    ("spider/predictions/SuperSQL.jsonl", "predicted_sql"),
-    ("spider/predictions/TA-ACL.jsonl", "predicted_sql"),
-];
+use support::{SQL_CORPUS, data_dir};
 
 fn status_key(result: &Result<sqlgrade_core::sqlspec::SqlSpec, SpecError>) -> &'static str {
     match result {
@@ -47,7 +35,7 @@ fn whole_corpus_yields_spec_or_clean_status() {
         "{:<45} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}",
         "file", "total", "ok", "empty", "parse", "notq", "multi"
     );
-    for (file, field) in FILES {
+    for (file, field) in SQL_CORPUS {
         let path = data.join(file);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
@@ -125,7 +113,7 @@ fn fast_tokens_are_sqlparsers_on_the_whole_corpus() {
     ];
     let data = data_dir();
     let mut queries = Vec::new();
-    for (file, field) in FILES {
+    for (file, field) in SQL_CORPUS {
         let text = std::fs::read_to_string(data.join(file)).expect("shared data file");
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let row: serde_json::Value = serde_json::from_str(line).expect("json line");

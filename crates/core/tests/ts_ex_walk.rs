@@ -15,19 +15,7 @@ use sqlgrade_core::metrics::ts_ex::{Literal, literals, tables_read};
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, Tokenizer};
-use support::data_dir;
-
-/// (file relative to shared/data, JSON field holding the SQL)
-const FILES: &[(&str, &str)] = &[
-    ("bird/dev.jsonl", "gold_sql"),
-    ("bird/predictions/CHESS-GPT-4o-mini.jsonl", "predicted_sql"),
-    ("bird/predictions/DAIL-SQL.jsonl", "predicted_sql"),
-    ("bird/predictions/SuperSQL.jsonl", "predicted_sql"),
-    ("spider/dev.jsonl", "gold_sql"),
-    ("spider/predictions/DAIL-SQL-GPT-4.jsonl", "predicted_sql"),
-    ("spider/predictions/SuperSQL.jsonl", "predicted_sql"),
-    ("spider/predictions/TA-ACL.jsonl", "predicted_sql"),
-];
+use support::{SQL_CORPUS, data_dir};
 
 /// The literals and FROM / JOIN table names of `sql` as the tokenizer sees them. Numbers
 /// inside a type's parentheses (`DECIMAL(10, 2)`) and strings after AS (an alias) are not
@@ -86,7 +74,7 @@ fn every_literal_and_table_of_the_corpus_reaches_ts_ex() {
     let data = data_dir();
     let (mut queries, mut checked) = (0usize, 0usize);
     let mut failures: Vec<String> = Vec::new();
-    for (file, field) in FILES {
+    for (file, field) in SQL_CORPUS {
         let path = data.join(file);
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

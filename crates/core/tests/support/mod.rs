@@ -1,4 +1,5 @@
-//! What the core's own tests need from outside: where the shared benchmark data is. The core's
+//! What the core's own tests need from outside: where the shared benchmark data is, and which
+//! of its files hold SQL. The core's
 //! tests depend on nothing but the core (not on `sqlgrade-testkit`, which depends on the core),
 //! so this repeats the one rule of `sqlgrade_testkit::data`: `$SQLGRADE_SHARED_DIR`, else
 //! `shared/` beside the repository.
@@ -23,3 +24,17 @@ pub fn data_dir() -> PathBuf {
     );
     data
 }
+
+/// The SQL corpus of `shared/data`: (file relative to it, JSON field holding the SQL) — BIRD dev
+/// gold and three BIRD prediction files, Spider dev gold and three Spider prediction files.
+#[allow(dead_code)] // not every test binary that includes this module reads the corpus
+pub const SQL_CORPUS: &[(&str, &str)] = &[
+    ("bird/dev.jsonl", "gold_sql"),
+    ("bird/predictions/CHESS-GPT-4o-mini.jsonl", "predicted_sql"),
+    ("bird/predictions/DAIL-SQL.jsonl", "predicted_sql"),
+    ("bird/predictions/SuperSQL.jsonl", "predicted_sql"),
+    ("spider/dev.jsonl", "gold_sql"),
+    ("spider/predictions/DAIL-SQL-GPT-4.jsonl", "predicted_sql"),
+    ("spider/predictions/SuperSQL.jsonl", "predicted_sql"),
+    ("spider/predictions/TA-ACL.jsonl", "predicted_sql"),
+];

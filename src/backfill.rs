@@ -24,13 +24,15 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::alert::delivery::Destinations;
-use crate::alert::{AlertNotification, AlertService};
-use crate::assembly::{BuildError, build_scorer, build_second_pass, build_sink};
+use crate::alert::AlertNotification;
+use crate::assembly::{
+    AssembledPipeline, BuildError, RunMode, TELEMETRY_GRACE, assemble_pipeline, build_scorer,
+    build_sink, finish_telemetry,
+};
 use crate::config::Config;
 use crate::event::{Event, Gold};
 pub use crate::judging::planner::PlanMode;
-use crate::pipeline::{EventTransform, Pipeline, PipelineError, ProgressFn};
+use crate::pipeline::{EventTransform, PipelineError, ProgressFn};
 use crate::score::Scorer;
 use crate::source::{FileSource, MemorySource, Source};
 use crate::summary::Summary;
@@ -127,9 +129,6 @@ pub enum BackfillError {
 
 /// How long a finished backfill waits for alert deliveries that are still retrying.
 const ALERT_DELIVERY_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Alert notifications a backfill keeps at most for its report.
-const MAX_REPORTED_ALERTS: usize = 10_000;
 
 /// What a backfill produced: its summary and the alerts its rows raised.
 #[derive(Debug)]
@@ -497,23 +496,19 @@ impl BackfillPlan {
         shutdown: watch::Receiver<bool>,
         progress: Option<ProgressFn>,
     ) -> Result<BackfillReport, BackfillError> {
-        let destinations = if config.alerts.enabled {
-            Destinations::from_config(&config.alerts, &config.sink)
-        } else {
-            Destinations::default()
-        };
         let sink = build_sink(config).await?;
-        let (alerts, alert_handle) = AlertService::start_recording(
-            config.alerts.clone(),
-            destinations,
-            MAX_REPORTED_ALERTS,
+        let AssembledPipeline {
+            mut pipeline,
+            alerts,
+            telemetry,
+            ..
+        } = assemble_pipeline(
+            config,
+            RunMode::Batch { judge: self.judge },
+            self.source,
+            sink,
+            scorer,
         )?;
-        let second_pass = build_second_pass(config, &scorer, self.judge, alerts.firing())?;
-        let mut pipeline = Pipeline::new(self.source, sink, scorer, &config.pipeline, &config.sink)
-            .with_alerts(alert_handle.lossless());
-        if let Some(second_pass) = second_pass {
-            pipeline = pipeline.with_second_pass(second_pass);
-        }
         if let Some(transform) = self.transform {
             pipeline = pipeline.with_transform(transform);
         }
@@ -522,7 +517,13 @@ impl BackfillPlan {
         }
         let result = pipeline.run(shutdown).await;
         // The pipeline dropped its handle: the engine drains what it was given.
-        let (_, alerts) = alerts.finish_recorded(ALERT_DELIVERY_GRACE).await;
+        let alerts = match alerts {
+            Some(service) => service.finish_recorded(ALERT_DELIVERY_GRACE).await.1,
+            None => Vec::new(),
+        };
+        if let Some(telemetry) = telemetry {
+            finish_telemetry(telemetry, TELEMETRY_GRACE).await;
+        }
         Ok(BackfillReport {
             summary: result?,
             alerts,

@@ -93,3 +93,42 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
         .attributes;
     assert!(resource.iter().any(|kv| kv.key == "service.name"));
 }
+
+/// `backfill` builds its pipeline with `run`'s builder (`assembly::assemble_pipeline`, a mode
+/// not a copy), so `[telemetry]` covers a backfill too: a BIRD backfill's events reach the
+/// receiver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_exports_the_pipeline_metrics_too() {
+    use sqlgrade::backfill::{BackfillPlan, BackfillRequest, PlanMode};
+    use sqlgrade::config::{Config, SinkKind};
+
+    let receiver = otlp::OtlpReceiver::start().await;
+    let bird = sqlgrade_testkit::data::data_dir().join("bird");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.sink.kind = SinkKind::Jsonl;
+    config.sink.dir = dir.path().join("out");
+    config.rules.reload_interval_ms = 0;
+    config.telemetry = TelemetryConfig {
+        enabled: true,
+        otlp_endpoint: receiver.endpoint(),
+        export_interval_ms: 60_000,
+        ..TelemetryConfig::default()
+    };
+    let request = BackfillRequest {
+        input: bird.join("dev.jsonl"),
+        format: BackfillFormat::Bird,
+        predictions: Some(bird.join("predictions/DAIL-SQL.jsonl")),
+        run_id: None,
+        judge: PlanMode::Census,
+    };
+    let plan = BackfillPlan::prepare(&request, &config).unwrap();
+    let (_tx, shutdown) = tokio::sync::watch::channel(false);
+    let summary = plan.run(&config, shutdown, None).await.unwrap();
+    assert_eq!(summary.events, 432);
+    // The backfill's end pushed the final values.
+    let (sums, histograms) = receiver.sums_and_histograms();
+    assert_eq!(sums["sqlgrade.events.consumed"], 432.0);
+    assert_eq!(sums["sqlgrade.events.scored"], 432.0);
+    assert_eq!(histograms["sqlgrade.stef.phi"].0, 432);
+}

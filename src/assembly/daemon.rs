@@ -4,14 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::alert::FiringSeries;
 use crate::config::Config;
-use crate::judging::planner::PlanMode;
 use tokio::sync::watch;
 
 use super::components::*;
 use super::error::*;
-use super::second_pass::*;
+use super::pipeline::*;
 use crate::health::{ComponentHealth, Health, Phase};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::summary::Summary;
@@ -72,48 +70,16 @@ impl Daemon {
             workers = config.pipeline.workers,
             "sqlgrade run starting"
         );
-        let mut pipeline = Pipeline::new(
-            source,
-            sink,
-            Arc::clone(&scorer),
-            &config.pipeline,
-            &config.sink,
-        );
-        let mut firing = Arc::new(FiringSeries::default());
-        let mut alert_handle = None;
-        let alerts = if config.alerts.enabled {
-            let (service, handle) = crate::alert::AlertService::start(
-                config.alerts.clone(),
-                crate::alert::delivery::Destinations::from_config(&config.alerts, &config.sink),
-            )?;
-            firing = service.firing();
-            alert_handle = Some(handle.clone());
-            pipeline = pipeline.with_alerts(handle);
-            Some(service)
-        } else {
-            None
-        };
+        let AssembledPipeline {
+            pipeline,
+            alerts,
+            alert_handle,
+            mut telemetry,
+        } = assemble_pipeline(config, RunMode::Live, source, sink, scorer)?;
         let agreement = agreement_monitor(config, alert_handle);
-        let second_pass = build_second_pass(config, &scorer, PlanMode::Sample, firing)?;
-        let telemetry = if config.telemetry.enabled {
-            let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
-            // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.
-            let judged = Arc::clone(&scorer);
-            telemetry.observe_judge(move || judged.llm_usage().total());
-            if let Some(second_pass) = &second_pass {
-                telemetry.observe_judge_pass(Arc::clone(&second_pass.stats));
-            }
-            if let Some((monitor, _)) = &agreement {
-                let board = monitor.board();
-                telemetry.observe_agreement(move || board.rows());
-            }
-            pipeline = pipeline.with_metrics(telemetry.metrics());
-            Some(telemetry)
-        } else {
-            None
-        };
-        if let Some(second_pass) = second_pass {
-            pipeline = pipeline.with_second_pass(second_pass);
+        if let (Some(telemetry), Some((monitor, _))) = (telemetry.as_mut(), &agreement) {
+            let board = monitor.board();
+            telemetry.observe_agreement(move || board.rows());
         }
         Ok(Daemon {
             pipeline,
@@ -209,17 +175,10 @@ impl Daemon {
             tracing::info!(?counters, "alerting finished");
         }
         if let Some(telemetry) = telemetry {
-            // The exporter's final push blocks; keep it off the async workers.
             let grace = deadline
                 .remaining()
                 .map_or(TELEMETRY_GRACE, |r| r.min(TELEMETRY_GRACE));
-            let push = tokio::task::spawn_blocking(move || telemetry.shutdown());
-            match tokio::time::timeout(grace, push).await {
-                Ok(Ok(Err(error))) => tracing::warn!(%error, "telemetry shutdown"),
-                Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown task"),
-                Ok(Ok(Ok(()))) => {}
-                Err(_) => tracing::warn!("telemetry's final push did not finish; abandoning it"),
-            }
+            finish_telemetry(telemetry, grace).await;
         }
         result
     }
@@ -310,9 +269,6 @@ impl ShutdownDeadline {
 
 /// How long pending alert deliveries may still retry when the daemon stops.
 pub(super) const ALERT_GRACE: Duration = Duration::from_secs(30);
-
-/// How long telemetry's final push may take when the daemon stops.
-pub(super) const TELEMETRY_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -5,16 +5,20 @@
 //! the reason, never silently replaced by something else.
 //!
 //! [`components`] builds each component from its section (the one place that dispatches on a
-//! source's, sink's or judge's kind: the kinds live in different layers); [`second_pass`] wires
-//! the LLM-judged pass; [`daemon`] joins everything `sqlgrade run` needs around one pipeline and
-//! bounds its shutdown; [`error`] says why a build failed.
+//! source's, sink's or judge's kind: the kinds live in different layers); [`pipeline`] wires a
+//! source, a sink and a scorer into the one pipeline `run` and `backfill` share (a mode, not a
+//! copy: alerts, the second pass, telemetry); [`second_pass`] wires the LLM-judged pass;
+//! [`daemon`] joins everything `sqlgrade run` needs around that pipeline and bounds its
+//! shutdown; [`error`] says why a build failed.
 
 mod components;
 mod daemon;
 mod error;
+mod pipeline;
 mod second_pass;
 
 pub use components::*;
 pub use daemon::*;
 pub use error::*;
+pub use pipeline::*;
 pub use second_pass::*;

@@ -116,9 +116,23 @@ pub struct QueryResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     /// How long the query ran, in milliseconds (any non-negative number: tracers report
-    /// fractions, `6.48`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// fractions, `6.48`). A whole number is written back as an integer (`7`, not `7.0`), as
+    /// the producer wrote it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "whole_as_integer"
+    )]
     pub elapsed_ms: Option<f64>,
+}
+
+/// `Some(7.0)` as `7`, `Some(6.48)` as `6.48`.
+fn whole_as_integer<S: serde::Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(x) if x.fract() == 0.0 && (0.0..9.0e15).contains(x) => s.serialize_u64(*x as u64),
+        Some(x) => s.serialize_f64(*x),
+        None => s.serialize_none(),
+    }
 }
 
 impl QueryResult {
@@ -596,8 +610,17 @@ mod tests {
             "question": "q", "sql": "s", "result": {"row_count": 1, "elapsed_ms": 6.48}
         }))
         .unwrap();
-        assert_eq!(timed.result.unwrap().elapsed_ms, Some(6.48));
+        assert_eq!(timed.result.as_ref().unwrap().elapsed_ms, Some(6.48));
         assert_eq!(timed.result_ignored, None);
+        // Written back as given: a fraction as a fraction, a whole number as an integer.
+        let text = serde_json::to_string(&timed.result).unwrap();
+        assert!(text.contains("\"elapsed_ms\":6.48"), "{text}");
+        let whole = Event::from_value(serde_json::json!({
+            "question": "q", "sql": "s", "result": {"elapsed_ms": 7}
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&whole.result).unwrap();
+        assert!(text.contains("\"elapsed_ms\":7}"), "{text}");
 
         // Malformed: the event stays, without its result, and says why (field named).
         for (result, why) in [

@@ -508,6 +508,7 @@ impl BackfillPlan {
             self.source,
             sink,
             scorer,
+            None,
         )?;
         if let Some(transform) = self.transform {
             pipeline = pipeline.with_transform(transform);

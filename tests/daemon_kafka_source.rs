@@ -1,7 +1,8 @@
 //! The Kafka source against a real broker (tansu): commits only the contiguous acknowledged
 //! prefix of each partition, applies back-pressure, dead-letters undecodable payloads to a topic
 //! with reasons (acknowledging them only after the produce is confirmed), and commits everything
-//! acknowledged on finish.
+//! acknowledged on finish; and the judge-work hand-over waits out a broker outage instead of
+//! failing (issue: keep running through outages).
 
 use sqlgrade_testkit::servers as support;
 
@@ -302,4 +303,106 @@ async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
     // Nothing was committed: not by the interval (an hour), nor by finish.
     let offsets = committed(&brokers, "fenced", "events", 1);
     assert_eq!(offsets.get(&0), Some(&-1), "{offsets:?}");
+}
+
+/// Judge work selected while the broker is away is held, not an error that ends the run: the
+/// hand-over retries with backoff, health says `judge_work: degraded` meanwhile, and once the
+/// broker is back every record is in the topic and health is `ok` again. (Before, the first
+/// failed delivery was returned and ended `sqlgrade run`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn judge_work_waits_out_a_broker_outage() {
+    use std::sync::Arc;
+
+    use sqlgrade::health::{ComponentHealth, Health};
+    use sqlgrade::judging::{JudgeWork, WorkSink};
+    use sqlgrade::kafka::work::{HEALTH_COMPONENT, KafkaWorkSink};
+    use sqlgrade::sampling::{LineRate, Selection};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut kafka = match Tansu::start_in(dir.path()) {
+        Ok(k) => k,
+        Err(e) => return support::skip("judge_work_waits_out_a_broker_outage", &e),
+    };
+    kafka.create_topic("judge-work", 1);
+    let mut source = SourceConfig {
+        brokers: Some(kafka.brokers()),
+        ..SourceConfig::default()
+    };
+    // Give up on each attempt after 2 s (librdkafka's default is minutes), so the outage is
+    // seen as failed deliveries quickly.
+    source
+        .kafka_properties
+        .insert("message.timeout.ms".into(), "2000".into());
+    let producer = sqlgrade::kafka::producer(&source, "test-judge-work").unwrap();
+    let health = Arc::new(Health::new());
+    let sink = Arc::new(KafkaWorkSink::new(
+        producer,
+        "judge-work",
+        Arc::new(tokio::sync::Notify::new()),
+        Some(Arc::clone(&health)),
+    ));
+    let events = support::corpus_events(3);
+    let work = |i: usize| {
+        let mut event: sqlgrade::event::Event =
+            sqlgrade::event::Event::decode(&events[i].1).unwrap();
+        event.event_id = format!("w-{i}");
+        JudgeWork::new(
+            event,
+            Selection {
+                reasons: Vec::new(),
+                uniform: true,
+                inclusion_probability: Some(1.0),
+            },
+            LineRate {
+                phi: 80.0,
+                verdict: "correct".into(),
+                quality_tier: "good".into(),
+                confidence_tier: "moderate".into(),
+                status: "ok".into(),
+            },
+            "2026-11-27T00:00:00Z",
+        )
+    };
+    sink.submit(vec![work(0)]).await.unwrap();
+
+    kafka.stop();
+    let pending = tokio::spawn({
+        let sink = Arc::clone(&sink);
+        let batch = vec![work(1), work(2)];
+        async move { sink.submit(batch).await }
+    });
+    let degraded = support::eventually(Duration::from_secs(60), || {
+        matches!(
+            health.components().get(HEALTH_COMPONENT),
+            Some(ComponentHealth::Degraded(_))
+        )
+    });
+    assert!(degraded, "{:?}", health.components());
+    assert!(
+        !pending.is_finished(),
+        "the hand-over gave up on a transient outage"
+    );
+
+    kafka.start_again();
+    let outcome = tokio::time::timeout(Duration::from_secs(120), pending)
+        .await
+        .expect("the work is delivered once the broker is back")
+        .unwrap();
+    outcome.unwrap();
+    assert_eq!(
+        health.components().get(HEALTH_COMPONENT),
+        Some(&ComponentHealth::Ok)
+    );
+    let ids: Vec<String> = read_topic(&kafka.brokers(), "judge-work", 3)
+        .into_iter()
+        .map(|(payload, _)| {
+            serde_json::from_slice::<JudgeWork>(&payload)
+                .unwrap()
+                .event
+                .event_id
+        })
+        .collect();
+    for id in ["w-0", "w-1", "w-2"] {
+        assert!(ids.contains(&id.to_string()), "{id} missing from {ids:?}");
+    }
 }

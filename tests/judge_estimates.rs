@@ -84,7 +84,7 @@ async fn run_pipeline(
         )
         .with_judged_pass(Arc::new(KnownJudge)),
     );
-    let second = sqlgrade::assembly::build_second_pass(config, &scorer, mode, Arc::default())
+    let second = sqlgrade::assembly::build_second_pass(config, &scorer, mode, Arc::default(), None)
         .unwrap()
         .unwrap();
     let pipeline = Pipeline::new(

@@ -75,7 +75,14 @@ impl Daemon {
             alerts,
             alert_handle,
             mut telemetry,
-        } = assemble_pipeline(config, RunMode::Live, source, sink, scorer)?;
+        } = assemble_pipeline(
+            config,
+            RunMode::Live,
+            source,
+            sink,
+            scorer,
+            Some(health.clone()),
+        )?;
         let agreement = agreement_monitor(config, alert_handle);
         if let (Some(telemetry), Some((monitor, _))) = (telemetry.as_mut(), &agreement) {
             let board = monitor.board();

@@ -55,13 +55,15 @@ pub struct AssembledPipeline {
 }
 
 /// Wire `source`, `sink` and `scorer` into a pipeline for `mode`, with the alert engine, the
-/// second pass and telemetry the config asks for. Must be called inside a tokio runtime.
+/// second pass and telemetry the config asks for; the stages that can be degraded (the
+/// judge-work hand-over) report to `health`. Must be called inside a tokio runtime.
 pub fn assemble_pipeline(
     config: &Config,
     mode: RunMode,
     source: Box<dyn Source>,
     sink: Box<dyn Sink>,
     scorer: Arc<Scorer>,
+    health: Option<Arc<crate::health::Health>>,
 ) -> Result<AssembledPipeline, BuildError> {
     let mut pipeline = Pipeline::new(
         source,
@@ -103,7 +105,7 @@ pub fn assemble_pipeline(
         RunMode::Live => PlanMode::Sample,
         RunMode::Batch { judge } => judge,
     };
-    let second_pass = build_second_pass(config, &scorer, plan, firing)?;
+    let second_pass = build_second_pass(config, &scorer, plan, firing, health)?;
     let telemetry = if config.telemetry.enabled {
         let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
         // Every LLM client of the run: the STEF judge's and the gold metrics' own, if any.

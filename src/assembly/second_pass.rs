@@ -27,6 +27,7 @@ pub fn build_second_pass(
     scorer: &Arc<Scorer>,
     mode: PlanMode,
     firing: Arc<FiringSeries>,
+    health: Option<Arc<crate::health::Health>>,
 ) -> Result<Option<SecondPass>, BuildError> {
     let Some(judge) = scorer.judged_pass().cloned() else {
         return Ok(None);
@@ -74,7 +75,7 @@ pub fn build_second_pass(
             let feeder =
                 spawn_kafka_feeder(Box::new(source), Arc::clone(&queue), Arc::clone(&stop));
             let producer = crate::kafka::producer(&config.source, "sqlgrade-judge-work")?;
-            let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop));
+            let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop, health));
             (
                 queue,
                 sink as Arc<dyn WorkSink>,

@@ -248,12 +248,44 @@ async fn reply_always_slower_than_the_timeout_fails() {
     let judge = judge(JudgeConfig {
         timeout_ms: 200,
         max_retries: 1,
+        // Room for both attempts at their full timeout.
+        max_call_ms: 10_000,
         ..config(&server.base_url())
     });
     let err = bird_case().assess(&judge).await.unwrap_err();
     assert_eq!(err, JudgeError::Timeout(200));
     assert_eq!(err.to_string(), "judge timed out after 200 ms");
     assert_eq!(server.request_count(), 2);
+}
+
+/// A server slower than the timeout is not sent the same request `max_retries` times at the
+/// full timeout (while it still generates every abandoned one): one call, retries and backoff
+/// included, takes at most `max_call_ms` (default: twice `timeout_ms`), so here one timeout,
+/// then one retry with what is left.
+#[tokio::test]
+async fn a_call_takes_at_most_its_time_limit_whatever_the_retries() {
+    let server = MockServer::start().await;
+    server.respond_with(|_| {
+        Scripted::json(&stef_reply("correct", 0.9)).after(Duration::from_millis(3_000))
+    });
+    let judge = judge(JudgeConfig {
+        timeout_ms: 400,
+        max_retries: 5,
+        ..config(&server.base_url())
+    });
+    let started = std::time::Instant::now();
+    let err = bird_case().assess(&judge).await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(server.request_count(), 2, "{err}");
+    // The retry got what was left of the 800 ms: less than its full 400 ms.
+    match err {
+        JudgeError::Timeout(ms) => assert!(ms < 400 && ms > 200, "{ms}"),
+        other => panic!("unexpected {other:?}"),
+    }
+    // 800 ms of limit (plus scheduling slack on a busy machine); the six attempts of old at
+    // the full timeout took 2.4 s at least.
+    assert!(took < Duration::from_millis(2_400), "{took:?}");
+    assert_eq!(judge.totals().retries, 1);
 }
 
 #[tokio::test]

@@ -100,6 +100,12 @@ pub struct JudgeConfig {
     pub timeout_ms: u64,
     /// Retries on 429/5xx/timeouts before falling back to the deterministic judge.
     pub max_retries: u32,
+    /// Longest time one call may take, its retries and their backoff included: each attempt
+    /// gets `timeout_ms` or what is left of this, whichever is less, and no retry starts
+    /// without time left. 0 = twice `timeout_ms` (so a timed-out call is re-sent at most once
+    /// at its full timeout, not `max_retries` times while a slow server still generates every
+    /// abandoned request).
+    pub max_call_ms: u64,
     /// Entries in the in-memory verdict cache.
     pub cache_capacity: u64,
     /// Time to live of an in-memory verdict-cache entry, in seconds.
@@ -282,6 +288,16 @@ impl JudgeConfig {
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.timeout_ms)
     }
+
+    /// The longest time one call may take, retries included (`max_call_ms`, 0 = twice the
+    /// per-request timeout).
+    pub fn max_call(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(if self.max_call_ms == 0 {
+            self.timeout_ms.saturating_mul(2)
+        } else {
+            self.max_call_ms
+        })
+    }
 }
 
 impl Default for JudgeConfig {
@@ -296,6 +312,7 @@ impl Default for JudgeConfig {
             max_concurrency: 8,
             timeout_ms: 30_000,
             max_retries: 3,
+            max_call_ms: 0,
             cache_capacity: 100_000,
             cache_ttl_secs: 24 * 3600,
             max_tokens_per_minute: 0,

@@ -633,6 +633,9 @@ impl LlmClient {
         estimated_tokens: u32,
     ) -> Result<Completion, JudgeError> {
         let mut retries = 0u32;
+        // One deadline for the call and its retries, from the first request on (waiting for
+        // admission is not the server's time).
+        let mut deadline: Option<std::time::Instant> = None;
         loop {
             let mode = self.mode.current();
             let completion_field = self.completion_tokens_field.load(Ordering::Relaxed);
@@ -649,8 +652,18 @@ impl LlmClient {
                 .map_err(|e| JudgeError::Prompt(format!("cannot encode the request: {e}")))?;
             let outcome = {
                 let _admission = self.limits.admit(estimated_tokens).await;
+                let deadline = *deadline
+                    .get_or_insert_with(|| std::time::Instant::now() + self.config.max_call());
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
                 self.stats.bump(Counter::HttpRequest);
-                self.send(body).await
+                self.send(
+                    body,
+                    self.config
+                        .timeout()
+                        .min(left)
+                        .max(Duration::from_millis(1)),
+                )
+                .await
             };
             match outcome {
                 Ok(reply) => {
@@ -708,9 +721,16 @@ impl LlmClient {
                     if retries >= self.config.max_retries {
                         return Err(gave_up(error, retries + 1));
                     }
+                    let delay = self.backoff(retries + 1, retry_after);
+                    // No retry without time left for it (`max_call_ms`).
+                    let left = deadline.map_or(Duration::MAX, |d| {
+                        d.saturating_duration_since(std::time::Instant::now())
+                    });
+                    if left <= delay + MIN_ATTEMPT {
+                        return Err(gave_up(error, retries + 1));
+                    }
                     retries += 1;
                     self.stats.bump(Counter::Retry);
-                    let delay = self.backoff(retries, retry_after);
                     warn!(
                         endpoint = %self.url,
                         error = %error,
@@ -744,21 +764,22 @@ impl LlmClient {
         Duration::from_millis(exp - half + jitter)
     }
 
-    /// Send one request and classify the outcome.
-    async fn send(&self, body: Vec<u8>) -> Result<ChatReply, AttemptError> {
+    /// Send one request (waiting at most `timeout` for the whole answer) and classify the
+    /// outcome.
+    async fn send(&self, body: Vec<u8>, timeout: Duration) -> Result<ChatReply, AttemptError> {
         let mut request = self
             .http
             .post(self.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .timeout(self.config.timeout())
+            .timeout(timeout)
             .body(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key.expose());
         }
-        let response = request.send().await.map_err(|e| self.classify(e))?;
+        let response = request.send().await.map_err(|e| classify(e, timeout))?;
         let status = response.status();
         let hint = retry_after(response.headers());
-        let bytes = response.bytes().await.map_err(|e| self.classify(e))?;
+        let bytes = response.bytes().await.map_err(|e| classify(e, timeout))?;
         if status.is_success() {
             return serde_json::from_slice::<ChatReply>(&bytes).map_err(|e| {
                 AttemptError::Transient {
@@ -788,22 +809,28 @@ impl LlmClient {
             _ => AttemptError::Fatal(error),
         })
     }
+}
 
-    fn classify(&self, error: reqwest::Error) -> AttemptError {
-        if error.is_builder() {
-            return AttemptError::Fatal(JudgeError::Transport(error_chain(&error)));
-        }
-        let error = if error.is_timeout() {
-            JudgeError::Timeout(self.config.timeout_ms)
-        } else {
-            JudgeError::Transport(error_chain(&error))
-        };
-        AttemptError::Transient {
-            error,
-            retry_after: None,
-        }
+/// A failed request as an attempt's outcome: a timeout (after `timeout`) or a transport error
+/// is transient, a request that could not be built is not.
+fn classify(error: reqwest::Error, timeout: Duration) -> AttemptError {
+    if error.is_builder() {
+        return AttemptError::Fatal(JudgeError::Transport(error_chain(&error)));
+    }
+    let error = if error.is_timeout() {
+        JudgeError::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+    } else {
+        JudgeError::Transport(error_chain(&error))
+    };
+    AttemptError::Transient {
+        error,
+        retry_after: None,
     }
 }
+
+/// The shortest attempt worth starting: a retry with less time left than this (after its
+/// backoff) is not sent.
+const MIN_ATTEMPT: Duration = Duration::from_millis(100);
 
 /// Whether an error body says the structured-output request itself was the problem (OpenAI:
 /// `Invalid parameter: 'response_format' …`; llama-cpp-python: `Input should be 'text' or

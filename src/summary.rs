@@ -195,6 +195,13 @@ impl RunStats {
                 "left unjudged", pass.left_in_topic
             );
         }
+        if pass.paused > 0 || pass.put_back > 0 {
+            let _ = writeln!(
+                out,
+                "  {:<18}{} time(s); {} judgment(s) put back to wait for it (the judge was unreachable)",
+                "judge paused", pass.paused, pass.put_back
+            );
+        }
         let spent = &pass.spent;
         let _ = writeln!(
             out,

@@ -382,3 +382,62 @@ async fn the_judge_sees_the_result_and_the_schema() {
         "{judged}"
     );
 }
+
+/// A judge that cannot be reached is a paused judge, not failed work: while the server answers
+/// 503 the judgments go back in the queue (no `judge_error` row), the stage pauses after a few
+/// failures in a row and probes, and once the server answers again every selected event is
+/// judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_judge_pauses_the_stage_and_loses_no_judgment() {
+    let n = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_events(dir.path(), &events(n));
+    let server = MockServer::start().await;
+    let reply = stef_reply("likely_correct", 0.8);
+    let outage = Duration::from_millis(2_500);
+    let started = std::time::Instant::now();
+    server.respond_with(move |_| {
+        if started.elapsed() < outage {
+            Scripted::status(503)
+        } else {
+            Scripted::json(&reply)
+        }
+    });
+    let mut config = llm_config(dir.path(), &input, "llm", &server);
+    config.judge.max_requests_per_second = 200.0;
+    config.judge.max_concurrency = 8;
+    config.judge.budget.uniform_rate = 0.25;
+    // Time to wait the outage out after the file ends (the drain grace is capped at a third
+    // of the shutdown limit).
+    config.pipeline.shutdown_timeout_ms = 90_000;
+    config.judge.budget.drain_grace_ms = 30_000;
+    let summary = run(&config).await;
+    let pass = summary.judge_pass.clone().unwrap();
+    let out = rows(&dir.path().join("llm"));
+    let judged: Vec<&Value> = out
+        .iter()
+        .filter(|r| r["metric"] == "stef_judged")
+        .collect();
+    assert_eq!(pass.failures, 0, "{pass:?}");
+    assert!(
+        judged.iter().all(|r| r["status"] == "ok"),
+        "a judge_error row"
+    );
+    assert!(pass.selected > 20, "{pass:?}");
+    assert_eq!(
+        pass.judged, pass.selected,
+        "every selected event judged: {pass:?}"
+    );
+    assert_eq!(judged.len() as u64, pass.selected);
+    assert!(pass.put_back > 0 && pass.paused > 0, "{pass:?}");
+    // The stage paused instead of sending the put-back judgments again and again: the outage
+    // cost the judgments in flight when it began and a probe per pause, not hundreds of 503s.
+    let requests = server.request_count() as u64;
+    assert!(
+        requests <= pass.selected + 30,
+        "{requests} requests for {pass:?}"
+    );
+    let text = summary.render("outage");
+    eprintln!("{text}");
+    assert!(text.contains("judge paused"), "{text}");
+}

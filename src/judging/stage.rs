@@ -13,6 +13,13 @@
 //! 4. the row goes to the batcher with the work's acknowledgement, so a Kafka work offset is
 //!    committed only after the judged row is written.
 //!
+//! Live, a judge that cannot be reached pauses the stage instead of failing the work
+//! ([`super::breaker`]): the judgment goes back in the queue (its age kept, so `max_wait_ms`
+//! still applies) and the circuit opens after a few such failures; `judge_error` rows are left
+//! for failures of the judgment itself. A census (a backfill judging every event) keeps failing
+//! fast: its rows say `judge_error` and the batch ends, rather than waiting out `max_wait_ms`
+//! for a judge that may be misconfigured.
+//!
 //! Work is taken from the queue up to [`BATCH`] pieces at a time, as permits allow: the batch is
 //! prepared (parsed and checked as on the line-rate pass) and the judge is asked to prefetch it
 //! ([`Judge::prefetch`]: the LLM judge looks every key up in the durable cache in one query
@@ -41,6 +48,7 @@ use crate::source::AckToken;
 use crate::sqlspec::SpecError;
 use crate::stef::{Prepared, RuleProfile};
 
+use super::breaker::{Breaker, is_outage};
 use super::work::{Queued, WorkQueue};
 use crate::stats::judge_pass::JudgeStats;
 
@@ -87,10 +95,14 @@ pub struct JudgeStage {
     max_wait_ms: i64,
     drain_grace: Option<Duration>,
     leftover: Leftover,
+    /// Live: an unreachable judge pauses the stage (`None` in a census: fail fast).
+    breaker: Option<Arc<Breaker>>,
 }
 
 impl JudgeStage {
-    /// A stage over `queue`; `closed` turns `true` when no more work will be queued.
+    /// A stage over `queue`; `closed` turns `true` when no more work will be queued. Without a
+    /// drain grace (a census: every event judged) judge outages fail the work; with one (live)
+    /// they pause the stage.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         queue: Arc<WorkQueue>,
@@ -116,6 +128,7 @@ impl JudgeStage {
             max_wait_ms: i64::try_from(max_wait.as_millis()).unwrap_or(i64::MAX),
             drain_grace,
             leftover,
+            breaker: drain_grace.map(|_| Arc::new(Breaker::default())),
         }
     }
 
@@ -147,6 +160,18 @@ impl JudgeStage {
                     Err(_) => break false,
                 },
             };
+            // A paused judge (its circuit open): no judgment starts until it may.
+            if let Some(breaker) = &self.breaker {
+                tokio::select! {
+                    biased;
+                    () = sleep_until_some(deadline) => break true,
+                    changed = self.closed.changed(), if watching => {
+                        watching = changed.is_ok();
+                        continue;
+                    }
+                    () = breaker.admit() => {}
+                }
+            }
             if ready.is_empty() {
                 let first = tokio::select! {
                     biased;
@@ -157,7 +182,12 @@ impl JudgeStage {
                     }
                     queued = self.queue.pop() => match queued {
                         Some(queued) => queued,
-                        None => break false,
+                        // Closed and empty; but a judgment still out may put its work back.
+                        None if tasks.is_empty() => break false,
+                        None => {
+                            tasks.join_next().await;
+                            continue;
+                        }
                     },
                 };
                 let mut batch = vec![first];
@@ -173,29 +203,28 @@ impl JudgeStage {
                 ledger: Arc::clone(&self.ledger),
                 stats: Arc::clone(&self.stats),
                 max_wait_ms: self.max_wait_ms,
+                breaker: self.breaker.clone(),
             };
             let out = out.clone();
+            let queue = Arc::clone(&self.queue);
             tasks.spawn(async move {
-                if let Some(output) = job.run(next).await {
-                    // A closed channel means the batcher failed; it reports the error.
-                    let _ = out.send(output).await;
-                }
+                let outcome = job.run(next).await;
                 drop(permit);
+                match outcome {
+                    // A closed channel means the batcher failed; it reports the error.
+                    Outcome::Row(output) => {
+                        let _ = out.send(output).await;
+                    }
+                    Outcome::PutBack(queued) => queue.put_back(*queued),
+                    Outcome::Done => {}
+                }
             });
         };
         if timed_out {
             let mut left: Vec<Queued> = ready.drain(..).map(|r| r.queued).collect();
             left.extend(self.queue.drain());
             let n = left.len() as u64;
-            match self.leftover {
-                Leftover::Shed => {
-                    self.stats.shed(ShedReason::Shutdown, n);
-                    for queued in left {
-                        queued.ack.ack();
-                    }
-                }
-                Leftover::Keep => self.stats.left_in_topic(n),
-            }
+            self.leave(left);
             // Judgments still in flight get until their own timeouts, but no longer than the
             // grace period again.
             let grace = self.drain_grace.unwrap_or_default();
@@ -208,6 +237,10 @@ impl JudgeStage {
                     Leftover::Keep => self.stats.left_in_topic(aborted),
                 }
             }
+            // Work the last judgments put back (the judge unreachable to the end).
+            let put_back = self.queue.drain();
+            let n = n + put_back.len() as u64;
+            self.leave(put_back);
             tracing::warn!(
                 left = n,
                 "judge stage: the drain grace period ended with work still waiting"
@@ -221,6 +254,20 @@ impl JudgeStage {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         self.stats.ledger(&ledger);
+    }
+
+    /// Work not judged when the drain grace ended: shed (in-process) or left in the topic.
+    fn leave(&self, left: Vec<Queued>) {
+        let n = left.len() as u64;
+        match self.leftover {
+            Leftover::Shed => {
+                self.stats.shed(ShedReason::Shutdown, n);
+                for queued in left {
+                    queued.ack.ack();
+                }
+            }
+            Leftover::Keep => self.stats.left_in_topic(n),
+        }
     }
 
     /// Prepare a batch of work and let the judge prefetch it (module documentation).
@@ -266,6 +313,17 @@ struct Judgment {
     ledger: Arc<Mutex<BudgetLedger>>,
     stats: Arc<JudgeStats>,
     max_wait_ms: i64,
+    breaker: Option<Arc<Breaker>>,
+}
+
+/// How a judgment ended.
+enum Outcome {
+    /// A judged row (a verdict or a `judge_error`).
+    Row(JudgedOutput),
+    /// The judge could not be reached: the work goes back in the queue.
+    PutBack(Box<Queued>),
+    /// Shed (counted and acknowledged).
+    Done,
 }
 
 /// The current UTC day number (days since the epoch).
@@ -278,7 +336,7 @@ impl Judgment {
         self.ledger.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn run(self, ready: Ready) -> Option<JudgedOutput> {
+    async fn run(self, ready: Ready) -> Outcome {
         let Ready {
             queued: Queued { work, ack },
             profile,
@@ -287,7 +345,7 @@ impl Judgment {
         if work.age_ms() > self.max_wait_ms {
             self.stats.shed(ShedReason::Stale, 1);
             ack.ack();
-            return None;
+            return Outcome::Done;
         }
         let started = Instant::now();
         let event = &work.event;
@@ -311,7 +369,7 @@ impl Judgment {
                 row.status = crate::evaluation::RowStatus::JudgeError;
                 row.details = serde_json::json!({"judge_error": format!("cannot prepare the event: {error}")}).into();
                 row.judged = Some(columns);
-                return Some(JudgedOutput {
+                return Outcome::Row(JudgedOutput {
                     rows: vec![row],
                     ack,
                 });
@@ -329,7 +387,7 @@ impl Judgment {
                 if let Err(reason) = reserved {
                     self.stats.shed(reason, 1);
                     ack.ack();
-                    return None;
+                    return Outcome::Done;
                 }
                 let result = self.judge.assess(request).await;
                 {
@@ -342,6 +400,19 @@ impl Judgment {
                         Err(_) => ledger.settle(utc_day(), &Default::default()),
                     }
                     self.stats.ledger(&ledger);
+                }
+                if let Some(breaker) = &self.breaker {
+                    match &result {
+                        Err(error) if is_outage(error) => {
+                            if breaker.unreachable(error) {
+                                self.stats.paused();
+                            }
+                            self.stats.put_back();
+                            return Outcome::PutBack(Box::new(Queued { work, ack }));
+                        }
+                        // An answer, right or wrong: the judge is there.
+                        _ => breaker.answered(),
+                    }
                 }
                 result
             }
@@ -357,7 +428,7 @@ impl Judgment {
         let row = self.scorer.judged_row(
             event, &work.ts, columns, &profile, &prepared, assessment, latency,
         );
-        Some(JudgedOutput {
+        Outcome::Row(JudgedOutput {
             rows: vec![row],
             ack,
         })

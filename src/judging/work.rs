@@ -215,6 +215,20 @@ impl WorkQueue {
         }
     }
 
+    /// Put back work the judge stage took but could not judge (the judge was unreachable):
+    /// queued again at its priority, its age kept, even when the queue is closed (the stage
+    /// still drains it) or full (it overshoots by at most the judgments in flight: the work
+    /// was counted in the queue before).
+    pub fn put_back(&self, queued: Queued) {
+        let mut state = self.lock();
+        let key = (queued.work.selection.priority(), state.next_seq);
+        state.next_seq += 1;
+        state.items.insert(key, queued);
+        self.publish(&state);
+        drop(state);
+        self.items_added.notify_one();
+    }
+
     /// The most important waiting work; `None` once the queue is closed and empty.
     pub async fn pop(&self) -> Option<Queued> {
         loop {

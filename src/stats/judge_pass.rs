@@ -22,6 +22,8 @@ pub struct JudgeStats {
     judged: AtomicU64,
     cache_hits: AtomicU64,
     failures: AtomicU64,
+    put_back: AtomicU64,
+    paused: AtomicU64,
     shed: [AtomicU64; ShedReason::ALL.len()],
     left_in_topic: AtomicU64,
     queue_depth: AtomicI64,
@@ -65,6 +67,11 @@ pub struct JudgeStatsSnapshot {
     pub cache_hits: u64,
     /// Judgments that failed (rows with status `judge_error`).
     pub failures: u64,
+    /// Judgments put back in the queue because the judge was unreachable (transport errors,
+    /// timeouts, 429/5xx after the client's retries): waiting for it, not failed.
+    pub put_back: u64,
+    /// Times the judge was paused (its circuit opened after repeated outage errors).
+    pub paused: u64,
     /// Selected events not judged, by reason.
     pub shed: BTreeMap<ShedReason, u64>,
     /// Kafka: work not judged when the run stopped, left in the work topic for the next start.
@@ -111,6 +118,16 @@ impl JudgeStats {
     /// One judgment failed (its row says `judge_error`).
     pub fn failed(&self) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One judgment put back in the queue: the judge was unreachable.
+    pub fn put_back(&self) {
+        self.put_back.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The judge was paused (its circuit opened).
+    pub fn paused(&self) {
+        self.paused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `n` selected events shed for `reason`.
@@ -203,6 +220,8 @@ impl JudgeStats {
             judged: self.judged.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
+            put_back: self.put_back.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed),
             shed: nonzero_counts(&ShedReason::ALL, &self.shed),
             left_in_topic: self.left_in_topic.load(Ordering::Relaxed),
             queue_depth: self.queue_depth.load(Ordering::Relaxed),

@@ -463,6 +463,22 @@ impl Telemetry {
         let s = std::sync::Arc::clone(&stats);
         self.observers.push(
             meter
+                .u64_observable_counter("sqlgrade.judge.put_back")
+                .with_description("Second-pass judgments put back to wait: the judge was unreachable")
+                .with_callback(move |o| o.observe(s.snapshot().put_back, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.judge.paused")
+                .with_description("Times the judge stage paused (its circuit opened on an unreachable judge)")
+                .with_callback(move |o| o.observe(s.snapshot().paused, &[]))
+                .build(),
+        );
+        let s = std::sync::Arc::clone(&stats);
+        self.observers.push(
+            meter
                 .u64_observable_counter("sqlgrade.judge.shed")
                 .with_description("Selected events not judged, by reason")
                 .with_callback(move |o| {

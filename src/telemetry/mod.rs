@@ -464,7 +464,9 @@ impl Telemetry {
         self.observers.push(
             meter
                 .u64_observable_counter("sqlgrade.judge.put_back")
-                .with_description("Second-pass judgments put back to wait: the judge was unreachable")
+                .with_description(
+                    "Second-pass judgments put back to wait: the judge was unreachable",
+                )
                 .with_callback(move |o| o.observe(s.snapshot().put_back, &[]))
                 .build(),
         );
@@ -472,7 +474,9 @@ impl Telemetry {
         self.observers.push(
             meter
                 .u64_observable_counter("sqlgrade.judge.paused")
-                .with_description("Times the judge stage paused (its circuit opened on an unreachable judge)")
+                .with_description(
+                    "Times the judge stage paused (its circuit opened on an unreachable judge)",
+                )
                 .with_callback(move |o| o.observe(s.snapshot().paused, &[]))
                 .build(),
         );

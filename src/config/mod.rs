@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use crate::evaluation::Metric;
 
 pub use crate::alert::config::{self as alerts, AlertsConfig, SeriesLabel};
-use crate::llm::config::durable_cache_problems;
 pub use crate::llm::config::{
     DurableCacheMode, JudgeBudgetConfig, JudgeConfig, JudgeKind, MIN_JUDGE_MAX_TOKENS,
     ResponseModeSetting, SystemPromptSetting,
@@ -220,12 +219,7 @@ impl Config {
             problems.push("sink.flush_interval_ms must be at least 1".to_string());
         }
         if self.judge.kind == JudgeKind::Llm {
-            if self.judge.base_url.trim().is_empty() {
-                problems.push("judge.base_url is required for judge.kind = \"llm\"".to_string());
-            }
-            if self.judge.model.trim().is_empty() {
-                problems.push("judge.model is required for judge.kind = \"llm\"".to_string());
-            }
+            problems.extend(self.judge.problems("judge"));
             if self.judge.durable_cache == DurableCacheMode::Clickhouse
                 && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
             {
@@ -253,23 +247,6 @@ impl Config {
                  gold data"
                     .to_string(),
             );
-        }
-        problems.extend(durable_cache_problems("judge", &self.judge));
-        if !(self.judge.max_requests_per_second.is_finite()
-            && self.judge.max_requests_per_second > 0.0)
-        {
-            problems.push("judge.max_requests_per_second must be a positive number".to_string());
-        }
-        if self.judge.max_concurrency == 0 {
-            problems.push("judge.max_concurrency must be at least 1".to_string());
-        }
-        if self.judge.timeout_ms == 0 {
-            problems.push("judge.timeout_ms must be at least 1".to_string());
-        }
-        if self.judge.max_tokens < MIN_JUDGE_MAX_TOKENS {
-            problems.push(format!(
-                "judge.max_tokens must be at least {MIN_JUDGE_MAX_TOKENS} (no reply schema fits in fewer)"
-            ));
         }
         if self.stef.probe_timeout_ms == 0 {
             problems.push("stef.probe_timeout_ms must be at least 1".to_string());
@@ -317,7 +294,7 @@ impl Config {
             .map(Metric::as_str)
             .collect();
         if let Some(judge) = &gold.judge {
-            problems.extend(durable_cache_problems("gold.judge", judge));
+            problems.extend(judge.problems("gold.judge"));
             if judge.durable_cache == DurableCacheMode::Clickhouse
                 && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
             {
@@ -333,28 +310,6 @@ impl Config {
                      rose and hybrid_ex)"
                         .to_string(),
                 );
-            }
-            if judge.base_url.trim().is_empty() {
-                problems.push("gold.judge.base_url must not be empty".to_string());
-            }
-            if judge.model.trim().is_empty() {
-                problems.push("gold.judge.model must not be empty".to_string());
-            }
-            if !(judge.max_requests_per_second.is_finite() && judge.max_requests_per_second > 0.0) {
-                problems.push(
-                    "gold.judge.max_requests_per_second must be a positive number".to_string(),
-                );
-            }
-            if judge.max_concurrency == 0 {
-                problems.push("gold.judge.max_concurrency must be at least 1".to_string());
-            }
-            if judge.timeout_ms == 0 {
-                problems.push("gold.judge.timeout_ms must be at least 1".to_string());
-            }
-            if judge.max_tokens < MIN_JUDGE_MAX_TOKENS {
-                problems.push(format!(
-                    "gold.judge.max_tokens must be at least {MIN_JUDGE_MAX_TOKENS} (no reply schema fits in fewer)"
-                ));
             }
         } else if !judged.is_empty() && self.judge.kind != JudgeKind::Llm {
             problems.push(format!(
@@ -514,6 +469,51 @@ mod tests {
             }
             other => panic!("unexpected {other}"),
         }
+    }
+
+    /// `[judge]` and `[gold.judge]` are checked by one set of rules
+    /// (`JudgeConfig::problems`), each problem named under its own section; the client refuses
+    /// the same settings.
+    #[test]
+    fn both_judge_sections_get_the_same_rules() {
+        let broken = JudgeConfig {
+            kind: JudgeKind::Llm,
+            model: " ".into(),
+            max_concurrency: 0,
+            max_requests_per_second: f64::NAN,
+            api_key_env: String::new(),
+            ..JudgeConfig::default()
+        };
+        let mut c = Config {
+            judge: broken.clone(),
+            ..Config::default()
+        };
+        c.gold.judge = Some(broken.clone());
+        let ConfigError::Invalid(p) = c.validate().unwrap_err() else {
+            panic!("invalid")
+        };
+        for section in ["judge", "gold.judge"] {
+            for key in ["model", "max_concurrency", "max_requests_per_second"] {
+                let key = format!("{section}.{key} ");
+                assert!(p.iter().any(|m| m.starts_with(&key)), "{key}: {p:?}");
+            }
+        }
+        let client = crate::llm::LlmClient::new(&broken)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(client.contains("judge.model must not be empty"), "{client}");
+        // 0 requests per second is no limit, for both.
+        let c = Config {
+            judge: JudgeConfig {
+                kind: JudgeKind::Llm,
+                max_requests_per_second: 0.0,
+                api_key_env: String::new(),
+                ..JudgeConfig::default()
+            },
+            ..Config::default()
+        };
+        assert!(c.validate().is_ok(), "{:?}", c.validate());
     }
 
     #[test]

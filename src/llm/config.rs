@@ -92,7 +92,7 @@ pub struct JudgeConfig {
     pub api_key_env: String,
     /// An API key given inline (secret; prefer `api_key_env`).
     pub api_key: Option<Secret>,
-    /// Per-process request rate limit (global quota divided by replicas).
+    /// Per-process request rate limit (global quota divided by replicas); 0 = no limit.
     pub max_requests_per_second: f64,
     /// Requests in flight at once.
     pub max_concurrency: usize,
@@ -331,6 +331,40 @@ impl Default for JudgeConfig {
             system_prompt: SystemPromptSetting::System,
             budget: JudgeBudgetConfig::default(),
         }
+    }
+}
+
+impl JudgeConfig {
+    /// Problems with an LLM judge section (`judge` or `gold.judge`), each naming its key: the
+    /// one set of rules for an endpoint the daemon will call (the config check lists them all;
+    /// the client refuses the first). Rules that span sections (a ClickHouse durable cache
+    /// needs `sink.url`) are `Config::validate`'s.
+    pub fn problems(&self, section: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.base_url.trim().is_empty() {
+            problems.push(format!("{section}.base_url must not be empty"));
+        }
+        if self.model.trim().is_empty() {
+            problems.push(format!("{section}.model must not be empty"));
+        }
+        if !(self.max_requests_per_second.is_finite() && self.max_requests_per_second >= 0.0) {
+            problems.push(format!(
+                "{section}.max_requests_per_second must be a finite number ≥ 0 (0 = no limit)"
+            ));
+        }
+        if self.max_concurrency == 0 {
+            problems.push(format!("{section}.max_concurrency must be at least 1"));
+        }
+        if self.timeout_ms == 0 {
+            problems.push(format!("{section}.timeout_ms must be at least 1"));
+        }
+        if self.max_tokens < MIN_JUDGE_MAX_TOKENS {
+            problems.push(format!(
+                "{section}.max_tokens must be at least {MIN_JUDGE_MAX_TOKENS} (no reply schema fits in fewer)"
+            ));
+        }
+        problems.extend(durable_cache_problems(section, self));
+        problems
     }
 }
 

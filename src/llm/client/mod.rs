@@ -928,26 +928,16 @@ impl StructuredJudge for LlmClient {
     }
 }
 
-/// Reject settings the client cannot work with, with a message naming the key. (The daemon's
-/// [`crate::config::Config::validate`] is stricter, e.g. a rate of 0 there is an error; here 0
-/// switches the limit off.)
+/// Reject settings the client cannot work with, with messages naming the keys: the same rules
+/// as the config check ([`JudgeConfig::problems`]), so a client built by hand refuses what
+/// `check-config` would.
 fn validate(config: &JudgeConfig) -> Result<(), String> {
-    if config.base_url.trim().is_empty() {
-        return Err("judge.base_url must not be empty".into());
+    let problems = config.problems("judge");
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
-    if config.model.trim().is_empty() {
-        return Err("judge.model must not be empty".into());
-    }
-    if !config.max_requests_per_second.is_finite() || config.max_requests_per_second < 0.0 {
-        return Err("judge.max_requests_per_second must be a finite number ≥ 0".into());
-    }
-    if config.max_concurrency == 0 {
-        return Err("judge.max_concurrency must be at least 1".into());
-    }
-    if config.timeout_ms == 0 {
-        return Err("judge.timeout_ms must be at least 1".into());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

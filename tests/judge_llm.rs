@@ -846,9 +846,14 @@ async fn daemon_config_builds_the_llm_judge() {
     let mut broken = config.clone();
     broken.judge.api_key_env = "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
     let err = sqlgrade::assembly::build_scorer(&broken).err().unwrap();
+    // The error names the section; its source (kept, not flattened) names the variable.
+    assert_eq!(err.to_string(), "cannot set up the LLM judge of [judge]");
+    let source = std::error::Error::source(&err).map(ToString::to_string);
     assert!(
-        err.to_string().contains("SQLGRADE_TEST_SURELY_UNSET_KEY"),
-        "{err}"
+        source
+            .as_deref()
+            .is_some_and(|s| s.contains("SQLGRADE_TEST_SURELY_UNSET_KEY")),
+        "{source:?}"
     );
 }
 

@@ -161,8 +161,8 @@ impl Destinations {
 #[derive(Debug, thiserror::Error)]
 pub enum AlertError {
     /// The HTTP client could not be built.
-    #[error("cannot build the webhook client: {0}")]
-    Client(String),
+    #[error("cannot build the webhook client")]
+    Client(#[source] reqwest::Error),
 }
 
 impl AlertService {
@@ -187,7 +187,7 @@ impl AlertService {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.webhook_timeout_ms.max(1)))
             .build()
-            .map_err(|e| AlertError::Client(e.to_string()))?;
+            .map_err(AlertError::Client)?;
         let retry = RetryPolicy {
             attempts: config.delivery_attempts.max(1),
             initial: Duration::from_millis(config.retry_initial_ms),

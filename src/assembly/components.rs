@@ -89,7 +89,12 @@ pub fn build_llm_client_for(
     config: &Config,
     judge: &JudgeConfig,
 ) -> Result<Arc<LlmClient>, BuildError> {
-    let client = LlmClient::new(judge).map_err(|e| BuildError::Judge(e.to_string()))?;
+    let section = if std::ptr::eq(judge, &config.judge) {
+        "judge"
+    } else {
+        "gold.judge"
+    };
+    let client = LlmClient::new(judge).map_err(|source| BuildError::Judge { section, source })?;
     Ok(Arc::new(match build_durable_cache(judge, &config.sink) {
         Some(durable) => client.with_durable_cache(durable),
         None => client,
@@ -141,8 +146,7 @@ pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildEr
         );
         return Ok(Arc::new(RulesStore::empty()));
     }
-    let (store, report) =
-        RulesStore::load_dir(dir).map_err(|e| BuildError::Rules(e.to_string()))?;
+    let (store, report) = RulesStore::load_dir(dir).map_err(BuildError::Rules)?;
     for error in &report.errors {
         tracing::warn!(%error, "rule profile skipped");
     }
@@ -212,11 +216,7 @@ pub(super) fn build_judged(
         return Ok(None);
     };
     let Some(settings) = config.gold_judge() else {
-        return Err(BuildError::Judge(
-            "gold.metrics names LLM-judged metrics (flex, rose, hybrid_ex), but no LLM judge is \
-             configured: set [judge] kind = \"llm\" or add [gold.judge] with kind = \"llm\""
-                .into(),
-        ));
+        return Err(BuildError::NoGoldJudge);
     };
     let same_endpoint = config.judge.kind == JudgeKind::Llm
         && settings.base_url.trim() == config.judge.base_url.trim()
@@ -235,8 +235,7 @@ pub(super) fn build_judged(
         }
         return Ok(Some((judged_scorer(client, options), true)));
     }
-    let client = build_llm_client_for(config, settings)
-        .map_err(|e| BuildError::Judge(format!("gold metrics: {e}")))?;
+    let client = build_llm_client_for(config, settings)?;
     Ok(Some((judged_scorer(client, options), false)))
 }
 

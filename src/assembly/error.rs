@@ -21,12 +21,24 @@ pub enum BuildError {
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
     /// Rule profiles could not be loaded.
-    #[error("cannot load rule profiles: {0}")]
-    Rules(String),
+    #[error("cannot load rule profiles")]
+    Rules(#[source] crate::stef::profile::RulesError),
     /// Gold metrics could not be set up.
     #[error(transparent)]
     Gold(#[from] crate::score::gold::GoldSetupError),
-    /// The LLM judge could not be set up (bad URL, missing API key, broken prompt template).
-    #[error("cannot set up the LLM judge: {0}")]
-    Judge(String),
+    /// An LLM judge could not be set up (bad URL, missing API key, broken prompt template).
+    #[error("cannot set up the LLM judge of [{section}]")]
+    Judge {
+        /// The config section (`judge` or `gold.judge`).
+        section: &'static str,
+        /// Why.
+        #[source]
+        source: crate::llm::LlmSetupError,
+    },
+    /// LLM-judged gold metrics are named but no LLM judge is configured.
+    #[error(
+        "gold.metrics names LLM-judged metrics (flex, rose, hybrid_ex), but no LLM judge is \
+         configured: set [judge] kind = \"llm\" or add [gold.judge] with kind = \"llm\""
+    )]
+    NoGoldJudge,
 }

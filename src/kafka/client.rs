@@ -42,7 +42,10 @@ pub fn producer(source: &SourceConfig, client_id: &str) -> Result<FutureProducer
     let mut cfg = source.producer_config();
     cfg.set("client.id", client_id);
     cfg.create::<FutureProducer>()
-        .map_err(|e| SourceError::Kafka(format!("cannot create producer {client_id}: {e}")))
+        .map_err(|source| SourceError::KafkaClient {
+            what: format!("cannot create producer {client_id}"),
+            source,
+        })
 }
 
 /// librdkafka settings built from `[source]`.

@@ -351,18 +351,25 @@ impl KafkaSource {
         let consumer: Consumer_ = settings
             .consumer_config()
             .create_with_context(context)
-            .map_err(|e| SourceError::Kafka(format!("cannot create consumer: {e}")))?;
+            .map_err(|source| SourceError::KafkaClient {
+                what: "cannot create consumer".into(),
+                source,
+            })?;
         let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
-            .map_err(|e| SourceError::Kafka(format!("cannot subscribe to {topics:?}: {e}")))?;
+            .map_err(|source| SourceError::KafkaClient {
+                what: format!("cannot subscribe to {topics:?}"),
+                source,
+            })?;
         let dead_letters = match &settings.dead_letter_topic {
             Some(topic) => Some(Arc::new(DeadLetterProducer::new(
                 settings
                     .producer_config()
                     .create::<FutureProducer>()
-                    .map_err(|e| {
-                        SourceError::Kafka(format!("cannot create dead-letter producer: {e}"))
+                    .map_err(|source| SourceError::KafkaClient {
+                        what: "cannot create dead-letter producer".into(),
+                        source,
                     })?,
                 topic.clone(),
             ))),

@@ -52,9 +52,18 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
-    /// Kafka client error.
+    /// The Kafka source is misconfigured or cannot go on (a message that says why).
     #[error("kafka error: {0}")]
     Kafka(String),
+    /// A librdkafka call failed: what was being done, and librdkafka's error as the source.
+    #[error("kafka: {what}")]
+    KafkaClient {
+        /// What was being done (`cannot create consumer`, `final commit failed`, …).
+        what: String,
+        /// librdkafka's error.
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
 }
 
 /// A stream of raw payloads. `Ok(None)` means the source is exhausted (EOF without `follow`)

@@ -49,8 +49,8 @@ use crate::telemetry::config::TelemetryConfig;
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     /// An OTLP exporter could not be built.
-    #[error("cannot build the OTLP exporter: {0}")]
-    Exporter(String),
+    #[error("cannot build the OTLP exporter")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
     /// Flushing or shutting down failed.
     #[error("telemetry shutdown: {0}")]
     Shutdown(String),
@@ -254,7 +254,7 @@ impl Telemetry {
             .with_endpoint(config.metrics_url())
             .with_timeout(Duration::from_millis(config.export_timeout_ms.max(1)))
             .build()
-            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+            .map_err(TelemetryError::Exporter)?;
         let reader = PeriodicReader::builder(exporter)
             .with_interval(Duration::from_millis(config.export_interval_ms.max(1)))
             .build();
@@ -273,7 +273,7 @@ impl Telemetry {
                 .with_endpoint(config.traces_url())
                 .with_timeout(Duration::from_millis(config.export_timeout_ms.max(1)))
                 .build()
-                .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+                .map_err(TelemetryError::Exporter)?;
             let batch = BatchConfigBuilder::default()
                 .with_max_queue_size(SPAN_QUEUE)
                 .with_max_export_batch_size(SPAN_BATCH)

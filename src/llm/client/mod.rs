@@ -76,7 +76,8 @@ pub enum LlmSetupError {
     /// Prompt templates could not be loaded.
     #[error(transparent)]
     Prompt(#[from] PromptError),
-    /// The HTTP client could not be built.
+    /// The HTTP client could not be built (its message: the error type is compared and
+    /// cloned with the rest of this enum).
     #[error("cannot build the judge HTTP client: {0}")]
     Http(String),
 }

@@ -170,12 +170,7 @@ impl WorkQueue {
                 let mut state = self.lock();
                 let Some(queued) = item.take() else { return };
                 if state.items.len() < self.capacity {
-                    let key = (queued.work.selection.priority(), state.next_seq);
-                    state.next_seq += 1;
-                    state.items.insert(key, queued);
-                    self.publish(&state);
-                    drop(state);
-                    self.items_added.notify_one();
+                    self.insert(state, queued);
                     return;
                 }
                 match self.mode {
@@ -220,7 +215,12 @@ impl WorkQueue {
     /// still drains it) or full (it overshoots by at most the judgments in flight: the work
     /// was counted in the queue before).
     pub fn put_back(&self, queued: Queued) {
-        let mut state = self.lock();
+        self.insert(self.lock(), queued);
+    }
+
+    /// Queue `queued` at its priority, first come first within it (the caller decided it goes
+    /// in), and wake a taker.
+    fn insert(&self, mut state: std::sync::MutexGuard<'_, QueueState>, queued: Queued) {
         let key = (queued.work.selection.priority(), state.next_seq);
         state.next_seq += 1;
         state.items.insert(key, queued);

@@ -394,10 +394,11 @@ async fn an_unreachable_judge_pauses_the_stage_and_loses_no_judgment() {
     let input = write_events(dir.path(), &events(n));
     let server = MockServer::start().await;
     let reply = stef_reply("likely_correct", 0.8);
+    // Down for 2.5 s from the first request on (whenever the machine gets there).
     let outage = Duration::from_millis(2_500);
-    let started = std::time::Instant::now();
+    let first = std::sync::OnceLock::new();
     server.respond_with(move |_| {
-        if started.elapsed() < outage {
+        if first.get_or_init(std::time::Instant::now).elapsed() < outage {
             Scripted::status(503)
         } else {
             Scripted::json(&reply)

@@ -229,6 +229,8 @@ impl Config {
                         .to_string(),
                 );
             }
+        } else {
+            problems.extend(self.judge.limit_problems("judge"));
         }
         problems.extend(self.judge.budget.problems("judge.budget"));
         if self.judge.budget.work_topic.is_some() && self.source.kind != SourceKind::Kafka {

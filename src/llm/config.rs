@@ -347,6 +347,14 @@ impl JudgeConfig {
         if self.model.trim().is_empty() {
             problems.push(format!("{section}.model must not be empty"));
         }
+        problems.extend(self.limit_problems(section));
+        problems
+    }
+
+    /// [`JudgeConfig::problems`] without the endpoint (`base_url`, `model`): the limits and
+    /// cache keys, checked in `[judge]` whatever its kind.
+    pub fn limit_problems(&self, section: &str) -> Vec<String> {
+        let mut problems = Vec::new();
         if !(self.max_requests_per_second.is_finite() && self.max_requests_per_second >= 0.0) {
             problems.push(format!(
                 "{section}.max_requests_per_second must be a finite number ≥ 0 (0 = no limit)"

@@ -208,16 +208,16 @@ impl JudgeStage {
             let out = out.clone();
             let queue = Arc::clone(&self.queue);
             tasks.spawn(async move {
-                let outcome = job.run(next).await;
-                drop(permit);
-                match outcome {
-                    // A closed channel means the batcher failed; it reports the error.
+                match job.run(next).await {
+                    // A closed channel means the batcher failed; it reports the error. The
+                    // permit is held until the batcher takes the row (back-pressure).
                     Outcome::Row(output) => {
                         let _ = out.send(output).await;
                     }
                     Outcome::PutBack(queued) => queue.put_back(*queued),
                     Outcome::Done => {}
                 }
+                drop(permit);
             });
         };
         if timed_out {

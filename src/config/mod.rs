@@ -50,14 +50,14 @@ pub const DEFAULT_MAX_SQL_BYTES: usize = crate::sqlspec::DEFAULT_MAX_SQL_BYTES;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read or a value has the wrong type / an unknown key.
-    #[error("cannot load configuration: {0}")]
-    Load(String),
+    #[error("cannot load configuration")]
+    Load(#[source] config::ConfigError),
     /// The configuration parsed but breaks one or more rules.
     #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
     Invalid(Vec<String>),
     /// The effective configuration could not be rendered.
-    #[error("cannot render configuration: {0}")]
-    Render(String),
+    #[error("cannot render configuration")]
+    Render(#[source] toml::ser::Error),
 }
 
 /// The whole configuration.
@@ -115,7 +115,7 @@ impl Config {
         let config: Config = builder
             .build()
             .and_then(|c| c.try_deserialize())
-            .map_err(|e| ConfigError::Load(e.to_string()))?;
+            .map_err(ConfigError::Load)?;
         config.validate()?;
         Ok(config)
     }
@@ -346,10 +346,9 @@ impl Config {
     /// The effective configuration as TOML, with every secret replaced by [`REDACTED`]:
     /// `password`, `api_key`, secret-looking `kafka_properties`, and passwords inside URLs.
     pub fn to_redacted_toml(&self) -> Result<String, ConfigError> {
-        let mut value =
-            toml::Value::try_from(self).map_err(|e| ConfigError::Render(e.to_string()))?;
+        let mut value = toml::Value::try_from(self).map_err(ConfigError::Render)?;
         redact(&mut value);
-        toml::to_string_pretty(&value).map_err(|e| ConfigError::Render(e.to_string()))
+        toml::to_string_pretty(&value).map_err(ConfigError::Render)
     }
 }
 
@@ -443,13 +442,26 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_kinds_are_rejected() {
-        let err = Config::load_with_env(None, env(&[("SQLGRADE__SINK__KIND", "parquet")]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("parquet"), "{err}");
-        let err = Config::load_with_env(None, env(&[("SQLGRADE__JUDGE__MODLE", "x")]))
-            .unwrap_err()
-            .to_string();
+        // The loader's own error is kept as the source, not flattened into the message.
+        let chain = |e: ConfigError| {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            text
+        };
+        let err = chain(
+            Config::load_with_env(None, env(&[("SQLGRADE__SINK__KIND", "parquet")])).unwrap_err(),
+        );
+        assert!(
+            err.starts_with("cannot load configuration: ") && err.contains("parquet"),
+            "{err}"
+        );
+        let err = chain(
+            Config::load_with_env(None, env(&[("SQLGRADE__JUDGE__MODLE", "x")])).unwrap_err(),
+        );
         assert!(err.contains("modle"), "{err}");
     }
 
@@ -581,8 +593,10 @@ mod tests {
         .to_string();
         assert!(err.contains("gold.hybrid_cutoff") && err.contains("gold.hybrid_tolerance"));
         let err = Config::load_with_env(None, env(&[("SQLGRADE__GOLD__METRICS", "ex,bleu")]))
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        let err = std::error::Error::source(&err)
+            .map(ToString::to_string)
+            .unwrap_or_default();
         assert!(
             err.contains("\"bleu\"") && err.contains("hybrid_ex"),
             "{err}"

@@ -56,15 +56,7 @@ pub(super) fn grounded_checks(
             sql: input.sql,
             sql_lower: std::cell::OnceCell::new(),
         };
-        let tables_read: HashSet<usize> = refs
-            .scopes
-            .iter()
-            .flat_map(|s| &s.sources)
-            .filter_map(|src| match &src.kind {
-                RefSourceKind::Table(name) => schema.table_index(name),
-                RefSourceKind::Derived(_) => None,
-            })
-            .collect();
+        let tables_read: HashSet<usize> = tables_read(schema, refs).into_iter().collect();
         evidence_columns(schema, grounding, &named, out);
         named_columns(schema, grounding, &named, &tables_read, out);
     }

@@ -84,7 +84,7 @@ pub use entry::run;
 pub use probe::*;
 
 use crate::catalogue::DbSchema;
-use crate::sqlspec::SqlSpec;
+use crate::sqlspec::{QueryReferences, RefSourceKind, SqlSpec};
 
 use super::text::QuestionTexts;
 use super::{ErrorCategory, Finding, FindingCode, QuestionSpec, RuleProfile, Severity};
@@ -183,6 +183,21 @@ pub(crate) fn contains_word(text: &str, word: &str) -> bool {
         }
     }
     false
+}
+
+/// The catalogue tables a query reads (every scope's FROM sources that name one), each once,
+/// in order of appearance.
+pub(super) fn tables_read(schema: &DbSchema, refs: &QueryReferences) -> Vec<usize> {
+    let mut out = Vec::new();
+    for source in refs.scopes.iter().flat_map(|s| &s.sources) {
+        if let RefSourceKind::Table(name) = &source.kind
+            && let Some(t) = schema.table_index(name)
+            && !out.contains(&t)
+        {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// Whether column `c` is its table's whole (single-column) primary key.

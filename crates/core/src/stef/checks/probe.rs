@@ -8,7 +8,7 @@
 //! 'Alameda'". Found there, the query filters the wrong column (`value_in_other_column`).
 
 use crate::catalogue::{ColumnType, DbSchema};
-use crate::sqlspec::{FilterOp, RefSourceKind, SqlSpec};
+use crate::sqlspec::{FilterOp, SqlSpec};
 
 use super::catalogue::{Resolved, Resolver};
 use super::*;
@@ -122,23 +122,11 @@ fn linkable_literal(literal: &str) -> bool {
     literal.trim().chars().count() >= 3 && literal.chars().any(char::is_alphabetic)
 }
 
-/// The tables the query reads (catalogue indices, in order of appearance).
-fn tables_read(spec: &SqlSpec, schema: &DbSchema) -> Vec<usize> {
-    let mut out = Vec::new();
-    let Some(refs) = spec.references.as_ref() else {
-        return out;
-    };
-    for scope in &refs.scopes {
-        for source in &scope.sources {
-            if let RefSourceKind::Table(name) = &source.kind
-                && let Some(t) = schema.table_index(name)
-                && !out.contains(&t)
-            {
-                out.push(t);
-            }
-        }
-    }
-    out
+/// The tables the query reads ([`tables_read`]; none without references).
+fn query_tables(spec: &SqlSpec, schema: &DbSchema) -> Vec<usize> {
+    spec.references
+        .as_deref()
+        .map_or_else(Vec::new, |refs| tables_read(schema, refs))
 }
 
 /// Where else a literal that `table.column` lacks may be: the text columns of that table, of
@@ -154,7 +142,7 @@ fn elsewhere_candidates(
         return Vec::new();
     };
     let mut tables = vec![home];
-    for t in tables_read(spec, schema) {
+    for t in query_tables(spec, schema) {
         if !tables.contains(&t) {
             tables.push(t);
         }
@@ -327,7 +315,7 @@ pub fn probe_findings(
                 Some(place) => {
                     // Another column of a table the query reads: the wrong column; of a table
                     // it does not read: the wrong (or a missing) table.
-                    let read = tables_read(spec, schema);
+                    let read = query_tables(spec, schema);
                     let in_query = place
                         .split_once('.')
                         .and_then(|(t, _)| schema.table_index(t))

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use crate::alert::AlertNotification;
 use crate::assembly::{
     AssembledPipeline, BuildError, RunMode, TELEMETRY_GRACE, assemble_pipeline, build_scorer,
-    build_sink, finish_telemetry,
+    finish_telemetry,
 };
 use crate::config::Config;
 use crate::event::{Event, Gold};
@@ -496,7 +496,7 @@ impl BackfillPlan {
         shutdown: watch::Receiver<bool>,
         progress: Option<ProgressFn>,
     ) -> Result<BackfillReport, BackfillError> {
-        let sink = build_sink(config).await?;
+        let store = crate::store::Store::new(&config.sink);
         let AssembledPipeline {
             mut pipeline,
             alerts,
@@ -506,10 +506,11 @@ impl BackfillPlan {
             config,
             RunMode::Batch { judge: self.judge },
             self.source,
-            sink,
+            &store,
             scorer,
             None,
-        )?;
+        )
+        .await?;
         if let Some(transform) = self.transform {
             pipeline = pipeline.with_transform(transform);
         }

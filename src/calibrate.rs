@@ -152,11 +152,10 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, Cal
 pub fn read_labels(path: &Path) -> Result<Vec<Label>, CalibrateError> {
     let values: Vec<serde_json::Value> = read_jsonl(path)?;
     if values.iter().any(|v| v.get("verdict").is_some()) {
-        let review =
-            crate::serve::store::labels_from_jsonl(path).map_err(|e| CalibrateError::Io {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            })?;
+        let review = crate::store::labels_from_jsonl(path).map_err(|e| CalibrateError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         return Ok(review.iter().filter_map(Label::from_review).collect());
     }
     let mut labels = Vec::with_capacity(values.len());

@@ -37,6 +37,7 @@ pub mod sink;
 pub mod source;
 pub mod sqlite;
 pub mod stats;
+pub mod store;
 pub mod stored;
 pub mod summary;
 pub mod telemetry;

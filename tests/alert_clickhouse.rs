@@ -71,8 +71,10 @@ async fn alerts_table_and_report_from_clickhouse() {
         config,
         Destinations {
             webhook_url: None,
-            clickhouse: Some(settings.clone()),
-            jsonl_dir: None,
+            recording: sqlgrade::store::AlertRecording {
+                clickhouse: Some(settings.clone()),
+                jsonl_dir: None,
+            },
             review_url: None,
         },
     )

@@ -98,8 +98,7 @@ async fn webhook_gets_slack_and_alertmanager_json_after_retries() {
     let config = rules(&url);
     let destinations = Destinations {
         webhook_url: Some(url),
-        clickhouse: None,
-        jsonl_dir: None,
+        recording: Default::default(),
         review_url: Some("https://review.example:8089".into()),
     };
     let (service, handle) = AlertService::start(config, destinations).unwrap();
@@ -197,8 +196,7 @@ async fn a_dead_webhook_never_stalls_scoring() {
         config,
         Destinations {
             webhook_url: Some(url),
-            clickhouse: None,
-            jsonl_dir: None,
+            recording: Default::default(),
             review_url: None,
         },
     )

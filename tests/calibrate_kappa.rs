@@ -130,3 +130,53 @@ fn cli_prints_the_report() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// `calibrate --config` reads the labels and rows of the store its `[sink]` names — a JSONL
+/// directory here (ClickHouse in `daemon_clickhouse`) — and agrees with `--dir` on it.
+#[test]
+fn cli_reads_the_configured_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("out");
+    std::fs::create_dir_all(&store).unwrap();
+    let (_, rp) = write_inputs(dir.path());
+    std::fs::copy(&rp, store.join("evaluations.jsonl")).unwrap();
+    let labels: String = (1..=10)
+        .map(|i| {
+            let verdict = if i <= 6 { "correct" } else { "incorrect" };
+            format!(
+                "{}\n",
+                json!({"event_id": format!("e{i}"), "reviewer": "ana", "verdict": verdict,
+                    "labelled_at": "2026-01-02T00:00:00Z"})
+            )
+        })
+        .collect();
+    std::fs::write(store.join("labels.jsonl"), labels).unwrap();
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[sink]\nkind = \"jsonl\"\ndir = {:?}\n",
+            store.display().to_string()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+            .arg("calibrate")
+            .args(args)
+            .args(["--metric", "flex"])
+            .env_remove("SQLGRADE__SINK__KIND")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let from_config = run(&["--config".as_ref(), config.as_os_str()]);
+    let from_dir = run(&["--dir".as_ref(), store.as_os_str()]);
+    assert!(from_config.contains("cohen_kappa: 0.4000"), "{from_config}");
+    assert_eq!(from_config, from_dir);
+}

@@ -33,7 +33,7 @@ fn settings(ch: &ClickHouse, database: &str) -> SinkConfig {
 /// writes labels that `labels FINAL` keeps one per (event, reviewer); the pages render and
 /// `calibrate`'s ClickHouse path pairs the labels with the rows.
 async fn review_page_over_clickhouse(s: &SinkConfig) {
-    use sqlgrade::serve::store::{ClickHouseStore, ReviewStore as _};
+    use sqlgrade::store::{ClickHouseStore, ReviewStore as _};
     let store = std::sync::Arc::new(ClickHouseStore::new(s, 5_000));
     let rows = store.rows().await.unwrap();
     assert_eq!(rows.len(), 1000);

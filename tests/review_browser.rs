@@ -200,7 +200,7 @@ async fn review_page_in_chromium() {
     assert!(alerts.contains("[FIRING]"), "{alerts}");
 
     // The review page over the run's JSONL directory.
-    let store = std::sync::Arc::new(sqlgrade::serve::store::JsonlStore::new(&out));
+    let store = std::sync::Arc::new(sqlgrade::store::JsonlStore::new(&out));
     let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
     let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
     let base = format!("http://{}", server.local_addr);

@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 use super::config::AlertsConfig;
 use super::engine::{AlertEngine, AlertInput, AlertNotification, AlertState};
-use crate::sink::config::{SinkConfig, SinkKind};
+use crate::store::{ALERTS_FILE, AlertRecording, Store};
 
 /// Alertmanager's "zero" time, used as `endsAt` of firing alerts.
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -124,30 +124,24 @@ pub struct AlertService {
 pub struct Destinations {
     /// Webhook URL.
     pub webhook_url: Option<String>,
-    /// ClickHouse connection for the `alerts` table.
-    pub clickhouse: Option<SinkConfig>,
-    /// JSONL sink directory: alerts are appended to its `alerts.jsonl` (one `alerts` row per
-    /// line), so the review page over that directory can show them.
-    pub jsonl_dir: Option<std::path::PathBuf>,
+    /// Where alerts are recorded beside the rows (ClickHouse `alerts`, the JSONL directory's
+    /// `alerts.jsonl`), so the review page over the store can show them.
+    pub recording: AlertRecording,
     /// The review page's base URL (`[alerts] review_url`): webhooks link to the alert's events.
     pub review_url: Option<String>,
 }
 
-/// File name of alert rows inside a JSONL sink directory.
-pub const ALERTS_FILE: &str = "alerts.jsonl";
-
 impl Destinations {
-    /// The destinations `[alerts]` names (ClickHouse through the `[sink]` connection, the
-    /// JSONL directory of a JSONL `[sink]`).
-    pub fn from_config(alerts: &AlertsConfig, sink: &SinkConfig) -> Destinations {
+    /// The destinations `[alerts]` names, recorded in `store` (ClickHouse `alerts` through the
+    /// `[sink]` connection with `[alerts] clickhouse`; a JSONL store's `alerts.jsonl`).
+    pub fn from_config(alerts: &AlertsConfig, store: &Store) -> Destinations {
         Destinations {
             webhook_url: alerts
                 .webhook_url
                 .as_ref()
                 .filter(|u| !u.is_empty())
                 .map(|u| u.expose().to_string()),
-            clickhouse: alerts.clickhouse.then(|| sink.clone()),
-            jsonl_dir: (sink.kind == SinkKind::Jsonl).then(|| sink.dir.clone()),
+            recording: store.alert_recording(alerts.clickhouse),
             review_url: alerts
                 .review_url
                 .as_deref()
@@ -334,6 +328,7 @@ impl Delivery {
     async fn run(self, mut rx: mpsc::Receiver<AlertNotification>) {
         let clickhouse = self
             .destinations
+            .recording
             .clickhouse
             .as_ref()
             .map(crate::clickhouse::client);
@@ -344,7 +339,7 @@ impl Delivery {
             if let Some(client) = &clickhouse {
                 self.deliver_clickhouse(client, &note).await;
             }
-            if let Some(dir) = &self.destinations.jsonl_dir {
+            if let Some(dir) = &self.destinations.recording.jsonl_dir {
                 deliver_jsonl(dir, &note).await;
             }
         }

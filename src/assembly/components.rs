@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
-use crate::clickhouse::sink::ClickHouseSink;
-use crate::config::{Config, JudgeConfig, JudgeKind, SinkConfig, SinkKind, SourceKind};
+use crate::config::{Config, DurableCacheMode, JudgeConfig, JudgeKind, SourceKind};
 
 use super::error::*;
 use crate::health::Health;
@@ -18,8 +17,8 @@ use crate::metrics::judged::JudgedScorer;
 use crate::score::gold::BlockingPool;
 use crate::score::profiles::RulesStore;
 use crate::score::{CatalogueStore, ProfileLookup, Scorer, ScorerOptions, WatchedRules};
-use crate::sink::{JsonlSink, Sink, StdoutSink};
 use crate::source::{FileSource, Source, StdinSource};
+use crate::store::Store;
 
 /// The configured source (`[source]`).
 pub fn build_source(config: &Config) -> Result<Box<dyn Source>, BuildError> {
@@ -40,29 +39,6 @@ pub fn build_source_with_health(
         ))),
         SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
         SourceKind::Kafka => Ok(Box::new(KafkaSource::new(&config.source, health)?)),
-    }
-}
-
-/// The configured sink (`[sink]`).
-pub async fn build_sink(config: &Config) -> Result<Box<dyn Sink>, BuildError> {
-    build_sink_with_health(config, None).await
-}
-
-/// The configured sink, reporting its state to `health` (the daemon's `/readyz`).
-pub async fn build_sink_with_health(
-    config: &Config,
-    health: Option<Arc<Health>>,
-) -> Result<Box<dyn Sink>, BuildError> {
-    match config.sink.kind {
-        SinkKind::Jsonl => Ok(Box::new(JsonlSink::open(&config.sink.dir).await?)),
-        SinkKind::Stdout => Ok(Box::new(StdoutSink::new())),
-        SinkKind::Clickhouse => {
-            let sink = ClickHouseSink::new(&config.sink);
-            Ok(Box::new(match health {
-                Some(h) => sink.with_health(h),
-                None => sink,
-            }))
-        }
     }
 }
 
@@ -95,24 +71,25 @@ pub fn build_llm_client_for(
         "gold.judge"
     };
     let client = LlmClient::new(judge).map_err(|source| BuildError::Judge { section, source })?;
-    Ok(Arc::new(match build_durable_cache(judge, &config.sink) {
-        Some(durable) => client.with_durable_cache(durable),
-        None => client,
-    }))
+    Ok(Arc::new(
+        match build_durable_cache(judge, &Store::new(&config.sink)) {
+            Some(durable) => client.with_durable_cache(durable),
+            None => client,
+        },
+    ))
 }
 
 /// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
-/// `[sink]` server for `clickhouse`, and for `auto` when `sink.kind = "clickhouse"`; none for
-/// `off` or `auto` with another sink. Lookups wait at most `judge.durable_cache_timeout_ms`;
+/// `[sink]` server for `clickhouse`, and for `auto` when the store is ClickHouse; none for
+/// `off` or `auto` with another store. Lookups wait at most `judge.durable_cache_timeout_ms`;
 /// the writer's batch, retry window and queue bound are `judge.durable_cache_write_batch`,
 /// `durable_cache_retry_ms` and `durable_cache_max_queued`.
-pub fn build_durable_cache(
-    judge: &JudgeConfig,
-    sink: &SinkConfig,
-) -> Option<Arc<dyn DurableCache>> {
-    if !judge.durable_cache.uses_clickhouse(sink.kind) {
-        return None;
-    }
+pub fn build_durable_cache(judge: &JudgeConfig, store: &Store) -> Option<Arc<dyn DurableCache>> {
+    let sink = match judge.durable_cache {
+        DurableCacheMode::Auto => store.clickhouse()?,
+        DurableCacheMode::Clickhouse => store.settings(),
+        DurableCacheMode::Off => return None,
+    };
     tracing::info!(
         url = %crate::config::redact_url(crate::clickhouse::url(sink)),
         database = %sink.database,

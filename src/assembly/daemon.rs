@@ -12,6 +12,7 @@ use super::error::*;
 use super::pipeline::*;
 use crate::health::{ComponentHealth, Health, Phase};
 use crate::pipeline::{Pipeline, PipelineError};
+use crate::store::{ReviewStore, Store};
 use crate::summary::Summary;
 
 /// The daemon of `sqlgrade run`, wired from a [`Config`]: health endpoint, source, scorer, sink,
@@ -32,18 +33,23 @@ impl Daemon {
     /// inside a tokio runtime.
     pub async fn build(config: &Config) -> Result<Daemon, BuildError> {
         let health = Arc::new(Health::new());
+        // One store for the run: the pipeline writes to it, alerts are recorded in it, the
+        // review page and the agreement monitor share one reader of it.
+        let store = Store::new(&config.sink);
+        let reader = store.reader(config.server.review_max_rows);
         let health_server = if config.server.listen.trim().is_empty() {
             None
         } else {
             let review = if config.server.review {
-                match crate::serve::store_for(&config.sink, config.server.review_max_rows) {
-                    Some(store) => Some(crate::serve::router(std::sync::Arc::new(
-                        crate::serve::ReviewState::new(store, config.server.token.clone())
-                            .with_calibration(
-                                crate::serve::view::CalibrationSample::from_settings(
-                                    &config.server,
-                                ),
-                            ),
+                match &reader {
+                    Some(reader) => Some(crate::serve::router(std::sync::Arc::new(
+                        crate::serve::ReviewState::new(
+                            Arc::clone(reader),
+                            config.server.token.clone(),
+                        )
+                        .with_calibration(
+                            crate::serve::view::CalibrationSample::from_settings(&config.server),
+                        ),
                     ))),
                     None => {
                         tracing::warn!(
@@ -59,13 +65,11 @@ impl Daemon {
         };
         let scorer = Arc::new(build_scorer(config)?);
         let source = build_source_with_health(config, Some(health.clone()))?;
-        let sink = build_sink_with_health(config, Some(health.clone())).await?;
         tracing::info!(
             source = ?config.source.kind,
             path = %config.source.path.display(),
             follow = config.source.follow,
-            sink = ?config.sink.kind,
-            dir = %config.sink.dir.display(),
+            store = %store.describe(),
             judge = %scorer.judge_kind(),
             workers = config.pipeline.workers,
             "sqlgrade run starting"
@@ -79,11 +83,12 @@ impl Daemon {
             config,
             RunMode::Live,
             source,
-            sink,
+            &store,
             scorer,
             Some(health.clone()),
-        )?;
-        let agreement = agreement_monitor(config, alert_handle);
+        )
+        .await?;
+        let agreement = agreement_monitor(config, reader, alert_handle);
         if let (Some(telemetry), Some((monitor, _))) = (telemetry.as_mut(), &agreement) {
             let board = monitor.board();
             telemetry.observe_agreement(move || board.rows());
@@ -195,15 +200,16 @@ impl Daemon {
 pub(super) const AGREEMENT_GRACE: Duration = Duration::from_secs(10);
 
 /// The agreement monitor of a run (`[server] agreement_poll_ms`): with a store to read labels
-/// from (a JSONL or ClickHouse sink) and someone to tell (alerts or telemetry).
+/// from (`store`: none for stdout) and someone to tell (alerts or telemetry).
 pub(super) fn agreement_monitor(
     config: &Config,
+    store: Option<Arc<dyn ReviewStore>>,
     alerts: Option<crate::alert::AlertHandle>,
 ) -> Option<(crate::serve::agreement::AgreementMonitor, Duration)> {
     if config.server.agreement_poll_ms == 0 || (alerts.is_none() && !config.telemetry.enabled) {
         return None;
     }
-    let store = crate::serve::store_for(&config.sink, config.server.review_max_rows)?;
+    let store = store?;
     let monitor = crate::serve::agreement::AgreementMonitor::new(
         store,
         alerts,
@@ -296,7 +302,7 @@ mod tests {
     fn durable_cache_follows_the_mode_and_the_sink() {
         let on = |sink, mode| {
             let config = llm_config(sink, mode);
-            build_durable_cache(&config.judge, &config.sink).is_some()
+            build_durable_cache(&config.judge, &Store::new(&config.sink)).is_some()
         };
         assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
         assert!(!on(SinkKind::Jsonl, DurableCacheMode::Auto));

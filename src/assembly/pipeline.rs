@@ -11,8 +11,8 @@ use crate::config::Config;
 use crate::judging::planner::PlanMode;
 use crate::pipeline::Pipeline;
 use crate::score::Scorer;
-use crate::sink::Sink;
 use crate::source::Source;
+use crate::store::Store;
 
 use super::error::BuildError;
 use super::second_pass::build_second_pass;
@@ -54,37 +54,39 @@ pub struct AssembledPipeline {
     pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
-/// Wire `source`, `sink` and `scorer` into a pipeline for `mode`, with the alert engine, the
-/// second pass and telemetry the config asks for; the stages that can be degraded (the
-/// judge-work hand-over) report to `health`. Must be called inside a tokio runtime.
-pub fn assemble_pipeline(
+/// Wire `source` and `scorer` into a pipeline for `mode` that writes to `store`, with the
+/// alert engine (recording alerts in the same store), the second pass and telemetry the config
+/// asks for; the store's writer and the stages that can be degraded (the judge-work hand-over)
+/// report to `health`. Must be called inside a tokio runtime.
+pub async fn assemble_pipeline(
     config: &Config,
     mode: RunMode,
     source: Box<dyn Source>,
-    sink: Box<dyn Sink>,
+    store: &Store,
     scorer: Arc<Scorer>,
     health: Option<Arc<crate::health::Health>>,
 ) -> Result<AssembledPipeline, BuildError> {
+    let sink = store.writer(health.clone()).await?;
     let mut pipeline = Pipeline::new(
         source,
         sink,
         Arc::clone(&scorer),
         &config.pipeline,
-        &config.sink,
+        store.settings(),
     );
     let (alerts, alert_handle) = match mode {
         RunMode::Live if !config.alerts.enabled => (None, None),
         RunMode::Live => {
             let (service, handle) = AlertService::start(
                 config.alerts.clone(),
-                Destinations::from_config(&config.alerts, &config.sink),
+                Destinations::from_config(&config.alerts, store),
             )?;
             pipeline = pipeline.with_alerts(handle.clone());
             (Some(service), Some(handle))
         }
         RunMode::Batch { .. } => {
             let destinations = if config.alerts.enabled {
-                Destinations::from_config(&config.alerts, &config.sink)
+                Destinations::from_config(&config.alerts, store)
             } else {
                 Destinations::default()
             };

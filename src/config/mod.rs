@@ -177,47 +177,7 @@ impl Config {
             _ => {}
         }
         problems.extend(self.gold_judge_problems());
-        match self.sink.kind {
-            SinkKind::Jsonl if self.sink.dir.as_os_str().is_empty() => {
-                problems.push("sink.dir is required for sink.kind = \"jsonl\"".to_string());
-            }
-            SinkKind::Clickhouse if self.sink.url.as_deref().is_none_or(str::is_empty) => {
-                problems.push("sink.url is required for sink.kind = \"clickhouse\"".to_string());
-            }
-            _ => {}
-        }
-        if let Some(name) = &self.sink.cluster.name
-            && (name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        {
-            problems.push(format!(
-                "sink.cluster.name {name:?} must be a plain identifier (letters, digits, '_')"
-            ));
-        }
-        if self.sink.cluster.write == ClusterWrite::Shards
-            && (self.sink.cluster.name.is_none()
-                || self.sink.cluster.shard_urls.is_empty()
-                || self.sink.cluster.shard_urls.iter().any(Vec::is_empty))
-        {
-            problems.push(
-                "sink.cluster.write = \"shards\" needs sink.cluster.name and a non-empty list of replica URLs per shard in sink.cluster.shard_urls"
-                    .to_string(),
-            );
-        }
-        if self.sink.cluster.name.is_some() && !self.sink.cluster.replica_path.contains("{table}") {
-            problems.push(
-                "sink.cluster.replica_path must contain {table} (each table needs its own ZooKeeper path)"
-                    .to_string(),
-            );
-        }
-        if self.sink.batch_rows == 0 {
-            problems.push("sink.batch_rows must be at least 1".to_string());
-        }
-        if self.sink.batch_bytes == 0 {
-            problems.push("sink.batch_bytes must be at least 1".to_string());
-        }
-        if self.sink.flush_interval_ms == 0 {
-            problems.push("sink.flush_interval_ms must be at least 1".to_string());
-        }
+        problems.extend(self.sink.problems());
         if self.judge.kind == JudgeKind::Llm {
             problems.extend(self.judge.problems("judge"));
             if self.judge.durable_cache == DurableCacheMode::Clickhouse

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::settings::Secret;
-use crate::sink::config::SinkKind;
 
 /// The smallest `judge.max_tokens` accepted: below it no reply schema fits (tests of the cut-off
 /// path use the smallest value).
@@ -64,17 +63,6 @@ pub enum DurableCacheMode {
     Clickhouse,
     /// No durable cache: the in-memory cache, then the LLM.
     Off,
-}
-
-impl DurableCacheMode {
-    /// Whether this mode, with a sink of kind `sink`, uses ClickHouse `judge_cache`.
-    pub fn uses_clickhouse(self, sink: SinkKind) -> bool {
-        match self {
-            DurableCacheMode::Auto => sink == SinkKind::Clickhouse,
-            DurableCacheMode::Clickhouse => true,
-            DurableCacheMode::Off => false,
-        }
-    }
 }
 
 /// `[judge]`.

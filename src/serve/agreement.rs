@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::store::{ReviewStore, StoreError};
 use super::view::agreement_pairs;
 use crate::alert::{AlertHandle, AlertInput};
 use crate::review::HumanLabel;
 use crate::sampling::agreement::{AgreementRow, AgreementTracker, PairChange};
+use crate::store::{ReviewStore, StoreError};
 
 /// Labelled events whose rows one poll reads at most.
 pub const MAX_EVENTS_PER_POLL: usize = 2_000;

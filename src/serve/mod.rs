@@ -1,6 +1,6 @@
 //! The review page: `sqlgrade serve`, or `[server] review = true` inside `run`.
 //!
-//! Server-rendered HTML over a [`store::ReviewStore`] (a JSONL output directory or ClickHouse):
+//! Server-rendered HTML over a [`crate::store::ReviewStore`] (a JSONL output directory or ClickHouse):
 //!
 //! - `GET /` — the overview per (app, agent, agent version): volumes, Φ distribution, tier
 //!   shares, line-rate and estimated share correct with intervals, alerts;
@@ -22,7 +22,6 @@
 pub mod agreement;
 pub mod config;
 pub mod pages;
-pub mod store;
 pub mod view;
 
 use std::collections::HashMap;
@@ -39,7 +38,7 @@ use serde::Deserialize;
 
 use crate::review::{ERROR_CATEGORIES, HumanLabel, url_component};
 use crate::settings::Secret;
-use store::{ReviewStore, StoreError};
+use crate::store::{ReviewStore, StoreError};
 use view::QueueFilter;
 
 /// How many events a queue page lists.
@@ -69,24 +68,6 @@ impl ReviewState {
     pub fn with_calibration(mut self, sample: view::CalibrationSample) -> ReviewState {
         self.calibration = sample;
         self
-    }
-}
-
-/// The store the `[sink]` section writes to: its JSONL directory or its ClickHouse, the
-/// overview and queue over its `review_max_rows` most recent rows; `None` for the stdout sink
-/// (nothing to read).
-pub fn store_for(
-    sink: &crate::sink::config::SinkConfig,
-    review_max_rows: usize,
-) -> Option<Arc<dyn ReviewStore>> {
-    match sink.kind {
-        crate::sink::config::SinkKind::Jsonl => Some(Arc::new(
-            store::JsonlStore::new(&sink.dir).with_max_rows(review_max_rows),
-        )),
-        crate::sink::config::SinkKind::Clickhouse => {
-            Some(Arc::new(store::ClickHouseStore::new(sink, review_max_rows)))
-        }
-        crate::sink::config::SinkKind::Stdout => None,
     }
 }
 
@@ -374,7 +355,7 @@ impl QueueQuery {
 /// What every page computes over: the recent rows, the alerts, the labels.
 type Loaded = (
     Arc<Vec<crate::stored::StoredRow>>,
-    Vec<store::AlertView>,
+    Vec<crate::store::AlertView>,
     Vec<HumanLabel>,
 );
 

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::store::AlertView;
 use crate::evaluation::RowStatus;
 use crate::review::{EventSignals, HumanLabel, QueueReason, queue_priority, semantic_correct};
 use crate::sampling::agreement::{
@@ -25,6 +24,7 @@ use crate::sampling::agreement::{
     week_start,
 };
 use crate::sampling::estimate::{Estimate, SeriesEstimate, wilson_interval};
+use crate::store::AlertView;
 use crate::stored::StoredRow;
 
 /// The series key of a row: (app, agent, agent version), '' for absent labels.

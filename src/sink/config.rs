@@ -158,6 +158,56 @@ impl fmt::Debug for SinkConfig {
     }
 }
 
+impl SinkConfig {
+    /// What is wrong with this section alone (each a sentence naming the key); the rules that
+    /// span sections stay in `Config::validate`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        match self.kind {
+            SinkKind::Jsonl if self.dir.as_os_str().is_empty() => {
+                problems.push("sink.dir is required for sink.kind = \"jsonl\"".to_string());
+            }
+            SinkKind::Clickhouse if self.url.as_deref().is_none_or(str::is_empty) => {
+                problems.push("sink.url is required for sink.kind = \"clickhouse\"".to_string());
+            }
+            _ => {}
+        }
+        if let Some(name) = &self.cluster.name
+            && (name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            problems.push(format!(
+                "sink.cluster.name {name:?} must be a plain identifier (letters, digits, '_')"
+            ));
+        }
+        if self.cluster.write == ClusterWrite::Shards
+            && (self.cluster.name.is_none()
+                || self.cluster.shard_urls.is_empty()
+                || self.cluster.shard_urls.iter().any(Vec::is_empty))
+        {
+            problems.push(
+            "sink.cluster.write = \"shards\" needs sink.cluster.name and a non-empty list of replica URLs per shard in sink.cluster.shard_urls"
+                .to_string(),
+        );
+        }
+        if self.cluster.name.is_some() && !self.cluster.replica_path.contains("{table}") {
+            problems.push(
+            "sink.cluster.replica_path must contain {table} (each table needs its own ZooKeeper path)"
+                .to_string(),
+        );
+        }
+        if self.batch_rows == 0 {
+            problems.push("sink.batch_rows must be at least 1".to_string());
+        }
+        if self.batch_bytes == 0 {
+            problems.push("sink.batch_bytes must be at least 1".to_string());
+        }
+        if self.flush_interval_ms == 0 {
+            problems.push("sink.flush_interval_ms must be at least 1".to_string());
+        }
+        problems
+    }
+}
+
 impl Default for SinkConfig {
     fn default() -> Self {
         SinkConfig {

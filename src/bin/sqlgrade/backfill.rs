@@ -11,7 +11,6 @@ use anyhow::{Result, bail};
 use clap::ValueEnum;
 
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest, PlanMode};
-use sqlgrade::config::SinkKind;
 use sqlgrade::pipeline::ProgressFn;
 
 use crate::config_file::load_config;
@@ -106,11 +105,14 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
     // Checked before the run: a measurement that cannot be made should not cost a backfill.
     let labels = match &labels_path {
         Some(path) => {
-            if config.sink.kind != SinkKind::Jsonl {
+            if sqlgrade::store::Store::new(&config.sink)
+                .reader(config.server.review_max_rows)
+                .is_none()
+            {
                 bail!(
-                    "--labels reads the run's rows back from the JSONL sink; this config's sink is {:?} \
-                     (run `sqlgrade calibrate --config` on the review page's labels instead)",
-                    config.sink.kind
+                    "--labels reads the run's rows back from its store; this config's store is {}, \
+                     which keeps nothing to read (use a JSONL or ClickHouse [sink])",
+                    sqlgrade::store::Store::new(&config.sink).describe()
                 );
             }
             let Some(run_id) = plan.run_id() else {
@@ -150,14 +152,12 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
     print_summary(&config, &report.summary, &title);
     print_alerts(&config, &report.alerts);
     if let Some((labels, run_id)) = labels {
-        let path = config
-            .sink
-            .dir
-            .join(sqlgrade::sink::jsonl::EVALUATIONS_FILE);
-        let rows: Vec<_> = sqlgrade::calibrate::read_rows(&path)?
-            .into_iter()
-            .filter(|r| r.run_id.as_deref() == Some(run_id.as_str()))
-            .collect();
+        let Some(store) =
+            sqlgrade::store::Store::new(&config.sink).reader(config.server.review_max_rows)
+        else {
+            bail!("the store keeps no rows to read back");
+        };
+        let rows = store.rows_of_run(&run_id).await?;
         let mut metrics: Vec<_> = rows
             .iter()
             .filter_map(sqlgrade::stored::StoredRow::known_metric)

@@ -6,8 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 
-use sqlgrade::config::SinkKind;
-
 use crate::config_file::load_config;
 use crate::output::print_calibration;
 
@@ -66,16 +64,27 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
     };
     let metric = metric.as_deref();
     use sqlgrade::calibrate::{Label, read_labels, read_rows, reviewer_agreement};
-    use sqlgrade::serve::store::{ClickHouseStore, LABELS_FILE, ReviewStore as _};
-    let clickhouse = match &inputs.config {
+    use sqlgrade::store::{LABELS_FILE, Store};
+    // `--config`: the labels and rows of the store its `[sink]` names (JSONL or ClickHouse).
+    let store = match &inputs.config {
         Some(path) => {
             let config = load_config(Some(path))?;
-            (config.sink.kind == SinkKind::Clickhouse)
-                .then(|| ClickHouseStore::new(&config.sink, config.server.review_max_rows))
+            let store = Store::new(&config.sink);
+            Some(
+                store
+                    .reader(config.server.review_max_rows)
+                    .with_context(|| {
+                        format!(
+                            "{}'s store ({}) keeps nothing to read",
+                            path.display(),
+                            store.describe()
+                        )
+                    })?,
+            )
         }
         None => None,
     };
-    let labels: Vec<Label> = match (&inputs.labels, &inputs.dir, &clickhouse) {
+    let labels: Vec<Label> = match (&inputs.labels, &inputs.dir, &store) {
         (Some(path), _, _) => read_labels(path)?,
         (None, Some(dir), _) => read_labels(&dir.join(LABELS_FILE))?,
         (None, None, Some(store)) => store
@@ -84,9 +93,9 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
             .iter()
             .filter_map(Label::from_review)
             .collect(),
-        _ => bail!("calibrate needs --labels FILE, --dir DIR or --config FILE (ClickHouse)"),
+        _ => bail!("calibrate needs --labels FILE, --dir DIR or --config FILE (its store)"),
     };
-    let rows = match (&inputs.rows, &inputs.dir, &clickhouse) {
+    let rows = match (&inputs.rows, &inputs.dir, &store) {
         (Some(path), _, _) => read_rows(path)?,
         (None, Some(dir), _) => read_rows(&dir.join(sqlgrade::sink::jsonl::EVALUATIONS_FILE))?,
         (None, None, Some(store)) => {
@@ -95,7 +104,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
             ids.dedup();
             store.rows_of(&ids).await?
         }
-        _ => bail!("calibrate needs --rows FILE, --dir DIR or --config FILE (ClickHouse)"),
+        _ => bail!("calibrate needs --rows FILE, --dir DIR or --config FILE (its store)"),
     };
     let metrics: Vec<sqlgrade::evaluation::Metric> = match metric {
         Some(name) => vec![

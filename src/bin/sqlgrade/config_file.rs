@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 
-use sqlgrade::config::{Config, SinkKind};
+use sqlgrade::config::Config;
+use sqlgrade::store::Store;
 
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     Config::load(path.map(PathBuf::as_path)).with_context(|| match path {
@@ -17,11 +18,12 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
 /// saying `why`, when its `[sink]` is another kind.
 pub fn load_clickhouse_config(path: &PathBuf, why: &str) -> Result<Config> {
     let config = load_config(Some(path))?;
-    if config.sink.kind != SinkKind::Clickhouse {
+    let store = Store::new(&config.sink);
+    if store.clickhouse().is_none() {
         bail!(
-            "ClickHouse sink not configured: {} sets sink.kind = {:?}; {why}",
+            "ClickHouse sink not configured: {}'s store is {}; {why}",
             path.display(),
-            config.sink.kind
+            store.describe()
         );
     }
     Ok(config)

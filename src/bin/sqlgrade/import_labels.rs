@@ -33,11 +33,14 @@ pub async fn execute(args: ImportLabelsArgs) -> Result<ExitCode> {
         config,
         reviewer,
     } = args;
-    let store: Arc<dyn sqlgrade::serve::store::ReviewStore> = match (&dir, &config) {
-        (Some(dir), _) => Arc::new(sqlgrade::serve::store::JsonlStore::new(dir)),
+    let store: Arc<dyn sqlgrade::store::ReviewStore> = match (&dir, &config) {
+        (Some(dir), _) => sqlgrade::store::Store::jsonl_dir(dir)
+            .reader(usize::MAX)
+            .context("a JSONL directory is readable")?,
         (None, Some(_)) => {
             let config = load_config(config.as_ref())?;
-            sqlgrade::serve::store_for(&config.sink, config.server.review_max_rows)
+            sqlgrade::store::Store::new(&config.sink)
+                .reader(config.server.review_max_rows)
                 .context("the stdout sink stores nothing; pass --dir or a config with a JSONL or ClickHouse [sink]")?
         }
         (None, None) => bail!("import-labels needs --dir DIR or --config FILE"),
@@ -48,7 +51,7 @@ pub async fn execute(args: ImportLabelsArgs) -> Result<ExitCode> {
         serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.get("verdict").is_some())
     });
     let (labels, unresolved) = if review_format {
-        (sqlgrade::serve::store::labels_from_jsonl(&path)?, 0)
+        (sqlgrade::store::labels_from_jsonl(&path)?, 0)
     } else {
         let plain = sqlgrade::calibrate::read_labels(&path)?;
         let needs_rows = plain.iter().any(|l| l.event_id.is_none());

@@ -31,14 +31,13 @@ pub async fn execute(args: ServeArgs) -> Result<ExitCode> {
         listen,
     } = args;
     let config = load_config(config_path.as_ref())?;
-    let store: Arc<dyn sqlgrade::serve::store::ReviewStore> = match dir {
-        Some(dir) => Arc::new(
-            sqlgrade::serve::store::JsonlStore::new(dir)
-                .with_max_rows(config.server.review_max_rows),
-        ),
-        None => sqlgrade::serve::store_for(&config.sink, config.server.review_max_rows)
-            .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?,
+    let store = match dir {
+        Some(dir) => sqlgrade::store::Store::jsonl_dir(dir),
+        None => sqlgrade::store::Store::new(&config.sink),
     };
+    let store: Arc<dyn sqlgrade::store::ReviewStore> = store
+        .reader(config.server.review_max_rows)
+        .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?;
     let state = Arc::new(
         sqlgrade::serve::ReviewState::new(store, config.server.token.clone()).with_calibration(
             sqlgrade::serve::view::CalibrationSample::from_settings(&config.server),

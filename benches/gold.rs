@@ -214,9 +214,7 @@ fn bench_ex(c: &mut Criterion) {
         sqlgrade::sqlite::schema::load_tables_json(&data.join("bird/tables.json")).expect("tables"),
     );
     let opts = GoldOptions {
-        esm: false,
-        esm_plus: false,
-        etm: false,
+        metrics: [sqlgrade::evaluation::Metric::Ex].into_iter().collect(),
         ..GoldOptions::default()
     };
     let mut g = c.benchmark_group("bird_432_items");

@@ -88,7 +88,7 @@ fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) ->
     config.pipeline.workers = 16;
     config.gold.databases = Some(bird.join("databases"));
     config.gold.tables = vec![bird.join("tables.json")];
-    config.gold.metrics = sqlgrade::config::GOLD_METRICS.to_vec();
+    config.gold.metrics = sqlgrade::evaluation::Metric::gold().collect();
     config.gold.avoidance = avoidance;
     config.gold.flex_error_categories = categories;
     config.gold.judge = Some(JudgeConfig {

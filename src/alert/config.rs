@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::evaluation::{Metric, MetricKind};
 use crate::settings::Secret;
 
 /// A label that can be part of a series key.
@@ -293,7 +294,9 @@ impl RuleSet {
             }
         }
         for metric in &self.metrics {
-            if !KNOWN_METRICS.contains(&metric.as_str()) {
+            // Score-drop rules watch any metric with a score of its own (the second pass's
+            // `stef_judged` is watched by the estimate and agreement rules instead).
+            if Metric::from_name(metric).is_none_or(|m| m.kind() == MetricKind::SecondPass) {
                 problems.push(format!("{at}: unknown metric {metric:?}"));
             }
         }
@@ -302,26 +305,14 @@ impl RuleSet {
 
     /// Minimum drop for `metric` (points for STEF, 0–1 for gold metrics).
     pub fn min_drop(&self, metric: &str) -> f64 {
-        if metric == "stef" {
+        // STEF's points (scale 100) against the gold metrics' rates (scale 1).
+        if Metric::from_name(metric).is_some_and(|m| m.entry().scale > 1.0) {
             self.stef_min_drop
         } else {
             self.gold_min_drop
         }
     }
 }
-
-const KNOWN_METRICS: &[&str] = &[
-    "stef",
-    "ex",
-    "esm",
-    "esm_plus",
-    "etm",
-    "ts_ex",
-    "ts_ex_strict",
-    "hybrid_ex",
-    "flex",
-    "rose",
-];
 
 /// Per-app overrides: every key of [`RuleSet`], optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -27,9 +27,7 @@ pub use crate::llm::config::{
     ResponseModeSetting, SystemPromptSetting,
 };
 pub use crate::pipeline::config::PipelineConfig;
-pub use crate::score::config::{
-    GOLD_METRICS, GoldConfig, JUDGED_GOLD_METRICS, RulesConfig, StefConfig,
-};
+pub use crate::score::config::{GoldConfig, RulesConfig, StefConfig};
 pub use crate::serve::config::ServerSettings;
 use crate::settings::redact;
 pub use crate::settings::{REDACTED, Secret, is_secret_key, redact_url};
@@ -249,11 +247,12 @@ impl Config {
     fn gold_judge_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let gold = &self.gold;
-        let judged: Vec<&str> = JUDGED_GOLD_METRICS
+        // In the order the config lists them.
+        let judged: Vec<&str> = gold
+            .metrics
             .iter()
-            .copied()
-            .filter(|m| gold.has(*m))
-            .map(Metric::as_str)
+            .filter(|m| m.kind() == crate::evaluation::MetricKind::JudgedGold)
+            .map(|m| m.as_str())
             .collect();
         if let Some(judge) = &gold.judge {
             problems.extend(judge.problems("gold.judge"));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::evaluation::Metric;
+use crate::evaluation::{Metric, MetricKind};
 use crate::llm::config::JudgeConfig;
 use crate::metrics::ex::ExConvention;
 use crate::settings::string_or_list;
@@ -106,22 +106,6 @@ pub struct GoldConfig {
     pub judge: Option<JudgeConfig>,
 }
 
-/// Metrics accepted in `gold.metrics`.
-pub const GOLD_METRICS: [Metric; 9] = [
-    Metric::Ex,
-    Metric::Esm,
-    Metric::EsmPlus,
-    Metric::Etm,
-    Metric::TsEx,
-    Metric::TsExStrict,
-    Metric::Flex,
-    Metric::Rose,
-    Metric::HybridEx,
-];
-
-/// The LLM-judged gold metrics (need an LLM judge).
-pub const JUDGED_GOLD_METRICS: [Metric; 3] = [Metric::Flex, Metric::Rose, Metric::HybridEx];
-
 impl GoldConfig {
     /// Whether `metric` is switched on.
     pub fn has(&self, metric: Metric) -> bool {
@@ -130,7 +114,9 @@ impl GoldConfig {
 
     /// Whether any LLM-judged metric is switched on.
     pub fn wants_judged(&self) -> bool {
-        JUDGED_GOLD_METRICS.iter().any(|m| self.has(*m))
+        self.metrics
+            .iter()
+            .any(|m| m.kind() == MetricKind::JudgedGold)
     }
 }
 
@@ -140,7 +126,7 @@ impl Default for GoldConfig {
             databases: None,
             tables: Vec::new(),
             ex_convention: ExConvention::Bird,
-            metrics: vec![Metric::Ex, Metric::Esm, Metric::EsmPlus, Metric::Etm],
+            metrics: Metric::gold().filter(|m| m.entry().on_by_default).collect(),
             timeout_ms: 30_000,
             max_rows: 1_000_000,
             workers: std::thread::available_parallelism()
@@ -186,12 +172,10 @@ fn gold_metric_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Metric>, D::E
     string_or_list(d)?
         .iter()
         .map(|name| {
-            GOLD_METRICS
-                .iter()
-                .copied()
-                .find(|m| m.as_str() == name)
+            Metric::from_name(name)
+                .filter(|m| m.is_gold())
                 .ok_or_else(|| {
-                    let expected: Vec<&str> = GOLD_METRICS.iter().map(|m| m.as_str()).collect();
+                    let expected: Vec<&str> = Metric::gold().map(Metric::as_str).collect();
                     serde::de::Error::custom(format!(
                         "gold.metrics: unknown metric {name:?} (expected {})",
                         expected.join(", ")

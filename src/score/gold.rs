@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::evaluation::{EvaluationRow, Metric, MetricKind, RowStatus};
 use crate::event::{Event, Gold};
 use crate::metrics::flex::FlexOptions;
 use crate::metrics::gold::{Evidence, GoldEvaluation, GoldExecution, GoldOptions, GoldScorer};
@@ -133,12 +133,7 @@ impl SqliteGoldMetrics {
         }
         let options = GoldOptions {
             ex_convention: config.ex_convention,
-            ex: config.has(Metric::Ex),
-            esm: config.has(Metric::Esm),
-            esm_plus: config.has(Metric::EsmPlus),
-            etm: config.has(Metric::Etm),
-            ts_ex: config.has(Metric::TsEx),
-            ts_ex_strict: config.has(Metric::TsExStrict),
+            metrics: config.metrics.iter().copied().collect(),
             ..GoldOptions::default()
         };
         Ok(Some(SqliteGoldMetrics {
@@ -166,17 +161,9 @@ impl SqliteGoldMetrics {
 
     /// Every metric this computes, in row order.
     fn metrics(&self) -> Vec<Metric> {
-        let mut metrics: Vec<Metric> = [
-            (self.options.ex, Metric::Ex),
-            (self.options.esm, Metric::Esm),
-            (self.options.esm_plus, Metric::EsmPlus),
-            (self.options.etm, Metric::Etm),
-            (self.options.ts_ex, Metric::TsEx),
-            (self.options.ts_ex_strict, Metric::TsExStrict),
-        ]
-        .into_iter()
-        .filter_map(|(on, m)| on.then_some(m))
-        .collect();
+        let mut metrics: Vec<Metric> = Metric::gold()
+            .filter(|m| m.kind() == MetricKind::Gold && self.options.has(*m))
+            .collect();
         if let Some(judged) = &self.judged {
             metrics.extend(judged.scorer.options().metrics());
         }

@@ -41,22 +41,189 @@ pub enum Metric {
     Rose,
 }
 
+/// Where a metric's rows come from, which decides where it can be switched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Every event's line-rate row (STEF).
+    LineRate,
+    /// The LLM judge's second pass over a budgeted sample (`judge.budget`).
+    SecondPass,
+    /// Computed when an event carries gold data, deterministically (`gold.metrics`).
+    Gold,
+    /// Computed when an event carries gold data, by an LLM judge (`gold.metrics`; needs
+    /// `[judge]` or `[gold.judge]` to be an LLM).
+    JudgedGold,
+}
+
+/// One metric's entry in [`METRICS`]: what the config, the alerts, the gold scorer and the
+/// readers of rows know about it.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricEntry {
+    /// The metric.
+    pub metric: Metric,
+    /// Its name in the `metric` column, the config and the alerts (public interface).
+    pub name: &'static str,
+    /// Where its rows come from.
+    pub kind: MetricKind,
+    /// Whether it executes SQL on the event's database (gold metrics: `gold.databases`).
+    pub needs_database: bool,
+    /// Whether `gold.metrics` lists it by default (gold metrics only).
+    pub on_by_default: bool,
+    /// The top of its value range: 100 for STEF's points, 1 for the others.
+    pub scale: f64,
+}
+
+/// Every metric, one entry each, in the enum's order. The config's `gold.metrics`
+/// (names, default), the alerts' metric list, the gold scorer's row order and every name
+/// lookup derive from this table; a unit test holds it to the enum and to serde's names.
+pub const METRICS: [MetricEntry; 11] = [
+    entry(
+        Metric::Stef,
+        "stef",
+        MetricKind::LineRate,
+        false,
+        false,
+        100.0,
+    ),
+    entry(
+        Metric::StefJudged,
+        "stef_judged",
+        MetricKind::SecondPass,
+        false,
+        false,
+        100.0,
+    ),
+    entry(Metric::Ex, "ex", MetricKind::Gold, true, true, 1.0),
+    entry(Metric::Esm, "esm", MetricKind::Gold, false, true, 1.0),
+    entry(
+        Metric::EsmPlus,
+        "esm_plus",
+        MetricKind::Gold,
+        false,
+        true,
+        1.0,
+    ),
+    entry(Metric::Etm, "etm", MetricKind::Gold, false, true, 1.0),
+    entry(Metric::TsEx, "ts_ex", MetricKind::Gold, true, false, 1.0),
+    entry(
+        Metric::TsExStrict,
+        "ts_ex_strict",
+        MetricKind::Gold,
+        true,
+        false,
+        1.0,
+    ),
+    entry(
+        Metric::HybridEx,
+        "hybrid_ex",
+        MetricKind::JudgedGold,
+        true,
+        false,
+        1.0,
+    ),
+    entry(
+        Metric::Flex,
+        "flex",
+        MetricKind::JudgedGold,
+        true,
+        false,
+        1.0,
+    ),
+    entry(
+        Metric::Rose,
+        "rose",
+        MetricKind::JudgedGold,
+        true,
+        false,
+        1.0,
+    ),
+];
+
+const fn entry(
+    metric: Metric,
+    name: &'static str,
+    kind: MetricKind,
+    needs_database: bool,
+    on_by_default: bool,
+    scale: f64,
+) -> MetricEntry {
+    MetricEntry {
+        metric,
+        name,
+        kind,
+        needs_database,
+        on_by_default,
+        scale,
+    }
+}
+
 impl Metric {
+    /// The metric's entry in [`METRICS`].
+    pub fn entry(self) -> &'static MetricEntry {
+        // The table is in declaration order (a unit test holds it there).
+        &METRICS[self as usize]
+    }
+
     /// The metric's name as stored in the `metric` column.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::Stef => "stef",
-            Metric::StefJudged => "stef_judged",
-            Metric::Ex => "ex",
-            Metric::Esm => "esm",
-            Metric::EsmPlus => "esm_plus",
-            Metric::Etm => "etm",
-            Metric::TsEx => "ts_ex",
-            Metric::TsExStrict => "ts_ex_strict",
-            Metric::HybridEx => "hybrid_ex",
-            Metric::Flex => "flex",
-            Metric::Rose => "rose",
-        }
+        self.entry().name
+    }
+
+    /// The metric named `name` (as stored), if any.
+    pub fn from_name(name: &str) -> Option<Metric> {
+        METRICS.iter().find(|e| e.name == name).map(|e| e.metric)
+    }
+
+    /// Where its rows come from.
+    pub fn kind(self) -> MetricKind {
+        self.entry().kind
+    }
+
+    /// Whether it is computed from gold data (switched on in `gold.metrics`).
+    pub fn is_gold(self) -> bool {
+        matches!(self.kind(), MetricKind::Gold | MetricKind::JudgedGold)
+    }
+
+    /// Whether it needs an LLM judge.
+    pub fn is_llm_judged(self) -> bool {
+        matches!(self.kind(), MetricKind::SecondPass | MetricKind::JudgedGold)
+    }
+
+    /// The gold metrics, in [`METRICS`]' order.
+    pub fn gold() -> impl Iterator<Item = Metric> {
+        METRICS.iter().map(|e| e.metric).filter(|m| m.is_gold())
+    }
+}
+
+/// A set of metrics (a bit per [`METRICS`] entry): what a scorer is asked to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MetricSet(u32);
+
+impl MetricSet {
+    /// Whether `metric` is in the set.
+    pub fn has(self, metric: Metric) -> bool {
+        self.0 & (1 << metric as u32) != 0
+    }
+
+    /// The set with `metric` added.
+    pub fn with(self, metric: Metric) -> MetricSet {
+        MetricSet(self.0 | 1 << metric as u32)
+    }
+
+    /// The metrics in the set, in [`METRICS`]' order.
+    pub fn iter(self) -> impl Iterator<Item = Metric> {
+        METRICS
+            .iter()
+            .map(|e| e.metric)
+            .filter(move |m| self.has(*m))
+    }
+}
+
+impl FromIterator<Metric> for MetricSet {
+    fn from_iter<I: IntoIterator<Item = Metric>>(metrics: I) -> MetricSet {
+        metrics
+            .into_iter()
+            .fold(MetricSet::default(), MetricSet::with)
     }
 }
 
@@ -461,6 +628,20 @@ impl DeadLetter {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_metric_table_has_one_entry_per_metric_in_order_with_serde_names() {
+        for (i, entry) in super::METRICS.iter().enumerate() {
+            assert_eq!(entry.metric as usize, i, "{} out of order", entry.name);
+            assert_eq!(
+                serde_json::to_value(entry.metric).unwrap(),
+                serde_json::Value::String(entry.name.to_string())
+            );
+            assert_eq!(super::Metric::from_name(entry.name), Some(entry.metric));
+        }
+        // Adding a variant without an entry fails here: the last variant is the last entry.
+        assert_eq!(super::Metric::Rose as usize + 1, super::METRICS.len());
+    }
+
     use super::*;
 
     #[test]

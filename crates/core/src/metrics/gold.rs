@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::evaluation::{EvaluationRow, Metric, RowStatus};
+use crate::evaluation::{EvaluationRow, Metric, MetricKind, MetricSet, RowStatus};
 use crate::event::Event;
 use crate::exec::{ExecError, ExecResult, Executor, ResultSet};
 
@@ -26,19 +26,9 @@ use super::ts_ex::{SuiteCheck, SuiteMode, TsError};
 pub struct GoldOptions {
     /// Result-equality convention of EX (per run or app).
     pub ex_convention: ExConvention,
-    /// Compute EX.
-    pub ex: bool,
-    /// Compute ESM.
-    pub esm: bool,
-    /// Compute ESM+.
-    pub esm_plus: bool,
-    /// Compute ETM.
-    pub etm: bool,
-    /// Compute `ts_ex` (execution on generated databases that keep the database's
-    /// constraints; off unless asked for).
-    pub ts_ex: bool,
-    /// Compute `ts_ex_strict` (the same on constraint-free databases; off unless asked for).
-    pub ts_ex_strict: bool,
+    /// The deterministic gold metrics to compute (`ts_ex` and `ts_ex_strict` are off unless
+    /// asked for); others in the list are ignored here.
+    pub metrics: MetricSet,
     /// Official-evaluator switches for ESM.
     pub esm_options: SpiderEvalOptions,
     /// ESM+ switches.
@@ -49,15 +39,19 @@ impl Default for GoldOptions {
     fn default() -> Self {
         GoldOptions {
             ex_convention: ExConvention::Bird,
-            ex: true,
-            esm: true,
-            esm_plus: true,
-            etm: true,
-            ts_ex: false,
-            ts_ex_strict: false,
+            metrics: Metric::gold()
+                .filter(|m| m.kind() == MetricKind::Gold && m.entry().on_by_default)
+                .collect(),
             esm_options: SpiderEvalOptions::default(),
             esm_plus_options: EsmPlusOptions::default(),
         }
+    }
+}
+
+impl GoldOptions {
+    /// Whether `metric` is asked for.
+    pub fn has(&self, metric: Metric) -> bool {
+        self.metrics.has(metric)
     }
 }
 
@@ -155,9 +149,9 @@ impl GoldScorer {
             return out;
         };
         let db_id = gold.db_id.as_deref();
-        if opts.ex || evidence.execution {
+        if opts.has(Metric::Ex) || evidence.execution {
             let execution = GoldExecution::run(exec, db_id, gold_sql, &event.sql);
-            if opts.ex {
+            if opts.has(Metric::Ex) {
                 out.rows.push(ex_row(event, opts, ts, gold_sql, &execution));
             }
             if evidence.execution {
@@ -165,7 +159,7 @@ impl GoldScorer {
             }
         }
         let schemas = db_id.and_then(|d| self.schemas(d));
-        if opts.esm {
+        if opts.has(Metric::Esm) {
             let mut row = EvaluationRow::for_event(event, ts, Metric::Esm);
             match &schemas {
                 None => unavailable(&mut row, db_id, "no schema for this database"),
@@ -189,7 +183,7 @@ impl GoldScorer {
             }
             out.rows.push(row);
         }
-        if opts.esm_plus || evidence.esm_plus {
+        if opts.has(Metric::EsmPlus) || evidence.esm_plus {
             let mut row = EvaluationRow::for_event(event, ts, Metric::EsmPlus);
             match &schemas {
                 None => unavailable(&mut row, db_id, "no schema for this database"),
@@ -215,25 +209,25 @@ impl GoldScorer {
                     Err(e) => gold_parse_error(&mut row, &e.0),
                 },
             }
-            if opts.esm_plus {
+            if opts.has(Metric::EsmPlus) {
                 out.rows.push(row);
             }
         }
         for (on, mode) in [
-            (opts.ts_ex, SuiteMode::Constrained),
-            (opts.ts_ex_strict, SuiteMode::Strict),
+            (opts.has(Metric::TsEx), SuiteMode::Constrained),
+            (opts.has(Metric::TsExStrict), SuiteMode::Strict),
         ] {
             if on {
                 out.rows
                     .push(self.ts_ex_row(event, ts, db_id, gold_sql, opts.ex_convention, mode));
             }
         }
-        if opts.etm || evidence.etm {
+        if opts.has(Metric::Etm) || evidence.etm {
             let row = self.etm_row(event, ts, db_id, schemas.as_deref(), gold_sql);
             if row.status == RowStatus::Ok {
                 out.etm = row.verdict;
             }
-            if opts.etm {
+            if opts.has(Metric::Etm) {
                 out.rows.push(row);
             }
         }

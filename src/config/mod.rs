@@ -19,8 +19,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::Metric;
-
 pub use crate::alert::config::{self as alerts, AlertsConfig, SeriesLabel};
 pub use crate::llm::config::{
     DurableCacheMode, JudgeBudgetConfig, JudgeConfig, JudgeKind, MIN_JUDGE_MAX_TOKENS,
@@ -565,7 +563,7 @@ mod tests {
     #[test]
     fn gold_judge_section_renders_redacted_and_round_trips() {
         let mut c = Config::default();
-        c.gold.metrics.push(Metric::Flex);
+        c.gold.metrics.push(crate::evaluation::Metric::Flex);
         c.gold.flex_render = crate::metrics::flex::RenderPreset::RepoV1;
         c.gold.judge = Some(JudgeConfig {
             kind: JudgeKind::Llm,

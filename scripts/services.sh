@@ -108,6 +108,24 @@ install_chdb() {
     "$CHDB_VENV/bin/python" -c "import chdb" >&2
 }
 
+# The real OpenTelemetry SDK for tests/otlp_source.rs: a fake agent instrumented with it sends
+# its traces to the OTLP source (opentelemetry-sdk and the OTLP/HTTP protobuf exporter, from
+# PyPI, into their own virtualenv; ~10 s).
+OTEL_PACKAGES="${SQLGRADE_OTEL_PACKAGES:-opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2}"
+OTEL_VENV="${SQLGRADE_OTEL_VENV:-$HOME/.cache/sqlgrade/otel-venv}"
+
+install_otel_sdk() {
+    if "$OTEL_VENV/bin/python" -c "import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http" >/dev/null 2>&1; then
+        return 0
+    fi
+    log "installing the OpenTelemetry SDK ($OTEL_PACKAGES) into $OTEL_VENV"
+    mkdir -p "$(dirname "$OTEL_VENV")"
+    python3 -m venv "$OTEL_VENV" >&2
+    # shellcheck disable=SC2086
+    "$OTEL_VENV/bin/pip" install -q --disable-pip-version-check $OTEL_PACKAGES >&2
+    "$OTEL_VENV/bin/python" -c "import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http" >&2
+}
+
 # A real OpenAI-compatible model server for tests/judge_real_model.rs: llama.cpp's server as
 # packaged on PyPI (llama-cpp-python[server], built from source: PyPI has no Linux wheel), with
 # only what the server needs (no multimodal library, tools, examples or tests; portable CPU
@@ -152,6 +170,7 @@ install_all() {
     install_zookeeper
     install_tansu
     install_chdb
+    install_otel_sdk
     install_chromium
     install_llama_server
 }

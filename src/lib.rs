@@ -14,7 +14,7 @@
 //! per command.
 
 pub use sqlgrade_core::{
-    catalogue, evaluation, event, exec, judge, metrics, review, sampling, sqlspec, stef,
+    catalogue, evaluation, event, exec, judge, metrics, review, sampling, spans, sqlspec, stef,
 };
 
 pub mod alert;
@@ -28,6 +28,7 @@ pub mod health;
 pub mod judging;
 pub mod kafka;
 pub mod llm;
+pub mod otlp;
 pub mod pipeline;
 pub mod report;
 pub mod score;

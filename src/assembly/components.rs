@@ -39,6 +39,11 @@ pub fn build_source_with_health(
         ))),
         SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
         SourceKind::Kafka => Ok(Box::new(KafkaSource::new(&config.source, health)?)),
+        SourceKind::Otlp => Ok(Box::new(crate::otlp::OtlpSource::bind(
+            &config.source.otlp,
+            &config.source.otlp_mapping,
+            health,
+        )?)),
     }
 }
 

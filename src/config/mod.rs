@@ -172,6 +172,9 @@ impl Config {
             }
             _ => {}
         }
+        if self.source.kind == SourceKind::Otlp {
+            problems.extend(self.source.otlp.problems());
+        }
         problems.extend(self.gold_judge_problems());
         problems.extend(self.sink.problems());
         if self.judge.kind == JudgeKind::Llm {

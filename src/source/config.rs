@@ -20,13 +20,16 @@ pub enum SourceKind {
     Kafka,
     /// JSONL on standard input.
     Stdin,
+    /// An OTLP/HTTP receiver: the agents' OpenTelemetry traces (`[source.otlp]`), one event
+    /// per database client span (`[source.otlp_mapping]`).
+    Otlp,
 }
 
 /// `[source]`. Its `Debug` redacts secret-looking `kafka_properties` (SASL passwords).
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SourceConfig {
-    /// `file` | `kafka` | `stdin`.
+    /// `file` | `kafka` | `stdin` | `otlp`.
     pub kind: SourceKind,
     /// JSONL file for `kind = "file"`.
     pub path: PathBuf,
@@ -55,6 +58,104 @@ pub struct SourceConfig {
     pub max_in_flight: usize,
     /// Kafka: how often completed offsets are committed.
     pub commit_interval_ms: u64,
+    /// `[source.otlp]`: the OTLP/HTTP receiver of `kind = "otlp"`.
+    pub otlp: OtlpConfig,
+    /// `[source.otlp_mapping]`: which span attributes hold each event field.
+    pub otlp_mapping: crate::spans::SpanMapping,
+}
+
+/// `[source.otlp]`: the OTLP/HTTP trace receiver (`POST /v1/traces`, protobuf or JSON,
+/// optionally gzip). A request is answered once every event its spans made is written or
+/// dead-lettered (so nothing acknowledged is lost); spans of one trace are held until its root
+/// span arrives or `assembly_window_ms` passes.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpConfig {
+    /// Address to listen on (the OTLP/HTTP port; localhost unless told otherwise).
+    pub listen: String,
+    /// Environment variable holding a bearer token that requests must carry
+    /// (`Authorization: Bearer …`); unset = no authentication.
+    pub token_env: Option<String>,
+    /// Largest request body, compressed and decompressed (413 beyond).
+    pub max_body_bytes: usize,
+    /// How long the spans of a trace without its root span are held before its events are
+    /// made from what arrived.
+    pub assembly_window_ms: u64,
+    /// Traces being assembled at once, at most; more are answered 503 with `Retry-After`.
+    pub max_pending_traces: usize,
+    /// Bytes of spans being assembled, at most (the same answer beyond).
+    pub max_pending_bytes: usize,
+    /// Requests being handled at once, at most; more are answered 429 with `Retry-After`.
+    pub max_concurrent_requests: usize,
+    /// How long a request waits for its events to be written before it is answered 503 (the
+    /// exporter retries; a re-sent span is the same event).
+    pub request_timeout_ms: u64,
+}
+
+impl fmt::Debug for OtlpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OtlpConfig")
+            .field("listen", &self.listen)
+            .field("token_env", &self.token_env)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("assembly_window_ms", &self.assembly_window_ms)
+            .field("max_pending_traces", &self.max_pending_traces)
+            .field("max_pending_bytes", &self.max_pending_bytes)
+            .field("max_concurrent_requests", &self.max_concurrent_requests)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .finish()
+    }
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        OtlpConfig {
+            listen: "127.0.0.1:4318".into(),
+            token_env: None,
+            max_body_bytes: 8 * 1024 * 1024,
+            assembly_window_ms: 5_000,
+            max_pending_traces: 10_000,
+            max_pending_bytes: 64 * 1024 * 1024,
+            max_concurrent_requests: 64,
+            request_timeout_ms: 8_000,
+        }
+    }
+}
+
+impl OtlpConfig {
+    /// What is wrong with this section alone.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            problems.push(format!(
+                "source.otlp.listen {:?} is not an address (host:port)",
+                self.listen
+            ));
+        }
+        for (key, value) in [
+            ("max_body_bytes", self.max_body_bytes as u64),
+            ("assembly_window_ms", self.assembly_window_ms),
+            ("max_pending_traces", self.max_pending_traces as u64),
+            ("max_pending_bytes", self.max_pending_bytes as u64),
+            (
+                "max_concurrent_requests",
+                self.max_concurrent_requests as u64,
+            ),
+            ("request_timeout_ms", self.request_timeout_ms),
+        ] {
+            if value == 0 {
+                problems.push(format!("source.otlp.{key} must be at least 1"));
+            }
+        }
+        if self
+            .token_env
+            .as_deref()
+            .is_some_and(|e| e.trim().is_empty())
+        {
+            problems.push("source.otlp.token_env must not be empty when set".to_string());
+        }
+        problems
+    }
 }
 
 impl fmt::Debug for SourceConfig {
@@ -83,6 +184,8 @@ impl fmt::Debug for SourceConfig {
             .field("kafka_properties", &properties)
             .field("max_in_flight", &self.max_in_flight)
             .field("commit_interval_ms", &self.commit_interval_ms)
+            .field("otlp", &self.otlp)
+            .field("otlp_mapping", &self.otlp_mapping)
             .finish()
     }
 }
@@ -101,6 +204,8 @@ impl Default for SourceConfig {
             kafka_properties: BTreeMap::new(),
             max_in_flight: 20_000,
             commit_interval_ms: 1_000,
+            otlp: OtlpConfig::default(),
+            otlp_mapping: crate::spans::SpanMapping::default(),
         }
     }
 }

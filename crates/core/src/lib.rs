@@ -19,6 +19,7 @@ pub mod judge;
 pub mod metrics;
 pub mod review;
 pub mod sampling;
+pub mod spans;
 pub mod sqlspec;
 pub mod stef;
 pub mod words;

@@ -1,0 +1,634 @@
+//! The OTLP/HTTP receiver as a [`Source`]: `POST /v1/traces` (protobuf or JSON, optionally
+//! gzip), per the OTLP specification. Each request's spans go into the [`TraceBuffer`]; a
+//! complete (or expired) trace becomes one event payload per database span
+//! (`spans::events_of_trace`), handed to the pipeline with an acknowledgement that counts down
+//! the trace's events. A request is answered 200 once every trace it completed (its root span
+//! arrived) has all its events written or dead-lettered. Spans of a trace still waiting for
+//! its root are acknowledged at once and held in memory for at most `assembly_window_ms`:
+//! exporters send one batch at a time, so the batch with the root would never come while the
+//! earlier one waited. Those spans are the one thing a crash can lose (a graceful stop emits
+//! them); everything in a completed trace is written before its request is answered. Under
+//! back-pressure it is answered 429 (too many requests at once) or 503 (the
+//! trace buffer is full, or its events were not written within `request_timeout_ms`) with
+//! `Retry-After`; the exporter retries, and a re-sent span is the same event (its id is the
+//! trace and span id). Malformed bodies are 400, a body over `max_body_bytes` 413, another
+//! content type 415, a missing or wrong bearer token 401.
+
+use std::collections::HashMap;
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceResponse,
+};
+use prost::Message as _;
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
+
+use super::decode::{Decoded, decode_json, decode_protobuf};
+use super::traces::{ReadyTrace, TraceBuffer};
+use crate::health::{ComponentHealth, Health};
+use crate::source::config::OtlpConfig;
+use crate::source::{AckToken, Acknowledge, Position, Source, SourceError, SourceMessage};
+use crate::spans::{SpanMapping, events_of_trace};
+
+/// The health component of the receiver.
+pub const HEALTH_COMPONENT: &str = "otlp_receiver";
+
+/// What the receiver has seen (a snapshot of its counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OtlpStats {
+    /// Requests answered 200.
+    pub requests_ok: u64,
+    /// Requests refused (4xx) or asked to retry (429/503).
+    pub requests_refused: u64,
+    /// Spans received in well-formed requests.
+    pub spans: u64,
+    /// Spans rejected (malformed ids; named in the partial success).
+    pub spans_rejected: u64,
+    /// Spans that made no event (not a database span with SQL), dropped.
+    pub spans_dropped: u64,
+    /// Traces out of the buffer.
+    pub traces: u64,
+    /// Traces out because their window passed (no root span).
+    pub traces_expired: u64,
+    /// Events made (one per database span).
+    pub events: u64,
+    /// Events without a question (dead letters at decode, naming why).
+    pub events_without_question: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests_ok: AtomicU64,
+    requests_refused: AtomicU64,
+    spans: AtomicU64,
+    spans_rejected: AtomicU64,
+    spans_dropped: AtomicU64,
+    traces: AtomicU64,
+    traces_expired: AtomicU64,
+    events: AtomicU64,
+    events_without_question: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> OtlpStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        OtlpStats {
+            requests_ok: get(&self.requests_ok),
+            requests_refused: get(&self.requests_refused),
+            spans: get(&self.spans),
+            spans_rejected: get(&self.spans_rejected),
+            spans_dropped: get(&self.spans_dropped),
+            traces: get(&self.traces),
+            traces_expired: get(&self.traces_expired),
+            events: get(&self.events),
+            events_without_question: get(&self.events_without_question),
+        }
+    }
+}
+
+/// One request waiting for the traces it contributed to.
+struct RequestWait {
+    remaining: AtomicUsize,
+    done: Notify,
+}
+
+impl RequestWait {
+    fn done_one(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.done.notify_one();
+        }
+    }
+}
+
+/// The events of one trace not yet acknowledged, and the requests waiting for them.
+struct Emission {
+    outstanding: usize,
+    waiters: Vec<Arc<RequestWait>>,
+}
+
+/// Counts acknowledgements down per trace (`Position::offset` is the trace's emission).
+#[derive(Default)]
+struct AckBoard {
+    emissions: Mutex<HashMap<i64, Emission>>,
+}
+
+impl Acknowledge for AckBoard {
+    fn ack(&self, position: &Position) {
+        let finished = {
+            let mut emissions = self.emissions.lock().unwrap_or_else(|p| p.into_inner());
+            match emissions.get_mut(&position.offset) {
+                Some(e) if e.outstanding > 1 => {
+                    e.outstanding -= 1;
+                    None
+                }
+                Some(_) => emissions.remove(&position.offset),
+                None => None,
+            }
+        };
+        for waiter in finished.into_iter().flat_map(|e| e.waiters) {
+            waiter.done_one();
+        }
+    }
+}
+
+struct Shared {
+    config: OtlpConfig,
+    mapping: SpanMapping,
+    token: Option<String>,
+    buffer: Mutex<TraceBuffer<Arc<RequestWait>>>,
+    tx: mpsc::Sender<SourceMessage>,
+    acks: Arc<AckBoard>,
+    permits: Semaphore,
+    accepting: AtomicBool,
+    next_emission: AtomicI64,
+    counters: Counters,
+}
+
+impl Shared {
+    /// Hand the events of `ready` traces to the pipeline.
+    async fn emit(&self, ready: Vec<ReadyTrace<Arc<RequestWait>>>) {
+        for trace in ready {
+            self.counters.traces.fetch_add(1, Ordering::Relaxed);
+            if trace.expired {
+                self.counters.traces_expired.fetch_add(1, Ordering::Relaxed);
+            }
+            let events = events_of_trace(&trace.spans, &self.mapping);
+            self.counters
+                .spans_dropped
+                .fetch_add((trace.spans.len() - events.len()) as u64, Ordering::Relaxed);
+            if events.is_empty() {
+                for waiter in trace.waiters {
+                    waiter.done_one();
+                }
+                continue;
+            }
+            let emission = self.next_emission.fetch_add(1, Ordering::Relaxed);
+            self.acks
+                .emissions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    emission,
+                    Emission {
+                        outstanding: events.len(),
+                        waiters: trace.waiters,
+                    },
+                );
+            for (index, event) in events.into_iter().enumerate() {
+                self.counters.events.fetch_add(1, Ordering::Relaxed);
+                let mut payload = event.payload;
+                if let Some(why) = event.missing_question {
+                    self.counters
+                        .events_without_question
+                        .fetch_add(1, Ordering::Relaxed);
+                    // The decode stage refuses it (no `question`); the dead letter keeps why.
+                    if let Some(object) = payload.as_object_mut() {
+                        object.insert("question_missing".into(), serde_json::Value::String(why));
+                    }
+                }
+                let message = SourceMessage {
+                    payload: serde_json::to_vec(&payload).unwrap_or_default(),
+                    origin: format!("otlp:trace/{}/span/{}", event.trace_id, event.span_id),
+                    ack: AckToken::new(
+                        Position {
+                            stream: "otlp".into(),
+                            partition: i32::try_from(index).unwrap_or(i32::MAX),
+                            offset: emission,
+                        },
+                        self.acks.clone(),
+                    ),
+                    source_time: None,
+                };
+                if self.tx.send(message).await.is_err() {
+                    // The source is gone (shutdown): the request is not answered 200.
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The OTLP/HTTP receiver (`[source] kind = "otlp"`).
+pub struct OtlpSource {
+    rx: mpsc::Receiver<SourceMessage>,
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    stop_tx: watch::Sender<bool>,
+    stopped: bool,
+}
+
+impl OtlpSource {
+    /// Bind `config.listen` and start serving; must be called inside a tokio runtime. The
+    /// bearer token is read from `config.token_env` now (unset or empty: an error).
+    pub fn bind(
+        config: &OtlpConfig,
+        mapping: &SpanMapping,
+        health: Option<Arc<Health>>,
+    ) -> Result<OtlpSource, SourceError> {
+        let io = |what: String| move |source| SourceError::Io { what, source };
+        let token = match &config.token_env {
+            Some(var) => match std::env::var(var) {
+                Ok(token) if !token.trim().is_empty() => Some(token),
+                _ => {
+                    return Err(SourceError::Io {
+                        what: format!("source.otlp.token_env: ${var}"),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "the variable is unset or empty",
+                        ),
+                    });
+                }
+            },
+            None => None,
+        };
+        let listener = std::net::TcpListener::bind(&config.listen)
+            .map_err(io(format!("listening on {}", config.listen)))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(io("the OTLP listener".into()))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(io("the OTLP listener".into()))?;
+        let listener =
+            tokio::net::TcpListener::from_std(listener).map_err(io("the OTLP listener".into()))?;
+        let (tx, rx) = mpsc::channel(4096);
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            mapping: mapping.clone(),
+            token,
+            buffer: Mutex::new(TraceBuffer::new(
+                Duration::from_millis(config.assembly_window_ms.max(1)),
+                config.max_pending_traces,
+                config.max_pending_bytes,
+            )),
+            tx,
+            acks: Arc::new(AckBoard::default()),
+            permits: Semaphore::new(config.max_concurrent_requests.max(1)),
+            accepting: AtomicBool::new(true),
+            next_emission: AtomicI64::new(0),
+            counters: Counters::default(),
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let app = Router::new()
+            .route("/v1/traces", post(traces))
+            .layer(DefaultBodyLimit::max(config.max_body_bytes.max(1)))
+            .with_state(Arc::clone(&shared));
+        let mut server_stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = server_stop.wait_for(|s| *s).await;
+                })
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "the OTLP receiver stopped");
+            }
+        });
+        tokio::spawn(expire_traces(Arc::clone(&shared), stop_rx));
+        if let Some(health) = &health {
+            health.set(HEALTH_COMPONENT, ComponentHealth::Ok);
+        }
+        tracing::info!(listen = %local_addr, "OTLP/HTTP receiver listening (POST /v1/traces)");
+        Ok(OtlpSource {
+            rx,
+            shared,
+            local_addr,
+            stop_tx,
+            stopped: false,
+        })
+    }
+
+    /// The address it listens on (the port when `listen` asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// A snapshot of its counters.
+    pub fn stats(&self) -> OtlpStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// A handle that reads the counters while the pipeline owns the source.
+    pub fn stats_handle(&self) -> impl Fn() -> OtlpStats + Send + Sync + 'static {
+        let shared = Arc::clone(&self.shared);
+        move || shared.counters.snapshot()
+    }
+}
+
+/// Emit the traces whose window passed, a few times per window.
+async fn expire_traces(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let tick = Duration::from_millis((shared.config.assembly_window_ms / 4).clamp(10, 250));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let due = shared
+            .buffer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .expired(Instant::now());
+        if !due.is_empty() {
+            shared.emit(due).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Source for OtlpSource {
+    async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
+        if self.stopped {
+            return Ok(self.rx.try_recv().ok());
+        }
+        let mut stop = self.stop_tx.subscribe();
+        tokio::select! {
+            message = self.rx.recv() => Ok(message),
+            _ = stop.wait_for(|s| *s) => Ok(self.rx.try_recv().ok()),
+        }
+    }
+
+    fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        self.shared.accepting.store(false, Ordering::Release);
+        // What is pending goes out now, so the requests that brought it can still be answered.
+        let pending = self
+            .shared
+            .buffer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain();
+        let shared = Arc::clone(&self.shared);
+        let stop_tx = self.stop_tx.clone();
+        if pending.is_empty() {
+            let _ = stop_tx.send(true);
+        } else {
+            tokio::spawn(async move {
+                shared.emit(pending).await;
+                let _ = stop_tx.send(true);
+            });
+        }
+    }
+
+    async fn finish(&mut self) -> Result<(), SourceError> {
+        let _ = self.stop_tx.send(true);
+        let stats = self.stats();
+        tracing::info!(?stats, "OTLP receiver finished");
+        Ok(())
+    }
+}
+
+/// Whether the request asked for JSON (else protobuf).
+fn is_json(headers: &HeaderMap) -> Option<bool> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match content_type.as_str() {
+        "application/json" => Some(true),
+        "application/x-protobuf" | "application/protobuf" => Some(false),
+        _ => None,
+    }
+}
+
+/// `google.rpc.Status`, the body of an OTLP error response.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+fn error_response(
+    shared: &Shared,
+    status: StatusCode,
+    json: bool,
+    message: String,
+    retry_after: Option<u64>,
+) -> Response {
+    shared
+        .counters
+        .requests_refused
+        .fetch_add(1, Ordering::Relaxed);
+    // gRPC codes: INVALID_ARGUMENT 3, UNAUTHENTICATED 16, RESOURCE_EXHAUSTED 8, UNAVAILABLE 14.
+    let code = match status {
+        StatusCode::UNAUTHORIZED => 16,
+        StatusCode::TOO_MANY_REQUESTS => 8,
+        StatusCode::SERVICE_UNAVAILABLE => 14,
+        _ => 3,
+    };
+    let (content_type, body) = if json {
+        (
+            "application/json",
+            serde_json::json!({"code": code, "message": message})
+                .to_string()
+                .into_bytes(),
+        )
+    } else {
+        (
+            "application/x-protobuf",
+            RpcStatus { code, message }.encode_to_vec(),
+        )
+    };
+    let mut response = (status, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+fn success_response(shared: &Shared, json: bool, decoded: &Decoded) -> Response {
+    shared.counters.requests_ok.fetch_add(1, Ordering::Relaxed);
+    let partial = (decoded.rejected > 0).then(|| ExportTracePartialSuccess {
+        rejected_spans: decoded.rejected as i64,
+        error_message: decoded.rejections.join("; "),
+    });
+    if json {
+        let body = match &partial {
+            Some(p) => serde_json::json!({"partialSuccess": {
+                "rejectedSpans": p.rejected_spans.to_string(),
+                "errorMessage": p.error_message,
+            }}),
+            None => serde_json::json!({}),
+        };
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    } else {
+        let body = ExportTraceServiceResponse {
+            partial_success: partial,
+        }
+        .encode_to_vec();
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/x-protobuf")],
+            body,
+        )
+            .into_response()
+    }
+}
+
+/// Decompress a gzip body, refusing more than `limit` bytes.
+fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("the gzip body cannot be read: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("the body is over {limit} bytes once decompressed"));
+    }
+    Ok(out)
+}
+
+async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let json = is_json(&headers);
+    let as_json = json.unwrap_or(false);
+    if let Some(token) = &shared.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(token.as_str()) {
+            return error_response(
+                &shared,
+                StatusCode::UNAUTHORIZED,
+                as_json,
+                "a bearer token is required".into(),
+                None,
+            );
+        }
+    }
+    let Some(json) = json else {
+        return error_response(
+            &shared,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            false,
+            "Content-Type must be application/x-protobuf or application/json".into(),
+            None,
+        );
+    };
+    if !shared.accepting.load(Ordering::Acquire) {
+        return error_response(
+            &shared,
+            StatusCode::SERVICE_UNAVAILABLE,
+            json,
+            "the receiver is shutting down".into(),
+            Some(5),
+        );
+    }
+    let Ok(_permit) = shared.permits.try_acquire() else {
+        return error_response(
+            &shared,
+            StatusCode::TOO_MANY_REQUESTS,
+            json,
+            "too many requests at once".into(),
+            Some(1),
+        );
+    };
+    let gzip = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("gzip"));
+    let body = if gzip {
+        match gunzip(&body, shared.config.max_body_bytes) {
+            Ok(body) => Bytes::from(body),
+            Err(why) if why.contains("over") => {
+                return error_response(&shared, StatusCode::PAYLOAD_TOO_LARGE, json, why, None);
+            }
+            Err(why) => return error_response(&shared, StatusCode::BAD_REQUEST, json, why, None),
+        }
+    } else {
+        body
+    };
+    let decoded = if json {
+        decode_json(&body)
+    } else {
+        decode_protobuf(&body)
+    };
+    let mut decoded = match decoded {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            let mut message = error.to_string();
+            if let Some(source) = std::error::Error::source(&error) {
+                message = format!("{message}: {source}");
+            }
+            return error_response(&shared, StatusCode::BAD_REQUEST, json, message, None);
+        }
+    };
+    shared.counters.spans.fetch_add(
+        (decoded.spans.len() + decoded.rejected) as u64,
+        Ordering::Relaxed,
+    );
+    shared
+        .counters
+        .spans_rejected
+        .fetch_add(decoded.rejected as u64, Ordering::Relaxed);
+    let spans = std::mem::take(&mut decoded.spans);
+    if spans.is_empty() {
+        return success_response(&shared, json, &decoded);
+    }
+    // One unit per trace the request touches, plus one held until they are all registered.
+    let wait = Arc::new(RequestWait {
+        remaining: AtomicUsize::new(usize::MAX),
+        done: Notify::new(),
+    });
+    let ready = {
+        let mut buffer = shared.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        if !buffer.has_room(&spans) {
+            drop(buffer);
+            return error_response(
+                &shared,
+                StatusCode::SERVICE_UNAVAILABLE,
+                json,
+                "the trace buffer is full".into(),
+                Some(2),
+            );
+        }
+        let ready = buffer.add(spans, Arc::clone(&wait), Instant::now());
+        // Only the traces ready here count the request down, once emitted below: set the
+        // count first.
+        wait.remaining.store(ready.len() + 1, Ordering::Release);
+        ready
+    };
+    shared.emit(ready).await;
+    wait.done_one();
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
+    match tokio::time::timeout(timeout, wait.done.notified()).await {
+        Ok(()) => success_response(&shared, json, &decoded),
+        Err(_) => error_response(
+            &shared,
+            StatusCode::SERVICE_UNAVAILABLE,
+            json,
+            format!(
+                "the spans' events were not written within {} ms; retry (a re-sent span is the same event)",
+                timeout.as_millis()
+            ),
+            Some(2),
+        ),
+    }
+}

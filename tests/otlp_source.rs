@@ -1,0 +1,439 @@
+//! The OTLP/HTTP source (`[source] kind = "otlp"`): the receiver answered per the OTLP
+//! specification (in process, with a consumer standing in for the pipeline), and the daemon fed
+//! by a fake agent instrumented with the real OpenTelemetry Python SDK, whose rows must equal
+//! those of the equivalent JSON events.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message as _;
+use serde_json::Value;
+use sqlgrade::otlp::OtlpSource;
+use sqlgrade::source::Source as _;
+use sqlgrade::source::config::OtlpConfig;
+use sqlgrade::spans::SpanMapping;
+use sqlgrade_testkit::servers::{Daemon, free_port, skip, wait_until};
+use tokio::sync::mpsc;
+
+fn kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+    }
+}
+
+fn span(trace: u8, id: u8, parent: Option<u8>, attributes: Vec<KeyValue>) -> Span {
+    Span {
+        trace_id: vec![trace; 16],
+        span_id: vec![id; 8],
+        parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+        name: format!("span {id}"),
+        start_time_unix_nano: 1_767_225_600_000_000_000 + u64::from(id) * 1_000_000,
+        end_time_unix_nano: 1_767_225_600_000_000_000 + u64::from(id) * 2_000_000,
+        attributes,
+        ..Default::default()
+    }
+}
+
+/// The three spans of one agent trace: root (question), LLM (model, ends before the query
+/// starts), database (SQL).
+fn trace_spans(trace: u8) -> (Span, Span, Span) {
+    let timed = |mut s: Span, from_ms: u64, to_ms: u64| {
+        let base = 1_767_225_600_000_000_000u64;
+        s.start_time_unix_nano = base + from_ms * 1_000_000;
+        s.end_time_unix_nano = base + to_ms * 1_000_000;
+        s
+    };
+    let (root, llm, db) = (
+        timed(
+            span(trace, 1, None, vec![kv("input.value", "How many schools?")]),
+            0,
+            100,
+        ),
+        timed(
+            span(trace, 2, Some(1), vec![kv("gen_ai.request.model", "m1")]),
+            10,
+            40,
+        ),
+        span(
+            trace,
+            3,
+            Some(1),
+            vec![
+                kv("db.system.name", "sqlite"),
+                kv("db.query.text", "SELECT COUNT(*) FROM schools"),
+            ],
+        ),
+    );
+    (root, llm, timed(db, 50, 90))
+}
+
+fn request(spans: Vec<Span>) -> Vec<u8> {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", "agent")],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// A receiver and a consumer standing in for the pipeline: each message's payload is
+/// forwarded, and acknowledged while `ack` is true.
+struct Receiver {
+    url: String,
+    payloads: mpsc::UnboundedReceiver<(String, Value)>,
+    ack: Arc<AtomicBool>,
+    http: reqwest::Client,
+}
+
+fn start(config: OtlpConfig) -> Receiver {
+    let mut source = OtlpSource::bind(&config, &SpanMapping::default(), None).unwrap();
+    let url = format!("http://{}/v1/traces", source.local_addr());
+    let (tx, payloads) = mpsc::unbounded_channel();
+    let ack = Arc::new(AtomicBool::new(true));
+    let acking = Arc::clone(&ack);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok(Some(message)) = source.next().await {
+            let payload: Value = serde_json::from_slice(&message.payload).unwrap();
+            let _ = tx.send((message.origin.clone(), payload));
+            if acking.load(Ordering::SeqCst) {
+                message.ack.ack();
+            } else {
+                held.push(message.ack);
+            }
+        }
+    });
+    Receiver {
+        url,
+        payloads,
+        ack,
+        http: reqwest::Client::new(),
+    }
+}
+
+fn config() -> OtlpConfig {
+    OtlpConfig {
+        listen: "127.0.0.1:0".into(),
+        max_body_bytes: 16 * 1024,
+        assembly_window_ms: 300,
+        request_timeout_ms: 1_000,
+        ..OtlpConfig::default()
+    }
+}
+
+impl Receiver {
+    async fn post(&self, body: Vec<u8>, content_type: &str) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn next_payload(&mut self) -> (String, Value) {
+        tokio::time::timeout(Duration::from_secs(10), self.payloads.recv())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn split_and_out_of_order_traces_make_one_event_each() {
+    let mut receiver = start(config());
+    let (root, llm, db) = trace_spans(7);
+    // The database span arrives first, alone: answered at once, nothing emitted yet.
+    let response = receiver
+        .post(request(vec![db]), "application/x-protobuf")
+        .await;
+    assert_eq!(response.status(), 200);
+    let body = ExportTraceServiceResponse::decode(response.bytes().await.unwrap()).unwrap();
+    assert!(body.partial_success.is_none());
+    assert!(receiver.payloads.try_recv().is_err());
+    // The root and the LLM span complete the trace: one event, with the question and model.
+    let response = receiver
+        .post(request(vec![root, llm]), "application/x-protobuf")
+        .await;
+    assert_eq!(response.status(), 200);
+    let (origin, event) = receiver.next_payload().await;
+    let id = format!("{}-{}", "07".repeat(16), "03".repeat(8));
+    assert_eq!(
+        origin,
+        format!("otlp:trace/{}/span/{}", "07".repeat(16), "03".repeat(8))
+    );
+    assert_eq!(event["event_id"], id.as_str());
+    assert_eq!(event["question"], "How many schools?");
+    assert_eq!(event["model"], "m1");
+    assert_eq!(event["app_id"], "agent");
+    // Sent again (an exporter's retry): the same event id.
+    let (root, llm, db) = trace_spans(7);
+    let response = receiver
+        .post(request(vec![db, llm, root]), "application/x-protobuf")
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(receiver.next_payload().await.1["event_id"], id.as_str());
+}
+
+#[tokio::test]
+async fn a_trace_without_a_question_goes_out_naming_why() {
+    let mut receiver = start(config());
+    // The root never comes: after the window the event goes out without a question.
+    let (_, _, db) = trace_spans(8);
+    assert_eq!(
+        receiver
+            .post(request(vec![db]), "application/x-protobuf")
+            .await
+            .status(),
+        200
+    );
+    let (_, event) = receiver.next_payload().await;
+    assert!(event.get("question").is_none());
+    let why = event["question_missing"].as_str().unwrap();
+    assert!(why.contains("no question"), "{why}");
+    // A root without `input.value`: the same, at once.
+    let (mut root, llm, db) = trace_spans(9);
+    root.attributes.clear();
+    let response = receiver
+        .post(request(vec![root, llm, db]), "application/x-protobuf")
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(receiver.next_payload().await.1["question_missing"].is_string());
+}
+
+#[tokio::test]
+async fn bad_requests_are_answered_per_the_spec() {
+    let receiver = start(config());
+    let response = receiver.post(b"{}".to_vec(), "text/plain").await;
+    assert_eq!(response.status(), 415);
+    let response = receiver
+        .post(
+            b"\xff\xff\xff not protobuf".to_vec(),
+            "application/x-protobuf",
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let response = receiver
+        .post(b"{\"resourceSpans\": 5".to_vec(), "application/json")
+        .await;
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["code"], 3);
+    // Over the body limit, plain and once decompressed.
+    let big = vec![b' '; 32 * 1024];
+    assert_eq!(
+        receiver
+            .post(big.clone(), "application/json")
+            .await
+            .status(),
+        413
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&big).unwrap();
+    let zipped = gz.finish().unwrap();
+    assert!(zipped.len() < 16 * 1024);
+    let response = receiver
+        .http
+        .post(&receiver.url)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(zipped)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    // A span with malformed ids is rejected and named; the rest is accepted.
+    let mut bad = trace_spans(3).2;
+    bad.trace_id = vec![1, 2, 3];
+    let response = receiver
+        .post(request(vec![bad]), "application/x-protobuf")
+        .await;
+    assert_eq!(response.status(), 200);
+    let body = ExportTraceServiceResponse::decode(response.bytes().await.unwrap()).unwrap();
+    let partial = body.partial_success.unwrap();
+    assert_eq!(partial.rejected_spans, 1);
+    assert!(partial.error_message.contains("trace id"));
+}
+
+#[tokio::test]
+async fn json_requests_get_json_answers_and_a_token_is_enforced() {
+    // `HOME` is set in every test environment: its value is the token.
+    let token = std::env::var("HOME").unwrap();
+    let mut receiver = start(OtlpConfig {
+        token_env: Some("HOME".into()),
+        ..config()
+    });
+    let body = serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "0a".repeat(16), "spanId": "01".repeat(8), "name": "root",
+         "attributes": [{"key": "input.value", "value": {"stringValue": "q?"}}]},
+        {"traceId": "0a".repeat(16), "spanId": "02".repeat(8), "parentSpanId": "01".repeat(8),
+         "attributes": [{"key": "db.query.text", "value": {"stringValue": "SELECT 1"}}]}
+    ]}]}]})
+    .to_string()
+    .into_bytes();
+    let response = receiver.post(body.clone(), "application/json").await;
+    assert_eq!(response.status(), 401);
+    let response = receiver
+        .http
+        .post(&receiver.url)
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        serde_json::json!({})
+    );
+    assert_eq!(receiver.next_payload().await.1["question"], "q?");
+}
+
+#[tokio::test]
+async fn unwritten_events_are_not_acknowledged() {
+    let mut receiver = start(config());
+    receiver.ack.store(false, Ordering::SeqCst);
+    let (root, llm, db) = trace_spans(5);
+    let response = receiver
+        .post(request(vec![root, llm, db]), "application/x-protobuf")
+        .await;
+    // The event reached the pipeline but was never written: retry later, not success.
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    receiver.next_payload().await;
+}
+
+fn otel_python() -> Option<PathBuf> {
+    let venv = std::env::var_os("SQLGRADE_OTEL_VENV")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/sqlgrade/otel-venv"))
+        })?;
+    let python = venv.join("bin/python");
+    python.is_file().then_some(python)
+}
+
+/// What must match between the two routes: every field but the processing latency.
+fn rows(path: &Path) -> std::collections::BTreeMap<String, Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut row: Value = serde_json::from_str(l).unwrap();
+            row.as_object_mut().unwrap().remove("latency_us");
+            (format!("{}/{}", row["event_id"], row["metric"]), row)
+        })
+        .collect()
+}
+
+#[test]
+fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
+    let Some(python) = otel_python() else {
+        skip(
+            "traces_from_the_real_sdk_score_like_the_equivalent_json_events",
+            "no OpenTelemetry SDK virtualenv (scripts/services.sh install)",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (port, health) = (free_port(), free_port());
+    let out = dir.path().join("out");
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nkind = \"otlp\"\n[source.otlp]\nlisten = \"127.0.0.1:{port}\"\n\
+             [sink]\nkind = \"jsonl\"\ndir = {:?}\n[server]\nlisten = \"127.0.0.1:{health}\"\n",
+            out.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::spawn(&config, &dir.path().join("daemon.log"), health);
+    assert!(
+        wait_until(Duration::from_secs(60), || daemon.ready()),
+        "{}",
+        daemon.log_text()
+    );
+    let events = dir.path().join("events.jsonl");
+    let agent = std::process::Command::new(&python)
+        .arg(sqlgrade_testkit::data::repo_root().join("tests/support/otel_agent.py"))
+        .arg(format!("http://127.0.0.1:{port}/v1/traces"))
+        .arg(sqlgrade_testkit::data::data_dir())
+        .arg("200")
+        .arg(&events)
+        .arg("gzip")
+        .output()
+        .unwrap();
+    assert!(
+        agent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&agent.stderr)
+    );
+    // Every export was answered 200 once its traces were written: stop and read the rows.
+    assert_eq!(
+        daemon.terminate(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        daemon.log_text()
+    );
+    let from_traces = rows(&out.join("evaluations.jsonl"));
+    let stef: Vec<&Value> = from_traces
+        .values()
+        .filter(|r| r["metric"] == "stef")
+        .collect();
+    assert_eq!(stef.len(), 200, "{}", daemon.log_text());
+    assert!(
+        stef.iter()
+            .all(|r| r["app_id"] == "bird-agent" && r["agent_version"] == "2.3.1")
+    );
+    let failed = stef
+        .iter()
+        .filter(|r| r.to_string().contains("query_fails"))
+        .count();
+    assert_eq!(failed, 20);
+    assert!(
+        !out.join("dead_letters.jsonl").exists() || {
+            std::fs::read_to_string(out.join("dead_letters.jsonl"))
+                .unwrap()
+                .is_empty()
+        }
+    );
+    // The same events as JSON through the file source: the same rows.
+    let file_out = dir.path().join("file-out");
+    // From the repository, like the daemon (the same rule profiles).
+    let status = sqlgrade_testkit::cli::sqlgrade(&sqlgrade_testkit::data::repo_root())
+        .arg("run")
+        .env("SQLGRADE__SOURCE__PATH", &events)
+        .env("SQLGRADE__SINK__DIR", &file_out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let from_json = rows(&file_out.join("evaluations.jsonl"));
+    assert_eq!(from_traces.len(), from_json.len());
+    for (key, row) in &from_json {
+        assert_eq!(from_traces.get(key), Some(row), "{key}");
+    }
+}

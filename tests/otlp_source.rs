@@ -162,7 +162,11 @@ impl Receiver {
 
 #[tokio::test]
 async fn split_and_out_of_order_traces_make_one_event_each() {
-    let mut receiver = start(config());
+    // A long window: nothing here waits for it, and a retry must find the trace remembered.
+    let mut receiver = start(OtlpConfig {
+        assembly_window_ms: 60_000,
+        ..config()
+    });
     let (root, llm, db) = trace_spans(7);
     // The database span arrives first, alone: answered at once, nothing emitted yet.
     let response = receiver
@@ -187,13 +191,26 @@ async fn split_and_out_of_order_traces_make_one_event_each() {
     assert_eq!(event["question"], "How many schools?");
     assert_eq!(event["model"], "m1");
     assert_eq!(event["app_id"], "agent");
-    // Sent again (an exporter's retry): the same event id.
+    // Sent again (an exporter's retry): taken already, no second event.
     let (root, llm, db) = trace_spans(7);
     let response = receiver
         .post(request(vec![db, llm, root]), "application/x-protobuf")
         .await;
     assert_eq!(response.status(), 200);
-    assert_eq!(receiver.next_payload().await.1["event_id"], id.as_str());
+    assert!(receiver.payloads.try_recv().is_err());
+    // A database span after its root (another batch): it still finds the question.
+    let mut late = trace_spans(7).2;
+    late.span_id = vec![4; 8];
+    let response = receiver
+        .post(request(vec![late]), "application/x-protobuf")
+        .await;
+    assert_eq!(response.status(), 200);
+    let (_, event) = receiver.next_payload().await;
+    assert_eq!(
+        event["event_id"],
+        format!("{}-{}", "07".repeat(16), "04".repeat(8))
+    );
+    assert_eq!(event["question"], "How many schools?");
 }
 
 #[tokio::test]
@@ -436,4 +453,169 @@ fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
     for (key, row) in &from_json {
         assert_eq!(from_traces.get(key), Some(row), "{key}");
     }
+}
+
+/// Run the fake agent: `endpoint` is the receiver's URL or `file:PATH` (protobuf batches, one
+/// hex line each); returns the equivalent JSON events' file.
+fn run_agent(python: &Path, endpoint: &str, count: usize, dir: &Path) -> PathBuf {
+    let events = dir.join("events.jsonl");
+    let agent = std::process::Command::new(python)
+        .arg(sqlgrade_testkit::data::repo_root().join("tests/support/otel_agent.py"))
+        .arg(endpoint)
+        .arg(sqlgrade_testkit::data::data_dir())
+        .arg(count.to_string())
+        .arg(&events)
+        .arg("gzip")
+        .output()
+        .unwrap();
+    assert!(
+        agent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&agent.stderr)
+    );
+    events
+}
+
+/// The rows of the same events as JSON through the file source (from the repository, like the
+/// daemon: the same rule profiles).
+fn rows_of_json_events(events: &Path, dir: &Path) -> std::collections::BTreeMap<String, Value> {
+    let out = dir.join("file-out");
+    let status = sqlgrade_testkit::cli::sqlgrade(&sqlgrade_testkit::data::repo_root())
+        .arg("run")
+        .env("SQLGRADE__SOURCE__PATH", events)
+        .env("SQLGRADE__SINK__DIR", &out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    rows(&out.join("evaluations.jsonl"))
+}
+
+#[test]
+fn traces_from_the_real_sdk_through_kafka_as_otlp_proto() {
+    let test = "traces_from_the_real_sdk_through_kafka_as_otlp_proto";
+    let Some(python) = otel_python() else {
+        skip(
+            test,
+            "no OpenTelemetry SDK virtualenv (scripts/services.sh install)",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kafka = match sqlgrade_testkit::servers::Tansu::start_in(dir.path()) {
+        Ok(k) => k,
+        Err(e) => {
+            skip(test, &e);
+            return;
+        }
+    };
+    kafka.create_topic("otlp_spans", 2);
+    let batches = dir.path().join("batches.hex");
+    let events = run_agent(
+        &python,
+        &format!("file:{}", batches.display()),
+        200,
+        dir.path(),
+    );
+    let mut payloads: Vec<Vec<u8>> = std::fs::read_to_string(&batches)
+        .unwrap()
+        .lines()
+        .map(|l| hex::decode(l).unwrap())
+        .collect();
+    // A message that is not an OTLP request becomes a dead letter, not a lost or stuck offset.
+    payloads.push(b"not protobuf at all \xff\xff".to_vec());
+    // Split the batches so the spans of a trace land in different messages and partitions.
+    let mut split = Vec::new();
+    for payload in payloads {
+        match ExportTraceServiceRequest::decode(payload.as_slice()) {
+            Ok(request) => {
+                for resource in request.resource_spans {
+                    for scope in resource.scope_spans {
+                        for span in scope.spans {
+                            split.push(
+                                ExportTraceServiceRequest {
+                                    resource_spans: vec![ResourceSpans {
+                                        resource: resource.resource.clone(),
+                                        scope_spans: vec![ScopeSpans {
+                                            spans: vec![span],
+                                            ..Default::default()
+                                        }],
+                                        ..Default::default()
+                                    }],
+                                }
+                                .encode_to_vec(),
+                            );
+                        }
+                    }
+                }
+            }
+            Err(_) => split.push(payload),
+        }
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let producer = sqlgrade_testkit::servers::producer(&kafka.brokers());
+        sqlgrade_testkit::servers::produce_all(&producer, "otlp_spans", 2, &split).await;
+    });
+    let out = dir.path().join("out");
+    let health = free_port();
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nkind = \"kafka\"\nformat = \"otlp_proto\"\nbrokers = \"{}\"\n\
+             topics = [\"otlp_spans\"]\ngroup_id = \"otlp\"\n[source.otlp]\nassembly_window_ms = 30000\n\
+             [sink]\nkind = \"jsonl\"\ndir = {:?}\n[server]\nlisten = \"127.0.0.1:{health}\"\n",
+            kafka.brokers(),
+            out.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::spawn(&config, &dir.path().join("daemon.log"), health);
+    let evaluations = out.join("evaluations.jsonl");
+    let count_rows = || {
+        std::fs::read_to_string(&evaluations)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(90), || count_rows() >= 200),
+        "{} rows, dead letters: {}\n{}",
+        count_rows(),
+        std::fs::read_to_string(out.join("dead_letters.jsonl"))
+            .unwrap_or_default()
+            .chars()
+            .take(3000)
+            .collect::<String>(),
+        daemon.log_text()
+    );
+    // Every message's offset is committed once its traces are written, the bad one included.
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let committed =
+                sqlgrade_testkit::servers::committed(&kafka.brokers(), "otlp", "otlp_spans", 2);
+            committed.values().sum::<i64>() == split.len() as i64
+        }),
+        "{}",
+        daemon.log_text()
+    );
+    assert_eq!(
+        daemon.terminate(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        daemon.log_text()
+    );
+    let from_kafka = rows(&evaluations);
+    let from_json = rows_of_json_events(&events, dir.path());
+    assert_eq!(from_kafka.len(), 200);
+    for (key, row) in &from_json {
+        assert_eq!(from_kafka.get(key), Some(row), "{key}");
+    }
+    let failed = from_kafka
+        .values()
+        .filter(|r| r.to_string().contains("query_fails"))
+        .count();
+    assert_eq!(failed, 20);
+    let dead = std::fs::read_to_string(out.join("dead_letters.jsonl")).unwrap();
+    assert_eq!(dead.lines().count(), 1, "{dead}");
 }

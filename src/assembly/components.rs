@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
-use crate::config::{Config, DurableCacheMode, JudgeConfig, JudgeKind, SourceKind};
+use crate::config::{Config, DurableCacheMode, JudgeConfig, JudgeKind, SourceFormat, SourceKind};
+use crate::otlp::{OtlpEncoding, OtlpMessages};
 
 use super::error::*;
 use crate::health::Health;
@@ -30,21 +31,42 @@ pub fn build_source_with_health(
     config: &Config,
     health: Option<Arc<Health>>,
 ) -> Result<Box<dyn Source>, BuildError> {
-    let max_line = config.pipeline.max_event_bytes;
-    match config.source.kind {
-        SourceKind::File => Ok(Box::new(FileSource::new(
+    let encoding = match config.source.format {
+        SourceFormat::Event => None,
+        SourceFormat::OtlpProto => Some(OtlpEncoding::Protobuf),
+        SourceFormat::OtlpJson => Some(OtlpEncoding::Json),
+    };
+    // A line holding a whole OTLP request may be as long as a request may be.
+    let max_line = match encoding {
+        Some(_) => config
+            .pipeline
+            .max_event_bytes
+            .max(config.source.otlp.max_body_bytes),
+        None => config.pipeline.max_event_bytes,
+    };
+    let source: Box<dyn Source> = match config.source.kind {
+        SourceKind::File => Box::new(FileSource::new(
             &config.source.path,
             config.source.follow,
             max_line,
-        ))),
-        SourceKind::Stdin => Ok(Box::new(StdinSource::new(max_line))),
-        SourceKind::Kafka => Ok(Box::new(KafkaSource::new(&config.source, health)?)),
-        SourceKind::Otlp => Ok(Box::new(crate::otlp::OtlpSource::bind(
+        )),
+        SourceKind::Stdin => Box::new(StdinSource::new(max_line)),
+        SourceKind::Kafka => Box::new(KafkaSource::new(&config.source, health)?),
+        SourceKind::Otlp => Box::new(crate::otlp::OtlpSource::bind(
             &config.source.otlp,
             &config.source.otlp_mapping,
             health,
-        )?)),
-    }
+        )?),
+    };
+    Ok(match encoding {
+        Some(encoding) if config.source.kind != SourceKind::Otlp => Box::new(OtlpMessages::new(
+            source,
+            encoding,
+            &config.source.otlp,
+            &config.source.otlp_mapping,
+        )),
+        _ => source,
+    })
 }
 
 /// The configured judge (`[judge]`). The LLM judge's client consults its in-memory cache, then

@@ -30,7 +30,7 @@ pub use crate::serve::config::ServerSettings;
 use crate::settings::redact;
 pub use crate::settings::{REDACTED, Secret, is_secret_key, redact_url};
 pub use crate::sink::config::{ClusterConfig, ClusterWrite, SinkConfig, SinkKind};
-pub use crate::source::config::{SourceConfig, SourceKind};
+pub use crate::source::config::{OtlpConfig, SourceConfig, SourceFormat, SourceKind};
 pub use crate::telemetry::config::TelemetryConfig;
 
 /// Environment variable prefix (`SQLGRADE__JUDGE__BASE_URL` → `judge.base_url`).
@@ -172,8 +172,22 @@ impl Config {
             }
             _ => {}
         }
-        if self.source.kind == SourceKind::Otlp {
+        if self.source.kind == SourceKind::Otlp || self.source.format != SourceFormat::Event {
             problems.extend(self.source.otlp.problems());
+        }
+        match (self.source.kind, self.source.format) {
+            (SourceKind::Otlp, SourceFormat::Event) | (SourceKind::Kafka, _) => {}
+            (SourceKind::Otlp, _) => problems.push(
+                "source.format applies to kafka, file and stdin sources; kind = \"otlp\" reads \
+                 OTLP requests already"
+                    .to_string(),
+            ),
+            (_, SourceFormat::OtlpProto) => problems.push(
+                "source.format = \"otlp_proto\" needs source.kind = \"kafka\" (binary \
+                 messages); lines of a file or stdin can be \"otlp_json\""
+                    .to_string(),
+            ),
+            _ => {}
         }
         problems.extend(self.gold_judge_problems());
         problems.extend(self.sink.problems());

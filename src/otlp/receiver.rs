@@ -14,10 +14,9 @@
 //! trace and span id). Malformed bodies are 400, a body over `max_body_bytes` 413, another
 //! content type 415, a missing or wrong bearer token 401.
 
-use std::collections::HashMap;
 use std::io::Read as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,67 +34,15 @@ use prost::Message as _;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
 use super::decode::{Decoded, decode_json, decode_protobuf};
+use super::emit::{Emitter, OtlpStats, Waiter};
 use super::traces::{ReadyTrace, TraceBuffer};
 use crate::health::{ComponentHealth, Health};
 use crate::source::config::OtlpConfig;
-use crate::source::{AckToken, Acknowledge, Position, Source, SourceError, SourceMessage};
-use crate::spans::{SpanMapping, events_of_trace};
+use crate::source::{Source, SourceError, SourceMessage};
+use crate::spans::SpanMapping;
 
 /// The health component of the receiver.
 pub const HEALTH_COMPONENT: &str = "otlp_receiver";
-
-/// What the receiver has seen (a snapshot of its counters).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OtlpStats {
-    /// Requests answered 200.
-    pub requests_ok: u64,
-    /// Requests refused (4xx) or asked to retry (429/503).
-    pub requests_refused: u64,
-    /// Spans received in well-formed requests.
-    pub spans: u64,
-    /// Spans rejected (malformed ids; named in the partial success).
-    pub spans_rejected: u64,
-    /// Spans that made no event (not a database span with SQL), dropped.
-    pub spans_dropped: u64,
-    /// Traces out of the buffer.
-    pub traces: u64,
-    /// Traces out because their window passed (no root span).
-    pub traces_expired: u64,
-    /// Events made (one per database span).
-    pub events: u64,
-    /// Events without a question (dead letters at decode, naming why).
-    pub events_without_question: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    requests_ok: AtomicU64,
-    requests_refused: AtomicU64,
-    spans: AtomicU64,
-    spans_rejected: AtomicU64,
-    spans_dropped: AtomicU64,
-    traces: AtomicU64,
-    traces_expired: AtomicU64,
-    events: AtomicU64,
-    events_without_question: AtomicU64,
-}
-
-impl Counters {
-    fn snapshot(&self) -> OtlpStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        OtlpStats {
-            requests_ok: get(&self.requests_ok),
-            requests_refused: get(&self.requests_refused),
-            spans: get(&self.spans),
-            spans_rejected: get(&self.spans_rejected),
-            spans_dropped: get(&self.spans_dropped),
-            traces: get(&self.traces),
-            traces_expired: get(&self.traces_expired),
-            events: get(&self.events),
-            events_without_question: get(&self.events_without_question),
-        }
-    }
-}
 
 /// One request waiting for the traces it contributed to.
 struct RequestWait {
@@ -103,7 +50,7 @@ struct RequestWait {
     done: Notify,
 }
 
-impl RequestWait {
+impl Waiter for RequestWait {
     fn done_one(&self) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.done.notify_one();
@@ -111,105 +58,21 @@ impl RequestWait {
     }
 }
 
-/// The events of one trace not yet acknowledged, and the requests waiting for them.
-struct Emission {
-    outstanding: usize,
-    waiters: Vec<Arc<RequestWait>>,
-}
-
-/// Counts acknowledgements down per trace (`Position::offset` is the trace's emission).
-#[derive(Default)]
-struct AckBoard {
-    emissions: Mutex<HashMap<i64, Emission>>,
-}
-
-impl Acknowledge for AckBoard {
-    fn ack(&self, position: &Position) {
-        let finished = {
-            let mut emissions = self.emissions.lock().unwrap_or_else(|p| p.into_inner());
-            match emissions.get_mut(&position.offset) {
-                Some(e) if e.outstanding > 1 => {
-                    e.outstanding -= 1;
-                    None
-                }
-                Some(_) => emissions.remove(&position.offset),
-                None => None,
-            }
-        };
-        for waiter in finished.into_iter().flat_map(|e| e.waiters) {
-            waiter.done_one();
-        }
-    }
-}
-
 struct Shared {
     config: OtlpConfig,
-    mapping: SpanMapping,
     token: Option<String>,
-    buffer: Mutex<TraceBuffer<Arc<RequestWait>>>,
+    buffer: Mutex<TraceBuffer<Arc<dyn Waiter>>>,
     tx: mpsc::Sender<SourceMessage>,
-    acks: Arc<AckBoard>,
+    emitter: Emitter,
     permits: Semaphore,
     accepting: AtomicBool,
-    next_emission: AtomicI64,
-    counters: Counters,
 }
 
 impl Shared {
     /// Hand the events of `ready` traces to the pipeline.
-    async fn emit(&self, ready: Vec<ReadyTrace<Arc<RequestWait>>>) {
+    async fn emit(&self, ready: Vec<ReadyTrace<Arc<dyn Waiter>>>) {
         for trace in ready {
-            self.counters.traces.fetch_add(1, Ordering::Relaxed);
-            if trace.expired {
-                self.counters.traces_expired.fetch_add(1, Ordering::Relaxed);
-            }
-            let events = events_of_trace(&trace.spans, &self.mapping);
-            self.counters
-                .spans_dropped
-                .fetch_add((trace.spans.len() - events.len()) as u64, Ordering::Relaxed);
-            if events.is_empty() {
-                for waiter in trace.waiters {
-                    waiter.done_one();
-                }
-                continue;
-            }
-            let emission = self.next_emission.fetch_add(1, Ordering::Relaxed);
-            self.acks
-                .emissions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    emission,
-                    Emission {
-                        outstanding: events.len(),
-                        waiters: trace.waiters,
-                    },
-                );
-            for (index, event) in events.into_iter().enumerate() {
-                self.counters.events.fetch_add(1, Ordering::Relaxed);
-                let mut payload = event.payload;
-                if let Some(why) = event.missing_question {
-                    self.counters
-                        .events_without_question
-                        .fetch_add(1, Ordering::Relaxed);
-                    // The decode stage refuses it (no `question`); the dead letter keeps why.
-                    if let Some(object) = payload.as_object_mut() {
-                        object.insert("question_missing".into(), serde_json::Value::String(why));
-                    }
-                }
-                let message = SourceMessage {
-                    payload: serde_json::to_vec(&payload).unwrap_or_default(),
-                    origin: format!("otlp:trace/{}/span/{}", event.trace_id, event.span_id),
-                    ack: AckToken::new(
-                        Position {
-                            stream: "otlp".into(),
-                            partition: i32::try_from(index).unwrap_or(i32::MAX),
-                            offset: emission,
-                        },
-                        self.acks.clone(),
-                    ),
-                    source_time: None,
-                };
+            for message in self.emitter.messages(trace) {
                 if self.tx.send(message).await.is_err() {
                     // The source is gone (shutdown): the request is not answered 200.
                     return;
@@ -265,7 +128,6 @@ impl OtlpSource {
         let (tx, rx) = mpsc::channel(4096);
         let shared = Arc::new(Shared {
             config: config.clone(),
-            mapping: mapping.clone(),
             token,
             buffer: Mutex::new(TraceBuffer::new(
                 Duration::from_millis(config.assembly_window_ms.max(1)),
@@ -273,11 +135,9 @@ impl OtlpSource {
                 config.max_pending_bytes,
             )),
             tx,
-            acks: Arc::new(AckBoard::default()),
+            emitter: Emitter::new(mapping.clone()),
             permits: Semaphore::new(config.max_concurrent_requests.max(1)),
             accepting: AtomicBool::new(true),
-            next_emission: AtomicI64::new(0),
-            counters: Counters::default(),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let app = Router::new()
@@ -316,13 +176,13 @@ impl OtlpSource {
 
     /// A snapshot of its counters.
     pub fn stats(&self) -> OtlpStats {
-        self.shared.counters.snapshot()
+        self.shared.emitter.counters.snapshot()
     }
 
     /// A handle that reads the counters while the pipeline owns the source.
     pub fn stats_handle(&self) -> impl Fn() -> OtlpStats + Send + Sync + 'static {
         let shared = Arc::clone(&self.shared);
-        move || shared.counters.snapshot()
+        move || shared.emitter.counters.snapshot()
     }
 }
 
@@ -426,6 +286,7 @@ fn error_response(
     retry_after: Option<u64>,
 ) -> Response {
     shared
+        .emitter
         .counters
         .requests_refused
         .fetch_add(1, Ordering::Relaxed);
@@ -459,7 +320,11 @@ fn error_response(
 }
 
 fn success_response(shared: &Shared, json: bool, decoded: &Decoded) -> Response {
-    shared.counters.requests_ok.fetch_add(1, Ordering::Relaxed);
+    shared
+        .emitter
+        .counters
+        .requests_ok
+        .fetch_add(1, Ordering::Relaxed);
     let partial = (decoded.rejected > 0).then(|| ExportTracePartialSuccess {
         rejected_spans: decoded.rejected as i64,
         error_message: decoded.rejections.join("; "),
@@ -580,11 +445,12 @@ async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             return error_response(&shared, StatusCode::BAD_REQUEST, json, message, None);
         }
     };
-    shared.counters.spans.fetch_add(
+    shared.emitter.counters.spans.fetch_add(
         (decoded.spans.len() + decoded.rejected) as u64,
         Ordering::Relaxed,
     );
     shared
+        .emitter
         .counters
         .spans_rejected
         .fetch_add(decoded.rejected as u64, Ordering::Relaxed);
@@ -597,6 +463,7 @@ async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         remaining: AtomicUsize::new(usize::MAX),
         done: Notify::new(),
     });
+    let waiter: Arc<dyn Waiter> = Arc::clone(&wait) as Arc<dyn Waiter>;
     let ready = {
         let mut buffer = shared.buffer.lock().unwrap_or_else(|p| p.into_inner());
         if !buffer.has_room(&spans) {
@@ -609,7 +476,7 @@ async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
                 Some(2),
             );
         }
-        let ready = buffer.add(spans, Arc::clone(&wait), Instant::now());
+        let ready = buffer.add(spans, waiter, false, Instant::now());
         // Only the traces ready here count the request down, once emitted below: set the
         // count first.
         wait.remaining.store(ready.len() + 1, Ordering::Release);

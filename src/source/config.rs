@@ -25,12 +25,30 @@ pub enum SourceKind {
     Otlp,
 }
 
+/// What each message (Kafka) or line (file, stdin) of a source holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    /// One sqlgrade event (JSON).
+    #[default]
+    Event,
+    /// One OTLP `ExportTraceServiceRequest`, protobuf (the Collector's Kafka exporter with
+    /// `encoding: otlp_proto`, its default): Kafka only.
+    OtlpProto,
+    /// One OTLP `ExportTraceServiceRequest`, JSON (the Collector's Kafka exporter with
+    /// `encoding: otlp_json`, or its file exporter, one request per line).
+    OtlpJson,
+}
+
 /// `[source]`. Its `Debug` redacts secret-looking `kafka_properties` (SASL passwords).
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SourceConfig {
     /// `file` | `kafka` | `stdin` | `otlp`.
     pub kind: SourceKind,
+    /// What the messages or lines hold: `event` | `otlp_proto` | `otlp_json` (traces,
+    /// assembled and mapped as for `kind = "otlp"`, with `[source.otlp]`'s window and bounds).
+    pub format: SourceFormat,
     /// JSONL file for `kind = "file"`.
     pub path: PathBuf,
     /// Keep tailing the file after EOF (like `tail -f`).
@@ -174,6 +192,7 @@ impl fmt::Debug for SourceConfig {
             .collect();
         f.debug_struct("SourceConfig")
             .field("kind", &self.kind)
+            .field("format", &self.format)
             .field("path", &self.path)
             .field("follow", &self.follow)
             .field("brokers", &self.brokers)
@@ -194,6 +213,7 @@ impl Default for SourceConfig {
     fn default() -> Self {
         SourceConfig {
             kind: SourceKind::File,
+            format: SourceFormat::Event,
             path: PathBuf::from("examples/events.jsonl"),
             follow: false,
             brokers: None,

@@ -11,6 +11,10 @@ through the SDK's BatchSpanProcessor and OTLPSpanExporter (protobuf, optionally 
 It also writes, beside the traces, the equivalent events in sqlgrade's own JSON contract (the
 same ids, times and results), so the test can compare the rows of both routes.
 
+With ENDPOINT `file:PATH` the same batches are encoded as the Collector's Kafka exporter
+writes them (one protobuf `ExportTraceServiceRequest` per message), one hex line per batch in
+PATH, for the test to produce into Kafka.
+
 usage: otel_agent.py ENDPOINT DATA_DIR COUNT EVENTS_OUT [gzip]
 """
 
@@ -26,7 +30,8 @@ from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 endpoint, data_dir, count, events_out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -34,7 +39,25 @@ compression = Compression.Gzip if "gzip" in sys.argv[5:] else Compression.NoComp
 
 resource = Resource.create({"service.name": "bird-agent", "service.version": "2.3.1"})
 provider = TracerProvider(resource=resource)
-exporter = OTLPSpanExporter(endpoint=endpoint, compression=compression, timeout=30)
+class HexFileExporter(SpanExporter):
+    """One protobuf ExportTraceServiceRequest per batch, hex, one per line."""
+
+    def __init__(self, path):
+        self.out = open(path, "w")
+
+    def export(self, spans):
+        self.out.write(encode_spans(spans).SerializeToString().hex() + "\n")
+        self.out.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self):
+        self.out.close()
+
+
+if endpoint.startswith("file:"):
+    exporter = HexFileExporter(endpoint[len("file:"):])
+else:
+    exporter = OTLPSpanExporter(endpoint=endpoint, compression=compression, timeout=30)
 # Small batches and a short delay: traces are split across requests, as in production.
 provider.add_span_processor(
     BatchSpanProcessor(exporter, max_export_batch_size=64, schedule_delay_millis=200)

@@ -5,12 +5,13 @@
 //! N events (default 100,000: the shared BIRD and Spider predictions, cycled with fresh ids, no
 //! gold data), each also written as an agent's trace — a root span with the question
 //! (`input.value`), an LLM span (`gen_ai.request.model`) and a database span (the SQL) — packed
-//! 100 traces per protobuf `ExportTraceServiceRequest`.
+//! 500 traces (1,500 spans) per protobuf `ExportTraceServiceRequest`, about what a Collector's
+//! batch processor sends.
 //!
 //! 1. **File**: the release `sqlgrade run`, file source → JSONL: wall time, events/s, the
 //!    child's CPU per event (`getrusage(RUSAGE_CHILDREN)`).
-//! 2. **OTLP/HTTP**: the same binary with `[source] kind = "otlp"` → JSONL; 4 concurrent
-//!    clients post the requests; each answer comes once the request's events are written, so
+//! 2. **OTLP/HTTP**: the same binary with `[source] kind = "otlp"` → JSONL; 8 concurrent
+//!    clients post the requests (a Collector's sending queue has 10 consumers); each answer comes once the request's events are written, so
 //!    the time from the first post to the last answer is the throughput; CPU per event likewise.
 //!    Target: ≥ 80 % of the file source's events/s.
 //! 3. **Memory of pending traces**: 10,000 traces whose root never comes (database spans only,
@@ -29,6 +30,11 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
+
+/// Traces per request (three spans each).
+const TRACES_PER_REQUEST: usize = 500;
+/// Requests in flight at once.
+const CLIENTS: usize = 8;
 
 fn events_arg() -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -250,7 +256,7 @@ fn main() {
     // 2. OTLP/HTTP → JSONL.
     let bodies: Vec<Vec<u8>> = (0..n)
         .collect::<Vec<_>>()
-        .chunks(100)
+        .chunks(TRACES_PER_REQUEST)
         .map(|chunk| {
             request(
                 chunk
@@ -265,7 +271,7 @@ fn main() {
     let cpu0 = children_cpu();
     let (mut child, port) = spawn_otlp(dir.path(), &out, 5_000);
     let started = Instant::now();
-    post_all(port, bodies, 4);
+    post_all(port, bodies, CLIENTS);
     let otlp_wall = started.elapsed();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -274,7 +280,7 @@ fn main() {
     assert_eq!(rows(&out), n, "one row per event");
     let otlp_rate = n as f64 / otlp_wall.as_secs_f64();
     println!(
-        "  OTLP/HTTP (protobuf, 100 traces per request, {:.1} MB) → JSONL: {:.2} s = {otlp_rate:.0} events/s ({:.0} % of the file source); {:.1} µs CPU per event (whole run)",
+        "  OTLP/HTTP (protobuf, {TRACES_PER_REQUEST} traces per request, {CLIENTS} clients, {:.1} MB) → JSONL: {:.2} s = {otlp_rate:.0} events/s ({:.0} % of the file source); {:.1} µs CPU per event (whole run)",
         body_bytes as f64 / 1e6,
         otlp_wall.as_secs_f64(),
         100.0 * otlp_rate / file_rate,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -46,11 +47,29 @@ pub enum Phase {
     Draining,
 }
 
+/// How often and how long one component was not `Ok` (degraded or failed) during the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Outage {
+    /// Times it left `Ok`.
+    pub episodes: u32,
+    /// Time spent not `Ok`, the ongoing episode included.
+    pub total: Duration,
+    /// The longest episode.
+    pub longest: Duration,
+}
+
+#[derive(Debug, Default)]
+struct OutageClock {
+    since: Option<Instant>,
+    outage: Outage,
+}
+
 /// Shared health registry (cheap to update from any task).
 #[derive(Debug)]
 pub struct Health {
     phase: AtomicU8,
     components: Mutex<BTreeMap<String, ComponentHealth>>,
+    outages: Mutex<BTreeMap<String, OutageClock>>,
 }
 
 impl Default for Health {
@@ -72,6 +91,7 @@ impl Health {
         Health {
             phase: AtomicU8::new(0),
             components: Mutex::new(BTreeMap::new()),
+            outages: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -101,12 +121,54 @@ impl Health {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let previous = map.insert(component.to_string(), state.clone());
+        {
+            let mut outages = self
+                .outages
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let clock = outages.entry(component.to_string()).or_default();
+            match (&state, clock.since) {
+                (ComponentHealth::Ok, Some(since)) => {
+                    let episode = since.elapsed();
+                    clock.outage.total += episode;
+                    clock.outage.longest = clock.outage.longest.max(episode);
+                    clock.since = None;
+                }
+                (ComponentHealth::Degraded(_) | ComponentHealth::Failed(_), None) => {
+                    clock.outage.episodes += 1;
+                    clock.since = Some(Instant::now());
+                }
+                _ => {}
+            }
+        }
         if previous.as_ref() != Some(&state) {
             match (&previous, &state) {
                 (Some(ComponentHealth::Ok) | None, ComponentHealth::Ok) => {}
                 _ => tracing::info!(component, state = ?state, "health changed"),
             }
         }
+    }
+
+    /// Each component that was not `Ok` at some point: how often and how long (an ongoing
+    /// episode counted up to now).
+    pub fn outages(&self) -> BTreeMap<String, Outage> {
+        let outages = self
+            .outages
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        outages
+            .iter()
+            .filter(|(_, c)| c.outage.episodes > 0)
+            .map(|(name, c)| {
+                let mut outage = c.outage;
+                if let Some(since) = c.since {
+                    let ongoing = since.elapsed();
+                    outage.total += ongoing;
+                    outage.longest = outage.longest.max(ongoing);
+                }
+                (name.clone(), outage)
+            })
+            .collect()
     }
 
     /// Every component's current state, by name.
@@ -271,6 +333,25 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn outages_count_episodes_and_time_away_from_ok() {
+        let health = Health::new();
+        health.set("sink", ComponentHealth::Ok);
+        assert!(health.outages().is_empty());
+        health.set("sink", ComponentHealth::Degraded("retrying".into()));
+        std::thread::sleep(Duration::from_millis(20));
+        // Another degraded report of the same episode is not a new one.
+        health.set("sink", ComponentHealth::Degraded("still retrying".into()));
+        health.set("sink", ComponentHealth::Ok);
+        health.set("kafka", ComponentHealth::Degraded("no broker".into()));
+        let outages = health.outages();
+        let sink = outages["sink"];
+        assert_eq!(sink.episodes, 1);
+        assert!(sink.total >= Duration::from_millis(20) && sink.longest == sink.total);
+        // The ongoing one counts up to now.
+        assert_eq!(outages["kafka"].episodes, 1);
+    }
 
     async fn get_status(addr: SocketAddr, path: &str) -> (u16, String) {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -36,6 +36,26 @@ impl RunStats {
                 line.as_secs_f64()
             );
         }
+        if !self.outages.is_empty() {
+            let outages: Vec<String> = self
+                .outages
+                .iter()
+                .map(|(component, o)| {
+                    format!(
+                        "{component} {}× {:.1} s (longest {:.1} s)",
+                        o.episodes,
+                        o.total.as_secs_f64(),
+                        o.longest.as_secs_f64()
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<18}{} (degraded or failed; retried, nothing lost)",
+                "outages",
+                outages.join(", ")
+            );
+        }
         let stef = &self.stef;
         if stef.count > 0 {
             let _ = writeln!(

@@ -89,6 +89,10 @@ impl Daemon {
         )
         .await?;
         let agreement = agreement_monitor(config, reader, alert_handle);
+        if let Some(telemetry) = telemetry.as_mut() {
+            let health = Arc::clone(&health);
+            telemetry.observe_outages(move || outage_stats(&health));
+        }
         if let (Some(telemetry), Some((monitor, _))) = (telemetry.as_mut(), &agreement) {
             let board = monitor.board();
             telemetry.observe_agreement(move || board.rows());
@@ -192,8 +196,31 @@ impl Daemon {
                 .map_or(TELEMETRY_GRACE, |r| r.min(TELEMETRY_GRACE));
             finish_telemetry(telemetry, grace).await;
         }
-        result
+        result.map(|mut summary| {
+            summary.outages = outage_stats(&health);
+            summary
+        })
     }
+}
+
+/// The health registry's outages as run statistics.
+pub(super) fn outage_stats(
+    health: &Health,
+) -> std::collections::BTreeMap<String, crate::stats::OutageStats> {
+    health
+        .outages()
+        .into_iter()
+        .map(|(component, o)| {
+            (
+                component,
+                crate::stats::OutageStats {
+                    episodes: o.episodes,
+                    total: o.total,
+                    longest: o.longest,
+                },
+            )
+        })
+        .collect()
 }
 
 /// How long the agreement monitor's last poll may take when the daemon stops.

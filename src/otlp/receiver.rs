@@ -243,6 +243,12 @@ impl Source for OtlpSource {
         }
     }
 
+    fn batch_linger(&self) -> Option<Duration> {
+        Some(Duration::from_millis(
+            self.shared.config.batch_linger_ms.max(1),
+        ))
+    }
+
     async fn finish(&mut self) -> Result<(), SourceError> {
         let _ = self.stop_tx.send(true);
         let stats = self.stats();

@@ -2,7 +2,7 @@
 //! finishes the source once everything it handed out is written or abandoned.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
@@ -41,11 +41,19 @@ impl Pipeline {
         pipeline: &PipelineConfig,
         batching: &SinkConfig,
     ) -> Pipeline {
+        let mut options = Knobs::new(pipeline, batching);
+        // A source whose senders wait for their rows (an OTLP exporter sends one request at a
+        // time) asks for batches to be written sooner.
+        if let Some(linger) = source.batch_linger() {
+            options.flush_interval = options
+                .flush_interval
+                .min(linger.max(Duration::from_millis(1)));
+        }
         Pipeline {
             source,
             sink,
             scorer,
-            options: Knobs::new(pipeline, batching),
+            options,
             transform: None,
             progress: None,
             alerts: None,

@@ -108,6 +108,10 @@ pub struct OtlpConfig {
     /// How long a request waits for its events to be written before it is answered 503 (the
     /// exporter retries; a re-sent span is the same event).
     pub request_timeout_ms: u64,
+    /// The longest a batch of rows waits for more before it is written, when shorter than
+    /// `[sink] flush_interval_ms`: a request is answered once its rows are written, and an
+    /// exporter sends its next request only then.
+    pub batch_linger_ms: u64,
 }
 
 impl fmt::Debug for OtlpConfig {
@@ -121,6 +125,7 @@ impl fmt::Debug for OtlpConfig {
             .field("max_pending_bytes", &self.max_pending_bytes)
             .field("max_concurrent_requests", &self.max_concurrent_requests)
             .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("batch_linger_ms", &self.batch_linger_ms)
             .finish()
     }
 }
@@ -136,6 +141,7 @@ impl Default for OtlpConfig {
             max_pending_bytes: 64 * 1024 * 1024,
             max_concurrent_requests: 64,
             request_timeout_ms: 8_000,
+            batch_linger_ms: 20,
         }
     }
 }
@@ -160,6 +166,7 @@ impl OtlpConfig {
                 self.max_concurrent_requests as u64,
             ),
             ("request_timeout_ms", self.request_timeout_ms),
+            ("batch_linger_ms", self.batch_linger_ms),
         ] {
             if value == 0 {
                 problems.push(format!("source.otlp.{key} must be at least 1"));

@@ -84,6 +84,14 @@ pub trait Source: Send {
     /// Record source-side telemetry (the Kafka source's consumer lag) into `metrics`.
     fn attach_metrics(&mut self, _metrics: crate::telemetry::PipelineMetrics) {}
 
+    /// How long a batch may wait for more rows before it is written, when this source needs it
+    /// shorter than `[sink] flush_interval_ms`: its senders wait for their rows to be written
+    /// (the OTLP receiver answers a request then, and an exporter sends one request at a
+    /// time). `None`: the sink's setting.
+    fn batch_linger(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Where this source's undecodable payloads go, when it keeps them itself (the Kafka
     /// source's dead-letter topic); `None`: to the sink's dead letters.
     fn dead_letter_route(&self) -> Option<Arc<dyn DeadLetterRoute>> {

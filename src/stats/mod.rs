@@ -286,6 +286,20 @@ pub struct RunStats {
     pub line_rate_elapsed: Option<Duration>,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
+    /// Components that were degraded or failed during the run (the daemon's health): how
+    /// often, for how long in all, the longest episode.
+    pub outages: BTreeMap<String, OutageStats>,
+}
+
+/// One component's time away from `Ok` during a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OutageStats {
+    /// Times it left `Ok`.
+    pub episodes: u32,
+    /// Time not `Ok` in all.
+    pub total: Duration,
+    /// The longest episode.
+    pub longest: Duration,
 }
 
 impl RunStats {

@@ -414,6 +414,50 @@ impl Telemetry {
         }
     }
 
+    /// Export the components' outages, by `component`, read from the daemon's health registry:
+    /// `sqlgrade.component.outages` (episodes, an observable counter) and
+    /// `sqlgrade.component.outage_seconds` (time not `Ok` so far, a gauge).
+    pub fn observe_outages(
+        &mut self,
+        read: impl Fn() -> std::collections::BTreeMap<String, crate::stats::OutageStats>
+        + Send
+        + Sync
+        + 'static,
+    ) {
+        let meter = self.provider.meter("sqlgrade");
+        let read = std::sync::Arc::new(read);
+        let episodes = std::sync::Arc::clone(&read);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.component.outages")
+                .with_description("Times a component left Ok (degraded or failed)")
+                .with_callback(move |o| {
+                    for (component, outage) in episodes() {
+                        o.observe(
+                            u64::from(outage.episodes),
+                            &[KeyValue::new("component", component)],
+                        );
+                    }
+                })
+                .build(),
+        );
+        self.f64_gauges.push(
+            meter
+                .f64_observable_gauge("sqlgrade.component.outage_seconds")
+                .with_description("Time a component was not Ok (degraded or failed)")
+                .with_unit("s")
+                .with_callback(move |o| {
+                    for (component, outage) in read() {
+                        o.observe(
+                            outage.total.as_secs_f64(),
+                            &[KeyValue::new("component", component)],
+                        );
+                    }
+                })
+                .build(),
+        );
+    }
+
     /// Export the second pass: `sqlgrade.judge.selected` (by `reason`), `.judged`,
     /// `.pass.cache_hits`, `.failures`, `.shed` (by `reason`) — observable counters;
     /// `sqlgrade.judge.queue.depth` and `.queue.oldest_wait` (s); `sqlgrade.judge.budget.spent`

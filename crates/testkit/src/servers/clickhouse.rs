@@ -135,6 +135,11 @@ impl ClickHouse {
         stop_child(&mut self.child, "TERM", Duration::from_secs(20));
     }
 
+    /// SIGKILL (a crash); [`ClickHouse::start_again`] brings it back on the same ports and data.
+    pub fn kill(&mut self) {
+        stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+
     /// Start again on the same ports and data.
     pub fn restart(&mut self) {
         self.stop();

@@ -107,6 +107,12 @@ impl Tansu {
         stop_child(&mut self.child, "TERM", Duration::from_secs(10));
     }
 
+    /// SIGKILL (a crash: nothing flushed); [`Tansu::start_again`] brings it back on the same
+    /// port and storage.
+    pub fn kill(&mut self) {
+        stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+
     /// Start after [`Tansu::stop`] on the same port and storage.
     pub fn start_again(&mut self) {
         self.launch().expect("tansu restarts");

@@ -192,6 +192,12 @@ drain_grace_ms = 1000
         .lines()
         .find(|l| l.trim_start().starts_with("outages"))
         .unwrap_or_else(|| panic!("no outages line in the summary:\n{log}"));
+    eprintln!(
+        "{}\njudged {} of {} selected",
+        outages.trim(),
+        judged_ids.len(),
+        expected.len()
+    );
     assert!(
         outages.contains("kafka") || outages.contains("clickhouse"),
         "{outages}"

@@ -75,7 +75,7 @@ pub fn build_second_pass(
             let feeder =
                 spawn_kafka_feeder(Box::new(source), Arc::clone(&queue), Arc::clone(&stop));
             let producer = crate::kafka::producer(&config.source, "sqlgrade-judge-work")?;
-            let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop, health));
+            let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop, health.clone()));
             (
                 queue,
                 sink as Arc<dyn WorkSink>,
@@ -105,7 +105,8 @@ pub fn build_second_pass(
         Duration::from_millis(budget.max_wait_ms.max(1)),
         (!census).then(|| drain_grace(budget.drain_grace_ms, config.pipeline.shutdown_timeout_ms)),
         leftover,
-    );
+    )
+    .with_health(health);
     tracing::info!(
         mode = ?mode,
         uniform_rate = budget.uniform_rate,

@@ -11,12 +11,13 @@
 //! their reasons; `judge_error` rows stay for failures of the judgment itself (a reply that
 //! stays invalid after its repair, a request the server rejects).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::health::{ComponentHealth, Health};
 use crate::judge::JudgeError;
 
 /// Outage failures in a row that open the circuit.
@@ -51,18 +52,32 @@ enum State {
 pub struct Breaker {
     state: Mutex<State>,
     changed: Notify,
+    health: Option<Arc<Health>>,
 }
+
+/// The health component the breaker reports to: degraded while the circuit is not closed.
+pub const HEALTH_COMPONENT: &str = "judge";
 
 impl Default for Breaker {
     fn default() -> Self {
         Breaker {
             state: Mutex::new(State::Closed { failures: 0 }),
             changed: Notify::new(),
+            health: None,
         }
     }
 }
 
 impl Breaker {
+    /// A breaker that reports to `health` (`judge`: degraded while open or probing, so
+    /// `/readyz` and the run's outages show a paused judge).
+    pub fn with_health(health: Arc<Health>) -> Breaker {
+        Breaker {
+            health: Some(health),
+            ..Breaker::default()
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -105,6 +120,9 @@ impl Breaker {
         if *state != (State::Closed { failures: 0 }) {
             if !matches!(*state, State::Closed { .. }) {
                 tracing::info!("the LLM judge answers again; judging resumes");
+                if let Some(health) = &self.health {
+                    health.set(HEALTH_COMPONENT, ComponentHealth::Ok);
+                }
             }
             *state = State::Closed { failures: 0 };
             drop(state);
@@ -134,6 +152,12 @@ impl Breaker {
         drop(state);
         tracing::warn!(%error, pause_ms = pause.as_millis() as u64,
             "the LLM judge is unreachable; pausing the judge stage (queued work waits)");
+        if let Some(health) = &self.health {
+            health.set(
+                HEALTH_COMPONENT,
+                ComponentHealth::Degraded(format!("unreachable, paused: {error}")),
+            );
+        }
         self.changed.notify_waiters();
         true
     }

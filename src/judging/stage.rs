@@ -132,6 +132,14 @@ impl JudgeStage {
         }
     }
 
+    /// Report the judge's pauses to `health` (live runs: the stage has a breaker).
+    pub fn with_health(mut self, health: Option<Arc<crate::health::Health>>) -> JudgeStage {
+        if let (Some(health), Some(_)) = (health, &self.breaker) {
+            self.breaker = Some(Arc::new(Breaker::with_health(health)));
+        }
+        self
+    }
+
     /// Judge until the queue is closed and empty, or the drain grace ends; judged rows go to
     /// `out`.
     pub async fn run(mut self, out: mpsc::Sender<JudgedOutput>) {

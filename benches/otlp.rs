@@ -46,13 +46,7 @@ fn events_arg() -> usize {
 }
 
 fn children_cpu() -> Duration {
-    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_CHILDREN is a constant the kernel knows.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    support::children_usage().0
 }
 
 fn kv(key: &str, value: &str) -> KeyValue {

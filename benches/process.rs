@@ -19,7 +19,7 @@
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sqlgrade::stef::RuleProfile;
 
@@ -30,18 +30,6 @@ fn events_arg() -> usize {
         .and_then(|i| argv.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000)
-}
-
-/// CPU time (user + system) and peak RSS (KiB) of the waited-for children so far.
-fn children_usage() -> (Duration, i64) {
-    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_CHILDREN is a constant the kernel knows.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    if rc != 0 {
-        return (Duration::ZERO, 0);
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
-    (tv(usage.ru_utime) + tv(usage.ru_stime), usage.ru_maxrss)
 }
 
 fn main() {
@@ -107,11 +95,11 @@ fn main() {
             .env("SQLGRADE__SINK__DIR", &out_dir)
             .env("RUST_LOG", "warn")
             .current_dir(dir.path());
-        let (cpu_before, _) = children_usage();
+        let (cpu_before, _) = support::children_usage();
         let started = Instant::now();
         let output = cmd.output().expect("run sqlgrade");
         let wall = started.elapsed();
-        let (cpu_after, max_rss_kib) = children_usage();
+        let (cpu_after, max_rss_kib) = support::children_usage();
         assert!(
             output.status.success(),
             "sqlgrade run failed: {}",

@@ -13,14 +13,13 @@
 //! total and longest time degraded), and resident memory over time (first, last, largest).
 //! Record them in `benches/README.md` ("Long soak").
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sqlgrade_testkit::events::stef_reply;
-use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
+use sqlgrade_testkit::openai_mock::MockServer;
 use sqlgrade_testkit::rng::SplitMix;
-use sqlgrade_testkit::servers::{Harness, eventually};
+use sqlgrade_testkit::servers::{Harness, eventually, second_pass_config};
 
 fn arg(name: &str, default: f64) -> f64 {
     let argv: Vec<String> = std::env::args().collect();
@@ -69,27 +68,9 @@ fn main() {
         };
         h.servers.kafka.create_topic("judge-work", 3);
         let server = MockServer::start().await;
-        let judge_up = Arc::new(AtomicBool::new(true));
-        {
-            let up = Arc::clone(&judge_up);
-            let reply = stef_reply("likely_correct", 0.8);
-            server.respond_with(move |_| {
-                if up.load(Ordering::SeqCst) {
-                    Scripted::json(&reply).after(Duration::from_millis(20))
-                } else {
-                    Scripted::status(503)
-                }
-            });
-        }
-        h.extra_config = format!(
-            "[judge]\nkind = \"llm\"\nbase_url = \"{}\"\nmodel = \"judge-soak\"\napi_key_env = \"\"\n\
-             max_requests_per_second = 100.0\nmax_concurrency = 8\nmax_retries = 1\ntimeout_ms = 3000\n\n\
-             [judge.budget]\nuniform_rate = 0.1\nsalt = \"soak\"\npriority_not_correct = false\n\
-             priority_low_confidence = false\npriority_poor_tier = false\npriority_new_series = 0\n\
-             priority_alerting = false\nwork_topic = \"judge-work\"\nmax_wait_ms = 600000\n\
-             drain_grace_ms = 1000\n",
-            server.base_url()
-        );
+        let judge_up = server
+            .respond_unless_down(stef_reply("likely_correct", 0.8), Duration::from_millis(20));
+        h.extra_config = second_pass_config(&server.base_url(), 0.1, "soak", "judge-work");
         let mut daemon = h.spawn_daemon();
         let pid = daemon.child.as_ref().map(|c| c.id()).unwrap_or(0);
         let mut rng = SplitMix(20_261_127);
@@ -107,7 +88,11 @@ fn main() {
             let n = (rate as usize).min(total - produced);
             h.produce(n).await;
             produced += n;
-            if let Some(status) = daemon.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = daemon
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 exited_early = Some(status);
                 break;
             }
@@ -184,11 +169,9 @@ fn main() {
             .trim()
             .to_string();
         let rows_final = stored(&h);
-        let rows_raw =
-            count("SELECT count() FROM sqlgrade.evaluations WHERE metric = 'stef'");
-        let judged = count(
-            "SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef_judged'",
-        );
+        let rows_raw = count("SELECT count() FROM sqlgrade.evaluations WHERE metric = 'stef'");
+        let judged =
+            count("SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef_judged'");
         let judged_failed = count(
             "SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef_judged' \
              AND status != 'ok'",

@@ -7,14 +7,13 @@
 //! SIGTERM exits 0 (issue: keep running through outages).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sqlgrade::sampling::uniform_draw;
 use sqlgrade_testkit::events::stef_reply;
-use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
-use sqlgrade_testkit::servers::{Daemon, Harness, eventually};
+use sqlgrade_testkit::openai_mock::MockServer;
+use sqlgrade_testkit::servers::{Daemon, Harness, eventually, second_pass_config};
 
 const WORK_TOPIC: &str = "judge-work";
 const SALT: &str = "soak";
@@ -69,43 +68,9 @@ async fn a_broker_a_clickhouse_and_a_judge_outage_neither_stop_the_daemon_nor_lo
     };
     h.servers.kafka.create_topic(WORK_TOPIC, 3);
     let server = MockServer::start().await;
-    let judge_up = Arc::new(AtomicBool::new(true));
-    {
-        let up = Arc::clone(&judge_up);
-        let reply = stef_reply("likely_correct", 0.8);
-        server.respond_with(move |_| {
-            if up.load(Ordering::SeqCst) {
-                Scripted::json(&reply).after(Duration::from_millis(20))
-            } else {
-                Scripted::status(503)
-            }
-        });
-    }
-    h.extra_config = format!(
-        r#"[judge]
-kind = "llm"
-base_url = "{}"
-model = "judge-soak"
-api_key_env = ""
-max_requests_per_second = 100.0
-max_concurrency = 8
-max_retries = 1
-timeout_ms = 3000
-
-[judge.budget]
-uniform_rate = {RATE}
-salt = "{SALT}"
-priority_not_correct = false
-priority_low_confidence = false
-priority_poor_tier = false
-priority_new_series = 0
-priority_alerting = false
-work_topic = "{WORK_TOPIC}"
-max_wait_ms = 600000
-drain_grace_ms = 1000
-"#,
-        server.base_url()
-    );
+    let judge_up =
+        server.respond_unless_down(stef_reply("likely_correct", 0.8), Duration::from_millis(20));
+    h.extra_config = second_pass_config(&server.base_url(), RATE, SALT, WORK_TOPIC);
     let mut daemon = h.spawn_daemon();
 
     // Wave 1, undisturbed.

@@ -393,20 +393,11 @@ fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
         "{}",
         daemon.log_text()
     );
-    let events = dir.path().join("events.jsonl");
-    let agent = std::process::Command::new(&python)
-        .arg(sqlgrade_testkit::data::repo_root().join("tests/support/otel_agent.py"))
-        .arg(format!("http://127.0.0.1:{port}/v1/traces"))
-        .arg(sqlgrade_testkit::data::data_dir())
-        .arg("200")
-        .arg(&events)
-        .arg("gzip")
-        .output()
-        .unwrap();
-    assert!(
-        agent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&agent.stderr)
+    let events = run_agent(
+        &python,
+        &format!("http://127.0.0.1:{port}/v1/traces"),
+        200,
+        dir.path(),
     );
     // Every export was answered 200 once its traces were written: stop and read the rows.
     assert_eq!(
@@ -438,17 +429,7 @@ fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
         }
     );
     // The same events as JSON through the file source: the same rows.
-    let file_out = dir.path().join("file-out");
-    // From the repository, like the daemon (the same rule profiles).
-    let status = sqlgrade_testkit::cli::sqlgrade(&sqlgrade_testkit::data::repo_root())
-        .arg("run")
-        .env("SQLGRADE__SOURCE__PATH", &events)
-        .env("SQLGRADE__SINK__DIR", &file_out)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let from_json = rows(&file_out.join("evaluations.jsonl"));
+    let from_json = rows_of_json_events(&events, dir.path());
     assert_eq!(from_traces.len(), from_json.len());
     for (key, row) in &from_json {
         assert_eq!(from_traces.get(key), Some(row), "{key}");

@@ -131,3 +131,15 @@ impl Measurement for ThreadCpuTime {
         WALL.formatter()
     }
 }
+
+/// CPU time (user + system) and peak RSS (KiB) of the waited-for children so far.
+pub fn children_usage() -> (Duration, i64) {
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_CHILDREN is a constant the kernel knows.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    if rc != 0 {
+        return (Duration::ZERO, 0);
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
+    (tv(usage.ru_utime) + tv(usage.ru_stime), usage.ru_maxrss)
+}

@@ -204,6 +204,25 @@ impl MockServer {
         *self.inner.responder.lock().expect("responder lock") = Some(Arc::new(responder));
     }
 
+    /// Answer every unscripted request with `reply` after `delay` while the returned switch is
+    /// on, and 503 while it is off: a judge that can be taken down and brought back.
+    pub fn respond_unless_down(
+        &self,
+        reply: Value,
+        delay: Duration,
+    ) -> Arc<std::sync::atomic::AtomicBool> {
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let switch = Arc::clone(&up);
+        self.respond_with(move |_| {
+            if switch.load(std::sync::atomic::Ordering::SeqCst) {
+                Scripted::json(&reply).after(delay)
+            } else {
+                Scripted::status(503)
+            }
+        });
+        up
+    }
+
     /// Reject requests whose `response_format.type` is `kind` with a 400.
     pub fn reject_format(&self, kind: &str) {
         self.inner

@@ -358,3 +358,34 @@ listen = "127.0.0.1:{health_port}"
         assert_eq!(distinct, want.len() as u64);
     }
 }
+
+/// The `[judge]` and `[judge.budget]` sections of a live second pass on the Kafka judge-work
+/// topic `work_topic`: an LLM judge at `base_url` (limits sized for tests), the uniform slice
+/// `rate` drawn with `salt`, no priority slices, work that waits up to ten minutes for the
+/// judge.
+pub fn second_pass_config(base_url: &str, rate: f64, salt: &str, work_topic: &str) -> String {
+    format!(
+        r#"[judge]
+kind = "llm"
+base_url = "{base_url}"
+model = "judge-test"
+api_key_env = ""
+max_requests_per_second = 100.0
+max_concurrency = 8
+max_retries = 1
+timeout_ms = 3000
+
+[judge.budget]
+uniform_rate = {rate}
+salt = "{salt}"
+priority_not_correct = false
+priority_low_confidence = false
+priority_poor_tier = false
+priority_new_series = 0
+priority_alerting = false
+work_topic = "{work_topic}"
+max_wait_ms = 600000
+drain_grace_ms = 1000
+"#
+    )
+}

@@ -78,7 +78,7 @@ fn main() {
         let started = Instant::now();
         let end = started + Duration::from_secs_f64(minutes * 60.0);
         let mut next_fault = started + Duration::from_secs(range(30, 91));
-        let mut rss: Vec<(u64, f64)> = vec![(0, rss_mib(pid))];
+        let mut rss: Vec<(u64, f64)> = Vec::new();
         let mut next_sample = started + Duration::from_secs(10);
         let mut faults: Vec<(u64, Fault, u64)> = Vec::new();
         let mut produced = 0usize;

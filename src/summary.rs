@@ -36,6 +36,9 @@ impl RunStats {
                 line.as_secs_f64()
             );
         }
+        for (label, text) in &self.source {
+            let _ = writeln!(out, "  {label:<18}{text}");
+        }
         if !self.outages.is_empty() {
             let outages: Vec<String> = self
                 .outages

@@ -406,6 +406,12 @@ fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
         "{}",
         daemon.log_text()
     );
+    // The summary says what the receiver saw: three spans per trace, one of them SQL.
+    let log = daemon.log_text();
+    assert!(
+        log.contains("600 received: 200 made events, 400 not SQL (dropped), 0 rejected"),
+        "{log}"
+    );
     let from_traces = rows(&out.join("evaluations.jsonl"));
     let stef: Vec<&Value> = from_traces
         .values()

@@ -103,6 +103,36 @@ impl Acknowledge for AckBoard {
     }
 }
 
+impl OtlpStats {
+    /// The run summary's lines (`Source::report`); `requests` names what a request is (HTTP
+    /// requests, Kafka messages, lines).
+    pub fn report(&self, requests: &str) -> Vec<(String, String)> {
+        vec![
+            (
+                "OTLP requests".to_string(),
+                format!(
+                    "{} {requests} taken, {} refused or not OTLP",
+                    self.requests_ok, self.requests_refused
+                ),
+            ),
+            (
+                "OTLP spans".to_string(),
+                format!(
+                    "{} received: {} made events, {} not SQL (dropped), {} rejected (malformed ids)",
+                    self.spans, self.events, self.spans_dropped, self.spans_rejected
+                ),
+            ),
+            (
+                "OTLP traces".to_string(),
+                format!(
+                    "{} out ({} past the assembly window without a root); {} events without a question (dead letters)",
+                    self.traces, self.traces_expired, self.events_without_question
+                ),
+            ),
+        ]
+    }
+}
+
 /// Makes the messages of ready traces and keeps their acknowledgements.
 pub struct Emitter {
     mapping: SpanMapping,

@@ -194,6 +194,10 @@ impl Source for OtlpMessages {
         self.inner.stop();
     }
 
+    fn report(&self) -> Vec<(String, String)> {
+        self.emitter.stats().report("messages")
+    }
+
     async fn finish(&mut self) -> Result<(), SourceError> {
         tracing::info!(stats = ?self.emitter.stats(), "OTLP messages finished");
         self.inner.finish().await

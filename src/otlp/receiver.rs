@@ -243,6 +243,10 @@ impl Source for OtlpSource {
         }
     }
 
+    fn report(&self) -> Vec<(String, String)> {
+        self.stats().report("HTTP requests")
+    }
+
     fn batch_linger(&self) -> Option<Duration> {
         Some(Duration::from_millis(
             self.shared.config.batch_linger_ms.max(1),

@@ -215,6 +215,7 @@ impl Pipeline {
         decode_result?;
         let mut source = source_result?;
         let finish_result = source.finish().await;
+        summary.source = source.source.report();
         sink.flush().await?;
         source.last_error?;
         finish_result?;

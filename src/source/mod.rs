@@ -84,6 +84,12 @@ pub trait Source: Send {
     /// Record source-side telemetry (the Kafka source's consumer lag) into `metrics`.
     fn attach_metrics(&mut self, _metrics: crate::telemetry::PipelineMetrics) {}
 
+    /// What the source saw, for the run summary (label, text): the OTLP sources' requests,
+    /// spans, traces and events. Empty by default.
+    fn report(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// How long a batch may wait for more rows before it is written, when this source needs it
     /// shorter than `[sink] flush_interval_ms`: its senders wait for their rows to be written
     /// (the OTLP receiver answers a request then, and an exporter sends one request at a

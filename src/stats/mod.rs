@@ -286,6 +286,8 @@ pub struct RunStats {
     pub line_rate_elapsed: Option<Duration>,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
+    /// What the source saw (label, text), as it reports it (`Source::report`).
+    pub source: Vec<(String, String)>,
     /// Components that were degraded or failed during the run (the daemon's health): how
     /// often, for how long in all, the longest episode.
     pub outages: BTreeMap<String, OutageStats>,

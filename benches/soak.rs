@@ -142,18 +142,7 @@ fn main() {
         let stored = |h: &Harness| h.stef_rows();
         eventually(Duration::from_secs(300), || stored(&h) >= produced as u64);
         let count = |sql: &str| h.servers.clickhouse.count(sql);
-        let selected_expected = |h: &Harness| {
-            h.servers
-                .clickhouse
-                .query(
-                    "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' \
-                     AND status IN ('ok', 'judge_fallback')",
-                )
-                .lines()
-                .filter(|id| sqlgrade::sampling::uniform_draw("soak", id) < 0.1)
-                .count() as u64
-        };
-        let selected = selected_expected(&h);
+        let selected = h.uniform_slice("soak", 0.1).len() as u64;
         eventually(Duration::from_secs(300), || {
             count("SELECT count() FROM sqlgrade.evaluations FINAL WHERE metric = 'stef_judged'")
                 >= selected

@@ -7,7 +7,6 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sqlgrade::sampling::uniform_draw;
 use sqlgrade_testkit::events::stef_reply;
 use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
 use sqlgrade_testkit::servers::{self as support, Harness, eventually};
@@ -79,15 +78,7 @@ drain_grace_ms = 1000
         second.log_text()
     );
     // The expected selection: scorable events in the uniform slice of the hash.
-    let scorable = h.servers.clickhouse.query(
-        "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' \
-         AND status IN ('ok', 'judge_fallback') ORDER BY event_id",
-    );
-    let expected: BTreeSet<String> = scorable
-        .lines()
-        .filter(|id| uniform_draw(SALT, id) < RATE)
-        .map(str::to_string)
-        .collect();
+    let expected: BTreeSet<String> = h.uniform_slice(SALT, RATE);
     assert!(expected.len() > 300, "{}", expected.len());
     let done = eventually(Duration::from_secs(180), || {
         judged_ids(&h).len() >= expected.len()

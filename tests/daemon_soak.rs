@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use sqlgrade::sampling::uniform_draw;
 use sqlgrade_testkit::events::stef_reply;
 use sqlgrade_testkit::openai_mock::MockServer;
 use sqlgrade_testkit::servers::{Daemon, Harness, eventually, second_pass_config};
@@ -104,15 +103,7 @@ async fn a_broker_a_clickhouse_and_a_judge_outage_neither_stop_the_daemon_nor_lo
     wait_progress(&h, &daemon, 4 * WAVE as u64, done, "the judge outage");
 
     // Every selected event judged once: the uniform slice of the scorable events.
-    let scorable = h.servers.clickhouse.query(
-        "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' \
-         AND status IN ('ok', 'judge_fallback') ORDER BY event_id",
-    );
-    let expected: BTreeSet<String> = scorable
-        .lines()
-        .filter(|id| uniform_draw(SALT, id) < RATE)
-        .map(str::to_string)
-        .collect();
+    let expected: BTreeSet<String> = h.uniform_slice(SALT, RATE);
     assert!(
         eventually(Duration::from_secs(180), || judged(&h)
             >= expected.len() as u64),

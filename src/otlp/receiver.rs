@@ -208,13 +208,26 @@ async fn expire_traces(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 #[async_trait]
 impl Source for OtlpSource {
     async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
-        if self.stopped {
-            return Ok(self.rx.try_recv().ok());
-        }
         let mut stop = self.stop_tx.subscribe();
-        tokio::select! {
-            message = self.rx.recv() => Ok(message),
-            _ = stop.wait_for(|s| *s) => Ok(self.rx.try_recv().ok()),
+        if !self.stopped {
+            return tokio::select! {
+                message = self.rx.recv() => Ok(message),
+                _ = stop.wait_for(|s| *s) => Ok(self.rx.try_recv().ok()),
+            };
+        }
+        // Stopping: hand out what the pending traces made, until their emission is done (the
+        // stop signal is sent after it) and the channel is empty.
+        loop {
+            if let Ok(message) = self.rx.try_recv() {
+                return Ok(Some(message));
+            }
+            if *stop.borrow_and_update() {
+                return Ok(self.rx.try_recv().ok());
+            }
+            tokio::select! {
+                message = self.rx.recv() => return Ok(message),
+                _ = stop.changed() => {}
+            }
         }
     }
 

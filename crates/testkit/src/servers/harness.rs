@@ -300,6 +300,21 @@ listen = "127.0.0.1:{health_port}"
         })
     }
 
+    /// The events a live second pass selects by its uniform slice: the scorable ones (`stef`
+    /// rows `ok` or `judge_fallback`, deduplicated) whose hash with `salt` falls under `rate`.
+    pub fn uniform_slice(&self, salt: &str, rate: f64) -> std::collections::BTreeSet<String> {
+        self.servers
+            .clickhouse
+            .query(
+                "SELECT event_id FROM sqlgrade.evaluations FINAL WHERE metric = 'stef' \
+                 AND status IN ('ok', 'judge_fallback') ORDER BY event_id",
+            )
+            .lines()
+            .filter(|id| sqlgrade_core::sampling::uniform_draw(salt, id) < rate)
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The event_ids stored (metric stef), sorted, from a deduplicated read.
     pub fn stored_ids(&self) -> Vec<String> {
         let body = self.servers.clickhouse.query(

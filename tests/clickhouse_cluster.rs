@@ -7,7 +7,7 @@
 //! `FINAL`: exactly 20,000 distinct events per metric, one row each; both replicas of each shard
 //! hold the same rows; the rollups agree with the detail table; the dashboard's queries and the
 //! access paths run on the cluster; the durable judge cache works across nodes; `prune` drops an
-//! old month from every shard.
+//! old month from every replica, and refuses while a replica lags.
 
 use std::time::Duration;
 
@@ -293,48 +293,78 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
     drop((second, restarted));
 
     // Retention on the cluster: rows of an old month on both shards, dropped by `prune` from
-    // every shard's local tables (the newer months stay).
+    // every shard's local tables (the newer months stay) — but not while a replica lags. Every
+    // node stops fetching `evaluations_local`, so in each shard the replica the insert went to
+    // holds the old month and its peer has it queued, unfetched.
+    let local = format!("{DB}.evaluations_local");
+    for (s, r) in nodes {
+        query(
+            h.servers.node(s, r),
+            &format!("SYSTEM STOP FETCHES {local}"),
+        );
+    }
     query(
         reader,
         "INSERT INTO evaluations (event_id, ts, metric, value, status, details, rules_fired, scored_at, run_key, app_key, agent_key, version_key) \
          SELECT concat('old-', toString(number)), toDateTime('2020-01-15 00:00:00'), 'stef', 50, 'ok', '{}', [], now(), '', '', '', '' FROM numbers(200)",
     );
-    let old_rows = "SELECT count() FROM evaluations WHERE ts < toDateTime('2021-01-01 00:00:00')";
     let old_local =
         "SELECT count() FROM evaluations_local WHERE ts < toDateTime('2021-01-01 00:00:00')";
-    // Replicated asynchronously: wait until every replica holds its shard's old rows. `prune`
-    // lists the months through the Distributed table, which reads one replica per shard — a
-    // replica that has not fetched the part yet would hide the month (seen under load).
-    let replicated = || {
-        let per_node = |s: u32, r: u32| number(h.servers.node(s, r), old_local);
-        let (a, b) = (per_node(1, 1), per_node(2, 1));
-        per_node(1, 2) == a && per_node(2, 2) == b && a + b == 200
-    };
-    assert!(
-        eventually(Duration::from_secs(60), replicated),
-        "old rows: {} through the Distributed table",
-        number(reader, old_rows)
-    );
-    let config = h.write_config("prune", free_port());
-    let out = std::process::Command::new(sqlgrade_testkit::bin::sqlgrade())
-        .args(["prune", "--older-than", "365days", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "prune failed: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("dropped  evaluations 202001"), "{text}");
-    for (s, r) in nodes {
-        let node = h.servers.node(s, r);
+    let queued = "SELECT inserts_in_queue FROM system.replicas WHERE table = 'evaluations_local'";
+    for shard in [1, 2] {
+        let (a, b) = (h.servers.node(shard, 1), h.servers.node(shard, 2));
         assert!(
-            eventually(Duration::from_secs(60), || number(
-                node,
-                "SELECT count() FROM evaluations_local WHERE ts < toDateTime('2021-01-01 00:00:00')"
-            ) == 0),
+            eventually(Duration::from_secs(30), || number(a, old_local)
+                + number(b, old_local)
+                > 0
+                && number(a, queued) + number(b, queued) > 0),
+            "shard {shard}: no lagging replica"
+        );
+    }
+    let prune = |name: &str, extra: &[&str]| {
+        let config = h.write_config(name, free_port());
+        let out = std::process::Command::new(sqlgrade_testkit::bin::sqlgrade())
+            .args(["prune", "--older-than", "365days"])
+            .args(extra)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, text, errors) = prune("prune-lagging", &["--replica-wait", "2s"]);
+    assert!(!ok, "prune must fail while a replica lags: {text}{errors}");
+    assert!(
+        errors.contains("evaluations left untouched, a replica lags")
+            && errors.contains("not fetched yet"),
+        "{errors}"
+    );
+    assert!(!text.contains("evaluations 202001"), "{text}");
+    let on_nodes = |sql: &str| -> u64 {
+        nodes
+            .iter()
+            .map(|&(s, r)| number(h.servers.node(s, r), sql))
+            .sum()
+    };
+    assert_eq!(on_nodes(old_local), 200, "nothing dropped while lagging");
+    for (s, r) in nodes {
+        query(
+            h.servers.node(s, r),
+            &format!("SYSTEM START FETCHES {local}"),
+        );
+    }
+    let (ok, text, errors) = prune("prune", &[]);
+    assert!(ok, "prune failed: {text}{errors}");
+    assert!(text.contains("dropped  evaluations 202001"), "{text}");
+    // `prune` itself waits until every replica has dropped the month.
+    for (s, r) in nodes {
+        assert_eq!(
+            number(h.servers.node(s, r), old_local),
+            0,
             "node {s}/{r} still has the old month"
         );
     }

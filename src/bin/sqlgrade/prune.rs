@@ -26,6 +26,10 @@ pub struct PruneArgs {
     /// name`, else one server).
     #[arg(long)]
     cluster: Option<String>,
+    /// On a cluster: how long to wait for a replica that has not fetched every part yet (a
+    /// table is left untouched when one still lags), and again for a drop to reach every replica.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    replica_wait: std::time::Duration,
 }
 
 pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
@@ -35,14 +39,18 @@ pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
         tables,
         dry_run,
         cluster,
+        replica_wait,
     } = args;
     let config = load_clickhouse_config(&config_path, "prune works on ClickHouse only")?;
     let report = sqlgrade::clickhouse::retention::prune(
         &config.sink,
-        older_than,
-        &tables,
-        chrono::Utc::now(),
-        dry_run,
+        &sqlgrade::clickhouse::retention::PruneRequest {
+            older_than,
+            tables,
+            now: chrono::Utc::now(),
+            dry_run,
+            replica_wait,
+        },
         sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref()).as_ref(),
     )
     .await?;
@@ -59,5 +67,15 @@ pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
         report.dropped.len(),
         report.kept.len()
     );
-    Ok(ExitCode::SUCCESS)
+    for (table, why) in &report.lagging {
+        eprintln!("error: {table} left untouched, a replica lags: {why}");
+    }
+    for (table, partition, replica) in &report.still_held {
+        eprintln!("error: {table} {partition} still held by {replica}; run prune again");
+    }
+    Ok(if report.complete() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

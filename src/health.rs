@@ -56,6 +56,9 @@ pub struct Outage {
     pub total: Duration,
     /// The longest episode.
     pub longest: Duration,
+    /// Failed attempts reported while not `Ok` (each a degraded or failed report: an insert, a
+    /// produce, a judgment or a connection that failed and is retried).
+    pub failures: u64,
 }
 
 #[derive(Debug, Default)]
@@ -127,6 +130,9 @@ impl Health {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let clock = outages.entry(component.to_string()).or_default();
+            if !matches!(state, ComponentHealth::Ok) {
+                clock.outage.failures += 1;
+            }
             match (&state, clock.since) {
                 (ComponentHealth::Ok, Some(since)) => {
                     let episode = since.elapsed();
@@ -348,9 +354,11 @@ mod tests {
         let outages = health.outages();
         let sink = outages["sink"];
         assert_eq!(sink.episodes, 1);
+        assert_eq!(sink.failures, 2, "each degraded report is a failed attempt");
         assert!(sink.total >= Duration::from_millis(20) && sink.longest == sink.total);
         // The ongoing one counts up to now.
         assert_eq!(outages["kafka"].episodes, 1);
+        assert_eq!(outages["kafka"].failures, 1);
     }
 
     async fn get_status(addr: SocketAddr, path: &str) -> (u16, String) {

@@ -45,10 +45,11 @@ impl RunStats {
                 .iter()
                 .map(|(component, o)| {
                     format!(
-                        "{component} {}× {:.1} s (longest {:.1} s)",
+                        "{component} {}× {:.1} s (longest {:.1} s, {} failed attempt(s))",
                         o.episodes,
                         o.total.as_secs_f64(),
-                        o.longest.as_secs_f64()
+                        o.longest.as_secs_f64(),
+                        o.failures
                     )
                 })
                 .collect();

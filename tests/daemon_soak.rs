@@ -158,5 +158,7 @@ async fn a_broker_a_clickhouse_and_a_judge_outage_neither_stop_the_daemon_nor_lo
         outages.contains("kafka") || outages.contains("clickhouse"),
         "{outages}"
     );
+    // Each component's episodes come with the failed attempts it retried.
+    assert!(outages.contains("failed attempt(s)"), "{outages}");
     assert!(log.contains("judge paused"), "{log}");
 }

@@ -217,6 +217,7 @@ pub(super) fn outage_stats(
                     episodes: o.episodes,
                     total: o.total,
                     longest: o.longest,
+                    failures: o.failures,
                 },
             )
         })

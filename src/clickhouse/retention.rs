@@ -448,7 +448,12 @@ mod tests {
 
     #[test]
     fn only_plain_replica_addresses_are_spliced_into_remote() {
-        for ok in ["127.0.0.1:9000", "ch-1.example.net:9440", "[::1]:9000", "node_2:9000"] {
+        for ok in [
+            "127.0.0.1:9000",
+            "ch-1.example.net:9440",
+            "[::1]:9000",
+            "node_2:9000",
+        ] {
             assert!(plain_address(ok), "{ok}");
         }
         for bad in ["", "h:9000', system.one) --", "h 9000", "h:9000\n"] {

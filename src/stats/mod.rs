@@ -302,6 +302,8 @@ pub struct OutageStats {
     pub total: Duration,
     /// The longest episode.
     pub longest: Duration,
+    /// Failed attempts reported during its episodes (each retried).
+    pub failures: u64,
 }
 
 impl RunStats {

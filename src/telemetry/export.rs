@@ -395,7 +395,9 @@ impl Telemetry {
 
     /// Export the components' outages, by `component`, read from the daemon's health registry:
     /// `sqlgrade.component.outages` (episodes, an observable counter) and
-    /// `sqlgrade.component.outage_seconds` (time not `Ok` so far, a gauge).
+    /// `sqlgrade.component.outage_seconds` (time not `Ok` so far, a gauge) and
+    /// `sqlgrade.component.failures` (failed attempts reported while not `Ok`, each retried; an
+    /// observable counter).
     pub fn observe_outages(
         &mut self,
         read: impl Fn() -> std::collections::BTreeMap<String, crate::stats::OutageStats>
@@ -406,6 +408,20 @@ impl Telemetry {
         let meter = self.provider.meter("sqlgrade");
         let read = std::sync::Arc::new(read);
         let episodes = std::sync::Arc::clone(&read);
+        let failures = std::sync::Arc::clone(&read);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.component.failures")
+                .with_description(
+                    "Failed attempts a component reported while not Ok (each retried)",
+                )
+                .with_callback(move |o| {
+                    for (component, outage) in failures() {
+                        o.observe(outage.failures, &[KeyValue::new("component", component)]);
+                    }
+                })
+                .build(),
+        );
         self.observers.push(
             meter
                 .u64_observable_counter("sqlgrade.component.outages")

@@ -178,6 +178,28 @@ fn spurious_counterexamples_are_gone_under_the_databases_constraints() {
         "SELECT COUNT(DISTINCT T1.molecule_id) FROM bond AS T1 JOIN atom AS T2 ON T1.molecule_id = T2.molecule_id WHERE T1.bond_type = '='",
         "bond.molecule_id → atom.molecule_id (observed)",
     );
+    // A bond's molecule read from `bond` against the molecule of its atoms through `connected`
+    // (q318, refuted for all three shared systems before): the real rows always agree, so
+    // every generated database keeps them in agreement (observed across tables). The strict
+    // suite refutes it on the smallest database that breaks some constraint (here: a bond with
+    // no `connected` row), so only the constrained side is asserted with the rule named.
+    let (gold, pred) = (
+        "SELECT DISTINCT T1.molecule_id FROM atom AS T1 INNER JOIN connected AS T2 ON T1.atom_id = T2.atom_id WHERE T2.bond_id = 'TR001_1_7'",
+        "SELECT molecule_id FROM bond WHERE bond_id = 'TR001_1_7'",
+    );
+    let constrained = bird.check("toxicology", gold, pred, SuiteMode::Constrained);
+    assert!(
+        constrained.verdict && constrained.suite_size > 0,
+        "{constrained:#?}"
+    );
+    let path = "on every connected row, bond.molecule_id via connected.bond_id = atom.molecule_id via connected.atom_id (observed)";
+    assert!(
+        constrained.assumptions.iter().any(|a| a == path),
+        "{:#?}",
+        constrained.assumptions
+    );
+    let strict = bird.check("toxicology", gold, pred, SuiteMode::Strict);
+    assert!(!strict.verdict, "{strict:#?}");
     // Two superpowers named "Super Strength" (observed: power names are unique).
     assert_spurious_only_without_constraints(
         &bird,
@@ -254,6 +276,14 @@ fn real_differences_are_still_found_on_databases_that_keep_every_constraint() {
         "toxicology",
         "SELECT COUNT(*) FROM bond WHERE bond_type = '=' AND molecule_id = 'TR001'",
         "SELECT COUNT(*) FROM bond WHERE bond_type = '='",
+    );
+    // Bonds of one atom against bonds of its molecule: a real difference, shown on a database
+    // whose `connected` rows keep bonds and atoms in one molecule.
+    assert_real_difference(
+        &bird,
+        "toxicology",
+        "SELECT T2.bond_type FROM connected AS T1 JOIN bond AS T2 ON T1.bond_id = T2.bond_id WHERE T1.atom_id = 'TR001_1'",
+        "SELECT T2.bond_type FROM atom AS T1 JOIN bond AS T2 ON T1.molecule_id = T2.molecule_id WHERE T1.atom_id = 'TR001_1'",
     );
     assert_real_difference(
         &bird,

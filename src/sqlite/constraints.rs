@@ -10,7 +10,10 @@
 //! reason with: a bond names a molecule that exists), with a note. Also observed: the rows of a
 //! link table (two or more key-like columns) hold each combination of keys once, a table with
 //! no primary key holds no duplicate rows, and the tables a database is about (referenced by
-//! others, or referencing none) have rows.
+//! others, or referencing none) have rows; and, across tables, two join paths from one table's
+//! rows that reach the same kind of value and never disagree (a bond's molecule is its atoms'
+//! molecule on every `connected` row: [`Rule::PathsAgree`], at most
+//! [`MiningLimits::max_path_checks`] candidates).
 //!
 //! Each inclusion check is the constraint's own [`Constraint::violation_sql`] run on the real
 //! database: a constraint is observed when it has no violation there.
@@ -21,7 +24,8 @@ use std::time::{Duration, Instant};
 use sqlgrade_core::catalogue::DbSchema;
 use sqlgrade_core::exec::{ResultSet, SqlValue};
 use sqlgrade_core::metrics::ts_ex::constraints::{
-    Constraint, DbConstraints, Origin, Rule, entity_tables, quote_identifier, table_columns,
+    Constraint, DbConstraints, Origin, Rule, ValuePath, entity_tables, paths_sql, quote_identifier,
+    table_columns,
 };
 
 use super::executor::{ExecLimits, open_guarded};
@@ -37,6 +41,8 @@ pub struct MiningLimits {
     pub max_pair_rows: usize,
     /// Most undeclared inclusion candidates checked.
     pub max_inclusion_checks: usize,
+    /// Most pairs of join paths checked for agreement ([`Rule::PathsAgree`]).
+    pub max_path_checks: usize,
 }
 
 impl Default for MiningLimits {
@@ -46,6 +52,7 @@ impl Default for MiningLimits {
             max_domain: 10,
             max_pair_rows: 1_000,
             max_inclusion_checks: 200,
+            max_path_checks: 100,
         }
     }
 }
@@ -155,6 +162,7 @@ pub fn mine(db: &DbSchema, path: &Path, limits: MiningLimits) -> DbConstraints {
     check_references(db, &stats, &run, limits, &mut out);
     observe_key_labels(db, &stats, &run, limits, &mut out);
     observe_unique_rows(db, &stats, &run, &mut out);
+    observe_paths_agree(db, &stats, &run, limits, &mut out);
     for table in entity_tables(db, &out) {
         if stats
             .get(table)
@@ -432,6 +440,117 @@ fn observe_key_labels(
                     Origin::Observed,
                 );
             }
+        }
+    }
+}
+
+/// Whether two columns hold the same kind of thing: the same name (`atom.molecule_id`,
+/// `bond.molecule_id`), or both referencing one column.
+fn same_thing(db: &DbSchema, out: &DbConstraints, a: usize, b: usize) -> bool {
+    let (Some(ca), Some(cb)) = (db.columns.get(a), db.columns.get(b)) else {
+        return false;
+    };
+    if ca.name.eq_ignore_ascii_case(&cb.name) {
+        return true;
+    }
+    let targets = |c: usize| -> Vec<usize> { out.references_from(c).collect() };
+    let (ta, tb) = (targets(a), targets(b));
+    ta.iter().any(|t| tb.contains(t)) || ta.contains(&b) || tb.contains(&a)
+}
+
+/// Cross-table consistency: for each table with rows, the values reachable from a row — its own
+/// columns, and the columns of the rows its references name — taken in pairs that hold the
+/// same kind of thing ([`same_thing`]) over two different routes; a pair is observed when the
+/// real rows never disagree (its [`Constraint::violation_sql`] counts 0) and at least one row
+/// reaches both values. A bond's molecule equals its atoms' molecule on every `connected` row:
+/// a generated database that breaks it would refute `bond.molecule_id` against the gold's path
+/// through `connected` and `atom`, which the real data never tells apart.
+fn observe_paths_agree(
+    db: &DbSchema,
+    stats: &[Option<TableStats>],
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    limits: MiningLimits,
+    out: &mut DbConstraints,
+) {
+    let references: Vec<(usize, usize)> = out
+        .constraints
+        .iter()
+        .filter_map(|k| match k.rule {
+            Rule::References { from, to } => Some((from, to)),
+            _ => None,
+        })
+        .collect();
+    let mut candidates: Vec<(usize, ValuePath, ValuePath)> = Vec::new();
+    for (t, ts) in stats.iter().enumerate() {
+        if ts.as_ref().is_none_or(|s| s.rows == 0) {
+            continue;
+        }
+        let own = table_columns(db, t);
+        let mut paths: Vec<ValuePath> = own
+            .iter()
+            .map(|&value| ValuePath { via: None, value })
+            .collect();
+        for &(from, to) in &references {
+            let target = db.columns[to].table;
+            if db.columns[from].table != t || target == t {
+                continue;
+            }
+            for value in table_columns(db, target) {
+                if value != to {
+                    paths.push(ValuePath {
+                        via: Some((from, to)),
+                        value,
+                    });
+                }
+            }
+        }
+        for (i, left) in paths.iter().enumerate() {
+            for right in &paths[i + 1..] {
+                // Two routes: not both the row's own columns, nor one hop read twice; and not a
+                // reference against the column it follows (`r.fk` = the key it matches).
+                let hop_of = |p: &ValuePath| p.via.map(|(from, _)| from);
+                let trivial = match (hop_of(left), hop_of(right)) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => a == b,
+                    (Some(a), None) => right.value == a,
+                    (None, Some(b)) => left.value == b,
+                };
+                if !trivial && same_thing(db, out, left.value, right.value) {
+                    candidates.push((t, left.clone(), right.clone()));
+                }
+            }
+        }
+    }
+    if candidates.len() > limits.max_path_checks {
+        out.notes.push(format!(
+            "path agreements: only the first {} of {} candidates were checked",
+            limits.max_path_checks,
+            candidates.len()
+        ));
+        candidates.truncate(limits.max_path_checks);
+    }
+    for (table, left, right) in candidates {
+        let rule = Rule::PathsAgree { table, left, right };
+        let Some(violations) = (Constraint {
+            rule: rule.clone(),
+            origin: Origin::Observed,
+        })
+        .violation_sql(db, &[]) else {
+            continue;
+        };
+        if run(&violations).is_none_or(|rs| int(rs.rows.first().and_then(|r| r.first())) != 0) {
+            continue;
+        }
+        // Some row must reach both values: a vacuous agreement says nothing.
+        let Rule::PathsAgree { table, left, right } = &rule else {
+            continue;
+        };
+        let support = paths_sql(db, *table, left, right, false);
+        if support
+            .and_then(|sql| run(&sql))
+            .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) > 0)
+        {
+            out.add(rule, Origin::Observed);
         }
     }
 }

@@ -160,7 +160,7 @@ impl SuiteChecker {
             };
             let mut candidate = generate(&draw, &tables, &mut rng, self.config.max_rows);
             if !constraints.constraints.is_empty() {
-                constraints.repair_references(db, &mut candidate.rows);
+                constraints.repair(db, &mut candidate.rows);
                 if !constraints
                     .violations(db, &candidate.rows, &planted)
                     .is_empty()

@@ -81,6 +81,25 @@ pub enum Rule {
         label: usize,
         pairs: Vec<(SqlValue, SqlValue)>,
     },
+    /// Two ways of reaching a value from a row of `table` give the same value on every row
+    /// where both reach one (non-NULL): a bond's molecule is the molecule of its atoms —
+    /// `atom.molecule_id` through `connected.atom_id` equals `bond.molecule_id` through
+    /// `connected.bond_id` on every `connected` row. Mined from the real data only.
+    PathsAgree {
+        table: usize,
+        left: ValuePath,
+        right: ValuePath,
+    },
+}
+
+/// A value reached from a row of some table: its own column, or a column of the row another
+/// table's key names (`via = (foreign-key column of the row, key column it matches)`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValuePath {
+    /// `(column of the row, column of the other table it equals)`; `None`: the row's own column.
+    pub via: Option<(usize, usize)>,
+    /// The column whose value is reached (of the row's table, or of the `via` table).
+    pub value: usize,
 }
 
 /// A constraint and where it came from.
@@ -144,6 +163,16 @@ impl Rule {
             Rule::KeyLabel { key, label, .. } => vec![*key, *label],
             Rule::UniqueTogether { columns } => columns.clone(),
             Rule::NonEmpty { .. } => Vec::new(),
+            Rule::PathsAgree { left, right, .. } => {
+                let mut out = Vec::new();
+                for path in [left, right] {
+                    if let Some((from, to)) = path.via {
+                        out.extend([from, to]);
+                    }
+                    out.push(path.value);
+                }
+                out
+            }
         }
     }
 
@@ -157,6 +186,7 @@ impl Rule {
                     .iter()
                     .filter_map(|c| db.columns.get(*c).map(|col| col.table))
                     .collect();
+                out.sort_unstable();
                 out.dedup();
                 out
             }
@@ -231,6 +261,18 @@ impl Constraint {
                 "{} has rows",
                 db.tables.get(*table).map_or("?", String::as_str)
             ),
+            Rule::PathsAgree { table, left, right } => {
+                let path = |p: &ValuePath| match p.via {
+                    Some((from, _)) => format!("{} via {}", name(p.value), name(from)),
+                    None => name(p.value),
+                };
+                format!(
+                    "on every {} row, {} = {}",
+                    db.tables.get(*table).map_or("?", String::as_str),
+                    path(left),
+                    path(right)
+                )
+            }
         };
         format!("{what} ({})", self.origin.as_str())
     }
@@ -304,6 +346,7 @@ impl Constraint {
                     sql_literal(value)
                 )
             }
+            Rule::PathsAgree { table, left, right } => paths_sql(db, *table, left, right, true)?,
             Rule::KeyLabel { key, label, pairs } => {
                 let ((t, k), (_, l)) = (col(*key)?, col(*label)?);
                 if pairs.is_empty() {
@@ -321,6 +364,47 @@ impl Constraint {
             }
         })
     }
+}
+
+/// `SELECT COUNT(*)` of the rows of `table` where both paths reach a value — only those where
+/// the two differ when `differ` (a [`Rule::PathsAgree`]'s violations), else all of them (its
+/// support in the data). `None` when a column is unknown.
+pub fn paths_sql(
+    db: &DbSchema,
+    table: usize,
+    left: &ValuePath,
+    right: &ValuePath,
+    differ: bool,
+) -> Option<String> {
+    let col = |c: usize| {
+        let col = db.columns.get(c)?;
+        Some((
+            quote_identifier(db.tables.get(col.table)?),
+            quote_identifier(&col.name),
+        ))
+    };
+    let row = quote_identifier(db.tables.get(table)?);
+    let mut joins = String::new();
+    let mut reach = |alias: &str, path: &ValuePath| -> Option<String> {
+        let (_, v) = col(path.value)?;
+        Some(match path.via {
+            None => format!("r.{v}"),
+            Some((from, to)) => {
+                let ((_, f), (target, k)) = (col(from)?, col(to)?);
+                joins.push_str(&format!(" JOIN {target} AS {alias} ON {alias}.{k} = r.{f}"));
+                format!("{alias}.{v}")
+            }
+        })
+    };
+    let (l, r) = (reach("a", left)?, reach("b", right)?);
+    let differ = if differ {
+        format!(" AND {l} <> {r}")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "SELECT COUNT(*) FROM {row} AS r{joins} WHERE {l} IS NOT NULL AND {r} IS NOT NULL{differ}"
+    ))
 }
 
 /// Every constraint `ts_ex` keeps for one database.
@@ -529,6 +613,99 @@ impl DbConstraints {
             }
         }
     }
+
+    /// Make generated rows keep every constraint repair can reach: [`Self::repair_references`],
+    /// then [`Self::repair_paths`], until neither changes anything (a few rounds at most; what
+    /// is still broken then is caught by [`Self::violations`]).
+    pub fn repair(&self, db: &DbSchema, rows: &mut [(usize, Vec<Vec<SqlValue>>)]) {
+        for _ in 0..4 {
+            self.repair_references(db, rows);
+            if !self.repair_paths(db, rows) {
+                return;
+            }
+        }
+        self.repair_references(db, rows);
+    }
+
+    /// Make every [`Rule::PathsAgree`] hold: a row whose two paths reach different values is
+    /// re-pointed — its `via` column (the right path's, else the left's) set to the key of a row
+    /// of the other table that holds the value the other path reaches (spread over the matches
+    /// by the row's position, so the repair stays deterministic) — or deleted when no such row
+    /// exists. Returns whether anything changed; a deletion can leave references dangling,
+    /// which [`Self::repair`] repairs next.
+    pub fn repair_paths(&self, db: &DbSchema, rows: &mut [(usize, Vec<Vec<SqlValue>>)]) -> bool {
+        let mut changed = false;
+        for constraint in &self.constraints {
+            let Rule::PathsAgree { table, left, right } = &constraint.rule else {
+                continue;
+            };
+            let Some(slot) = rows.iter().position(|(t, _)| t == table) else {
+                continue;
+            };
+            let (moved, kept) = match (right.via, left.via) {
+                (Some(_), _) => (right, left),
+                (None, Some(_)) => (left, right),
+                (None, None) => continue,
+            };
+            let Some((from, to)) = moved.via else {
+                continue;
+            };
+            let Some(from_at) = table_columns(db, *table).iter().position(|&c| c == from) else {
+                continue;
+            };
+            // `Some(None)`: delete the row; `Some(Some(key))`: re-point it.
+            let plan: Vec<Option<Option<SqlValue>>> = {
+                let data = ColumnData::new(db, rows);
+                let (Some(&(targets, to_at)), Some(&(_, value_at))) =
+                    (data.columns.get(&to), data.columns.get(&moved.value))
+                else {
+                    continue;
+                };
+                rows[slot]
+                    .1
+                    .iter()
+                    .enumerate()
+                    .map(|(i, row)| {
+                        let (a, b) = (data.reached(row, moved), data.reached(row, kept));
+                        if a.iter().all(|x| b.iter().all(|y| x == y)) {
+                            return None;
+                        }
+                        let want = b.first()?;
+                        let matches: Vec<&SqlValue> = targets
+                            .iter()
+                            .filter(|t| t.get(value_at).is_some_and(|v| v.key() == *want))
+                            .filter_map(|t| t.get(to_at))
+                            .filter(|k| !matches!(k, SqlValue::Null))
+                            .collect();
+                        Some(match matches.len() {
+                            0 => None,
+                            n => Some(matches[i % n].clone()),
+                        })
+                    })
+                    .collect()
+            };
+            if plan.iter().all(Option::is_none) {
+                continue;
+            }
+            changed = true;
+            let mut i = 0;
+            rows[slot].1.retain_mut(|row| {
+                let step = plan.get(i).cloned().flatten();
+                i += 1;
+                match step {
+                    None => true,
+                    Some(None) => false,
+                    Some(Some(key)) => {
+                        if let Some(cell) = row.get_mut(from_at) {
+                            *cell = key;
+                        }
+                        true
+                    }
+                }
+            });
+        }
+        changed
+    }
 }
 
 /// The tables a database is about: those another table references, and those that reference
@@ -585,6 +762,39 @@ impl<'a> ColumnData<'a> {
             .collect()
     }
 
+    /// The non-NULL values `path` reaches from `row` (a row of its table, in [`table_columns`]
+    /// order): its own column's, or those of the rows of the `via` table whose key matches.
+    fn reached(&self, row: &[SqlValue], path: &ValuePath) -> Vec<ValueKey> {
+        let present = |v: &&SqlValue| !matches!(v, SqlValue::Null);
+        match path.via {
+            None => self
+                .columns
+                .get(&path.value)
+                .and_then(|&(_, at)| row.get(at))
+                .filter(present)
+                .map(SqlValue::key)
+                .into_iter()
+                .collect(),
+            Some((from, to)) => {
+                let (Some(&(_, fat)), Some(&(targets, tat)), Some(&(_, vat))) = (
+                    self.columns.get(&from),
+                    self.columns.get(&to),
+                    self.columns.get(&path.value),
+                ) else {
+                    return Vec::new();
+                };
+                let Some(key) = row.get(fat).filter(present).map(SqlValue::key) else {
+                    return Vec::new();
+                };
+                targets
+                    .iter()
+                    .filter(|t| t.get(tat).is_some_and(|k| k.key() == key))
+                    .filter_map(|t| t.get(vat).filter(present).map(SqlValue::key))
+                    .collect()
+            }
+        }
+    }
+
     fn satisfies(&self, rule: &Rule, planted: &[f64]) -> bool {
         match rule {
             Rule::NotNull { column } => self.columns.get(column).is_none_or(|&(rows, at)| {
@@ -633,6 +843,15 @@ impl<'a> ColumnData<'a> {
             }
             // Binds the tables generated; the others are not part of the database at all.
             Rule::NonEmpty { table } => self.tables.get(table).is_none_or(|rows| !rows.is_empty()),
+            Rule::PathsAgree { table, left, right } => {
+                let Some(rows) = self.tables.get(table) else {
+                    return true;
+                };
+                rows.iter().all(|row| {
+                    let (a, b) = (self.reached(row, left), self.reached(row, right));
+                    a.iter().all(|x| b.iter().all(|y| x == y))
+                })
+            }
             Rule::KeyLabel { key, label, pairs } => {
                 let (Some(&(rows, k)), Some(&(_, l))) =
                     (self.columns.get(key), self.columns.get(label))
@@ -772,6 +991,89 @@ mod tests {
                 .violation_sql(&db, &[])
                 .unwrap()
                 .contains("NOT IN (VALUES (1, 'a'), (2, 'b'))")
+        );
+    }
+
+    #[test]
+    fn paths_that_reach_one_thing_agree_after_repair() {
+        let db = SchemaCatalog::parse_simple(
+            r#"{"db_id": "chem", "tables": [
+                {"name": "atom", "primary_key": ["atom_id"], "columns": [
+                    {"name": "atom_id", "type": "text"}, {"name": "molecule_id", "type": "text"}]},
+                {"name": "bond", "primary_key": ["bond_id"], "columns": [
+                    {"name": "bond_id", "type": "text"}, {"name": "molecule_id", "type": "text"}]},
+                {"name": "connected", "primary_key": [], "columns": [
+                    {"name": "atom_id", "type": "text", "references": "atom.atom_id"},
+                    {"name": "bond_id", "type": "text", "references": "bond.bond_id"}]}
+            ]}"#,
+            true,
+        )
+        .unwrap()
+        .get("chem")
+        .unwrap()
+        .clone();
+        let (atom, bond, connected) = (
+            db.table_index("atom").unwrap(),
+            db.table_index("bond").unwrap(),
+            db.table_index("connected").unwrap(),
+        );
+        let rule = Rule::PathsAgree {
+            table: connected,
+            left: ValuePath {
+                via: Some((
+                    col(&db, "connected", "atom_id"),
+                    col(&db, "atom", "atom_id"),
+                )),
+                value: col(&db, "atom", "molecule_id"),
+            },
+            right: ValuePath {
+                via: Some((
+                    col(&db, "connected", "bond_id"),
+                    col(&db, "bond", "bond_id"),
+                )),
+                value: col(&db, "bond", "molecule_id"),
+            },
+        };
+        let c = DbConstraints {
+            constraints: vec![Constraint {
+                rule,
+                origin: Origin::Observed,
+            }],
+            ..DbConstraints::default()
+        };
+        assert_eq!(
+            c.constraints[0].describe(&db),
+            "on every connected row, atom.molecule_id via connected.atom_id = bond.molecule_id via connected.bond_id (observed)"
+        );
+        let t = |s: &str| SqlValue::Text(s.into());
+        let mut rows = vec![
+            (atom, vec![vec![t("a1"), t("m1")], vec![t("a2"), t("m2")]]),
+            (bond, vec![vec![t("b1"), t("m1")], vec![t("b2"), t("m2")]]),
+            (
+                connected,
+                vec![
+                    vec![t("a1"), t("b1")], // agrees
+                    vec![t("a2"), t("b1")], // m2 against m1: re-pointed to b2
+                    vec![t("a9"), t("b2")], // reaches no atom: nothing to compare
+                ],
+            ),
+        ];
+        assert_eq!(c.violations(&db, &rows, &[]), [0]);
+        assert!(c.repair_paths(&db, &mut rows));
+        assert_eq!(rows[2].1[1], vec![t("a2"), t("b2")]);
+        assert_eq!(rows[2].1.len(), 3);
+        assert!(c.violations(&db, &rows, &[]).is_empty());
+        assert!(!c.repair_paths(&db, &mut rows), "nothing left to repair");
+        // A molecule no bond is in: the row goes.
+        rows[0].1.push(vec![t("a3"), t("m3")]);
+        rows[2].1.push(vec![t("a3"), t("b1")]);
+        assert!(c.repair_paths(&db, &mut rows));
+        assert_eq!(rows[2].1.len(), 3);
+        // The SQL counts the same violations, and the support query the rows reaching both.
+        let sql = c.constraints[0].violation_sql(&db, &[]).unwrap();
+        assert_eq!(
+            sql,
+            "SELECT COUNT(*) FROM \"connected\" AS r JOIN \"atom\" AS a ON a.\"atom_id\" = r.\"atom_id\" JOIN \"bond\" AS b ON b.\"bond_id\" = r.\"bond_id\" WHERE a.\"molecule_id\" IS NOT NULL AND b.\"molecule_id\" IS NOT NULL AND a.\"molecule_id\" <> b.\"molecule_id\""
         );
     }
 }

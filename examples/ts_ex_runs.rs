@@ -16,7 +16,8 @@
 //! and `ts_ex` does not (with the constraints the strict counterexample breaks);
 //! `--show-missed N`, EX = 0 items the constrained suite alone finds equivalent;
 //! `--show-schema N`, N EX = 1 (ETM = 1 on Spider) items the schema-only constrained suite
-//! refutes.
+//! refutes; `--show-suspect N`, N refutations given up because they hinge on a gold condition
+//! nobody asked for (EX's verdict kept), with the relaxed gold, for checking by hand.
 //!
 //! `cargo run --release --example ts_ex_runs [-- --show 5] [-- --bird-only | --spider-only]`
 
@@ -62,12 +63,15 @@ struct Tally {
     accepted: usize,
     ex1_refuted: usize,
     etm1_refuted: usize,
+    /// Refutations given up because they hinge on a suspect gold condition (EX's verdict kept).
+    gold_suspect: usize,
 }
 
 impl Tally {
     fn add(&mut self, out: &TsOutcome, ex: Option<i64>, etm: bool) {
         self.accepted += usize::from(out.verdict);
-        let refuted = out.counterexample.is_some();
+        let refuted = out.counterexample.is_some() && !out.verdict;
+        self.gold_suspect += usize::from(out.gold_suspect.is_some());
         self.ex1_refuted += usize::from(ex == Some(1) && refuted);
         self.etm1_refuted += usize::from(etm && refuted);
     }
@@ -79,6 +83,7 @@ fn main() {
     let show_dropped = arg(&args, "--show-dropped");
     let show_missed = arg(&args, "--show-missed");
     let show_schema = arg(&args, "--show-schema");
+    let show_suspect = arg(&args, "--show-suspect");
     let bird_only = args.iter().any(|a| a == "--bird-only");
     let spider_only = args.iter().any(|a| a == "--spider-only");
     let limits = ExecLimits {
@@ -143,6 +148,7 @@ fn main() {
             let (mut schema_constrained, mut schema_strict) = (Tally::default(), Tally::default());
             let mut times: Vec<Duration> = Vec::new();
             let (mut shown, mut dropped, mut missed, mut schema_shown) = (0, 0, 0, 0);
+            let mut suspects_shown = 0;
             for item in &dev {
                 let qid = item["question_id"].as_i64().unwrap_or_default();
                 let Some(pred) = preds.get(&qid).and_then(|v| v.as_str()) else {
@@ -150,12 +156,18 @@ fn main() {
                 };
                 let db_id = item["db_id"].as_str().unwrap_or_default();
                 let gold = item["gold_sql"].as_str().unwrap_or_default();
+                let asked = format!(
+                    "{}\n{}",
+                    item["question"].as_str().unwrap_or_default(),
+                    item["evidence"].as_str().unwrap_or_default()
+                );
                 let Some(db) = catalog.get(db_id) else {
                     continue;
                 };
                 n += 1;
                 let started = cpu_time::ThreadTime::now();
-                let out = with_real.check(db, gold, pred, convention, SuiteMode::Constrained);
+                let out =
+                    with_real.check(db, gold, pred, &asked, convention, SuiteMode::Constrained);
                 times.push(started.elapsed());
                 let Ok(out) = out else {
                     gold_errors += 1;
@@ -167,7 +179,8 @@ fn main() {
                 ex0 += usize::from(ex == Some(0));
                 etm1 += usize::from(etm);
                 constrained.add(&out, ex, etm);
-                let strict_out = with_real.check(db, gold, pred, convention, SuiteMode::Strict);
+                let strict_out =
+                    with_real.check(db, gold, pred, &asked, convention, SuiteMode::Strict);
                 if let Ok(o) = &strict_out {
                     strict.add(o, ex, etm);
                 }
@@ -176,7 +189,7 @@ fn main() {
                     (&mut schema_constrained, SuiteMode::Constrained),
                     (&mut schema_strict, SuiteMode::Strict),
                 ] {
-                    if let Ok(o) = schema_only.check(db, gold, pred, convention, mode) {
+                    if let Ok(o) = schema_only.check(db, gold, pred, &asked, convention, mode) {
                         tally.add(&o, ex, etm);
                         if mode == SuiteMode::Constrained
                             && (ex == Some(1) || etm)
@@ -188,7 +201,21 @@ fn main() {
                         }
                     }
                 }
-                if (ex == Some(1) || etm) && out.counterexample.is_some() && shown < show {
+                if let Some(suspect) = &out.gold_suspect
+                    && suspects_shown < show_suspect
+                {
+                    suspects_shown += 1;
+                    println!(
+                        "--- q{qid}: gold suspect ({}), EX {ex:?}, verdict {}: {}\nquestion: {asked}\nrelaxed gold: {}",
+                        suspect.kind, out.verdict, suspect.reason, suspect.relaxed
+                    );
+                    print_refutation(qid, "the refutation given up", gold, pred, &out);
+                }
+                if (ex == Some(1) || etm)
+                    && !out.verdict
+                    && out.counterexample.is_some()
+                    && shown < show
+                {
                     shown += 1;
                     let what = if ex == Some(1) { "EX = 1" } else { "ETM = 1" };
                     print_refutation(qid, what, gold, pred, &out);
@@ -208,6 +235,7 @@ fn main() {
                         db,
                         gold,
                         pred,
+                        &asked,
                         convention,
                         SuiteMode::Constrained,
                     );
@@ -229,7 +257,7 @@ fn main() {
             let pct = |k: usize| 100.0 * k as f64 / n.max(1) as f64;
             println!(
                 "{dataset} {system}: {n} pairs, gold errors {gold_errors}; ts_ex CPU per pair median {:.1} ms, total {:.1} s\n\
-                 \x20 ts_ex (constraints):      accepts {} ({:.1}%), EX=1 refuted {}/{ex1}, ETM=1 refuted {}/{etm1}; EX=0 equivalent on the suite alone {ex0_suite_equivalent}/{ex0}\n\
+                 \x20 ts_ex (constraints):      accepts {} ({:.1}%), EX=1 refuted {}/{ex1}, ETM=1 refuted {}/{etm1}; EX=0 equivalent on the suite alone {ex0_suite_equivalent}/{ex0}; refutations given up for a suspect gold {}\n\
                  \x20 ts_ex_strict:             accepts {} ({:.1}%), EX=1 refuted {}/{ex1}, ETM=1 refuted {}/{etm1}\n\
                  \x20 schema only, constraints: accepts {} ({:.1}%), EX=1 refuted {}/{ex1}, ETM=1 refuted {}/{etm1}\n\
                  \x20 schema only, strict:      accepts {} ({:.1}%), EX=1 refuted {}/{ex1}, ETM=1 refuted {}/{etm1}",
@@ -239,6 +267,7 @@ fn main() {
                 pct(constrained.accepted),
                 constrained.ex1_refuted,
                 constrained.etm1_refuted,
+                constrained.gold_suspect,
                 strict.accepted,
                 pct(strict.accepted),
                 strict.ex1_refuted,

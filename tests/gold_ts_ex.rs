@@ -48,7 +48,7 @@ fn check(
     convention: ExConvention,
 ) -> TsOutcome {
     checker
-        .check(db, gold, pred, convention, SuiteMode::Constrained)
+        .check(db, gold, pred, "", convention, SuiteMode::Constrained)
         .unwrap()
 }
 

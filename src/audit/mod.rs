@@ -12,6 +12,7 @@
 //! | `no_system_matches`: every system with an EX verdict misses the gold (n ≥ 2) and no two agree | EX rows | [`NO_MATCH_WEIGHT`] |
 //! | `flex_incorrect_ground_truth`: FLEX judged the prediction correct although EX = 0 and its false-negative categorisation names `incorrect_ground_truth_query` | FLEX rows (`gold.flex_error_categories = true`) | [`JUDGE_FLAG_WEIGHT`] per system |
 //! | `rose_gold_incorrect`: ROSE's Refuter says the gold query is wrong | ROSE rows | [`JUDGE_FLAG_WEIGHT`] per system |
+//! | `ts_ex_gold_suspect`: `ts_ex` gave up a counterexample because it hinges on a condition of the gold that neither the question nor the evidence asks for (`details.gold_suspect`: a literal nobody names, an aggregate over more rows than the query reads) | `ts_ex` rows | [`TS_EX_SUSPECT_WEIGHT`] once (the reason is the gold's, whichever systems showed it) |
 //!
 //! The strength of an item is the sum of its weights; its level is `strong` (≥ 2), `moderate`
 //! (≥ 1) or `weak` (> 0). Items at `moderate` or above are **suspected**: the corrected EX of
@@ -42,6 +43,10 @@ pub const GOLD_FAILS_WEIGHT: f64 = 3.0;
 /// Weight of each system whose LLM judge (FLEX's FN categorisation, ROSE's Refuter) says the
 /// gold query is wrong.
 pub const JUDGE_FLAG_WEIGHT: f64 = 0.75;
+/// Weight of a gold condition nobody asked for that a `ts_ex` counterexample hinges on: listed
+/// (weak evidence), not enough alone to leave the item out of the corrected EX — the condition
+/// may be a reading of the question the benchmark meant.
+pub const TS_EX_SUSPECT_WEIGHT: f64 = 0.5;
 /// Weight of "every system misses the gold, and no two agree".
 pub const NO_MATCH_WEIGHT: f64 = 0.25;
 /// Strength from which an item is suspected (left out of the corrected EX).
@@ -127,6 +132,15 @@ pub enum Evidence {
         /// The run.
         run: String,
     },
+    /// `ts_ex` counterexamples hinge on a gold condition nobody asked for.
+    TsExGoldSuspect {
+        /// The runs whose `ts_ex` row says so.
+        runs: Vec<String>,
+        /// `unasked_literal` | `wider_aggregate`.
+        suspect: String,
+        /// Which condition, and why.
+        reason: String,
+    },
 }
 
 impl Evidence {
@@ -157,6 +171,7 @@ impl Evidence {
             Evidence::FlexIncorrectGroundTruth { .. } | Evidence::RoseGoldIncorrect { .. } => {
                 JUDGE_FLAG_WEIGHT
             }
+            Evidence::TsExGoldSuspect { .. } => TS_EX_SUSPECT_WEIGHT,
         }
     }
 
@@ -202,6 +217,9 @@ impl Evidence {
                 format!("FLEX ({run}): incorrect ground truth")
             }
             Evidence::RoseGoldIncorrect { run } => format!("ROSE refuter ({run}): gold incorrect"),
+            Evidence::TsExGoldSuspect { runs, reason, .. } => {
+                format!("ts_ex ({}): {}", runs.join(", "), truncate(reason, 100))
+            }
         }
     }
 }
@@ -329,6 +347,8 @@ struct RunItem {
     gold_error: Option<String>,
     flex_gt: Option<Option<String>>,
     rose_gold_incorrect: bool,
+    /// `ts_ex`'s `details.gold_suspect`: (kind, reason).
+    ts_ex_suspect: Option<(String, String)>,
 }
 
 impl GoldAudit {
@@ -385,6 +405,17 @@ impl GoldAudit {
                                 ))
                                 .and_then(Value::as_str)
                                 .map(str::to_string)
+                        });
+                    }
+                    "ts_ex" => {
+                        entry.ts_ex_suspect = details.get("gold_suspect").map(|s| {
+                            let text = |k: &str| {
+                                s.get(k)
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default()
+                                    .to_string()
+                            };
+                            (text("kind"), text("reason"))
                         });
                     }
                     "rose" => {
@@ -642,6 +673,17 @@ fn item_evidence(by_run: &BTreeMap<String, RunItem>) -> Vec<Evidence> {
             evidence.push(Evidence::RoseGoldIncorrect { run: run.clone() });
         }
     }
+    let suspects: Vec<(&String, &(String, String))> = by_run
+        .iter()
+        .filter_map(|(run, item)| item.ts_ex_suspect.as_ref().map(|s| (run, s)))
+        .collect();
+    if let Some((_, (suspect, reason))) = suspects.first() {
+        evidence.push(Evidence::TsExGoldSuspect {
+            runs: suspects.iter().map(|(run, _)| (*run).clone()).collect(),
+            suspect: suspect.clone(),
+            reason: reason.clone(),
+        });
+    }
     evidence.retain(|e| e.weight() > 0.0);
     evidence.sort_by(|a, b| b.weight().total_cmp(&a.weight()));
     evidence
@@ -818,6 +860,40 @@ mod tests {
         assert_eq!(first["evidence"][0]["kind"], "consensus_against_gold");
         assert_eq!(first["level"], "strong");
         assert_eq!(first["ex"]["A"], false);
+    }
+
+    #[test]
+    fn ts_ex_gold_suspects_are_listed_once_as_weak_evidence() {
+        let suspect = json!({"ts_verdict": "ex_fallback_gold_suspect", "gold_suspect": {
+            "kind": "unasked_literal",
+            "reason": "the gold filters T2.position = 'Member', a value neither the question nor the evidence names",
+            "relaxed": "SELECT …"}});
+        let a = audit(vec![
+            ex("A", "1426", true, "g"),
+            ex("B", "1426", true, "g"),
+            row("A", "1426", "ts_ex", Some(true), "ok", suspect.clone()),
+            row("B", "1426", "ts_ex", Some(true), "ok", suspect),
+            row(
+                "A",
+                "9",
+                "ts_ex",
+                Some(true),
+                "ok",
+                json!({"ts_verdict": "equivalent_on_suite"}),
+            ),
+        ]);
+        assert_eq!(a.items_with_evidence.len(), 1);
+        let item = &a.items_with_evidence[0];
+        assert_eq!((item.event_id.as_str(), item.level), ("1426", Level::Weak));
+        assert!(!item.suspected, "listed, not left out of the corrected EX");
+        assert_eq!(item.evidence.len(), 1);
+        assert!(
+            item.evidence[0]
+                .describe()
+                .starts_with("ts_ex (A, B): the gold filters T2.position"),
+            "{}",
+            item.evidence[0].describe()
+        );
     }
 
     #[test]

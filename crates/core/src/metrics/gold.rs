@@ -260,19 +260,28 @@ impl GoldScorer {
             unavailable(&mut row, db_id, why);
             return row;
         };
-        match suites.check(db, gold_sql, &event.sql, convention, mode) {
+        let asked = [
+            Some(event.question.as_str()),
+            event.enriched_question.as_deref(),
+            event.gold.as_ref().and_then(|g| g.evidence.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("\n");
+        match suites.check(db, gold_sql, &event.sql, &asked, convention, mode) {
             Ok(out) => {
                 row.verdict = Some(out.verdict);
                 row.value = if out.verdict { 1.0 } else { 0.0 };
                 if out.pred_error.is_some() {
                     row.status = RowStatus::ExecError;
                 }
-                let verdict = if out.verdict {
-                    "equivalent_on_suite"
-                } else {
-                    "not_equivalent"
+                let verdict = match (out.verdict, &out.gold_suspect) {
+                    (true, Some(_)) => "ex_fallback_gold_suspect",
+                    (true, None) => "equivalent_on_suite",
+                    (false, _) => "not_equivalent",
                 };
-                row.details = json!({
+                let mut details = json!({
                     "ts_verdict": verdict,
                     "suite_size": out.suite_size,
                     "mutants": out.mutants,
@@ -287,8 +296,11 @@ impl GoldScorer {
                         "mined": out.constraints_mined,
                         "assumed": out.assumptions,
                     },
-                })
-                .into();
+                });
+                if let Some(suspect) = &out.gold_suspect {
+                    details["gold_suspect"] = json!(suspect);
+                }
+                row.details = details.into();
             }
             Err(e @ TsError::Gold(_)) => {
                 row.status = RowStatus::GoldError;

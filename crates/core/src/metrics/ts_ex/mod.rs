@@ -16,6 +16,7 @@
 //! ([`SuiteMode`]).
 
 pub mod constraints;
+pub mod suspect;
 
 use std::ops::ControlFlow;
 
@@ -438,6 +439,9 @@ pub struct TsOutcome {
     /// Whether the constraints include what the real database's data shows (else the
     /// schema's and people's assumptions only).
     pub constraints_mined: bool,
+    /// The counterexample hinges on a condition of the gold nobody asked for
+    /// ([`suspect::gold_suspects`]): with the real database compared, the verdict is EX's there.
+    pub gold_suspect: Option<suspect::GoldSuspect>,
 }
 
 /// Why a pair could not be judged.
@@ -454,12 +458,15 @@ pub enum TsError {
 /// Runs `ts_ex` for a pair: builds (or reuses) the gold query's suite, executes both queries
 /// on it and on the real database when there is one.
 pub trait SuiteCheck: Send + Sync {
-    /// The verdict under `convention`, on a suite drawn as `mode` says.
+    /// The verdict under `convention`, on a suite drawn as `mode` says. `asked` is the
+    /// question and its evidence (empty when unknown): a constrained suite's counterexample
+    /// that hinges on a gold condition they never ask for falls back to EX's verdict.
     fn check(
         &self,
         db: &DbSchema,
         gold: &str,
         pred: &str,
+        asked: &str,
         convention: ExConvention,
         mode: SuiteMode,
     ) -> Result<TsOutcome, TsError>;

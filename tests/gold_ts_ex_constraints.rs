@@ -200,6 +200,31 @@ fn spurious_counterexamples_are_gone_under_the_databases_constraints() {
     );
     let strict = bird.check("toxicology", gold, pred, SuiteMode::Strict);
     assert!(!strict.verdict, "{strict:#?}");
+    // q1379: a year planted raw into a date column, where `strftime` reads NULL and `SUBSTR`
+    // the year (refuted by `ts_ex` before; observed now: every event_date has one shape, so a
+    // planted year becomes a date of that year).
+    let out = bird.check(
+        "student_club",
+        "SELECT COUNT(event_id) FROM event WHERE type = 'Meeting' AND SUBSTR(event_date, 1, 4) = '2020'",
+        "SELECT COUNT(event_id) FROM event WHERE STRFTIME('%Y', event_date) = '2020' AND type = 'Meeting'",
+        SuiteMode::Constrained,
+    );
+    assert!(out.verdict && out.suite_size > 0, "{out:#?}");
+    assert!(
+        out.assumptions
+            .iter()
+            .any(|a| a
+                == "event.event_date shaped 9999-99-99a99:99:99 (9 digit, a letter) (observed)"),
+        "{:#?}",
+        out.assumptions
+    );
+    // … and a query that reads another year is still told apart on those dates.
+    assert_real_difference(
+        &bird,
+        "student_club",
+        "SELECT COUNT(event_id) FROM event WHERE SUBSTR(event_date, 1, 4) = '2020'",
+        "SELECT COUNT(event_id) FROM event WHERE SUBSTR(event_date, 1, 4) = '2019'",
+    );
     // Two superpowers named "Super Strength" (observed: power names are unique).
     assert_spurious_only_without_constraints(
         &bird,

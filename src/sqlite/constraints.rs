@@ -1,6 +1,7 @@
 //! Mining a real database's constraints for `ts_ex` (the core's
 //! [`DbConstraints`]): what its schema declares, and what its data shows — columns with no
-//! NULL, columns whose values are distinct, small value domains, numeric ranges, columns whose
+//! NULL, columns whose values are distinct, small value domains, numeric ranges, text columns
+//! of one fixed shape (ISO dates and times, fixed-width codes: [`Rule::Shaped`]), columns whose
 //! values all occur in another column (declared foreign keys checked, undeclared ones found by
 //! name), and key ↔ label columns that map one to one (with the real pairs).
 //!
@@ -25,7 +26,7 @@ use sqlgrade_core::catalogue::DbSchema;
 use sqlgrade_core::exec::{ResultSet, SqlValue};
 use sqlgrade_core::metrics::ts_ex::constraints::{
     Constraint, DbConstraints, Origin, Rule, ValuePath, entity_tables, paths_sql, quote_identifier,
-    table_columns,
+    shape_of, table_columns,
 };
 
 use super::executor::{ExecLimits, open_guarded};
@@ -267,6 +268,9 @@ fn observe_columns(
                 }
             }
         }
+        if s.non_null > 0 && s.numeric == 0 {
+            observe_shape(db, t, c, run, out);
+        }
         if s.non_null > 0
             && s.numeric == s.non_null
             && let (Some(min), Some(max)) = (s.min, s.max)
@@ -280,6 +284,50 @@ fn observe_columns(
                 Origin::Observed,
             );
         }
+    }
+}
+
+/// A text column whose values all have one fixed shape with digits in it (dates, times, codes
+/// like `2020-03-10T12:00:00` or `A-123`): sampled, then checked on every row by the rule's own
+/// query.
+fn observe_shape(
+    db: &DbSchema,
+    t: usize,
+    c: usize,
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    out: &mut DbConstraints,
+) {
+    let name = quote_identifier(&db.columns[c].name);
+    let sample = format!(
+        "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL LIMIT 20",
+        quote_identifier(&db.tables[t])
+    );
+    let Some(rs) = run(&sample) else {
+        return;
+    };
+    let mut shapes = rs.rows.iter().map(|r| match r.first() {
+        Some(SqlValue::Text(text)) => Some(shape_of(text)),
+        _ => None,
+    });
+    let Some(Some(shape)) = shapes.next() else {
+        return;
+    };
+    if shape.chars().count() < 4
+        || !shape.contains('9')
+        || !shapes.all(|other| other.as_deref() == Some(shape.as_str()))
+    {
+        return;
+    }
+    let rule = Rule::Shaped { column: c, shape };
+    let holds = Constraint {
+        rule: rule.clone(),
+        origin: Origin::Observed,
+    }
+    .violation_sql(db, &[])
+    .and_then(|sql| run(&sql))
+    .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0);
+    if holds {
+        out.add(rule, Origin::Observed);
     }
 }
 

@@ -16,7 +16,7 @@ use crate::catalogue::{ColumnType, DbSchema};
 use crate::exec::{ExecError, Executor, ResultSet, SqlValue};
 use crate::metrics::ex::{ExConvention, results_match};
 use crate::metrics::ts_ex::constraints::{
-    DbConstraints, Origin, Rule, quote_identifier, sql_literal, table_columns,
+    DbConstraints, Origin, Rule, complete_to_shape, quote_identifier, sql_literal, table_columns,
 };
 use crate::metrics::ts_ex::suspect::{GoldSuspect, gold_suspects};
 use crate::metrics::ts_ex::{
@@ -362,10 +362,27 @@ impl SuiteChecker {
                     }
                     pool.retain(|v| constraints.admits(c, v, &numbers));
                 }
+                // A literal outside the column's shape is completed to it from a real value
+                // (a year planted in a date column becomes a date of that year).
+                let shape = constraints.constraints.iter().find_map(|k| match &k.rule {
+                    Rule::Shaped { column, shape } if *column == c => Some(shape.as_str()),
+                    _ => None,
+                });
+                let like = pool.iter().find_map(|v| match v {
+                    SqlValue::Text(t) => Some(t.as_str()),
+                    _ => None,
+                });
                 let literal: Vec<SqlValue> = planted
                     .iter()
+                    .filter_map(|v| match (v, shape, like) {
+                        (SqlValue::Text(t), Some(shape), Some(like))
+                            if !constraints.admits(c, v, &numbers) =>
+                        {
+                            complete_to_shape(t, shape, like).map(SqlValue::Text)
+                        }
+                        _ => Some(v.clone()),
+                    })
                     .filter(|v| fits(col.ty, v) && constraints.admits(c, v, &numbers))
-                    .cloned()
                     .collect();
                 if pool.is_empty() && literal.is_empty() {
                     pool = fallback(col.ty);

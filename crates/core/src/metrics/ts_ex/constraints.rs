@@ -63,6 +63,10 @@ pub enum Rule {
     },
     /// The column's non-NULL values are numbers in `[min, max]`.
     Range { column: usize, min: f64, max: f64 },
+    /// The column's non-NULL values are texts of one fixed shape ([`shape_of`]: `9` a digit, `a`
+    /// a letter, any other character itself): `2020-03-10T12:00:00` is `9999-99-99a99:99:99`, so
+    /// a planted year becomes a date of that year, not a text `strftime` cannot read.
+    Shaped { column: usize, shape: String },
     /// No two rows of one table agree on all these columns (a link table's pair of keys; all
     /// of a table's columns: no duplicate rows).
     UniqueTogether { columns: Vec<usize> },
@@ -142,6 +146,48 @@ pub fn sql_literal(v: &SqlValue) -> String {
     }
 }
 
+/// A text's shape: each digit `9`, each letter `a`, every other character itself
+/// (`TR001_10` → `aa999_99`, `2020-03-10` → `9999-99-99`).
+pub fn shape_of(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_digit() {
+                '9'
+            } else if c.is_alphabetic() {
+                'a'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// A shape as a SQLite `GLOB` pattern (`9` → `[0-9]`, `a` → a letter, `*`, `?` and `[` in
+/// brackets).
+pub fn shape_glob(shape: &str) -> String {
+    shape
+        .chars()
+        .map(|c| match c {
+            '9' => "[0-9]".to_string(),
+            'a' => "[A-Za-z]".to_string(),
+            '*' | '?' | '[' => format!("[{c}]"),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// `literal` made to fit `shape` by completing it with the rest of `like` (a value of that
+/// shape): `2020` in a `9999-99-99` column with `2018-05-01` → `2020-05-01`. `None` when the
+/// literal is not a start of the shape.
+pub fn complete_to_shape(literal: &str, shape: &str, like: &str) -> Option<String> {
+    let head = shape_of(literal);
+    if head.is_empty() || !shape.starts_with(&head) || shape_of(like) != shape {
+        return None;
+    }
+    let rest: String = like.chars().skip(head.chars().count()).collect();
+    Some(format!("{literal}{rest}"))
+}
+
 fn number(v: &SqlValue) -> Option<f64> {
     match v {
         SqlValue::Integer(i) => Some(*i as f64),
@@ -158,6 +204,7 @@ impl Rule {
             | Rule::Unique { column }
             | Rule::Domain { column, .. }
             | Rule::Range { column, .. }
+            | Rule::Shaped { column, .. }
             | Rule::AtMostOnce { column, .. } => vec![*column],
             Rule::References { from, to } => vec![*from, *to],
             Rule::KeyLabel { key, label, .. } => vec![*key, *label],
@@ -209,6 +256,9 @@ impl Rule {
             } if *c == column => {
                 number(v).is_some_and(|x| (x >= *min && x <= *max) || planted.contains(&x))
             }
+            Rule::Shaped { column: c, shape } if *c == column => {
+                matches!(v, SqlValue::Text(t) if shape_of(t) == *shape)
+            }
             _ => true,
         }
     }
@@ -239,6 +289,9 @@ impl Constraint {
             Rule::Domain { column, values } => format!("{} IN ({})", name(*column), list(values)),
             Rule::Range { column, min, max } => {
                 format!("{} BETWEEN {min} AND {max}", name(*column))
+            }
+            Rule::Shaped { column, shape } => {
+                format!("{} shaped {shape} (9 digit, a letter)", name(*column))
             }
             Rule::KeyLabel { key, label, pairs } => format!(
                 "{} ↔ {} ({} real pairs)",
@@ -323,6 +376,13 @@ impl Constraint {
                 };
                 format!(
                     "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?}){admitted}"
+                )
+            }
+            Rule::Shaped { column, shape } => {
+                let (t, c) = col(*column)?;
+                format!(
+                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) <> 'text' OR {c} NOT GLOB '{}')",
+                    shape_glob(shape).replace('\'', "''")
                 )
             }
             Rule::UniqueTogether { columns } => {
@@ -812,7 +872,9 @@ impl<'a> ColumnData<'a> {
                     .iter()
                     .all(|v| targets.contains(&v.key()))
             }
-            Rule::Domain { column, .. } | Rule::Range { column, .. } => self
+            Rule::Domain { column, .. }
+            | Rule::Range { column, .. }
+            | Rule::Shaped { column, .. } => self
                 .non_null(*column)
                 .iter()
                 .all(|v| rule.admits(*column, v, planted)),
@@ -1075,5 +1137,25 @@ mod tests {
             sql,
             "SELECT COUNT(*) FROM \"connected\" AS r JOIN \"atom\" AS a ON a.\"atom_id\" = r.\"atom_id\" JOIN \"bond\" AS b ON b.\"bond_id\" = r.\"bond_id\" WHERE a.\"molecule_id\" IS NOT NULL AND b.\"molecule_id\" IS NOT NULL AND a.\"molecule_id\" <> b.\"molecule_id\""
         );
+    }
+
+    #[test]
+    fn shapes_glob_and_complete_a_planted_literal() {
+        assert_eq!(shape_of("2020-03-10T12:00:00"), "9999-99-99a99:99:99");
+        assert_eq!(shape_of("TR001_10"), "aa999_99");
+        assert_eq!(shape_glob("a9*"), "[A-Za-z][0-9][*]");
+        assert_eq!(
+            complete_to_shape("2020", "9999-99-99", "2018-05-01").as_deref(),
+            Some("2020-05-01")
+        );
+        assert_eq!(complete_to_shape("May", "9999-99-99", "2018-05-01"), None);
+        assert_eq!(complete_to_shape("2020", "9999-99-99", "oops"), None);
+        let rule = Rule::Shaped {
+            column: 0,
+            shape: "9999-99-99".into(),
+        };
+        assert!(rule.admits(0, &SqlValue::Text("2020-05-01".into()), &[]));
+        assert!(!rule.admits(0, &SqlValue::Text("2020".into()), &[]));
+        assert!(!rule.admits(0, &SqlValue::Integer(2020), &[]));
     }
 }

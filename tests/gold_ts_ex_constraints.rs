@@ -225,6 +225,15 @@ fn spurious_counterexamples_are_gone_under_the_databases_constraints() {
         "SELECT COUNT(event_id) FROM event WHERE SUBSTR(event_date, 1, 4) = '2020'",
         "SELECT COUNT(event_id) FROM event WHERE SUBSTR(event_date, 1, 4) = '2019'",
     );
+    // One status per event among its budget lines (observed: budget.link_to_event determines
+    // budget.event_status, over 15 events with several lines each).
+    assert_spurious_only_without_constraints(
+        &bird,
+        "student_club",
+        "SELECT DISTINCT event_status FROM budget WHERE link_to_event = 'rec2mJrCofveboaz6'",
+        "SELECT event_status FROM budget WHERE link_to_event = 'rec2mJrCofveboaz6' LIMIT 1",
+        "budget.link_to_event determines budget.event_status (observed)",
+    );
     // Two superpowers named "Super Strength" (observed: power names are unique).
     assert_spurious_only_without_constraints(
         &bird,

@@ -14,7 +14,8 @@
 //! others, or referencing none) have rows; and, across tables, two join paths from one table's
 //! rows that reach the same kind of value and never disagree (a bond's molecule is its atoms'
 //! molecule on every `connected` row: [`Rule::PathsAgree`], at most
-//! [`MiningLimits::max_path_checks`] candidates).
+//! [`MiningLimits::max_path_checks`] candidates); and within a table, a repeating key that
+//! determines another column ([`Rule::Determines`]).
 //!
 //! Each inclusion check is the constraint's own [`Constraint::violation_sql`] run on the real
 //! database: a constraint is observed when it has no violation there.
@@ -44,6 +45,8 @@ pub struct MiningLimits {
     pub max_inclusion_checks: usize,
     /// Most pairs of join paths checked for agreement ([`Rule::PathsAgree`]).
     pub max_path_checks: usize,
+    /// Most functional dependencies within a table checked ([`Rule::Determines`]).
+    pub max_dependency_checks: usize,
 }
 
 impl Default for MiningLimits {
@@ -54,6 +57,7 @@ impl Default for MiningLimits {
             max_pair_rows: 1_000,
             max_inclusion_checks: 200,
             max_path_checks: 100,
+            max_dependency_checks: 100,
         }
     }
 }
@@ -164,6 +168,7 @@ pub fn mine(db: &DbSchema, path: &Path, limits: MiningLimits) -> DbConstraints {
     observe_key_labels(db, &stats, &run, limits, &mut out);
     observe_unique_rows(db, &stats, &run, &mut out);
     observe_paths_agree(db, &stats, &run, limits, &mut out);
+    observe_dependencies(db, &stats, &run, limits, &mut out);
     for table in entity_tables(db, &out) {
         if stats
             .get(table)
@@ -602,3 +607,72 @@ fn observe_paths_agree(
         }
     }
 }
+
+/// Functional dependencies within a table: a key-like or referencing column whose values repeat
+/// (`budget.link_to_event`) determines another repeating column (`budget.event_status`) when no
+/// two real rows with one value of it disagree on the other. At most
+/// [`MiningLimits::max_dependency_checks`] candidates, each checked by the rule's own query.
+fn observe_dependencies(
+    db: &DbSchema,
+    stats: &[Option<TableStats>],
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    limits: MiningLimits,
+    out: &mut DbConstraints,
+) {
+    let mut candidates: Vec<(usize, usize)> = Vec::new();
+    for ts in stats.iter().flatten() {
+        let repeats = |s: &&ColumnStats| s.distinct >= 2 && s.distinct < s.non_null;
+        for from in ts.columns.iter().filter(repeats) {
+            let keyish = key_like(&db.columns[from.column].name)
+                || out.references_from(from.column).next().is_some();
+            if !keyish {
+                continue;
+            }
+            for to in ts.columns.iter().filter(repeats) {
+                if to.column != from.column {
+                    candidates.push((from.column, to.column));
+                }
+            }
+        }
+    }
+    if candidates.len() > limits.max_dependency_checks {
+        out.notes.push(format!(
+            "dependencies within tables: only the first {} of {} candidates were checked",
+            limits.max_dependency_checks,
+            candidates.len()
+        ));
+        candidates.truncate(limits.max_dependency_checks);
+    }
+    for (from, to) in candidates {
+        let rule = Rule::Determines { from, to };
+        let holds = Constraint {
+            rule: rule.clone(),
+            origin: Origin::Observed,
+        }
+        .violation_sql(db, &[])
+        .and_then(|sql| run(&sql))
+        .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0);
+        if !holds {
+            continue;
+        }
+        // Enough repeats that agreement is no accident of a small table: at least
+        // MIN_DEPENDENCY_GROUPS values of `from` on two rows or more (a member's two incomes of
+        // one amount are not a rule; fifteen events' budgets of one status each are).
+        let (f, d) = (
+            quote_identifier(&db.columns[from].name),
+            quote_identifier(&db.columns[to].name),
+        );
+        let support = format!(
+            "SELECT COUNT(*) FROM (SELECT {f} FROM {} WHERE {f} IS NOT NULL AND {d} IS NOT NULL GROUP BY {f} HAVING COUNT(*) > 1)",
+            quote_identifier(&db.tables[db.columns[from].table])
+        );
+        if run(&support)
+            .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) >= MIN_DEPENDENCY_GROUPS)
+        {
+            out.add(rule, Origin::Observed);
+        }
+    }
+}
+
+/// Values of a determining column that must repeat before a dependency is observed.
+const MIN_DEPENDENCY_GROUPS: i64 = 10;

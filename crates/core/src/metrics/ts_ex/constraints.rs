@@ -85,6 +85,10 @@ pub enum Rule {
         label: usize,
         pairs: Vec<(SqlValue, SqlValue)>,
     },
+    /// Rows of one table that agree on `from` agree on `to` (a functional dependency the real
+    /// data never breaks: every `budget` row of one event has that event's status). NULLs on
+    /// either side are left out.
+    Determines { from: usize, to: usize },
     /// Two ways of reaching a value from a row of `table` give the same value on every row
     /// where both reach one (non-NULL): a bond's molecule is the molecule of its atoms —
     /// `atom.molecule_id` through `connected.atom_id` equals `bond.molecule_id` through
@@ -206,7 +210,7 @@ impl Rule {
             | Rule::Range { column, .. }
             | Rule::Shaped { column, .. }
             | Rule::AtMostOnce { column, .. } => vec![*column],
-            Rule::References { from, to } => vec![*from, *to],
+            Rule::References { from, to } | Rule::Determines { from, to } => vec![*from, *to],
             Rule::KeyLabel { key, label, .. } => vec![*key, *label],
             Rule::UniqueTogether { columns } => columns.clone(),
             Rule::NonEmpty { .. } => Vec::new(),
@@ -286,6 +290,9 @@ impl Constraint {
             Rule::NotNull { column } => format!("{} NOT NULL", name(*column)),
             Rule::Unique { column } => format!("{} UNIQUE", name(*column)),
             Rule::References { from, to } => format!("{} → {}", name(*from), name(*to)),
+            Rule::Determines { from, to } => {
+                format!("{} determines {}", name(*from), name(*to))
+            }
             Rule::Domain { column, values } => format!("{} IN ({})", name(*column), list(values)),
             Rule::Range { column, min, max } => {
                 format!("{} BETWEEN {min} AND {max}", name(*column))
@@ -376,6 +383,12 @@ impl Constraint {
                 };
                 format!(
                     "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?}){admitted}"
+                )
+            }
+            Rule::Determines { from, to } => {
+                let ((t, f), (_, d)) = (col(*from)?, col(*to)?);
+                format!(
+                    "SELECT COUNT(*) FROM (SELECT {f} FROM {t} WHERE {f} IS NOT NULL AND {d} IS NOT NULL GROUP BY {f} HAVING COUNT(DISTINCT {d}) > 1)"
                 )
             }
             Rule::Shaped { column, shape } => {
@@ -680,11 +693,53 @@ impl DbConstraints {
     pub fn repair(&self, db: &DbSchema, rows: &mut [(usize, Vec<Vec<SqlValue>>)]) {
         for _ in 0..4 {
             self.repair_references(db, rows);
-            if !self.repair_paths(db, rows) {
+            let determined = self.repair_determines(db, rows);
+            if !self.repair_paths(db, rows) && !determined {
                 return;
             }
         }
         self.repair_references(db, rows);
+    }
+
+    /// Make every [`Rule::Determines`] hold: a row whose `from` value an earlier row holds takes
+    /// that row's `to` value (NULLs left alone). Returns whether anything changed.
+    pub fn repair_determines(
+        &self,
+        db: &DbSchema,
+        rows: &mut [(usize, Vec<Vec<SqlValue>>)],
+    ) -> bool {
+        let mut changed = false;
+        for constraint in &self.constraints {
+            let Rule::Determines { from, to } = constraint.rule else {
+                continue;
+            };
+            let Some(table) = db.columns.get(from).map(|c| c.table) else {
+                continue;
+            };
+            let columns = table_columns(db, table);
+            let (Some(f), Some(d), Some(slot)) = (
+                columns.iter().position(|&c| c == from),
+                columns.iter().position(|&c| c == to),
+                rows.iter().position(|(t, _)| *t == table),
+            ) else {
+                continue;
+            };
+            let mut first: HashMap<ValueKey, SqlValue> = HashMap::new();
+            for row in rows[slot].1.iter_mut() {
+                let (Some(a), Some(b)) = (row.get(f), row.get(d)) else {
+                    continue;
+                };
+                if matches!(a, SqlValue::Null) || matches!(b, SqlValue::Null) {
+                    continue;
+                }
+                let want = first.entry(a.key()).or_insert_with(|| b.clone()).clone();
+                if want.key() != b.key() {
+                    row[d] = want;
+                    changed = true;
+                }
+            }
+        }
+        changed
     }
 
     /// Make every [`Rule::PathsAgree`] hold: a row whose two paths reach different values is
@@ -905,6 +960,22 @@ impl<'a> ColumnData<'a> {
             }
             // Binds the tables generated; the others are not part of the database at all.
             Rule::NonEmpty { table } => self.tables.get(table).is_none_or(|rows| !rows.is_empty()),
+            Rule::Determines { from, to } => {
+                let (Some(&(rows, f)), Some(&(_, d))) =
+                    (self.columns.get(from), self.columns.get(to))
+                else {
+                    return true;
+                };
+                let mut seen: HashMap<ValueKey, ValueKey> = HashMap::new();
+                rows.iter().all(|r| match (r.get(f), r.get(d)) {
+                    (Some(a), Some(b))
+                        if !matches!(a, SqlValue::Null) && !matches!(b, SqlValue::Null) =>
+                    {
+                        *seen.entry(a.key()).or_insert_with(|| b.key()) == b.key()
+                    }
+                    _ => true,
+                })
+            }
             Rule::PathsAgree { table, left, right } => {
                 let Some(rows) = self.tables.get(table) else {
                     return true;
@@ -1157,5 +1228,53 @@ mod tests {
         assert!(rule.admits(0, &SqlValue::Text("2020-05-01".into()), &[]));
         assert!(!rule.admits(0, &SqlValue::Text("2020".into()), &[]));
         assert!(!rule.admits(0, &SqlValue::Integer(2020), &[]));
+    }
+
+    #[test]
+    fn a_determined_column_is_copied_from_the_first_row_of_its_key() {
+        let db = shop();
+        let (kind, item) = (
+            db.table_index("kind").unwrap(),
+            db.table_index("item").unwrap(),
+        );
+        let rule = Rule::Determines {
+            from: col(&db, "item", "kind_id"),
+            to: col(&db, "item", "price"),
+        };
+        let c = DbConstraints {
+            constraints: vec![Constraint {
+                rule,
+                origin: Origin::Observed,
+            }],
+            ..DbConstraints::default()
+        };
+        let (i, r) = (SqlValue::Integer, SqlValue::Real);
+        let mut rows = vec![
+            (kind, vec![vec![i(1), SqlValue::Text("a".into())]]),
+            (
+                item,
+                vec![
+                    vec![i(10), i(1), r(2.5)],
+                    vec![i(11), i(1), r(3.0)],
+                    vec![i(12), i(1), SqlValue::Null],
+                    vec![i(13), i(2), r(9.0)],
+                ],
+            ),
+        ];
+        assert_eq!(c.violations(&db, &rows, &[]), [0]);
+        assert!(c.repair_determines(&db, &mut rows));
+        assert_eq!(rows[1].1[1][2], r(2.5));
+        assert_eq!(rows[1].1[2][2], SqlValue::Null, "NULL left alone");
+        assert!(c.violations(&db, &rows, &[]).is_empty());
+        assert_eq!(
+            c.constraints[0].describe(&db),
+            "item.kind_id determines item.price (observed)"
+        );
+        assert!(
+            c.constraints[0]
+                .violation_sql(&db, &[])
+                .unwrap()
+                .contains("GROUP BY \"kind_id\" HAVING COUNT(DISTINCT \"price\") > 1")
+        );
     }
 }

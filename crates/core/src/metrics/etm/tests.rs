@@ -2,7 +2,7 @@
 //! job (tested there); here every query plans.
 
 use super::*;
-use crate::catalogue::SchemaCatalog;
+use crate::catalogue::{DbSchema, SchemaCatalog};
 
 struct PlansEverything;
 

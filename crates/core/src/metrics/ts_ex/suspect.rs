@@ -31,7 +31,7 @@ use sqlparser::ast::{
     Query, Select, SelectItem, SetExpr, TableFactor, Value,
 };
 
-use super::{each_select, parse_query};
+use super::syntax::{each_select, parse_query};
 
 /// A condition of the gold query nothing asked for, and the gold without it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

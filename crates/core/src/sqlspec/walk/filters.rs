@@ -5,7 +5,7 @@
 use sqlparser::ast::{BinaryOperator, Expr, UnaryOperator, Value};
 
 use super::ast::*;
-use super::{AliasEntry, BoolCtx, Lhs, STACK_RED_ZONE, STACK_SEGMENT, Walker};
+use super::walker::{AliasEntry, BoolCtx, Lhs, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::normalize::{as_year, canonical_number, normalize_text_value};
 use crate::sqlspec::{Clause, Filter, FilterOp, FilterValue};
 

@@ -7,7 +7,7 @@ use sqlparser::ast::{
 };
 
 use super::ast::*;
-use super::{AliasEntry, BoolCtx, Role, STACK_RED_ZONE, STACK_SEGMENT, Walker};
+use super::walker::{AliasEntry, BoolCtx, Role, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::normalize::lowercase;
 use crate::sqlspec::{Aggregation, Clause, OrderItem, Projection};
 

@@ -17,7 +17,7 @@ use super::ast::{
     aggregate_func, comparison_op, flip, function_name_is, ident_name, join_constraint, plain_args,
     string_value, visit_children,
 };
-use super::{MAX_NESTING, STACK_RED_ZONE, STACK_SEGMENT};
+use super::walker::{MAX_NESTING, STACK_RED_ZONE, STACK_SEGMENT};
 use crate::sqlspec::{
     AggFunc, ColumnRef, Division, QueryReferences, RefLiteral, RefScope, RefSource, RefSourceKind,
 };

@@ -8,7 +8,7 @@ use sqlparser::ast::{
 };
 
 use super::ast::*;
-use super::{ELLIPSIS, STACK_RED_ZONE, STACK_SEGMENT, Walker};
+use super::walker::{ELLIPSIS, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::normalize::push_lowercase;
 
 impl Walker {

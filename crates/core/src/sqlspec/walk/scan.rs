@@ -4,7 +4,7 @@
 use sqlparser::ast::{DuplicateTreatment, Expr, Function, FunctionArguments, WindowType};
 
 use super::ast::*;
-use super::{Role, STACK_RED_ZONE, STACK_SEGMENT, Walker};
+use super::walker::{Role, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::{AggFunc, Aggregation};
 
 impl Walker {

@@ -1,4 +1,4 @@
-//! Pipeline topology: sources → decode/validate → scorer pool → batcher → sinks
+//! Pipeline topology: sources → scorer pool (decode/validate, score) → batcher → sinks
 //! (`ARCHITECTURE.md`, "The topology").
 //!
 //! Back-pressure is structural (bounded channels). A message is acknowledged to its source
@@ -6,7 +6,7 @@
 //! its dead letter), so a Kafka offset is never committed ahead of the data.
 //!
 //! ```text
-//! source task ──raw──▶ decode task ──work──▶ dispatcher ─spawn ≤ workers─▶ ──done──▶ batcher ─▶ writer ─▶ sink
+//! source task ──raw──▶ dispatcher ─spawn ≤ workers (decode, score)─▶ ──done──▶ batcher ─▶ writer ─▶ sink
 //!                          └──────────── dead letters ───────────────────────────▲            │
 //!                                          judge stage ──judged rows────────────┘            │
 //!                                               ▲ work queue / Kafka work topic ◀─ selected ──┘

@@ -1,5 +1,5 @@
-//! The source stage (reading payloads under back-pressure) and the decode stage — the one place
-//! a payload becomes an event or a dead letter.
+//! The source stage (reading payloads under back-pressure) and the [`Decoder`] — the one place
+//! a payload becomes an event or a dead letter, run by the scoring tasks.
 
 use std::sync::Arc;
 
@@ -64,65 +64,58 @@ pub(super) async fn source_stage(
     SourceOutcome { source, last_error }
 }
 
-/// The one place a payload becomes an event or a dead letter: the dead letter goes to the
-/// source's own route when it has one (the Kafka dead-letter topic), else to the sink.
-pub(super) async fn decode_stage(
-    mut raw_rx: mpsc::Receiver<SourceMessage>,
-    work_tx: mpsc::Sender<Work>,
-    done_tx: mpsc::Sender<Completed>,
-    max_event_bytes: usize,
-    transform: Option<EventTransform>,
-    dead_letter_route: Option<Arc<dyn crate::source::DeadLetterRoute>>,
-) {
-    loop {
-        let message = tokio::select! {
-            biased;
-            () = work_tx.closed() => return,
-            () = done_tx.closed() => return,
-            message = raw_rx.recv() => match message {
-                Some(message) => message,
-                None => return,
-            },
-        };
+/// The one place a payload becomes an event or a dead letter, run by the scoring tasks (so
+/// decoding is spread over the workers, not a stage every event crosses one at a time): the
+/// dead letter goes to the source's own route when it has one (the Kafka dead-letter topic),
+/// else to the sink.
+pub(super) struct Decoder {
+    pub(super) max_event_bytes: usize,
+    pub(super) transform: Option<EventTransform>,
+    pub(super) dead_letter_route: Option<Arc<dyn crate::source::DeadLetterRoute>>,
+}
+
+/// What one message decodes to.
+pub(super) enum Decoded {
+    /// An event to score.
+    Work(Work),
+    /// A dead letter for the sink.
+    DeadLetter(Completed),
+    /// Handed to the source's dead-letter route: nothing more to do here.
+    Routed,
+}
+
+impl Decoder {
+    pub(super) fn decode(&self, message: SourceMessage) -> Decoded {
         let SourceMessage {
             payload,
             origin,
             ack,
             source_time,
         } = message;
-        // The event time of an event without `ts`: the source's own time of the message (stable
-        // across redelivery), else the receive time.
-        let fallback_ts = source_time.unwrap_or_else(now_rfc3339);
-        match Event::decode_with_limit(&payload, max_event_bytes) {
+        match Event::decode_with_limit(&payload, self.max_event_bytes) {
             Ok(mut event) => {
-                if let Some(transform) = &transform {
+                if let Some(transform) = &self.transform {
                     transform(&mut event);
                 }
-                let work = Work {
+                // The event time of an event without `ts`: the source's own time of the message
+                // (stable across redelivery), else the receive time.
+                let fallback_ts = source_time.unwrap_or_else(now_rfc3339);
+                Decoded::Work(Work {
                     event,
                     fallback_ts,
                     origin,
                     payload,
                     ack,
-                };
-                if work_tx.send(work).await.is_err() {
-                    return;
-                }
+                })
             }
             Err(error) => {
                 tracing::debug!(%origin, %error, "dead letter");
-                if let Some(route) = &dead_letter_route {
+                if let Some(route) = &self.dead_letter_route {
                     route.send(payload, origin, error.to_string(), ack);
-                    continue;
+                    return Decoded::Routed;
                 }
                 let dead_letter = DeadLetter::new(origin, error.to_string(), &payload);
-                if done_tx
-                    .send(Completed::DeadLetter { dead_letter, ack })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
+                Decoded::DeadLetter(Completed::DeadLetter { dead_letter, ack })
             }
         }
     }

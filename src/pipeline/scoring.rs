@@ -1,5 +1,6 @@
 //! The scoring stage: at most `pipeline.workers` scoring tasks, each taking a run of queued
-//! events and yielding to its thread every millisecond; a panic becomes the event's dead letter.
+//! messages, decoding each ([`Decoder`]) and scoring the events, yielding to its thread every
+//! millisecond; a panic becomes the event's dead letter.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc};
 
+use super::read::{Decoded, Decoder};
 use super::types::*;
 use crate::evaluation::DeadLetter;
 use crate::judging::Planner;
@@ -33,7 +35,8 @@ pub(super) const SCORING_SLICE: Duration = Duration::from_micros(1_000);
 /// sharing one receiver were tried: the runtime then wakes the next worker in the current
 /// thread's LIFO slot, where the other thread cannot steal it, and two cores score like one.)
 pub(super) async fn score_stage(
-    mut work_rx: mpsc::Receiver<Work>,
+    mut work_rx: mpsc::Receiver<crate::source::SourceMessage>,
+    decoder: Arc<Decoder>,
     done_tx: mpsc::Sender<Completed>,
     scorer: Arc<Scorer>,
     workers: usize,
@@ -64,16 +67,23 @@ pub(super) async fn score_stage(
         let scorer = Arc::clone(&scorer);
         let done_tx = done_tx.clone();
         let planner = planner.clone();
+        let decoder = Arc::clone(&decoder);
         tokio::spawn(async move {
             let mut slice_started = Instant::now();
-            for work in run {
+            for message in run {
                 if slice_started.elapsed() >= SCORING_SLICE {
                     // Scoring is CPU work that never waits: let the tasks queued on this thread
                     // (the alert engine, the writer, the source) run.
                     tokio::task::yield_now().await;
                     slice_started = Instant::now();
                 }
-                let completed = score_one(&scorer, work, planner.as_deref(), store_inputs).await;
+                let completed = match decoder.decode(message) {
+                    Decoded::Work(work) => {
+                        score_one(&scorer, work, planner.as_deref(), store_inputs).await
+                    }
+                    Decoded::DeadLetter(dead_letter) => dead_letter,
+                    Decoded::Routed => continue,
+                };
                 // A closed channel means the batcher failed; it reports the error (the rest of
                 // the run is not acknowledged, so a source that tracks offsets redelivers it).
                 if done_tx.send(completed).await.is_err() {

@@ -128,19 +128,14 @@ impl Pipeline {
         let usage_scorer = Arc::clone(&scorer);
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
-        let (work_tx, work_rx) = mpsc::channel::<Work>(capacity);
         let (done_tx, done_rx) = mpsc::channel::<Completed>(capacity);
 
-        let dead_letter_route = source.dead_letter_route();
-        let source_task = tokio::spawn(source_stage(source, raw_tx, shutdown, metrics.clone()));
-        let decode_task = tokio::spawn(decode_stage(
-            raw_rx,
-            work_tx,
-            done_tx.clone(),
-            options.max_event_bytes,
+        let decoder = Arc::new(Decoder {
+            max_event_bytes: options.max_event_bytes,
             transform,
-            dead_letter_route,
-        ));
+            dead_letter_route: source.dead_letter_route(),
+        });
+        let source_task = tokio::spawn(source_stage(source, raw_tx, shutdown, metrics.clone()));
         let judge_observer = match (&planner, &judge_stats) {
             (Some(planner), Some(stats)) => {
                 Some((Arc::clone(stats), planner.series_key().to_vec()))
@@ -148,7 +143,8 @@ impl Pipeline {
             _ => None,
         };
         let score_task = tokio::spawn(score_stage(
-            work_rx,
+            raw_rx,
+            decoder,
             done_tx,
             scorer,
             options.workers,
@@ -193,7 +189,6 @@ impl Pipeline {
             let _ = task.await;
         }
         let score_result = join("scorer", score_task).await;
-        let decode_result = join("decoder", decode_task).await;
         let source_result = join("source", source_task).await;
         let work_source = match feeder {
             Some(feeder) => Some(join("judge work consumer", feeder).await?),
@@ -212,7 +207,6 @@ impl Pipeline {
         // Every event is scored: store the verdicts the durable judge cache still queues.
         usage_scorer.flush().await;
         score_result??;
-        decode_result?;
         let mut source = source_result?;
         let finish_result = source.finish().await;
         summary.source = source.source.report();

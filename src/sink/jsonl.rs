@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
-use super::{Batch, Sink, SinkError, encode_json_lines};
+use super::{Batch, Sink, SinkError, encode_json_lines, encode_json_lines_owned};
 
 /// File name of evaluation rows inside the sink directory.
 pub const EVALUATIONS_FILE: &str = "evaluations.jsonl";
@@ -87,26 +87,31 @@ async fn append_durably(
 #[async_trait]
 impl Sink for JsonlSink {
     async fn write(&mut self, batch: Batch) -> Result<(), SinkError> {
-        if !batch.inputs.is_empty() {
+        let Batch {
+            rows,
+            dead_letters,
+            inputs,
+        } = batch;
+        if !inputs.is_empty() {
             let path = self.dir.join(INPUTS_FILE);
             if self.inputs.is_none() {
                 self.inputs = Some(open_append(&path).await?);
             }
             if let Some(file) = self.inputs.as_mut() {
                 self.buffer.clear();
-                encode_json_lines(&batch.inputs, &mut self.buffer)?;
+                encode_json_lines_owned(inputs, &mut self.buffer)?;
                 append_durably(file, &self.buffer, &path).await?;
             }
         }
-        if !batch.rows.is_empty() {
+        if !rows.is_empty() {
             self.buffer.clear();
-            encode_json_lines(&batch.rows, &mut self.buffer)?;
+            encode_json_lines_owned(rows, &mut self.buffer)?;
             let path = self.dir.join(EVALUATIONS_FILE);
             append_durably(&mut self.evaluations, &self.buffer, &path).await?;
         }
-        if !batch.dead_letters.is_empty() {
+        if !dead_letters.is_empty() {
             self.buffer.clear();
-            encode_json_lines(&batch.dead_letters, &mut self.buffer)?;
+            encode_json_lines(&dead_letters, &mut self.buffer)?;
             let path = self.dir.join(DEAD_LETTERS_FILE);
             append_durably(&mut self.dead_letters, &self.buffer, &path).await?;
         }
@@ -136,6 +141,22 @@ impl Sink for JsonlSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_encoding_writes_the_serial_bytes() {
+        let rows: Vec<serde_json::Value> = (0..1_000)
+            .map(|i| serde_json::json!({"event_id": format!("ev-{i}"), "value": i, "details": {"n": [i, i + 1]}}))
+            .collect();
+        let mut serial = Vec::new();
+        encode_json_lines(&rows, &mut serial).unwrap();
+        let mut parallel = b"kept ".to_vec();
+        encode_json_lines_owned(rows, &mut parallel).unwrap();
+        assert_eq!(&parallel[..5], b"kept ", "appends to what is there");
+        assert_eq!(&parallel[5..], &serial[..]);
+        let mut few = Vec::new();
+        encode_json_lines_owned(vec![serde_json::json!(1)], &mut few).unwrap();
+        assert_eq!(few, b"1\n");
+    }
     use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
     use crate::event::Event;
     use crate::review::EventInputs;

@@ -1,6 +1,6 @@
 //! The whole process against the scoring core, file → JSONL, deterministic judge:
 //!
-//!   cargo bench --bench process -- [--events N]
+//!   cargo bench --bench process -- [--events N] [--scaling]
 //!
 //! 1. **Core**: the STEF path alone (`stef::prepare` → deterministic judge → `stef::finish` →
 //!    row), on this thread, over the same events: CPU µs per event.
@@ -10,6 +10,10 @@
 //!    (the machine's cores); and again pinned to one core (`taskset -c 0`, one worker) when
 //!    `taskset` exists. For each: wall time, events/s, the child's CPU (user + system, from
 //!    `getrusage(RUSAGE_CHILDREN)`) per event, and its peak RSS.
+//!
+//! With `--scaling`: the process (file → JSONL) with `pipeline.workers` = 1, 2, 4, … up to the
+//! machine's cores (and the cores themselves), printed as a table of events/s and CPU per event —
+//! how throughput grows with cores and where it stops (the scaling issue).
 //!
 //! The ratio process CPU / core CPU is the overhead the process adds around the core (decode,
 //! tasks and channels, the row's details JSON, the JSONL encoder, allocation): the line-rate
@@ -76,6 +80,10 @@ fn main() {
     std::fs::write(&input, text).expect("write events");
     let binary = sqlgrade_testkit::bin::sqlgrade();
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
+    if std::env::args().any(|a| a == "--scaling") {
+        scaling(&binary, &input, dir.path(), n);
+        return;
+    }
     let mut runs = vec![("default workers", false)];
     if pinned {
         runs.push(("pinned to one core, 1 worker", true));
@@ -128,4 +136,46 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
+}
+
+/// The process with 1, 2, 4, … workers up to the cores: events/s and CPU per event.
+fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::Path, n: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |w| Some(w * 2))
+        .take_while(|w| *w < cores)
+        .collect();
+    counts.push(cores);
+    println!("| workers | events/s | CPU µs / event | × one worker |");
+    println!("|---|---|---|---|");
+    let mut first = None;
+    for workers in counts {
+        let out_dir = dir.join(format!("out-{workers}"));
+        let (cpu_before, _) = support::children_usage();
+        let started = Instant::now();
+        let output = Command::new(binary)
+            .arg("run")
+            .env("SQLGRADE__SOURCE__PATH", input)
+            .env("SQLGRADE__SINK__DIR", &out_dir)
+            .env("SQLGRADE__PIPELINE__WORKERS", workers.to_string())
+            .env("RUST_LOG", "warn")
+            .current_dir(dir)
+            .output()
+            .expect("run sqlgrade");
+        let wall = started.elapsed();
+        let (cpu_after, _) = support::children_usage();
+        assert!(
+            output.status.success(),
+            "sqlgrade run failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rate = n as f64 / wall.as_secs_f64();
+        let cpu_us = (cpu_after - cpu_before).as_secs_f64() * 1e6 / n as f64;
+        let base = *first.get_or_insert(rate);
+        println!(
+            "| {workers} | {rate:.0} | {cpu_us:.1} | {:.2} |",
+            rate / base
+        );
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average at the end: {}", load.trim());
 }

@@ -150,7 +150,10 @@ mod tests {
         let mut serial = Vec::new();
         encode_json_lines(&rows, &mut serial).unwrap();
         let mut parallel = b"kept ".to_vec();
-        encode_json_lines_owned(rows, &mut parallel).unwrap();
+        crate::sink::encode_json_lines_in_chunks(rows.clone(), 3, &mut parallel).unwrap();
+        let mut owned = Vec::new();
+        encode_json_lines_owned(rows, &mut owned).unwrap();
+        assert_eq!(owned, serial, "whatever the machine's cores");
         assert_eq!(&parallel[..5], b"kept ", "appends to what is there");
         assert_eq!(&parallel[5..], &serial[..]);
         let mut few = Vec::new();

@@ -77,53 +77,48 @@ pub use stdout::StdoutSink;
 /// Items per thread below which [`encode_json_lines_owned`] encodes on the calling thread.
 pub const MIN_ITEMS_PER_ENCODER: usize = 256;
 
-/// [`encode_json_lines`] of a batch the caller owns, spread over the machine's cores: the items
+/// Cores below which [`encode_json_lines_owned`] encodes on the calling thread: on 2 cores the
+/// scorer pool already keeps every core busy and handing chunks to other threads cost ~10 % of
+/// the events/s (measured, `benches/README.md`, "Scaling"); the writer becomes the limit only
+/// with many scoring workers.
+pub const MIN_CORES_FOR_PARALLEL_ENCODING: usize = 4;
+
+/// [`encode_json_lines`] of a batch the caller owns, spread over the machine's cores (from
+/// [`MIN_CORES_FOR_PARALLEL_ENCODING`] on; serial below): the items
 /// are cut into consecutive chunks (at least [`MIN_ITEMS_PER_ENCODER`] each), each chunk encoded
-/// — and dropped — on a thread of its own, and the lines appended in their order, so the bytes
-/// are those of the serial encoder. The sink's task, which every batch crosses one at a time,
-/// keeps only the concatenation and the write.
+/// — and dropped — on rayon's pool (persistent threads), and the lines appended in their order,
+/// so the bytes are those of the serial encoder. The sink's task, which every batch crosses one
+/// at a time, keeps only the concatenation and the write.
 pub fn encode_json_lines_owned<T: serde::Serialize + Send>(
     items: Vec<T>,
     out: &mut Vec<u8>,
 ) -> Result<(), SinkError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(items.len() / MIN_ITEMS_PER_ENCODER);
-    if threads <= 1 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = rayon::current_num_threads().min(items.len() / MIN_ITEMS_PER_ENCODER);
+    if threads <= 1 || cores < MIN_CORES_FOR_PARALLEL_ENCODING {
         return encode_json_lines(&items, out);
     }
-    let per_thread = items.len().div_ceil(threads);
-    let mut chunks: Vec<Vec<T>> = Vec::with_capacity(threads);
-    let mut items = items.into_iter();
-    loop {
-        let chunk: Vec<T> = items.by_ref().take(per_thread).collect();
-        if chunk.is_empty() {
-            break;
-        }
-        chunks.push(chunk);
-    }
-    let encoded: Vec<Result<Vec<u8>, SinkError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| {
-                scope.spawn(move || {
-                    let mut buffer = Vec::new();
-                    encode_json_lines(&chunk, &mut buffer).map(|()| buffer)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle.join().unwrap_or_else(|_| {
-                    Err(SinkError::Serialize(
-                        "a JSON-lines encoder thread panicked".into(),
-                    ))
-                })
-            })
-            .collect()
-    });
-    for part in encoded {
+    encode_json_lines_in_chunks(items, threads, out)
+}
+
+/// [`encode_json_lines`] of `items` cut into `chunks` consecutive chunks, each encoded and
+/// dropped on rayon's pool, appended in order (the serial bytes).
+pub fn encode_json_lines_in_chunks<T: serde::Serialize + Send>(
+    items: Vec<T>,
+    chunks: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), SinkError> {
+    use rayon::prelude::*;
+    let per_thread = items.len().div_ceil(chunks.max(1)).max(1);
+    let parts: Vec<Result<Vec<u8>, SinkError>> = items
+        .into_par_iter()
+        .chunks(per_thread)
+        .map(|chunk| {
+            let mut buffer = Vec::new();
+            encode_json_lines(&chunk, &mut buffer).map(|()| buffer)
+        })
+        .collect();
+    for part in parts {
         out.extend_from_slice(&part?);
     }
     Ok(())

@@ -1,0 +1,92 @@
+//! The per-event cost of the pipeline's stages that every event crosses on one thread, before
+//! and after the scaling issue's change, in one run (criterion, thread CPU time of the calling
+//! thread — what a serial stage spends per event, whatever other threads do):
+//!
+//!   cargo bench --bench stages
+//!
+//! - `decode`: `Event::decode_with_limit` of one payload — the decode stage's cost per event
+//!   before (one task decoded every event); now the scoring tasks decode, in parallel.
+//! - `jsonl_rows_serial`: the JSONL sink's row encoding as it was (the writer task serialised
+//!   every row of a 1,000-row batch itself).
+//! - `jsonl_rows_owned`: the same batch cut in two chunks encoded on rayon's pool
+//!   (`encode_json_lines_in_chunks`, what `encode_json_lines_owned` does from 4 cores on): what
+//!   is left on the writer's thread per event — the hand-over, the join and the concatenation.
+//!   The bytes are the same (a unit test checks it).
+//!
+//! The target: what must stay single costs ≤ 1 µs per event. Results in
+//! `benches/README.md` ("Scaling: the serial stages").
+
+mod support;
+
+use std::time::Duration;
+
+use criterion::measurement::Measurement;
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use sqlgrade::event::Event;
+use sqlgrade::sink::{encode_json_lines, encode_json_lines_in_chunks};
+use sqlgrade::stef::RuleProfile;
+use support::ThreadCpuTime;
+
+const BATCH: usize = 1_000;
+
+fn bench_cpu(c: &mut Criterion<ThreadCpuTime>) {
+    run_group(c, "serial_stages_cpu");
+}
+
+fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
+    let events = support::prediction_events();
+    let payloads: Vec<Vec<u8>> = events
+        .iter()
+        .map(|e| serde_json::to_vec(e).expect("encode"))
+        .collect();
+    let profile = RuleProfile::default();
+    let ts = "2026-11-21T10:00:00Z";
+    let rows: Vec<_> = (0..BATCH)
+        .map(|i| support::stef_row(&events[i % events.len()], &profile, ts))
+        .collect();
+
+    let mut group = c.benchmark_group(name);
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(payloads.len() as u64));
+    group.bench_function("decode", |b| {
+        b.iter(|| {
+            payloads
+                .iter()
+                .filter(|p| Event::decode_with_limit(p, 1 << 20).is_ok())
+                .count()
+        })
+    });
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("jsonl_rows_serial", |b| {
+        b.iter_batched(
+            || rows.clone(),
+            |rows| {
+                let mut out = Vec::new();
+                encode_json_lines(&rows, &mut out).expect("encode");
+                drop(rows);
+                out.len()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("jsonl_rows_owned", |b| {
+        b.iter_batched(
+            || rows.clone(),
+            |rows| {
+                let mut out = Vec::new();
+                encode_json_lines_in_chunks(rows, 2, &mut out).expect("encode");
+                out.len()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches_cpu;
+    config = Criterion::default().with_measurement(ThreadCpuTime);
+    targets = bench_cpu
+}
+criterion_main!(benches_cpu);

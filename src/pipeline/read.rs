@@ -18,6 +18,7 @@ pub(super) async fn source_stage(
     metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> SourceOutcome {
     let mut last_error = Ok(());
+    let mut clock = ReceiveClock::default();
     // Whether anyone can still ask for shutdown (the sender may be dropped).
     let mut watching = true;
     loop {
@@ -42,7 +43,12 @@ pub(super) async fn source_stage(
             next = source.next() => next,
         };
         match next {
-            Ok(Some(message)) => {
+            Ok(Some(mut message)) => {
+                // The event time of an event without `ts` and without a source time: when the
+                // pipeline received it (not when a scoring task got to it).
+                if message.source_time.is_none() {
+                    message.source_time = Some(clock.now());
+                }
                 if let Some(metrics) = &metrics {
                     metrics.consumed();
                 }
@@ -62,6 +68,26 @@ pub(super) async fn source_stage(
         }
     }
     SourceOutcome { source, last_error }
+}
+
+/// The receive time as rows carry it (RFC 3339, milliseconds), formatted once per millisecond:
+/// the source stage stamps every message without a source time, so it must stay cheap.
+#[derive(Default)]
+struct ReceiveClock {
+    millis: i64,
+    text: String,
+}
+
+impl ReceiveClock {
+    fn now(&mut self) -> String {
+        let now = chrono::Utc::now();
+        let millis = now.timestamp_millis();
+        if millis != self.millis || self.text.is_empty() {
+            self.millis = millis;
+            self.text = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        }
+        self.text.clone()
+    }
 }
 
 /// The one place a payload becomes an event or a dead letter, run by the scoring tasks (so
@@ -100,7 +126,7 @@ impl Decoder {
                     transform(&mut event);
                 }
                 // The event time of an event without `ts`: the source's own time of the message
-                // (stable across redelivery), else the receive time.
+                // (stable across redelivery), else the receive time (stamped by the source stage).
                 let fallback_ts = source_time.unwrap_or_else(now_rfc3339);
                 Decoded::Work(Work {
                     event,
@@ -120,5 +146,26 @@ impl Decoder {
                 Decoded::DeadLetter(Completed::DeadLetter { dead_letter, ack })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_receive_clock_writes_what_rows_carry() {
+        let mut clock = ReceiveClock::default();
+        let stamp = clock.now();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(&stamp).is_ok() && stamp.ends_with('Z'),
+            "{stamp}"
+        );
+        assert_eq!(
+            stamp.len(),
+            now_rfc3339().len(),
+            "milliseconds, like now_rfc3339"
+        );
+        assert!(clock.now() >= stamp, "never goes back");
     }
 }

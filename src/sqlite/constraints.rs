@@ -1,7 +1,8 @@
 //! Mining a real database's constraints for `ts_ex` (the core's
 //! [`DbConstraints`]): what its schema declares, and what its data shows — columns with no
 //! NULL, columns whose values are distinct, small value domains, numeric ranges, text columns
-//! of one fixed shape (ISO dates and times, fixed-width codes: [`Rule::Shaped`]), columns whose
+//! of one fixed shape (ISO dates and times, fixed-width codes: [`Rule::Shaped`]) or of digits of
+//! varying length ([`Rule::DigitText`]), text columns never NULL nor empty, columns whose
 //! values all occur in another column (declared foreign keys checked, undeclared ones found by
 //! name), and key ↔ label columns that map one to one (with the real pairs).
 //!
@@ -93,6 +94,27 @@ fn float(v: Option<&SqlValue>) -> Option<f64> {
         Some(SqlValue::Real(x)) => Some(*x),
         _ => None,
     }
+}
+
+/// The single number a `SELECT COUNT(*) …` returns (`None`: the query failed or ran out of
+/// time).
+fn count(run: &dyn Fn(&str) -> Option<ResultSet>, sql: &str) -> Option<i64> {
+    run(sql).map(|rs| int(rs.rows.first().and_then(|r| r.first())))
+}
+
+/// Whether the real data breaks `rule` nowhere: its own violation query counts 0 (`None`: the
+/// query could not be written or run).
+fn holds_in_data(
+    db: &DbSchema,
+    run: &dyn Fn(&str) -> Option<ResultSet>,
+    rule: &Rule,
+) -> Option<bool> {
+    let sql = Constraint {
+        rule: rule.clone(),
+        origin: Origin::Observed,
+    }
+    .violation_sql(db, &[])?;
+    count(run, &sql).map(|violations| violations == 0)
 }
 
 /// Mine the database at `path` (the real one of `db`), starting from what `db` declares.
@@ -219,15 +241,7 @@ fn observe_unique_rows(
         }
         for columns in candidates {
             let rule = Rule::UniqueTogether { columns };
-            let sql = Constraint {
-                rule: rule.clone(),
-                origin: Origin::Observed,
-            }
-            .violation_sql(db, &[]);
-            if sql
-                .and_then(|sql| run(&sql))
-                .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0)
-            {
+            if holds_in_data(db, run, &rule) == Some(true) {
                 out.add(rule, Origin::Observed);
             }
         }
@@ -275,6 +289,11 @@ fn observe_columns(
         }
         if s.non_null > 0 && s.numeric == 0 {
             observe_shape(db, t, c, run, out);
+            // A text column with values that are never empty (names, labels).
+            let rule = Rule::NotEmpty { column: c };
+            if s.non_null == stats.rows && holds_in_data(db, run, &rule) == Some(true) {
+                out.add(rule, Origin::Observed);
+            }
         }
         if s.non_null > 0
             && s.numeric == s.non_null
@@ -314,6 +333,28 @@ fn observe_shape(
         Some(SqlValue::Text(text)) => Some(shape_of(text)),
         _ => None,
     });
+    let texts: Vec<&str> = rs
+        .rows
+        .iter()
+        .filter_map(|r| match r.first() {
+            Some(SqlValue::Text(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    // Numeric text of varying length (fixed widths are shapes).
+    if texts.len() == rs.rows.len()
+        && texts.len() >= 2
+        && texts
+            .iter()
+            .all(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        && texts.iter().any(|t| t.len() != texts[0].len())
+    {
+        let rule = Rule::DigitText { column: c };
+        if holds_in_data(db, run, &rule) == Some(true) {
+            out.add(rule, Origin::Observed);
+        }
+        return;
+    }
     let Some(Some(shape)) = shapes.next() else {
         return;
     };
@@ -324,14 +365,7 @@ fn observe_shape(
         return;
     }
     let rule = Rule::Shaped { column: c, shape };
-    let holds = Constraint {
-        rule: rule.clone(),
-        origin: Origin::Observed,
-    }
-    .violation_sql(db, &[])
-    .and_then(|sql| run(&sql))
-    .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0);
-    if holds {
+    if holds_in_data(db, run, &rule) == Some(true) {
         out.add(rule, Origin::Observed);
     }
 }
@@ -359,15 +393,7 @@ fn check_references(
         let ts = stats.get(t)?.as_ref()?;
         Some((ts, ts.columns.iter().find(|s| s.column == c)?))
     };
-    let holds = |rule: &Rule| -> Option<bool> {
-        let sql = Constraint {
-            rule: rule.clone(),
-            origin: Origin::Observed,
-        }
-        .violation_sql(db, &[])?;
-        let rs = run(&sql)?;
-        Some(int(rs.rows.first().and_then(|r| r.first())) == 0)
-    };
+    let holds = |rule: &Rule| holds_in_data(db, run, rule);
     // Declared: kept whatever the data says (the schema's word is what people reason with),
     // noted when the data breaks them.
     for &(from, to) in &db.foreign_keys {
@@ -583,25 +609,13 @@ fn observe_paths_agree(
         candidates.truncate(limits.max_path_checks);
     }
     for (table, left, right) in candidates {
-        let rule = Rule::PathsAgree { table, left, right };
-        let Some(violations) = (Constraint {
-            rule: rule.clone(),
-            origin: Origin::Observed,
-        })
-        .violation_sql(db, &[]) else {
-            continue;
-        };
-        if run(&violations).is_none_or(|rs| int(rs.rows.first().and_then(|r| r.first())) != 0) {
-            continue;
-        }
         // Some row must reach both values: a vacuous agreement says nothing.
-        let Rule::PathsAgree { table, left, right } = &rule else {
-            continue;
-        };
-        let support = paths_sql(db, *table, left, right, false);
-        if support
-            .and_then(|sql| run(&sql))
-            .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) > 0)
+        let support = paths_sql(db, table, &left, &right, false);
+        let rule = Rule::PathsAgree { table, left, right };
+        if holds_in_data(db, run, &rule) == Some(true)
+            && support
+                .and_then(|sql| count(run, &sql))
+                .is_some_and(|n| n > 0)
         {
             out.add(rule, Origin::Observed);
         }
@@ -645,14 +659,7 @@ fn observe_dependencies(
     }
     for (from, to) in candidates {
         let rule = Rule::Determines { from, to };
-        let holds = Constraint {
-            rule: rule.clone(),
-            origin: Origin::Observed,
-        }
-        .violation_sql(db, &[])
-        .and_then(|sql| run(&sql))
-        .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) == 0);
-        if !holds {
+        if holds_in_data(db, run, &rule) != Some(true) {
             continue;
         }
         // Enough repeats that agreement is no accident of a small table: at least
@@ -666,9 +673,7 @@ fn observe_dependencies(
             "SELECT COUNT(*) FROM (SELECT {f} FROM {} WHERE {f} IS NOT NULL AND {d} IS NOT NULL GROUP BY {f} HAVING COUNT(*) > 1)",
             quote_identifier(&db.tables[db.columns[from].table])
         );
-        if run(&support)
-            .is_some_and(|rs| int(rs.rows.first().and_then(|r| r.first())) >= MIN_DEPENDENCY_GROUPS)
-        {
+        if count(run, &support).is_some_and(|groups| groups >= MIN_DEPENDENCY_GROUPS) {
             out.add(rule, Origin::Observed);
         }
     }

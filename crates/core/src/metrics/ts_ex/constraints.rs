@@ -67,6 +67,11 @@ pub enum Rule {
     /// a letter, any other character itself): `2020-03-10T12:00:00` is `9999-99-99a99:99:99`, so
     /// a planted year becomes a date of that year, not a text `strftime` cannot read.
     Shaped { column: usize, shape: String },
+    /// The column's non-NULL values are texts of digits only, of varying length (numeric
+    /// text: `'00123'`, `'7'`), never empty.
+    DigitText { column: usize },
+    /// The text column holds no empty string (names, labels: a real one is never `''`).
+    NotEmpty { column: usize },
     /// No two rows of one table agree on all these columns (a link table's pair of keys; all
     /// of a table's columns: no duplicate rows).
     UniqueTogether { columns: Vec<usize> },
@@ -209,6 +214,8 @@ impl Rule {
             | Rule::Domain { column, .. }
             | Rule::Range { column, .. }
             | Rule::Shaped { column, .. }
+            | Rule::DigitText { column }
+            | Rule::NotEmpty { column }
             | Rule::AtMostOnce { column, .. } => vec![*column],
             Rule::References { from, to } | Rule::Determines { from, to } => vec![*from, *to],
             Rule::KeyLabel { key, label, .. } => vec![*key, *label],
@@ -263,6 +270,12 @@ impl Rule {
             Rule::Shaped { column: c, shape } if *c == column => {
                 matches!(v, SqlValue::Text(t) if shape_of(t) == *shape)
             }
+            Rule::DigitText { column: c } if *c == column => {
+                matches!(v, SqlValue::Text(t) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            }
+            Rule::NotEmpty { column: c } if *c == column => {
+                !matches!(v, SqlValue::Text(t) if t.is_empty())
+            }
             _ => true,
         }
     }
@@ -300,6 +313,8 @@ impl Constraint {
             Rule::Shaped { column, shape } => {
                 format!("{} shaped {shape} (9 digit, a letter)", name(*column))
             }
+            Rule::DigitText { column } => format!("{} is text of digits", name(*column)),
+            Rule::NotEmpty { column } => format!("{} is never ''", name(*column)),
             Rule::KeyLabel { key, label, pairs } => format!(
                 "{} ↔ {} ({} real pairs)",
                 name(*key),
@@ -397,6 +412,16 @@ impl Constraint {
                     "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) <> 'text' OR {c} NOT GLOB '{}')",
                     shape_glob(shape).replace('\'', "''")
                 )
+            }
+            Rule::DigitText { column } => {
+                let (t, c) = col(*column)?;
+                format!(
+                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) <> 'text' OR {c} = '' OR {c} GLOB '*[^0-9]*')"
+                )
+            }
+            Rule::NotEmpty { column } => {
+                let (t, c) = col(*column)?;
+                format!("SELECT COUNT(*) FROM {t} WHERE {c} = ''")
             }
             Rule::UniqueTogether { columns } => {
                 let cols: Vec<(String, String)> =
@@ -929,7 +954,9 @@ impl<'a> ColumnData<'a> {
             }
             Rule::Domain { column, .. }
             | Rule::Range { column, .. }
-            | Rule::Shaped { column, .. } => self
+            | Rule::Shaped { column, .. }
+            | Rule::DigitText { column }
+            | Rule::NotEmpty { column } => self
                 .non_null(*column)
                 .iter()
                 .all(|v| rule.admits(*column, v, planted)),
@@ -1228,6 +1255,25 @@ mod tests {
         assert!(rule.admits(0, &SqlValue::Text("2020-05-01".into()), &[]));
         assert!(!rule.admits(0, &SqlValue::Text("2020".into()), &[]));
         assert!(!rule.admits(0, &SqlValue::Integer(2020), &[]));
+        let digits = Rule::DigitText { column: 0 };
+        assert!(digits.admits(0, &SqlValue::Text("00123".into()), &[]));
+        assert!(!digits.admits(0, &SqlValue::Text("12a".into()), &[]));
+        assert!(!digits.admits(0, &SqlValue::Text(String::new()), &[]));
+        let filled = Rule::NotEmpty { column: 0 };
+        assert!(filled.admits(0, &SqlValue::Text("x".into()), &[]));
+        assert!(!filled.admits(0, &SqlValue::Text(String::new()), &[]));
+        let db = shop();
+        let label = col(&db, "kind", "label");
+        let sql = |rule: Rule| {
+            Constraint {
+                rule,
+                origin: Origin::Observed,
+            }
+            .violation_sql(&db, &[])
+            .unwrap()
+        };
+        assert!(sql(Rule::DigitText { column: label }).contains("GLOB '*[^0-9]*'"));
+        assert!(sql(Rule::NotEmpty { column: label }).ends_with("WHERE \"label\" = ''"));
     }
 
     #[test]

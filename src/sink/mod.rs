@@ -93,7 +93,11 @@ pub fn encode_json_lines_owned<T: serde::Serialize + Send>(
     items: Vec<T>,
     out: &mut Vec<u8>,
 ) -> Result<(), SinkError> {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    // Read once: `available_parallelism` reads the cgroup limits on every call.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
     let threads = rayon::current_num_threads().min(items.len() / MIN_ITEMS_PER_ENCODER);
     if threads <= 1 || cores < MIN_CORES_FOR_PARALLEL_ENCODING {
         return encode_json_lines(&items, out);

@@ -532,34 +532,29 @@ impl SuiteChecker {
     }
 
     /// The first suspect condition of the gold ([`gold_suspects`]) the difference hinges on:
-    /// on every database where the prediction and the gold differ, the prediction agrees with
-    /// the gold relaxed of that condition.
+    /// on every database where the prediction and the gold differ (`differing`: each with the
+    /// prediction's result there, `None` when it failed), the prediction agrees with the gold
+    /// relaxed of that condition.
     fn hinging_suspect(
         &self,
         db: &DbSchema,
         gold: &str,
-        pred: &str,
         asked: &str,
-        differing: &[&GeneratedDb],
+        differing: &[(&GeneratedDb, Option<ResultSet>)],
         convention: ExConvention,
     ) -> Option<GoldSuspect> {
         if asked.trim().is_empty() || differing.is_empty() {
             return None;
         }
         gold_suspects(gold, asked).into_iter().find(|suspect| {
-            differing.iter().all(|generated| {
-                let Ok(conn) = self.open(db, generated) else {
+            differing.iter().all(|(generated, pred_rs)| {
+                let (Some(pred_rs), Ok(conn)) = (pred_rs, self.open(db, generated)) else {
                     return false;
                 };
-                match (
-                    conn.run(&suspect.relaxed, self.limits),
-                    conn.run(pred, self.limits),
-                ) {
-                    (Ok(relaxed), Ok(p)) => {
-                        results_match(&relaxed, &p, convention, &suspect.relaxed)
-                    }
-                    _ => false,
-                }
+                conn.run(&suspect.relaxed, self.limits)
+                    .is_ok_and(|relaxed| {
+                        results_match(&relaxed, pred_rs, convention, &suspect.relaxed)
+                    })
             })
         })
     }
@@ -641,7 +636,10 @@ impl SuiteChecker {
         outcome.assumptions = capped(assumptions);
         let mut smallest: Option<(usize, &GeneratedDb, ResultSet, Result<ResultSet, String>)> =
             None;
-        let mut differing: Vec<&GeneratedDb> = Vec::new();
+        // Where they differ, with the prediction's result: what the suspect-gold check reruns
+        // the relaxed gold against (kept only where that check can apply).
+        let may_fall_back = mode == SuiteMode::Constrained && !asked.trim().is_empty();
+        let mut differing: Vec<(&GeneratedDb, Option<ResultSet>)> = Vec::new();
         for generated in &suite.databases {
             let Ok(conn) = self.open(db, generated) else {
                 continue;
@@ -654,7 +652,9 @@ impl SuiteChecker {
                 .as_ref()
                 .is_ok_and(|p| results_match(&gold_rs, p, convention, gold));
             if !same {
-                differing.push(generated);
+                if may_fall_back {
+                    differing.push((generated, pred_rs.as_ref().ok().cloned()));
+                }
                 let rows = generated.row_count();
                 if smallest.as_ref().is_none_or(|(r, ..)| rows < *r) {
                     smallest = Some((rows, generated, gold_rs, pred_rs));
@@ -700,7 +700,7 @@ impl SuiteChecker {
             // (and without one, the refutation does, marked).
             if mode == SuiteMode::Constrained {
                 outcome.gold_suspect =
-                    self.hinging_suspect(db, gold, pred, asked, &differing, convention);
+                    self.hinging_suspect(db, gold, asked, &differing, convention);
             }
             outcome.verdict = outcome.gold_suspect.is_some() && outcome.real_database;
             outcome.differs_on = Some("suite");

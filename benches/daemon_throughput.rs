@@ -3,6 +3,16 @@
 //!
 //!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
 //!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm] [--state-on-disk]
+//!       [--variant LABEL:BINARY[:SINK_KEYS] ...]
+//!
+//! With `--variant` (given twice or more) the bench compares builds or sink settings instead of
+//! the judges: every variant runs deterministic, in the order A B … then … B A per round (K
+//! rounds), each on fresh servers, and the summary prints each variant's mean events/s and
+//! daemon CPU per event with its ratio to the first. `BINARY` is a `sqlgrade` executable (e.g.
+//! a release build of the base commit in its own target directory), `SINK_KEYS` TOML lines added
+//! to `[sink]` (`;` separates lines), e.g.
+//! `--variant before:/tmp/base/sqlgrade --variant after:target/release/sqlgrade
+//! --variant after-4:target/release/sqlgrade:inflight_batches=4`.
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
 //! first), migrates, and runs the release daemon as a separate process, batching as in
@@ -57,6 +67,27 @@ struct Args {
     llm_rate: usize,
     llm_latency_ms: usize,
     state_on_disk: bool,
+    variants: Vec<Variant>,
+}
+
+/// A build and sink settings to compare (`--variant`).
+#[derive(Clone)]
+struct Variant {
+    label: String,
+    binary: std::path::PathBuf,
+    sink_config: String,
+}
+
+fn variant(spec: &str) -> Option<Variant> {
+    let mut parts = spec.splitn(3, ':');
+    let label = parts.next().filter(|l| !l.is_empty())?.to_string();
+    let binary = std::path::PathBuf::from(parts.next().filter(|b| !b.is_empty())?);
+    let sink_config = parts.next().unwrap_or("").replace(';', "\n");
+    Some(Variant {
+        label,
+        binary,
+        sink_config,
+    })
 }
 
 fn args() -> Args {
@@ -69,6 +100,7 @@ fn args() -> Args {
         llm_rate: 50,
         llm_latency_ms: 1_000,
         state_on_disk: false,
+        variants: Vec::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -86,6 +118,10 @@ fn args() -> Args {
                 i += 1;
                 continue;
             }
+            ("--variant", _) => match argv.get(i + 1).and_then(|spec| variant(spec)) {
+                Some(v) => a.variants.push(v),
+                None => eprintln!("daemon_throughput: --variant wants LABEL:BINARY[:SINK_KEYS]"),
+            },
             ("--state-on-disk", _) => {
                 a.state_on_disk = true;
                 i += 1;
@@ -190,6 +226,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// What one run measured.
 struct Run {
+    /// The `--variant` this run measured.
+    label: Option<String>,
     llm: bool,
     sustained: f64,
     window_events: f64,
@@ -223,7 +261,7 @@ fn loadavg() -> String {
 
 /// One run on fresh servers (module documentation); `None` when the servers are unavailable
 /// or the daemon stalls (the reason is printed).
-async fn run(args: &Args, llm: bool) -> Option<Run> {
+async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     use sqlgrade_testkit::events::stef_reply;
     use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
     let lag_events = args.rate * args.lag_seconds as usize;
@@ -235,6 +273,10 @@ async fn run(args: &Args, llm: bool) -> Option<Run> {
     let mut h = Harness::start(name, args.events + lag_events, 0, false)?;
     // Production-like batching (deploy/config/production.toml).
     h.batch = (5000, 1000);
+    if let Some(v) = variant {
+        h.binary = Some(v.binary.clone());
+        h.sink_config = v.sink_config.clone();
+    }
     let server = if llm {
         let server = MockServer::start().await;
         let reply = stef_reply("likely_correct", 0.8);
@@ -304,6 +346,7 @@ async fn run(args: &Args, llm: bool) -> Option<Run> {
     }
     drop(daemon);
     Some(Run {
+        label: variant.map(|v| v.label.clone()),
         llm,
         sustained: (nb - na) as f64 / secs,
         window_events: (nb - na) as f64,
@@ -366,7 +409,9 @@ async fn lag(h: &mut Harness, args: &Args, lag_events: usize) -> Lag {
 }
 
 fn report(args: &Args, r: &Run) {
-    let kind = if r.llm {
+    let kind = if let Some(label) = &r.label {
+        format!("deterministic [{label}]")
+    } else if r.llm {
         format!(
             "LLM judge ({} ms, quota {}/s)",
             args.llm_latency_ms, args.llm_rate
@@ -437,6 +482,10 @@ async fn main() {
     } else {
         println!("daemon_throughput: server state in the system temp dir");
     }
+    if args.variants.len() > 1 {
+        compare_variants(&args).await;
+        return;
+    }
     // Deterministic, LLM, LLM, deterministic, … (module documentation).
     let mut order = Vec::new();
     for round in 0..args.rounds {
@@ -449,7 +498,7 @@ async fn main() {
     }
     let mut runs = Vec::new();
     for llm in order {
-        match run(&args, llm).await {
+        match run(&args, llm, None).await {
             Some(r) => {
                 report(&args, &r);
                 runs.push(r);
@@ -483,6 +532,65 @@ async fn main() {
             mean(true, &|r| r.cpu[0] / r.window_events * 1e6),
             mean(true, &|r| r.judge.map_or(0.0, |j| j.0)) * 100.0 / args.llm_rate as f64,
             mean(true, &|r| r.judge.map_or(0.0, |j| j.1)) * 100.0 / args.llm_rate as f64,
+        );
+    }
+}
+
+/// `--variant` mode: every variant deterministic, A B … per even round and … B A per odd one,
+/// then each variant's means and its ratio to the first.
+async fn compare_variants(args: &Args) {
+    let mut runs: Vec<Run> = Vec::new();
+    for round in 0..args.rounds {
+        let mut order: Vec<&Variant> = args.variants.iter().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for variant in order {
+            match run(args, false, Some(variant)).await {
+                Some(r) => {
+                    report(args, &r);
+                    runs.push(r);
+                }
+                None => {
+                    eprintln!("daemon_throughput: servers unavailable; nothing measured");
+                    return;
+                }
+            }
+        }
+    }
+    let means = |label: &str| {
+        let of: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.label.as_deref() == Some(label))
+            .collect();
+        let n = of.len().max(1) as f64;
+        let rate = of.iter().map(|r| r.sustained).sum::<f64>() / n;
+        let cpu = of
+            .iter()
+            .map(|r| r.cpu[0] / r.window_events * 1e6)
+            .sum::<f64>()
+            / n;
+        let stack = of
+            .iter()
+            .map(|r| r.cpu.iter().sum::<f64>() / r.window_events * 1e6)
+            .sum::<f64>()
+            / n;
+        let rates: Vec<String> = of.iter().map(|r| format!("{:.0}", r.sustained)).collect();
+        (rate, cpu, stack, rates.join(", "))
+    };
+    println!(
+        "daemon_throughput variants ({} events per run, {} round(s), deterministic):",
+        args.events, args.rounds
+    );
+    let (base_rate, base_cpu, ..) = means(&args.variants[0].label);
+    for v in &args.variants {
+        let (rate, cpu, stack, rates) = means(&v.label);
+        println!(
+            "  {:<16} {rate:>7.0} events/s ({rates}) = {:>5.1}%, daemon {cpu:.1} µs CPU per event \
+             = {:>5.1}%, whole stack {stack:.1} µs",
+            v.label,
+            100.0 * rate / base_rate.max(1e-9),
+            100.0 * cpu / base_cpu.max(1e-9),
         );
     }
 }

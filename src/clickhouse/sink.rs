@@ -91,7 +91,7 @@ struct EvaluationRecord<'a> {
     /// The codes of the row's findings (migration 012). The column's DEFAULT computes the same
     /// from `details` with a regular expression on the server; sending it saves ClickHouse that
     /// work on every inserted row.
-    finding_codes: Vec<String>,
+    finding_codes: Vec<std::borrow::Cow<'a, str>>,
     /// Which judge produced the verdict (migration 015); '' on rows of other metrics.
     judge_identity: &'a str,
 }
@@ -99,14 +99,26 @@ struct EvaluationRecord<'a> {
 const NO_RULES: &[String] = &[];
 
 impl<'a> EvaluationRecord<'a> {
-    fn new(row: &'a EvaluationRow, scored_at: u32) -> EvaluationRecord<'a> {
+    /// The record of `row`; `ts` is its event time in seconds (see [`EventTimes`]).
+    fn new(row: &'a EvaluationRow, ts: u32, scored_at: u32) -> EvaluationRecord<'a> {
         let stef = row.stef.as_ref();
         let judged = row.judged.as_ref();
         let details = row.details.json_text();
-        let finding_codes = finding_codes(&details);
+        // Borrowed from the row's rendered details (no allocation per code); owned only for
+        // details held as a value tree, whose text is rendered here.
+        let finding_codes = match &details {
+            std::borrow::Cow::Borrowed(text) => finding_codes(text)
+                .into_iter()
+                .map(std::borrow::Cow::Borrowed)
+                .collect(),
+            std::borrow::Cow::Owned(text) => finding_codes(text)
+                .into_iter()
+                .map(|code| std::borrow::Cow::Owned(code.to_string()))
+                .collect(),
+        };
         EvaluationRecord {
             event_id: &row.event_id,
-            ts: epoch_seconds(&row.ts).unwrap_or(scored_at),
+            ts,
             app_id: row.app_id.as_deref(),
             agent_id: row.agent_id.as_deref(),
             agent_version: row.agent_version.as_deref(),
@@ -149,11 +161,39 @@ impl<'a> EvaluationRecord<'a> {
     }
 }
 
+/// Event times in seconds, parsed once per run of rows with the same RFC 3339 text (an event's
+/// rows share it, and a batch holds them together).
+struct EventTimes<'a> {
+    last: Option<(&'a str, u32)>,
+    /// What an unparseable time becomes (the insert's time).
+    fallback: u32,
+}
+
+impl<'a> EventTimes<'a> {
+    fn new(fallback: u32) -> EventTimes<'a> {
+        EventTimes {
+            last: None,
+            fallback,
+        }
+    }
+
+    fn seconds(&mut self, ts: &'a str) -> u32 {
+        match self.last {
+            Some((text, seconds)) if text == ts => seconds,
+            _ => {
+                let seconds = epoch_seconds(ts).unwrap_or(self.fallback);
+                self.last = Some((ts, seconds));
+                seconds
+            }
+        }
+    }
+}
+
 /// What `extractAll(details, '"code":"([a-z_0-9]+)","severity"')` (the DEFAULT of
 /// `evaluations.finding_codes`, migration 012) returns for `details`: every finding's code, in
 /// order. A `"code"` inside evidence text is escaped in the JSON (`\"code\"`), so it never
 /// matches.
-fn finding_codes(details: &str) -> Vec<String> {
+fn finding_codes(details: &str) -> Vec<&str> {
     const OPEN: &str = "\"code\":\"";
     const CLOSE: &str = "\",\"severity\"";
     let mut codes = Vec::new();
@@ -165,7 +205,7 @@ fn finding_codes(details: &str) -> Vec<String> {
             .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
             .count();
         if len > 0 && after[len..].starts_with(CLOSE) {
-            codes.push(after[..len].to_string());
+            codes.push(&after[..len]);
             rest = &after[len + CLOSE.len()..];
         } else {
             // As the regular expression does, try again one character further.
@@ -366,12 +406,16 @@ impl ClickHouseSink {
         rows: &[&EvaluationRow],
     ) -> clickhouse::error::Result<()> {
         let scored_at = now_seconds();
+        let mut times = EventTimes::new(scored_at);
         let mut insert = client
             .insert::<EvaluationRecord<'_>>(table)
             .await?
             .with_timeouts(self.timeout(), self.timeout());
         for row in rows {
-            insert.write(&EvaluationRecord::new(row, scored_at)).await?;
+            let ts = times.seconds(&row.ts);
+            insert
+                .write(&EvaluationRecord::new(row, ts, scored_at))
+                .await?;
         }
         insert.end().await
     }
@@ -620,6 +664,16 @@ mod tests {
             ["c_1"]
         );
         assert!(finding_codes(r#"{"code":"#).is_empty());
+    }
+
+    #[test]
+    fn event_times_are_parsed_once_per_run_of_one_text() {
+        let mut times = EventTimes::new(7);
+        assert_eq!(times.seconds("1970-01-01T00:00:10Z"), 10);
+        assert_eq!(times.seconds("1970-01-01T00:00:10Z"), 10);
+        assert_eq!(times.seconds("1970-01-01T00:01:00Z"), 60);
+        assert_eq!(times.seconds("not a time"), 7, "the insert's time");
+        assert_eq!(times.seconds("1970-01-01T00:00:10Z"), 10);
     }
 
     #[test]

@@ -18,8 +18,12 @@ use crate::source::AckToken;
 ///
 /// Up to `inflight` batches are written at once when the sink offers concurrent writers
 /// ([`Sink::concurrent_writer`]): while one insert waits on the server the next is already
-/// sent. Completions are taken in batch order, so acknowledgements, work hand-over and progress
-/// happen exactly as with one writer.
+/// sent. Each such write runs as its own task, so the batches' row encoding and compression
+/// (the ClickHouse sink's CPU) run on as many runtime threads as there are batches in flight
+/// instead of one; a sink that writes one batch at a time (JSONL, stdout) stays on this task.
+/// Completions are taken in batch order, so acknowledgements, work hand-over and progress
+/// happen exactly as with one writer. Dropping this stage aborts the writes still in flight
+/// (their batches are not acknowledged, so their messages are redelivered).
 pub(super) async fn write_stage(
     mut batch_rx: mpsc::Receiver<PendingBatch>,
     sink: Box<dyn Sink>,
@@ -28,26 +32,35 @@ pub(super) async fn write_stage(
     metrics: Option<crate::telemetry::PipelineMetrics>,
     work_sink: Option<Arc<dyn WorkSink>>,
 ) -> Result<Box<dyn Sink>, PipelineError> {
+    use futures::future::Either;
     use futures::stream::{FuturesOrdered, StreamExt};
+    use tokio_util::task::AbortOnDropHandle;
     let mut idle: Vec<Box<dyn Sink>> = vec![sink];
     while idle.len() < inflight
         && let Some(writer) = idle[0].concurrent_writer()
     {
         idle.push(writer);
     }
+    let concurrent = idle.len() > 1;
     let mut in_flight = FuturesOrdered::new();
     let mut open = true;
     while open || !in_flight.is_empty() {
         tokio::select! {
             biased;
-            Some((writer, stored)) = in_flight.next(), if !in_flight.is_empty() => {
+            Some(written) = in_flight.next(), if !in_flight.is_empty() => {
+                let (writer, stored) = written?;
                 idle.push(writer);
                 acknowledge(stored?, &progress, work_sink.as_deref()).await?;
             }
             received = batch_rx.recv(), if open && !idle.is_empty() => match received {
                 Some(pending) => match idle.pop() {
+                    Some(writer) if concurrent => {
+                        let write = tokio::spawn(write_batch(writer, pending, metrics.clone()));
+                        in_flight.push_back(Either::Left(joined(AbortOnDropHandle::new(write))));
+                    }
                     Some(writer) => {
-                        in_flight.push_back(write_batch(writer, pending, metrics.clone()));
+                        let write = write_batch(writer, pending, metrics.clone());
+                        in_flight.push_back(Either::Right(inline(write)));
                     }
                     // Not reachable: the branch runs only with an idle writer.
                     None => return Err(PipelineError::Task("no sink writer is free".into())),
@@ -68,6 +81,23 @@ pub(super) async fn write_stage(
     Ok(sink)
 }
 
+/// A batch written by [`write_batch`].
+type Written = (Box<dyn Sink>, Result<Stored, PipelineError>);
+
+/// The outcome of a write that ran as its own task; a panic in the sink is the stage's error.
+async fn joined(
+    write: tokio_util::task::AbortOnDropHandle<Written>,
+) -> Result<Written, PipelineError> {
+    write
+        .await
+        .map_err(|e| PipelineError::Task(format!("sink writer: {e}")))
+}
+
+/// The outcome of a write polled on the writer's own task.
+async fn inline(write: impl Future<Output = Written>) -> Result<Written, PipelineError> {
+    Ok(write.await)
+}
+
 /// A batch the sink has stored, waiting for its turn to be acknowledged.
 pub(super) struct Stored {
     pub(super) acks: Vec<AckToken>,
@@ -82,7 +112,7 @@ pub(super) async fn write_batch(
     mut sink: Box<dyn Sink>,
     pending: PendingBatch,
     metrics: Option<crate::telemetry::PipelineMetrics>,
-) -> (Box<dyn Sink>, Result<Stored, PipelineError>) {
+) -> Written {
     let PendingBatch {
         batch,
         acks,

@@ -17,12 +17,17 @@ pub struct Daemon {
 impl Daemon {
     /// Spawn `sqlgrade run --config <config>` with output in `log`.
     pub fn spawn(config: &Path, log: &Path, health_port: u16) -> Daemon {
+        Daemon::spawn_binary(&crate::bin::sqlgrade(), config, log, health_port)
+    }
+
+    /// [`Daemon::spawn`] with another build of `sqlgrade` (benchmarks compare two).
+    pub fn spawn_binary(binary: &Path, config: &Path, log: &Path, health_port: u16) -> Daemon {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .unwrap();
-        let child = Command::new(crate::bin::sqlgrade())
+        let child = Command::new(binary)
             .args(["run", "--config"])
             .arg(config)
             .env("RUST_LOG", "info,rdkafka=warn")

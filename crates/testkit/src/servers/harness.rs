@@ -114,6 +114,11 @@ pub struct Harness {
     pub source_config: String,
     /// ClickHouse URL of daemon k: `sink_urls[k % len]` (default: the one server).
     pub sink_urls: Vec<String>,
+    /// Keys added to the `[sink]` section of every daemon config (e.g. `compression`).
+    pub sink_config: String,
+    /// The `sqlgrade` binary the daemons run (benchmarks compare builds); unset = the one
+    /// built with the tests ([`crate::bin::sqlgrade`]).
+    pub binary: Option<PathBuf>,
 }
 
 impl Harness {
@@ -165,6 +170,8 @@ impl Harness {
             extra_config,
             source_config: String::new(),
             sink_urls: Vec::new(),
+            sink_config: String::new(),
+            binary: None,
         };
         let config = h.write_config("migrate", free_port());
         let out = Command::new(crate::bin::sqlgrade())
@@ -209,6 +216,7 @@ batch_rows = {batch_rows}
 flush_interval_ms = {flush_ms}
 retry_initial_ms = 100
 retry_max_ms = 1000
+{sink}
 
 [rules]
 dir = "{rules}"
@@ -231,6 +239,7 @@ listen = "127.0.0.1:{health_port}"
             rules = crate::data::repo_root().join("rules").display(),
             batch_rows = self.batch.0,
             flush_ms = self.batch.1,
+            sink = self.sink_config,
         );
         let text = format!("{text}\n{}\n", self.extra_config);
         let path = self.servers.dir.path().join(format!("{name}.toml"));
@@ -245,7 +254,10 @@ listen = "127.0.0.1:{health_port}"
         let port = free_port();
         let config = self.write_config(&name, port);
         let log = self.servers.dir.path().join(format!("{name}.log"));
-        Daemon::spawn(&config, &log, port)
+        match &self.binary {
+            Some(binary) => Daemon::spawn_binary(binary, &config, &log, port),
+            None => Daemon::spawn(&config, &log, port),
+        }
     }
 
     /// Produce the next `n` valid events, with malformed ones mixed in proportionally.

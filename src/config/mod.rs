@@ -116,96 +116,29 @@ impl Config {
         Ok(config)
     }
 
-    /// Check the rules serde cannot express; lists every problem at once.
+    /// Check the rules serde cannot express; lists every problem at once. Each section checks
+    /// itself (`problems()` next to its declaration); what stays here are the rules that span
+    /// sections (a judge cache kept in the sink's ClickHouse, a work topic that needs the Kafka
+    /// source, the gold metrics' judge).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut problems = Vec::new();
-        match self.source.kind {
-            SourceKind::File if self.source.path.as_os_str().is_empty() => {
-                problems.push("source.path is required for source.kind = \"file\"".to_string());
-            }
-            SourceKind::Kafka => {
-                if self
-                    .source
-                    .brokers
-                    .as_deref()
-                    .is_none_or(|b| b.trim().is_empty())
-                {
-                    problems
-                        .push("source.brokers is required for source.kind = \"kafka\"".to_string());
-                }
-                if self.source.topics.iter().all(|t| t.trim().is_empty()) {
-                    problems.push(
-                        "source.topics must name at least one topic for source.kind = \"kafka\""
-                            .to_string(),
-                    );
-                }
-                if self.source.group_id.trim().is_empty() {
-                    problems.push("source.group_id must not be empty".to_string());
-                }
-                if let Some(id) = &self.source.group_instance_id {
-                    if id.trim().is_empty() {
-                        problems.push(
-                            "source.group_instance_id must not be empty when set (unset it for \
-                             dynamic membership)"
-                                .to_string(),
-                        );
-                    }
-                    if self
-                        .source
-                        .kafka_properties
-                        .get("group.instance.id")
-                        .is_some_and(|given| given != id)
-                    {
-                        problems.push(
-                            "source.group_instance_id and [source.kafka_properties] \
-                             \"group.instance.id\" disagree: set only one"
-                                .to_string(),
-                        );
-                    }
-                }
-                if self.source.max_in_flight == 0 {
-                    problems.push("source.max_in_flight must be at least 1".to_string());
-                }
-                if self.source.commit_interval_ms == 0 {
-                    problems.push("source.commit_interval_ms must be at least 1".to_string());
-                }
-            }
-            _ => {}
-        }
-        if self.source.kind == SourceKind::Otlp || self.source.format != SourceFormat::Event {
-            problems.extend(self.source.otlp.problems());
-        }
-        match (self.source.kind, self.source.format) {
-            (SourceKind::Otlp, SourceFormat::Event) | (SourceKind::Kafka, _) => {}
-            (SourceKind::Otlp, _) => problems.push(
-                "source.format applies to kafka, file and stdin sources; kind = \"otlp\" reads \
-                 OTLP requests already"
-                    .to_string(),
-            ),
-            (_, SourceFormat::OtlpProto) => problems.push(
-                "source.format = \"otlp_proto\" needs source.kind = \"kafka\" (binary \
-                 messages); lines of a file or stdin can be \"otlp_json\""
-                    .to_string(),
-            ),
-            _ => {}
-        }
-        problems.extend(self.gold_judge_problems());
+        let mut problems = self.source.problems();
         problems.extend(self.sink.problems());
-        if self.judge.kind == JudgeKind::Llm {
-            problems.extend(self.judge.problems("judge"));
-            if self.judge.durable_cache == DurableCacheMode::Clickhouse
-                && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
-            {
-                problems.push(
-                    "judge.durable_cache = \"clickhouse\" needs sink.url (the ClickHouse server \
-                     holding judge_cache)"
-                        .to_string(),
-                );
-            }
-        } else {
-            problems.extend(self.judge.limit_problems("judge"));
+        problems.extend(self.stef.problems());
+        problems.extend(self.pipeline.problems());
+        problems.extend(self.gold.problems());
+        problems.extend(self.alerts.problems());
+        problems.extend(self.gold_judge_problems());
+        problems.extend(self.judge.section_problems("judge"));
+        if self.judge.kind == JudgeKind::Llm
+            && self.judge.durable_cache == DurableCacheMode::Clickhouse
+            && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
+        {
+            problems.push(
+                "judge.durable_cache = \"clickhouse\" needs sink.url (the ClickHouse server \
+                 holding judge_cache)"
+                    .to_string(),
+            );
         }
-        problems.extend(self.judge.budget.problems("judge.budget"));
         if self.judge.budget.work_topic.is_some() && self.source.kind != SourceKind::Kafka {
             problems.push(
                 "judge.budget.work_topic needs source.kind = \"kafka\" (other sources use an \
@@ -213,35 +146,6 @@ impl Config {
                     .to_string(),
             );
         }
-        if let Some(gold_judge) = &self.gold.judge
-            && gold_judge.budget != JudgeBudgetConfig::default()
-        {
-            problems.push(
-                "gold.judge.budget has no effect: the budget governs the STEF judge's second \
-                 pass ([judge.budget]); LLM-judged gold metrics judge every event that carries \
-                 gold data"
-                    .to_string(),
-            );
-        }
-        if self.stef.probe_timeout_ms == 0 {
-            problems.push("stef.probe_timeout_ms must be at least 1".to_string());
-        }
-        if self.stef.probe_workers == 0 {
-            problems.push("stef.probe_workers must be at least 1".to_string());
-        }
-        if self.pipeline.workers == 0 {
-            problems.push("pipeline.workers must be at least 1".to_string());
-        }
-        if self.pipeline.channel_capacity == 0 {
-            problems.push("pipeline.channel_capacity must be at least 1".to_string());
-        }
-        if self.pipeline.max_event_bytes == 0 {
-            problems.push("pipeline.max_event_bytes must be at least 1".to_string());
-        }
-        if self.pipeline.max_sql_bytes == 0 {
-            problems.push("pipeline.max_sql_bytes must be at least 1".to_string());
-        }
-        problems.extend(self.alerts.problems());
         if problems.is_empty() {
             Ok(())
         } else {
@@ -295,25 +199,6 @@ impl Config {
                 judged.join(", ")
             ));
         }
-        if !(1..=crate::metrics::rose::MAX_PREVIEW_ROWS).contains(&gold.rose_preview_rows) {
-            problems.push(format!(
-                "gold.rose_preview_rows must be between 1 and {}, not {}",
-                crate::metrics::rose::MAX_PREVIEW_ROWS,
-                gold.rose_preview_rows
-            ));
-        }
-        if !(gold.hybrid_cutoff.is_finite() && (0.0..=1.0).contains(&gold.hybrid_cutoff)) {
-            problems.push(format!(
-                "gold.hybrid_cutoff must be between 0 and 1, not {}",
-                gold.hybrid_cutoff
-            ));
-        }
-        if !(gold.hybrid_tolerance.is_finite() && (0.0..=1.0).contains(&gold.hybrid_tolerance)) {
-            problems.push(format!(
-                "gold.hybrid_tolerance must be between 0 and 1 (relative), not {}",
-                gold.hybrid_tolerance
-            ));
-        }
         problems
     }
 
@@ -339,6 +224,43 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn each_section_checks_itself_and_validate_adds_the_cross_section_rules() {
+        let mut c = Config::default();
+        c.pipeline.workers = 0;
+        c.stef.probe_workers = 0;
+        c.source.kind = SourceKind::Kafka;
+        c.gold.hybrid_cutoff = 2.0;
+        c.judge.max_concurrency = 0;
+        assert_eq!(c.pipeline.problems(), ["pipeline.workers must be at least 1"]);
+        assert_eq!(c.stef.problems(), ["stef.probe_workers must be at least 1"]);
+        assert!(c.source.problems()[0].contains("source.brokers is required"));
+        assert!(c.gold.problems()[0].contains("gold.hybrid_cutoff"));
+        assert_eq!(
+            c.judge.section_problems("judge"),
+            ["judge.max_concurrency must be at least 1"]
+        );
+        // A rule that spans sections is `validate`'s alone.
+        c.judge.budget.work_topic = Some("work".into());
+        c.source.kind = SourceKind::File;
+        assert!(c.source.problems().is_empty());
+        let Err(ConfigError::Invalid(problems)) = c.validate() else {
+            panic!("invalid");
+        };
+        for expected in [
+            "pipeline.workers",
+            "stef.probe_workers",
+            "gold.hybrid_cutoff",
+            "judge.max_concurrency",
+            "judge.budget.work_topic needs source.kind",
+        ] {
+            assert!(
+                problems.iter().any(|p| p.contains(expected)),
+                "{expected} in {problems:?}"
+            );
+        }
     }
 
     #[test]

@@ -339,6 +339,18 @@ impl JudgeConfig {
         problems
     }
 
+    /// What is wrong with `[judge]` alone: an LLM judge's endpoint and limits, a deterministic
+    /// judge's limits, and the second pass's budget (`[judge.budget]`).
+    pub fn section_problems(&self, section: &str) -> Vec<String> {
+        let mut problems = if self.kind == JudgeKind::Llm {
+            self.problems(section)
+        } else {
+            self.limit_problems(section)
+        };
+        problems.extend(self.budget.problems(&format!("{section}.budget")));
+        problems
+    }
+
     /// [`JudgeConfig::problems`] without the endpoint (`base_url`, `model`): the limits and
     /// cache keys, checked in `[judge]` whatever its kind.
     pub fn limit_problems(&self, section: &str) -> Vec<String> {

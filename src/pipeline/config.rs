@@ -35,3 +35,19 @@ impl Default for PipelineConfig {
         }
     }
 }
+
+impl PipelineConfig {
+    /// What is wrong with this section alone.
+    pub fn problems(&self) -> Vec<String> {
+        [
+            ("workers", self.workers),
+            ("channel_capacity", self.channel_capacity),
+            ("max_event_bytes", self.max_event_bytes),
+            ("max_sql_bytes", self.max_sql_bytes),
+        ]
+        .into_iter()
+        .filter(|&(_, value)| value == 0)
+        .map(|(key, _)| format!("pipeline.{key} must be at least 1"))
+        .collect()
+    }
+}

@@ -63,6 +63,20 @@ impl Default for StefConfig {
     }
 }
 
+impl StefConfig {
+    /// What is wrong with this section alone.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.probe_timeout_ms == 0 {
+            problems.push("stef.probe_timeout_ms must be at least 1".to_string());
+        }
+        if self.probe_workers == 0 {
+            problems.push("stef.probe_workers must be at least 1".to_string());
+        }
+        problems
+    }
+}
+
 /// `[gold]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -107,6 +121,42 @@ pub struct GoldConfig {
 }
 
 impl GoldConfig {
+    /// What is wrong with this section alone (its judge, `[gold.judge]`, is checked with
+    /// `[judge]` by `Config::validate`, which knows both).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !(1..=crate::metrics::rose::MAX_PREVIEW_ROWS).contains(&self.rose_preview_rows) {
+            problems.push(format!(
+                "gold.rose_preview_rows must be between 1 and {}, not {}",
+                crate::metrics::rose::MAX_PREVIEW_ROWS,
+                self.rose_preview_rows
+            ));
+        }
+        if !(self.hybrid_cutoff.is_finite() && (0.0..=1.0).contains(&self.hybrid_cutoff)) {
+            problems.push(format!(
+                "gold.hybrid_cutoff must be between 0 and 1, not {}",
+                self.hybrid_cutoff
+            ));
+        }
+        if !(self.hybrid_tolerance.is_finite() && (0.0..=1.0).contains(&self.hybrid_tolerance)) {
+            problems.push(format!(
+                "gold.hybrid_tolerance must be between 0 and 1 (relative), not {}",
+                self.hybrid_tolerance
+            ));
+        }
+        if let Some(judge) = &self.judge
+            && judge.budget != crate::llm::config::JudgeBudgetConfig::default()
+        {
+            problems.push(
+                "gold.judge.budget has no effect: the budget governs the STEF judge's second \
+                 pass ([judge.budget]); LLM-judged gold metrics judge every event that carries \
+                 gold data"
+                    .to_string(),
+            );
+        }
+        problems
+    }
+
     /// Whether `metric` is switched on.
     pub fn has(&self, metric: Metric) -> bool {
         self.metrics.contains(&metric)

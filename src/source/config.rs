@@ -216,6 +216,78 @@ impl fmt::Debug for SourceConfig {
     }
 }
 
+impl SourceConfig {
+    /// What is wrong with this section alone (each a sentence naming the key).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        match self.kind {
+            SourceKind::File if self.path.as_os_str().is_empty() => {
+                problems.push("source.path is required for source.kind = \"file\"".to_string());
+            }
+            SourceKind::Kafka => {
+                if self.brokers.as_deref().is_none_or(|b| b.trim().is_empty()) {
+                    problems
+                        .push("source.brokers is required for source.kind = \"kafka\"".to_string());
+                }
+                if self.topics.iter().all(|t| t.trim().is_empty()) {
+                    problems.push(
+                        "source.topics must name at least one topic for source.kind = \"kafka\""
+                            .to_string(),
+                    );
+                }
+                if self.group_id.trim().is_empty() {
+                    problems.push("source.group_id must not be empty".to_string());
+                }
+                if let Some(id) = &self.group_instance_id {
+                    if id.trim().is_empty() {
+                        problems.push(
+                            "source.group_instance_id must not be empty when set (unset it for \
+                             dynamic membership)"
+                                .to_string(),
+                        );
+                    }
+                    if self
+                        .kafka_properties
+                        .get("group.instance.id")
+                        .is_some_and(|given| given != id)
+                    {
+                        problems.push(
+                            "source.group_instance_id and [source.kafka_properties] \
+                             \"group.instance.id\" disagree: set only one"
+                                .to_string(),
+                        );
+                    }
+                }
+                if self.max_in_flight == 0 {
+                    problems.push("source.max_in_flight must be at least 1".to_string());
+                }
+                if self.commit_interval_ms == 0 {
+                    problems.push("source.commit_interval_ms must be at least 1".to_string());
+                }
+            }
+            _ => {}
+        }
+        if self.kind == SourceKind::Otlp || self.format != SourceFormat::Event {
+            problems.extend(self.otlp.problems());
+        }
+        match (self.kind, self.format) {
+            (SourceKind::Otlp, SourceFormat::Event) | (SourceKind::Kafka, _) => {}
+            (SourceKind::Otlp, _) => problems.push(
+                "source.format applies to kafka, file and stdin sources; kind = \"otlp\" reads \
+                 OTLP requests already"
+                    .to_string(),
+            ),
+            (_, SourceFormat::OtlpProto) => problems.push(
+                "source.format = \"otlp_proto\" needs source.kind = \"kafka\" (binary \
+                 messages); lines of a file or stdin can be \"otlp_json\""
+                    .to_string(),
+            ),
+            _ => {}
+        }
+        problems
+    }
+}
+
 impl Default for SourceConfig {
     fn default() -> Self {
         SourceConfig {

@@ -234,7 +234,10 @@ mod tests {
         c.source.kind = SourceKind::Kafka;
         c.gold.hybrid_cutoff = 2.0;
         c.judge.max_concurrency = 0;
-        assert_eq!(c.pipeline.problems(), ["pipeline.workers must be at least 1"]);
+        assert_eq!(
+            c.pipeline.problems(),
+            ["pipeline.workers must be at least 1"]
+        );
         assert_eq!(c.stef.problems(), ["stef.probe_workers must be at least 1"]);
         assert!(c.source.problems()[0].contains("source.brokers is required"));
         assert!(c.gold.problems()[0].contains("gold.hybrid_cutoff"));

@@ -244,11 +244,19 @@ pub(super) async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
 }
 
 /// Pass the pending batch to the writer task; false when the writer has stopped (failed).
+///
+/// The next batch starts with room for as many rows, inputs and acknowledgements as this one
+/// held: under a steady load a batch then fills without growing its vectors (a 5,000-event
+/// batch's rows are ~4 MiB, which doubling copied twice over and the allocator took fresh from
+/// the kernel at each step), and a quiet stream keeps small ones.
 pub(super) async fn hand_over(
     batch_tx: &mpsc::Sender<PendingBatch>,
     pending: &mut PendingBatch,
 ) -> bool {
     let batch = std::mem::take(pending);
+    pending.batch.rows.reserve(batch.batch.rows.len());
+    pending.batch.inputs.reserve(batch.batch.inputs.len());
+    pending.acks.reserve(batch.acks.len());
     if batch.acks.is_empty() && batch.batch.is_empty() && !batch.last_line_rate {
         return true;
     }

@@ -2,10 +2,10 @@
 //! databases: which prompt variant and sections were sent, every row of ROSE's truth table,
 //! malformed judge output on each metric, and the avoidance rules (zero HTTP calls).
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::config;
+use crate::support::openai_mock::{MockServer, Scripted};
 use serde_json::{Value, json};
 use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::event::Event;
@@ -15,8 +15,6 @@ use sqlgrade::metrics::flex::{ERROR_CATEGORY_KEYS, FN_CATEGORY_KEYS, FlexOptions
 use sqlgrade::metrics::judged::{JudgedInput, JudgedOptions, JudgedScorer};
 use sqlgrade::metrics::rose::{DEFAULT_PREVIEW_ROWS, RoseOptions};
 use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
-use support::config;
-use support::openai_mock::{MockServer, Scripted};
 
 const TS: &str = "2026-01-01T00:00:00Z";
 

@@ -5,11 +5,10 @@
 //! own catalogue, and catalogues that are missing, malformed, huge or about another database —
 //! each a recorded outcome on the row, never a lost event.
 
-mod support;
-
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::support::cli::sqlgrade;
 use serde_json::Value;
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::catalogue::SchemaCatalog;
@@ -19,7 +18,6 @@ use sqlgrade::stef::{
     self, CatalogueSelection, FindingCode, PrepareOptions, Prepared, RuleProfile, Severity, Verdict,
 };
 use sqlgrade_testkit::data::{data_dir, read_jsonl};
-use support::cli::sqlgrade;
 
 fn bird_catalogue() -> SchemaCatalog {
     let text = std::fs::read_to_string(data_dir().join("bird/tables.json")).unwrap();

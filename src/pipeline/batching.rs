@@ -80,11 +80,11 @@ pub(super) async fn absorb(
             observers.rows(&rows, true).await;
             if let Some(inputs) = inputs {
                 pending.bytes += payload_bytes;
-                pending.batch.inputs.push(*inputs);
+                pending.contents.inputs.push(inputs);
             }
             pending.entries += rows.len().max(1);
             pending.bytes += payload_bytes + rows.len() * ROW_BYTES_ESTIMATE;
-            pending.batch.rows.extend(rows);
+            pending.contents.add_rows(rows);
             pending.acks.push(ack);
             if let Some(work) = work {
                 pending.work.push(*work);
@@ -94,7 +94,7 @@ pub(super) async fn absorb(
             observers.dead_letter(&dead_letter).await;
             pending.entries += 1;
             pending.bytes += dead_letter.payload.len() + ROW_BYTES_ESTIMATE;
-            pending.batch.dead_letters.push(dead_letter);
+            pending.contents.dead_letters.push(dead_letter);
             pending.acks.push(ack);
         }
     }
@@ -214,7 +214,7 @@ pub(super) async fn batch_stage(
                     observers.rows(&rows, false).await;
                     pending.entries += rows.len().max(1);
                     pending.bytes += rows.len() * ROW_BYTES_ESTIMATE;
-                    pending.batch.rows.extend(rows);
+                    pending.contents.add_rows(rows);
                     pending.acks.push(ack);
                 }
                 None => {
@@ -245,19 +245,17 @@ pub(super) async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
 
 /// Pass the pending batch to the writer task; false when the writer has stopped (failed).
 ///
-/// The next batch starts with room for as many rows, inputs and acknowledgements as this one
-/// held: under a steady load a batch then fills without growing its vectors (a 5,000-event
-/// batch's rows are ~4 MiB, which doubling copied twice over and the allocator took fresh from
-/// the kernel at each step), and a quiet stream keeps small ones.
+/// The next batch starts with room for as many events, inputs and acknowledgements as this one
+/// held: under a steady load a batch then fills without growing its vectors, and a quiet stream
+/// keeps small ones.
 pub(super) async fn hand_over(
     batch_tx: &mpsc::Sender<PendingBatch>,
     pending: &mut PendingBatch,
 ) -> bool {
     let batch = std::mem::take(pending);
-    pending.batch.rows.reserve(batch.batch.rows.len());
-    pending.batch.inputs.reserve(batch.batch.inputs.len());
+    pending.contents.reserve_like(&batch.contents);
     pending.acks.reserve(batch.acks.len());
-    if batch.acks.is_empty() && batch.batch.is_empty() && !batch.last_line_rate {
+    if batch.acks.is_empty() && batch.contents.is_empty() && !batch.last_line_rate {
         return true;
     }
     batch_tx.send(batch).await.is_ok()

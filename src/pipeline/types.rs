@@ -149,10 +149,61 @@ pub(super) async fn join<T>(
         .map_err(|e| PipelineError::Task(format!("{name}: {e}")))
 }
 
+/// What a batch being filled holds for the sink, as it arrived: each event's rows in their own
+/// vector and each event's inputs in their box, so that adding an event on the batcher's task
+/// (which every event crosses) moves a few pointers instead of copying ~0.6 KB per row and
+/// ~0.4 KB per input (`perf`: that copy was most of the batcher's CPU). [`Contents::into_batch`]
+/// lays them out flat on the writer's side.
+#[derive(Default)]
+pub(super) struct Contents {
+    pub(super) rows: Vec<Vec<EvaluationRow>>,
+    pub(super) row_count: usize,
+    #[allow(
+        clippy::vec_box,
+        reason = "the batcher moves the box the scoring task made instead of copying the inputs"
+    )]
+    pub(super) inputs: Vec<Box<EventInputs>>,
+    pub(super) dead_letters: Vec<DeadLetter>,
+}
+
+impl Contents {
+    /// Add one event's (or one judged message's) rows.
+    pub(super) fn add_rows(&mut self, rows: Vec<EvaluationRow>) {
+        if !rows.is_empty() {
+            self.row_count += rows.len();
+            self.rows.push(rows);
+        }
+    }
+
+    /// Whether there is nothing to write.
+    pub(super) fn is_empty(&self) -> bool {
+        self.row_count == 0 && self.inputs.is_empty() && self.dead_letters.is_empty()
+    }
+
+    /// Room for as many events and inputs as `other` held.
+    pub(super) fn reserve_like(&mut self, other: &Contents) {
+        self.rows.reserve(other.rows.len());
+        self.inputs.reserve(other.inputs.len());
+    }
+
+    /// The sink's batch: rows and inputs in arrival order.
+    pub(super) fn into_batch(self) -> Batch {
+        let mut rows = Vec::with_capacity(self.row_count);
+        for event_rows in self.rows {
+            rows.extend(event_rows);
+        }
+        Batch {
+            rows,
+            inputs: self.inputs.into_iter().map(|inputs| *inputs).collect(),
+            dead_letters: self.dead_letters,
+        }
+    }
+}
+
 /// Rows, dead letters and tokens of the batch being filled.
 #[derive(Default)]
 pub(super) struct PendingBatch {
-    pub(super) batch: Batch,
+    pub(super) contents: Contents,
     pub(super) acks: Vec<AckToken>,
     /// Work selected for the LLM judge, handed over once the batch is written.
     pub(super) work: Vec<JudgeWork>,
@@ -169,5 +220,36 @@ impl PendingBatch {
     /// Whether the batch reached `batch_rows` entries or `batch_bytes` and must be written.
     pub(super) fn is_full(&self, knobs: &Knobs) -> bool {
         self.entries >= knobs.batch_rows || self.bytes >= knobs.batch_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(event: &str) -> EvaluationRow {
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "event_id": event, "question": "q", "sql": "SELECT 1"
+        }))
+        .expect("an event");
+        EvaluationRow::for_event(
+            &event,
+            "2026-01-01T00:00:00Z",
+            crate::evaluation::Metric::Stef,
+        )
+    }
+
+    #[test]
+    fn contents_lay_rows_out_in_arrival_order() {
+        let mut contents = Contents::default();
+        assert!(contents.is_empty());
+        contents.add_rows(vec![row("a"), row("a")]);
+        contents.add_rows(Vec::new());
+        contents.add_rows(vec![row("b")]);
+        assert_eq!((contents.rows.len(), contents.row_count), (2, 3));
+        let batch = contents.into_batch();
+        let ids: Vec<&str> = batch.rows.iter().map(|r| r.event_id.as_str()).collect();
+        assert_eq!(ids, ["a", "a", "b"]);
+        assert_eq!(batch.rows.capacity(), 3);
     }
 }

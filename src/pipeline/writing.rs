@@ -114,13 +114,16 @@ pub(super) async fn write_batch(
     metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> Written {
     let PendingBatch {
-        batch,
+        contents,
         acks,
         work,
         messages,
         last_line_rate,
         ..
     } = pending;
+    // Laid out flat here, on the writer's side (its own task per batch in flight where the sink
+    // writes concurrently), not on the batcher's.
+    let batch = contents.into_batch();
     let (rows, dead_letters) = (batch.rows.len(), batch.dead_letters.len());
     if !batch.is_empty() {
         let started = Instant::now();

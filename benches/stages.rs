@@ -13,6 +13,12 @@
 //!   is left on the writer's thread per event — the hand-over, the join and the concatenation.
 //!   The bytes are the same (a unit test checks it).
 //!
+//! - `batch_rows_copied`: the batcher adding each event's rows to its batch as it did (each
+//!   row, 568 bytes, moved into one growing vector).
+//! - `batch_rows_kept`: the same events added as the batcher does now (each event's rows
+//!   vector kept as it arrived, in a vector with the previous batch's room; the writer lays
+//!   them out flat on its own task).
+//!
 //! The target: what must stay single costs ≤ 1 µs per event. Results in
 //! `benches/README.md` ("Scaling: the serial stages").
 
@@ -77,6 +83,33 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                 let mut out = Vec::new();
                 encode_json_lines_in_chunks(rows, 2, &mut out).expect("encode");
                 out.len()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let per_event: Vec<Vec<_>> = rows.iter().map(|row| vec![row.clone()]).collect();
+    group.bench_function("batch_rows_copied", |b| {
+        b.iter_batched(
+            || per_event.clone(),
+            |events| {
+                let mut batch = Vec::new();
+                for rows in events {
+                    batch.extend(rows);
+                }
+                batch
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("batch_rows_kept", |b| {
+        b.iter_batched(
+            || per_event.clone(),
+            |events| {
+                let mut batch = Vec::with_capacity(events.len());
+                for rows in events {
+                    batch.push(rows);
+                }
+                batch
             },
             BatchSize::LargeInput,
         )

@@ -6,11 +6,15 @@
 //! the circuit opens: the judge stage takes no work for a pause (1 s, doubling to
 //! [`MAX_PAUSE`]), then lets one judgment through as a probe while the others wait; its success
 //! closes the circuit, another outage opens it again for twice as long. Any answer from the
-//! server — a verdict, or a reply that is wrong — counts as the judge being there. Queued work
+//! server — a verdict, or a reply that is wrong — counts as the judge being there. The probe is
+//! a [`ProbeClaim`]: a probe that ends without asking the judge (its verdict was cached, its
+//! work was shed, the stage went on without it) hands the probe on as it is dropped, so the
+//! circuit never waits for an outcome that will not come. Queued work
 //! keeps its age while it waits, so `max_wait_ms` and the queue's capacity still shed it with
 //! their reasons; `judge_error` rows stay for failures of the judgment itself (a reply that
 //! stays invalid after its repair, a request the server rejects).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,8 +48,9 @@ enum State {
     Closed { failures: u32 },
     /// No judgment until `until`; the pause was `pause`.
     Open { until: Instant, pause: Duration },
-    /// One judgment is out as the probe; the others wait for its outcome.
-    Probing { pause: Duration },
+    /// One judgment is out as the probe (`probe`: its claim's number); the others wait for
+    /// its outcome.
+    Probing { pause: Duration, probe: u64 },
 }
 
 /// The circuit breaker (module documentation).
@@ -53,6 +58,25 @@ pub struct Breaker {
     state: Mutex<State>,
     changed: Notify,
     health: Option<Arc<Health>>,
+    /// Numbers the probe claims.
+    probes: AtomicU64,
+}
+
+/// The right to be the probe of an open circuit, held by the judgment admitted as the probe
+/// until it ends. Its outcome reaches the breaker through [`Breaker::answered`] or
+/// [`Breaker::unreachable`]; dropped without either (the verdict came from the cache, the work
+/// was shed or put aside, the stage stopped), it reopens the circuit at once so that the next
+/// judgment probes instead — without this the other judgments would wait for an outcome that
+/// never comes.
+pub struct ProbeClaim {
+    breaker: Arc<Breaker>,
+    probe: u64,
+}
+
+impl Drop for ProbeClaim {
+    fn drop(&mut self) {
+        self.breaker.probe_ended(self.probe);
+    }
 }
 
 /// The health component the breaker reports to: degraded while the circuit is not closed.
@@ -64,6 +88,7 @@ impl Default for Breaker {
             state: Mutex::new(State::Closed { failures: 0 }),
             changed: Notify::new(),
             health: None,
+            probes: AtomicU64::new(0),
         }
     }
 }
@@ -82,9 +107,10 @@ impl Breaker {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Wait until a judgment may start: at once while closed; while open, until the pause
-    /// ends, when the first caller goes as the probe and the others wait for its outcome.
-    pub async fn admit(&self) {
+    /// Wait until a judgment may start: at once while closed (`None`); while open, until the
+    /// pause ends, when the first caller goes as the probe (`Some` claim, kept until its
+    /// judgment ends) and the others wait for its outcome.
+    pub async fn admit(self: &Arc<Self>) -> Option<ProbeClaim> {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -93,10 +119,14 @@ impl Breaker {
             let wait = {
                 let mut state = self.lock();
                 match *state {
-                    State::Closed { .. } => return,
+                    State::Closed { .. } => return None,
                     State::Open { until, pause } if Instant::now() >= until => {
-                        *state = State::Probing { pause };
-                        return;
+                        let probe = self.probes.fetch_add(1, Ordering::Relaxed);
+                        *state = State::Probing { pause, probe };
+                        return Some(ProbeClaim {
+                            breaker: Arc::clone(self),
+                            probe,
+                        });
                     }
                     State::Open { until, .. } => Some(until),
                     State::Probing { .. } => None,
@@ -141,7 +171,7 @@ impl Breaker {
                 return false;
             }
             State::Closed { .. } => FIRST_PAUSE,
-            State::Probing { pause } => (pause * 2).min(MAX_PAUSE),
+            State::Probing { pause, .. } => (pause * 2).min(MAX_PAUSE),
             // Judgments that were already out when it opened: nothing new.
             State::Open { .. } => return false,
         };
@@ -160,6 +190,22 @@ impl Breaker {
         }
         self.changed.notify_waiters();
         true
+    }
+
+    /// Probe `probe`'s judgment ended: if it told nothing (the circuit still waits for it),
+    /// the circuit is open again with its pause over, so the next judgment probes.
+    fn probe_ended(&self, probe: u64) {
+        let mut state = self.lock();
+        if let State::Probing { pause, probe: out } = *state
+            && out == probe
+        {
+            *state = State::Open {
+                until: Instant::now(),
+                pause,
+            };
+            drop(state);
+            self.changed.notify_waiters();
+        }
     }
 }
 
@@ -192,8 +238,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn it_opens_after_failures_in_a_row_probes_and_closes() {
-        let breaker = Breaker::default();
-        breaker.admit().await;
+        let breaker = Arc::new(Breaker::default());
+        assert!(breaker.admit().await.is_none(), "closed: no probe");
         assert!(!breaker.unreachable(&down()));
         breaker.answered();
         // The count restarts after an answer.
@@ -202,7 +248,8 @@ mod tests {
         assert!(breaker.unreachable(&down()));
         // Open: nobody is admitted for the first pause.
         let started = Instant::now();
-        breaker.admit().await;
+        let probe = breaker.admit().await;
+        assert!(probe.is_some());
         assert_eq!(started.elapsed(), FIRST_PAUSE);
         // The probe is out: a second caller waits for its outcome.
         let second = breaker.admit();
@@ -212,30 +259,62 @@ mod tests {
                 .await
                 .is_err()
         );
-        // The probe fails: open again, for twice as long.
+        // The probe fails: open again, for twice as long (its claim, dropped after telling,
+        // changes nothing).
         assert!(breaker.unreachable(&down()));
+        drop(probe);
         let started = Instant::now();
-        second.await;
+        let second = second.await;
+        assert!(second.is_some());
         assert_eq!(started.elapsed(), FIRST_PAUSE * 2);
         // The probe succeeds: closed, everyone goes.
         breaker.answered();
-        breaker.admit().await;
-        breaker.admit().await;
+        drop(second);
+        assert!(breaker.admit().await.is_none());
+        assert!(breaker.admit().await.is_none());
         assert!(!breaker.unreachable(&down()));
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_pause_is_capped() {
-        let breaker = Breaker::default();
+        let breaker = Arc::new(Breaker::default());
         for _ in 0..OPEN_AFTER {
             breaker.unreachable(&down());
         }
         for _ in 0..10 {
-            breaker.admit().await;
+            let _probe = breaker.admit().await;
             breaker.unreachable(&down());
         }
         let started = Instant::now();
         breaker.admit().await;
         assert_eq!(started.elapsed(), MAX_PAUSE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_never_asks_the_judge_hands_the_probe_on() {
+        let breaker = Arc::new(Breaker::default());
+        for _ in 0..OPEN_AFTER {
+            breaker.unreachable(&down());
+        }
+        let probe = breaker.admit().await;
+        assert!(probe.is_some());
+        let waiting = breaker.admit();
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), &mut waiting)
+                .await
+                .is_err(),
+            "the others wait for the probe's outcome"
+        );
+        // Its verdict was in the cache: no call, no outcome. Dropping the claim lets the next
+        // judgment probe at once, without another pause.
+        let started = Instant::now();
+        drop(probe);
+        let next = waiting.await;
+        assert!(next.is_some(), "the next judgment is the probe");
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        breaker.answered();
+        drop(next);
+        assert!(breaker.admit().await.is_none(), "closed");
     }
 }

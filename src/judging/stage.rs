@@ -168,7 +168,10 @@ impl JudgeStage {
                     Err(_) => break false,
                 },
             };
-            // A paused judge (its circuit open): no judgment starts until it may.
+            // A paused judge (its circuit open): no judgment starts until it may. The probe's
+            // claim goes with the judgment it admits; dropped unused (the loop goes on without
+            // a judgment), it hands the probe on.
+            let mut probe = None;
             if let Some(breaker) = &self.breaker {
                 tokio::select! {
                     biased;
@@ -177,7 +180,7 @@ impl JudgeStage {
                         watching = changed.is_ok();
                         continue;
                     }
-                    () = breaker.admit() => {}
+                    claim = breaker.admit() => probe = claim,
                 }
             }
             if ready.is_empty() {
@@ -216,6 +219,8 @@ impl JudgeStage {
             let out = out.clone();
             let queue = Arc::clone(&self.queue);
             tasks.spawn(async move {
+                // Held until the judgment ends (see `ProbeClaim`).
+                let _probe = probe;
                 match job.run(next).await {
                     // A closed channel means the batcher failed; it reports the error. The
                     // permit is held until the batcher takes the row (back-pressure).

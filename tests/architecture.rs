@@ -826,3 +826,29 @@ fn module_files_with_children_keep_one_of_two_shapes() {
         );
     }
 }
+
+/// The test groups (`tests/gold/`, `tests/stef/`: one binary each, whose tests run in parallel
+/// threads) hold no test that starts servers or a model (ARCHITECTURE.md, "Where to add … a
+/// test"): those stay one binary each, so `cargo test` runs them one after another and their
+/// waits never share the machine with another binary's servers.
+#[test]
+fn test_groups_start_no_servers() {
+    let mut offenders = Vec::new();
+    for group in ["gold", "stef"] {
+        let dir = repo().join("tests").join(group);
+        let entries = std::fs::read_dir(&dir).expect("the group directory");
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let text = std::fs::read_to_string(&path).expect("a test file");
+            for needle in ["servers::", "Harness::", "LlamaServer", "Servers::start"] {
+                if text.contains(needle) {
+                    offenders.push(format!("{} uses {needle}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "tests that start servers go in a top-level tests/*.rs of their own: {offenders:?}"
+    );
+}

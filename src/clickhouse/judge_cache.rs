@@ -565,7 +565,7 @@ impl JudgeCacheStore {
             .bind(key)
             .fetch_optional::<String>();
         match tokio::time::timeout(self.read_timeout, fetch).await {
-            Ok(result) => result.map_err(|e| SinkError::Store(format!("judge_cache get: {e}"))),
+            Ok(result) => result.map_err(|e| SinkError::backend("judge_cache get", e)),
             Err(_) => Err(SinkError::Store(format!(
                 "judge_cache get: no answer within {} ms",
                 self.read_timeout.as_millis()
@@ -589,7 +589,7 @@ impl JudgeCacheStore {
         let fetch = bound.fetch_all::<KeyValue>();
         match tokio::time::timeout(self.read_timeout, fetch).await {
             Ok(Ok(rows)) => Ok(rows.into_iter().map(|r| (r.key, r.value)).collect()),
-            Ok(Err(e)) => Err(SinkError::Store(format!("judge_cache get_many: {e}"))),
+            Ok(Err(e)) => Err(SinkError::backend("judge_cache get_many", e)),
             Err(_) => Err(SinkError::Store(format!(
                 "judge_cache get_many: no answer within {} ms",
                 self.read_timeout.as_millis()
@@ -626,7 +626,7 @@ impl JudgeCacheStore {
             insert.end().await
         };
         match tokio::time::timeout(self.write_timeout, store).await {
-            Ok(result) => result.map_err(|e| SinkError::Store(format!("judge_cache put: {e}"))),
+            Ok(result) => result.map_err(|e| SinkError::backend("judge_cache put", e)),
             Err(_) => Err(SinkError::Store(format!(
                 "judge_cache put: no answer within {} ms",
                 self.write_timeout.as_millis()

@@ -501,9 +501,10 @@ impl ClickHouseSink {
                         let give_up = self.settings.retry_give_up_ms;
                         if give_up > 0 && started.elapsed() >= Duration::from_millis(give_up) {
                             self.report(ComponentHealth::Failed(e.to_string()));
-                            return Err(Err(SinkError::Store(format!(
-                                "{what}: giving up after {failures} attempts: {e}"
-                            ))));
+                            return Err(Err(SinkError::backend(
+                                format!("{what}: giving up after {failures} attempts"),
+                                e,
+                            )));
                         }
                         let delay = backoff.next_delay();
                         tracing::warn!(
@@ -608,8 +609,7 @@ impl Sink for ClickHouseSink {
             .map(|d| (d, String::new()))
             .collect();
         for r in rejected_inputs {
-            let payload =
-                serde_json::to_vec(&r.item).map_err(|e| SinkError::Serialize(e.to_string()))?;
+            let payload = serde_json::to_vec(&r.item).map_err(SinkError::Serialize)?;
             let letter = DeadLetter::new(
                 format!("clickhouse:{EVENT_INPUTS_TABLE}:{}", r.item.event_id),
                 "rejected by clickhouse",
@@ -618,8 +618,7 @@ impl Sink for ClickHouseSink {
             letters.push((letter, r.error));
         }
         for r in rejected {
-            let payload =
-                serde_json::to_vec(&r.item).map_err(|e| SinkError::Serialize(e.to_string()))?;
+            let payload = serde_json::to_vec(&r.item).map_err(SinkError::Serialize)?;
             let letter = DeadLetter::new(
                 format!("clickhouse:{EVALUATIONS_TABLE}:{}", r.item.event_id),
                 "rejected by clickhouse",

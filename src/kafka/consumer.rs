@@ -578,9 +578,12 @@ impl Source for KafkaSource {
             .await
             {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(SourceError::Kafka(format!(
-                    "final commit failed: {e}; the uncommitted tail is redelivered on the next start"
-                ))),
+                Ok(Err(source)) => Err(SourceError::KafkaClient {
+                    what: "final commit failed; the uncommitted tail is redelivered on the next \
+                           start"
+                        .into(),
+                    source,
+                }),
                 Err(_) => Err(SourceError::Kafka(format!(
                     "final commit did not complete within {FINISH_COMMIT_WAIT:?} (is the broker \
                      reachable?); the uncommitted tail is redelivered on the next start"

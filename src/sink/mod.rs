@@ -40,10 +40,33 @@ pub enum SinkError {
     },
     /// Serialization.
     #[error("sink serialization error: {0}")]
-    Serialize(String),
-    /// Remote store error.
+    Serialize(#[source] serde_json::Error),
+    /// The remote store failed (after its retries): what was being done, and the client's error.
+    #[error("sink store error: {what}: {source}")]
+    Backend {
+        /// What was being done (`evaluations: giving up after 12 attempts`, `judge_cache get`).
+        what: String,
+        /// The store client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The remote store failed without an error of its own (no answer in time, an injected
+    /// failure): the message says why.
     #[error("sink store error: {0}")]
     Store(String),
+}
+
+impl SinkError {
+    /// [`SinkError::Backend`]: `what` failed with `source`.
+    pub fn backend(
+        what: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> SinkError {
+        SinkError::Backend {
+            what: what.into(),
+            source: Box::new(source),
+        }
+    }
 }
 
 /// Durable destination. `write` returns only when the batch is durably stored (retrying transient
@@ -134,7 +157,7 @@ pub fn encode_json_lines<T: serde::Serialize>(
     out: &mut Vec<u8>,
 ) -> Result<(), SinkError> {
     for item in items {
-        serde_json::to_writer(&mut *out, item).map_err(|e| SinkError::Serialize(e.to_string()))?;
+        serde_json::to_writer(&mut *out, item).map_err(SinkError::Serialize)?;
         out.push(b'\n');
     }
     Ok(())

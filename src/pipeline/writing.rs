@@ -18,9 +18,10 @@ use crate::source::AckToken;
 ///
 /// Up to `inflight` batches are written at once when the sink offers concurrent writers
 /// ([`Sink::concurrent_writer`]): while one insert waits on the server the next is already
-/// sent. Each such write runs as its own task, so the batches' row encoding and compression
-/// (the ClickHouse sink's CPU) run on as many runtime threads as there are batches in flight
-/// instead of one; a sink that writes one batch at a time (JSONL, stdout) stays on this task.
+/// sent. Each write runs as its own task, so the batches' row encoding and compression (the
+/// ClickHouse sink's CPU) run on as many runtime threads as there are batches in flight instead
+/// of one; a sink that writes one batch at a time (JSONL, stdout) has one writer, so its writes
+/// still follow one another.
 /// Completions are taken in batch order, so acknowledgements, work hand-over and progress
 /// happen exactly as with one writer. Dropping this stage aborts the writes still in flight
 /// (their batches are not acknowledged, so their messages are redelivered).
@@ -32,7 +33,6 @@ pub(super) async fn write_stage(
     metrics: Option<crate::telemetry::PipelineMetrics>,
     work_sink: Option<Arc<dyn WorkSink>>,
 ) -> Result<Box<dyn Sink>, PipelineError> {
-    use futures::future::Either;
     use futures::stream::{FuturesOrdered, StreamExt};
     use tokio_util::task::AbortOnDropHandle;
     let mut idle: Vec<Box<dyn Sink>> = vec![sink];
@@ -41,7 +41,6 @@ pub(super) async fn write_stage(
     {
         idle.push(writer);
     }
-    let concurrent = idle.len() > 1;
     let mut in_flight = FuturesOrdered::new();
     let mut open = true;
     while open || !in_flight.is_empty() {
@@ -54,13 +53,9 @@ pub(super) async fn write_stage(
             }
             received = batch_rx.recv(), if open && !idle.is_empty() => match received {
                 Some(pending) => match idle.pop() {
-                    Some(writer) if concurrent => {
-                        let write = tokio::spawn(write_batch(writer, pending, metrics.clone()));
-                        in_flight.push_back(Either::Left(joined(AbortOnDropHandle::new(write))));
-                    }
                     Some(writer) => {
-                        let write = write_batch(writer, pending, metrics.clone());
-                        in_flight.push_back(Either::Right(inline(write)));
+                        let write = tokio::spawn(write_batch(writer, pending, metrics.clone()));
+                        in_flight.push_back(joined(AbortOnDropHandle::new(write)));
                     }
                     // Not reachable: the branch runs only with an idle writer.
                     None => return Err(PipelineError::Task("no sink writer is free".into())),
@@ -91,11 +86,6 @@ async fn joined(
     write
         .await
         .map_err(|e| PipelineError::Task(format!("sink writer: {e}")))
-}
-
-/// The outcome of a write polled on the writer's own task.
-async fn inline(write: impl Future<Output = Written>) -> Result<Written, PipelineError> {
-    Ok(write.await)
 }
 
 /// A batch the sink has stored, waiting for its turn to be acknowledged.

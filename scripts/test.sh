@@ -27,6 +27,19 @@ else
     echo "WARNING: scripts/services.sh install failed: the daemon tests will be SKIPPED" >&2
 fi
 
+# A fresh test build takes ~3 GB under target/ (no debug info, Cargo.toml [profile.dev]); a
+# machine with less free disk fails mid-link with a linker crash (a bus error), so say so first.
+# A one-off build (CI) gains nothing from incremental compilation's extra ~2 GB of state.
+if [ -n "${CI:-}" ]; then
+    export CARGO_INCREMENTAL=0
+fi
+mkdir -p target
+free_kib=$(df -Pk target | awk 'NR == 2 { print $4 }')
+echo "test.sh: $((free_kib / 1024)) MiB free for target/ (a fresh test build needs ~3 GB)"
+if [ "${free_kib:-0}" -lt $((4 * 1024 * 1024)) ]; then
+    echo "WARNING: under 4 GiB free for target/: the test build may run out of disk" >&2
+fi
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 

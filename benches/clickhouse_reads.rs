@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use sqlgrade::clickhouse::migrate::{migrate, migrate_to};
 use sqlgrade::clickhouse::queries;
-use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::config::ClickHouseConfig;
 use support::ClickHouse;
 
 const DB: &str = "bench";
@@ -140,11 +140,10 @@ fn main() {
         }
     };
     // The schema before 011, as `migrate` left it; 011 is applied below by `migrate`.
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
+    let settings = ClickHouseConfig {
         url: Some(ch.url()),
         database: DB.into(),
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
 use sqlgrade::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
 use sqlgrade::clickhouse::migrate::migrate;
-use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::llm::{DurableCache, DurableEntry};
 
 struct Args {
@@ -123,11 +123,10 @@ async fn main() {
             return;
         }
     };
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
+    let settings = ClickHouseConfig {
         url: Some(ch.url()),
         database: "sqlgrade".into(),
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     };
     migrate(&settings, None).await.unwrap();
 

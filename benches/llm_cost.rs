@@ -81,8 +81,7 @@ fn dataset_subset(dir: &Path, n: usize) -> PathBuf {
 fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) -> Config {
     let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let mut config = Config::default();
-    config.sink.kind = SinkKind::Jsonl;
-    config.sink.dir = out.to_path_buf();
+    config.sink.kind = SinkKind::jsonl(out.to_path_buf());
     config.rules.dir = out.join("no-rules");
     config.rules.reload_interval_ms = 0;
     config.pipeline.workers = 16;

@@ -99,8 +99,7 @@ async fn backfill_replay_fires_once_on_phi_and_resolves() {
     let input = dir.path().join("replay.jsonl");
     let events = write_replay(&input);
     let mut config = Config::default();
-    config.sink.kind = SinkKind::Jsonl;
-    config.sink.dir = dir.path().join("out");
+    config.sink.kind = SinkKind::jsonl(dir.path().join("out"));
     config.rules.reload_interval_ms = 0;
     config.alerts.defaults = rules();
     assert!(

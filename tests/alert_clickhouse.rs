@@ -12,7 +12,7 @@ use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::clickhouse::migrate::migrate;
 use sqlgrade::clickhouse::rows::RowReader;
 use sqlgrade::clickhouse::sink::ClickHouseSink;
-use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
 use sqlgrade::report::RunReport;
@@ -40,13 +40,12 @@ async fn alerts_table_and_report_from_clickhouse() {
             return;
         }
     };
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
+    let settings = ClickHouseConfig {
         url: Some(ch.url()),
         database: "alerts_it".into(),
         retry_initial_ms: 50,
         retry_max_ms: 500,
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     };
     migrate(&settings, None).await.unwrap();
 

@@ -419,7 +419,15 @@ api_key = "sk-inline-789"
     let parsed: toml::Value = toml::from_str(&text).unwrap();
     let tables: HashMap<String, toml::Value> =
         parsed.as_table().unwrap().clone().into_iter().collect();
-    for section in ["source", "sink", "judge", "rules", "gold", "pipeline"] {
+    for section in [
+        "source",
+        "sink",
+        "clickhouse",
+        "judge",
+        "rules",
+        "gold",
+        "pipeline",
+    ] {
         assert!(tables.contains_key(section), "missing [{section}]");
     }
 }
@@ -462,7 +470,7 @@ fn check_config_refuses_invalid_settings_by_name() {
         (
             Some(GOLD_JUDGE),
             &[],
-            &["gold.judge.durable_cache = \"clickhouse\" needs sink.url"],
+            &["gold.judge.durable_cache = \"clickhouse\" needs clickhouse.url"],
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
@@ -480,8 +488,9 @@ fn check_config_refuses_invalid_settings_by_name() {
     }
     // With the server named, the gold judge's durable cache is accepted.
     let config = dir.path().join("sqlgrade.toml");
-    let with_sink =
-        format!("{GOLD_JUDGE}\n[sink]\nkind = \"jsonl\"\nurl = \"http://127.0.0.1:8123\"\n");
+    let with_sink = format!(
+        "{GOLD_JUDGE}\n[sink]\nkind = \"jsonl\"\n[clickhouse]\nurl = \"http://127.0.0.1:8123\"\n"
+    );
     std::fs::write(&config, with_sink).unwrap();
     let out = check_config(dir.path(), Some(&config), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -525,7 +534,7 @@ fn migrate_needs_a_clickhouse_sink_and_reports_an_unreachable_server() {
     // Port 1 on loopback: nothing listens there.
     std::fs::write(
         &config,
-        "[sink]\nkind = \"clickhouse\"\nurl = \"http://127.0.0.1:1\"\npassword = \"pw-never-shown\"\n",
+        "[sink]\nkind = \"clickhouse\"\n[clickhouse]\nurl = \"http://127.0.0.1:1\"\npassword = \"pw-never-shown\"\n",
     )
     .unwrap();
     let out = sqlgrade(dir.path())

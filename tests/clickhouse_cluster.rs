@@ -14,7 +14,7 @@ use std::time::Duration;
 use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
 use sqlgrade::clickhouse::queries;
 use sqlgrade::clickhouse::sink::shard_of;
-use sqlgrade::config::{ClusterConfig, SinkConfig, SinkKind};
+use sqlgrade::config::{ClickHouseConfig, ClusterConfig};
 use sqlgrade_testkit::dashboard;
 use sqlgrade_testkit::servers::cluster::CLUSTER;
 use sqlgrade_testkit::servers::{ClickHouse, DEAD_MEMBER_EVICTION, Harness, eventually, free_port};
@@ -263,15 +263,14 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
     assert_eq!(rows.lines().count(), per_metric.lines().count(), "{rows}");
 
     // The durable judge cache across nodes: put through one node, read through another.
-    let settings = |node: &ClickHouse| SinkConfig {
-        kind: SinkKind::Clickhouse,
+    let settings = |node: &ClickHouse| ClickHouseConfig {
         url: Some(node.url()),
         database: DB.into(),
         cluster: ClusterConfig {
             name: Some(CLUSTER.into()),
             ..ClusterConfig::default()
         },
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     };
     let writer = JudgeCacheStore::new(&settings(h.servers.node(1, 1)));
     writer

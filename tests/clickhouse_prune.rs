@@ -25,7 +25,7 @@ fn prune_drops_whole_old_months_from_every_table() {
     std::fs::write(
         &config,
         format!(
-            "[sink]\nkind = \"clickhouse\"\nurl = \"{}\"\ndatabase = \"pr\"\n",
+            "[sink]\nkind = \"clickhouse\"\n[clickhouse]\nurl = \"{}\"\ndatabase = \"pr\"\n",
             ch.url()
         ),
     )

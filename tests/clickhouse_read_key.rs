@@ -9,7 +9,7 @@ use sqlgrade_testkit::servers::{self as support, ClickHouse};
 
 use sqlgrade::clickhouse::migrate::{MIGRATIONS, migrate, migrate_to, statements};
 use sqlgrade::clickhouse::queries;
-use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::config::ClickHouseConfig;
 
 const DB: &str = "rk";
 
@@ -25,11 +25,10 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
         Ok(ch) => ch,
         Err(e) => return support::skip("migration_011_copies_rows", &e),
     };
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
+    let settings = ClickHouseConfig {
         url: Some(ch.url()),
         database: DB.into(),
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     };
     migrate_to(&settings, None, 10).await.unwrap();
     // Rows under the old key: e1 delivered twice, one event without labels, one question

@@ -12,27 +12,26 @@ use std::time::Duration;
 use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
 use sqlgrade::clickhouse::migrate::{MIGRATIONS, migrate};
 use sqlgrade::clickhouse::sink::ClickHouseSink;
-use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus, StefColumns};
 use sqlgrade::event::Event;
 use sqlgrade::sink::{Batch, Sink};
 use support::ClickHouse;
 
-fn settings(ch: &ClickHouse, database: &str) -> SinkConfig {
-    SinkConfig {
-        kind: SinkKind::Clickhouse,
+fn settings(ch: &ClickHouse, database: &str) -> ClickHouseConfig {
+    ClickHouseConfig {
         url: Some(ch.url()),
         database: database.into(),
         retry_initial_ms: 50,
         retry_max_ms: 500,
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     }
 }
 
 /// The review page over this server: the store reads rows, an event with its inputs, and
 /// writes labels that `labels FINAL` keeps one per (event, reviewer); the pages render and
 /// `calibrate`'s ClickHouse path pairs the labels with the rows.
-async fn review_page_over_clickhouse(s: &SinkConfig) {
+async fn review_page_over_clickhouse(s: &ClickHouseConfig) {
     use sqlgrade::store::{ClickHouseStore, ReviewStore as _};
     let store = std::sync::Arc::new(ClickHouseStore::new(s, 5_000));
     let rows = store.rows().await.unwrap();
@@ -72,7 +71,7 @@ async fn review_page_over_clickhouse(s: &SinkConfig) {
     std::fs::write(
         &config,
         format!(
-            "[sink]\nkind = \"clickhouse\"\nurl = {:?}\ndatabase = {:?}\n",
+            "[sink]\nkind = \"clickhouse\"\n[clickhouse]\nurl = {:?}\ndatabase = {:?}\n",
             s.url.clone().unwrap(),
             s.database
         ),

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use servers::ClickHouse;
 use sqlgrade::clickhouse::migrate::migrate;
-use sqlgrade::config::{SinkConfig, SinkKind};
+use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::event::Event;
 use support::openai_mock::{MockServer, Scripted};
 use support::{distinct_events, stef_reply};
@@ -76,11 +76,11 @@ impl Setup {
     fn config(&self, name: &str, sink: &str, durable_cache: Option<&str>) -> PathBuf {
         let sink_section = match sink {
             "clickhouse" => format!(
-                "kind = \"clickhouse\"\nurl = \"{}\"\ndatabase = \"sqlgrade\"\nbatch_rows = 100\nflush_interval_ms = 100\nretry_initial_ms = 100\nretry_max_ms = 500",
+                "kind = \"clickhouse\"\nbatch_rows = 100\nflush_interval_ms = 100\n\n[clickhouse]\nurl = \"{}\"\ndatabase = \"sqlgrade\"\nretry_initial_ms = 100\nretry_max_ms = 500",
                 self.clickhouse_url
             ),
             _ => format!(
-                "kind = \"jsonl\"\ndir = \"{}\"\nurl = \"{}\"\ndatabase = \"sqlgrade\"",
+                "kind = \"jsonl\"\ndir = \"{}\"\n\n[clickhouse]\nurl = \"{}\"\ndatabase = \"sqlgrade\"",
                 self.dir.path().join(name).display(),
                 self.clickhouse_url
             ),
@@ -189,11 +189,10 @@ async fn verdicts_survive_the_process_through_clickhouse_and_an_outage_falls_bac
         Ok(ch) => ch,
         Err(e) => return servers::skip("judge_cache_clickhouse", &e),
     };
-    let settings = SinkConfig {
-        kind: SinkKind::Clickhouse,
+    let settings = ClickHouseConfig {
         url: Some(ch.url()),
         database: "sqlgrade".into(),
-        ..SinkConfig::default()
+        ..ClickHouseConfig::default()
     };
     migrate(&settings, None).await.unwrap();
 

@@ -106,8 +106,7 @@ async fn a_backfill_exports_the_pipeline_metrics_too() {
     let bird = sqlgrade_testkit::data::data_dir().join("bird");
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
-    config.sink.kind = SinkKind::Jsonl;
-    config.sink.dir = dir.path().join("out");
+    config.sink.kind = SinkKind::jsonl(dir.path().join("out"));
     config.rules.reload_interval_ms = 0;
     config.telemetry = TelemetryConfig {
         enabled: true,

@@ -99,7 +99,7 @@ pub fn build_llm_client_for(
     };
     let client = LlmClient::new(judge).map_err(|source| BuildError::Judge { section, source })?;
     Ok(Arc::new(
-        match build_durable_cache(judge, &Store::new(&config.sink)) {
+        match build_durable_cache(judge, &Store::new(&config.sink, &config.clickhouse)) {
             Some(durable) => client.with_durable_cache(durable),
             None => client,
         },
@@ -107,14 +107,14 @@ pub fn build_llm_client_for(
 }
 
 /// The durable verdict cache `judge.durable_cache` selects: ClickHouse `judge_cache` on the
-/// `[sink]` server for `clickhouse`, and for `auto` when the store is ClickHouse; none for
+/// `[clickhouse]` server for `clickhouse`, and for `auto` when the store is ClickHouse; none for
 /// `off` or `auto` with another store. Lookups wait at most `judge.durable_cache_timeout_ms`;
 /// the writer's batch, retry window and queue bound are `judge.durable_cache_write_batch`,
 /// `durable_cache_retry_ms` and `durable_cache_max_queued`.
 pub fn build_durable_cache(judge: &JudgeConfig, store: &Store) -> Option<Arc<dyn DurableCache>> {
     let sink = match judge.durable_cache {
         DurableCacheMode::Auto => store.clickhouse()?,
-        DurableCacheMode::Clickhouse => store.settings(),
+        DurableCacheMode::Clickhouse => store.clickhouse_server(),
         DurableCacheMode::Off => return None,
     };
     tracing::info!(

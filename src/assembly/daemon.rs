@@ -35,7 +35,7 @@ impl Daemon {
         let health = Arc::new(Health::new());
         // One store for the run: the pipeline writes to it, alerts are recorded in it, the
         // review page and the agreement monitor share one reader of it.
-        let store = Store::new(&config.sink);
+        let store = Store::new(&config.sink, &config.clickhouse);
         let reader = store.reader(config.server.review_max_rows);
         let health_server = if config.server.listen.trim().is_empty() {
             None
@@ -322,7 +322,7 @@ mod tests {
         config.judge.api_key_env = String::new();
         config.judge.durable_cache = mode;
         config.sink.kind = sink;
-        config.sink.url = Some("http://127.0.0.1:1".into());
+        config.clickhouse.url = Some("http://127.0.0.1:1".into());
         config
     }
 
@@ -330,12 +330,13 @@ mod tests {
     fn durable_cache_follows_the_mode_and_the_sink() {
         let on = |sink, mode| {
             let config = llm_config(sink, mode);
-            build_durable_cache(&config.judge, &Store::new(&config.sink)).is_some()
+            build_durable_cache(&config.judge, &Store::new(&config.sink, &config.clickhouse))
+                .is_some()
         };
         assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
-        assert!(!on(SinkKind::Jsonl, DurableCacheMode::Auto));
+        assert!(!on(SinkKind::default(), DurableCacheMode::Auto));
         assert!(!on(SinkKind::Stdout, DurableCacheMode::Auto));
-        assert!(on(SinkKind::Jsonl, DurableCacheMode::Clickhouse));
+        assert!(on(SinkKind::default(), DurableCacheMode::Clickhouse));
         assert!(!on(SinkKind::Clickhouse, DurableCacheMode::Off));
         // The judge builds either way (the cache connects lazily).
         for mode in [
@@ -350,8 +351,8 @@ mod tests {
 
     #[test]
     fn explicit_clickhouse_cache_needs_a_server() {
-        let mut config = llm_config(SinkKind::Jsonl, DurableCacheMode::Clickhouse);
-        config.sink.url = None;
+        let mut config = llm_config(SinkKind::default(), DurableCacheMode::Clickhouse);
+        config.clickhouse.url = None;
         let error = config.validate().unwrap_err().to_string();
         assert!(error.contains("judge.durable_cache"), "{error}");
         config.judge.durable_cache = DurableCacheMode::Auto;

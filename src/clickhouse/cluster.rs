@@ -29,7 +29,7 @@
 //! ([`sharding_key`]): `cityHash64(event_id)` for the evaluation tables, so every copy of an event
 //! lands on one shard and `FINAL` (which deduplicates within a shard) still collapses it.
 
-/// How `migrate` lays a cluster out (`[sink.cluster]`).
+/// How `migrate` lays a cluster out (`[clickhouse.cluster]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterLayout {
     /// The cluster's name in the servers' `remote_servers`.

@@ -1,11 +1,11 @@
-//! The connection and what every ClickHouse child shares: the client built from `[sink]`, the
+//! The connection and what every ClickHouse child shares: the client built from `[clickhouse]`, the
 //! table names, how failures are classified and retried, the cluster layout (module
 //! documentation of `clickhouse`).
 use std::time::Duration;
 
-use crate::sink::config::SinkConfig;
+use super::config::ClickHouseConfig;
 
-/// The server used when `[sink] url` is unset.
+/// The server used when `[clickhouse] url` is unset.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8123";
 
 /// Table of evaluation rows (`deploy/clickhouse/001_evaluations.sql`).
@@ -20,59 +20,60 @@ pub const EVENT_INPUTS_TABLE: &str = "event_inputs";
 /// Table of human labels written by the review page, migration 013.
 pub const LABELS_TABLE: &str = "labels";
 
-/// The server URL of `[sink]` (`DEFAULT_URL` when unset).
-pub fn url(sink: &SinkConfig) -> &str {
-    sink.url
+/// The server URL of `[clickhouse]` (`DEFAULT_URL` when unset).
+pub fn url(settings: &ClickHouseConfig) -> &str {
+    settings
+        .url
         .as_deref()
         .filter(|u| !u.trim().is_empty())
         .unwrap_or(DEFAULT_URL)
 }
 
-/// A `clickhouse` client for `[sink]`: server, credentials, database selected.
+/// A `clickhouse` client for `[clickhouse]`: server, credentials, database selected.
 /// On a cluster with `insert_sync`, inserts through `Distributed` tables are synchronous.
-pub fn client(sink: &SinkConfig) -> clickhouse::Client {
-    let client = server_client(sink).with_database(&sink.database);
-    if sink.cluster.name.is_some() && sink.cluster.insert_sync {
+pub fn client(settings: &ClickHouseConfig) -> clickhouse::Client {
+    let client = server_client(settings).with_database(&settings.database);
+    if settings.cluster.name.is_some() && settings.cluster.insert_sync {
         client.with_setting("insert_distributed_sync", "1")
     } else {
         client
     }
 }
 
-/// The cluster layout of `[sink.cluster]` (its name, or `name` to override it); `None` = one
+/// The cluster layout of `[clickhouse.cluster]` (its name, or `name` to override it); `None` = one
 /// server.
 pub fn cluster_layout(
-    sink: &SinkConfig,
+    settings: &ClickHouseConfig,
     name: Option<&str>,
 ) -> Option<super::cluster::ClusterLayout> {
     let name = name
         .map(str::to_string)
-        .or_else(|| sink.cluster.name.clone())?;
+        .or_else(|| settings.cluster.name.clone())?;
     Some(super::cluster::ClusterLayout {
         name,
-        database: sink.database.clone(),
-        replica_path: sink.cluster.replica_path.clone(),
-        replica_name: sink.cluster.replica_name.clone(),
+        database: settings.database.clone(),
+        replica_path: settings.cluster.replica_path.clone(),
+        replica_name: settings.cluster.replica_name.clone(),
     })
 }
 
 /// The same client without a database selected (to create it).
-pub fn server_client(sink: &SinkConfig) -> clickhouse::Client {
+pub fn server_client(settings: &ClickHouseConfig) -> clickhouse::Client {
     let mut client = clickhouse::Client::default()
-        .with_url(url(sink))
+        .with_url(url(settings))
         .with_validation(false);
-    if let Some(user) = &sink.user {
+    if let Some(user) = &settings.user {
         client = client.with_user(user);
     }
-    if let Some(password) = sink.password.as_ref().filter(|p| !p.is_empty()) {
+    if let Some(password) = settings.password.as_ref().filter(|p| !p.is_empty()) {
         client = client.with_password(password.expose());
     }
     client
 }
 
-/// The per-request timeout of `[sink]`.
-pub fn request_timeout(sink: &SinkConfig) -> Duration {
-    Duration::from_millis(sink.request_timeout_ms.max(1))
+/// The per-request timeout of `[clickhouse]`.
+pub fn request_timeout(settings: &ClickHouseConfig) -> Duration {
+    Duration::from_millis(settings.request_timeout_ms.max(1))
 }
 
 /// How a failed insert should be handled.
@@ -191,11 +192,11 @@ mod tests {
 
     #[test]
     fn unset_url_means_the_local_default() {
-        assert_eq!(url(&SinkConfig::default()), DEFAULT_URL);
-        let sink = SinkConfig {
+        assert_eq!(url(&ClickHouseConfig::default()), DEFAULT_URL);
+        let settings = ClickHouseConfig {
             url: Some("http://ch:8123".into()),
-            ..SinkConfig::default()
+            ..ClickHouseConfig::default()
         };
-        assert_eq!(url(&sink), "http://ch:8123");
+        assert_eq!(url(&settings), "http://ch:8123");
     }
 }

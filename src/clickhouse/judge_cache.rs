@@ -30,9 +30,9 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::now_seconds;
+use crate::clickhouse::config::ClickHouseConfig;
 use crate::llm::{DurableCache, DurableCacheError, DurableEntry};
 use crate::sink::SinkError;
-use crate::sink::config::SinkConfig;
 
 /// Tuning of [`ClickHouseJudgeCache`]. The defaults suit the daemon; tests shorten them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +207,7 @@ impl std::fmt::Debug for ClickHouseJudgeCache {
 impl ClickHouseJudgeCache {
     /// A cache on the server and database of `settings` (credentials included).
     pub fn new(
-        settings: &SinkConfig,
+        settings: &ClickHouseConfig,
         options: ClickHouseJudgeCacheOptions,
     ) -> ClickHouseJudgeCache {
         let store = JudgeCacheStore::new(settings)
@@ -534,7 +534,7 @@ impl std::fmt::Debug for JudgeCacheStore {
 impl JudgeCacheStore {
     /// A store on the sink's server and database (table `judge_cache`); reads and writes are
     /// limited by the sink's `request_timeout_ms`.
-    pub fn new(settings: &SinkConfig) -> JudgeCacheStore {
+    pub fn new(settings: &ClickHouseConfig) -> JudgeCacheStore {
         let timeout = super::request_timeout(settings);
         JudgeCacheStore {
             client: super::client(settings),
@@ -654,9 +654,9 @@ mod tests {
     /// A server that is not there: port 1 on loopback refuses connections at once.
     fn unreachable(options: ClickHouseJudgeCacheOptions) -> ClickHouseJudgeCache {
         ClickHouseJudgeCache::new(
-            &SinkConfig {
+            &ClickHouseConfig {
                 url: Some("http://127.0.0.1:1".into()),
-                ..SinkConfig::default()
+                ..ClickHouseConfig::default()
             },
             options,
         )
@@ -697,9 +697,9 @@ mod tests {
         // Accepts connections (the kernel completes the handshake) but never answers.
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let cache = ClickHouseJudgeCache::new(
-            &SinkConfig {
+            &ClickHouseConfig {
                 url: Some(format!("http://{}", silent.local_addr().unwrap())),
-                ..SinkConfig::default()
+                ..ClickHouseConfig::default()
             },
             ClickHouseJudgeCacheOptions {
                 lookup_timeout: Duration::from_millis(200),

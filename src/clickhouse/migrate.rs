@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 use super::cluster::{self, ClusterLayout};
 use super::ddl::valid_identifier;
 pub use super::ddl::{Statement, skip_if, split_statements, statements};
+use crate::clickhouse::config::ClickHouseConfig;
 use crate::settings::redact_url;
-use crate::sink::config::SinkConfig;
 
 /// One versioned DDL file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +152,7 @@ pub fn cluster_migrations_table(layout: &ClusterLayout) -> String {
 /// With `cluster`, on every node of that cluster (see [`super::cluster`]): local replicated
 /// tables, `Distributed` tables in front of them, the history in a replicated table.
 pub async fn migrate(
-    settings: &SinkConfig,
+    settings: &ClickHouseConfig,
     cluster: Option<&ClusterLayout>,
 ) -> Result<MigrationReport, MigrateError> {
     migrate_to(settings, cluster, u32::MAX).await
@@ -161,7 +161,7 @@ pub async fn migrate(
 /// [`migrate`], applying only the migrations up to version `last` (to stage an upgrade, or to
 /// set up the schema an older release had).
 pub async fn migrate_to(
-    settings: &SinkConfig,
+    settings: &ClickHouseConfig,
     cluster: Option<&ClusterLayout>,
     last: u32,
 ) -> Result<MigrationReport, MigrateError> {
@@ -340,7 +340,7 @@ struct ColumnRecord {
 /// table is gone, or whose columns differ (a migration added some), is dropped and recreated.
 /// `ALTER … ON CLUSTER` cannot change a `Distributed` table on 18.16 when the cluster's shards
 /// are replicated, so recreating is the portable way; a `Distributed` table holds no data of its
-/// own (the sink writes through it synchronously, see `[sink.cluster] insert_sync`).
+/// own (the sink writes through it synchronously, see `[clickhouse.cluster] insert_sync`).
 pub async fn sync_distributed(
     client: &clickhouse::Client,
     layout: &ClusterLayout,

@@ -1,5 +1,5 @@
-//! Everything that talks to ClickHouse, in one room: the client built from `[sink]`
-//! ([`client`]), how failures are classified and retried ([`classify`], [`Backoff`]), the
+//! Everything that talks to ClickHouse, in one room: its `[clickhouse]` section ([`config`]), the
+//! client built from it ([`client`]), how failures are classified and retried ([`classify`], [`Backoff`]), the
 //! evaluation sink ([`sink`]), migrations ([`migrate`]) and the durable judge cache
 //! ([`judge_cache`]).
 //!
@@ -9,6 +9,7 @@
 //! userinfo is ever logged.
 
 pub mod cluster;
+pub mod config;
 mod connection;
 pub mod ddl;
 pub mod judge_cache;

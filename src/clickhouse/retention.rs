@@ -7,7 +7,7 @@
 //! instant of the next month — is at or before it. The partition ids come from `system.parts`
 //! (active parts); ids that are not a `YYYYMM` month are left alone and reported.
 //!
-//! On a cluster (`prune --cluster NAME` or `[sink.cluster] name`) every replica is asked in turn
+//! On a cluster (`prune --cluster NAME` or `[clickhouse.cluster] name`) every replica is asked in turn
 //! (`remote('host:port', system.…)` through the server `prune` connects to, the replicas listed by
 //! `system.clusters`) and a table's months are dropped from the local replicated tables
 //! `ON CLUSTER` only when no replica lags:
@@ -31,8 +31,8 @@ use std::time::Duration;
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 
 use super::cluster::ClusterLayout;
+use crate::clickhouse::config::ClickHouseConfig;
 use crate::settings::redact_url;
-use crate::sink::config::SinkConfig;
 
 /// The tables partitioned by month, with the column they are partitioned on.
 pub const PARTITIONED_TABLES: [(&str, &str); 7] = [
@@ -315,7 +315,7 @@ where
 /// (one replica per shard runs it; replication drops it on the others) — only once no replica
 /// lags, and checked on every replica afterwards (the module doc).
 pub async fn prune(
-    settings: &SinkConfig,
+    settings: &ClickHouseConfig,
     request: &PruneRequest,
     cluster: Option<&ClusterLayout>,
 ) -> Result<PruneReport, PruneError> {

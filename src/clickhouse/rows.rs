@@ -6,7 +6,7 @@
 use serde::de::DeserializeOwned;
 
 use super::queries::{ROW_COLUMNS, RUN_ROWS};
-use crate::sink::config::SinkConfig;
+use crate::clickhouse::config::ClickHouseConfig;
 use crate::stored::StoredRow;
 
 /// A ClickHouse read failed.
@@ -60,15 +60,15 @@ pub fn bind_all(mut query: clickhouse::query::Query, ids: &[String]) -> clickhou
     query
 }
 
-/// Reads evaluation rows from the `[sink]` server.
+/// Reads evaluation rows from the `[clickhouse]` server.
 #[derive(Clone)]
 pub struct RowReader {
     client: clickhouse::Client,
 }
 
 impl RowReader {
-    /// A reader on the `[sink]` server.
-    pub fn new(settings: &SinkConfig) -> RowReader {
+    /// A reader on the `[clickhouse]` server.
+    pub fn new(settings: &ClickHouseConfig) -> RowReader {
         RowReader {
             client: super::client(settings),
         }

@@ -16,12 +16,12 @@
 //! a function of the event and the metric, so a batch re-sent after a timeout or redelivered
 //! after a crash collapses on merge (queries read it with `FINAL`). On a cluster the same insert
 //! goes through the `Distributed` table of that name, synchronously unless
-//! `[sink.cluster] insert_sync = false`. Client schema validation is off
+//! `[clickhouse.cluster] insert_sync = false`. Client schema validation is off
 //! (`with_validation(false)`) so that the crate works with ClickHouse 18.16 as well as current
 //! servers; the row types below mirror the columns of `deploy/clickhouse/` (001, 002 and the
 //! migrations that add to them; `finding_codes` is sent, computed as its DEFAULT would be).
 //!
-//! On a cluster with `[sink.cluster] write = "shards"` the sink routes each row itself to the
+//! On a cluster with `[clickhouse.cluster] write = "shards"` the sink routes each row itself to the
 //! shard the `Distributed` table would pick ([`shard_of`]: ClickHouse's `cityHash64(event_id)`
 //! modulo the shard count) and inserts it into that shard's local table on the first replica
 //! that answers.
@@ -39,10 +39,10 @@ use super::{
     Backoff, DEAD_LETTERS_TABLE, EVALUATIONS_TABLE, EVENT_INPUTS_TABLE, FailureKind, classify,
 };
 use super::{epoch_seconds, now_seconds};
+use crate::clickhouse::config::{ClickHouseConfig, ClusterWrite};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::health::{ComponentHealth, Health};
 use crate::review::EventInputs;
-use crate::sink::config::{ClusterWrite, SinkConfig};
 use crate::sink::{Batch, Sink, SinkError};
 
 /// One row of `evaluations` in RowBinary column order (see 001_evaluations.sql).
@@ -291,9 +291,9 @@ impl<'a> EventInputsRecord<'a> {
 /// The ClickHouse [`Sink`].
 pub struct ClickHouseSink {
     client: clickhouse::Client,
-    /// With `[sink.cluster] write = "shards"`: a client per replica of each shard.
+    /// With `[clickhouse.cluster] write = "shards"`: a client per replica of each shard.
     shards: Vec<Vec<clickhouse::Client>>,
-    settings: SinkConfig,
+    settings: ClickHouseConfig,
     health: Option<Arc<Health>>,
 }
 
@@ -312,9 +312,9 @@ struct Rejected<T> {
 }
 
 impl ClickHouseSink {
-    /// A sink for the `[sink]` section (server, credentials, retries, timeouts). Connects lazily
+    /// A sink on the `[clickhouse]` server (credentials, retries, timeouts). Connects lazily
     /// (the first write).
-    pub fn new(settings: &SinkConfig) -> ClickHouseSink {
+    pub fn new(settings: &ClickHouseConfig) -> ClickHouseSink {
         let shards = match settings.cluster.write {
             ClusterWrite::Shards if settings.cluster.name.is_some() => settings
                 .cluster
@@ -324,7 +324,7 @@ impl ClickHouseSink {
                     replicas
                         .iter()
                         .map(|url| {
-                            let replica = SinkConfig {
+                            let replica = ClickHouseConfig {
                                 url: Some(url.clone()),
                                 ..settings.clone()
                             };

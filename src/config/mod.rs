@@ -3,6 +3,7 @@
 //!
 //! This module assembles the sections; each is declared once, typed, next to the component
 //! that uses it (Vector's way): `[source]` in `source::config`, `[sink]` in `sink::config`,
+//! `[clickhouse]` in `clickhouse::config`,
 //! `[judge]` in `llm::config`, `[rules]`/`[stef]`/`[gold]` in `score::config`, `[pipeline]`
 //! in `pipeline::config`, `[server]` in `serve::config`, `[alerts]` in `alert::config`,
 //! `[telemetry]` in `telemetry::config`. Components take their section directly; there is no
@@ -20,6 +21,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use crate::alert::config::{self as alerts, AlertsConfig, SeriesLabel};
+pub use crate::clickhouse::config::{ClickHouseConfig, ClusterConfig, ClusterWrite};
 pub use crate::llm::config::{
     DurableCacheMode, JudgeBudgetConfig, JudgeConfig, JudgeKind, MIN_JUDGE_MAX_TOKENS,
     ResponseModeSetting, SystemPromptSetting,
@@ -29,7 +31,7 @@ pub use crate::score::config::{GoldConfig, RulesConfig, StefConfig};
 pub use crate::serve::config::ServerSettings;
 use crate::settings::redact;
 pub use crate::settings::{REDACTED, Secret, is_secret_key, redact_url};
-pub use crate::sink::config::{ClusterConfig, ClusterWrite, SinkConfig, SinkKind};
+pub use crate::sink::config::{JsonlSinkConfig, SinkConfig, SinkKind};
 pub use crate::source::config::{OtlpConfig, SourceConfig, SourceFormat, SourceKind};
 pub use crate::telemetry::config::TelemetryConfig;
 
@@ -64,6 +66,9 @@ pub struct Config {
     pub source: SourceConfig,
     /// Where rows and dead letters go.
     pub sink: SinkConfig,
+    /// The ClickHouse server: the sink's when its kind is ClickHouse, the judge cache's and
+    /// alert records' when asked for.
+    pub clickhouse: ClickHouseConfig,
     /// Who supplies the STEF question understanding and verdict.
     pub judge: JudgeConfig,
     /// Per-app rule profiles.
@@ -108,12 +113,32 @@ impl Config {
                 .separator(ENV_SEPARATOR)
                 .source(env),
         );
-        let config: Config = builder
+        let mut config: Config = builder
             .build()
             .and_then(|c| c.try_deserialize())
             .map_err(ConfigError::Load)?;
+        config.adopt_older_keys()?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Move the `[clickhouse]` keys an older config wrote under `[sink]` (`sink.url`, …) to
+    /// `[clickhouse]`, with a warning naming them; a key set in both places to different values
+    /// is a problem.
+    pub fn adopt_older_keys(&mut self) -> Result<(), ConfigError> {
+        let keys = std::mem::take(&mut self.sink.clickhouse_keys);
+        let (moved, problems) = self.clickhouse.adopt_sink_keys(keys);
+        if !moved.is_empty() {
+            tracing::warn!(
+                keys = %moved.join(", "),
+                "these [sink] keys now belong in [clickhouse]; read from [sink] this time"
+            );
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
     }
 
     /// Check the rules serde cannot express; lists every problem at once. Each section checks
@@ -123,6 +148,13 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = self.source.problems();
         problems.extend(self.sink.problems());
+        problems.extend(self.clickhouse.problems());
+        if !self.sink.clickhouse_keys.is_empty() {
+            problems.push(
+                "[sink] still holds [clickhouse] keys (Config::adopt_older_keys was not called)"
+                    .to_string(),
+            );
+        }
         problems.extend(self.stef.problems());
         problems.extend(self.pipeline.problems());
         problems.extend(self.gold.problems());
@@ -131,11 +163,11 @@ impl Config {
         problems.extend(self.judge.section_problems("judge"));
         if self.judge.kind == JudgeKind::Llm
             && self.judge.durable_cache == DurableCacheMode::Clickhouse
-            && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
+            && !self.clickhouse.has_url()
         {
             problems.push(
-                "judge.durable_cache = \"clickhouse\" needs sink.url (the ClickHouse server \
-                 holding judge_cache)"
+                "judge.durable_cache = \"clickhouse\" needs clickhouse.url (the ClickHouse \
+                 server holding judge_cache)"
                     .to_string(),
             );
         }
@@ -175,12 +207,10 @@ impl Config {
             .collect();
         if let Some(judge) = &gold.judge {
             problems.extend(judge.problems("gold.judge"));
-            if judge.durable_cache == DurableCacheMode::Clickhouse
-                && self.sink.url.as_deref().is_none_or(|u| u.trim().is_empty())
-            {
+            if judge.durable_cache == DurableCacheMode::Clickhouse && !self.clickhouse.has_url() {
                 problems.push(
-                    "gold.judge.durable_cache = \"clickhouse\" needs sink.url (the ClickHouse \
-                     server holding judge_cache; [gold.judge] uses the [sink] server)"
+                    "gold.judge.durable_cache = \"clickhouse\" needs clickhouse.url (the \
+                     ClickHouse server holding judge_cache)"
                         .to_string(),
                 );
             }
@@ -271,8 +301,8 @@ mod tests {
         let c = Config::load_with_env(None, env(&[])).unwrap();
         assert_eq!(c.source.kind, SourceKind::File);
         assert_eq!(c.source.path, PathBuf::from("examples/events.jsonl"));
-        assert_eq!(c.sink.kind, SinkKind::Jsonl);
-        assert_eq!(c.sink.dir, PathBuf::from("sqlgrade-out"));
+        assert_eq!(c.sink.kind, SinkKind::jsonl("sqlgrade-out"));
+        assert_eq!(c.sink.dir(), Some(std::path::Path::new("sqlgrade-out")));
         assert_eq!(c.judge.kind, JudgeKind::Deterministic);
         assert!(c.pipeline.workers >= 1);
     }
@@ -319,8 +349,11 @@ mod tests {
         assert_eq!(c.judge.base_url, "http://llm:8000/v1");
         assert_eq!(c.judge.max_requests_per_second, 2.5);
         assert_eq!(c.pipeline.workers, 7);
+        // An older config's [sink] url and password, moved to [clickhouse].
+        assert_eq!(c.clickhouse.url.as_deref(), Some("http://ch:8123"));
+        assert!(c.sink.clickhouse_keys.is_empty());
         assert_eq!(
-            c.sink.password.as_ref().map(Secret::expose),
+            c.clickhouse.password.as_ref().map(Secret::expose),
             Some("hunter2")
         );
         assert_eq!(
@@ -430,10 +463,35 @@ mod tests {
     }
 
     #[test]
+    fn older_sink_keys_conflicting_with_clickhouse_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[sink]\nkind = \"clickhouse\"\nurl = \"http://a:8123\"\n[clickhouse]\nurl = \"http://b:8123\"\n",
+        )
+        .unwrap();
+        let error = Config::load_with_env(Some(&path), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("sink.url") && error.contains("clickhouse.url"),
+            "{error}"
+        );
+        // A config read without `load` must not drop them silently either.
+        let mut c = Config::default();
+        c.sink.clickhouse_keys.url = Some("http://a:8123".into());
+        assert!(c.validate().is_err());
+        c.adopt_older_keys().unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.clickhouse.url.as_deref(), Some("http://a:8123"));
+    }
+
+    #[test]
     fn redaction_hides_every_secret() {
         let mut c = Config::default();
-        c.sink.password = Some(Secret::new("hunter2"));
-        c.sink.url = Some("http://admin:s3cr3t@ch:8123/".into());
+        c.clickhouse.password = Some(Secret::new("hunter2"));
+        c.clickhouse.url = Some("http://admin:s3cr3t@ch:8123/".into());
         c.judge.api_key = Some(Secret::new("sk-live-abc"));
         c.source
             .kafka_properties
@@ -523,9 +581,24 @@ mod tests {
 
     #[test]
     fn secrets_are_not_in_debug_output() {
-        let sink = SinkConfig {
+        let clickhouse = ClickHouseConfig {
             url: Some("https://alice:hunter2@ch.example:8443".into()),
             password: Some(Secret::new("s3cret")),
+            ..ClickHouseConfig::default()
+        };
+        let shown = format!("{clickhouse:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        assert!(shown.contains("ch.example:8443"));
+        // The same keys in an older config's [sink], before Config::load moves them.
+        let sink = SinkConfig {
+            clickhouse_keys: crate::sink::config::ClickHouseKeys {
+                url: clickhouse.url.clone(),
+                password: clickhouse.password.clone(),
+                ..Default::default()
+            },
             ..SinkConfig::default()
         };
         let shown = format!("{sink:?}");
@@ -533,7 +606,6 @@ mod tests {
             !shown.contains("s3cret") && !shown.contains("hunter2"),
             "{shown}"
         );
-        assert!(shown.contains("ch.example:8443"));
         let mut source = SourceConfig::default();
         source
             .kafka_properties

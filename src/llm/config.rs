@@ -58,8 +58,7 @@ pub enum DurableCacheMode {
     /// migrated); none otherwise.
     #[default]
     Auto,
-    /// ClickHouse `judge_cache` on the `[sink]` server (`sink.url`, `database`, `user`,
-    /// `password`), whatever the sink kind.
+    /// ClickHouse `judge_cache` on the `[clickhouse]` server, whatever the sink kind.
     Clickhouse,
     /// No durable cache: the in-memory cache, then the LLM.
     Off,
@@ -326,7 +325,7 @@ impl JudgeConfig {
     /// Problems with an LLM judge section (`judge` or `gold.judge`), each naming its key: the
     /// one set of rules for an endpoint the daemon will call (the config check lists them all;
     /// the client refuses the first). Rules that span sections (a ClickHouse durable cache
-    /// needs `sink.url`) are `Config::validate`'s.
+    /// needs `clickhouse.url`) are `Config::validate`'s.
     pub fn problems(&self, section: &str) -> Vec<String> {
         let mut problems = Vec::new();
         if self.base_url.trim().is_empty() {

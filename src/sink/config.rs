@@ -1,42 +1,87 @@
-//! `[sink]`: where rows and dead letters go (a JSONL directory, ClickHouse — one server or a
-//! cluster — or stdout), with the writer's batching and retry settings and redaction.
+//! `[sink]`: where rows and dead letters go — a JSONL directory, ClickHouse (the `[clickhouse]`
+//! server or cluster), or stdout — with the writer's batching settings shared by every kind.
+//!
+//! The section is an enum of per-kind settings ([`SinkKind`]) in Rust and flat in the file
+//! (`kind = "jsonl"` and `dir = "…"` side by side): it is read through [`SinkSection`], which
+//! rejects a key of another kind (`dir` with `kind = "clickhouse"`) and keeps the ClickHouse
+//! connection keys older configs wrote here for `Config::load` to move to `[clickhouse]`.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use std::fmt;
+
 use crate::settings::{Secret, redact_url};
 
-/// Sink kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Where rows go, with what only that kind needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkKind {
-    /// `evaluations.jsonl` + `dead_letters.jsonl` in a directory.
-    #[default]
-    Jsonl,
-    /// ClickHouse tables.
+    /// `evaluations.jsonl` + `dead_letters.jsonl` (+ `inputs.jsonl`) in a directory.
+    Jsonl(JsonlSinkConfig),
+    /// ClickHouse tables on the `[clickhouse]` server.
     Clickhouse,
     /// JSON lines on standard output.
     Stdout,
 }
 
-/// `[sink]`. Its `Debug` hides the password and a password inside the URL.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SinkConfig {
-    /// `jsonl` | `clickhouse` | `stdout`.
-    pub kind: SinkKind,
-    /// Output directory of the JSONL sink.
+impl Default for SinkKind {
+    fn default() -> Self {
+        SinkKind::Jsonl(JsonlSinkConfig::default())
+    }
+}
+
+impl SinkKind {
+    /// The kind's name in the config (`jsonl`, `clickhouse`, `stdout`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SinkKind::Jsonl(_) => "jsonl",
+            SinkKind::Clickhouse => "clickhouse",
+            SinkKind::Stdout => "stdout",
+        }
+    }
+
+    /// A JSONL directory sink at `dir`.
+    pub fn jsonl(dir: impl Into<PathBuf>) -> SinkKind {
+        SinkKind::Jsonl(JsonlSinkConfig { dir: dir.into() })
+    }
+}
+
+/// `[sink] kind = "jsonl"`: its own key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonlSinkConfig {
+    /// Output directory.
     pub dir: PathBuf,
-    /// ClickHouse HTTP URL.
-    pub url: Option<String>,
-    /// ClickHouse database.
-    pub database: String,
-    /// ClickHouse user.
-    pub user: Option<String>,
-    /// ClickHouse password (secret).
-    pub password: Option<Secret>,
+}
+
+impl Default for JsonlSinkConfig {
+    fn default() -> Self {
+        JsonlSinkConfig {
+            dir: PathBuf::from(DEFAULT_DIR),
+        }
+    }
+}
+
+impl JsonlSinkConfig {
+    /// What is wrong with these keys.
+    pub fn problems(&self) -> Vec<String> {
+        if self.dir.as_os_str().is_empty() {
+            vec!["sink.dir is required for sink.kind = \"jsonl\"".to_string()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// The JSONL sink's directory when `sink.dir` is not given.
+pub const DEFAULT_DIR: &str = "sqlgrade-out";
+
+/// `[sink]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "SinkSection", into = "SinkSection")]
+pub struct SinkConfig {
+    /// `jsonl` | `clickhouse` | `stdout`, with that kind's keys.
+    pub kind: SinkKind,
     /// A batch is written once it holds this many rows plus dead letters.
     pub batch_rows: usize,
     /// … or roughly this many bytes (input payload bytes plus a fixed estimate per row).
@@ -47,154 +92,44 @@ pub struct SinkConfig {
     /// and stdout sinks append in order and write one at a time). Batches are still
     /// acknowledged in order, each only once it and every batch before it are stored.
     pub inflight_batches: usize,
-    /// ClickHouse: first retry delay after a transient failure (doubles per attempt).
-    pub retry_initial_ms: u64,
-    /// ClickHouse: largest retry delay.
-    pub retry_max_ms: u64,
-    /// ClickHouse: give up (and fail the run) after retrying this long; 0 = retry until the
-    /// server is back.
-    pub retry_give_up_ms: u64,
-    /// ClickHouse: per-request timeout.
-    pub request_timeout_ms: u64,
-    /// ClickHouse cluster layout (`[sink.cluster]`); unset = one server.
-    pub cluster: ClusterConfig,
     /// Store each scored event's question, enriched question, SQL (and gold SQL) beside its
     /// rows (`inputs.jsonl`, ClickHouse `event_inputs`), so the review page (`sqlgrade serve`)
     /// can show them. Turn off when the inputs must not be kept.
     pub store_inputs: bool,
+    /// `[clickhouse]` keys written here by an older config; `Config::load` moves them.
+    pub clickhouse_keys: ClickHouseKeys,
 }
 
-/// `[sink.cluster]`: the daemon writes and reads through `Distributed` tables named like the
-/// single-server ones (`sqlgrade migrate --cluster NAME` creates them; `deploy/clickhouse/README.md`).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ClusterConfig {
-    /// The cluster's name in the servers' `remote_servers`; unset = a single server.
-    pub name: Option<String>,
-    /// ZooKeeper path of each replicated table: `{shard}` is the servers' macro, `{database}` and
-    /// `{table}` are filled in by `migrate`.
-    pub replica_path: String,
-    /// Replica name of each replicated table (a servers' macro by default).
-    pub replica_name: String,
-    /// Write through the `Distributed` tables synchronously (`insert_distributed_sync = 1`): an
-    /// insert returns — and offsets are committed — only once every shard has its rows. `false`
-    /// lets the node queue rows for other shards on its disk first (faster, but a node lost
-    /// before it forwards them loses acknowledged rows).
-    pub insert_sync: bool,
-    /// Where the daemon writes evaluation rows: through the `Distributed` tables, or straight
-    /// into each shard's local table.
-    pub write: ClusterWrite,
-    /// With `write = "shards"`: the HTTP URLs of each shard's replicas, one list per shard in the
-    /// order of the cluster's `remote_servers` (all shards of weight 1). A row goes to shard
-    /// `cityHash64(event_id) % shards` — the `Distributed` tables' own rule — trying its replicas
-    /// in turn.
-    pub shard_urls: Vec<Vec<String>>,
-}
-
-impl fmt::Debug for ClusterConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shard_urls: Vec<Vec<String>> = self
-            .shard_urls
-            .iter()
-            .map(|shard| shard.iter().map(|u| redact_url(u)).collect())
-            .collect();
-        f.debug_struct("ClusterConfig")
-            .field("name", &self.name)
-            .field("replica_path", &self.replica_path)
-            .field("replica_name", &self.replica_name)
-            .field("insert_sync", &self.insert_sync)
-            .field("write", &self.write)
-            .field("shard_urls", &shard_urls)
-            .finish()
-    }
-}
-
-/// `[sink.cluster] write`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClusterWrite {
-    /// Insert into the `Distributed` tables of `sink.url`: the server routes rows to the shards
-    /// (no topology in the daemon's config; one extra hop per row).
-    #[default]
-    Distributed,
-    /// Insert each shard's rows into its local table on one of `shard_urls`' replicas: no hop
-    /// and no forwarding queue, but the daemon must know the topology.
-    Shards,
-}
-
-impl Default for ClusterConfig {
+impl Default for SinkConfig {
     fn default() -> Self {
-        ClusterConfig {
-            name: None,
-            replica_path: "/clickhouse/tables/{shard}/{database}/{table}".into(),
-            replica_name: "{replica}".into(),
-            insert_sync: true,
-            write: ClusterWrite::Distributed,
-            shard_urls: Vec::new(),
+        SinkConfig {
+            kind: SinkKind::default(),
+            batch_rows: 1000,
+            batch_bytes: 4 * 1024 * 1024,
+            flush_interval_ms: 1000,
+            inflight_batches: 2,
+            store_inputs: true,
+            clickhouse_keys: ClickHouseKeys::default(),
         }
-    }
-}
-
-impl fmt::Debug for SinkConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SinkConfig")
-            .field("kind", &self.kind)
-            .field("dir", &self.dir)
-            .field("url", &self.url.as_deref().map(redact_url))
-            .field("database", &self.database)
-            .field("user", &self.user)
-            .field("password", &self.password)
-            .field("batch_rows", &self.batch_rows)
-            .field("batch_bytes", &self.batch_bytes)
-            .field("flush_interval_ms", &self.flush_interval_ms)
-            .field("inflight_batches", &self.inflight_batches)
-            .field("retry_initial_ms", &self.retry_initial_ms)
-            .field("retry_max_ms", &self.retry_max_ms)
-            .field("retry_give_up_ms", &self.retry_give_up_ms)
-            .field("request_timeout_ms", &self.request_timeout_ms)
-            .field("cluster", &self.cluster)
-            .field("store_inputs", &self.store_inputs)
-            .finish()
     }
 }
 
 impl SinkConfig {
+    /// The JSONL directory, when rows go to one.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        match &self.kind {
+            SinkKind::Jsonl(jsonl) => Some(&jsonl.dir),
+            _ => None,
+        }
+    }
+
     /// What is wrong with this section alone (each a sentence naming the key); the rules that
     /// span sections stay in `Config::validate`.
     pub fn problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        match self.kind {
-            SinkKind::Jsonl if self.dir.as_os_str().is_empty() => {
-                problems.push("sink.dir is required for sink.kind = \"jsonl\"".to_string());
-            }
-            SinkKind::Clickhouse if self.url.as_deref().is_none_or(str::is_empty) => {
-                problems.push("sink.url is required for sink.kind = \"clickhouse\"".to_string());
-            }
-            _ => {}
-        }
-        if let Some(name) = &self.cluster.name
-            && (name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        {
-            problems.push(format!(
-                "sink.cluster.name {name:?} must be a plain identifier (letters, digits, '_')"
-            ));
-        }
-        if self.cluster.write == ClusterWrite::Shards
-            && (self.cluster.name.is_none()
-                || self.cluster.shard_urls.is_empty()
-                || self.cluster.shard_urls.iter().any(Vec::is_empty))
-        {
-            problems.push(
-            "sink.cluster.write = \"shards\" needs sink.cluster.name and a non-empty list of replica URLs per shard in sink.cluster.shard_urls"
-                .to_string(),
-        );
-        }
-        if self.cluster.name.is_some() && !self.cluster.replica_path.contains("{table}") {
-            problems.push(
-            "sink.cluster.replica_path must contain {table} (each table needs its own ZooKeeper path)"
-                .to_string(),
-        );
-        }
+        let mut problems = match &self.kind {
+            SinkKind::Jsonl(jsonl) => jsonl.problems(),
+            SinkKind::Clickhouse | SinkKind::Stdout => Vec::new(),
+        };
         if self.batch_rows == 0 {
             problems.push("sink.batch_rows must be at least 1".to_string());
         }
@@ -208,25 +143,251 @@ impl SinkConfig {
     }
 }
 
-impl Default for SinkConfig {
-    fn default() -> Self {
-        SinkConfig {
-            kind: SinkKind::Jsonl,
-            dir: PathBuf::from("sqlgrade-out"),
-            url: None,
-            database: "sqlgrade".into(),
-            user: None,
-            password: None,
-            batch_rows: 1000,
-            batch_bytes: 4 * 1024 * 1024,
-            flush_interval_ms: 1000,
-            inflight_batches: 2,
-            retry_initial_ms: 100,
-            retry_max_ms: 5_000,
-            retry_give_up_ms: 0,
-            request_timeout_ms: 30_000,
-            cluster: ClusterConfig::default(),
-            store_inputs: true,
+/// `[sink]` as written in a file or the environment: every kind's keys side by side, and the
+/// older place of the `[clickhouse]` keys. Read into [`SinkConfig`], which checks that only the
+/// chosen kind's keys are given.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SinkSection {
+    kind: SinkKindName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_rows: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_bytes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flush_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inflight_batches: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store_inputs: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password: Option<Secret>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_initial_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_max_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_give_up_ms: Option<u64>,
+    #[serde(skip_serializing)]
+    cluster: Option<config::Value>,
+}
+
+/// The `[clickhouse]` keys as an older config wrote them under `[sink]` (`sink.url`,
+/// `[sink.cluster]`, …): each `None` unless written there. Its `Debug` hides the password and
+/// a password inside the URL.
+#[derive(Clone, Default, PartialEq)]
+pub struct ClickHouseKeys {
+    /// `sink.url`.
+    pub url: Option<String>,
+    /// `sink.database`.
+    pub database: Option<String>,
+    /// `sink.user`.
+    pub user: Option<String>,
+    /// `sink.password`.
+    pub password: Option<Secret>,
+    /// `sink.request_timeout_ms`.
+    pub request_timeout_ms: Option<u64>,
+    /// `sink.retry_initial_ms`.
+    pub retry_initial_ms: Option<u64>,
+    /// `sink.retry_max_ms`.
+    pub retry_max_ms: Option<u64>,
+    /// `sink.retry_give_up_ms`.
+    pub retry_give_up_ms: Option<u64>,
+    /// `[sink.cluster]`, as written (`[clickhouse.cluster]`'s type lives with ClickHouse, a
+    /// layer above this one; `ClickHouseConfig::adopt_sink_keys` reads it).
+    pub cluster: Option<config::Value>,
+}
+
+impl fmt::Debug for ClickHouseKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClickHouseKeys")
+            .field("url", &self.url.as_deref().map(redact_url))
+            .field("database", &self.database)
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("retry_initial_ms", &self.retry_initial_ms)
+            .field("retry_max_ms", &self.retry_max_ms)
+            .field("retry_give_up_ms", &self.retry_give_up_ms)
+            .field("cluster", &self.cluster)
+            .finish()
+    }
+}
+
+impl ClickHouseKeys {
+    /// Whether none is set.
+    pub fn is_empty(&self) -> bool {
+        *self == ClickHouseKeys::default()
+    }
+}
+
+/// `sink.kind` as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SinkKindName {
+    #[default]
+    Jsonl,
+    Clickhouse,
+    Stdout,
+}
+
+impl TryFrom<SinkSection> for SinkConfig {
+    type Error = String;
+
+    fn try_from(section: SinkSection) -> Result<Self, String> {
+        let defaults = SinkConfig::default();
+        let kind = match section.kind {
+            SinkKindName::Jsonl => SinkKind::Jsonl(JsonlSinkConfig {
+                dir: section.dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
+            }),
+            other => {
+                if section.dir.is_some() {
+                    let name = if other == SinkKindName::Clickhouse {
+                        "clickhouse"
+                    } else {
+                        "stdout"
+                    };
+                    return Err(format!(
+                        "sink.dir is a key of sink.kind = \"jsonl\", not of sink.kind = \"{name}\""
+                    ));
+                }
+                if other == SinkKindName::Clickhouse {
+                    SinkKind::Clickhouse
+                } else {
+                    SinkKind::Stdout
+                }
+            }
+        };
+        Ok(SinkConfig {
+            kind,
+            batch_rows: section.batch_rows.unwrap_or(defaults.batch_rows),
+            batch_bytes: section.batch_bytes.unwrap_or(defaults.batch_bytes),
+            flush_interval_ms: section
+                .flush_interval_ms
+                .unwrap_or(defaults.flush_interval_ms),
+            inflight_batches: section
+                .inflight_batches
+                .unwrap_or(defaults.inflight_batches),
+            store_inputs: section.store_inputs.unwrap_or(defaults.store_inputs),
+            clickhouse_keys: ClickHouseKeys {
+                url: section.url,
+                database: section.database,
+                user: section.user,
+                password: section.password,
+                request_timeout_ms: section.request_timeout_ms,
+                retry_initial_ms: section.retry_initial_ms,
+                retry_max_ms: section.retry_max_ms,
+                retry_give_up_ms: section.retry_give_up_ms,
+                cluster: section.cluster,
+            },
+        })
+    }
+}
+
+impl From<SinkConfig> for SinkSection {
+    fn from(config: SinkConfig) -> Self {
+        let (kind, dir) = match config.kind {
+            SinkKind::Jsonl(jsonl) => (SinkKindName::Jsonl, Some(jsonl.dir)),
+            SinkKind::Clickhouse => (SinkKindName::Clickhouse, None),
+            SinkKind::Stdout => (SinkKindName::Stdout, None),
+        };
+        let keys = config.clickhouse_keys;
+        SinkSection {
+            kind,
+            dir,
+            batch_rows: Some(config.batch_rows),
+            batch_bytes: Some(config.batch_bytes),
+            flush_interval_ms: Some(config.flush_interval_ms),
+            inflight_batches: Some(config.inflight_batches),
+            store_inputs: Some(config.store_inputs),
+            url: keys.url,
+            database: keys.database,
+            user: keys.user,
+            password: keys.password,
+            request_timeout_ms: keys.request_timeout_ms,
+            retry_initial_ms: keys.retry_initial_ms,
+            retry_max_ms: keys.retry_max_ms,
+            retry_give_up_ms: keys.retry_give_up_ms,
+            cluster: keys.cluster,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<SinkConfig, String> {
+        toml::from_str::<SinkConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_kind_takes_its_own_keys() {
+        assert_eq!(read("").unwrap().kind, SinkKind::jsonl(DEFAULT_DIR));
+        assert_eq!(read("dir = \"out\"").unwrap().kind, SinkKind::jsonl("out"));
+        let clickhouse = read("kind = \"clickhouse\"\nbatch_rows = 7").unwrap();
+        assert_eq!(clickhouse.kind, SinkKind::Clickhouse);
+        assert_eq!(clickhouse.batch_rows, 7);
+        for kind in ["clickhouse", "stdout"] {
+            let error = read(&format!("kind = \"{kind}\"\ndir = \"out\"")).unwrap_err();
+            assert!(
+                error.contains("sink.dir is a key of sink.kind = \"jsonl\"")
+                    && error.contains(kind),
+                "{error}"
+            );
+        }
+        assert!(read("kind = \"jsonl\"\nnope = 1").is_err());
+    }
+
+    #[test]
+    fn older_clickhouse_keys_are_kept_for_the_config_to_move() {
+        let sink = read(
+            "kind = \"clickhouse\"\nurl = \"http://ch:8123\"\nretry_max_ms = 9\n[cluster]\nname = \"c\"",
+        )
+        .unwrap();
+        assert_eq!(sink.clickhouse_keys.url.as_deref(), Some("http://ch:8123"));
+        assert_eq!(sink.clickhouse_keys.retry_max_ms, Some(9));
+        assert!(sink.clickhouse_keys.cluster.is_some());
+        assert!(read("").unwrap().clickhouse_keys.is_empty());
+    }
+
+    #[test]
+    fn written_and_read_back_unchanged() {
+        for kind in [
+            SinkKind::jsonl("x/y"),
+            SinkKind::Clickhouse,
+            SinkKind::Stdout,
+        ] {
+            let sink = SinkConfig {
+                kind,
+                batch_rows: 3,
+                store_inputs: false,
+                ..SinkConfig::default()
+            };
+            let text = toml::to_string(&sink).unwrap();
+            assert_eq!(read(&text).unwrap(), sink, "{text}");
+        }
+    }
+
+    #[test]
+    fn problems_name_the_key() {
+        let sink = SinkConfig {
+            kind: SinkKind::jsonl(""),
+            batch_rows: 0,
+            ..SinkConfig::default()
+        };
+        let problems = sink.problems().join("\n");
+        assert!(problems.contains("sink.dir is required"), "{problems}");
+        assert!(problems.contains("sink.batch_rows"), "{problems}");
     }
 }

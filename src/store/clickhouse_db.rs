@@ -1,5 +1,5 @@
 //! The ClickHouse store: reads deduplicated rows (`FINAL`) of `evaluations`, `event_inputs`,
-//! `alerts` and `labels` on the `[sink]` server (or cluster), the overview's and queue's
+//! `alerts` and `labels` on the `[clickhouse]` server (or cluster), the overview's and queue's
 //! `max_rows` most recent evaluation rows (without `details`, reused for [`RECENT_ROWS_TTL`]),
 //! and inserts labels.
 
@@ -10,16 +10,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::read::{AlertView, ReviewStore, StoreError, StoredLabel, latest_alerts};
+use crate::clickhouse::config::ClickHouseConfig;
 use crate::clickhouse::rows::{ReadError, RowReader, bind_all, fetch_json, placeholders};
 use crate::clickhouse::{EVENT_INPUTS_TABLE, LABELS_TABLE};
 use crate::review::{EventInputs, HumanLabel};
-use crate::sink::config::SinkConfig;
 use crate::stored::{StoredRow, parse_time};
 
 /// The review store over ClickHouse (`evaluations`, `event_inputs`, `alerts`, `labels`).
 pub struct ClickHouseStore {
     reader: RowReader,
-    settings: SinkConfig,
+    settings: ClickHouseConfig,
     max_rows: usize,
     /// The recent rows and when they were read (reused for [`RECENT_ROWS_TTL`]).
     recent: Mutex<Option<(std::time::Instant, Arc<Vec<StoredRow>>)>>,
@@ -30,9 +30,9 @@ pub struct ClickHouseStore {
 pub const RECENT_ROWS_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl ClickHouseStore {
-    /// A store on the `[sink]` server; the overview and queue read the `max_rows` most recent
+    /// A store on the `[clickhouse]` server; the overview and queue read the `max_rows` most recent
     /// evaluation rows.
-    pub fn new(settings: &SinkConfig, max_rows: usize) -> ClickHouseStore {
+    pub fn new(settings: &ClickHouseConfig, max_rows: usize) -> ClickHouseStore {
         ClickHouseStore {
             reader: RowReader::new(settings),
             settings: settings.clone(),

@@ -19,7 +19,7 @@ pub struct AuditArgs {
     /// --config.
     #[arg(long)]
     input: Option<PathBuf>,
-    /// TOML config whose [sink] names the ClickHouse to read from.
+    /// TOML config whose ClickHouse [sink] (on its [clickhouse] server) holds the rows.
     #[arg(long)]
     config: Option<PathBuf>,
     /// The benchmark's dev.jsonl (or the events JSONL), to show questions and gold SQL.

@@ -69,7 +69,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
     let store = match &inputs.config {
         Some(path) => {
             let config = load_config(Some(path))?;
-            let store = Store::new(&config.sink);
+            let store = Store::new(&config.sink, &config.clickhouse);
             Some(
                 store
                     .reader(config.server.review_max_rows)

@@ -18,7 +18,7 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
 /// saying `why`, when its `[sink]` is another kind.
 pub fn load_clickhouse_config(path: &PathBuf, why: &str) -> Result<Config> {
     let config = load_config(Some(path))?;
-    let store = Store::new(&config.sink);
+    let store = Store::new(&config.sink, &config.clickhouse);
     if store.clickhouse().is_none() {
         bail!(
             "ClickHouse sink not configured: {}'s store is {}; {why}",

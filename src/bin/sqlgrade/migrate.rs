@@ -10,11 +10,11 @@ use crate::config_file::load_clickhouse_config;
 /// The arguments of `sqlgrade migrate`.
 #[derive(Debug, clap::Args)]
 pub struct MigrateArgs {
-    /// TOML config file with the [sink] ClickHouse settings.
+    /// TOML config file with the [clickhouse] settings (and `[sink] kind = "clickhouse"`).
     #[arg(long)]
     config: PathBuf,
     /// Apply the migrations to every node of this cluster (ON CLUSTER, replicated tables,
-    /// Distributed tables in front; default: `[sink.cluster] name`, else one server).
+    /// Distributed tables in front; default: `[clickhouse.cluster] name`, else one server).
     #[arg(long)]
     cluster: Option<String>,
 }
@@ -25,8 +25,9 @@ pub async fn execute(args: MigrateArgs) -> Result<ExitCode> {
         cluster,
     } = args;
     let config = load_clickhouse_config(&config_path, "migrate applies ClickHouse DDL only")?;
-    let layout = sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref());
-    let report = sqlgrade::clickhouse::migrate::migrate(&config.sink, layout.as_ref()).await?;
+    let layout = sqlgrade::clickhouse::cluster_layout(&config.clickhouse, cluster.as_deref());
+    let report =
+        sqlgrade::clickhouse::migrate::migrate(&config.clickhouse, layout.as_ref()).await?;
     for name in &report.applied {
         println!("applied  {name}");
     }
@@ -38,7 +39,7 @@ pub async fn execute(args: MigrateArgs) -> Result<ExitCode> {
     }
     println!(
         "database {}{}: {} migration(s) applied, {} already present",
-        config.sink.database,
+        config.clickhouse.database,
         layout
             .as_ref()
             .map_or(String::new(), |l| format!(" on cluster {}", l.name)),

@@ -10,7 +10,7 @@ use crate::config_file::load_clickhouse_config;
 /// The arguments of `sqlgrade prune`.
 #[derive(Debug, clap::Args)]
 pub struct PruneArgs {
-    /// TOML config file with the [sink] ClickHouse settings.
+    /// TOML config file with the [clickhouse] settings (and `[sink] kind = "clickhouse"`).
     #[arg(long)]
     config: PathBuf,
     /// Age beyond which whole months are dropped, e.g. `90days`, `26weeks`, `2160h`.
@@ -22,7 +22,7 @@ pub struct PruneArgs {
     /// Report what would be dropped without dropping it.
     #[arg(long)]
     dry_run: bool,
-    /// Prune the local tables of every shard of this cluster (default: `[sink.cluster]
+    /// Prune the local tables of every shard of this cluster (default: `[clickhouse.cluster]
     /// name`, else one server).
     #[arg(long)]
     cluster: Option<String>,
@@ -43,7 +43,7 @@ pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
     } = args;
     let config = load_clickhouse_config(&config_path, "prune works on ClickHouse only")?;
     let report = sqlgrade::clickhouse::retention::prune(
-        &config.sink,
+        &config.clickhouse,
         &sqlgrade::clickhouse::retention::PruneRequest {
             older_than,
             tables,
@@ -51,7 +51,7 @@ pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
             dry_run,
             replica_wait,
         },
-        sqlgrade::clickhouse::cluster_layout(&config.sink, cluster.as_deref()).as_ref(),
+        sqlgrade::clickhouse::cluster_layout(&config.clickhouse, cluster.as_deref()).as_ref(),
     )
     .await?;
     let verb = if dry_run { "would drop" } else { "dropped" };

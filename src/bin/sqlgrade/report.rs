@@ -22,7 +22,7 @@ pub struct ReportArgs {
     /// Events JSONL the run was fed, to show SQL in the disagreement listing.
     #[arg(long)]
     events: Option<PathBuf>,
-    /// TOML config whose [sink] names the ClickHouse to read from.
+    /// TOML config whose ClickHouse [sink] (on its [clickhouse] server) holds the rows.
     #[arg(long)]
     config: Option<PathBuf>,
     /// HTML output file.

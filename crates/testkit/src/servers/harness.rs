@@ -140,10 +140,10 @@ impl Harness {
     }
 
     /// [`Harness::start`] on a ClickHouse cluster of `shards × replicas` nodes: the daemons'
-    /// configs name it in `[sink.cluster]` and `sqlgrade migrate` lays the schema out on it.
+    /// configs name it in `[clickhouse.cluster]` and `sqlgrade migrate` lays the schema out on it.
     pub fn start_cluster(test: &str, events: usize, shards: u32, replicas: u32) -> Option<Harness> {
         let servers = Servers::start_cluster(test, shards, replicas)?;
-        let cluster = format!("[sink.cluster]\nname = \"{}\"\n", cluster::CLUSTER);
+        let cluster = format!("[clickhouse.cluster]\nname = \"{}\"\n", cluster::CLUSTER);
         Some(Harness::on(servers, events, 0, false, cluster))
     }
 
@@ -210,13 +210,15 @@ group_id = "{GROUP}"
 
 [sink]
 kind = "clickhouse"
-url = "{url}"
-database = "sqlgrade"
 batch_rows = {batch_rows}
 flush_interval_ms = {flush_ms}
+{sink}
+
+[clickhouse]
+url = "{url}"
+database = "sqlgrade"
 retry_initial_ms = 100
 retry_max_ms = 1000
-{sink}
 
 [rules]
 dir = "{rules}"

@@ -3,8 +3,9 @@
 //!
 //! The section is an enum of per-kind settings ([`SinkKind`]) in Rust and flat in the file
 //! (`kind = "jsonl"` and `dir = "…"` side by side): it is read through [`SinkSection`], which
-//! rejects a key of another kind (`dir` with `kind = "clickhouse"`) and keeps the ClickHouse
-//! connection keys older configs wrote here for `Config::load` to move to `[clickhouse]`.
+//! drops a key of another kind with a warning (`dir` with `kind = "clickhouse"`: a leftover, not
+//! a typo — unknown keys are still refused) and keeps the ClickHouse connection keys older
+//! configs wrote here for `Config::load` to move to `[clickhouse]`.
 
 use std::path::PathBuf;
 
@@ -78,7 +79,7 @@ pub const DEFAULT_DIR: &str = "sqlgrade-out";
 
 /// `[sink]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "SinkSection", into = "SinkSection")]
+#[serde(from = "SinkSection", into = "SinkSection")]
 pub struct SinkConfig {
     /// `jsonl` | `clickhouse` | `stdout`, with that kind's keys.
     pub kind: SinkKind,
@@ -144,8 +145,8 @@ impl SinkConfig {
 }
 
 /// `[sink]` as written in a file or the environment: every kind's keys side by side, and the
-/// older place of the `[clickhouse]` keys. Read into [`SinkConfig`], which checks that only the
-/// chosen kind's keys are given.
+/// older place of the `[clickhouse]` keys. Read into [`SinkConfig`], which keeps the chosen
+/// kind's keys (another kind's are dropped with a warning).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SinkSection {
@@ -241,25 +242,25 @@ enum SinkKindName {
     Stdout,
 }
 
-impl TryFrom<SinkSection> for SinkConfig {
-    type Error = String;
-
-    fn try_from(section: SinkSection) -> Result<Self, String> {
+impl From<SinkSection> for SinkConfig {
+    fn from(section: SinkSection) -> Self {
         let defaults = SinkConfig::default();
         let kind = match section.kind {
             SinkKindName::Jsonl => SinkKind::Jsonl(JsonlSinkConfig {
                 dir: section.dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
             }),
             other => {
+                let name = if other == SinkKindName::Clickhouse {
+                    "clickhouse"
+                } else {
+                    "stdout"
+                };
                 if section.dir.is_some() {
-                    let name = if other == SinkKindName::Clickhouse {
-                        "clickhouse"
-                    } else {
-                        "stdout"
-                    };
-                    return Err(format!(
-                        "sink.dir is a key of sink.kind = \"jsonl\", not of sink.kind = \"{name}\""
-                    ));
+                    // A leftover of another kind (a file's jsonl settings with the kind
+                    // overridden from the environment, say) costs nothing: say so, go on.
+                    tracing::warn!(
+                        "sink.dir is a key of sink.kind = \"jsonl\", not of sink.kind = \"{name}\": ignored"
+                    );
                 }
                 if other == SinkKindName::Clickhouse {
                     SinkKind::Clickhouse
@@ -268,7 +269,7 @@ impl TryFrom<SinkSection> for SinkConfig {
                 }
             }
         };
-        Ok(SinkConfig {
+        SinkConfig {
             kind,
             batch_rows: section.batch_rows.unwrap_or(defaults.batch_rows),
             batch_bytes: section.batch_bytes.unwrap_or(defaults.batch_bytes),
@@ -290,7 +291,7 @@ impl TryFrom<SinkSection> for SinkConfig {
                 retry_give_up_ms: section.retry_give_up_ms,
                 cluster: section.cluster,
             },
-        })
+        }
     }
 }
 
@@ -338,13 +339,13 @@ mod tests {
         let clickhouse = read("kind = \"clickhouse\"\nbatch_rows = 7").unwrap();
         assert_eq!(clickhouse.kind, SinkKind::Clickhouse);
         assert_eq!(clickhouse.batch_rows, 7);
-        for kind in ["clickhouse", "stdout"] {
-            let error = read(&format!("kind = \"{kind}\"\ndir = \"out\"")).unwrap_err();
-            assert!(
-                error.contains("sink.dir is a key of sink.kind = \"jsonl\"")
-                    && error.contains(kind),
-                "{error}"
-            );
+        // Another kind's key is a leftover, dropped (with a warning); an unknown key is refused.
+        for (kind, expected) in [
+            ("clickhouse", SinkKind::Clickhouse),
+            ("stdout", SinkKind::Stdout),
+        ] {
+            let sink = read(&format!("kind = \"{kind}\"\ndir = \"out\"")).unwrap();
+            assert_eq!(sink.kind, expected);
         }
         assert!(read("kind = \"jsonl\"\nnope = 1").is_err());
     }

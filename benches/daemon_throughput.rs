@@ -12,7 +12,9 @@
 //! a release build of the base commit in its own target directory), `SINK_KEYS` TOML lines added
 //! to `[sink]` (`;` separates lines), e.g.
 //! `--variant before:/tmp/base/sqlgrade --variant after:target/release/sqlgrade
-//! --variant after-4:target/release/sqlgrade:inflight_batches=4`.
+//! --variant after-4:target/release/sqlgrade:inflight_batches=4`. The configs name the server
+//! in `[clickhouse]`, which builds before `a7152d2` do not know (they read it from `[sink]`):
+//! compare against a base at or after it.
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
 //! first), migrates, and runs the release daemon as a separate process, batching as in

@@ -852,3 +852,39 @@ fn test_groups_start_no_servers() {
         "tests that start servers go in a top-level tests/*.rs of their own: {offenders:?}"
     );
 }
+
+/// The store's kind is matched in two places only: `sink::config`, which reads each kind's keys,
+/// and `store::open`, which builds the kind's writer and reader (ARCHITECTURE.md, "a store
+/// kind"). Everything else takes the `Store`. Test modules (after `#[cfg(test)]`) may name
+/// kinds to set them up.
+#[test]
+fn the_store_kind_is_matched_in_its_own_two_places() {
+    let allowed = [
+        Path::new("src/sink/config.rs"),
+        Path::new("src/store/open.rs"),
+    ];
+    let mut offenders = Vec::new();
+    let mut stack = vec![repo().join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a source directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let relative = path.strip_prefix(repo()).expect("under the repository");
+            if path.extension().is_none_or(|e| e != "rs") || allowed.contains(&relative) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            if code.contains("SinkKind::") {
+                offenders.push(relative.display().to_string());
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "match the store's kind in src/store/open.rs (Store's methods), not in {offenders:?}"
+    );
+}

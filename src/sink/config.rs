@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use std::fmt;
 
-use crate::settings::{Secret, redact_url};
+use crate::settings::Secret;
 
 /// Where rows go, with what only that kind needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,8 +184,8 @@ pub struct SinkSection {
 }
 
 /// The `[clickhouse]` keys as an older config wrote them under `[sink]` (`sink.url`,
-/// `[sink.cluster]`, …): each `None` unless written there. Its `Debug` hides the password and
-/// a password inside the URL.
+/// `[sink.cluster]`, …): each `None` unless written there. Its `Debug` names the keys given,
+/// never their values.
 #[derive(Clone, Default, PartialEq)]
 pub struct ClickHouseKeys {
     /// `sink.url`.
@@ -210,17 +210,21 @@ pub struct ClickHouseKeys {
 }
 
 impl fmt::Debug for ClickHouseKeys {
+    /// The names of the keys given, never their values (the URL and password are secrets).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClickHouseKeys")
-            .field("url", &self.url.as_deref().map(redact_url))
-            .field("database", &self.database)
-            .field("user", &self.user)
-            .field("password", &self.password)
-            .field("request_timeout_ms", &self.request_timeout_ms)
-            .field("retry_initial_ms", &self.retry_initial_ms)
-            .field("retry_max_ms", &self.retry_max_ms)
-            .field("retry_give_up_ms", &self.retry_give_up_ms)
-            .field("cluster", &self.cluster)
+        let given = [
+            ("sink.url", self.url.is_some()),
+            ("sink.database", self.database.is_some()),
+            ("sink.user", self.user.is_some()),
+            ("sink.password", self.password.is_some()),
+            ("sink.request_timeout_ms", self.request_timeout_ms.is_some()),
+            ("sink.retry_initial_ms", self.retry_initial_ms.is_some()),
+            ("sink.retry_max_ms", self.retry_max_ms.is_some()),
+            ("sink.retry_give_up_ms", self.retry_give_up_ms.is_some()),
+            ("sink.cluster", self.cluster.is_some()),
+        ];
+        f.debug_set()
+            .entries(given.iter().filter(|(_, set)| *set).map(|(name, _)| name))
             .finish()
     }
 }

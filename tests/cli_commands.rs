@@ -388,6 +388,11 @@ password = "file-secret-456"
 kind = "llm"
 api_key = "sk-inline-789"
 
+[source]
+kind = "kafka"
+brokers = "kafka:9092"
+topics = ["agents"]
+
 [source.kafka_properties]
 "sasl.password" = "kafka-secret-000"
 "security.protocol" = "SASL_SSL"

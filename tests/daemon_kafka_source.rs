@@ -9,7 +9,7 @@ use sqlgrade_testkit::servers as support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sqlgrade::config::{SourceConfig, SourceKind};
+use sqlgrade::config::KafkaSourceConfig;
 use sqlgrade::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSource};
 use sqlgrade::source::{Source, SourceMessage};
 use support::{Tansu, committed, read_topic};
@@ -51,15 +51,14 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
     let producer = support::producer(&brokers);
     support::produce_all(&producer, "events", 3, &payloads).await;
 
-    let settings = SourceConfig {
-        kind: SourceKind::Kafka,
+    let settings = KafkaSourceConfig {
         brokers: Some(brokers.clone()),
         topics: vec!["events".into()],
         group_id: "g1".into(),
         dead_letter_topic: Some("events-dlq".into()),
         max_in_flight: 100,
         commit_interval_ms: 200,
-        ..SourceConfig::default()
+        ..KafkaSourceConfig::default()
     };
     let mut source = KafkaSource::new(&settings, None).unwrap();
     // The test plays the pipeline's decode stage: what does not decode goes to the source's
@@ -204,12 +203,11 @@ async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
     }
     let mut deliveries = Vec::new();
     for group in ["first", "redelivery"] {
-        let settings = SourceConfig {
-            kind: SourceKind::Kafka,
+        let settings = KafkaSourceConfig {
             brokers: Some(brokers.clone()),
             topics: vec!["no-ts".into()],
             group_id: group.into(),
-            ..SourceConfig::default()
+            ..KafkaSourceConfig::default()
         };
         let mut source = KafkaSource::new(&settings, None).unwrap();
         let mut times = Vec::new();
@@ -259,14 +257,13 @@ async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
         .collect();
     let producer = support::producer(&brokers);
     support::produce_all(&producer, "events", 1, &payloads).await;
-    let settings = SourceConfig {
-        kind: SourceKind::Kafka,
+    let settings = KafkaSourceConfig {
         brokers: Some(brokers.clone()),
         topics: vec!["events".into()],
         group_id: "fenced".into(),
         group_instance_id: Some("pod-0".into()),
         commit_interval_ms: 3_600_000,
-        ..SourceConfig::default()
+        ..KafkaSourceConfig::default()
     };
     let health = std::sync::Arc::new(sqlgrade::health::Health::new());
     let mut source = KafkaSource::new(&settings, Some(health.clone())).unwrap();
@@ -324,9 +321,9 @@ async fn judge_work_waits_out_a_broker_outage() {
         Err(e) => return support::skip("judge_work_waits_out_a_broker_outage", &e),
     };
     kafka.create_topic("judge-work", 1);
-    let mut source = SourceConfig {
+    let mut source = KafkaSourceConfig {
         brokers: Some(kafka.brokers()),
-        ..SourceConfig::default()
+        ..KafkaSourceConfig::default()
     };
     // Give up on each attempt after 2 s (librdkafka's default is minutes), so the outage is
     // seen as failed deliveries quickly.

@@ -49,7 +49,7 @@ fn write_events(dir: &Path, events: &[Value]) -> std::path::PathBuf {
 
 fn base_config(dir: &Path, input: &Path, out: &str) -> Config {
     let mut config = Config::default();
-    config.source.path = input.to_path_buf();
+    config.source.kind = sqlgrade::config::SourceKind::file(input);
     config.sink.kind = sqlgrade::config::SinkKind::jsonl(dir.join(out));
     config.rules.reload_interval_ms = 0;
     config.pipeline.workers = 2;

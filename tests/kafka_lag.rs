@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlgrade::config::SourceConfig;
+use sqlgrade::config::KafkaSourceConfig;
 use sqlgrade::config::TelemetryConfig;
 use sqlgrade::kafka::KafkaSource;
 use sqlgrade::pipeline::Pipeline;
@@ -24,15 +24,14 @@ use support::{Tansu, committed};
 const TOPIC: &str = "lag-events";
 const GROUP: &str = "lag-group";
 
-fn settings(brokers: &str, commit_interval_ms: u64) -> SourceConfig {
-    SourceConfig {
-        kind: sqlgrade::config::SourceKind::Kafka,
+fn settings(brokers: &str, commit_interval_ms: u64) -> KafkaSourceConfig {
+    KafkaSourceConfig {
         brokers: Some(brokers.to_string()),
         topics: vec![TOPIC.into()],
         group_id: GROUP.into(),
         commit_interval_ms,
         kafka_properties: BTreeMap::from([("statistics.interval.ms".into(), "200".into())]),
-        ..SourceConfig::default()
+        ..KafkaSourceConfig::default()
     }
 }
 

@@ -44,14 +44,10 @@ pub fn build_source_with_health(
             .max(config.source.otlp.max_body_bytes),
         None => config.pipeline.max_event_bytes,
     };
-    let source: Box<dyn Source> = match config.source.kind {
-        SourceKind::File => Box::new(FileSource::new(
-            &config.source.path,
-            config.source.follow,
-            max_line,
-        )),
+    let source: Box<dyn Source> = match &config.source.kind {
+        SourceKind::File(file) => Box::new(FileSource::new(&file.path, file.follow, max_line)),
         SourceKind::Stdin => Box::new(StdinSource::new(max_line)),
-        SourceKind::Kafka => Box::new(KafkaSource::new(&config.source, health)?),
+        SourceKind::Kafka(kafka) => Box::new(KafkaSource::new(kafka, health)?),
         SourceKind::Otlp => Box::new(crate::otlp::OtlpSource::bind(
             &config.source.otlp,
             &config.source.otlp_mapping,

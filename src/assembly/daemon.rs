@@ -67,8 +67,6 @@ impl Daemon {
         let source = build_source_with_health(config, Some(health.clone()))?;
         tracing::info!(
             source = ?config.source.kind,
-            path = %config.source.path.display(),
-            follow = config.source.follow,
             store = %store.describe(),
             judge = %scorer.judge_kind(),
             workers = config.pipeline.workers,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::alert::FiringSeries;
-use crate::config::{Config, SourceConfig, SourceKind};
+use crate::config::{Config, KafkaSourceConfig};
 use crate::judging::planner::PlanMode;
 use crate::judging::stage::Leftover;
 use crate::judging::work::QueueMode;
@@ -57,24 +57,25 @@ pub fn build_second_pass(
     let kafka_topic = budget
         .work_topic
         .as_deref()
-        .filter(|_| config.source.kind == SourceKind::Kafka && !census);
+        .zip(config.source.kafka())
+        .filter(|_| !census);
     let (queue, work_sink, feeder, leftover): (_, Arc<dyn WorkSink>, _, _) = match kafka_topic {
-        Some(topic) => {
+        Some((topic, kafka)) => {
             // The judge stage reads the work topic in its own group; its queue holds what the
             // consumer has in flight (bounded by the same capacity), most important first.
             let queue = WorkQueue::new(budget.queue_capacity, QueueMode::Block, Arc::clone(&stats));
-            let consumer = SourceConfig {
+            let consumer = KafkaSourceConfig {
                 topics: vec![topic.to_string()],
-                group_id: format!("{}-judge", config.source.group_id),
+                group_id: format!("{}-judge", kafka.group_id),
                 dead_letter_topic: None,
                 max_in_flight: budget.queue_capacity,
-                ..config.source.clone()
+                ..kafka.clone()
             };
             let source = KafkaSource::new(&consumer, None)?;
             let stop = Arc::new(tokio::sync::Notify::new());
             let feeder =
                 spawn_kafka_feeder(Box::new(source), Arc::clone(&queue), Arc::clone(&stop));
-            let producer = crate::kafka::producer(&config.source, "sqlgrade-judge-work")?;
+            let producer = crate::kafka::producer(kafka, "sqlgrade-judge-work")?;
             let sink = Arc::new(KafkaWorkSink::new(producer, topic, stop, health.clone()));
             (
                 queue,
@@ -110,7 +111,7 @@ pub fn build_second_pass(
     tracing::info!(
         mode = ?mode,
         uniform_rate = budget.uniform_rate,
-        work_topic = kafka_topic.unwrap_or("(in-process)"),
+        work_topic = kafka_topic.map_or("(in-process)", |(topic, _)| topic),
         "LLM judge: second pass on"
     );
     Ok(Some(SecondPass {

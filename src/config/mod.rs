@@ -32,7 +32,9 @@ pub use crate::serve::config::ServerSettings;
 use crate::settings::redact;
 pub use crate::settings::{REDACTED, Secret, is_secret_key, redact_url};
 pub use crate::sink::config::{JsonlSinkConfig, SinkConfig, SinkKind};
-pub use crate::source::config::{OtlpConfig, SourceConfig, SourceFormat, SourceKind};
+pub use crate::source::config::{
+    FileSourceConfig, KafkaSourceConfig, OtlpConfig, SourceConfig, SourceFormat, SourceKind,
+};
 pub use crate::telemetry::config::TelemetryConfig;
 
 /// Environment variable prefix (`SQLGRADE__JUDGE__BASE_URL` → `judge.base_url`).
@@ -171,7 +173,7 @@ impl Config {
                     .to_string(),
             );
         }
-        if self.judge.budget.work_topic.is_some() && self.source.kind != SourceKind::Kafka {
+        if self.judge.budget.work_topic.is_some() && self.source.kafka().is_none() {
             problems.push(
                 "judge.budget.work_topic needs source.kind = \"kafka\" (other sources use an \
                  in-process queue)"
@@ -243,7 +245,6 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use super::*;
 
@@ -261,7 +262,7 @@ mod tests {
         let mut c = Config::default();
         c.pipeline.workers = 0;
         c.stef.probe_workers = 0;
-        c.source.kind = SourceKind::Kafka;
+        c.source.kind = SourceKind::Kafka(KafkaSourceConfig::default());
         c.gold.hybrid_cutoff = 2.0;
         c.judge.max_concurrency = 0;
         assert_eq!(
@@ -277,7 +278,7 @@ mod tests {
         );
         // A rule that spans sections is `validate`'s alone.
         c.judge.budget.work_topic = Some("work".into());
-        c.source.kind = SourceKind::File;
+        c.source.kind = SourceKind::default();
         assert!(c.source.problems().is_empty());
         let Err(ConfigError::Invalid(problems)) = c.validate() else {
             panic!("invalid");
@@ -299,8 +300,7 @@ mod tests {
     #[test]
     fn defaults_need_no_file() {
         let c = Config::load_with_env(None, env(&[])).unwrap();
-        assert_eq!(c.source.kind, SourceKind::File);
-        assert_eq!(c.source.path, PathBuf::from("examples/events.jsonl"));
+        assert_eq!(c.source.kind, SourceKind::file("examples/events.jsonl"));
         assert_eq!(c.sink.kind, SinkKind::jsonl("sqlgrade-out"));
         assert_eq!(c.sink.dir(), Some(std::path::Path::new("sqlgrade-out")));
         assert_eq!(c.judge.kind, JudgeKind::Deterministic);
@@ -342,10 +342,11 @@ mod tests {
             ]),
         )
         .unwrap();
-        assert_eq!(c.source.kind, SourceKind::Kafka);
-        assert_eq!(c.source.topics, vec!["a", "b"]);
-        assert_eq!(c.source.group_id, "007");
-        assert!(c.source.follow);
+        let kafka = c.source.kafka().expect("a Kafka source");
+        assert_eq!(kafka.topics, vec!["a", "b"]);
+        assert_eq!(kafka.group_id, "007");
+        // `follow` is a file source's key: with kind = "kafka" it is dropped (with a warning).
+        assert!(c.source.file().is_none());
         assert_eq!(c.judge.base_url, "http://llm:8000/v1");
         assert_eq!(c.judge.max_requests_per_second, 2.5);
         assert_eq!(c.pipeline.workers, 7);
@@ -357,14 +358,14 @@ mod tests {
             Some("hunter2")
         );
         assert_eq!(
-            c.source
+            kafka
                 .kafka_properties
                 .get("security.protocol")
                 .map(String::as_str),
             Some("SSL")
         );
         assert_eq!(
-            c.source
+            kafka
                 .kafka_properties
                 .get("sasl.password")
                 .map(String::as_str),
@@ -493,12 +494,14 @@ mod tests {
         c.clickhouse.password = Some(Secret::new("hunter2"));
         c.clickhouse.url = Some("http://admin:s3cr3t@ch:8123/".into());
         c.judge.api_key = Some(Secret::new("sk-live-abc"));
-        c.source
+        let mut kafka = KafkaSourceConfig::default();
+        kafka
             .kafka_properties
             .insert("sasl.password".into(), "kpw".into());
-        c.source
+        kafka
             .kafka_properties
             .insert("security.protocol".into(), "SASL_SSL".into());
+        c.source.kind = SourceKind::Kafka(kafka);
         let text = c.to_redacted_toml().unwrap();
         for secret in ["hunter2", "s3cr3t", "sk-live-abc", "kpw"] {
             assert!(!text.contains(secret), "{secret} leaked:\n{text}");
@@ -606,13 +609,17 @@ mod tests {
             !shown.contains("s3cret") && !shown.contains("hunter2"),
             "{shown}"
         );
-        let mut source = SourceConfig::default();
-        source
+        let mut kafka = KafkaSourceConfig::default();
+        kafka
             .kafka_properties
             .insert("sasl.password".into(), "kpw".into());
-        source
+        kafka
             .kafka_properties
             .insert("security.protocol".into(), "SASL_SSL".into());
+        let source = SourceConfig {
+            kind: SourceKind::Kafka(kafka),
+            ..SourceConfig::default()
+        };
         let shown = format!("{source:?}");
         assert!(
             !shown.contains("kpw") && shown.contains("SASL_SSL"),

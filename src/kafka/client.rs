@@ -6,7 +6,7 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::producer::FutureProducer;
 
 use crate::source::SourceError;
-use crate::source::config::SourceConfig;
+use crate::source::config::KafkaSourceConfig;
 
 /// Properties sqlgrade sets itself and never lets configuration override (they carry the
 /// at-least-once guarantee).
@@ -18,10 +18,10 @@ const FORCED_PROPERTIES: &[(&str, &str)] = &[
 /// How often librdkafka reports statistics (consumer lag) unless configured otherwise.
 const DEFAULT_STATISTICS_INTERVAL_MS: &str = "5000";
 
-/// The `[source]` section as the Kafka source uses it: topics trimmed (empty names dropped), an
-/// empty dead-letter topic read as none.
-pub(super) fn normalized(source: &SourceConfig) -> SourceConfig {
-    SourceConfig {
+/// The `[source]` Kafka keys as the Kafka source uses them: topics trimmed (empty names
+/// dropped), an empty dead-letter topic read as none.
+pub(super) fn normalized(source: &KafkaSourceConfig) -> KafkaSourceConfig {
+    KafkaSourceConfig {
         topics: source
             .topics
             .iter()
@@ -38,7 +38,10 @@ pub(super) fn normalized(source: &SourceConfig) -> SourceConfig {
 
 /// A producer with the connection and security properties of `[source]` (for the judge-work
 /// topic), acknowledged by all in-sync replicas.
-pub fn producer(source: &SourceConfig, client_id: &str) -> Result<FutureProducer, SourceError> {
+pub fn producer(
+    source: &KafkaSourceConfig,
+    client_id: &str,
+) -> Result<FutureProducer, SourceError> {
     let mut cfg = source.producer_config();
     cfg.set("client.id", client_id);
     cfg.create::<FutureProducer>()
@@ -54,7 +57,7 @@ pub(super) trait ClientConfigs {
     fn producer_config(&self) -> ClientConfig;
 }
 
-impl ClientConfigs for SourceConfig {
+impl ClientConfigs for KafkaSourceConfig {
     /// librdkafka configuration for the consumer: our defaults, then the pass-through
     /// properties, then the forced at-least-once properties.
     fn consumer_config(&self) -> ClientConfig {
@@ -140,9 +143,9 @@ mod tests {
 
     #[test]
     fn forced_properties_win_and_secrets_are_redacted() {
-        let mut s = SourceConfig {
+        let mut s = KafkaSourceConfig {
             brokers: Some("127.0.0.1:9092".into()),
-            ..SourceConfig::default()
+            ..KafkaSourceConfig::default()
         };
         s.kafka_properties
             .insert("enable.auto.commit".into(), "true".into());

@@ -57,7 +57,7 @@ use super::lag::{LagTable, PartitionLag};
 use super::lock;
 use super::offsets::{CommitPosition, OffsetTracker};
 use crate::health::{ComponentHealth, Health};
-use crate::source::config::SourceConfig;
+use crate::source::config::KafkaSourceConfig;
 use crate::source::{
     AckToken, Acknowledge, DeadLetterRoute, Position, Source, SourceError, SourceMessage,
 };
@@ -275,7 +275,7 @@ pub struct KafkaSource {
     consumer: OwnedConsumer,
     tracker: Arc<OffsetTracker>,
     dead_letters: Option<Arc<DeadLetterProducer>>,
-    settings: SourceConfig,
+    settings: KafkaSourceConfig,
     stop: Arc<StopSignal>,
     committer: Option<tokio::task::JoinHandle<()>>,
     health: Option<Arc<Health>>,
@@ -328,7 +328,7 @@ impl KafkaSource {
     /// `pipeline.max_event_bytes` are dead-lettered unread by the pipeline's decode stage).
     /// Must be called inside a tokio runtime.
     pub fn new(
-        source: &SourceConfig,
+        source: &KafkaSourceConfig,
         health: Option<Arc<Health>>,
     ) -> Result<KafkaSource, SourceError> {
         let settings = normalized(source);

@@ -9,20 +9,177 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::settings::{REDACTED, is_secret_key, string_or_list};
 
-/// Source kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Where events come from, with what only that kind needs.
+#[derive(Debug, Clone, PartialEq)]
 pub enum SourceKind {
     /// A JSONL file (optionally tailed).
-    #[default]
-    File,
+    File(FileSourceConfig),
     /// Kafka topics through a consumer group.
-    Kafka,
+    Kafka(KafkaSourceConfig),
     /// JSONL on standard input.
     Stdin,
     /// An OTLP/HTTP receiver: the agents' OpenTelemetry traces (`[source.otlp]`), one event
     /// per database client span (`[source.otlp_mapping]`).
     Otlp,
+}
+
+impl Default for SourceKind {
+    fn default() -> Self {
+        SourceKind::File(FileSourceConfig::default())
+    }
+}
+
+impl SourceKind {
+    /// The kind's name in the config (`file`, `kafka`, `stdin`, `otlp`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SourceKind::File(_) => "file",
+            SourceKind::Kafka(_) => "kafka",
+            SourceKind::Stdin => "stdin",
+            SourceKind::Otlp => "otlp",
+        }
+    }
+
+    /// A file source reading `path` once (not tailed).
+    pub fn file(path: impl Into<PathBuf>) -> SourceKind {
+        SourceKind::File(FileSourceConfig {
+            path: path.into(),
+            follow: false,
+        })
+    }
+}
+
+/// `[source] kind = "file"`: its own keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSourceConfig {
+    /// The JSONL file.
+    pub path: PathBuf,
+    /// Keep tailing the file after EOF (like `tail -f`).
+    pub follow: bool,
+}
+
+impl Default for FileSourceConfig {
+    fn default() -> Self {
+        FileSourceConfig {
+            path: PathBuf::from("examples/events.jsonl"),
+            follow: false,
+        }
+    }
+}
+
+/// `[source] kind = "kafka"`: its own keys. Its `Debug` redacts secret-looking
+/// `kafka_properties` (SASL passwords).
+#[derive(Clone, PartialEq)]
+pub struct KafkaSourceConfig {
+    /// Bootstrap servers (`host:port,host:port`).
+    pub brokers: Option<String>,
+    /// Topics to consume (a list, or a comma-separated string from the environment).
+    pub topics: Vec<String>,
+    /// Consumer group.
+    pub group_id: String,
+    /// Static group membership (librdkafka `group.instance.id`, KIP-345): a stable name for
+    /// this member (in Kubernetes, the StatefulSet pod's name). A member that restarts with
+    /// the same id within the session timeout takes its own partitions back without a
+    /// rebalance of the others. Unique per process: a second process with the same id fences
+    /// the first (a fatal error; that process stops consuming and exits non-zero).
+    pub group_instance_id: Option<String>,
+    /// Topic for dead letters (when unset, dead letters go to the sink).
+    pub dead_letter_topic: Option<String>,
+    /// Extra librdkafka properties passed through verbatim (`"security.protocol" = "SSL"`).
+    /// Underscores in keys are read as dots, so they can be set from the environment too.
+    pub kafka_properties: BTreeMap<String, String>,
+    /// Messages handed out and not yet written by the sink, at most (back-pressure).
+    pub max_in_flight: usize,
+    /// How often completed offsets are committed.
+    pub commit_interval_ms: u64,
+}
+
+impl Default for KafkaSourceConfig {
+    fn default() -> Self {
+        KafkaSourceConfig {
+            brokers: None,
+            topics: Vec::new(),
+            group_id: "sqlgrade".into(),
+            group_instance_id: None,
+            dead_letter_topic: None,
+            kafka_properties: BTreeMap::new(),
+            max_in_flight: 20_000,
+            commit_interval_ms: 1_000,
+        }
+    }
+}
+
+impl fmt::Debug for KafkaSourceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let properties: BTreeMap<&str, &str> = self
+            .kafka_properties
+            .iter()
+            .map(|(k, v)| {
+                let shown = if is_secret_key(k) {
+                    REDACTED
+                } else {
+                    v.as_str()
+                };
+                (k.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("KafkaSourceConfig")
+            .field("brokers", &self.brokers)
+            .field("topics", &self.topics)
+            .field("group_id", &self.group_id)
+            .field("group_instance_id", &self.group_instance_id)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("kafka_properties", &properties)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("commit_interval_ms", &self.commit_interval_ms)
+            .finish()
+    }
+}
+
+impl KafkaSourceConfig {
+    /// What is wrong with these keys (each a sentence naming the key).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.brokers.as_deref().is_none_or(|b| b.trim().is_empty()) {
+            problems.push("source.brokers is required for source.kind = \"kafka\"".to_string());
+        }
+        if self.topics.iter().all(|t| t.trim().is_empty()) {
+            problems.push(
+                "source.topics must name at least one topic for source.kind = \"kafka\""
+                    .to_string(),
+            );
+        }
+        if self.group_id.trim().is_empty() {
+            problems.push("source.group_id must not be empty".to_string());
+        }
+        if let Some(id) = &self.group_instance_id {
+            if id.trim().is_empty() {
+                problems.push(
+                    "source.group_instance_id must not be empty when set (unset it for dynamic \
+                     membership)"
+                        .to_string(),
+                );
+            }
+            if self
+                .kafka_properties
+                .get("group.instance.id")
+                .is_some_and(|given| given != id)
+            {
+                problems.push(
+                    "source.group_instance_id and [source.kafka_properties] \
+                     \"group.instance.id\" disagree: set only one"
+                        .to_string(),
+                );
+            }
+        }
+        if self.max_in_flight == 0 {
+            problems.push("source.max_in_flight must be at least 1".to_string());
+        }
+        if self.commit_interval_ms == 0 {
+            problems.push("source.commit_interval_ms must be at least 1".to_string());
+        }
+        problems
+    }
 }
 
 /// What each message (Kafka) or line (file, stdin) of a source holds.
@@ -40,46 +197,38 @@ pub enum SourceFormat {
     OtlpJson,
 }
 
-/// `[source]`. Its `Debug` redacts secret-looking `kafka_properties` (SASL passwords).
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// `[source]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SourceSection", into = "SourceSection")]
 pub struct SourceConfig {
-    /// `file` | `kafka` | `stdin` | `otlp`.
+    /// `file` | `kafka` | `stdin` | `otlp`, with that kind's keys.
     pub kind: SourceKind,
     /// What the messages or lines hold: `event` | `otlp_proto` | `otlp_json` (traces,
     /// assembled and mapped as for `kind = "otlp"`, with `[source.otlp]`'s window and bounds).
     pub format: SourceFormat,
-    /// JSONL file for `kind = "file"`.
-    pub path: PathBuf,
-    /// Keep tailing the file after EOF (like `tail -f`).
-    pub follow: bool,
-    /// Kafka bootstrap servers (`host:port,host:port`).
-    pub brokers: Option<String>,
-    /// Kafka topics to consume (a list, or a comma-separated string from the environment).
-    #[serde(deserialize_with = "string_or_list")]
-    pub topics: Vec<String>,
-    /// Kafka consumer group.
-    pub group_id: String,
-    /// Kafka static group membership (librdkafka `group.instance.id`, KIP-345): a stable name
-    /// for this member (in Kubernetes, the StatefulSet pod's name). A member that restarts
-    /// with the same id within the session timeout takes its own partitions back without a
-    /// rebalance of the others. Unique per process: a second process with the same id fences
-    /// the first (a fatal error; that process stops consuming and exits non-zero).
-    pub group_instance_id: Option<String>,
-    /// Kafka topic for dead letters (when unset, dead letters go to the sink).
-    pub dead_letter_topic: Option<String>,
-    /// Extra librdkafka properties passed through verbatim (`"security.protocol" = "SSL"`).
-    /// Underscores in keys are read as dots, so they can be set from the environment too.
-    #[serde(deserialize_with = "kafka_properties")]
-    pub kafka_properties: BTreeMap<String, String>,
-    /// Kafka: messages handed out and not yet written by the sink, at most (back-pressure).
-    pub max_in_flight: usize,
-    /// Kafka: how often completed offsets are committed.
-    pub commit_interval_ms: u64,
-    /// `[source.otlp]`: the OTLP/HTTP receiver of `kind = "otlp"`.
+    /// `[source.otlp]`: the OTLP/HTTP receiver of `kind = "otlp"`, and the trace assembly's
+    /// window and bounds of every OTLP format.
     pub otlp: OtlpConfig,
     /// `[source.otlp_mapping]`: which span attributes hold each event field.
     pub otlp_mapping: crate::spans::SpanMapping,
+}
+
+impl SourceConfig {
+    /// The Kafka settings, when the source is Kafka.
+    pub fn kafka(&self) -> Option<&KafkaSourceConfig> {
+        match &self.kind {
+            SourceKind::Kafka(kafka) => Some(kafka),
+            _ => None,
+        }
+    }
+
+    /// The file settings, when the source is a file.
+    pub fn file(&self) -> Option<&FileSourceConfig> {
+        match &self.kind {
+            SourceKind::File(file) => Some(file),
+            _ => None,
+        }
+    }
 }
 
 /// `[source.otlp]`: the OTLP/HTTP trace receiver (`POST /v1/traces`, protobuf or JSON,
@@ -183,95 +332,21 @@ impl OtlpConfig {
     }
 }
 
-impl fmt::Debug for SourceConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let properties: BTreeMap<&str, &str> = self
-            .kafka_properties
-            .iter()
-            .map(|(k, v)| {
-                let shown = if is_secret_key(k) {
-                    REDACTED
-                } else {
-                    v.as_str()
-                };
-                (k.as_str(), shown)
-            })
-            .collect();
-        f.debug_struct("SourceConfig")
-            .field("kind", &self.kind)
-            .field("format", &self.format)
-            .field("path", &self.path)
-            .field("follow", &self.follow)
-            .field("brokers", &self.brokers)
-            .field("topics", &self.topics)
-            .field("group_id", &self.group_id)
-            .field("group_instance_id", &self.group_instance_id)
-            .field("dead_letter_topic", &self.dead_letter_topic)
-            .field("kafka_properties", &properties)
-            .field("max_in_flight", &self.max_in_flight)
-            .field("commit_interval_ms", &self.commit_interval_ms)
-            .field("otlp", &self.otlp)
-            .field("otlp_mapping", &self.otlp_mapping)
-            .finish()
-    }
-}
-
 impl SourceConfig {
     /// What is wrong with this section alone (each a sentence naming the key).
     pub fn problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        match self.kind {
-            SourceKind::File if self.path.as_os_str().is_empty() => {
-                problems.push("source.path is required for source.kind = \"file\"".to_string());
+        let mut problems = match &self.kind {
+            SourceKind::File(file) if file.path.as_os_str().is_empty() => {
+                vec!["source.path is required for source.kind = \"file\"".to_string()]
             }
-            SourceKind::Kafka => {
-                if self.brokers.as_deref().is_none_or(|b| b.trim().is_empty()) {
-                    problems
-                        .push("source.brokers is required for source.kind = \"kafka\"".to_string());
-                }
-                if self.topics.iter().all(|t| t.trim().is_empty()) {
-                    problems.push(
-                        "source.topics must name at least one topic for source.kind = \"kafka\""
-                            .to_string(),
-                    );
-                }
-                if self.group_id.trim().is_empty() {
-                    problems.push("source.group_id must not be empty".to_string());
-                }
-                if let Some(id) = &self.group_instance_id {
-                    if id.trim().is_empty() {
-                        problems.push(
-                            "source.group_instance_id must not be empty when set (unset it for \
-                             dynamic membership)"
-                                .to_string(),
-                        );
-                    }
-                    if self
-                        .kafka_properties
-                        .get("group.instance.id")
-                        .is_some_and(|given| given != id)
-                    {
-                        problems.push(
-                            "source.group_instance_id and [source.kafka_properties] \
-                             \"group.instance.id\" disagree: set only one"
-                                .to_string(),
-                        );
-                    }
-                }
-                if self.max_in_flight == 0 {
-                    problems.push("source.max_in_flight must be at least 1".to_string());
-                }
-                if self.commit_interval_ms == 0 {
-                    problems.push("source.commit_interval_ms must be at least 1".to_string());
-                }
-            }
-            _ => {}
-        }
+            SourceKind::Kafka(kafka) => kafka.problems(),
+            _ => Vec::new(),
+        };
         if self.kind == SourceKind::Otlp || self.format != SourceFormat::Event {
             problems.extend(self.otlp.problems());
         }
-        match (self.kind, self.format) {
-            (SourceKind::Otlp, SourceFormat::Event) | (SourceKind::Kafka, _) => {}
+        match (&self.kind, self.format) {
+            (SourceKind::Otlp, SourceFormat::Event) | (SourceKind::Kafka(_), _) => {}
             (SourceKind::Otlp, _) => problems.push(
                 "source.format applies to kafka, file and stdin sources; kind = \"otlp\" reads \
                  OTLP requests already"
@@ -291,22 +366,183 @@ impl SourceConfig {
 impl Default for SourceConfig {
     fn default() -> Self {
         SourceConfig {
-            kind: SourceKind::File,
+            kind: SourceKind::default(),
             format: SourceFormat::Event,
-            path: PathBuf::from("examples/events.jsonl"),
-            follow: false,
-            brokers: None,
-            topics: Vec::new(),
-            group_id: "sqlgrade".into(),
-            group_instance_id: None,
-            dead_letter_topic: None,
-            kafka_properties: BTreeMap::new(),
-            max_in_flight: 20_000,
-            commit_interval_ms: 1_000,
             otlp: OtlpConfig::default(),
             otlp_mapping: crate::spans::SpanMapping::default(),
         }
     }
+}
+
+/// `[source]` as written in a file or the environment: every kind's keys side by side. Read
+/// into [`SourceConfig`], which keeps the chosen kind's keys; another kind's are dropped with a
+/// warning (a leftover, not a typo: unknown keys are still refused).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceSection {
+    kind: SourceKindName,
+    format: SourceFormat,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    follow: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    brokers: Option<String>,
+    #[serde(
+        deserialize_with = "some_list",
+        skip_serializing_if = "Option::is_none"
+    )]
+    topics: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_instance_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_letter_topic: Option<String>,
+    #[serde(
+        deserialize_with = "some_properties",
+        skip_serializing_if = "Option::is_none"
+    )]
+    kafka_properties: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_in_flight: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit_interval_ms: Option<u64>,
+    otlp: OtlpConfig,
+    otlp_mapping: crate::spans::SpanMapping,
+}
+
+/// `source.kind` as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SourceKindName {
+    #[default]
+    File,
+    Kafka,
+    Stdin,
+    Otlp,
+}
+
+impl From<SourceSection> for SourceConfig {
+    fn from(section: SourceSection) -> Self {
+        let file_keys = [
+            ("path", section.path.is_some()),
+            ("follow", section.follow.is_some()),
+        ];
+        let kafka_keys = [
+            ("brokers", section.brokers.is_some()),
+            ("topics", section.topics.is_some()),
+            ("group_id", section.group_id.is_some()),
+            ("group_instance_id", section.group_instance_id.is_some()),
+            ("dead_letter_topic", section.dead_letter_topic.is_some()),
+            ("kafka_properties", section.kafka_properties.is_some()),
+            ("max_in_flight", section.max_in_flight.is_some()),
+            ("commit_interval_ms", section.commit_interval_ms.is_some()),
+        ];
+        let (kind, left_over): (SourceKind, Vec<&str>) = match section.kind {
+            SourceKindName::File => {
+                let defaults = FileSourceConfig::default();
+                let file = FileSourceConfig {
+                    path: section.path.unwrap_or(defaults.path),
+                    follow: section.follow.unwrap_or(defaults.follow),
+                };
+                (SourceKind::File(file), given(&kafka_keys))
+            }
+            SourceKindName::Kafka => {
+                let defaults = KafkaSourceConfig::default();
+                let kafka = KafkaSourceConfig {
+                    brokers: section.brokers,
+                    topics: section.topics.unwrap_or(defaults.topics),
+                    group_id: section.group_id.unwrap_or(defaults.group_id),
+                    group_instance_id: section.group_instance_id,
+                    dead_letter_topic: section.dead_letter_topic,
+                    kafka_properties: section
+                        .kafka_properties
+                        .unwrap_or(defaults.kafka_properties),
+                    max_in_flight: section.max_in_flight.unwrap_or(defaults.max_in_flight),
+                    commit_interval_ms: section
+                        .commit_interval_ms
+                        .unwrap_or(defaults.commit_interval_ms),
+                };
+                (SourceKind::Kafka(kafka), given(&file_keys))
+            }
+            SourceKindName::Stdin | SourceKindName::Otlp => {
+                let mut left_over = given(&file_keys);
+                left_over.extend(given(&kafka_keys));
+                let kind = if section.kind == SourceKindName::Stdin {
+                    SourceKind::Stdin
+                } else {
+                    SourceKind::Otlp
+                };
+                (kind, left_over)
+            }
+        };
+        if !left_over.is_empty() {
+            // A leftover of another kind (a file's settings with the kind overridden from the
+            // environment, say) costs nothing: say so, go on.
+            tracing::warn!(
+                keys = %left_over.join(", "),
+                "[source] keys of another kind than source.kind = \"{}\": ignored",
+                kind.name()
+            );
+        }
+        SourceConfig {
+            kind,
+            format: section.format,
+            otlp: section.otlp,
+            otlp_mapping: section.otlp_mapping,
+        }
+    }
+}
+
+/// The names of the keys given.
+fn given<'a>(keys: &[(&'a str, bool)]) -> Vec<&'a str> {
+    keys.iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+impl From<SourceConfig> for SourceSection {
+    fn from(config: SourceConfig) -> Self {
+        let mut section = SourceSection {
+            format: config.format,
+            otlp: config.otlp,
+            otlp_mapping: config.otlp_mapping,
+            ..SourceSection::default()
+        };
+        match config.kind {
+            SourceKind::File(file) => {
+                section.kind = SourceKindName::File;
+                section.path = Some(file.path);
+                section.follow = Some(file.follow);
+            }
+            SourceKind::Kafka(kafka) => {
+                section.kind = SourceKindName::Kafka;
+                section.brokers = kafka.brokers;
+                section.topics = Some(kafka.topics);
+                section.group_id = Some(kafka.group_id);
+                section.group_instance_id = kafka.group_instance_id;
+                section.dead_letter_topic = kafka.dead_letter_topic;
+                section.kafka_properties = Some(kafka.kafka_properties);
+                section.max_in_flight = Some(kafka.max_in_flight);
+                section.commit_interval_ms = Some(kafka.commit_interval_ms);
+            }
+            SourceKind::Stdin => section.kind = SourceKindName::Stdin,
+            SourceKind::Otlp => section.kind = SourceKindName::Otlp,
+        }
+        section
+    }
+}
+
+fn some_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    string_or_list(d).map(Some)
+}
+
+fn some_properties<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    kafka_properties(d).map(Some)
 }
 
 fn kafka_properties<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
@@ -315,4 +551,109 @@ fn kafka_properties<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, 
         .into_iter()
         .map(|(k, v)| (k.replace('_', "."), v))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> SourceConfig {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn each_kind_takes_its_own_keys() {
+        assert_eq!(read("").kind, SourceKind::file("examples/events.jsonl"));
+        let file = read("path = \"in.jsonl\"\nfollow = true");
+        assert_eq!(
+            file.file(),
+            Some(&FileSourceConfig {
+                path: "in.jsonl".into(),
+                follow: true
+            })
+        );
+        let kafka = read(
+            "kind = \"kafka\"\nbrokers = \"k:9092\"\ntopics = \"a, b\"\n[kafka_properties]\nsasl_mechanism = \"PLAIN\"",
+        );
+        let settings = kafka.kafka().expect("kafka");
+        assert_eq!(settings.topics, ["a", "b"]);
+        assert_eq!(settings.group_id, "sqlgrade");
+        assert_eq!(
+            settings
+                .kafka_properties
+                .get("sasl.mechanism")
+                .map(String::as_str),
+            Some("PLAIN")
+        );
+        assert!(kafka.problems().is_empty(), "{:?}", kafka.problems());
+        assert!(toml::from_str::<SourceConfig>("kind = \"file\"\nnope = 1").is_err());
+    }
+
+    #[test]
+    fn another_kinds_keys_are_dropped() {
+        // A file's keys left in place while the kind says Kafka, and the other way round.
+        let kafka = read(
+            "kind = \"kafka\"\nbrokers = \"k:9092\"\ntopics = [\"t\"]\npath = \"x\"\nfollow = true",
+        );
+        assert!(kafka.file().is_none() && kafka.kafka().is_some());
+        let file = read("kind = \"file\"\npath = \"x\"\nbrokers = \"k:9092\"\ngroup_id = \"g\"");
+        assert_eq!(file.kind, SourceKind::file("x"));
+        for kind in ["stdin", "otlp"] {
+            let source = read(&format!(
+                "kind = \"{kind}\"\npath = \"x\"\ntopics = [\"t\"]"
+            ));
+            assert_eq!(source.kind.name(), kind);
+        }
+    }
+
+    #[test]
+    fn written_and_read_back_unchanged() {
+        let kafka = KafkaSourceConfig {
+            brokers: Some("k:9092".into()),
+            topics: vec!["t".into()],
+            group_instance_id: Some("pod-0".into()),
+            kafka_properties: BTreeMap::from([("security.protocol".into(), "SSL".into())]),
+            ..KafkaSourceConfig::default()
+        };
+        for kind in [
+            SourceKind::Kafka(kafka),
+            SourceKind::file("a/b.jsonl"),
+            SourceKind::Stdin,
+            SourceKind::Otlp,
+        ] {
+            let source = SourceConfig {
+                kind,
+                format: SourceFormat::OtlpJson,
+                ..SourceConfig::default()
+            };
+            let text = toml::to_string(&source).unwrap();
+            assert_eq!(read(&text), source, "{text}");
+        }
+    }
+
+    #[test]
+    fn kafka_problems_name_the_key() {
+        let source = SourceConfig {
+            kind: SourceKind::Kafka(KafkaSourceConfig {
+                group_instance_id: Some(" ".into()),
+                max_in_flight: 0,
+                ..KafkaSourceConfig::default()
+            }),
+            ..SourceConfig::default()
+        };
+        let problems = source.problems().join("\n");
+        for key in [
+            "source.brokers",
+            "source.topics",
+            "source.group_instance_id",
+            "source.max_in_flight",
+        ] {
+            assert!(problems.contains(key), "{key}: {problems}");
+        }
+        let otlp_proto_file = SourceConfig {
+            format: SourceFormat::OtlpProto,
+            ..SourceConfig::default()
+        };
+        assert!(otlp_proto_file.problems()[0].contains("otlp_proto"));
+    }
 }

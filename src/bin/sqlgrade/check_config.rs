@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
-use sqlgrade::config::{Config, SourceKind};
+use sqlgrade::config::Config;
 
 use crate::config_file::load_config;
 
@@ -37,10 +37,12 @@ pub fn execute(args: CheckConfigArgs) -> Result<ExitCode> {
 /// Things that are valid but will not work as the user probably expects.
 fn config_warnings(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
-    if config.source.kind == SourceKind::File && !config.source.path.exists() {
+    if let Some(file) = config.source.file()
+        && !file.path.exists()
+    {
         warnings.push(format!(
             "source.path {} does not exist (relative paths are resolved from the working directory)",
-            config.source.path.display()
+            file.path.display()
         ));
     }
     if !config.rules.dir.is_dir() {

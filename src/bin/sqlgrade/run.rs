@@ -26,15 +26,17 @@ pub struct RunArgs {
 
 pub async fn execute(args: RunArgs) -> Result<ExitCode> {
     let mut config = load_config(args.config.as_ref())?;
-    if args.follow {
-        config.source.follow = true;
-    }
-    if config.source.kind == SourceKind::File && !config.source.path.exists() {
-        bail!(
-            "source file {} does not exist (run from the repository root for the default \
-             examples/events.jsonl, or set [source] path / SQLGRADE__SOURCE__PATH)",
-            config.source.path.display()
-        );
+    if let SourceKind::File(file) = &mut config.source.kind {
+        if args.follow {
+            file.follow = true;
+        }
+        if !file.path.exists() {
+            bail!(
+                "source file {} does not exist (run from the repository root for the default \
+                 examples/events.jsonl, or set [source] path / SQLGRADE__SOURCE__PATH)",
+                file.path.display()
+            );
+        }
     }
     let daemon = sqlgrade::assembly::Daemon::build(&config).await?;
     let limit = Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1));

@@ -496,7 +496,7 @@ impl BackfillPlan {
         shutdown: watch::Receiver<bool>,
         progress: Option<ProgressFn>,
     ) -> Result<BackfillReport, BackfillError> {
-        let store = crate::store::Store::new(&config.sink, &config.clickhouse);
+        let store = config.store();
         let AssembledPipeline {
             mut pipeline,
             alerts,

@@ -95,7 +95,7 @@ pub fn build_llm_client_for(
     };
     let client = LlmClient::new(judge).map_err(|source| BuildError::Judge { section, source })?;
     Ok(Arc::new(
-        match build_durable_cache(judge, &Store::new(&config.sink, &config.clickhouse)) {
+        match build_durable_cache(judge, &config.store()) {
             Some(durable) => client.with_durable_cache(durable),
             None => client,
         },

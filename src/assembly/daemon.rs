@@ -12,7 +12,7 @@ use super::error::*;
 use super::pipeline::*;
 use crate::health::{ComponentHealth, Health, Phase};
 use crate::pipeline::{Pipeline, PipelineError};
-use crate::store::{ReviewStore, Store};
+use crate::store::ReviewStore;
 use crate::summary::Summary;
 
 /// The daemon of `sqlgrade run`, wired from a [`Config`]: health endpoint, source, scorer, sink,
@@ -35,7 +35,7 @@ impl Daemon {
         let health = Arc::new(Health::new());
         // One store for the run: the pipeline writes to it, alerts are recorded in it, the
         // review page and the agreement monitor share one reader of it.
-        let store = Store::new(&config.sink, &config.clickhouse);
+        let store = config.store();
         let reader = store.reader(config.server.review_max_rows);
         let health_server = if config.server.listen.trim().is_empty() {
             None
@@ -328,8 +328,7 @@ mod tests {
     fn durable_cache_follows_the_mode_and_the_sink() {
         let on = |sink, mode| {
             let config = llm_config(sink, mode);
-            build_durable_cache(&config.judge, &Store::new(&config.sink, &config.clickhouse))
-                .is_some()
+            build_durable_cache(&config.judge, &config.store()).is_some()
         };
         assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
         assert!(!on(SinkKind::default(), DurableCacheMode::Auto));

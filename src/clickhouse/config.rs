@@ -113,60 +113,98 @@ impl ClickHouseConfig {
     /// key set in both places to different values).
     pub fn adopt_sink_keys(&mut self, keys: ClickHouseKeys) -> (Vec<&'static str>, Vec<String>) {
         let defaults = ClickHouseConfig::default();
-        let mut moved = Vec::new();
-        let mut problems = Vec::new();
-        macro_rules! adopt {
-            ($field:ident, $name:literal, $wrap:expr) => {
-                if let Some(value) = keys.$field {
-                    moved.push(concat!("sink.", $name));
-                    let value = $wrap(value);
-                    if self.$field == defaults.$field {
-                        self.$field = value;
-                    } else if self.$field != value {
-                        problems.push(
-                            concat!(
-                                "sink.",
-                                $name,
-                                " (the older place of clickhouse.",
-                                $name,
-                                ") and clickhouse.",
-                                $name,
-                                " are both set, to different values: \
-                             keep clickhouse.",
-                                $name
-                            )
-                            .to_string(),
-                        );
-                    }
-                }
-            };
-        }
-        adopt!(url, "url", Some);
-        adopt!(database, "database", std::convert::identity);
-        adopt!(user, "user", Some);
-        adopt!(password, "password", Some);
-        adopt!(
-            request_timeout_ms,
-            "request_timeout_ms",
-            std::convert::identity
+        let mut adoption = Adoption::default();
+        adoption.take("sink.url", &mut self.url, &defaults.url, keys.url.map(Some));
+        adoption.take(
+            "sink.database",
+            &mut self.database,
+            &defaults.database,
+            keys.database,
         );
-        adopt!(retry_initial_ms, "retry_initial_ms", std::convert::identity);
-        adopt!(retry_max_ms, "retry_max_ms", std::convert::identity);
-        adopt!(retry_give_up_ms, "retry_give_up_ms", std::convert::identity);
+        adoption.take(
+            "sink.user",
+            &mut self.user,
+            &defaults.user,
+            keys.user.map(Some),
+        );
+        adoption.take(
+            "sink.password",
+            &mut self.password,
+            &defaults.password,
+            keys.password.map(Some),
+        );
+        adoption.take(
+            "sink.request_timeout_ms",
+            &mut self.request_timeout_ms,
+            &defaults.request_timeout_ms,
+            keys.request_timeout_ms,
+        );
+        adoption.take(
+            "sink.retry_initial_ms",
+            &mut self.retry_initial_ms,
+            &defaults.retry_initial_ms,
+            keys.retry_initial_ms,
+        );
+        adoption.take(
+            "sink.retry_max_ms",
+            &mut self.retry_max_ms,
+            &defaults.retry_max_ms,
+            keys.retry_max_ms,
+        );
+        adoption.take(
+            "sink.retry_give_up_ms",
+            &mut self.retry_give_up_ms,
+            &defaults.retry_give_up_ms,
+            keys.retry_give_up_ms,
+        );
         if let Some(value) = keys.cluster {
-            moved.push("sink.cluster");
             match value.try_deserialize::<ClusterConfig>() {
-                Ok(cluster) if self.cluster == defaults.cluster => self.cluster = cluster,
-                Ok(cluster) if cluster != self.cluster => problems.push(
-                    "[sink.cluster] (the older place of [clickhouse.cluster]) and \
-                     [clickhouse.cluster] are both set, differently: keep [clickhouse.cluster]"
-                        .to_string(),
-                ),
-                Ok(_) => {}
-                Err(error) => problems.push(format!("[sink.cluster]: {error}")),
+                Ok(cluster) => {
+                    adoption.take(
+                        "sink.cluster",
+                        &mut self.cluster,
+                        &defaults.cluster,
+                        Some(cluster),
+                    );
+                }
+                Err(error) => {
+                    adoption.moved.push("sink.cluster");
+                    adoption.problems.push(format!("[sink.cluster]: {error}"));
+                }
             }
         }
-        (moved, problems)
+        (adoption.moved, adoption.problems)
+    }
+}
+
+/// What [`ClickHouseConfig::adopt_sink_keys`] moved, and the conflicts it found.
+#[derive(Default)]
+struct Adoption {
+    moved: Vec<&'static str>,
+    problems: Vec<String>,
+}
+
+impl Adoption {
+    /// `[sink]`'s `older` value of key `name` (`sink.url`, …) goes to `here`, unless `here` was
+    /// set (differs from its `default`) to something else: that is a conflict.
+    fn take<T: PartialEq>(
+        &mut self,
+        name: &'static str,
+        here: &mut T,
+        default: &T,
+        older: Option<T>,
+    ) {
+        let Some(older) = older else { return };
+        self.moved.push(name);
+        let key = name.strip_prefix("sink.").unwrap_or(name);
+        if *here == *default {
+            *here = older;
+        } else if *here != older {
+            self.problems.push(format!(
+                "{name} (the older place of clickhouse.{key}) and clickhouse.{key} are both set, \
+                 to different values: keep clickhouse.{key}"
+            ));
+        }
     }
 }
 

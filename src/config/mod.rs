@@ -124,6 +124,11 @@ impl Config {
         Ok(config)
     }
 
+    /// The store `[sink]` names (on the `[clickhouse]` server when its kind is ClickHouse).
+    pub fn store(&self) -> crate::store::Store {
+        crate::store::Store::new(&self.sink, &self.clickhouse)
+    }
+
     /// Move the `[clickhouse]` keys an older config wrote under `[sink]` (`sink.url`, …) to
     /// `[clickhouse]`, with a warning naming them; a key set in both places to different values
     /// is a problem.
@@ -145,7 +150,7 @@ impl Config {
 
     /// Check the rules serde cannot express; lists every problem at once. Each section checks
     /// itself (`problems()` next to its declaration); what stays here are the rules that span
-    /// sections (a judge cache kept in the sink's ClickHouse, a work topic that needs the Kafka
+    /// sections (a judge cache kept on the `[clickhouse]` server, a work topic that needs the Kafka
     /// source, the gold metrics' judge).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = self.source.problems();
@@ -245,7 +250,6 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {

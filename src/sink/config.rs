@@ -249,30 +249,22 @@ enum SinkKindName {
 impl From<SinkSection> for SinkConfig {
     fn from(section: SinkSection) -> Self {
         let defaults = SinkConfig::default();
+        let dir_given = section.dir.is_some();
         let kind = match section.kind {
             SinkKindName::Jsonl => SinkKind::Jsonl(JsonlSinkConfig {
                 dir: section.dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
             }),
-            other => {
-                let name = if other == SinkKindName::Clickhouse {
-                    "clickhouse"
-                } else {
-                    "stdout"
-                };
-                if section.dir.is_some() {
-                    // A leftover of another kind (a file's jsonl settings with the kind
-                    // overridden from the environment, say) costs nothing: say so, go on.
-                    tracing::warn!(
-                        "sink.dir is a key of sink.kind = \"jsonl\", not of sink.kind = \"{name}\": ignored"
-                    );
-                }
-                if other == SinkKindName::Clickhouse {
-                    SinkKind::Clickhouse
-                } else {
-                    SinkKind::Stdout
-                }
-            }
+            SinkKindName::Clickhouse => SinkKind::Clickhouse,
+            SinkKindName::Stdout => SinkKind::Stdout,
         };
+        if dir_given && !matches!(kind, SinkKind::Jsonl(_)) {
+            // A leftover of another kind (a file's jsonl settings with the kind overridden
+            // from the environment, say) costs nothing: say so, go on.
+            tracing::warn!(
+                "sink.dir is a key of sink.kind = \"jsonl\", not of sink.kind = \"{}\": ignored",
+                kind.name()
+            );
+        }
         SinkConfig {
             kind,
             batch_rows: section.batch_rows.unwrap_or(defaults.batch_rows),

@@ -439,18 +439,17 @@ impl From<SourceSection> for SourceConfig {
             ("max_in_flight", section.max_in_flight.is_some()),
             ("commit_interval_ms", section.commit_interval_ms.is_some()),
         ];
-        let (kind, left_over): (SourceKind, Vec<&str>) = match section.kind {
+        let kind = match section.kind {
             SourceKindName::File => {
                 let defaults = FileSourceConfig::default();
-                let file = FileSourceConfig {
+                SourceKind::File(FileSourceConfig {
                     path: section.path.unwrap_or(defaults.path),
                     follow: section.follow.unwrap_or(defaults.follow),
-                };
-                (SourceKind::File(file), given(&kafka_keys))
+                })
             }
             SourceKindName::Kafka => {
                 let defaults = KafkaSourceConfig::default();
-                let kafka = KafkaSourceConfig {
+                SourceKind::Kafka(KafkaSourceConfig {
                     brokers: section.brokers,
                     topics: section.topics.unwrap_or(defaults.topics),
                     group_id: section.group_id.unwrap_or(defaults.group_id),
@@ -463,20 +462,18 @@ impl From<SourceSection> for SourceConfig {
                     commit_interval_ms: section
                         .commit_interval_ms
                         .unwrap_or(defaults.commit_interval_ms),
-                };
-                (SourceKind::Kafka(kafka), given(&file_keys))
+                })
             }
-            SourceKindName::Stdin | SourceKindName::Otlp => {
-                let mut left_over = given(&file_keys);
-                left_over.extend(given(&kafka_keys));
-                let kind = if section.kind == SourceKindName::Stdin {
-                    SourceKind::Stdin
-                } else {
-                    SourceKind::Otlp
-                };
-                (kind, left_over)
-            }
+            SourceKindName::Stdin => SourceKind::Stdin,
+            SourceKindName::Otlp => SourceKind::Otlp,
         };
+        let mut left_over = Vec::new();
+        if !matches!(kind, SourceKind::File(_)) {
+            left_over.extend(given(&file_keys));
+        }
+        if !matches!(kind, SourceKind::Kafka(_)) {
+            left_over.extend(given(&kafka_keys));
+        }
         if !left_over.is_empty() {
             // A leftover of another kind (a file's settings with the kind overridden from the
             // environment, say) costs nothing: say so, go on.

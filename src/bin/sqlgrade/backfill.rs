@@ -105,14 +105,15 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
     // Checked before the run: a measurement that cannot be made should not cost a backfill.
     let labels = match &labels_path {
         Some(path) => {
-            if sqlgrade::store::Store::new(&config.sink, &config.clickhouse)
+            if config
+                .store()
                 .reader(config.server.review_max_rows)
                 .is_none()
             {
                 bail!(
                     "--labels reads the run's rows back from its store; this config's store is {}, \
                      which keeps nothing to read (use a JSONL or ClickHouse [sink])",
-                    sqlgrade::store::Store::new(&config.sink, &config.clickhouse).describe()
+                    config.store().describe()
                 );
             }
             let Some(run_id) = plan.run_id() else {
@@ -152,9 +153,7 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
     print_summary(&config, &report.summary, &title);
     print_alerts(&config, &report.alerts);
     if let Some((labels, run_id)) = labels {
-        let Some(store) = sqlgrade::store::Store::new(&config.sink, &config.clickhouse)
-            .reader(config.server.review_max_rows)
-        else {
+        let Some(store) = config.store().reader(config.server.review_max_rows) else {
             bail!("the store keeps no rows to read back");
         };
         let rows = store.rows_of_run(&run_id).await?;

@@ -64,12 +64,12 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
     };
     let metric = metric.as_deref();
     use sqlgrade::calibrate::{Label, read_labels, read_rows, reviewer_agreement};
-    use sqlgrade::store::{LABELS_FILE, Store};
+    use sqlgrade::store::LABELS_FILE;
     // `--config`: the labels and rows of the store its `[sink]` names (JSONL or ClickHouse).
     let store = match &inputs.config {
         Some(path) => {
             let config = load_config(Some(path))?;
-            let store = Store::new(&config.sink, &config.clickhouse);
+            let store = config.store();
             Some(
                 store
                     .reader(config.server.review_max_rows)

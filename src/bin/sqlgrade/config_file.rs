@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 
 use sqlgrade::config::Config;
-use sqlgrade::store::Store;
 
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     Config::load(path.map(PathBuf::as_path)).with_context(|| match path {
@@ -18,7 +17,7 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
 /// saying `why`, when its `[sink]` is another kind.
 pub fn load_clickhouse_config(path: &PathBuf, why: &str) -> Result<Config> {
     let config = load_config(Some(path))?;
-    let store = Store::new(&config.sink, &config.clickhouse);
+    let store = config.store();
     if store.clickhouse().is_none() {
         bail!(
             "ClickHouse sink not configured: {}'s store is {}; {why}",

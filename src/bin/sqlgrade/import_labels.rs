@@ -39,7 +39,7 @@ pub async fn execute(args: ImportLabelsArgs) -> Result<ExitCode> {
             .context("a JSONL directory is readable")?,
         (None, Some(_)) => {
             let config = load_config(config.as_ref())?;
-            sqlgrade::store::Store::new(&config.sink, &config.clickhouse)
+            config.store()
                 .reader(config.server.review_max_rows)
                 .context("the stdout sink stores nothing; pass --dir or a config with a JSONL or ClickHouse [sink]")?
         }

@@ -6,7 +6,6 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 
 use sqlgrade::config::Config;
-use sqlgrade::store::Store;
 use sqlgrade::summary::Summary;
 
 /// Print a table to stdout; a closed pipe (`sqlgrade audit | head`) is not an error.
@@ -23,7 +22,7 @@ pub fn print_stdout(text: &str) -> Result<()> {
 pub fn print_summary(config: &Config, summary: &Summary, title: &str) {
     let text = summary.render(title);
     // A closed pipe (`sqlgrade run | head`) must not turn a finished run into a panic.
-    if Store::new(&config.sink, &config.clickhouse).writes_to_stdout() {
+    if config.store().writes_to_stdout() {
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     } else {
         let mut out = std::io::stdout().lock();
@@ -34,7 +33,7 @@ pub fn print_summary(config: &Config, summary: &Summary, title: &str) {
 /// The alert state changes of a batch run, after its summary (same stream).
 pub fn print_alerts(config: &Config, alerts: &[sqlgrade::alert::AlertNotification]) {
     let text = sqlgrade::alert::render_notifications(alerts);
-    if Store::new(&config.sink, &config.clickhouse).writes_to_stdout() {
+    if config.store().writes_to_stdout() {
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     } else {
         let mut out = std::io::stdout().lock();

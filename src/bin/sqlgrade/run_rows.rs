@@ -48,9 +48,7 @@ impl RowsFrom {
         Ok(match self {
             RowsFrom::File(path) => sqlgrade::stored::jsonl::rows_of_run(path, run_id)?,
             RowsFrom::ClickHouse(config) => {
-                let Some(store) = sqlgrade::store::Store::new(&config.sink, &config.clickhouse)
-                    .reader(config.server.review_max_rows)
-                else {
+                let Some(store) = config.store().reader(config.server.review_max_rows) else {
                     bail!("the config's store (stdout) keeps no rows to read back");
                 };
                 store.rows_of_run(run_id).await?

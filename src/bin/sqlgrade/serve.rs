@@ -33,7 +33,7 @@ pub async fn execute(args: ServeArgs) -> Result<ExitCode> {
     let config = load_config(config_path.as_ref())?;
     let store = match dir {
         Some(dir) => sqlgrade::store::Store::jsonl_dir(dir),
-        None => sqlgrade::store::Store::new(&config.sink, &config.clickhouse),
+        None => config.store(),
     };
     let store: Arc<dyn sqlgrade::store::ReviewStore> = store
         .reader(config.server.review_max_rows)

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use openai_mock::{MockServer, Scripted};
 use serde_json::json;
-use sqlgrade::config::JudgeConfig;
+use sqlgrade::config::LlmJudgeConfig;
 use sqlgrade::event::Event;
 use sqlgrade::judge::{Judge, JudgeRequest};
 use sqlgrade::llm::LlmJudge;
@@ -68,15 +68,15 @@ fn reply() -> serde_json::Value {
     })
 }
 
-fn config(server: &MockServer) -> JudgeConfig {
-    JudgeConfig {
+fn config(server: &MockServer) -> LlmJudgeConfig {
+    LlmJudgeConfig {
         api_key_env: String::new(),
         base_url: server.base_url(),
         model: "bench-judge".into(),
         max_requests_per_second: RATE_LIMIT,
         max_concurrency: CONCURRENCY,
         timeout_ms: 5_000,
-        ..JudgeConfig::default()
+        ..LlmJudgeConfig::default()
     }
 }
 
@@ -189,7 +189,7 @@ fn bench_judge(c: &mut Criterion) {
     let fast = runtime.block_on(fast);
     let body = reply();
     fast.respond_with(move |_| Scripted::json(&body));
-    let judge = LlmJudge::from_config(&JudgeConfig {
+    let judge = LlmJudge::from_config(&LlmJudgeConfig {
         max_requests_per_second: 0.0,
         ..config(&fast)
     })
@@ -265,7 +265,7 @@ fn bench_uncached_call(c: &mut Criterion) {
     let server = runtime.block_on(MockServer::start());
     let body = reply();
     server.respond_with(move |_| Scripted::json(&body));
-    let config = JudgeConfig {
+    let config = LlmJudgeConfig {
         max_requests_per_second: 0.0,
         ..config(&server)
     };

@@ -25,7 +25,7 @@ use openai_mock::{MockServer, Recorded, Scripted};
 use serde_json::json;
 use sqlgrade::assembly::build_scorer;
 use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
-use sqlgrade::config::{Config, JudgeConfig, JudgeKind, SinkKind};
+use sqlgrade::config::{Config, LlmJudgeConfig, SinkKind};
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::MetricCalls;
 use sqlgrade::score::Scorer;
@@ -90,14 +90,13 @@ fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) ->
     config.gold.metrics = sqlgrade::evaluation::Metric::gold().collect();
     config.gold.avoidance = avoidance;
     config.gold.flex_error_categories = categories;
-    config.gold.judge = Some(JudgeConfig {
-        kind: JudgeKind::Llm,
+    config.gold.judge = Some(LlmJudgeConfig {
         base_url: server.base_url(),
         model: "bench-judge".into(),
         api_key_env: String::new(),
         max_requests_per_second: 10_000.0,
         max_concurrency: 32,
-        ..JudgeConfig::default()
+        ..LlmJudgeConfig::default()
     });
     config
 }

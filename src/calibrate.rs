@@ -261,7 +261,7 @@ pub struct Spend {
 /// gold metrics judged by `[judge]` itself (no `[gold.judge]`); `None` when no price is set or
 /// the metric has its own judge (`[gold.judge]` has no prices).
 pub fn prices_for(config: &crate::config::Config, metric: Metric) -> Option<Prices> {
-    let budget = &config.judge.budget;
+    let budget = &config.judge.llm()?.budget;
     let own_judge = match metric {
         Metric::Stef | Metric::StefJudged => true,
         _ => config.gold.judge.is_none(),

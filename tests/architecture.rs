@@ -859,10 +859,31 @@ fn test_groups_start_no_servers() {
 /// kinds to set them up.
 #[test]
 fn the_store_kind_is_matched_in_its_own_two_places() {
-    let allowed = [
-        Path::new("src/sink/config.rs"),
-        Path::new("src/store/open.rs"),
-    ];
+    let offenders =
+        files_naming_outside("SinkKind::", &["src/sink/config.rs", "src/store/open.rs"]);
+    assert!(
+        offenders.is_empty(),
+        "match the store's kind in src/store/open.rs (Store's methods), not in {offenders:?}"
+    );
+}
+
+/// The judge's kind is matched where its section is read and where the judge is built; every
+/// other component takes the LLM kind's settings (`JudgeConfig::llm`) or the built judge.
+#[test]
+fn the_judge_kind_is_matched_in_its_own_two_places() {
+    let offenders = files_naming_outside(
+        "JudgeConfig::",
+        &["src/llm/config.rs", "src/assembly/components.rs"],
+    );
+    assert!(
+        offenders.is_empty(),
+        "match the judge's kind in src/assembly/components.rs (build_judge), not in {offenders:?}"
+    );
+}
+
+/// The files under `src/` other than `allowed` whose non-test code names `pattern` (not as the
+/// end of a longer name: `LlmJudgeConfig::` is not `JudgeConfig::`).
+fn files_naming_outside(pattern: &str, allowed: &[&str]) -> Vec<String> {
     let mut offenders = Vec::new();
     let mut stack = vec![repo().join("src")];
     while let Some(dir) = stack.pop() {
@@ -873,18 +894,21 @@ fn the_store_kind_is_matched_in_its_own_two_places() {
                 continue;
             }
             let relative = path.strip_prefix(repo()).expect("under the repository");
-            if path.extension().is_none_or(|e| e != "rs") || allowed.contains(&relative) {
+            if path.extension().is_none_or(|e| e != "rs")
+                || allowed.iter().any(|a| relative == Path::new(a))
+            {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("a source file");
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            if code.contains("SinkKind::") {
+            let named = code
+                .match_indices(pattern)
+                .any(|(at, _)| !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
+            if named {
                 offenders.push(relative.display().to_string());
             }
         }
     }
-    assert!(
-        offenders.is_empty(),
-        "match the store's kind in src/store/open.rs (Store's methods), not in {offenders:?}"
-    );
+    offenders.sort();
+    offenders
 }

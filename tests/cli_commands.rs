@@ -454,6 +454,7 @@ fn check_config_refuses_invalid_settings_by_name() {
         (
             None,
             &[
+                ("SQLGRADE__JUDGE__KIND", "llm"),
                 ("SQLGRADE__JUDGE__DURABLE_CACHE_WRITE_BATCH", "0"),
                 ("SQLGRADE__JUDGE__DURABLE_CACHE_RETRY_MS", "0"),
             ],
@@ -464,7 +465,10 @@ fn check_config_refuses_invalid_settings_by_name() {
         ),
         (
             None,
-            &[("SQLGRADE__JUDGE__DURABLE_CACHE_MAX_QUEUED", "10")],
+            &[
+                ("SQLGRADE__JUDGE__KIND", "llm"),
+                ("SQLGRADE__JUDGE__DURABLE_CACHE_MAX_QUEUED", "10"),
+            ],
             &["judge.durable_cache_max_queued (10) must be at least"],
         ),
         (
@@ -507,8 +511,8 @@ fn check_config_exposes_the_durable_cache_writer_settings() {
     let config = dir.path().join("sqlgrade.toml");
     std::fs::write(
         &config,
-        "[judge]\ndurable_cache_write_batch = 64\ndurable_cache_retry_ms = 250\n\
-         durable_cache_max_queued = 1000\n",
+        "[judge]\nkind = \"llm\"\napi_key_env = \"\"\ndurable_cache_write_batch = 64\n\
+         durable_cache_retry_ms = 250\ndurable_cache_max_queued = 1000\n",
     )
     .unwrap();
     let out = check_config(dir.path(), Some(&config), &[]);
@@ -518,6 +522,27 @@ fn check_config_exposes_the_durable_cache_writer_settings() {
     assert_eq!(judge["durable_cache_write_batch"].as_integer(), Some(64));
     assert_eq!(judge["durable_cache_retry_ms"].as_integer(), Some(250));
     assert_eq!(judge["durable_cache_max_queued"].as_integer(), Some(1000));
+    // The same file with the kind switched back from the environment: the LLM kind's keys are
+    // a leftover, named in a warning; the daemon still starts.
+    let out = check_config(
+        dir.path(),
+        Some(&config),
+        &[("SQLGRADE__JUDGE__KIND", "deterministic")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("judge.durable_cache_write_batch")
+            && stderr(&out).contains("ignored"),
+        "{}",
+        stderr(&out)
+    );
+    let parsed: toml::Value = toml::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        parsed["judge"]
+            .as_table()
+            .map(|t| t.keys().map(String::as_str).collect::<Vec<_>>()),
+        Some(vec!["kind"])
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod support;
 
-use sqlgrade::config::JudgeConfig;
+use sqlgrade::config::LlmJudgeConfig;
 use sqlgrade::judge::Judge;
 use sqlgrade::llm::{LlmClient, LlmJudge};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ async fn api_key_is_sent_and_never_shown() {
 
     let server = MockServer::start().await;
     server.push([Scripted::json(&support::stef_reply("correct", 0.9))]);
-    let client = LlmClient::new(&JudgeConfig {
+    let client = LlmClient::new(&LlmJudgeConfig {
         api_key_env: "SQLGRADE_TEST_JUDGE_KEY".into(),
         ..support::config(&server.base_url())
     })

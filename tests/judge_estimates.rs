@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use sqlgrade::backfill::PlanMode;
-use sqlgrade::config::Config;
+use sqlgrade::config::{Config, JudgeConfig, LlmJudgeConfig};
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use sqlgrade::pipeline::Pipeline;
@@ -138,8 +138,15 @@ async fn ppi_intervals_cover_the_truth_and_ignore_priority_picks() {
     std::fs::write(&input, text).unwrap();
 
     // The truth: every scorable event judged.
-    let mut config = Config::default();
-    config.judge.max_concurrency = 16;
+    // The second pass's limits and budget are an LLM judge's keys; the judge itself is the
+    // known one the scorer is given.
+    let mut config = Config {
+        judge: JudgeConfig::from(LlmJudgeConfig {
+            max_concurrency: 16,
+            ..LlmJudgeConfig::default()
+        }),
+        ..Config::default()
+    };
     run_pipeline(dir.path(), &input, "census", &config, PlanMode::Census).await;
     let values = census_values(&dir.path().join("census"));
     assert!(values.len() > 2900, "{}", values.len());
@@ -185,18 +192,20 @@ async fn ppi_intervals_cover_the_truth_and_ignore_priority_picks() {
     assert!(w05 > w10 && w10 > w30, "{w05:.3} {w10:.3} {w30:.3}");
 
     // The pipeline's own estimate for one salt, priority slices off and on.
-    config.judge.budget.salt = "seed-7".into();
-    config.judge.budget.uniform_rate = 0.1;
-    config.judge.budget.drain_grace_ms = 120_000;
-    config.judge.budget.priority_not_correct = false;
-    config.judge.budget.priority_low_confidence = false;
-    config.judge.budget.priority_poor_tier = false;
-    config.judge.budget.priority_new_series = 0;
-    config.judge.budget.priority_alerting = false;
+    let budget = &mut config.judge.llm_mut().expect("an LLM judge").budget;
+    budget.salt = "seed-7".into();
+    budget.uniform_rate = 0.1;
+    budget.drain_grace_ms = 120_000;
+    budget.priority_not_correct = false;
+    budget.priority_low_confidence = false;
+    budget.priority_poor_tier = false;
+    budget.priority_new_series = 0;
+    budget.priority_alerting = false;
     let plain = run_pipeline(dir.path(), &input, "plain", &config, PlanMode::Sample).await;
-    config.judge.budget.priority_not_correct = true;
-    config.judge.budget.priority_poor_tier = true;
-    config.judge.budget.priority_new_series = 200;
+    let budget = &mut config.judge.llm_mut().expect("an LLM judge").budget;
+    budget.priority_not_correct = true;
+    budget.priority_poor_tier = true;
+    budget.priority_new_series = 200;
     let with_priority =
         run_pipeline(dir.path(), &input, "priority", &config, PlanMode::Sample).await;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use sqlgrade::config::JudgeConfig;
+use sqlgrade::config::LlmJudgeConfig;
 use sqlgrade::event::Event;
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use sqlgrade::llm::{
@@ -63,7 +63,7 @@ fn bird_case() -> Case {
     Case::new(event)
 }
 
-fn judge(cfg: JudgeConfig) -> LlmJudge {
+fn judge(cfg: LlmJudgeConfig) -> LlmJudge {
     LlmJudge::from_config(&cfg).unwrap()
 }
 
@@ -228,7 +228,7 @@ async fn reply_slower_than_the_timeout_is_retried() {
         Scripted::json(&stef_reply("incorrect", 0.9)).after(Duration::from_millis(1500)),
         Scripted::json(&stef_reply("correct", 0.9)),
     ]);
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         timeout_ms: 300,
         ..config(&server.base_url())
     });
@@ -245,7 +245,7 @@ async fn reply_always_slower_than_the_timeout_fails() {
     server.respond_with(|_| {
         Scripted::json(&stef_reply("correct", 0.9)).after(Duration::from_millis(1500))
     });
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         timeout_ms: 200,
         max_retries: 1,
         // Room for both attempts at their full timeout.
@@ -268,7 +268,7 @@ async fn a_call_takes_at_most_its_time_limit_whatever_the_retries() {
     server.respond_with(|_| {
         Scripted::json(&stef_reply("correct", 0.9)).after(Duration::from_millis(3_000))
     });
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         timeout_ms: 400,
         max_retries: 5,
         ..config(&server.base_url())
@@ -536,7 +536,7 @@ async fn json_object_mode_is_kept_when_it_works() {
 async fn instructions_can_go_in_the_user_message() {
     let server = MockServer::start().await;
     server.push([Scripted::json(&stef_reply("correct", 0.9))]);
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         system_prompt: sqlgrade::config::SystemPromptSetting::InUser,
         ..config(&server.base_url())
     });
@@ -844,7 +844,8 @@ async fn daemon_config_builds_the_llm_judge() {
 
     // A key variable that is not set is a setup error, reported before any event is scored.
     let mut broken = config.clone();
-    broken.judge.api_key_env = "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
+    broken.judge.llm_mut().expect("an LLM judge").api_key_env =
+        "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
     let err = sqlgrade::assembly::build_scorer(&broken).err().unwrap();
     // The error names the section; its source (kept, not flattened) names the variable.
     assert_eq!(err.to_string(), "cannot set up the LLM judge of [judge]");
@@ -918,7 +919,7 @@ async fn structured_output_rejections_step_down_whatever_the_status() {
 async fn a_pinned_response_mode_is_never_stepped_down() {
     let server = MockServer::start().await;
     server.reject_format("json_object");
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         response_mode: sqlgrade::config::ResponseModeSetting::JsonObject,
         ..config(&server.base_url())
     });
@@ -952,7 +953,7 @@ async fn max_tokens_rejected_moves_the_cap_to_max_completion_tokens() {
             .to_string(),
         )
     });
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         max_tokens: 512,
         ..config(&server.base_url())
     });
@@ -1016,7 +1017,7 @@ async fn a_reply_cut_off_at_the_cap_is_repaired_once_then_an_error() {
             .to_string(),
         )
     });
-    let judge = judge(JudgeConfig {
+    let judge = judge(LlmJudgeConfig {
         max_tokens: 8,
         ..config(&server.base_url())
     });

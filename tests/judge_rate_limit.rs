@@ -8,7 +8,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlgrade::config::JudgeConfig;
+use sqlgrade::config::LlmJudgeConfig;
 use sqlgrade::event::Event;
 use sqlgrade::judge::{Judge, JudgeRequest};
 use sqlgrade::llm::LlmJudge;
@@ -47,7 +47,7 @@ impl Case {
     }
 }
 
-fn judge(cfg: JudgeConfig) -> LlmJudge {
+fn judge(cfg: LlmJudgeConfig) -> LlmJudge {
     LlmJudge::from_config(&cfg).unwrap()
 }
 
@@ -58,7 +58,7 @@ fn judge(cfg: JudgeConfig) -> LlmJudge {
 async fn thousand_distinct_events_respect_fifty_requests_per_second() {
     let server = MockServer::start().await;
     server.respond_with(|_| Scripted::json(&stef_reply("correct", 0.9)));
-    let judge = Arc::new(judge(JudgeConfig {
+    let judge = Arc::new(judge(LlmJudgeConfig {
         max_requests_per_second: 50.0,
         max_concurrency: 32,
         ..config(&server.base_url())

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlgrade::config::{Config, JudgeKind};
+use sqlgrade::config::{Config, JudgeConfig, LlmJudgeConfig};
 use sqlgrade::sampling::ShedReason;
 use sqlgrade::summary::Summary;
 use sqlgrade_testkit::events::{benchmark_events, stef_reply};
@@ -58,13 +58,20 @@ fn base_config(dir: &Path, input: &Path, out: &str) -> Config {
 
 fn llm_config(dir: &Path, input: &Path, out: &str, server: &MockServer) -> Config {
     let mut config = base_config(dir, input, out);
-    config.judge.kind = JudgeKind::Llm;
-    config.judge.base_url = server.base_url();
-    config.judge.model = "judge-test".into();
-    config.judge.api_key_env = String::new();
-    config.judge.max_retries = 0;
-    config.judge.timeout_ms = 10_000;
+    config.judge = JudgeConfig::from(LlmJudgeConfig {
+        base_url: server.base_url(),
+        model: "judge-test".into(),
+        api_key_env: String::new(),
+        max_retries: 0,
+        timeout_ms: 10_000,
+        ..LlmJudgeConfig::default()
+    });
     config
+}
+
+/// The LLM judge's settings of a config made by [`llm_config`].
+fn llm(config: &mut Config) -> &mut LlmJudgeConfig {
+    config.judge.llm_mut().expect("an LLM judge")
 }
 
 async fn run(config: &Config) -> Summary {
@@ -105,10 +112,11 @@ async fn the_line_rate_pass_keeps_its_pace_with_a_slow_judge() {
     let reply = stef_reply("incorrect", 0.9);
     server.respond_with(move |_| Scripted::json(&reply).after(Duration::from_secs(1)));
     let mut config = llm_config(dir.path(), &input, "llm", &server);
-    config.judge.max_requests_per_second = 20.0;
-    config.judge.max_concurrency = 32;
-    config.judge.budget.uniform_rate = 0.05;
-    config.judge.budget.drain_grace_ms = 3_000;
+    let judge = llm(&mut config);
+    judge.max_requests_per_second = 20.0;
+    judge.max_concurrency = 32;
+    judge.budget.uniform_rate = 0.05;
+    judge.budget.drain_grace_ms = 3_000;
     let summary = run(&config).await;
 
     // Every event's line-rate row, at about the deterministic pace.
@@ -187,8 +195,9 @@ async fn a_census_backfill_judges_every_event_with_calls_in_flight() {
     let reply = stef_reply("correct", 0.9);
     server.respond_with(move |_| Scripted::json(&reply).after(Duration::from_millis(500)));
     let mut config = llm_config(dir.path(), Path::new("unused"), "out", &server);
-    config.judge.max_requests_per_second = 100.0;
-    config.judge.max_concurrency = 20;
+    let judge = llm(&mut config);
+    judge.max_requests_per_second = 100.0;
+    judge.max_concurrency = 20;
     config.gold.metrics = vec![sqlgrade::evaluation::Metric::Ex];
     let request = sqlgrade::backfill::BackfillRequest {
         input: data.join("bird/dev.jsonl"),
@@ -231,13 +240,14 @@ async fn daily_caps_stop_llm_calls_and_cost_follows_the_servers_tokens() {
     let content = reply.to_string();
     server.respond_with(move |_| Scripted::json(&reply));
     let mut config = llm_config(dir.path(), &input, "out", &server);
-    config.judge.max_requests_per_second = 1000.0;
-    config.judge.max_concurrency = 8;
-    config.judge.budget.uniform_rate = 1.0;
-    config.judge.budget.max_requests_per_day = 40;
-    config.judge.budget.price_input_per_1k = 0.5;
-    config.judge.budget.price_output_per_1k = 1.5;
-    config.judge.budget.drain_grace_ms = 60_000;
+    let judge = llm(&mut config);
+    judge.max_requests_per_second = 1000.0;
+    judge.max_concurrency = 8;
+    judge.budget.uniform_rate = 1.0;
+    judge.budget.max_requests_per_day = 40;
+    judge.budget.price_input_per_1k = 0.5;
+    judge.budget.price_output_per_1k = 1.5;
+    judge.budget.drain_grace_ms = 60_000;
     let summary = run(&config).await;
     let out = rows(&dir.path().join("out"));
     // Rows keep flowing: every event has its line-rate row.
@@ -288,11 +298,12 @@ async fn cache_hits_cost_no_budget() {
     let reply = stef_reply("correct", 0.9);
     server.respond_with(move |_| Scripted::json(&reply));
     let mut config = llm_config(dir.path(), &input, "out", &server);
-    config.judge.max_requests_per_second = 1000.0;
-    config.judge.max_concurrency = 1;
-    config.judge.budget.uniform_rate = 1.0;
-    config.judge.budget.max_requests_per_day = 25;
-    config.judge.budget.drain_grace_ms = 60_000;
+    let judge = llm(&mut config);
+    judge.max_requests_per_second = 1000.0;
+    judge.max_concurrency = 1;
+    judge.budget.uniform_rate = 1.0;
+    judge.budget.max_requests_per_day = 25;
+    judge.budget.drain_grace_ms = 60_000;
     let summary = run(&config).await;
     let pass = summary.judge_pass.unwrap();
     // 25 requests paid for 25 originals; their copies were answered from the cache although
@@ -350,8 +361,9 @@ async fn the_judge_sees_the_result_and_the_schema() {
     let reply = stef_reply("correct", 0.9);
     server.respond_with(move |_| Scripted::json(&reply));
     let mut config = llm_config(dir.path(), &input, "out", &server);
-    config.judge.budget.uniform_rate = 1.0;
-    config.judge.budget.drain_grace_ms = 30_000;
+    let judge = llm(&mut config);
+    judge.budget.uniform_rate = 1.0;
+    judge.budget.drain_grace_ms = 30_000;
     config.stef.catalogues = vec![data.join("bird/tables.json")];
     run(&config).await;
 
@@ -405,13 +417,14 @@ async fn an_unreachable_judge_pauses_the_stage_and_loses_no_judgment() {
         }
     });
     let mut config = llm_config(dir.path(), &input, "llm", &server);
-    config.judge.max_requests_per_second = 200.0;
-    config.judge.max_concurrency = 8;
-    config.judge.budget.uniform_rate = 0.25;
+    let judge = llm(&mut config);
+    judge.max_requests_per_second = 200.0;
+    judge.max_concurrency = 8;
+    judge.budget.uniform_rate = 0.25;
     // Time to wait the outage out after the file ends (the drain grace is capped at a third
     // of the shutdown limit).
     config.pipeline.shutdown_timeout_ms = 90_000;
-    config.judge.budget.drain_grace_ms = 30_000;
+    llm(&mut config).budget.drain_grace_ms = 30_000;
     let summary = run(&config).await;
     let pass = summary.judge_pass.clone().unwrap();
     let out = rows(&dir.path().join("llm"));

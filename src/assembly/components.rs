@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
-use crate::config::{Config, DurableCacheMode, JudgeConfig, JudgeKind, SourceFormat, SourceKind};
+use crate::config::{
+    Config, DurableCacheMode, JudgeConfig, LlmJudgeConfig, SourceFormat, SourceKind,
+};
 use crate::otlp::{OtlpEncoding, OtlpMessages};
 
 use super::error::*;
@@ -68,15 +70,10 @@ pub fn build_source_with_health(
 /// The configured judge (`[judge]`). The LLM judge's client consults its in-memory cache, then
 /// the durable cache `judge.durable_cache` selects ([`build_durable_cache`]), then the endpoint.
 pub fn build_judge(config: &Config) -> Result<Arc<dyn Judge>, BuildError> {
-    match config.judge.kind {
-        JudgeKind::Deterministic => Ok(Arc::new(DeterministicJudge)),
-        JudgeKind::Llm => Ok(Arc::new(LlmJudge::new(build_llm_client(config)?))),
+    match &config.judge {
+        JudgeConfig::Deterministic => Ok(Arc::new(DeterministicJudge)),
+        JudgeConfig::Llm(llm) => Ok(Arc::new(LlmJudge::new(build_llm_client_for(config, llm)?))),
     }
-}
-
-/// The LLM client of `[judge]` (whatever `judge.kind` says); see [`build_llm_client_for`].
-pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
-    build_llm_client_for(config, &config.judge)
 }
 
 /// The LLM client for the judge settings `judge` (`[judge]`, or `[gold.judge]` for the gold
@@ -86,9 +83,13 @@ pub fn build_llm_client(config: &Config) -> Result<Arc<LlmClient>, BuildError> {
 /// judge's when they name the same endpoint and model), so that they share caches and limits.
 pub fn build_llm_client_for(
     config: &Config,
-    judge: &JudgeConfig,
+    judge: &LlmJudgeConfig,
 ) -> Result<Arc<LlmClient>, BuildError> {
-    let section = if std::ptr::eq(judge, &config.judge) {
+    let section = if config
+        .judge
+        .llm()
+        .is_some_and(|own| std::ptr::eq(judge, own))
+    {
         "judge"
     } else {
         "gold.judge"
@@ -107,7 +108,7 @@ pub fn build_llm_client_for(
 /// `off` or `auto` with another store. Lookups wait at most `judge.durable_cache_timeout_ms`;
 /// the writer's batch, retry window and queue bound are `judge.durable_cache_write_batch`,
 /// `durable_cache_retry_ms` and `durable_cache_max_queued`.
-pub fn build_durable_cache(judge: &JudgeConfig, store: &Store) -> Option<Arc<dyn DurableCache>> {
+pub fn build_durable_cache(judge: &LlmJudgeConfig, store: &Store) -> Option<Arc<dyn DurableCache>> {
     let sink = match judge.durable_cache {
         DurableCacheMode::Auto => store.clickhouse()?,
         DurableCacheMode::Clickhouse => store.clickhouse_server(),
@@ -164,9 +165,9 @@ pub fn build_profiles(config: &Config) -> Result<Arc<dyn ProfileLookup>, BuildEr
 /// `judge.kind = "llm"`) for the second pass, rule profiles and limits from the config, plus
 /// the gold metrics of `[gold]` (with the LLM-judged ones when `gold.metrics` names any).
 pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
-    let llm_judge = match config.judge.kind {
-        JudgeKind::Llm => Some(build_judge(config)?),
-        JudgeKind::Deterministic => None,
+    let llm_judge = match config.judge {
+        JudgeConfig::Llm(_) => Some(build_judge(config)?),
+        JudgeConfig::Deterministic => None,
     };
     let profiles = build_profiles(config)?;
     let gold = crate::score::gold::SqliteGoldMetrics::from_config(&config.gold)?;
@@ -218,16 +219,12 @@ pub(super) fn build_judged(
     let Some(settings) = config.gold_judge() else {
         return Err(BuildError::NoGoldJudge);
     };
-    let same_endpoint = config.judge.kind == JudgeKind::Llm
-        && settings.base_url.trim() == config.judge.base_url.trim()
-        && settings.model == config.judge.model;
+    let stef_settings = config.judge.llm();
+    let same_endpoint = stef_settings.is_some_and(|stef| {
+        settings.base_url.trim() == stef.base_url.trim() && settings.model == stef.model
+    });
     if same_endpoint && let Some(client) = stef_judge.and_then(|j| j.structured_judge()) {
-        if config
-            .gold
-            .judge
-            .as_ref()
-            .is_some_and(|g| g != &config.judge)
-        {
+        if config.gold.judge.is_some() && config.gold.judge.as_ref() != stef_settings {
             tracing::warn!(
                 "[gold.judge] names the same endpoint and model as [judge]: the gold metrics \
                  share the STEF judge's client, with [judge]'s limits and cache"

@@ -312,13 +312,17 @@ pub(super) const ALERT_GRACE: Duration = Duration::from_secs(30);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{DurableCacheMode, JudgeKind, SinkKind};
+    use crate::config::{DurableCacheMode, JudgeConfig, LlmJudgeConfig, SinkKind};
 
     fn llm_config(sink: SinkKind, mode: DurableCacheMode) -> Config {
-        let mut config = Config::default();
-        config.judge.kind = JudgeKind::Llm;
-        config.judge.api_key_env = String::new();
-        config.judge.durable_cache = mode;
+        let mut config = Config {
+            judge: JudgeConfig::from(LlmJudgeConfig {
+                api_key_env: String::new(),
+                durable_cache: mode,
+                ..LlmJudgeConfig::default()
+            }),
+            ..Config::default()
+        };
         config.sink.kind = sink;
         config.clickhouse.url = Some("http://127.0.0.1:1".into());
         config
@@ -328,7 +332,7 @@ mod tests {
     fn durable_cache_follows_the_mode_and_the_sink() {
         let on = |sink, mode| {
             let config = llm_config(sink, mode);
-            build_durable_cache(&config.judge, &config.store()).is_some()
+            build_durable_cache(config.judge.llm().unwrap(), &config.store()).is_some()
         };
         assert!(on(SinkKind::Clickhouse, DurableCacheMode::Auto));
         assert!(!on(SinkKind::default(), DurableCacheMode::Auto));
@@ -352,7 +356,7 @@ mod tests {
         config.clickhouse.url = None;
         let error = config.validate().unwrap_err().to_string();
         assert!(error.contains("judge.durable_cache"), "{error}");
-        config.judge.durable_cache = DurableCacheMode::Auto;
+        config.judge.llm_mut().unwrap().durable_cache = DurableCacheMode::Auto;
         config.validate().unwrap();
     }
 }

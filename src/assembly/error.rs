@@ -41,4 +41,11 @@ pub enum BuildError {
          configured: set [judge] kind = \"llm\" or add [gold.judge] with kind = \"llm\""
     )]
     NoGoldJudge,
+    /// The scorer has an LLM-judged second pass, but `[judge]` is not an LLM judge, whose keys
+    /// hold the pass's limits and budget.
+    #[error(
+        "the scorer has an LLM-judged second pass, but judge.kind is \"deterministic\": its \
+         limits and [judge.budget] are keys of judge.kind = \"llm\""
+    )]
+    NoSecondPassSettings,
 }

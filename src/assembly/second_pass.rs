@@ -32,11 +32,12 @@ pub fn build_second_pass(
     let Some(judge) = scorer.judged_pass().cloned() else {
         return Ok(None);
     };
-    let budget = &config.judge.budget;
+    let llm = config.judge.llm().ok_or(BuildError::NoSecondPassSettings)?;
+    let budget = &llm.budget;
     let stats = Arc::new(JudgeStats::default());
     let planner = Arc::new(Planner::new(
         budget,
-        config.judge.max_requests_per_second,
+        llm.max_requests_per_second,
         mode,
         config.alerts.series_key.clone(),
         firing,
@@ -102,7 +103,7 @@ pub fn build_second_pass(
         judge,
         ledger,
         Arc::clone(&stats),
-        config.judge.max_concurrency,
+        llm.max_concurrency,
         Duration::from_millis(budget.max_wait_ms.max(1)),
         (!census).then(|| drain_grace(budget.drain_grace_ms, config.pipeline.shutdown_timeout_ms)),
         leftover,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::alert::config::{self as alerts, AlertsConfig, SeriesLabel};
 pub use crate::clickhouse::config::{ClickHouseConfig, ClusterConfig, ClusterWrite};
 pub use crate::llm::config::{
-    DurableCacheMode, JudgeBudgetConfig, JudgeConfig, JudgeKind, MIN_JUDGE_MAX_TOKENS,
+    DurableCacheMode, JudgeBudgetConfig, JudgeConfig, LlmJudgeConfig, MIN_JUDGE_MAX_TOKENS,
     ResponseModeSetting, SystemPromptSetting,
 };
 pub use crate::pipeline::config::PipelineConfig;
@@ -167,9 +167,9 @@ impl Config {
         problems.extend(self.gold.problems());
         problems.extend(self.alerts.problems());
         problems.extend(self.gold_judge_problems());
-        problems.extend(self.judge.section_problems("judge"));
-        if self.judge.kind == JudgeKind::Llm
-            && self.judge.durable_cache == DurableCacheMode::Clickhouse
+        problems.extend(self.judge.problems());
+        let llm = self.judge.llm();
+        if llm.is_some_and(|llm| llm.durable_cache == DurableCacheMode::Clickhouse)
             && !self.clickhouse.has_url()
         {
             problems.push(
@@ -178,7 +178,7 @@ impl Config {
                     .to_string(),
             );
         }
-        if self.judge.budget.work_topic.is_some() && self.source.kafka().is_none() {
+        if llm.is_some_and(|llm| llm.budget.work_topic.is_some()) && self.source.kafka().is_none() {
             problems.push(
                 "judge.budget.work_topic needs source.kind = \"kafka\" (other sources use an \
                  in-process queue)"
@@ -192,13 +192,10 @@ impl Config {
         }
     }
 
-    /// The `[judge]` settings the LLM-judged gold metrics use: `[gold.judge]` when given, else
-    /// `[judge]` when it is an LLM judge; `None` when neither is an LLM judge.
-    pub fn gold_judge(&self) -> Option<&JudgeConfig> {
-        match &self.gold.judge {
-            Some(judge) => (judge.kind == JudgeKind::Llm).then_some(judge),
-            None => (self.judge.kind == JudgeKind::Llm).then_some(&self.judge),
-        }
+    /// The LLM judge settings the LLM-judged gold metrics use: `[gold.judge]` when given, else
+    /// `[judge]` when it is an LLM judge; `None` when neither is.
+    pub fn gold_judge(&self) -> Option<&LlmJudgeConfig> {
+        self.gold.judge.as_ref().or(self.judge.llm())
     }
 
     /// Problems with the LLM-judged gold metrics' settings.
@@ -221,14 +218,7 @@ impl Config {
                         .to_string(),
                 );
             }
-            if judge.kind != JudgeKind::Llm {
-                problems.push(
-                    "gold.judge.kind must be \"llm\" ([gold.judge] is the LLM endpoint of flex, \
-                     rose and hybrid_ex)"
-                        .to_string(),
-                );
-            }
-        } else if !judged.is_empty() && self.judge.kind != JudgeKind::Llm {
+        } else if !judged.is_empty() && self.judge.llm().is_none() {
             problems.push(format!(
                 "gold.metrics includes {} (LLM-judged), but judge.kind is \"deterministic\": set \
                  [judge] kind = \"llm\", or give these metrics their own [gold.judge] section \
@@ -268,7 +258,12 @@ mod tests {
         c.stef.probe_workers = 0;
         c.source.kind = SourceKind::Kafka(KafkaSourceConfig::default());
         c.gold.hybrid_cutoff = 2.0;
-        c.judge.max_concurrency = 0;
+        let mut llm = LlmJudgeConfig {
+            max_concurrency: 0,
+            api_key_env: String::new(),
+            ..LlmJudgeConfig::default()
+        };
+        c.judge = JudgeConfig::from(llm.clone());
         assert_eq!(
             c.pipeline.problems(),
             ["pipeline.workers must be at least 1"]
@@ -277,11 +272,12 @@ mod tests {
         assert!(c.source.problems()[0].contains("source.brokers is required"));
         assert!(c.gold.problems()[0].contains("gold.hybrid_cutoff"));
         assert_eq!(
-            c.judge.section_problems("judge"),
+            c.judge.problems(),
             ["judge.max_concurrency must be at least 1"]
         );
         // A rule that spans sections is `validate`'s alone.
-        c.judge.budget.work_topic = Some("work".into());
+        llm.budget.work_topic = Some("work".into());
+        c.judge = JudgeConfig::from(llm);
         c.source.kind = SourceKind::default();
         assert!(c.source.problems().is_empty());
         let Err(ConfigError::Invalid(problems)) = c.validate() else {
@@ -307,7 +303,7 @@ mod tests {
         assert_eq!(c.source.kind, SourceKind::file("examples/events.jsonl"));
         assert_eq!(c.sink.kind, SinkKind::jsonl("sqlgrade-out"));
         assert_eq!(c.sink.dir(), Some(std::path::Path::new("sqlgrade-out")));
-        assert_eq!(c.judge.kind, JudgeKind::Deterministic);
+        assert_eq!(c.judge, JudgeConfig::Deterministic);
         assert!(c.pipeline.workers >= 1);
     }
 
@@ -336,7 +332,10 @@ mod tests {
         let c = Config::load_with_env(
             Some(&path),
             env(&[
+                ("SQLGRADE__JUDGE__KIND", "llm"),
                 ("SQLGRADE__JUDGE__BASE_URL", "http://llm:8000/v1"),
+                ("SQLGRADE__JUDGE__MAX_CONCURRENCY", "16"),
+                ("SQLGRADE__JUDGE__BUDGET__UNIFORM_RATE", "0.25"),
                 ("SQLGRADE__SOURCE__TOPICS", "a, b"),
                 ("SQLGRADE__PIPELINE__WORKERS", "7"),
                 ("SQLGRADE__SOURCE__FOLLOW", "true"),
@@ -351,8 +350,12 @@ mod tests {
         assert_eq!(kafka.group_id, "007");
         // `follow` is a file source's key: with kind = "kafka" it is dropped (with a warning).
         assert!(c.source.file().is_none());
-        assert_eq!(c.judge.base_url, "http://llm:8000/v1");
-        assert_eq!(c.judge.max_requests_per_second, 2.5);
+        // The judge's kind from the environment, its keys from both, text read as numbers.
+        let judge = c.judge.llm().expect("an LLM judge");
+        assert_eq!(judge.base_url, "http://llm:8000/v1");
+        assert_eq!(judge.max_requests_per_second, 2.5);
+        assert_eq!(judge.max_concurrency, 16);
+        assert_eq!(judge.budget.uniform_rate, 0.25);
         assert_eq!(c.pipeline.workers, 7);
         // An older config's [sink] url and password, moved to [clickhouse].
         assert_eq!(c.clickhouse.url.as_deref(), Some("http://ch:8123"));
@@ -427,16 +430,15 @@ mod tests {
     /// the same settings.
     #[test]
     fn both_judge_sections_get_the_same_rules() {
-        let broken = JudgeConfig {
-            kind: JudgeKind::Llm,
+        let broken = LlmJudgeConfig {
             model: " ".into(),
             max_concurrency: 0,
             max_requests_per_second: f64::NAN,
             api_key_env: String::new(),
-            ..JudgeConfig::default()
+            ..LlmJudgeConfig::default()
         };
         let mut c = Config {
-            judge: broken.clone(),
+            judge: JudgeConfig::from(broken.clone()),
             ..Config::default()
         };
         c.gold.judge = Some(broken.clone());
@@ -456,12 +458,11 @@ mod tests {
         assert!(client.contains("judge.model must not be empty"), "{client}");
         // 0 requests per second is no limit, for both.
         let c = Config {
-            judge: JudgeConfig {
-                kind: JudgeKind::Llm,
+            judge: JudgeConfig::from(LlmJudgeConfig {
                 max_requests_per_second: 0.0,
                 api_key_env: String::new(),
-                ..JudgeConfig::default()
-            },
+                ..LlmJudgeConfig::default()
+            }),
             ..Config::default()
         };
         assert!(c.validate().is_ok(), "{:?}", c.validate());
@@ -497,7 +498,10 @@ mod tests {
         let mut c = Config::default();
         c.clickhouse.password = Some(Secret::new("hunter2"));
         c.clickhouse.url = Some("http://admin:s3cr3t@ch:8123/".into());
-        c.judge.api_key = Some(Secret::new("sk-live-abc"));
+        c.judge = JudgeConfig::from(LlmJudgeConfig {
+            api_key: Some(Secret::new("sk-live-abc")),
+            ..LlmJudgeConfig::default()
+        });
         let mut kafka = KafkaSourceConfig::default();
         kafka
             .kafka_properties
@@ -536,17 +540,21 @@ mod tests {
             "{err}"
         );
         let c = load(&[("SQLGRADE__JUDGE__KIND", "llm")]).unwrap();
-        assert_eq!(c.gold_judge(), Some(&c.judge));
+        assert_eq!(c.gold_judge(), c.judge.llm());
+        assert!(c.gold_judge().is_some());
         let c = load(&[
             ("SQLGRADE__GOLD__JUDGE__KIND", "llm"),
             ("SQLGRADE__GOLD__JUDGE__MODEL", "gpt-4o"),
         ])
         .unwrap();
         assert_eq!(c.gold_judge().map(|j| j.model.as_str()), Some("gpt-4o"));
-        assert_eq!(c.judge.kind, JudgeKind::Deterministic);
-        let err = load(&[("SQLGRADE__GOLD__JUDGE__MODEL", "gpt-4o")])
-            .unwrap_err()
-            .to_string();
+        assert_eq!(c.judge, JudgeConfig::Deterministic);
+        // Refused while reading (the section is an LLM judge's by its type); the reason is
+        // the load error's source.
+        let err = load(&[("SQLGRADE__GOLD__JUDGE__MODEL", "gpt-4o")]).unwrap_err();
+        let err = std::error::Error::source(&err)
+            .map(ToString::to_string)
+            .unwrap_or_default();
         assert!(err.contains("gold.judge.kind must be \"llm\""), "{err}");
         let err = load(&[
             ("SQLGRADE__JUDGE__KIND", "llm"),
@@ -572,10 +580,9 @@ mod tests {
         let mut c = Config::default();
         c.gold.metrics.push(crate::evaluation::Metric::Flex);
         c.gold.flex_render = crate::metrics::flex::RenderPreset::RepoV1;
-        c.gold.judge = Some(JudgeConfig {
-            kind: JudgeKind::Llm,
+        c.gold.judge = Some(LlmJudgeConfig {
             api_key: Some(Secret::new("sk-gold")),
-            ..JudgeConfig::default()
+            ..LlmJudgeConfig::default()
         });
         c.validate().unwrap();
         let text = c.to_redacted_toml().unwrap();
@@ -583,7 +590,13 @@ mod tests {
         assert!(text.contains("[gold.judge]") && text.contains("flex_render = \"repo_v1\""));
         let back: Config = toml::from_str(&text).unwrap();
         assert_eq!(back.gold.flex_render, c.gold.flex_render);
-        assert_eq!(back.gold.judge.map(|j| j.kind), Some(JudgeKind::Llm));
+        assert_eq!(
+            back.gold.judge,
+            c.gold.judge.map(|j| LlmJudgeConfig {
+                api_key: Some(Secret::new(REDACTED)),
+                ..j
+            })
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `[judge]` (and `[gold.judge]`): who supplies verdicts — the deterministic judge or an
 //! OpenAI-compatible endpoint — with the client's limits, caching and the second pass's budget.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -39,17 +40,6 @@ pub enum SystemPromptSetting {
     InUser,
 }
 
-/// Judge kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JudgeKind {
-    /// The built-in deterministic judge (no network).
-    #[default]
-    Deterministic,
-    /// An OpenAI-compatible chat-completions endpoint.
-    Llm,
-}
-
 /// Where the LLM judge keeps verdicts beyond its in-memory cache (`judge.durable_cache`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -64,12 +54,11 @@ pub enum DurableCacheMode {
     Off,
 }
 
-/// `[judge]`.
+/// `[judge] kind = "llm"` (and `[gold.judge]`): an OpenAI-compatible endpoint, the client's
+/// limits and caches, and the second pass's budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct JudgeConfig {
-    /// `deterministic` | `llm`.
-    pub kind: JudgeKind,
+pub struct LlmJudgeConfig {
     /// Base URL of the OpenAI-compatible endpoint (`…/v1`).
     pub base_url: String,
     /// Model name sent to the endpoint.
@@ -270,7 +259,7 @@ impl JudgeBudgetConfig {
     }
 }
 
-impl JudgeConfig {
+impl LlmJudgeConfig {
     /// The per-request timeout.
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.timeout_ms)
@@ -287,10 +276,9 @@ impl JudgeConfig {
     }
 }
 
-impl Default for JudgeConfig {
+impl Default for LlmJudgeConfig {
     fn default() -> Self {
-        JudgeConfig {
-            kind: JudgeKind::Deterministic,
+        LlmJudgeConfig {
             base_url: "https://api.openai.com/v1".into(),
             model: "gpt-4o-mini".into(),
             api_key_env: "OPENAI_API_KEY".into(),
@@ -321,11 +309,12 @@ impl Default for JudgeConfig {
     }
 }
 
-impl JudgeConfig {
+impl LlmJudgeConfig {
     /// Problems with an LLM judge section (`judge` or `gold.judge`), each naming its key: the
     /// one set of rules for an endpoint the daemon will call (the config check lists them all;
-    /// the client refuses the first). Rules that span sections (a ClickHouse durable cache
-    /// needs `clickhouse.url`) are `Config::validate`'s.
+    /// the client refuses the first). The second pass's budget is checked by
+    /// [`JudgeConfig::problems`] (`[gold.judge]` has none that counts). Rules that span sections
+    /// (a ClickHouse durable cache needs `clickhouse.url`) are `Config::validate`'s.
     pub fn problems(&self, section: &str) -> Vec<String> {
         let mut problems = Vec::new();
         if self.base_url.trim().is_empty() {
@@ -334,26 +323,6 @@ impl JudgeConfig {
         if self.model.trim().is_empty() {
             problems.push(format!("{section}.model must not be empty"));
         }
-        problems.extend(self.limit_problems(section));
-        problems
-    }
-
-    /// What is wrong with `[judge]` alone: an LLM judge's endpoint and limits, a deterministic
-    /// judge's limits, and the second pass's budget (`[judge.budget]`).
-    pub fn section_problems(&self, section: &str) -> Vec<String> {
-        let mut problems = if self.kind == JudgeKind::Llm {
-            self.problems(section)
-        } else {
-            self.limit_problems(section)
-        };
-        problems.extend(self.budget.problems(&format!("{section}.budget")));
-        problems
-    }
-
-    /// [`JudgeConfig::problems`] without the endpoint (`base_url`, `model`): the limits and
-    /// cache keys, checked in `[judge]` whatever its kind.
-    pub fn limit_problems(&self, section: &str) -> Vec<String> {
-        let mut problems = Vec::new();
         if !(self.max_requests_per_second.is_finite() && self.max_requests_per_second >= 0.0) {
             problems.push(format!(
                 "{section}.max_requests_per_second must be a finite number ≥ 0 (0 = no limit)"
@@ -375,8 +344,193 @@ impl JudgeConfig {
     }
 }
 
+/// `[judge]`: who supplies the STEF verdicts beyond the line-rate row — nobody else (the
+/// deterministic judge, no keys of its own) or an LLM endpoint with its settings.
+///
+/// In the file the section is flat (`kind = "llm"` beside `base_url = "…"`); it is read through
+/// [`JudgeSection`]. With `kind = "deterministic"`, keys of the LLM kind are a leftover (a file
+/// written for an LLM judge, the kind switched from the environment): dropped with a warning
+/// naming them. A key of no kind, or a value of the wrong type, is refused as before.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(try_from = "JudgeSection")]
+pub enum JudgeConfig {
+    /// The built-in deterministic judge (no network, no second pass).
+    #[default]
+    Deterministic,
+    /// An OpenAI-compatible chat-completions endpoint, which also judges the second pass.
+    Llm(Box<LlmJudgeConfig>),
+}
+
+impl From<LlmJudgeConfig> for JudgeConfig {
+    fn from(llm: LlmJudgeConfig) -> Self {
+        JudgeConfig::Llm(Box::new(llm))
+    }
+}
+
+impl JudgeConfig {
+    /// The kind's name in the config (`deterministic`, `llm`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            JudgeConfig::Deterministic => "deterministic",
+            JudgeConfig::Llm(_) => "llm",
+        }
+    }
+
+    /// The LLM judge's settings, when the judge is one.
+    pub fn llm(&self) -> Option<&LlmJudgeConfig> {
+        match self {
+            JudgeConfig::Llm(llm) => Some(llm),
+            JudgeConfig::Deterministic => None,
+        }
+    }
+
+    /// The LLM judge's settings to change, when the judge is one.
+    pub fn llm_mut(&mut self) -> Option<&mut LlmJudgeConfig> {
+        match self {
+            JudgeConfig::Llm(llm) => Some(llm),
+            JudgeConfig::Deterministic => None,
+        }
+    }
+
+    /// What is wrong with `[judge]` alone: an LLM judge's endpoint, limits and caches, and its
+    /// second pass's budget (`[judge.budget]`); the deterministic judge has no keys to be wrong.
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            JudgeConfig::Deterministic => Vec::new(),
+            JudgeConfig::Llm(llm) => {
+                let mut problems = llm.problems("judge");
+                problems.extend(llm.budget.problems("judge.budget"));
+                problems
+            }
+        }
+    }
+}
+
+/// `judge.kind` (and `gold.judge.kind`) as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum JudgeKindName {
+    #[default]
+    Deterministic,
+    Llm,
+}
+
+/// `[judge]` or `[gold.judge]` as written: the kind, and every other key as read (the
+/// environment's values are still text here), to be read as [`LlmJudgeConfig`] — with its
+/// coercions and its refusal of unknown keys — once the kind is known.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct JudgeSection {
+    kind: JudgeKindName,
+    #[serde(flatten)]
+    keys: BTreeMap<String, config::Value>,
+}
+
+/// Why a judge section cannot be read (the message serde reports, naming the section).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct JudgeSectionError(String);
+
+impl JudgeSection {
+    /// The keys other than `kind`, read as an LLM judge's settings (`section` names the section
+    /// in the message).
+    fn llm(self, section: &str) -> Result<LlmJudgeConfig, JudgeSectionError> {
+        let table: config::Map<String, config::Value> = self.keys.into_iter().collect();
+        config::Value::new(None, config::ValueKind::Table(table))
+            .try_deserialize()
+            .map_err(|e| JudgeSectionError(format!("[{section}]: {e}")))
+    }
+}
+
+impl TryFrom<JudgeSection> for JudgeConfig {
+    type Error = JudgeSectionError;
+
+    fn try_from(section: JudgeSection) -> Result<Self, Self::Error> {
+        match section.kind {
+            JudgeKindName::Llm => section.llm("judge").map(JudgeConfig::from),
+            JudgeKindName::Deterministic => {
+                let left_over: Vec<String> =
+                    section.keys.keys().map(|k| format!("judge.{k}")).collect();
+                // Read anyway: a typo or a malformed value is refused whatever the kind.
+                section.llm("judge")?;
+                if !left_over.is_empty() {
+                    tracing::warn!(
+                        keys = %left_over.join(", "),
+                        "keys of judge.kind = \"llm\", not of judge.kind = \"deterministic\": ignored"
+                    );
+                }
+                Ok(JudgeConfig::Deterministic)
+            }
+        }
+    }
+}
+
+/// The judge section as written back (`check-config`, a round trip): `kind`, then the LLM
+/// kind's keys when it is one.
+#[derive(Serialize)]
+struct WrittenJudge<'a> {
+    kind: JudgeKindName,
+    #[serde(flatten)]
+    llm: Option<&'a LlmJudgeConfig>,
+}
+
+impl Serialize for JudgeConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            JudgeConfig::Deterministic => WrittenJudge {
+                kind: JudgeKindName::Deterministic,
+                llm: None,
+            },
+            JudgeConfig::Llm(llm) => WrittenJudge {
+                kind: JudgeKindName::Llm,
+                llm: Some(&**llm),
+            },
+        }
+        .serialize(serializer)
+    }
+}
+
+/// `[gold.judge]`: an LLM judge's settings, the same keys as `[judge]` with `kind = "llm"`
+/// required (the section exists to name the endpoint of `flex`, `rose` and `hybrid_ex`).
+pub mod gold_judge {
+    use super::*;
+
+    /// Reads `[gold.judge]` when present.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<LlmJudgeConfig>, D::Error> {
+        let Some(section) = Option::<JudgeSection>::deserialize(deserializer)? else {
+            return Ok(None);
+        };
+        if section.kind != JudgeKindName::Llm {
+            return Err(serde::de::Error::custom(
+                "gold.judge.kind must be \"llm\" ([gold.judge] is the LLM endpoint of flex, \
+                 rose and hybrid_ex)",
+            ));
+        }
+        section
+            .llm("gold.judge")
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+
+    /// Writes `[gold.judge]` with its `kind = "llm"`.
+    pub fn serialize<S: serde::Serializer>(
+        judge: &Option<LlmJudgeConfig>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        judge
+            .as_ref()
+            .map(|llm| WrittenJudge {
+                kind: JudgeKindName::Llm,
+                llm: Some(llm),
+            })
+            .serialize(serializer)
+    }
+}
+
 /// Problems with the durable-cache keys of a judge section (`judge` or `gold.judge`).
-pub fn durable_cache_problems(section: &str, judge: &JudgeConfig) -> Vec<String> {
+pub fn durable_cache_problems(section: &str, judge: &LlmJudgeConfig) -> Vec<String> {
     let mut problems = Vec::new();
     if judge.durable_cache_timeout_ms == 0 {
         problems.push(format!(
@@ -401,4 +555,120 @@ pub fn durable_cache_problems(section: &str, judge: &JudgeConfig) -> Vec<String>
         ));
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `[judge]` alone, as a file would hold it.
+    #[derive(Debug, Deserialize, Serialize)]
+    struct File {
+        #[serde(default)]
+        judge: JudgeConfig,
+        #[serde(default, with = "gold_judge")]
+        gold_judge: Option<LlmJudgeConfig>,
+    }
+
+    fn read(text: &str) -> Result<File, String> {
+        toml::from_str::<File>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_kind_keeps_its_own_keys() {
+        assert_eq!(read("").unwrap().judge, JudgeConfig::Deterministic);
+        let file = read(
+            "[judge]\nkind = \"llm\"\nmodel = \"m\"\nmax_concurrency = 3\n\
+             [judge.budget]\nuniform_rate = 0.5\n",
+        )
+        .unwrap();
+        let llm = file.judge.llm().expect("an LLM judge");
+        assert_eq!((llm.model.as_str(), llm.max_concurrency), ("m", 3));
+        assert_eq!(llm.budget.uniform_rate, 0.5);
+        assert_eq!(llm.timeout_ms, LlmJudgeConfig::default().timeout_ms);
+        // The LLM kind's keys with the deterministic kind: a leftover, dropped (with a warning).
+        let file = read(
+            "[judge]\nkind = \"deterministic\"\nmodel = \"m\"\n[judge.budget]\nuniform_rate = 0.5\n",
+        )
+        .unwrap();
+        assert_eq!(file.judge, JudgeConfig::Deterministic);
+        assert!(file.judge.problems().is_empty());
+    }
+
+    #[test]
+    fn a_key_of_no_kind_or_a_bad_value_is_refused_whatever_the_kind() {
+        for kind in ["llm", "deterministic"] {
+            let error = read(&format!("[judge]\nkind = \"{kind}\"\nmodle = \"m\"\n")).unwrap_err();
+            assert!(
+                error.contains("[judge]") && error.contains("modle"),
+                "{error}"
+            );
+            let error = read(&format!(
+                "[judge]\nkind = \"{kind}\"\ntimeout_ms = \"soon\"\n"
+            ))
+            .unwrap_err();
+            assert!(error.contains("[judge]"), "{error}");
+        }
+        let error = read("[judge]\nkind = \"oracle\"\n").unwrap_err();
+        assert!(error.contains("oracle"), "{error}");
+    }
+
+    #[test]
+    fn both_kinds_are_written_back_unchanged() {
+        for judge in [
+            JudgeConfig::Deterministic,
+            JudgeConfig::from(LlmJudgeConfig {
+                model: "m".into(),
+                max_call_ms: 7,
+                prompts_dir: Some("prompts".into()),
+                ..LlmJudgeConfig::default()
+            }),
+        ] {
+            let file = File {
+                judge: judge.clone(),
+                gold_judge: judge.llm().cloned(),
+            };
+            let text = toml::to_string(&file).unwrap();
+            assert!(
+                text.contains(&format!("kind = \"{}\"", judge.kind_name())),
+                "{text}"
+            );
+            let back = read(&text).unwrap();
+            assert_eq!(back.judge, judge, "{text}");
+            assert_eq!(back.gold_judge.as_ref(), judge.llm(), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_gold_judge_must_say_it_is_an_llm() {
+        let error = read("[gold_judge]\nmodel = \"m\"\n").unwrap_err();
+        assert!(error.contains("gold.judge.kind must be \"llm\""), "{error}");
+        let file = read("[gold_judge]\nkind = \"llm\"\nmodel = \"m\"\n").unwrap();
+        assert_eq!(file.gold_judge.map(|j| j.model), Some("m".to_string()));
+        let error = read("[gold_judge]\nkind = \"llm\"\nmodle = \"m\"\n").unwrap_err();
+        assert!(
+            error.contains("[gold.judge]") && error.contains("modle"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_llm_kind_checks_its_keys_and_budget() {
+        let judge = JudgeConfig::from(LlmJudgeConfig {
+            model: " ".into(),
+            budget: JudgeBudgetConfig {
+                uniform_rate: 2.0,
+                ..JudgeBudgetConfig::default()
+            },
+            ..LlmJudgeConfig::default()
+        });
+        let problems = judge.problems();
+        assert!(problems[0].starts_with("judge.model"), "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("judge.budget.uniform_rate")),
+            "{problems:?}"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
-use crate::llm::config::JudgeConfig;
+use crate::llm::config::LlmJudgeConfig;
 
 /// Estimated tokens of a prompt: one token per four characters, rounded up (OpenAI's rule of
 /// thumb for English; good enough for budgeting).
@@ -142,7 +142,7 @@ pub struct Admission<'a> {
 impl Limits {
     /// Limits from the config (`max_concurrency`, `max_requests_per_second` paced as
     /// [`Pacing`] says with `rate_burst`, `max_tokens_per_minute`).
-    pub fn new(config: &JudgeConfig) -> Limits {
+    pub fn new(config: &LlmJudgeConfig) -> Limits {
         let requests = Pacing::new(config.max_requests_per_second, config.rate_burst)
             .quota()
             .map(RateLimiter::direct);
@@ -293,10 +293,10 @@ mod tests {
 
     #[tokio::test]
     async fn concurrency_slots_are_returned() {
-        let cfg = JudgeConfig {
+        let cfg = LlmJudgeConfig {
             max_concurrency: 2,
             max_requests_per_second: 0.0,
-            ..JudgeConfig::default()
+            ..LlmJudgeConfig::default()
         };
         let limits = Limits::new(&cfg);
         let a = limits.admit(10).await;
@@ -310,11 +310,11 @@ mod tests {
 
     #[tokio::test]
     async fn request_rate_spaces_permits() {
-        let cfg = JudgeConfig {
+        let cfg = LlmJudgeConfig {
             max_concurrency: 4,
             max_requests_per_second: 100.0,
             rate_burst: 1,
-            ..JudgeConfig::default()
+            ..LlmJudgeConfig::default()
         };
         let limits = Limits::new(&cfg);
         let start = std::time::Instant::now();
@@ -331,12 +331,12 @@ mod tests {
 
     #[tokio::test]
     async fn token_budget_waits_for_replenishment() {
-        let cfg = JudgeConfig {
+        let cfg = LlmJudgeConfig {
             max_concurrency: 4,
             max_requests_per_second: 0.0,
             // 1,000 tokens per second.
             max_tokens_per_minute: 60_000,
-            ..JudgeConfig::default()
+            ..LlmJudgeConfig::default()
         };
         let limits = Limits::new(&cfg);
         let start = std::time::Instant::now();

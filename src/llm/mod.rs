@@ -1,7 +1,7 @@
 //! The LLM judge layer: an OpenAI-compatible client with structured output, versioned prompt
 //! templates, caching (moka + a durable store), rate limits (governor + a semaphore), retries
 //! and cost accounting — and the STEF judge built on it. Configured by a `[judge]` section
-//! ([`crate::llm::config::JudgeConfig`]).
+//! ([`crate::llm::config::LlmJudgeConfig`]).
 //!
 //! Layout:
 //! - [`client`]: [`LlmClient`], the core's [`StructuredJudge`](crate::judge::StructuredJudge)

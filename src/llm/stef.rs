@@ -580,7 +580,7 @@ impl LlmJudge {
     /// Build the client from a `[judge]` section and wrap it (an inline `api_key` wins over
     /// `api_key_env`).
     pub fn from_config(
-        config: &crate::llm::config::JudgeConfig,
+        config: &crate::llm::config::LlmJudgeConfig,
     ) -> Result<LlmJudge, LlmSetupError> {
         Ok(LlmJudge::new(Arc::new(LlmClient::new(config)?)))
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::evaluation::{Metric, MetricKind};
-use crate::llm::config::JudgeConfig;
+use crate::llm::config::LlmJudgeConfig;
 use crate::metrics::ex::ExConvention;
 use crate::settings::string_or_list;
 
@@ -117,7 +117,8 @@ pub struct GoldConfig {
     /// The LLM endpoint of `flex`, `rose` and `hybrid_ex` (same keys as `[judge]`, with
     /// `kind = "llm"`). Unset: they use `[judge]`, which must then be an LLM judge; the client
     /// (cache, limits) is shared with STEF whenever both name the same endpoint and model.
-    pub judge: Option<JudgeConfig>,
+    #[serde(with = "crate::llm::config::gold_judge")]
+    pub judge: Option<LlmJudgeConfig>,
 }
 
 impl GoldConfig {

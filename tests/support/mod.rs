@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use sqlgrade::config::{JudgeConfig, JudgeKind};
+use sqlgrade::config::LlmJudgeConfig;
 
 #[allow(unused_imports)]
 pub use sqlgrade_testkit::events::{
@@ -13,9 +13,8 @@ pub use sqlgrade_testkit::events::{
 pub use sqlgrade_testkit::{cli, openai_mock};
 
 /// A judge config for the scripted server: fast backoff, no request-rate limit.
-pub fn config(base_url: &str) -> JudgeConfig {
-    JudgeConfig {
-        kind: JudgeKind::Llm,
+pub fn config(base_url: &str) -> LlmJudgeConfig {
+    LlmJudgeConfig {
         api_key_env: String::new(),
         base_url: base_url.to_string(),
         model: "judge-test".into(),
@@ -25,6 +24,6 @@ pub fn config(base_url: &str) -> JudgeConfig {
         backoff_max_ms: 50,
         max_requests_per_second: 0.0,
         max_concurrency: 32,
-        ..JudgeConfig::default()
+        ..LlmJudgeConfig::default()
     }
 }

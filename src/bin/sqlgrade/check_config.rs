@@ -59,9 +59,9 @@ fn config_warnings(config: &Config) -> Vec<String> {
             dir.display()
         ));
     }
-    if config.judge.kind == sqlgrade::config::JudgeKind::Llm {
+    if let Some(judge) = config.judge.llm() {
         // Builds the client without contacting the endpoint: URL, API key, prompt templates.
-        if let Err(e) = sqlgrade::llm::LlmJudge::from_config(&config.judge) {
+        if let Err(e) = sqlgrade::llm::LlmJudge::from_config(judge) {
             warnings.push(e.to_string());
         }
     }

@@ -43,7 +43,7 @@ use crate::judge::structured::{
     StructuredReply, json_in_text,
 };
 use crate::judge::{JudgeError, JudgeTotals, StructuredJudge, TokenUsage};
-use crate::llm::config::{JudgeConfig, ResponseModeSetting, SystemPromptSetting};
+use crate::llm::config::{LlmJudgeConfig, ResponseModeSetting, SystemPromptSetting};
 use crate::settings::Secret;
 
 /// How long a durable-cache miss seen by a cache-only lookup stands in for the next lookup of
@@ -110,7 +110,7 @@ enum AttemptError {
 /// Client for one OpenAI-compatible chat-completions endpoint.
 #[derive(Debug)]
 pub struct LlmClient {
-    config: JudgeConfig,
+    config: LlmJudgeConfig,
     url: reqwest::Url,
     http: reqwest::Client,
     api_key: Option<Secret>,
@@ -145,7 +145,7 @@ impl LlmClient {
     /// Build a client for `[judge]`-style settings: validates them, takes the API key (an inline
     /// `api_key` wins over the variable `api_key_env` names; neither: no `Authorization` header),
     /// loads the prompts (built-in, or overridden from `prompts_dir`). No durable cache.
-    pub fn new(config: &JudgeConfig) -> Result<LlmClient, LlmSetupError> {
+    pub fn new(config: &LlmJudgeConfig) -> Result<LlmClient, LlmSetupError> {
         let api_key = match config
             .api_key
             .as_ref()
@@ -163,7 +163,7 @@ impl LlmClient {
         Self::build(config.clone(), api_key)
     }
 
-    fn build(config: JudgeConfig, api_key: Option<Secret>) -> Result<LlmClient, LlmSetupError> {
+    fn build(config: LlmJudgeConfig, api_key: Option<Secret>) -> Result<LlmClient, LlmSetupError> {
         validate(&config).map_err(LlmSetupError::Config)?;
         let url = endpoint_url(&config.base_url).map_err(LlmSetupError::Config)?;
         let prompts = match &config.prompts_dir {
@@ -224,7 +224,7 @@ impl LlmClient {
     }
 
     /// The configuration in effect.
-    pub fn config(&self) -> &JudgeConfig {
+    pub fn config(&self) -> &LlmJudgeConfig {
         &self.config
     }
 
@@ -930,9 +930,9 @@ impl StructuredJudge for LlmClient {
 }
 
 /// Reject settings the client cannot work with, with messages naming the keys: the same rules
-/// as the config check ([`JudgeConfig::problems`]), so a client built by hand refuses what
+/// as the config check ([`LlmJudgeConfig::problems`]), so a client built by hand refuses what
 /// `check-config` would.
-fn validate(config: &JudgeConfig) -> Result<(), String> {
+fn validate(config: &LlmJudgeConfig) -> Result<(), String> {
     let problems = config.problems("judge");
     if problems.is_empty() {
         Ok(())

@@ -31,12 +31,12 @@ fn token_field_rejections_are_recognised() {
 
 #[test]
 fn backoff_grows_and_is_capped() {
-    let client = LlmClient::new(&JudgeConfig {
+    let client = LlmClient::new(&LlmJudgeConfig {
         api_key_env: String::new(),
         backoff_initial_ms: 100,
         backoff_max_ms: 1000,
         retry_after_max_ms: 5000,
-        ..JudgeConfig::default()
+        ..LlmJudgeConfig::default()
     })
     .unwrap();
     for retry in 1..=8 {
@@ -56,17 +56,17 @@ fn backoff_grows_and_is_capped() {
 
 #[test]
 fn missing_api_key_is_a_setup_error() {
-    let err = LlmClient::new(&JudgeConfig {
+    let err = LlmClient::new(&LlmJudgeConfig {
         api_key_env: "SQLGRADE_TEST_SURELY_UNSET_KEY".into(),
-        ..JudgeConfig::default()
+        ..LlmJudgeConfig::default()
     })
     .unwrap_err();
     assert!(err.to_string().contains("SQLGRADE_TEST_SURELY_UNSET_KEY"));
     assert!(matches!(
-        LlmClient::new(&JudgeConfig {
+        LlmClient::new(&LlmJudgeConfig {
             api_key_env: String::new(),
             max_concurrency: 0,
-            ..JudgeConfig::default()
+            ..LlmJudgeConfig::default()
         }),
         Err(LlmSetupError::Config(_))
     ));

@@ -226,9 +226,15 @@ impl Health {
 /// Why the health endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum HealthError {
-    /// The listen address is not `host:port`.
-    #[error("invalid listen address {0:?}")]
-    Address(String),
+    /// The listen address is not `host:port`, or its host does not resolve.
+    #[error("invalid listen address {listen:?}")]
+    Address {
+        /// The address as configured.
+        listen: String,
+        /// The resolver's error (none when it resolved to no address at all).
+        #[source]
+        source: Option<std::io::Error>,
+    },
     /// Binding failed (port in use, permission).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -274,9 +280,15 @@ impl Drop for HealthServer {
 pub async fn bind(listen: &str) -> Result<(tokio::net::TcpListener, SocketAddr), HealthError> {
     let addr: SocketAddr = tokio::net::lookup_host(listen)
         .await
-        .map_err(|_| HealthError::Address(listen.to_string()))?
+        .map_err(|source| HealthError::Address {
+            listen: listen.to_string(),
+            source: Some(source),
+        })?
         .next()
-        .ok_or_else(|| HealthError::Address(listen.to_string()))?;
+        .ok_or_else(|| HealthError::Address {
+            listen: listen.to_string(),
+            source: None,
+        })?;
     let bind_error = |source| HealthError::Bind {
         addr: listen.to_string(),
         source,

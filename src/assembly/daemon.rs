@@ -154,7 +154,10 @@ impl Daemon {
         let mut pipeline_task = tokio::spawn(pipeline.run(shutdown));
         let result = tokio::select! {
             joined = &mut pipeline_task => joined
-                .unwrap_or_else(|e| Err(PipelineError::Task(format!("pipeline: {e}")))),
+                .unwrap_or_else(|source| Err(PipelineError::Joined {
+                    task: "pipeline".to_string(),
+                    source,
+                })),
             () = deadline.expired() => Err(PipelineError::ShutdownTimeout {
                 limit: shutdown_timeout,
                 pending: pending_components(&health),

@@ -55,7 +55,9 @@ pub(super) async fn score_stage(
         let permit = Arc::clone(&permits)
             .acquire_owned()
             .await
-            .map_err(|e| PipelineError::Task(format!("scorer pool: {e}")))?;
+            .map_err(|_closed| {
+                PipelineError::Task("scorer pool: its permits were closed".into())
+            })?;
         let share = (work_rx.len() / workers).min(MAX_EVENTS_PER_TASK - 1);
         let mut run = vec![first];
         while run.len() <= share {

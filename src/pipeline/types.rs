@@ -68,6 +68,15 @@ pub enum PipelineError {
     /// A pipeline task ended abnormally.
     #[error("pipeline task failed: {0}")]
     Task(String),
+    /// A pipeline task panicked or was cancelled.
+    #[error("pipeline task failed: {task}: {source}")]
+    Joined {
+        /// Which task (`pipeline`, `sink writer`, a stage's name).
+        task: String,
+        /// Tokio's account of it (the panic's message, or the cancellation).
+        #[source]
+        source: tokio::task::JoinError,
+    },
     /// Shutdown did not finish within `pipeline.shutdown_timeout_ms`: what was not written
     /// stays unacknowledged (uncommitted) and is redelivered on the next start.
     #[error(
@@ -144,9 +153,10 @@ pub(super) async fn join<T>(
     name: &str,
     handle: tokio::task::JoinHandle<T>,
 ) -> Result<T, PipelineError> {
-    handle
-        .await
-        .map_err(|e| PipelineError::Task(format!("{name}: {e}")))
+    handle.await.map_err(|source| PipelineError::Joined {
+        task: name.to_string(),
+        source,
+    })
 }
 
 /// What a batch being filled holds for the sink, as it arrived: each event's rows in their own

@@ -83,9 +83,10 @@ type Written = (Box<dyn Sink>, Result<Stored, PipelineError>);
 async fn joined(
     write: tokio_util::task::AbortOnDropHandle<Written>,
 ) -> Result<Written, PipelineError> {
-    write
-        .await
-        .map_err(|e| PipelineError::Task(format!("sink writer: {e}")))
+    write.await.map_err(|source| PipelineError::Joined {
+        task: "sink writer".to_string(),
+        source,
+    })
 }
 
 /// A batch the sink has stored, waiting for its turn to be acknowledged.

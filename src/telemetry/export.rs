@@ -30,9 +30,15 @@ pub enum TelemetryError {
     /// An OTLP exporter could not be built.
     #[error("cannot build the OTLP exporter")]
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
-    /// Flushing or shutting down failed.
-    #[error("telemetry shutdown: {0}")]
-    Shutdown(String),
+    /// Flushing or shutting down an exporter failed.
+    #[error("telemetry shutdown: {what}: {source}")]
+    Shutdown {
+        /// Which exporter (`metrics`, `spans`).
+        what: &'static str,
+        /// The SDK's error.
+        #[source]
+        source: opentelemetry_sdk::error::OTelSdkError,
+    },
 }
 
 /// The instruments the pipeline records into.
@@ -658,11 +664,17 @@ impl Telemetry {
         if let Some(tracer_provider) = &self.tracer_provider {
             tracer_provider
                 .force_flush()
-                .map_err(|e| TelemetryError::Shutdown(format!("spans: {e}")))?;
+                .map_err(|source| TelemetryError::Shutdown {
+                    what: "spans",
+                    source,
+                })?;
         }
         self.provider
             .force_flush()
-            .map_err(|e| TelemetryError::Shutdown(e.to_string()))
+            .map_err(|source| TelemetryError::Shutdown {
+                what: "metrics",
+                source,
+            })
     }
 
     /// Export the last values and spans and stop (blocking). Disconnects the span exporter from
@@ -677,11 +689,17 @@ impl Telemetry {
             }
             spans = tracer_provider
                 .shutdown()
-                .map_err(|e| TelemetryError::Shutdown(format!("spans: {e}")));
+                .map_err(|source| TelemetryError::Shutdown {
+                    what: "spans",
+                    source,
+                });
         }
         self.provider
             .shutdown()
-            .map_err(|e| TelemetryError::Shutdown(e.to_string()))?;
+            .map_err(|source| TelemetryError::Shutdown {
+                what: "metrics",
+                source,
+            })?;
         spans
     }
 }

@@ -51,8 +51,14 @@ pub struct SqliteGoldMetrics {
 
 /// Why the gold metrics could not be set up.
 #[derive(Debug, thiserror::Error)]
-#[error("gold metrics: {0}")]
-pub struct GoldSetupError(String);
+pub enum GoldSetupError {
+    /// `gold.databases` names no directory.
+    #[error("gold metrics: gold.databases {} is not a directory", .0.display())]
+    NoDatabases(std::path::PathBuf),
+    /// The schemas (`gold.tables`, the databases' own) could not be read.
+    #[error("gold metrics: loading schemas: {0}")]
+    Schemas(#[source] crate::catalogue::SchemaError),
+}
 
 /// The LLM-judged metrics switched on in `[gold]`, with their options (`None`: none is on).
 pub fn judged_options(config: &GoldConfig) -> Option<JudgedOptions> {
@@ -101,14 +107,11 @@ impl SqliteGoldMetrics {
             return Ok(None);
         };
         if !databases.is_dir() {
-            return Err(GoldSetupError(format!(
-                "gold.databases {} is not a directory",
-                databases.display()
-            )));
+            return Err(GoldSetupError::NoDatabases(databases.clone()));
         }
         let tables: Vec<&std::path::Path> = config.tables.iter().map(|p| p.as_path()).collect();
         let catalog = crate::sqlite::schema::load_catalog(&tables, Some(databases))
-            .map_err(|e| GoldSetupError(format!("loading schemas: {e}")))?;
+            .map_err(GoldSetupError::Schemas)?;
         let limits = ExecLimits {
             timeout: Duration::from_millis(config.timeout_ms.max(1)),
             max_rows: config.max_rows.max(1),

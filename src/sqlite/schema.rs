@@ -11,9 +11,9 @@ use sqlgrade_core::catalogue::{IntrospectedDb, SchemaCatalog, SchemaError};
 
 /// Read and parse a `tables.json` file.
 pub fn load_tables_json(path: &Path) -> Result<SchemaCatalog, SchemaError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SchemaError::Io {
+    let text = std::fs::read_to_string(path).map_err(|source| SchemaError::Io {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        source,
     })?;
     SchemaCatalog::parse_tables_json(&text)
 }
@@ -26,9 +26,9 @@ pub fn introspect_sqlite_dir(
     root: &Path,
 ) -> Result<usize, SchemaError> {
     let mut n = 0;
-    let entries = std::fs::read_dir(root).map_err(|e| SchemaError::Io {
+    let entries = std::fs::read_dir(root).map_err(|source| SchemaError::Io {
         path: root.display().to_string(),
-        reason: e.to_string(),
+        source,
     })?;
     for entry in entries.flatten() {
         let db_id = entry.file_name().to_string_lossy().into_owned();
@@ -56,7 +56,7 @@ pub fn introspect_sqlite(
 pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
     let err = |e: rusqlite::Error| SchemaError::Sqlite {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        source: Box::new(e),
     };
     let conn =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -188,15 +188,17 @@ pub const MAX_CATALOGUE_BYTES: u64 = 64 * 1024 * 1024;
 /// introspected read-only, whose `db_id` is the file stem; `.toml` — the small catalogue form;
 /// `.json` — a Spider/BIRD `tables.json` (a JSON array) or the small form (an object).
 pub fn load_catalogue_file(path: &Path) -> Result<SchemaCatalog, SchemaError> {
-    let io = |reason: String| SchemaError::Io {
+    let io = |source: std::io::Error| SchemaError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let refused = |reason: String| SchemaError::Refused {
         path: path.display().to_string(),
         reason,
     };
-    let size = std::fs::metadata(path)
-        .map_err(|e| io(e.to_string()))?
-        .len();
+    let size = std::fs::metadata(path).map_err(io)?.len();
     if size > MAX_CATALOGUE_BYTES {
-        return Err(io(format!(
+        return Err(refused(format!(
             "{size} bytes, more than the {MAX_CATALOGUE_BYTES}-byte limit for a catalogue"
         )));
     }
@@ -204,35 +206,103 @@ pub fn load_catalogue_file(path: &Path) -> Result<SchemaCatalog, SchemaError> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    let in_file = |e: SchemaError| match e {
-        SchemaError::Format(m) => SchemaError::Format(format!("{}: {m}", path.display())),
-        other => other,
-    };
+    let in_file = |e: SchemaError| e.in_file(&path.display().to_string());
     match extension.as_deref() {
         Some("sqlite" | "sqlite3" | "db") => {
             let db_id = path
                 .file_stem()
                 .and_then(|s| s.to_str())
-                .ok_or_else(|| io("the file name is not UTF-8".into()))?
+                .ok_or_else(|| refused("the file name is not UTF-8".into()))?
                 .to_string();
             let mut catalog = SchemaCatalog::new();
             introspect_sqlite(&mut catalog, &db_id, path)?;
             Ok(catalog)
         }
         Some("toml") => {
-            let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+            let text = std::fs::read_to_string(path).map_err(io)?;
             SchemaCatalog::parse_simple(&text, false).map_err(in_file)
         }
         Some("json") => {
-            let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+            let text = std::fs::read_to_string(path).map_err(io)?;
             if text.trim_start().starts_with('[') {
                 SchemaCatalog::parse_tables_json(&text).map_err(in_file)
             } else {
                 SchemaCatalog::parse_simple(&text, true).map_err(in_file)
             }
         }
-        _ => Err(io(
+        _ => Err(refused(
             "unknown catalogue format (expected .json, .toml, .sqlite, .sqlite3 or .db)".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// Each way a catalogue file fails names the file and keeps the reader's own error as its
+    /// source: the operating system's, the JSON or TOML parser's, SQLite's.
+    #[test]
+    fn a_catalogue_that_cannot_be_read_says_why_and_keeps_the_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.json");
+        let error = load_catalogue_file(&missing).unwrap_err();
+        assert!(error.to_string().starts_with("cannot read "), "{error}");
+        let io = error
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+
+        let broken = dir.path().join("broken.json");
+        std::fs::write(&broken, "[{\"db_id\": ").unwrap();
+        let error = load_catalogue_file(&broken).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!("invalid tables.json: {}: ", broken.display())),
+            "{text}"
+        );
+        assert!(
+            error
+                .source()
+                .is_some_and(|s| s.downcast_ref::<serde_json::Error>().is_some()),
+            "{error:?}"
+        );
+        let broken = dir.path().join("broken.toml");
+        std::fs::write(&broken, "db_id = ").unwrap();
+        let error = load_catalogue_file(&broken).unwrap_err();
+        assert!(
+            error
+                .source()
+                .is_some_and(|s| s.downcast_ref::<toml::de::Error>().is_some()),
+            "{error:?}"
+        );
+
+        let not_sqlite = dir.path().join("shop.sqlite");
+        std::fs::write(&not_sqlite, "not a database").unwrap();
+        let error = load_catalogue_file(&not_sqlite).unwrap_err();
+        assert!(
+            error.to_string().starts_with("cannot introspect "),
+            "{error}"
+        );
+        assert!(
+            error
+                .source()
+                .is_some_and(|s| s.downcast_ref::<rusqlite::Error>().is_some()),
+            "{error:?}"
+        );
+
+        let unknown = dir.path().join("shop.csv");
+        std::fs::write(&unknown, "a,b").unwrap();
+        let error = load_catalogue_file(&unknown).unwrap_err();
+        assert!(
+            error.to_string().contains("unknown catalogue format"),
+            "{error}"
+        );
+        assert!(error.source().is_none());
     }
 }

@@ -23,24 +23,70 @@ use crate::words::{identifier_words, text_words};
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
     /// The file could not be read.
-    #[error("cannot read {path}: {reason}")]
+    #[error("cannot read {path}: {source}")]
     Io {
         /// Path.
         path: String,
-        /// Reason.
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was not read: too large, of an unknown kind, a name that is not UTF-8.
+    #[error("cannot read {path}: {reason}")]
+    Refused {
+        /// Path.
+        path: String,
+        /// Why.
         reason: String,
     },
-    /// The file is not a valid `tables.json`.
+    /// The text is not JSON or TOML (of the expected shape).
+    #[error("invalid tables.json: {}{source}", in_file(file.as_deref()))]
+    Parse {
+        /// The file, when the reader knows it.
+        file: Option<String>,
+        /// The JSON or TOML reader's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The file is not a valid `tables.json` (or catalogue): what is wrong in it.
     #[error("invalid tables.json: {0}")]
     Format(String),
     /// The SQLite file could not be introspected.
-    #[error("cannot introspect {path}: {reason}")]
+    #[error("cannot introspect {path}: {source}")]
     Sqlite {
         /// Path.
         path: String,
-        /// Reason.
-        reason: String,
+        /// SQLite's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl SchemaError {
+    /// [`SchemaError::Parse`] of a text whose file is not known here.
+    fn parse(source: impl std::error::Error + Send + Sync + 'static) -> SchemaError {
+        SchemaError::Parse {
+            file: None,
+            source: Box::new(source),
+        }
+    }
+
+    /// The same error, naming `path` as the file it is in (format errors only).
+    pub fn in_file(self, path: &str) -> SchemaError {
+        match self {
+            SchemaError::Format(message) => SchemaError::Format(format!("{path}: {message}")),
+            SchemaError::Parse { file: None, source } => SchemaError::Parse {
+                file: Some(path.to_string()),
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
+/// `"<file>: "` when the file is known.
+fn in_file(file: Option<&str>) -> String {
+    file.map(|f| format!("{f}: ")).unwrap_or_default()
 }
 
 /// One column, by (table index, column name) as written in the schema.
@@ -450,8 +496,7 @@ impl SchemaCatalog {
 
     /// Parse a Spider/BIRD `tables.json` document.
     pub fn parse_tables_json(text: &str) -> Result<SchemaCatalog, SchemaError> {
-        let v: Value =
-            serde_json::from_str(text).map_err(|e| SchemaError::Format(e.to_string()))?;
+        let v: Value = serde_json::from_str(text).map_err(SchemaError::parse)?;
         let arr = v
             .as_array()
             .ok_or_else(|| SchemaError::Format("expected a JSON array".into()))?;
@@ -470,9 +515,9 @@ impl SchemaCatalog {
     /// references to columns that do not exist are errors.
     pub fn parse_simple(text: &str, json: bool) -> Result<SchemaCatalog, SchemaError> {
         let file: SimpleFile = if json {
-            serde_json::from_str(text).map_err(|e| SchemaError::Format(e.to_string()))?
+            serde_json::from_str(text).map_err(SchemaError::parse)?
         } else {
-            toml::from_str(text).map_err(|e| SchemaError::Format(e.to_string()))?
+            toml::from_str(text).map_err(SchemaError::parse)?
         };
         let mut dbs = file.databases;
         match (file.db_id, file.tables) {

@@ -65,7 +65,7 @@ fn durable_memo<V: Clone + Send + Sync + 'static>() -> moka::future::Cache<Strin
 const ERROR_BODY_CHARS: usize = 500;
 
 /// Why a client could not be built.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum LlmSetupError {
     /// A setting is invalid.
     #[error("invalid judge config: {0}")]
@@ -76,10 +76,9 @@ pub enum LlmSetupError {
     /// Prompt templates could not be loaded.
     #[error(transparent)]
     Prompt(#[from] PromptError),
-    /// The HTTP client could not be built (its message: the error type is compared and
-    /// cloned with the rest of this enum).
+    /// The HTTP client could not be built (TLS back end, proxy settings).
     #[error("cannot build the judge HTTP client: {0}")]
-    Http(String),
+    Http(#[source] reqwest::Error),
 }
 
 /// A completed chat call: the text (or why there is none) and the tokens it used.
@@ -174,7 +173,7 @@ impl LlmClient {
             .connect_timeout(config.timeout())
             .pool_max_idle_per_host(config.max_concurrency)
             .build()
-            .map_err(|e| LlmSetupError::Http(e.to_string()))?;
+            .map_err(LlmSetupError::Http)?;
         let memory = (config.cache_capacity > 0).then(|| {
             memory_cache(
                 config.cache_capacity,

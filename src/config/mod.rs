@@ -169,15 +169,7 @@ impl Config {
         problems.extend(self.gold_judge_problems());
         problems.extend(self.judge.problems());
         let llm = self.judge.llm();
-        if llm.is_some_and(|llm| llm.durable_cache == DurableCacheMode::Clickhouse)
-            && !self.clickhouse.has_url()
-        {
-            problems.push(
-                "judge.durable_cache = \"clickhouse\" needs clickhouse.url (the ClickHouse \
-                 server holding judge_cache)"
-                    .to_string(),
-            );
-        }
+        problems.extend(llm.and_then(|llm| self.durable_cache_server_problem("judge", llm)));
         if llm.is_some_and(|llm| llm.budget.work_topic.is_some()) && self.source.kafka().is_none() {
             problems.push(
                 "judge.budget.work_topic needs source.kind = \"kafka\" (other sources use an \
@@ -198,6 +190,23 @@ impl Config {
         self.gold.judge.as_ref().or(self.judge.llm())
     }
 
+    /// A judge section's (`judge`, `gold.judge`) ClickHouse verdict cache without a ClickHouse
+    /// server to keep it on.
+    fn durable_cache_server_problem(
+        &self,
+        section: &str,
+        judge: &LlmJudgeConfig,
+    ) -> Option<String> {
+        (judge.durable_cache == DurableCacheMode::Clickhouse && !self.clickhouse.has_url()).then(
+            || {
+                format!(
+                    "{section}.durable_cache = \"clickhouse\" needs clickhouse.url (the \
+                     ClickHouse server holding judge_cache)"
+                )
+            },
+        )
+    }
+
     /// Problems with the LLM-judged gold metrics' settings.
     fn gold_judge_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -211,13 +220,7 @@ impl Config {
             .collect();
         if let Some(judge) = &gold.judge {
             problems.extend(judge.problems("gold.judge"));
-            if judge.durable_cache == DurableCacheMode::Clickhouse && !self.clickhouse.has_url() {
-                problems.push(
-                    "gold.judge.durable_cache = \"clickhouse\" needs clickhouse.url (the \
-                     ClickHouse server holding judge_cache)"
-                        .to_string(),
-                );
-            }
+            problems.extend(self.durable_cache_server_problem("gold.judge", judge));
         } else if !judged.is_empty() && self.judge.llm().is_none() {
             problems.push(format!(
                 "gold.metrics includes {} (LLM-judged), but judge.kind is \"deterministic\": set \

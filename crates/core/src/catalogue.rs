@@ -40,7 +40,7 @@ pub enum SchemaError {
         reason: String,
     },
     /// The text is not JSON or TOML (of the expected shape).
-    #[error("invalid tables.json: {}{source}", in_file(file.as_deref()))]
+    #[error("invalid tables.json: {}{source}", file_prefix(file.as_deref()))]
     Parse {
         /// The file, when the reader knows it.
         file: Option<String>,
@@ -85,7 +85,7 @@ impl SchemaError {
 }
 
 /// `"<file>: "` when the file is known.
-fn in_file(file: Option<&str>) -> String {
+fn file_prefix(file: Option<&str>) -> String {
     file.map(|f| format!("{f}: ")).unwrap_or_default()
 }
 

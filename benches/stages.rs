@@ -19,6 +19,9 @@
 //!   vector kept as it arrived, in a vector with the previous batch's room; the writer lays
 //!   them out flat on its own task).
 //!
+//! - `observe_rows`: the batcher's run statistics (`RunStats::observe_row`: the summary's
+//!   counts, Φ histogram and per-agent means) for each row of a 1,000-row batch.
+//!
 //! The target: what must stay single costs ≤ 1 µs per event. Results in
 //! `benches/README.md` ("Scaling: the serial stages").
 
@@ -30,6 +33,7 @@ use criterion::measurement::Measurement;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use sqlgrade::event::Event;
 use sqlgrade::sink::{encode_json_lines, encode_json_lines_in_chunks};
+use sqlgrade::stats::RunStats;
 use sqlgrade::stef::RuleProfile;
 use support::ThreadCpuTime;
 
@@ -113,6 +117,16 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             },
             BatchSize::LargeInput,
         )
+    });
+    group.bench_function("observe_rows", |b| {
+        // The batcher's run statistics in a steady state (every key already counted once).
+        let mut stats = RunStats::default();
+        b.iter(|| {
+            for row in &rows {
+                stats.observe_row(row);
+            }
+            stats.rows
+        })
     });
     group.finish();
 }

@@ -493,6 +493,54 @@ mod tests {
     }
 
     #[test]
+    fn agent_groups_follow_each_rows_agent() {
+        let mut s = Summary::default();
+        let mut rows = Vec::new();
+        for (agent, version, phi) in [
+            ("a", None, 10.0),
+            ("a", None, 30.0),
+            ("b", None, 50.0),
+            ("a", Some("2"), 70.0),
+            ("a", None, 20.0),
+            ("b", None, 90.0),
+        ] {
+            let mut row = stef_row(phi, "good", agent);
+            row.agent_version = version.map(String::from);
+            rows.push(row);
+        }
+        let mut gold = stef_row(1.0, "good", "a");
+        gold.metric = Metric::Ex;
+        gold.stef = None;
+        gold.verdict = Some(true);
+        rows.insert(2, gold.clone());
+        gold.status = RowStatus::GoldError;
+        gold.verdict = None;
+        rows.push(gold);
+        for row in &rows {
+            s.observe_row(row);
+        }
+        let groups: Vec<(&str, u64, Option<f64>)> = s
+            .by_agent
+            .iter()
+            .map(|(label, g)| (label.as_str(), g.count, g.mean()))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("a", 3, Some(20.0)),
+                ("a 2", 1, Some(70.0)),
+                ("b", 2, Some(70.0))
+            ],
+            "the label of each row's own agent, whatever the previous row's"
+        );
+        let ex = &s.metrics["ex"];
+        assert_eq!((ex.count, ex.scored, ex.verdicts), (2, 1, 1));
+        assert_eq!(ex.statuses.len(), 2, "{:?}", ex.statuses);
+        assert_eq!(s.stef.statuses["ok"], 6);
+        assert_eq!(s.stef.tiers["good"], 6);
+    }
+
+    #[test]
     fn llm_usage_is_reported_per_run() {
         use crate::metrics::avoid::Avoidance;
         let calls = |events, llm_calls, cache_hits, avoided: &[(Avoidance, u64)]| MetricCalls {

@@ -77,20 +77,14 @@ impl StefStats {
                 *slot += 1;
             }
         }
-        *self.statuses.entry(row.status.as_str().into()).or_default() += 1;
+        count(&mut self.statuses, row.status.as_str());
         if sqlgrade_core::stef::result_ignored(&row.details) {
             self.results_ignored += 1;
         }
         if let Some(stef) = &row.stef {
-            *self.tiers.entry(stef.quality_tier.clone()).or_default() += 1;
-            *self
-                .filter_statuses
-                .entry(stef.filter_status.clone())
-                .or_default() += 1;
-            *self
-                .verdicts
-                .entry(stef.semantic_verdict.clone())
-                .or_default() += 1;
+            count(&mut self.tiers, &stef.quality_tier);
+            count(&mut self.filter_statuses, &stef.filter_status);
+            count(&mut self.verdicts, &stef.semantic_verdict);
         }
     }
 
@@ -291,6 +285,9 @@ pub struct RunStats {
     /// Components that were degraded or failed during the run (the daemon's health): how
     /// often, for how long in all, the longest episode.
     pub outages: BTreeMap<String, OutageStats>,
+    /// The agent of the last STEF row and its label (a cache, not a statistic: spares building
+    /// the label for every row).
+    pub(crate) last_agent: LabelCache,
 }
 
 /// One component's time away from `Ok` during a run.
@@ -310,25 +307,35 @@ impl RunStats {
     /// Count one row.
     pub fn observe_row(&mut self, row: &EvaluationRow) {
         self.rows += 1;
+        let value = if row.value.is_finite() {
+            row.value
+        } else {
+            0.0
+        };
         if row.metric == Metric::Stef {
             self.stef.observe(row);
-            let label = agent_label(row);
-            let group = self.by_agent.entry(label).or_default();
-            group.count += 1;
-            group.sum += if row.value.is_finite() {
-                row.value
-            } else {
-                0.0
-            };
-        } else {
-            let stats = self.metrics.entry(row.metric.as_str().into()).or_default();
+            self.remember_agent(row);
+            let label = self
+                .last_agent
+                .0
+                .as_ref()
+                .map_or("", |last| last.label.as_str());
+            update(&mut self.by_agent, label, |group| {
+                group.count += 1;
+                group.sum += value;
+            });
+            return;
+        }
+        let scored = row.status.is_scored();
+        // Benchmark difficulty is in the gold rows' details, which are value trees (the
+        // line-rate STEF row's rendered details never carry it and are not parsed here).
+        let difficulty = row
+            .details
+            .tree()
+            .and_then(|d| d.get("difficulty").or_else(|| d.get("hardness")))
+            .and_then(|v| v.as_str());
+        update(&mut self.metrics, row.metric.as_str(), |stats| {
             stats.count += 1;
-            let scored = row.status.is_scored();
-            let value = if row.value.is_finite() {
-                row.value
-            } else {
-                0.0
-            };
             if scored {
                 stats.scored += 1;
                 stats.sum += value;
@@ -337,28 +344,16 @@ impl RunStats {
                 stats.verdicts += 1;
                 stats.verdicts_true += u64::from(verdict);
             }
-            *stats
-                .statuses
-                .entry(row.status.as_str().into())
-                .or_default() += 1;
-            // Benchmark difficulty is in the gold rows' details, which are value trees (the
-            // line-rate STEF row's rendered details never carry it and are not parsed here).
-            let difficulty = row
-                .details
-                .tree()
-                .and_then(|d| d.get("difficulty").or_else(|| d.get("hardness")))
-                .and_then(|v| v.as_str());
+            count(&mut stats.statuses, row.status.as_str());
             if let Some(difficulty) = difficulty
                 && scored
             {
-                let entry = stats
-                    .by_difficulty
-                    .entry(difficulty.to_string())
-                    .or_default();
-                entry.0 += 1;
-                entry.1 += value;
+                update(&mut stats.by_difficulty, difficulty, |entry| {
+                    entry.0 += 1;
+                    entry.1 += value;
+                });
             }
-        }
+        });
     }
 
     /// Count one dead letter.
@@ -368,10 +363,62 @@ impl RunStats {
             .reason
             .split_once(':')
             .map_or(dead_letter.reason.as_str(), |(head, _)| head)
-            .trim()
-            .to_string();
-        *self.dead_letter_reasons.entry(reason).or_default() += 1;
+            .trim();
+        count(&mut self.dead_letter_reasons, reason);
     }
+
+    /// Keep `row`'s agent and its label as the last one seen. The label is built only for a
+    /// row whose agent differs from the previous row's (a run's rows come from a few agents,
+    /// usually one after another).
+    fn remember_agent(&mut self, row: &EvaluationRow) {
+        let same = self.last_agent.0.as_ref().is_some_and(|last| {
+            last.agent_id == row.agent_id
+                && last.agent_version == row.agent_version
+                && last.model == row.model
+        });
+        if !same {
+            self.last_agent.0 = Some(LastAgent {
+                agent_id: row.agent_id.clone(),
+                agent_version: row.agent_version.clone(),
+                model: row.model.clone(),
+                label: agent_label(row),
+            });
+        }
+    }
+}
+
+/// The agent of the last STEF row counted and its label (see [`RunStats::remember_agent`]).
+/// Two caches are equal whatever they hold: run statistics compare by what they counted.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LabelCache(Option<LastAgent>);
+
+impl PartialEq for LabelCache {
+    fn eq(&self, _other: &LabelCache) -> bool {
+        true
+    }
+}
+
+#[derive(Debug, Clone)]
+struct LastAgent {
+    agent_id: Option<String>,
+    agent_version: Option<String>,
+    model: Option<String>,
+    label: String,
+}
+
+/// Apply `update` to the entry of `key` in `map`, inserted as the default the first time; the
+/// key is copied only then (the batcher counts every row: a `String` per row and per map was
+/// most of its cost).
+fn update<V: Default>(map: &mut BTreeMap<String, V>, key: &str, update: impl FnOnce(&mut V)) {
+    match map.get_mut(key) {
+        Some(value) => update(value),
+        None => update(map.entry(key.to_string()).or_default()),
+    }
+}
+
+/// Count one more `key`.
+fn count(map: &mut BTreeMap<String, u64>, key: &str) {
+    update(map, key, |n| *n += 1);
 }
 
 /// The label Φ is grouped by: `agent_id agent_version (model)`.

@@ -19,6 +19,8 @@
 //!   vector kept as it arrived, in a vector with the previous batch's room; the writer lays
 //!   them out flat on its own task).
 //!
+//! - `read_lines`: the file and stdin sources' line splitting (`LineReader`) of 1,000 payloads
+//!   from memory — the part of the source stage that looks at every byte.
 //! - `observe_rows`: the batcher's run statistics (`RunStats::observe_row`: the summary's
 //!   counts, Φ histogram and per-agent means) for each row of a 1,000-row batch.
 //!
@@ -33,6 +35,7 @@ use criterion::measurement::Measurement;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use sqlgrade::event::Event;
 use sqlgrade::sink::{encode_json_lines, encode_json_lines_in_chunks};
+use sqlgrade::source::file::LineReader;
 use sqlgrade::stats::RunStats;
 use sqlgrade::stef::RuleProfile;
 use support::ThreadCpuTime;
@@ -117,6 +120,26 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             },
             BatchSize::LargeInput,
         )
+    });
+    let mut lines = Vec::new();
+    for payload in payloads.iter().cycle().take(BATCH) {
+        lines.extend_from_slice(payload);
+        lines.push(b'\n');
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    group.bench_function("read_lines", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let mut reader = LineReader::new(lines.as_slice(), 1 << 20);
+                let mut n = 0;
+                while let Ok(Some(line)) = reader.read_line(true).await {
+                    n += line.len;
+                }
+                n
+            })
+        })
     });
     group.bench_function("observe_rows", |b| {
         // The batcher's run statistics in a steady state (every key already counted once).

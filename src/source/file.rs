@@ -82,7 +82,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 }
                 return Ok(None);
             }
-            let (chunk_len, found_newline) = match available.iter().position(|&b| b == b'\n') {
+            let (chunk_len, found_newline) = match memchr::memchr(b'\n', available) {
                 Some(i) => (i, true),
                 None => (available.len(), false),
             };

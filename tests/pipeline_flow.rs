@@ -202,6 +202,14 @@ async fn every_event_is_written_once_and_acked_after_the_write() {
         sink.batches.lock().unwrap().len() >= events.len() / 50,
         "batches are cut by batch_rows"
     );
+    for batch in sink.batches.lock().unwrap().iter() {
+        let entries = batch.rows.len() + batch.dead_letters.len();
+        assert!(
+            entries <= 50,
+            "a batch of {entries} entries: scoring tasks hand over several events at once, \
+             but no batch exceeds batch_rows"
+        );
+    }
     let in_order: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
     assert_ne!(
         ids, in_order,

@@ -102,6 +102,28 @@ pub(super) async fn absorb(
     pending.messages += 1;
 }
 
+/// Add what a scoring task handed over, message by message; a batch that fills on the way is
+/// handed to the writer at once, so no batch exceeds its limits by a hand-over. False when the
+/// writer has stopped (the messages not yet in a batch are not acknowledged).
+async fn absorb_all(
+    pending: &mut PendingBatch,
+    observers: &mut Observers,
+    completed: Vec<Completed>,
+    batch_tx: &mpsc::Sender<PendingBatch>,
+    knobs: &Knobs,
+) -> bool {
+    for completed in completed {
+        if pending.opened_at.is_none() {
+            pending.opened_at = Some(tokio::time::Instant::now());
+        }
+        absorb(pending, observers, completed).await;
+        if pending.is_full(knobs) && !hand_over(batch_tx, pending).await {
+            return false;
+        }
+    }
+    true
+}
+
 /// What the batcher needs besides its channels and the sink.
 pub(super) struct BatchOptions {
     pub(super) knobs: Knobs,
@@ -121,7 +143,7 @@ pub(super) async fn recv_opt<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T>
 }
 
 pub(super) async fn batch_stage(
-    mut done_rx: mpsc::Receiver<Completed>,
+    mut done_rx: mpsc::Receiver<Vec<Completed>>,
     mut judged_rx: Option<mpsc::Receiver<JudgedOutput>>,
     sink: Box<dyn Sink>,
     options: BatchOptions,
@@ -156,7 +178,7 @@ pub(super) async fn batch_stage(
     ));
     let mut line_open = true;
     let mut judged_open = judged_rx.is_some();
-    loop {
+    'batching: loop {
         if !line_open && !judged_open {
             break;
         }
@@ -176,18 +198,29 @@ pub(super) async fn batch_stage(
             }
             received = done_rx.recv(), if line_open => match received {
                 Some(completed) => {
-                    if pending.opened_at.is_none() {
-                        pending.opened_at = Some(tokio::time::Instant::now());
+                    if !absorb_all(&mut pending, &mut observers, completed, &batch_tx, &options)
+                        .await
+                    {
+                        break;
                     }
-                    absorb(&mut pending, &mut observers, completed).await;
                     // Take what else is already waiting without going back through the select
-                    // (and its flush timer) for every event; stop at the batch limits. Each one
-                    // spends the task's cooperative budget as `recv` would, so the batcher still
-                    // yields regularly to the tasks it feeds (the alert engine, the writer).
+                    // (and its flush timer) for every hand-over; stop at the batch limits. Each
+                    // one spends the task's cooperative budget as `recv` would, so the batcher
+                    // still yields regularly to the tasks it feeds (the alert engine, the writer).
                     while !pending.is_full(&options) {
                         match done_rx.try_recv() {
                             Ok(completed) => {
-                                absorb(&mut pending, &mut observers, completed).await;
+                                if !absorb_all(
+                                    &mut pending,
+                                    &mut observers,
+                                    completed,
+                                    &batch_tx,
+                                    &options,
+                                )
+                                .await
+                                {
+                                    break 'batching;
+                                }
                                 tokio::task::consume_budget().await;
                             }
                             Err(_) => break,
@@ -259,4 +292,87 @@ pub(super) async fn hand_over(
         return true;
     }
     batch_tx.send(batch).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::config::PipelineConfig;
+    use crate::sink::config::SinkConfig;
+    use crate::source::{AckToken, Position};
+
+    fn dead_letter(n: i64) -> Completed {
+        Completed::DeadLetter {
+            dead_letter: DeadLetter::new(format!("test:{n}"), "broken", b"{"),
+            ack: AckToken::untracked(Position {
+                stream: "test".into(),
+                partition: 0,
+                offset: n,
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hand_over_of_several_messages_never_overfills_a_batch() {
+        let knobs = Knobs::new(
+            &PipelineConfig::default(),
+            &SinkConfig {
+                batch_rows: 3,
+                ..SinkConfig::default()
+            },
+        );
+        let mut observers = Observers {
+            stats: RunStats::default(),
+            metrics: None,
+            alerts: None,
+            judge: None,
+            series: String::new(),
+        };
+        let (batch_tx, mut batch_rx) = mpsc::channel::<PendingBatch>(8);
+        let mut pending = PendingBatch::default();
+        let handed = (0..10).map(dead_letter).collect();
+        assert!(absorb_all(&mut pending, &mut observers, handed, &batch_tx, &knobs).await);
+        drop(batch_tx);
+        let mut sizes = Vec::new();
+        while let Some(batch) = batch_rx.recv().await {
+            assert!(batch.opened_at.is_some(), "each batch knows when it opened");
+            sizes.push(batch.acks.len());
+        }
+        assert_eq!(sizes, [3, 3, 3], "full batches go to the writer at once");
+        assert_eq!(
+            pending.acks.len(),
+            1,
+            "the rest waits for the next hand-over"
+        );
+        assert!(pending.opened_at.is_some(), "and its flush deadline runs");
+        assert_eq!(observers.stats.messages, 10);
+        assert_eq!(observers.stats.dead_letters, 10);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_writer_ends_the_hand_over() {
+        let knobs = Knobs::new(
+            &PipelineConfig::default(),
+            &SinkConfig {
+                batch_rows: 2,
+                ..SinkConfig::default()
+            },
+        );
+        let mut observers = Observers {
+            stats: RunStats::default(),
+            metrics: None,
+            alerts: None,
+            judge: None,
+            series: String::new(),
+        };
+        let (batch_tx, batch_rx) = mpsc::channel::<PendingBatch>(8);
+        drop(batch_rx);
+        let mut pending = PendingBatch::default();
+        let handed = (0..5).map(dead_letter).collect();
+        assert!(!absorb_all(&mut pending, &mut observers, handed, &batch_tx, &knobs).await);
+        assert_eq!(
+            observers.stats.messages, 2,
+            "nothing after the failed hand-over"
+        );
+    }
 }

@@ -37,7 +37,7 @@ pub(super) const SCORING_SLICE: Duration = Duration::from_micros(1_000);
 pub(super) async fn score_stage(
     mut work_rx: mpsc::Receiver<crate::source::SourceMessage>,
     decoder: Arc<Decoder>,
-    done_tx: mpsc::Sender<Completed>,
+    done_tx: mpsc::Sender<Vec<Completed>>,
     scorer: Arc<Scorer>,
     workers: usize,
     store_inputs: bool,
@@ -72,30 +72,44 @@ pub(super) async fn score_stage(
         let decoder = Arc::clone(&decoder);
         tokio::spawn(async move {
             let mut slice_started = Instant::now();
+            let mut done = Vec::with_capacity(run.len());
             for message in run {
                 if slice_started.elapsed() >= SCORING_SLICE {
-                    // Scoring is CPU work that never waits: let the tasks queued on this thread
-                    // (the alert engine, the writer, the source) run.
+                    // Scoring is CPU work that never waits: hand over what is done, and let the
+                    // tasks queued on this thread (the alert engine, the writer, the source) run.
+                    if !hand_over(&done_tx, &mut done).await {
+                        break;
+                    }
                     tokio::task::yield_now().await;
                     slice_started = Instant::now();
                 }
-                let completed = match decoder.decode(message) {
+                done.push(match decoder.decode(message) {
                     Decoded::Work(work) => {
                         score_one(&scorer, work, planner.as_deref(), store_inputs).await
                     }
                     Decoded::DeadLetter(dead_letter) => dead_letter,
                     Decoded::Routed => continue,
-                };
-                // A closed channel means the batcher failed; it reports the error (the rest of
-                // the run is not acknowledged, so a source that tracks offsets redelivers it).
-                if done_tx.send(completed).await.is_err() {
-                    break;
-                }
+                });
             }
+            hand_over(&done_tx, &mut done).await;
             drop(permit);
         });
     }
     Ok(())
+}
+
+/// Send what a scoring task has completed to the batcher, as one message: every event crosses
+/// this channel, so it is crossed once per slice of a run (up to [`MAX_EVENTS_PER_TASK`]
+/// events), not once per event by every worker. False when the batcher has stopped (a sink
+/// failure; it reports the error, and what was not handed over is not acknowledged, so a source
+/// that tracks offsets redelivers it).
+async fn hand_over(done_tx: &mpsc::Sender<Vec<Completed>>, done: &mut Vec<Completed>) -> bool {
+    if done.is_empty() {
+        return true;
+    }
+    let rest = done.capacity() - done.len();
+    let completed = std::mem::replace(done, Vec::with_capacity(rest));
+    done_tx.send(completed).await.is_ok()
 }
 
 /// Score one event; a panic in scoring becomes a dead letter carrying the original payload.

@@ -128,7 +128,13 @@ impl Pipeline {
         let usage_scorer = Arc::clone(&scorer);
         let capacity = options.channel_capacity;
         let (raw_tx, raw_rx) = mpsc::channel::<SourceMessage>(capacity);
-        let (done_tx, done_rx) = mpsc::channel::<Completed>(capacity);
+        // The scoring tasks hand over their completions a run at a time (up to
+        // MAX_EVENTS_PER_TASK events per message): as many events fit as before.
+        let (done_tx, done_rx) = mpsc::channel::<Vec<Completed>>(
+            capacity
+                .div_ceil(super::scoring::MAX_EVENTS_PER_TASK)
+                .max(2),
+        );
 
         let decoder = Arc::new(Decoder {
             max_event_bytes: options.max_event_bytes,

@@ -196,9 +196,11 @@ impl<'a> EventTimes<'a> {
 fn finding_codes(details: &str) -> Vec<&str> {
     const OPEN: &str = "\"code\":\"";
     const CLOSE: &str = "\",\"severity\"";
+    static FIND_OPEN: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(OPEN));
     let mut codes = Vec::new();
     let mut rest = details;
-    while let Some(at) = rest.find(OPEN) {
+    while let Some(at) = FIND_OPEN.find(rest.as_bytes()) {
         let after = &rest[at + OPEN.len()..];
         let len = after
             .bytes()

@@ -131,6 +131,8 @@ fn origin_of(prefix: &str, line_no: u64, line: &Line) -> String {
 /// when the file is truncated.
 pub struct FileSource {
     path: PathBuf,
+    /// The path as positions name it (formatted once, not per line).
+    stream: String,
     origin_prefix: String,
     follow: bool,
     poll_interval: Duration,
@@ -149,6 +151,7 @@ impl FileSource {
         let path = path.into();
         FileSource {
             origin_prefix: format!("file:{}", path.display()),
+            stream: path.display().to_string(),
             path,
             follow,
             poll_interval: DEFAULT_POLL_INTERVAL,
@@ -236,7 +239,7 @@ impl Source for FileSource {
                         continue;
                     }
                     let position = Position {
-                        stream: self.path.display().to_string(),
+                        stream: self.stream.clone(),
                         partition: 0,
                         offset: i64::try_from(self.line_no).unwrap_or(i64::MAX),
                     };

@@ -312,22 +312,28 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_hand_over_of_several_messages_never_overfills_a_batch() {
+    /// Batches of `batch_rows` entries, observed by the run statistics alone.
+    fn batching_rows(batch_rows: usize) -> (Knobs, Observers) {
         let knobs = Knobs::new(
             &PipelineConfig::default(),
             &SinkConfig {
-                batch_rows: 3,
+                batch_rows,
                 ..SinkConfig::default()
             },
         );
-        let mut observers = Observers {
+        let observers = Observers {
             stats: RunStats::default(),
             metrics: None,
             alerts: None,
             judge: None,
             series: String::new(),
         };
+        (knobs, observers)
+    }
+
+    #[tokio::test]
+    async fn a_hand_over_of_several_messages_never_overfills_a_batch() {
+        let (knobs, mut observers) = batching_rows(3);
         let (batch_tx, mut batch_rx) = mpsc::channel::<PendingBatch>(8);
         let mut pending = PendingBatch::default();
         let handed = (0..10).map(dead_letter).collect();
@@ -351,20 +357,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stopped_writer_ends_the_hand_over() {
-        let knobs = Knobs::new(
-            &PipelineConfig::default(),
-            &SinkConfig {
-                batch_rows: 2,
-                ..SinkConfig::default()
-            },
-        );
-        let mut observers = Observers {
-            stats: RunStats::default(),
-            metrics: None,
-            alerts: None,
-            judge: None,
-            series: String::new(),
-        };
+        let (knobs, mut observers) = batching_rows(2);
         let (batch_tx, batch_rx) = mpsc::channel::<PendingBatch>(8);
         drop(batch_rx);
         let mut pending = PendingBatch::default();

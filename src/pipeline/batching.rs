@@ -102,26 +102,40 @@ pub(super) async fn absorb(
     pending.messages += 1;
 }
 
+/// What [`absorb_all`] did with a hand-over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Absorbed {
+    /// Every message is in the pending batch, which is not full.
+    Pending,
+    /// A batch filled on the way and went to the writer (the rest, if any, is pending).
+    HandedOver,
+    /// The writer has stopped: the messages not yet in a batch are not acknowledged.
+    WriterStopped,
+}
+
 /// Add what a scoring task handed over, message by message; a batch that fills on the way is
-/// handed to the writer at once, so no batch exceeds its limits by a hand-over. False when the
-/// writer has stopped (the messages not yet in a batch are not acknowledged).
+/// handed to the writer at once, so no batch exceeds its limits by a hand-over.
 async fn absorb_all(
     pending: &mut PendingBatch,
     observers: &mut Observers,
     completed: Vec<Completed>,
     batch_tx: &mpsc::Sender<PendingBatch>,
     knobs: &Knobs,
-) -> bool {
+) -> Absorbed {
+    let mut absorbed = Absorbed::Pending;
     for completed in completed {
         if pending.opened_at.is_none() {
             pending.opened_at = Some(tokio::time::Instant::now());
         }
         absorb(pending, observers, completed).await;
-        if pending.is_full(knobs) && !hand_over(batch_tx, pending).await {
-            return false;
+        if pending.is_full(knobs) {
+            if !hand_over(batch_tx, pending).await {
+                return Absorbed::WriterStopped;
+            }
+            absorbed = Absorbed::HandedOver;
         }
     }
-    true
+    absorbed
 }
 
 /// What the batcher needs besides its channels and the sink.
@@ -178,7 +192,7 @@ pub(super) async fn batch_stage(
     ));
     let mut line_open = true;
     let mut judged_open = judged_rx.is_some();
-    'batching: loop {
+    loop {
         if !line_open && !judged_open {
             break;
         }
@@ -198,33 +212,32 @@ pub(super) async fn batch_stage(
             }
             received = done_rx.recv(), if line_open => match received {
                 Some(completed) => {
-                    if !absorb_all(&mut pending, &mut observers, completed, &batch_tx, &options)
-                        .await
-                    {
-                        break;
-                    }
+                    let mut absorbed =
+                        absorb_all(&mut pending, &mut observers, completed, &batch_tx, &options)
+                            .await;
                     // Take what else is already waiting without going back through the select
-                    // (and its flush timer) for every hand-over; stop at the batch limits. Each
-                    // one spends the task's cooperative budget as `recv` would, so the batcher
-                    // still yields regularly to the tasks it feeds (the alert engine, the writer).
-                    while !pending.is_full(&options) {
+                    // (and its flush timer) for every hand-over, until a batch went to the
+                    // writer. Each one spends the task's cooperative budget as `recv` would, so
+                    // the batcher still yields regularly to the tasks it feeds (the alert
+                    // engine, the writer).
+                    while absorbed == Absorbed::Pending {
                         match done_rx.try_recv() {
                             Ok(completed) => {
-                                if !absorb_all(
+                                absorbed = absorb_all(
                                     &mut pending,
                                     &mut observers,
                                     completed,
                                     &batch_tx,
                                     &options,
                                 )
-                                .await
-                                {
-                                    break 'batching;
-                                }
+                                .await;
                                 tokio::task::consume_budget().await;
                             }
                             Err(_) => break,
                         }
+                    }
+                    if absorbed == Absorbed::WriterStopped {
+                        break;
                     }
                 }
                 None => {
@@ -337,7 +350,10 @@ mod tests {
         let (batch_tx, mut batch_rx) = mpsc::channel::<PendingBatch>(8);
         let mut pending = PendingBatch::default();
         let handed = (0..10).map(dead_letter).collect();
-        assert!(absorb_all(&mut pending, &mut observers, handed, &batch_tx, &knobs).await);
+        assert_eq!(
+            absorb_all(&mut pending, &mut observers, handed, &batch_tx, &knobs).await,
+            Absorbed::HandedOver
+        );
         drop(batch_tx);
         let mut sizes = Vec::new();
         while let Some(batch) = batch_rx.recv().await {
@@ -362,7 +378,10 @@ mod tests {
         drop(batch_rx);
         let mut pending = PendingBatch::default();
         let handed = (0..5).map(dead_letter).collect();
-        assert!(!absorb_all(&mut pending, &mut observers, handed, &batch_tx, &knobs).await);
+        assert_eq!(
+            absorb_all(&mut pending, &mut observers, handed, &batch_tx, &knobs).await,
+            Absorbed::WriterStopped
+        );
         assert_eq!(
             observers.stats.messages, 2,
             "nothing after the failed hand-over"

@@ -77,7 +77,7 @@ pub(super) async fn score_stage(
                 if slice_started.elapsed() >= SCORING_SLICE {
                     // Scoring is CPU work that never waits: hand over what is done, and let the
                     // tasks queued on this thread (the alert engine, the writer, the source) run.
-                    if !hand_over(&done_tx, &mut done).await {
+                    if !send_completed(&done_tx, &mut done).await {
                         break;
                     }
                     tokio::task::yield_now().await;
@@ -91,7 +91,7 @@ pub(super) async fn score_stage(
                     Decoded::Routed => continue,
                 });
             }
-            hand_over(&done_tx, &mut done).await;
+            send_completed(&done_tx, &mut done).await;
             drop(permit);
         });
     }
@@ -103,7 +103,7 @@ pub(super) async fn score_stage(
 /// events), not once per event by every worker. False when the batcher has stopped (a sink
 /// failure; it reports the error, and what was not handed over is not acknowledged, so a source
 /// that tracks offsets redelivers it).
-async fn hand_over(done_tx: &mpsc::Sender<Vec<Completed>>, done: &mut Vec<Completed>) -> bool {
+async fn send_completed(done_tx: &mpsc::Sender<Vec<Completed>>, done: &mut Vec<Completed>) -> bool {
     if done.is_empty() {
         return true;
     }

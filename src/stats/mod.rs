@@ -406,13 +406,13 @@ struct LastAgent {
     label: String,
 }
 
-/// Apply `update` to the entry of `key` in `map`, inserted as the default the first time; the
+/// Apply `change` to the entry of `key` in `map`, inserted as the default the first time; the
 /// key is copied only then (the batcher counts every row: a `String` per row and per map was
 /// most of its cost).
-fn update<V: Default>(map: &mut BTreeMap<String, V>, key: &str, update: impl FnOnce(&mut V)) {
+fn update<V: Default>(map: &mut BTreeMap<String, V>, key: &str, change: impl FnOnce(&mut V)) {
     match map.get_mut(key) {
-        Some(value) => update(value),
-        None => update(map.entry(key.to_string()).or_default()),
+        Some(value) => change(value),
+        None => change(map.entry(key.to_string()).or_default()),
     }
 }
 

@@ -23,6 +23,12 @@
 //!   from memory — the part of the source stage that looks at every byte.
 //! - `observe_rows`: the batcher's run statistics (`RunStats::observe_row`: the summary's
 //!   counts, Φ histogram and per-agent means) for each row of a 1,000-row batch.
+//! - `kafka_offsets`: what the Kafka source and the acknowledgement of a stored batch do per
+//!   message with the offset tracker — register 1,000 messages over 6 partitions (as
+//!   `KafkaSource::next` does, with each message's token), then acknowledge the batch as the
+//!   pipeline does (`source::ack_all`: one `OffsetTracker::ack_all` per batch; before, one
+//!   `ack` per message, each taking the lock, allocating the topic's name for the lookup and
+//!   waking waiters).
 //!
 //! The target: what must stay single costs ≤ 1 µs per event. Results in
 //! `benches/README.md` ("Scaling: the serial stages").
@@ -34,8 +40,10 @@ use std::time::Duration;
 use criterion::measurement::Measurement;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use sqlgrade::event::Event;
+use sqlgrade::kafka::offsets::OffsetTracker;
 use sqlgrade::sink::{encode_json_lines, encode_json_lines_in_chunks};
 use sqlgrade::source::file::LineReader;
+use sqlgrade::source::{AckToken, Acknowledge, Position};
 use sqlgrade::stats::RunStats;
 use sqlgrade::stef::RuleProfile;
 use support::ThreadCpuTime;
@@ -149,6 +157,30 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                 stats.observe_row(row);
             }
             stats.rows
+        })
+    });
+    group.bench_function("kafka_offsets", |b| {
+        let tracker = std::sync::Arc::new(OffsetTracker::new());
+        let topic = "agent-events";
+        tracker.assign((0..6).map(|p| (topic, p)));
+        let mut offset = 0i64;
+        b.iter(|| {
+            let mut tokens = Vec::with_capacity(BATCH);
+            for i in 0..BATCH {
+                let partition = (i % 6) as i32;
+                offset += 1;
+                tracker.register(topic, partition, offset);
+                tokens.push(AckToken::new(
+                    Position {
+                        stream: topic.to_string(),
+                        partition,
+                        offset,
+                    },
+                    tracker.clone() as std::sync::Arc<dyn Acknowledge>,
+                ));
+            }
+            sqlgrade::source::ack_all(tokens);
+            tracker.in_flight()
         })
     });
     group.finish();

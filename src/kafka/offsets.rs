@@ -10,8 +10,16 @@
 //! Partitions are assigned and revoked as the consumer group rebalances. Acknowledgements for a
 //! partition this process no longer owns are ignored (its new owner re-reads from the last commit),
 //! so nothing is ever committed on another member's behalf.
+//!
+//! Every message crosses the tracker twice: registered by the source task, acknowledged after
+//! the sink stored its batch. Registration looks its partition up by the topic's `&str` (no
+//! allocation per message); acknowledgements arrive a batch at a time
+//! ([`Acknowledge::ack_all`]), so the lock, the in-flight count and the wake-up of a source
+//! waiting for room are taken once per batch, not once per message.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -19,8 +27,9 @@ use tokio::sync::Notify;
 
 use crate::source::{Acknowledge, Position};
 
-/// A (topic, partition) pair.
-pub type PartitionKey = (String, i32);
+/// Keys are the topics and partitions the broker assigned (not event data), so the fast,
+/// non-keyed Fx hash is safe here; a message's lookup hashes a short name and an integer.
+type Partitions = FxHashMap<String, FxHashMap<i32, PartitionState>>;
 
 /// A commit to make: `offset` is the next offset to read (Kafka commit semantics).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +66,8 @@ impl PartitionState {
 /// target. Thread-safe; acknowledgements arrive from the sink task.
 #[derive(Debug, Default)]
 pub struct OffsetTracker {
-    partitions: Mutex<HashMap<PartitionKey, PartitionState>>,
+    /// Topic → partition → state (nested, so a lookup borrows the topic's name).
+    partitions: Mutex<Partitions>,
     in_flight: AtomicUsize,
     acked: Notify,
 }
@@ -68,7 +78,7 @@ impl OffsetTracker {
         OffsetTracker::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PartitionKey, PartitionState>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Partitions> {
         // A panic while holding the lock cannot leave the map half-updated in a way that matters
         // more than losing the process; keep going with the data as it is.
         self.partitions
@@ -80,7 +90,9 @@ impl OffsetTracker {
     pub fn assign<'a>(&self, partitions: impl IntoIterator<Item = (&'a str, i32)>) {
         let mut map = self.lock();
         for (topic, partition) in partitions {
-            map.insert((topic.to_string(), partition), PartitionState::default());
+            map.entry(topic.to_string())
+                .or_default()
+                .insert(partition, PartitionState::default());
         }
     }
 
@@ -94,14 +106,20 @@ impl OffsetTracker {
         let mut map = self.lock();
         let mut out = Vec::new();
         for (topic, partition) in partitions {
-            let key = (topic.to_string(), partition);
-            if let Some(state) = map.remove(&key)
+            let Some(assigned) = map.get_mut(topic) else {
+                continue;
+            };
+            let state = assigned.remove(&partition);
+            if assigned.is_empty() {
+                map.remove(topic);
+            }
+            if let Some(state) = state
                 && let Some(offset) = state.committable()
                 && state.committed != Some(offset)
             {
                 out.push(CommitPosition {
-                    topic: key.0,
-                    partition: key.1,
+                    topic: topic.to_string(),
+                    partition,
                     offset,
                 });
             }
@@ -117,7 +135,7 @@ impl OffsetTracker {
     /// [`AckToken`]: super::ack::AckToken
     pub fn register(&self, topic: &str, partition: i32, offset: i64) -> bool {
         let mut map = self.lock();
-        let Some(state) = map.get_mut(&(topic.to_string(), partition)) else {
+        let Some(state) = map.get_mut(topic).and_then(|p| p.get_mut(&partition)) else {
             return false;
         };
         state.in_flight.insert(offset);
@@ -151,13 +169,12 @@ impl OffsetTracker {
     /// [`mark_committed`]: OffsetTracker::mark_committed
     pub fn pending_commits(&self) -> Vec<CommitPosition> {
         let map = self.lock();
-        let mut out: Vec<CommitPosition> = map
-            .iter()
-            .filter_map(|((topic, partition), state)| {
+        let mut out: Vec<CommitPosition> = states(&map)
+            .filter_map(|(topic, partition, state)| {
                 let offset = state.committable()?;
                 (state.committed != Some(offset)).then(|| CommitPosition {
                     topic: topic.clone(),
-                    partition: *partition,
+                    partition,
                     offset,
                 })
             })
@@ -169,12 +186,11 @@ impl OffsetTracker {
     /// Every assigned partition's committable offset, advanced or not (for a final commit).
     pub fn all_commits(&self) -> Vec<CommitPosition> {
         let map = self.lock();
-        let mut out: Vec<CommitPosition> = map
-            .iter()
-            .filter_map(|((topic, partition), state)| {
+        let mut out: Vec<CommitPosition> = states(&map)
+            .filter_map(|(topic, partition, state)| {
                 Some(CommitPosition {
                     topic: topic.clone(),
-                    partition: *partition,
+                    partition,
                     offset: state.committable()?,
                 })
             })
@@ -187,26 +203,50 @@ impl OffsetTracker {
     pub fn mark_committed(&self, commits: &[CommitPosition]) {
         let mut map = self.lock();
         for c in commits {
-            if let Some(state) = map.get_mut(&(c.topic.clone(), c.partition)) {
+            if let Some(state) = map.get_mut(&c.topic).and_then(|p| p.get_mut(&c.partition)) {
                 state.committed = Some(c.offset);
             }
         }
     }
 }
 
+/// Every tracked partition's state with its topic and number.
+fn states(map: &Partitions) -> impl Iterator<Item = (&String, i32, &PartitionState)> {
+    map.iter().flat_map(|(topic, partitions)| {
+        partitions
+            .iter()
+            .map(move |(partition, state)| (topic, *partition, state))
+    })
+}
+
 impl Acknowledge for OffsetTracker {
     fn ack(&self, position: &Position) {
+        self.ack_all(&[position]);
+    }
+
+    fn ack_all(&self, positions: &[&Position]) {
+        if positions.is_empty() {
+            return;
+        }
         {
             let mut map = self.lock();
-            if let Some(state) = map.get_mut(&(position.stream.clone(), position.partition)) {
-                state.in_flight.remove(&position.offset);
+            for position in positions {
+                if let Some(state) = map
+                    .get_mut(position.stream.as_str())
+                    .and_then(|p| p.get_mut(&position.partition))
+                {
+                    state.in_flight.remove(&position.offset);
+                }
             }
         }
         // Every handed-out token is acknowledged once, revoked partition or not: the in-flight
         // count is what back-pressure is measured in.
+        let done = positions.len();
         let _ = self
             .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(done))
+            });
         self.acked.notify_waiters();
     }
 }
@@ -310,6 +350,47 @@ mod tests {
         assert!(t.register("t", 0, 2));
         t.ack(&pos(0, 2));
         assert_eq!(t.pending_commits(), vec![commit(0, 3)]);
+    }
+
+    #[test]
+    fn a_batch_acknowledged_at_once_commits_as_one_by_one() {
+        let t = OffsetTracker::new();
+        t.assign([("t", 0), ("t", 1), ("u", 0)]);
+        for o in 0..6 {
+            t.register("t", 0, o);
+            t.register("t", 1, 100 + o);
+        }
+        t.register("u", 0, 7);
+        // A batch across partitions and topics, out of order, with offset 3 of t/0 still
+        // pending and a position of a partition never assigned.
+        let mut batch = vec![pos(0, 5), pos(0, 1), pos(0, 0), pos(0, 2), pos(0, 4)];
+        batch.extend((0..6).map(|o| pos(1, 100 + o)));
+        let other = Position {
+            stream: "u".into(),
+            partition: 0,
+            offset: 7,
+        };
+        let unknown = Position {
+            stream: "v".into(),
+            partition: 0,
+            offset: 1,
+        };
+        let mut refs: Vec<&Position> = batch.iter().collect();
+        refs.push(&other);
+        refs.push(&unknown);
+        t.ack_all(&refs);
+        let mut expected = vec![commit(0, 3), commit(1, 106)];
+        expected.push(CommitPosition {
+            topic: "u".into(),
+            partition: 0,
+            offset: 8,
+        });
+        assert_eq!(t.pending_commits(), expected);
+        // 13 registered, 13 tokens acknowledged (the unknown one is a late ack of a revoked
+        // partition: it releases back-pressure, and the count never goes below zero).
+        assert_eq!(t.in_flight(), 0);
+        t.ack_all(&[]);
+        assert_eq!(t.in_flight(), 0);
     }
 
     #[tokio::test]

@@ -86,17 +86,22 @@ pub struct AckBoard {
 
 impl Acknowledge for AckBoard {
     fn ack(&self, position: &Position) {
-        let finished = {
+        self.ack_all(&[position]);
+    }
+
+    /// One lock per stored batch; the requests whose traces it completed are told after.
+    fn ack_all(&self, positions: &[&Position]) {
+        let mut finished = Vec::new();
+        {
             let mut emissions = self.emissions.lock().unwrap_or_else(|p| p.into_inner());
-            match emissions.get_mut(&position.offset) {
-                Some(e) if e.outstanding > 1 => {
-                    e.outstanding -= 1;
-                    None
+            for position in positions {
+                match emissions.get_mut(&position.offset) {
+                    Some(e) if e.outstanding > 1 => e.outstanding -= 1,
+                    Some(_) => finished.extend(emissions.remove(&position.offset)),
+                    None => {}
                 }
-                Some(_) => emissions.remove(&position.offset),
-                None => None,
             }
-        };
+        }
         for waiter in finished.into_iter().flat_map(|e| e.waiters) {
             waiter.done_one();
         }

@@ -154,9 +154,7 @@ pub(super) async fn acknowledge(
     {
         work_sink.submit(work).await?;
     }
-    for ack in acks {
-        ack.ack();
-    }
+    crate::source::ack_all(acks);
     if let Some(progress) = progress {
         progress(messages);
     }

@@ -17,6 +17,40 @@ pub struct Position {
 pub trait Acknowledge: Send + Sync {
     /// Mark `position` as fully written by the sink.
     fn ack(&self, position: &Position);
+
+    /// Mark every position of a stored batch, in order: the pipeline calls this once per batch
+    /// (per run of tokens with this target), so a target that locks, counts or wakes waiters
+    /// does it once per batch rather than once per message. The default acknowledges them one
+    /// by one.
+    fn ack_all(&self, positions: &[&Position]) {
+        for position in positions {
+            self.ack(position);
+        }
+    }
+}
+
+/// Acknowledge every token of a stored batch, in order: each run of consecutive tokens with the
+/// same target (with one source, the whole batch) goes to that target in one
+/// [`Acknowledge::ack_all`] call. Untracked tokens are skipped.
+pub fn ack_all(tokens: Vec<AckToken>) {
+    let mut run: Vec<&Position> = Vec::new();
+    let mut current: Option<&Arc<dyn Acknowledge>> = None;
+    for token in &tokens {
+        let Some(target) = &token.target else {
+            continue;
+        };
+        if let Some(previous) = current
+            && !Arc::ptr_eq(previous, target)
+        {
+            previous.ack_all(&run);
+            run.clear();
+        }
+        current = Some(target);
+        run.push(&token.position);
+    }
+    if let Some(target) = current {
+        target.ack_all(&run);
+    }
 }
 
 /// Travels with a message through the pipeline; acknowledged once the sink has its output.
@@ -61,5 +95,59 @@ impl AckToken {
         if let Some(t) = &self.target {
             t.ack(&self.position);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Records each `ack_all` call's offsets.
+    #[derive(Default)]
+    struct Calls(Mutex<Vec<Vec<i64>>>);
+
+    impl Acknowledge for Calls {
+        fn ack(&self, position: &Position) {
+            self.ack_all(&[position]);
+        }
+
+        fn ack_all(&self, positions: &[&Position]) {
+            let offsets = positions.iter().map(|p| p.offset).collect();
+            self.0.lock().unwrap().push(offsets);
+        }
+    }
+
+    fn at(offset: i64) -> Position {
+        Position {
+            stream: "t".into(),
+            partition: 0,
+            offset,
+        }
+    }
+
+    #[test]
+    fn a_batch_is_acknowledged_once_per_run_of_one_target_in_order() {
+        let a = Arc::new(Calls::default());
+        let b = Arc::new(Calls::default());
+        let to = |target: &Arc<Calls>, offset| {
+            AckToken::new(at(offset), target.clone() as Arc<dyn Acknowledge>)
+        };
+        ack_all(vec![
+            to(&a, 1),
+            to(&a, 2),
+            AckToken::untracked(at(3)),
+            to(&a, 4),
+            to(&b, 5),
+            to(&b, 6),
+            to(&a, 7),
+        ]);
+        assert_eq!(*a.0.lock().unwrap(), vec![vec![1, 2, 4], vec![7]]);
+        assert_eq!(*b.0.lock().unwrap(), vec![vec![5, 6]]);
+        // Nothing to acknowledge: no call.
+        ack_all(vec![AckToken::untracked(at(8))]);
+        ack_all(Vec::new());
+        assert_eq!(a.0.lock().unwrap().len(), 2);
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use ack::{AckToken, Acknowledge, Position};
+pub use ack::{AckToken, Acknowledge, Position, ack_all};
 
 /// One raw payload read from a source, not yet decoded.
 #[derive(Debug)]
@@ -135,6 +135,11 @@ impl AckCounter {
 impl Acknowledge for AckCounter {
     fn ack(&self, _position: &Position) {
         self.acked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ack_all(&self, positions: &[&Position]) {
+        self.acked
+            .fetch_add(positions.len() as u64, Ordering::Relaxed);
     }
 }
 

@@ -8,10 +8,17 @@
 //! version of that profile stays in force. `default.toml` (or `.json`), when present, is the
 //! profile for events whose app has none. Parsing and validation themselves are pure
 //! ([`sqlgrade_core::stef::profile`]).
+//!
+//! Every event looks its profile up, from every scoring thread. So that no lock or shared
+//! reference count is touched per event (with many workers, one shared cache line written by
+//! all of them), each thread keeps its own copy of a store's profiles, stamped with the store's
+//! generation, and refreshes it only when a reload changed something: a lookup reads one shared
+//! atomic (never written between reloads) and clones a reference count only its own thread uses.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -97,9 +104,55 @@ struct StoreState {
 
 #[derive(Debug)]
 struct StoreInner {
+    /// Unique in the process: names this store's copies in each thread's [`SNAPSHOTS`].
+    id: u64,
+    /// Bumped after every change of `state.profiles`; a thread's copy of an older generation is
+    /// taken again.
+    generation: AtomicU64,
     dir: Option<PathBuf>,
     builtin_default: Arc<RuleProfile>,
     state: RwLock<StoreState>,
+}
+
+impl StoreInner {
+    fn new(dir: Option<PathBuf>) -> StoreInner {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        StoreInner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
+            dir,
+            builtin_default: Arc::new(RuleProfile::default()),
+            state: RwLock::new(StoreState::default()),
+        }
+    }
+
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// One thread's copy of a store's profiles at one generation.
+struct Snapshot {
+    store: u64,
+    generation: u64,
+    profiles: HashMap<String, Arc<RuleProfile>>,
+    default: Arc<RuleProfile>,
+}
+
+impl Snapshot {
+    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
+        app_id
+            .and_then(|app| self.profiles.get(app))
+            .unwrap_or(&self.default)
+            .clone()
+    }
+}
+
+/// How many stores' copies a thread keeps (a daemon has one store; tests make many).
+const SNAPSHOTS_PER_THREAD: usize = 4;
+
+thread_local! {
+    static SNAPSHOTS: RefCell<Vec<Snapshot>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Thread-safe, cheaply cloneable map `app_id` → [`RuleProfile`], optionally hot-reloaded.
@@ -118,11 +171,7 @@ impl RulesStore {
     /// A store without a directory: every app gets the built-in default profile.
     pub fn empty() -> RulesStore {
         RulesStore {
-            inner: Arc::new(StoreInner {
-                dir: None,
-                builtin_default: Arc::new(RuleProfile::default()),
-                state: RwLock::new(StoreState::default()),
-            }),
+            inner: Arc::new(StoreInner::new(None)),
         }
     }
 
@@ -134,6 +183,7 @@ impl RulesStore {
                 state.profiles.insert(app, Arc::new(p));
             }
         }
+        store.inner.changed();
         store
     }
 
@@ -148,11 +198,7 @@ impl RulesStore {
             });
         }
         let store = RulesStore {
-            inner: Arc::new(StoreInner {
-                dir: Some(dir),
-                builtin_default: Arc::new(RuleProfile::default()),
-                state: RwLock::new(StoreState::default()),
-            }),
+            inner: Arc::new(StoreInner::new(Some(dir))),
         };
         let report = store.reload()?;
         Ok((store, report))
@@ -163,8 +209,58 @@ impl RulesStore {
         self.inner.dir.as_deref()
     }
 
-    /// The profile for `app_id`: its own, else `default`, else the built-in default.
+    /// The profile for `app_id`: its own, else `default`, else the built-in default — from
+    /// this thread's copy of the store (module doc), taken again after a reload changed it.
     pub fn get(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
+        let generation = self.inner.generation.load(Ordering::Acquire);
+        let local = SNAPSHOTS.try_with(|cell| {
+            let mut snapshots = cell.try_borrow_mut().ok()?;
+            let found = snapshots.iter().position(|s| s.store == self.inner.id);
+            let at = match found {
+                Some(i) if snapshots[i].generation == generation => i,
+                Some(i) => {
+                    snapshots[i] = self.snapshot(generation)?;
+                    i
+                }
+                None => {
+                    if snapshots.len() >= SNAPSHOTS_PER_THREAD {
+                        snapshots.remove(0);
+                    }
+                    snapshots.push(self.snapshot(generation)?);
+                    snapshots.len() - 1
+                }
+            };
+            Some(snapshots[at].profile_for(app_id))
+        });
+        match local {
+            Ok(Some(profile)) => profile,
+            // The thread is exiting (its copies are gone) or the lock is poisoned.
+            _ => self.get_shared(app_id),
+        }
+    }
+
+    /// A copy of the profiles for this thread's use only (their reference counts are its own).
+    /// A reload between reading `generation` and this copy only makes the next lookup copy again.
+    fn snapshot(&self, generation: u64) -> Option<Snapshot> {
+        let state = self.inner.state.read().ok()?;
+        let own = |p: &Arc<RuleProfile>| Arc::new(RuleProfile::clone(p));
+        Some(Snapshot {
+            store: self.inner.id,
+            generation,
+            profiles: state
+                .profiles
+                .iter()
+                .map(|(app, p)| (app.clone(), own(p)))
+                .collect(),
+            default: own(state
+                .profiles
+                .get(DEFAULT_PROFILE)
+                .unwrap_or(&self.inner.builtin_default)),
+        })
+    }
+
+    /// [`RulesStore::get`] from the shared map itself.
+    fn get_shared(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
         let Ok(state) = self.inner.state.read() else {
             return self.inner.builtin_default.clone();
         };
@@ -297,6 +393,10 @@ impl RulesStore {
                 }
             }
         }
+        if !report.loaded.is_empty() || !report.removed.is_empty() {
+            self.inner.changed();
+        }
+        drop(state);
         report.loaded.sort();
         Ok(report)
     }
@@ -368,5 +468,60 @@ impl RulesWatcher {
 impl Drop for RulesWatcher {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(limit_min: u64) -> RuleProfile {
+        RuleProfile {
+            limit_min,
+            ..RuleProfile::default()
+        }
+    }
+
+    #[test]
+    fn each_thread_reads_its_own_copy_and_follows_every_store_and_reload() {
+        // More stores than a thread keeps copies of, read in turns: each answers for itself.
+        let stores: Vec<RulesStore> = (1..=SNAPSHOTS_PER_THREAD as u64 + 2)
+            .map(|n| RulesStore::from_profiles([("app".to_string(), limit(n))]))
+            .collect();
+        for _ in 0..3 {
+            for (n, store) in (1..).zip(&stores) {
+                assert_eq!(store.get(Some("app")).limit_min, n);
+                assert_eq!(store.get(Some("other")), store.get_shared(Some("other")));
+                assert_eq!(store.get(None), store.get_shared(None));
+            }
+        }
+
+        // A reload that adds a default and changes an app is seen at the next lookup, on this
+        // thread and on another; a reload that changes nothing keeps the copies.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("app.toml"), "limit_min = 3\n").unwrap();
+        let (store, _) = RulesStore::load_dir(dir.path()).unwrap();
+        assert_eq!(store.get(Some("app")).limit_min, 3);
+        let builtin = RuleProfile::default().limit_min;
+        assert_eq!(store.get(Some("unknown")).limit_min, builtin);
+        let generation = store.inner.generation.load(Ordering::Acquire);
+        assert!(store.reload().unwrap().loaded.is_empty());
+        assert_eq!(store.inner.generation.load(Ordering::Acquire), generation);
+
+        std::fs::write(dir.path().join("app.toml"), "limit_min = 4\n").unwrap();
+        std::fs::write(dir.path().join("default.toml"), "limit_min = 9\n").unwrap();
+        store.reload().unwrap();
+        assert_eq!(store.get(Some("app")).limit_min, 4);
+        assert_eq!(store.get(Some("unknown")).limit_min, 9);
+        assert_eq!(store.get(None).limit_min, 9);
+        let other = store.clone();
+        let seen = std::thread::spawn(move || other.get(Some("app")).limit_min)
+            .join()
+            .unwrap();
+        assert_eq!(seen, 4);
+
+        std::fs::remove_file(dir.path().join("default.toml")).unwrap();
+        assert_eq!(store.reload().unwrap().removed, vec!["default"]);
+        assert_eq!(store.get(Some("unknown")).limit_min, builtin);
     }
 }

@@ -379,13 +379,15 @@ mod tests {
         refs.push(&other);
         refs.push(&unknown);
         t.ack_all(&refs);
-        let mut expected = vec![commit(0, 3), commit(1, 106)];
-        expected.push(CommitPosition {
+        let other_topic = CommitPosition {
             topic: "u".into(),
             partition: 0,
             offset: 8,
-        });
-        assert_eq!(t.pending_commits(), expected);
+        };
+        assert_eq!(
+            t.pending_commits(),
+            vec![commit(0, 3), commit(1, 106), other_topic]
+        );
         // 13 registered, 13 tokens acknowledged (the unknown one is a late ack of a revoked
         // partition: it releases back-pressure, and the count never goes below zero).
         assert_eq!(t.in_flight(), 0);

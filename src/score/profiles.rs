@@ -131,21 +131,24 @@ impl StoreInner {
     }
 }
 
+/// The profile of `app_id` among `profiles`: its own, else `default`, else `builtin`.
+fn resolve<'p>(
+    profiles: &'p HashMap<String, Arc<RuleProfile>>,
+    builtin: &'p Arc<RuleProfile>,
+    app_id: Option<&str>,
+) -> &'p Arc<RuleProfile> {
+    app_id
+        .and_then(|app| profiles.get(app))
+        .or_else(|| profiles.get(DEFAULT_PROFILE))
+        .unwrap_or(builtin)
+}
+
 /// One thread's copy of a store's profiles at one generation.
 struct Snapshot {
     store: u64,
     generation: u64,
     profiles: HashMap<String, Arc<RuleProfile>>,
-    default: Arc<RuleProfile>,
-}
-
-impl Snapshot {
-    fn profile_for(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
-        app_id
-            .and_then(|app| self.profiles.get(app))
-            .unwrap_or(&self.default)
-            .clone()
-    }
+    builtin: Arc<RuleProfile>,
 }
 
 /// How many stores' copies a thread keeps (a daemon has one store; tests make many).
@@ -230,7 +233,8 @@ impl RulesStore {
                     snapshots.len() - 1
                 }
             };
-            Some(snapshots[at].profile_for(app_id))
+            let snapshot = &snapshots[at];
+            Some(resolve(&snapshot.profiles, &snapshot.builtin, app_id).clone())
         });
         match local {
             Ok(Some(profile)) => profile,
@@ -252,10 +256,7 @@ impl RulesStore {
                 .iter()
                 .map(|(app, p)| (app.clone(), own(p)))
                 .collect(),
-            default: own(state
-                .profiles
-                .get(DEFAULT_PROFILE)
-                .unwrap_or(&self.inner.builtin_default)),
+            builtin: own(&self.inner.builtin_default),
         })
     }
 
@@ -264,16 +265,7 @@ impl RulesStore {
         let Ok(state) = self.inner.state.read() else {
             return self.inner.builtin_default.clone();
         };
-        if let Some(app) = app_id
-            && let Some(p) = state.profiles.get(app)
-        {
-            return p.clone();
-        }
-        state
-            .profiles
-            .get(DEFAULT_PROFILE)
-            .cloned()
-            .unwrap_or_else(|| self.inner.builtin_default.clone())
+        resolve(&state.profiles, &self.inner.builtin_default, app_id).clone()
     }
 
     /// App ids with a profile, sorted.

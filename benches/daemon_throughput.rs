@@ -151,29 +151,12 @@ fn rss_kib(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
-/// CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<f64>().ok()))
-        .sum();
-    ticks / 100.0
-}
-
 /// CPU seconds of (daemon, broker, clickhouse).
 fn cpu_all(daemon: u32, h: &Harness) -> [f64; 3] {
     [
-        cpu_seconds(daemon),
-        h.servers.kafka.pid().map_or(0.0, cpu_seconds),
-        h.servers.clickhouse.pid().map_or(0.0, cpu_seconds),
+        support::cpu_seconds(daemon),
+        h.servers.kafka.pid().map_or(0.0, support::cpu_seconds),
+        h.servers.clickhouse.pid().map_or(0.0, support::cpu_seconds),
     ]
 }
 

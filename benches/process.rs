@@ -1,6 +1,7 @@
 //! The whole process against the scoring core, file → JSONL, deterministic judge:
 //!
-//!   cargo bench --bench process -- [--events N] [--scaling]
+//!   cargo bench --bench process -- [--events N] [--scaling [--workers 1,2,…] [--sinks jsonl,clickhouse]
+//!                                   [--catalogue | --probe]] [--keep DIR]
 //!
 //! 1. **Core**: the STEF path alone (`stef::prepare` → deterministic judge → `stef::finish` →
 //!    row), on this thread, over the same events: CPU µs per event.
@@ -11,9 +12,13 @@
 //!    `taskset` exists. For each: wall time, events/s, the child's CPU (user + system, from
 //!    `getrusage(RUSAGE_CHILDREN)`) per event, and its peak RSS.
 //!
-//! With `--scaling`: the process (file → JSONL) with `pipeline.workers` = 1, 2, 4, … up to the
-//! machine's cores (and the cores themselves), printed as a table of events/s and CPU per event —
-//! how throughput grows with cores and where it stops (the scaling issue).
+//! With `--scaling`: the process with `pipeline.workers` = 1, 2, 4, … up to the machine's cores
+//! (and the cores themselves; `--workers 1,8,16` picks others), file → JSONL and file →
+//! ClickHouse (its own server, migrated, production batching; `--sinks jsonl` or `clickhouse`
+//! for one), printed as tables of events/s and CPU per event of `sqlgrade` (and of ClickHouse) —
+//! how throughput grows with cores and where it stops (the scaling issue). `--catalogue` adds
+//! the catalogue checks (both benchmarks' `tables.json`), `--probe` the probe as well (every
+//! shared SQLite database).
 //!
 //! The ratio process CPU / core CPU is the overhead the process adds around the core (decode,
 //! tasks and channels, the row's details JSON, the JSONL encoder, allocation): the line-rate
@@ -27,11 +32,17 @@ use std::time::Instant;
 
 use sqlgrade::stef::RuleProfile;
 
-fn events_arg() -> usize {
+/// The value after `flag` on the command line.
+fn arg_value(flag: &str) -> Option<String> {
     let argv: Vec<String> = std::env::args().collect();
     argv.iter()
-        .position(|a| a == "--events")
+        .position(|a| a == flag)
         .and_then(|i| argv.get(i + 1))
+        .cloned()
+}
+
+fn events_arg() -> usize {
+    arg_value("--events")
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000)
 }
@@ -67,8 +78,15 @@ fn main() {
     );
 
     // 2. The process.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let input = dir.path().join("events.jsonl");
+    // `--keep DIR`: the events, configs and outputs are written there and kept (to profile a
+    // run by hand: `sqlgrade run --config DIR/scaling-jsonl-2.toml`).
+    let temp = tempfile::tempdir().expect("temp dir");
+    let kept = arg_value("--keep").map(std::path::PathBuf::from);
+    if let Some(kept) = &kept {
+        std::fs::create_dir_all(kept).expect("create the --keep directory");
+    }
+    let dir = kept.as_deref().unwrap_or(temp.path());
+    let input = dir.join("events.jsonl");
     let mut text = String::with_capacity(n * 600);
     for i in 0..n {
         let mut event = corpus[i % corpus.len()].clone();
@@ -81,7 +99,7 @@ fn main() {
     let binary = sqlgrade_testkit::bin::sqlgrade();
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
     if std::env::args().any(|a| a == "--scaling") {
-        scaling(&binary, &input, dir.path(), n);
+        scaling(&binary, &input, dir, n);
         return;
     }
     let mut runs = vec![("default workers", false)];
@@ -89,7 +107,7 @@ fn main() {
         runs.push(("pinned to one core, 1 worker", true));
     }
     for (label, pin) in runs {
-        let out_dir = dir.path().join(if pin { "out-pinned" } else { "out" });
+        let out_dir = dir.join(if pin { "out-pinned" } else { "out" });
         let mut cmd = if pin {
             let mut c = Command::new("taskset");
             c.args(["-c", "0"]).arg(&binary);
@@ -102,7 +120,7 @@ fn main() {
             .env("SQLGRADE__SOURCE__PATH", &input)
             .env("SQLGRADE__SINK__DIR", &out_dir)
             .env("RUST_LOG", "warn")
-            .current_dir(dir.path());
+            .current_dir(dir);
         let (cpu_before, _) = support::children_usage();
         let started = Instant::now();
         let output = cmd.output().expect("run sqlgrade");
@@ -138,44 +156,227 @@ fn main() {
     );
 }
 
-/// The process with 1, 2, 4, … workers up to the cores: events/s and CPU per event.
-fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::Path, n: usize) {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |w| Some(w * 2))
-        .take_while(|w| *w < cores)
-        .collect();
-    counts.push(cores);
-    println!("| workers | events/s | CPU µs / event | × one worker |");
-    println!("|---|---|---|---|");
-    let mut first = None;
-    for workers in counts {
-        let out_dir = dir.join(format!("out-{workers}"));
-        let (cpu_before, _) = support::children_usage();
-        let started = Instant::now();
-        let output = Command::new(binary)
-            .arg("run")
-            .env("SQLGRADE__SOURCE__PATH", input)
-            .env("SQLGRADE__SINK__DIR", &out_dir)
-            .env("SQLGRADE__PIPELINE__WORKERS", workers.to_string())
-            .env("RUST_LOG", "warn")
-            .current_dir(dir)
-            .output()
-            .expect("run sqlgrade");
-        let wall = started.elapsed();
-        let (cpu_after, _) = support::children_usage();
-        assert!(
-            output.status.success(),
-            "sqlgrade run failed: {}",
-            String::from_utf8_lossy(&output.stderr)
+/// What `--scaling` runs: the sinks, the worker counts and the STEF settings.
+struct Scaling {
+    sinks: Vec<String>,
+    workers: Vec<usize>,
+    catalogue: bool,
+    probe: bool,
+}
+
+impl Scaling {
+    fn from_args() -> Scaling {
+        let argv: Vec<String> = std::env::args().collect();
+        let value = arg_value;
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let mut workers: Vec<usize> = std::iter::successors(Some(1usize), |w| Some(w * 2))
+            .take_while(|w| *w < cores)
+            .collect();
+        workers.push(cores);
+        if let Some(list) = value("--workers") {
+            workers = list
+                .split(',')
+                .filter_map(|w| w.trim().parse().ok())
+                .collect();
+        }
+        let sinks = value("--sinks").map_or_else(
+            || vec!["jsonl".to_string(), "clickhouse".to_string()],
+            |list| list.split(',').map(|s| s.trim().to_string()).collect(),
         );
-        let rate = n as f64 / wall.as_secs_f64();
-        let cpu_us = (cpu_after - cpu_before).as_secs_f64() * 1e6 / n as f64;
-        let base = *first.get_or_insert(rate);
-        println!(
-            "| {workers} | {rate:.0} | {cpu_us:.1} | {:.2} |",
-            rate / base
-        );
+        let probe = argv.iter().any(|a| a == "--probe");
+        Scaling {
+            sinks,
+            workers,
+            catalogue: probe || argv.iter().any(|a| a == "--catalogue"),
+            probe,
+        }
     }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("load average at the end: {}", load.trim());
+
+    /// The `[stef]` section: both benchmarks' `tables.json`, and the probe over every shared
+    /// SQLite database (linked into one `<db_id>/<db_id>.sqlite` directory).
+    fn stef_section(&self, dir: &std::path::Path) -> String {
+        if !self.catalogue {
+            return String::new();
+        }
+        let data = sqlgrade_testkit::data::data_dir();
+        let mut text = format!(
+            "[stef]\ncatalogues = [{:?}, {:?}]\n",
+            data.join("bird/tables.json"),
+            data.join("spider/tables.json")
+        );
+        if self.probe {
+            let probe_dir = dir.join("probe-databases");
+            for bench in ["bird", "spider"] {
+                let Ok(entries) = std::fs::read_dir(data.join(bench).join("databases")) else {
+                    continue;
+                };
+                for db in entries.flatten() {
+                    let id = db.file_name().to_string_lossy().into_owned();
+                    let file = db.path().join(format!("{id}.sqlite"));
+                    let linked = probe_dir.join(&id);
+                    if file.is_file() && std::fs::create_dir_all(&linked).is_ok() {
+                        let _ =
+                            std::os::unix::fs::symlink(&file, linked.join(format!("{id}.sqlite")));
+                    }
+                }
+            }
+            text.push_str(&format!("probe_databases = {:?}\n", probe_dir));
+        }
+        text
+    }
+}
+
+/// A ClickHouse server for the `clickhouse` sink's runs (state on tmpfs when there is one),
+/// migrated; `Err` says why there is none.
+fn scaling_clickhouse(
+    binary: &std::path::Path,
+) -> Result<(tempfile::TempDir, sqlgrade_testkit::servers::ClickHouse), String> {
+    let shm = std::path::Path::new("/dev/shm");
+    let state = if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("sqlgrade-scaling-")
+            .tempdir_in(shm)
+    } else {
+        tempfile::Builder::new()
+            .prefix("sqlgrade-scaling-")
+            .tempdir()
+    }
+    .map_err(|e| e.to_string())?;
+    let clickhouse = sqlgrade_testkit::servers::ClickHouse::start_in(state.path())?;
+    let config = state.path().join("migrate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[sink]\nkind = \"clickhouse\"\n\n[clickhouse]\nurl = \"{}\"\ndatabase = \"sqlgrade\"\n",
+            clickhouse.url()
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let out = Command::new(binary)
+        .args(["migrate", "--config"])
+        .arg(&config)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "migrate failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok((state, clickhouse))
+}
+
+/// The process with 1, 2, 4, … workers up to the cores (or `--workers 1,2,…`), file → JSONL
+/// and file → ClickHouse (`--sinks`), optionally with the catalogue checks (`--catalogue`) or
+/// the probe (`--probe`): events/s and CPU per event, as tables.
+fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::Path, n: usize) {
+    let plan = Scaling::from_args();
+    let stef = plan.stef_section(dir);
+    let settings = match (plan.catalogue, plan.probe) {
+        (_, true) => "catalogue checks and the probe",
+        (true, false) => "catalogue checks",
+        _ => "schema-free STEF",
+    };
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    for sink in &plan.sinks {
+        let clickhouse = if sink == "clickhouse" {
+            match scaling_clickhouse(binary) {
+                Ok(server) => Some(server),
+                Err(why) => {
+                    println!("\nfile → ClickHouse: SKIPPED, no ClickHouse server: {why}");
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        println!("\nfile → {sink}, {n} events, {settings}, deterministic judge, {cores} cores:\n");
+        match &clickhouse {
+            Some(_) => {
+                println!(
+                    "| workers | events/s | × one worker | sqlgrade CPU µs / event | ClickHouse CPU µs / event |"
+                );
+                println!("|---|---|---|---|---|");
+            }
+            None => {
+                println!("| workers | events/s | × one worker | sqlgrade CPU µs / event |");
+                println!("|---|---|---|---|");
+            }
+        }
+        let mut first = None;
+        for &workers in &plan.workers {
+            let config = dir.join(format!("scaling-{sink}-{workers}.toml"));
+            let sink_section = match &clickhouse {
+                Some((_, server)) => {
+                    // Each run starts from an empty table, so its rows can be counted.
+                    server.query("TRUNCATE TABLE sqlgrade.evaluations");
+                    format!(
+                        "[sink]\nkind = \"clickhouse\"\nbatch_rows = 5000\nflush_interval_ms = 1000\n\n\
+                         [clickhouse]\nurl = \"{}\"\ndatabase = \"sqlgrade\"\n",
+                        server.url()
+                    )
+                }
+                None => format!(
+                    "[sink]\nkind = \"jsonl\"\ndir = {:?}\n",
+                    dir.join(format!("out-{workers}"))
+                ),
+            };
+            let text = format!(
+                "[source]\nkind = \"file\"\npath = {input:?}\n\n{sink_section}\n\
+                 [pipeline]\nworkers = {workers}\n\n{stef}"
+            );
+            std::fs::write(&config, text).expect("write the run's config");
+            let server_cpu = || {
+                clickhouse
+                    .as_ref()
+                    .and_then(|(_, s)| s.pid())
+                    .map_or(0.0, support::cpu_seconds)
+            };
+            let (cpu_before, _) = support::children_usage();
+            let server_before = server_cpu();
+            let started = Instant::now();
+            let output = Command::new(binary)
+                .args(["run", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "warn")
+                .current_dir(dir)
+                .output()
+                .expect("run sqlgrade");
+            let wall = started.elapsed();
+            let server_used = server_cpu() - server_before;
+            let (cpu_after, _) = support::children_usage();
+            assert!(
+                output.status.success(),
+                "sqlgrade run failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let rows = match &clickhouse {
+                Some((_, server)) => server
+                    .count("SELECT count() FROM sqlgrade.evaluations WHERE metric = 'stef'")
+                    as usize,
+                None => {
+                    std::fs::read_to_string(dir.join(format!("out-{workers}/evaluations.jsonl")))
+                        .map(|t| t.lines().count())
+                        .unwrap_or(0)
+                }
+            };
+            assert_eq!(rows, n, "one STEF row per event");
+            let rate = n as f64 / wall.as_secs_f64();
+            let cpu_us = (cpu_after - cpu_before).as_secs_f64() * 1e6 / n as f64;
+            let base = *first.get_or_insert(rate);
+            match clickhouse {
+                Some(_) => println!(
+                    "| {workers} | {rate:.0} | {:.2} | {cpu_us:.1} | {:.1} |",
+                    rate / base,
+                    server_used * 1e6 / n as f64
+                ),
+                None => println!(
+                    "| {workers} | {rate:.0} | {:.2} | {cpu_us:.1} |",
+                    rate / base
+                ),
+            }
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!("\nload average at the end: {}", load.trim());
+    }
 }

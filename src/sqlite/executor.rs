@@ -58,32 +58,72 @@ impl Default for ExecLimits {
 
 type CacheKey = (String, String);
 
-/// Bounded FIFO cache of query outcomes for one run.
+/// Locks the result cache is split over: every probe looks its query up, from every thread
+/// probing, so one lock would be taken by all of them for each probe.
+const CACHE_SHARDS: usize = 16;
+
+/// Bounded cache of query outcomes for one run, split into shards (each behind its own lock,
+/// FIFO within its share of the capacity) chosen by a keyed hash of (database, query).
 struct ResultCache {
+    shards: Box<[Mutex<CacheShard>]>,
+    hasher: std::hash::RandomState,
+}
+
+struct CacheShard {
     capacity: usize,
     map: HashMap<CacheKey, ExecResult>,
     order: VecDeque<CacheKey>,
 }
 
 impl ResultCache {
-    fn get(&self, key: &CacheKey) -> Option<ExecResult> {
-        self.map.get(key).cloned()
+    /// A cache of about `capacity` outcomes (at most `capacity` + the shards − 1); 0 = none.
+    fn new(capacity: usize) -> ResultCache {
+        let shards = capacity.clamp(1, CACHE_SHARDS);
+        let each = capacity.div_ceil(shards);
+        ResultCache {
+            shards: (0..shards)
+                .map(|_| {
+                    Mutex::new(CacheShard {
+                        capacity: each,
+                        map: HashMap::new(),
+                        order: VecDeque::new(),
+                    })
+                })
+                .collect(),
+            hasher: std::hash::RandomState::new(),
+        }
     }
 
-    fn put(&mut self, key: CacheKey, value: ExecResult) {
-        if self.capacity == 0 || self.map.contains_key(&key) {
+    fn shard(&self, db_id: &str, sql: &str) -> &Mutex<CacheShard> {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one((db_id, sql));
+        // The remainder is below `shards.len()`, which fits in a usize.
+        &self.shards[(hash % self.shards.len() as u64) as usize]
+    }
+
+    fn get(&self, db_id: &str, sql: &str) -> Option<ExecResult> {
+        let key = (db_id.to_string(), sql.to_string());
+        self.shard(db_id, sql).lock().ok()?.map.get(&key).cloned()
+    }
+
+    fn put(&self, db_id: &str, sql: &str, value: ExecResult) {
+        let key = (db_id.to_string(), sql.to_string());
+        let Ok(mut shard) = self.shard(db_id, sql).lock() else {
+            return;
+        };
+        if shard.capacity == 0 || shard.map.contains_key(&key) {
             return;
         }
-        while self.map.len() >= self.capacity {
-            match self.order.pop_front() {
+        while shard.map.len() >= shard.capacity {
+            match shard.order.pop_front() {
                 Some(old) => {
-                    self.map.remove(&old);
+                    shard.map.remove(&old);
                 }
                 None => break,
             }
         }
-        self.order.push_back(key.clone());
-        self.map.insert(key, value);
+        shard.order.push_back(key.clone());
+        shard.map.insert(key, value);
     }
 }
 
@@ -126,14 +166,13 @@ struct Inner {
     limits: ExecLimits,
     permits: Permits,
     idle: Mutex<HashMap<String, Vec<Guarded>>>,
-    cache: Mutex<ResultCache>,
+    cache: ResultCache,
     closed: AtomicBool,
 }
 
 impl Inner {
     fn cached(&self, db_id: &str, sql: &str) -> Option<ExecResult> {
-        let key = (db_id.to_string(), sql.to_string());
-        self.cache.lock().ok()?.get(&key)
+        self.cache.get(db_id, sql)
     }
 
     fn run(&self, db_id: &str, sql: &str) -> ExecResult {
@@ -162,9 +201,7 @@ impl Inner {
             }
             out.map(Arc::new)
         };
-        if let Ok(mut c) = self.cache.lock() {
-            c.put((db_id.to_string(), sql.to_string()), result.clone());
-        }
+        self.cache.put(db_id, sql, result.clone());
         result
     }
 }
@@ -189,11 +226,7 @@ impl SqliteExecutor {
                     cv: Condvar::new(),
                 },
                 idle: Mutex::new(HashMap::new()),
-                cache: Mutex::new(ResultCache {
-                    capacity: limits.cache_capacity,
-                    map: HashMap::new(),
-                    order: VecDeque::new(),
-                }),
+                cache: ResultCache::new(limits.cache_capacity),
                 closed: AtomicBool::new(false),
             }),
         }
@@ -284,6 +317,7 @@ impl Guarded {
 /// Open a database read-only with every guard installed.
 pub(crate) fn open_guarded(path: &Path) -> Result<Guarded, ExecError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    super::configure();
     let conn =
         Connection::open_with_flags(path, flags).map_err(|e| ExecError::Open(e.to_string()))?;
     guard(conn)
@@ -384,4 +418,90 @@ fn query(conn: &Connection, sql: &str, limits: ExecLimits) -> Result<ResultSet, 
         columns,
         rows: rows_out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(n: i64) -> ExecResult {
+        Ok(Arc::new(ResultSet {
+            columns: vec!["n".into()],
+            rows: vec![vec![SqlValue::Integer(n)]],
+        }))
+    }
+
+    fn number(result: &ExecResult) -> Option<i64> {
+        match result.as_ref().ok()?.rows.first()?.first()? {
+            SqlValue::Integer(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_result_cache_answers_what_it_was_given_within_its_capacity() {
+        let cache = ResultCache::new(64);
+        assert_eq!(cache.shards.len(), CACHE_SHARDS);
+        for i in 0..1_000 {
+            cache.put("db", &format!("SELECT {i}"), answer(i));
+        }
+        // The same query on another database is another entry.
+        cache.put("other", "SELECT 999", answer(-1));
+        assert_eq!(number(&cache.get("other", "SELECT 999").unwrap()), Some(-1));
+        // Every shard is full (1,000 keys over 16 shards of 4), and each kept the newest keys
+        // put into it.
+        let held: usize = cache
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().map.len())
+            .sum();
+        assert_eq!(held, 64);
+        for shard in cache.shards.iter() {
+            let mine = |db: &str, sql: &str| std::ptr::eq(cache.shard(db, sql), shard);
+            let mut newest: Vec<String> = (0..1_000)
+                .map(|i| format!("SELECT {i}"))
+                .filter(|sql| mine("db", sql))
+                .collect();
+            let room = 4 - usize::from(mine("other", "SELECT 999"));
+            newest.drain(..newest.len().saturating_sub(room));
+            for (i, sql) in (0..1_000).map(|i| (i, format!("SELECT {i}"))) {
+                if mine("db", &sql) {
+                    let hit = cache.get("db", &sql).map(|r| number(&r));
+                    let expected = newest.contains(&sql).then_some(Some(i));
+                    assert_eq!(hit, expected, "{sql}");
+                }
+            }
+        }
+        // A key is stored once: a second put does not replace the first outcome.
+        cache.put("other", "SELECT 999", answer(7));
+        assert_eq!(number(&cache.get("other", "SELECT 999").unwrap()), Some(-1));
+    }
+
+    #[test]
+    fn a_small_or_empty_result_cache_keeps_its_bound() {
+        let none = ResultCache::new(0);
+        none.put("db", "SELECT 1", answer(1));
+        assert!(none.get("db", "SELECT 1").is_none());
+        let three = ResultCache::new(3);
+        assert_eq!(three.shards.len(), 3);
+        for i in 0..100 {
+            three.put("db", &format!("SELECT {i}"), answer(i));
+        }
+        let held: usize = three
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().map.len())
+            .sum();
+        assert!(held <= 3, "{held}");
+        // Errors are outcomes too (a query that failed fails again without running).
+        three.put(
+            "db",
+            "SELECT nope",
+            Err(ExecError::Sql("no such column: nope".into())),
+        );
+        assert!(matches!(
+            three.get("db", "SELECT nope"),
+            Some(Err(ExecError::Sql(_)))
+        ));
+    }
 }

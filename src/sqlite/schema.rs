@@ -58,6 +58,7 @@ pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
         path: path.display().to_string(),
         source: Box::new(e),
     };
+    super::configure();
     let conn =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(err)?;

@@ -68,6 +68,7 @@ pub fn schema_ddl(db: &DbSchema) -> Vec<String> {
 /// An in-memory database with the schema's tables and no rows, guarded for reading only.
 /// A table whose DDL SQLite refuses is left out (queries naming it then fail to plan).
 pub fn open_schema_db(db: &DbSchema) -> rusqlite::Result<Connection> {
+    super::configure();
     let mut conn = Connection::open_in_memory()?;
     for ddl in schema_ddl(db) {
         if let Err(error) = conn.execute(&ddl, []) {

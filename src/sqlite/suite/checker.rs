@@ -404,6 +404,7 @@ impl SuiteChecker {
         db: &DbSchema,
         generated: &GeneratedDb,
     ) -> Result<crate::sqlite::executor::Guarded, ExecError> {
+        crate::sqlite::configure();
         let conn = Connection::open_in_memory().map_err(|e| ExecError::Open(e.to_string()))?;
         conn.execute_batch(NO_FOREIGN_KEYS)
             .map_err(|e| ExecError::Open(e.to_string()))?;

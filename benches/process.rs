@@ -330,7 +330,7 @@ fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::P
                 clickhouse
                     .as_ref()
                     .and_then(|(_, s)| s.pid())
-                    .map_or(0.0, support::cpu_seconds)
+                    .map_or(0.0, sqlgrade_testkit::servers::cpu_seconds)
             };
             let (cpu_before, _) = support::children_usage();
             let server_before = server_cpu();

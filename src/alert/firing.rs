@@ -1,8 +1,13 @@
 //! Which series an alert currently fires on, kept up to date by the alert engine and read by
 //! the judge planner (events of alerting series are a priority slice).
+//!
+//! The planner asks for every event, from every scoring thread, and almost always nothing
+//! fires: [`FiringSeries::is_empty`] reads a count that only the engine writes (no lock, whose
+//! count every reader would write), and the lock is taken only while something fires.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::evaluation::EvaluationRow;
 
@@ -11,6 +16,8 @@ use crate::evaluation::EvaluationRow;
 pub struct FiringSeries {
     /// Series labels per firing alert (by fingerprint: rule, metric, series).
     firing: RwLock<HashMap<String, BTreeMap<String, String>>>,
+    /// How many alerts fire (the map's length, written under its write lock).
+    count: AtomicUsize,
 }
 
 impl FiringSeries {
@@ -22,10 +29,14 @@ impl FiringSeries {
         } else {
             map.remove(fingerprint);
         }
+        self.count.store(map.len(), Ordering::Release);
     }
 
     /// Whether any alert fires on a series whose labels all match the row's.
     pub fn contains(&self, row: &EvaluationRow) -> bool {
+        if self.is_empty() {
+            return false;
+        }
         let map = self.firing.read().unwrap_or_else(|p| p.into_inner());
         map.values().any(|labels| {
             labels
@@ -36,10 +47,7 @@ impl FiringSeries {
 
     /// Whether nothing fires.
     pub fn is_empty(&self) -> bool {
-        self.firing
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
+        self.count.load(Ordering::Acquire) == 0
     }
 }
 
@@ -51,5 +59,51 @@ fn row_label<'r>(row: &'r EvaluationRow, label: &str) -> Option<&'r str> {
         "model" => row.model.as_deref(),
         "run_id" => row.run_id.as_deref(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::Metric;
+    use crate::event::Event;
+
+    fn row(app: &str, version: &str) -> EvaluationRow {
+        let json = format!(
+            r#"{{"question":"q","sql":"SELECT 1","app_id":"{app}","agent_version":"{version}"}}"#
+        );
+        let event = Event::decode(json.as_bytes()).unwrap();
+        EvaluationRow::for_event(&event, "2026-01-01T00:00:00Z", Metric::Stef)
+    }
+
+    #[test]
+    fn what_fires_is_seen_until_it_resolves() {
+        let firing = FiringSeries::default();
+        assert!(firing.is_empty());
+        assert!(!firing.contains(&row("a", "v1")));
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        firing.set("drop:a", &labels(&[("app_id", "a")]), true);
+        firing.set(
+            "drop:b/v2",
+            &labels(&[("app_id", "b"), ("agent_version", "v2")]),
+            true,
+        );
+        assert!(!firing.is_empty());
+        assert!(firing.contains(&row("a", "v1")));
+        assert!(firing.contains(&row("b", "v2")));
+        assert!(!firing.contains(&row("b", "v1")), "every label must match");
+        firing.set("drop:a", &labels(&[("app_id", "a")]), false);
+        assert!(!firing.contains(&row("a", "v1")));
+        assert!(!firing.is_empty());
+        // Resolving twice, or what never fired, changes nothing.
+        firing.set("drop:a", &labels(&[("app_id", "a")]), false);
+        firing.set("drop:b/v2", &BTreeMap::new(), false);
+        assert!(firing.is_empty());
+        assert!(!firing.contains(&row("b", "v2")));
     }
 }

@@ -13,10 +13,14 @@
 //! rate is shed here, counted (`priority_over_rate`). The uniform slice is never limited by the
 //! planner: the calibrated estimates rest on it.
 //!
-//! The planner runs on every scored event, so its bookkeeping is kept cheap: the series text is
-//! written into a per-thread buffer instead of a new string, and the selection and shed counters
-//! are atomics.
+//! The planner runs on every scored event, from every scoring thread, so its bookkeeping is kept
+//! cheap: the series text is written into a per-thread buffer instead of a new string, the
+//! selection and shed counters are atomics, and the new-series count — one lock for all
+//! threads — is asked only about series this thread has not yet seen past their first events
+//! (a series that is past them stays so: counts only grow, and a full tracker takes no new
+//! series), which each thread remembers ([`OLD_SERIES_PER_THREAD`] at most).
 
+use std::cell::RefCell;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,10 +35,17 @@ use crate::llm::config::JudgeBudgetConfig;
 use crate::sampling::{LineRate, Selection, SelectionPolicy, SeriesFirstSeen, ShedReason};
 
 use super::work::JudgeWork;
+use crate::score::thread_copies::{self, Stamp};
 use crate::stats::judge_pass::JudgeStats;
 
 /// Series tracked at most by the new-series slice.
 const MAX_TRACKED_SERIES: usize = 100_000;
+
+/// Series past their first events each thread remembers (beyond them, it asks the tracker).
+const OLD_SERIES_PER_THREAD: usize = 4_096;
+
+/// A thread's series known to be past their first events (module docs).
+type OldSeries = RefCell<rustc_hash::FxHashSet<String>>;
 
 /// The value of label `label` on `row`.
 pub fn label_value<'r>(row: &'r EvaluationRow, label: &str) -> Option<&'r str> {
@@ -85,6 +96,8 @@ pub struct Planner {
     policy: SelectionPolicy,
     series_key: Vec<SeriesLabel>,
     seen: Mutex<SeriesFirstSeen>,
+    /// Names this planner's set of old series in each thread ([`thread_copies`]).
+    old_series: Stamp,
     firing: Arc<FiringSeries>,
     stats: Arc<JudgeStats>,
     /// Admission of priority work (module documentation); `None` = unlimited.
@@ -130,6 +143,7 @@ impl Planner {
             },
             series_key,
             seen: Mutex::new(SeriesFirstSeen::new(MAX_TRACKED_SERIES)),
+            old_series: Stamp::new(),
             firing,
             stats,
             priority_admission: match mode {
@@ -139,6 +153,32 @@ impl Planner {
                 PlanMode::Census => None,
             },
         }
+    }
+
+    /// Whether an event of `series` is among the series' first `new_series` events (counted in
+    /// the shared tracker, unless this thread knows the series is past them).
+    fn is_new_series(&self, series: &str) -> bool {
+        let make = || Some(OldSeries::default());
+        let known_old = thread_copies::read(&self.old_series, make, |old: &OldSeries| {
+            old.borrow().contains(series)
+        });
+        if known_old == Some(true) {
+            return false;
+        }
+        let new = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(series, self.policy.new_series);
+        if !new {
+            thread_copies::read(&self.old_series, make, |old: &OldSeries| {
+                let mut old = old.borrow_mut();
+                if old.len() < OLD_SERIES_PER_THREAD {
+                    old.insert(series.to_string());
+                }
+            });
+        }
+        new
     }
 
     /// The series key estimates and the new-series slice use.
@@ -160,10 +200,7 @@ impl Planner {
                 let new_series = self.policy.new_series > 0
                     && SERIES.with_borrow_mut(|series| {
                         write_series(row, &self.series_key, series);
-                        self.seen
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .observe(series, self.policy.new_series)
+                        self.is_new_series(series)
                     });
                 let alerting =
                     self.policy.alerting && !self.firing.is_empty() && self.firing.contains(row);
@@ -180,5 +217,63 @@ impl Planner {
             return None;
         }
         Some(JudgeWork::new(event.clone(), selection, line, ts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planner_with(new_series: u64) -> Planner {
+        let budget = JudgeBudgetConfig {
+            priority_new_series: new_series,
+            ..JudgeBudgetConfig::default()
+        };
+        Planner::new(
+            &budget,
+            10.0,
+            PlanMode::Sample,
+            vec![SeriesLabel::AppId],
+            Arc::new(FiringSeries::default()),
+            Arc::new(JudgeStats::default()),
+        )
+    }
+
+    #[test]
+    fn a_series_first_events_are_new_once_across_threads() {
+        let planner = planner_with(20);
+        // Two threads, 500 events each of series `a` and of series `b`, interleaved.
+        let counts: Vec<(usize, usize)> = std::thread::scope(|s| {
+            let run = || {
+                let (mut a, mut b) = (0, 0);
+                for _ in 0..500 {
+                    a += usize::from(planner.is_new_series("app_id=a"));
+                    b += usize::from(planner.is_new_series("app_id=b"));
+                }
+                (a, b)
+            };
+            let handles = [s.spawn(run), s.spawn(run)];
+            handles.map(|h| h.join().unwrap()).into()
+        });
+        let (a, b) = counts.iter().fold((0, 0), |(x, y), (a, b)| (x + a, y + b));
+        assert_eq!((a, b), (20, 20), "{counts:?}");
+        // Past its first events a series stays so, here and on a new thread; a new one is new.
+        assert!(!planner.is_new_series("app_id=a"));
+        let elsewhere = std::thread::scope(|s| {
+            s.spawn(|| planner.is_new_series("app_id=b"))
+                .join()
+                .unwrap()
+        });
+        assert!(!elsewhere);
+        assert!(planner.is_new_series("app_id=c"));
+        // A second planner counts on its own.
+        assert!(planner_with(1).is_new_series("app_id=a"));
+    }
+
+    #[test]
+    fn without_the_new_series_slice_nothing_is_new() {
+        let planner = planner_with(0);
+        assert!(!planner.is_new_series("app_id=a"));
+        assert!(!planner.is_new_series("app_id=a"));
     }
 }

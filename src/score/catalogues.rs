@@ -15,6 +15,11 @@
 //! A file that fails to re-read keeps its previous version in force (logged), like rule
 //! profiles. Files over [`MAX_CATALOGUE_BYTES`](crate::sqlite::schema::MAX_CATALOGUE_BYTES)
 //! are refused unread.
+//!
+//! Every event selects its schema, from every scoring thread, so each thread reads its own copy
+//! of the loaded files ([`super::thread_copies`]), taken again when a file is first read or
+//! re-read, and hands events a [`CatalogHandle`] whose reference count is that thread's own:
+//! selecting touches no lock and no reference count the other threads write.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +31,7 @@ use sqlgrade_core::catalogue::{DbSchema, SchemaCatalog};
 use sqlgrade_core::event::Event;
 use sqlgrade_core::stef::{CatalogueSelection, RuleProfile};
 
+use super::thread_copies::{self, Stamp};
 use crate::sqlite::schema::load_catalogue_file;
 
 /// Size and modification time of a file: a change of either means "read it again".
@@ -41,7 +47,30 @@ struct Inner {
     global: Vec<PathBuf>,
     rules_dir: PathBuf,
     files: RwLock<HashMap<PathBuf, Entry>>,
+    /// Changed after every change of `files`; each thread's copy follows it.
+    stamp: Stamp,
 }
+
+/// A catalogue as a thread hands it to events: a reference count of that thread's own around
+/// the shared catalogue, so that cloning and dropping it per event writes no line the other
+/// threads write (the shared count is touched once per thread and file version).
+#[derive(Debug, Clone)]
+#[expect(
+    clippy::redundant_allocation,
+    reason = "the outer Arc is the thread's own reference count, the point of the handle"
+)]
+pub struct CatalogHandle(Arc<Arc<SchemaCatalog>>);
+
+impl std::ops::Deref for CatalogHandle {
+    type Target = SchemaCatalog;
+
+    fn deref(&self) -> &SchemaCatalog {
+        &self.0
+    }
+}
+
+/// A thread's copy of the loaded files.
+type LocalFiles = HashMap<PathBuf, Result<CatalogHandle, String>>;
 
 /// The catalogues of a run; cheap to clone.
 #[derive(Clone)]
@@ -57,7 +86,7 @@ pub enum SelectedSchema {
     /// `db_id` of `catalog`.
     Schema {
         /// The catalogue holding it.
-        catalog: Arc<SchemaCatalog>,
+        catalog: CatalogHandle,
         /// The database.
         db_id: String,
     },
@@ -105,6 +134,7 @@ impl CatalogueStore {
                 global,
                 rules_dir,
                 files: RwLock::new(HashMap::new()),
+                stamp: Stamp::new(),
             }),
         };
         for path in &store.inner.global {
@@ -131,7 +161,7 @@ impl CatalogueStore {
         }
     }
 
-    /// The file's entry, read on first use.
+    /// The file's entry from the shared map, read on first use.
     fn entry(&self, path: &Path) -> Entry {
         if let Ok(files) = self.inner.files.read()
             && let Some(entry) = files.get(path)
@@ -144,7 +174,39 @@ impl CatalogueStore {
                 .entry(path.to_path_buf())
                 .or_insert_with(|| entry.clone());
         }
+        self.inner.stamp.changed();
         entry
+    }
+
+    /// The file's catalogue (or why there is none) from this thread's copy; from the shared map
+    /// when the copy does not have the file yet (its first use: the copy is taken again after).
+    fn loaded(&self, path: &Path) -> Result<CatalogHandle, String> {
+        let local = thread_copies::read(
+            &self.inner.stamp,
+            || self.copy(),
+            |files: &LocalFiles| files.get(path).cloned(),
+        );
+        match local {
+            Some(Some(found)) => found,
+            _ => self
+                .entry(path)
+                .loaded
+                .map(|catalog| CatalogHandle(Arc::new(catalog))),
+        }
+    }
+
+    /// A copy of the loaded files for this thread's use only.
+    fn copy(&self) -> Option<LocalFiles> {
+        let files = self.inner.files.read().ok()?;
+        Some(
+            files
+                .iter()
+                .map(|(path, entry)| {
+                    let loaded = entry.loaded.clone();
+                    (path.clone(), loaded.map(|c| CatalogHandle(Arc::new(c))))
+                })
+                .collect(),
+        )
     }
 
     /// The schema for `event` under `profile` (module docs).
@@ -156,7 +218,7 @@ impl CatalogueStore {
         let mut reasons: Vec<String> = Vec::new();
         if let Some(own) = profile.catalogue.as_deref() {
             let path = self.resolve(own);
-            match self.entry(&path).loaded {
+            match self.loaded(&path) {
                 Err(error) => {
                     return SelectedSchema::Unavailable {
                         db_id: db_id.map(str::to_string),
@@ -194,10 +256,10 @@ impl CatalogueStore {
             return SelectedSchema::None;
         }
         // Without a db_id, a single database across the global catalogues serves the event.
-        let mut single: Option<Arc<SchemaCatalog>> = None;
+        let mut single: Option<CatalogHandle> = None;
         let mut databases = 0usize;
         for path in &self.inner.global {
-            match self.entry(path).loaded {
+            match self.loaded(path) {
                 Ok(catalog) => {
                     if let Some(db) = db_id
                         && catalog.get(db).is_some()
@@ -269,6 +331,7 @@ impl CatalogueStore {
             if let Ok(mut files) = self.inner.files.write() {
                 files.insert(path, fresh);
             }
+            self.inner.stamp.changed();
         }
         reread
     }
@@ -389,6 +452,65 @@ mod tests {
             "the previous version stays in force"
         );
         assert_eq!(store.refresh(), 0, "nothing changed since");
+    }
+
+    #[test]
+    fn each_thread_selects_from_its_own_copy_and_follows_new_and_reread_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let global = dir.path().join("g.toml");
+        std::fs::write(&global, one_db("a", "x")).unwrap();
+        std::fs::write(dir.path().join("own.toml"), one_db("b", "y")).unwrap();
+        let store = CatalogueStore::new(vec![global.clone()], dir.path().to_path_buf());
+        let handle = |s: SelectedSchema| match s {
+            SelectedSchema::Schema { catalog, .. } => catalog,
+            other => panic!("no schema: {other:?}"),
+        };
+        let plain = RuleProfile::default();
+        let first = handle(store.select(&event(Some("a")), &plain));
+        let again = handle(store.select(&event(Some("a")), &plain));
+        assert!(
+            Arc::ptr_eq(&first.0, &again.0),
+            "this thread's own handle, twice"
+        );
+        let elsewhere = std::thread::scope(|s| {
+            s.spawn(|| handle(store.select(&event(Some("a")), &plain)))
+                .join()
+                .unwrap()
+        });
+        assert!(
+            !Arc::ptr_eq(&first.0, &elsewhere.0),
+            "another thread has its own"
+        );
+        assert!(
+            Arc::ptr_eq(&*first.0, &*elsewhere.0),
+            "around the same catalogue"
+        );
+
+        // An app's own catalogue is read at its first use, and every thread sees it after.
+        let own = RuleProfile {
+            catalogue: Some("own.toml".into()),
+            ..RuleProfile::default()
+        };
+        let columns = |s: &SelectedSchema| s.schema().map(|db| db.columns.len());
+        assert_eq!(columns(&store.select(&event(None), &own)), Some(2));
+        let seen = std::thread::scope(|s| {
+            s.spawn(|| columns(&store.select(&event(None), &own)))
+                .join()
+                .unwrap()
+        });
+        assert_eq!(seen, Some(2));
+
+        // A re-read file replaces every thread's copy.
+        std::fs::write(&global, one_db("a2", "x")).unwrap();
+        assert_eq!(store.refresh(), 1);
+        assert!(store.select(&event(Some("a")), &plain).schema().is_none());
+        assert!(store.select(&event(Some("a2")), &plain).schema().is_some());
+        let moved = std::thread::scope(|s| {
+            s.spawn(|| store.select(&event(Some("a2")), &plain).schema().is_some())
+                .join()
+                .unwrap()
+        });
+        assert!(moved);
     }
 
     #[test]

@@ -11,18 +11,19 @@
 //!
 //! Every event looks its profile up, from every scoring thread. So that no lock or shared
 //! reference count is touched per event (with many workers, one shared cache line written by
-//! all of them), each thread keeps its own copy of a store's profiles, stamped with the store's
-//! generation, and refreshes it only when a reload changed something: a lookup reads one shared
-//! atomic (never written between reloads) and clones a reference count only its own thread uses.
+//! all of them), each thread reads its own copy of a store's profiles ([`super::thread_copies`]),
+//! taken again only when a reload changed something: a lookup reads one shared atomic (never
+//! written between reloads) and clones a reference count only its own thread uses.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use sqlgrade_core::stef::profile::{DEFAULT_PROFILE, RuleProfile, RulesError, content_version};
+
+use super::thread_copies::{self, Stamp};
 
 /// Looks up the rule profile Rapp of an app (hot-reloaded stores implement this).
 pub trait ProfileLookup: Send + Sync {
@@ -104,11 +105,8 @@ struct StoreState {
 
 #[derive(Debug)]
 struct StoreInner {
-    /// Unique in the process: names this store's copies in each thread's [`SNAPSHOTS`].
-    id: u64,
-    /// Bumped after every change of `state.profiles`; a thread's copy of an older generation is
-    /// taken again.
-    generation: AtomicU64,
+    /// Changed after every change of `state.profiles`; each thread's copy follows it.
+    stamp: Stamp,
     dir: Option<PathBuf>,
     builtin_default: Arc<RuleProfile>,
     state: RwLock<StoreState>,
@@ -116,10 +114,8 @@ struct StoreInner {
 
 impl StoreInner {
     fn new(dir: Option<PathBuf>) -> StoreInner {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         StoreInner {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            generation: AtomicU64::new(0),
+            stamp: Stamp::new(),
             dir,
             builtin_default: Arc::new(RuleProfile::default()),
             state: RwLock::new(StoreState::default()),
@@ -127,7 +123,7 @@ impl StoreInner {
     }
 
     fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.stamp.changed();
     }
 }
 
@@ -143,19 +139,10 @@ fn resolve<'p>(
         .unwrap_or(builtin)
 }
 
-/// One thread's copy of a store's profiles at one generation.
+/// One thread's copy of a store's profiles.
 struct Snapshot {
-    store: u64,
-    generation: u64,
     profiles: HashMap<String, Arc<RuleProfile>>,
     builtin: Arc<RuleProfile>,
-}
-
-/// How many stores' copies a thread keeps (a daemon has one store; tests make many).
-const SNAPSHOTS_PER_THREAD: usize = 4;
-
-thread_local! {
-    static SNAPSHOTS: RefCell<Vec<Snapshot>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Thread-safe, cheaply cloneable map `app_id` → [`RuleProfile`], optionally hot-reloaded.
@@ -215,42 +202,20 @@ impl RulesStore {
     /// The profile for `app_id`: its own, else `default`, else the built-in default — from
     /// this thread's copy of the store (module doc), taken again after a reload changed it.
     pub fn get(&self, app_id: Option<&str>) -> Arc<RuleProfile> {
-        let generation = self.inner.generation.load(Ordering::Acquire);
-        let local = SNAPSHOTS.try_with(|cell| {
-            let mut snapshots = cell.try_borrow_mut().ok()?;
-            let found = snapshots.iter().position(|s| s.store == self.inner.id);
-            let at = match found {
-                Some(i) if snapshots[i].generation == generation => i,
-                Some(i) => {
-                    snapshots[i] = self.snapshot(generation)?;
-                    i
-                }
-                None => {
-                    if snapshots.len() >= SNAPSHOTS_PER_THREAD {
-                        snapshots.remove(0);
-                    }
-                    snapshots.push(self.snapshot(generation)?);
-                    snapshots.len() - 1
-                }
-            };
-            let snapshot = &snapshots[at];
-            Some(resolve(&snapshot.profiles, &snapshot.builtin, app_id).clone())
-        });
-        match local {
-            Ok(Some(profile)) => profile,
-            // The thread is exiting (its copies are gone) or the lock is poisoned.
-            _ => self.get_shared(app_id),
-        }
+        let local = thread_copies::read(
+            &self.inner.stamp,
+            || self.snapshot(),
+            |s: &Snapshot| resolve(&s.profiles, &s.builtin, app_id).clone(),
+        );
+        // `None`: the thread is exiting (its copies are gone) or the lock is poisoned.
+        local.unwrap_or_else(|| self.get_shared(app_id))
     }
 
     /// A copy of the profiles for this thread's use only (their reference counts are its own).
-    /// A reload between reading `generation` and this copy only makes the next lookup copy again.
-    fn snapshot(&self, generation: u64) -> Option<Snapshot> {
+    fn snapshot(&self) -> Option<Snapshot> {
         let state = self.inner.state.read().ok()?;
         let own = |p: &Arc<RuleProfile>| Arc::new(RuleProfile::clone(p));
         Some(Snapshot {
-            store: self.inner.id,
-            generation,
             profiles: state
                 .profiles
                 .iter()
@@ -477,7 +442,7 @@ mod tests {
     #[test]
     fn each_thread_reads_its_own_copy_and_follows_every_store_and_reload() {
         // More stores than a thread keeps copies of, read in turns: each answers for itself.
-        let stores: Vec<RulesStore> = (1..=SNAPSHOTS_PER_THREAD as u64 + 2)
+        let stores: Vec<RulesStore> = (1..=thread_copies::COPIES_PER_THREAD as u64 + 2)
             .map(|n| RulesStore::from_profiles([("app".to_string(), limit(n))]))
             .collect();
         for _ in 0..3 {
@@ -496,9 +461,9 @@ mod tests {
         assert_eq!(store.get(Some("app")).limit_min, 3);
         let builtin = RuleProfile::default().limit_min;
         assert_eq!(store.get(Some("unknown")).limit_min, builtin);
-        let generation = store.inner.generation.load(Ordering::Acquire);
+        let generation = store.inner.stamp.generation();
         assert!(store.reload().unwrap().loaded.is_empty());
-        assert_eq!(store.inner.generation.load(Ordering::Acquire), generation);
+        assert_eq!(store.inner.stamp.generation(), generation);
 
         std::fs::write(dir.path().join("app.toml"), "limit_min = 4\n").unwrap();
         std::fs::write(dir.path().join("default.toml"), "limit_min = 9\n").unwrap();

@@ -276,3 +276,21 @@ pub fn strip_ansi(text: &str) -> String {
 pub fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
     wait_until(timeout, check)
 }
+
+/// CPU seconds (user + system) process `pid` has used so far (`/proc/<pid>/stat`; 0 when it
+/// cannot be read).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<f64>().ok()))
+        .sum();
+    ticks / 100.0
+}

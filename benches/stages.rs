@@ -30,6 +30,15 @@
 //!   `ack` per message, each taking the lock, allocating the topic's name for the lookup and
 //!   waking waiters).
 //!
+//! And what every event reads from every scoring thread at once (criterion's wall time: each of
+//! 1, 2, … up to the cores threads reads in a loop, all at the same time; the time is per read
+//! of one thread — flat when nothing is shared, rising with the threads when a written cache
+//! line is):
+//!
+//! - `shared_reads/rule_profile/T`: `RulesStore::get` of the event's app;
+//! - `shared_reads/catalogue_select/T`: `CatalogueStore::select` of the event's schema, with
+//!   both benchmarks' `tables.json` as `[stef] catalogues`.
+//!
 //! The target: what must stay single costs ≤ 1 µs per event. Results in
 //! `benches/README.md` ("Scaling: the serial stages").
 
@@ -186,9 +195,78 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     group.finish();
 }
 
+/// `read` run `iters` times on each of `threads` threads at once: the wall time of the slowest.
+fn on_threads(threads: usize, iters: u64, read: &(impl Fn(u64) + Sync)) -> Duration {
+    let start = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    let began = std::time::Instant::now();
+                    for i in 0..iters {
+                        read(i);
+                    }
+                    began.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reader thread"))
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+fn bench_shared_reads(c: &mut Criterion) {
+    use sqlgrade::score::CatalogueStore;
+    let events = support::prediction_events();
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |t| Some(t * 2))
+        .take_while(|t| *t < cores)
+        .collect();
+    counts.push(cores);
+    let data = sqlgrade_testkit::data::data_dir();
+    let rules = tempfile::tempdir().expect("temp dir");
+    let catalogues = CatalogueStore::new(
+        vec![
+            data.join("bird/tables.json"),
+            data.join("spider/tables.json"),
+        ],
+        rules.path().to_path_buf(),
+    );
+    let profiles = sqlgrade::score::profiles::RulesStore::from_profiles([(
+        "app".to_string(),
+        RuleProfile::default(),
+    )]);
+    let profile = RuleProfile::default();
+    let mut group = c.benchmark_group("shared_reads");
+    group.sample_size(20);
+    for &threads in &counts {
+        group.bench_function(format!("rule_profile/{threads}"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, &|_| {
+                    std::hint::black_box(profiles.get(Some("app")));
+                })
+            })
+        });
+        group.bench_function(format!("catalogue_select/{threads}"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, &|i| {
+                    let event = &events[i as usize % events.len()];
+                    std::hint::black_box(catalogues.select(event, &profile));
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches_cpu;
     config = Criterion::default().with_measurement(ThreadCpuTime);
     targets = bench_cpu
 }
-criterion_main!(benches_cpu);
+criterion_group!(benches_wall, bench_shared_reads);
+criterion_main!(benches_cpu, benches_wall);

@@ -32,7 +32,8 @@ impl FiringSeries {
         self.count.store(map.len(), Ordering::Release);
     }
 
-    /// Whether any alert fires on a series whose labels all match the row's.
+    /// Whether any alert fires on a series whose labels all match the row's (without a lock
+    /// while nothing fires).
     pub fn contains(&self, row: &EvaluationRow) -> bool {
         if self.is_empty() {
             return false;

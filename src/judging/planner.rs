@@ -202,8 +202,7 @@ impl Planner {
                         write_series(row, &self.series_key, series);
                         self.is_new_series(series)
                     });
-                let alerting =
-                    self.policy.alerting && !self.firing.is_empty() && self.firing.contains(row);
+                let alerting = self.policy.alerting && self.firing.contains(row);
                 self.policy
                     .select(&event.event_id, &line, new_series, alerting)?
             }

@@ -3,23 +3,23 @@
 //!
 //!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
 //!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm] [--state-on-disk]
-//!       [--variant LABEL:BINARY[:SINK_KEYS] ...]
+//!       [--variant LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]] ...]
 //!
 //! With `--variant` (given twice or more) the bench compares builds or sink settings instead of
 //! the judges: every variant runs deterministic, in the order A B … then … B A per round (K
 //! rounds), each on fresh servers, and the summary prints each variant's mean events/s and
 //! daemon CPU per event with its ratio to the first. `BINARY` is a `sqlgrade` executable (e.g.
 //! a release build of the base commit in its own target directory), `SINK_KEYS` TOML lines added
-//! to `[sink]` (`;` separates lines), e.g.
+//! to `[sink]` and `SOURCE_KEYS` to `[source]` (`;` separates lines), e.g.
 //! `--variant before:/tmp/base/sqlgrade --variant after:target/release/sqlgrade
 //! --variant after-4:target/release/sqlgrade:inflight_batches=4`. The configs name the server
 //! in `[clickhouse]`, which builds before `a7152d2` do not know (they read it from `[sink]`):
 //! compare against a base at or after it.
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
-//! first), migrates, and runs the release daemon as a separate process, batching as in
-//! deploy/config/production.toml (5,000 rows or 1 s). Each *run* starts fresh servers and
-//! measures:
+//! first), migrates, and runs the release daemon as a separate process with the batching and
+//! back-pressure of deploy/config/production.toml (read from it: 10,000 rows, 32 MiB or 1 s; 2
+//! batches in flight; 20,000 messages in flight). Each *run* starts fresh servers and measures:
 //!
 //! 1. **Backlog drain**: N events (default 100,000, from the real BIRD/Spider corpus) are
 //!    produced first, then the daemon starts; the sustained line rate is measured between 10 %
@@ -78,17 +78,20 @@ struct Variant {
     label: String,
     binary: std::path::PathBuf,
     sink_config: String,
+    source_config: String,
 }
 
 fn variant(spec: &str) -> Option<Variant> {
-    let mut parts = spec.splitn(3, ':');
+    let mut parts = spec.splitn(4, ':');
     let label = parts.next().filter(|l| !l.is_empty())?.to_string();
     let binary = std::path::PathBuf::from(parts.next().filter(|b| !b.is_empty())?);
     let sink_config = parts.next().unwrap_or("").replace(';', "\n");
+    let source_config = parts.next().unwrap_or("").replace(';', "\n");
     Some(Variant {
         label,
         binary,
         sink_config,
+        source_config,
     })
 }
 
@@ -122,7 +125,9 @@ fn args() -> Args {
             }
             ("--variant", _) => match argv.get(i + 1).and_then(|spec| variant(spec)) {
                 Some(v) => a.variants.push(v),
-                None => eprintln!("daemon_throughput: --variant wants LABEL:BINARY[:SINK_KEYS]"),
+                None => eprintln!(
+                    "daemon_throughput: --variant wants LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]]"
+                ),
             },
             ("--state-on-disk", _) => {
                 a.state_on_disk = true;
@@ -177,8 +182,8 @@ fn count(h: &Harness, metric: &str) -> u64 {
 }
 
 /// With `SQLGRADE_CLICKHOUSE_LOG_QUERIES=1`: what ClickHouse spent its query CPU on during the
-/// run, by query shape (numbers and string literals folded), heaviest first. Merges and other
-/// background work are the server's CPU beyond these sums.
+/// run, by query shape (numbers and string literals folded), heaviest first, and the parts it
+/// wrote and merged per table (`system.part_log`; merges are background work, wall time only).
 fn query_cpu_report(h: &Harness) {
     let sql = "SYSTEM FLUSH LOGS";
     let _ = support::http_post(h.servers.clickhouse.http_port, "/", sql);
@@ -199,6 +204,30 @@ fn query_cpu_report(h: &Harness) {
         }
         Err(e) => eprintln!("  (no query log: {e})"),
     }
+    let sql = "SELECT table, event_type, count() AS n, round(sum(duration_ms) / 1e3, 2) AS wall_s, \
+               sum(rows) AS rows_written, sum(read_rows) AS rows_read, \
+               round(sum(read_bytes) / 1048576, 1) AS read_mib \
+               FROM system.part_log WHERE database = 'sqlgrade' \
+               GROUP BY table, event_type ORDER BY wall_s DESC, n DESC LIMIT 20 FORMAT TSV";
+    match support::http_post(h.servers.clickhouse.http_port, "/", sql) {
+        Ok(text) => {
+            eprintln!(
+                "  ClickHouse parts of the run (table, event type, count, wall s, rows written, \
+                 rows read, MiB read):"
+            );
+            for line in text.lines() {
+                eprintln!("    {line}");
+            }
+        }
+        Err(e) => eprintln!("  (no part log: {e})"),
+    }
+}
+
+/// deploy/config/production.toml as the daemon reads it (without the process environment).
+fn shipped_config() -> sqlgrade::config::Config {
+    let path = sqlgrade_testkit::data::repo_root().join("deploy/config/production.toml");
+    sqlgrade::config::Config::load_with_env(Some(&path), Some(Default::default()))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -256,11 +285,25 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
         "daemon_throughput"
     };
     let mut h = Harness::start(name, args.events + lag_events, 0, false)?;
-    // Production-like batching (deploy/config/production.toml).
-    h.batch = (5000, 1000);
+    // The batching and back-pressure that ship (deploy/config/production.toml); a variant's
+    // keys replace them.
+    let shipped = shipped_config();
+    h.batch = (shipped.sink.batch_rows, shipped.sink.flush_interval_ms);
+    h.max_in_flight = shipped.source.kafka().map_or(20_000, |k| k.max_in_flight);
+    let variant_sink = variant.map_or("", |v| v.sink_config.as_str());
+    let mut sink_keys = String::new();
+    for (key, value) in [
+        ("batch_bytes", shipped.sink.batch_bytes),
+        ("inflight_batches", shipped.sink.inflight_batches),
+    ] {
+        if !variant_sink.contains(key) {
+            sink_keys.push_str(&format!("{key} = {value}\n"));
+        }
+    }
+    h.sink_config = sink_keys + variant_sink;
     if let Some(v) = variant {
         h.binary = Some(v.binary.clone());
-        h.sink_config = v.sink_config.clone();
+        h.source_config = v.source_config.clone();
     }
     let server = if llm {
         let server = MockServer::start().await;

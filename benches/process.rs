@@ -308,10 +308,11 @@ fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::P
             let config = dir.join(format!("scaling-{sink}-{workers}.toml"));
             let sink_section = match &clickhouse {
                 Some((_, server)) => {
-                    // Each run starts from an empty table, so its rows can be counted.
+                    // Each run starts from an empty table, so its rows can be counted. The
+                    // batching is the default, which is production.toml's.
                     server.query("TRUNCATE TABLE sqlgrade.evaluations");
                     format!(
-                        "[sink]\nkind = \"clickhouse\"\nbatch_rows = 5000\nflush_interval_ms = 1000\n\n\
+                        "[sink]\nkind = \"clickhouse\"\n\n\
                          [clickhouse]\nurl = \"{}\"\ndatabase = \"sqlgrade\"\n",
                         server.url()
                     )

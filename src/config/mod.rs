@@ -121,7 +121,27 @@ impl Config {
             .map_err(ConfigError::Load)?;
         config.adopt_older_keys()?;
         config.validate()?;
+        for advice in config.advice() {
+            tracing::warn!("{advice}");
+        }
         Ok(config)
+    }
+
+    /// Settings that are valid but work against each other (each a sentence naming the keys),
+    /// logged as warnings when the config is loaded.
+    pub fn advice(&self) -> Vec<String> {
+        let mut advice = Vec::new();
+        if let Some(kafka) = self.source.kafka()
+            && kafka.max_in_flight < self.sink.batch_rows
+        {
+            advice.push(format!(
+                "source.max_in_flight ({}) is below sink.batch_rows ({}): the consumer stops \
+                 before a batch can fill, so every batch waits for sink.flush_interval_ms; \
+                 raise source.max_in_flight above sink.batch_rows",
+                kafka.max_in_flight, self.sink.batch_rows
+            ));
+        }
+        advice
     }
 
     /// The store `[sink]` names (on the `[clickhouse]` server when its kind is ClickHouse).
@@ -252,6 +272,50 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn the_shipped_production_config_loads_and_lets_batches_fill() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/production.toml");
+        let c = Config::load_with_env(Some(&path), env(&[])).expect("production.toml loads");
+        assert!(c.advice().is_empty(), "{:?}", c.advice());
+        let kafka = c.source.kafka().expect("a Kafka source");
+        assert!(kafka.max_in_flight > c.sink.batch_rows);
+        assert_eq!(c.sink.kind, SinkKind::Clickhouse);
+        // Its batching is the built-in default's: a config that leaves it out behaves the same.
+        let defaults = SinkConfig::default();
+        assert_eq!(
+            (
+                c.sink.batch_rows,
+                c.sink.batch_bytes,
+                c.sink.flush_interval_ms
+            ),
+            (
+                defaults.batch_rows,
+                defaults.batch_bytes,
+                defaults.flush_interval_ms
+            )
+        );
+    }
+
+    #[test]
+    fn a_consumer_that_stops_before_a_batch_fills_is_advised_against() {
+        let mut c = Config::default();
+        assert!(c.advice().is_empty());
+        c.source.kind = SourceKind::Kafka(KafkaSourceConfig {
+            brokers: Some("localhost:9092".into()),
+            max_in_flight: 500,
+            ..KafkaSourceConfig::default()
+        });
+        c.sink.batch_rows = 1000;
+        let advice = c.advice();
+        assert_eq!(advice.len(), 1);
+        assert!(
+            advice[0].contains("source.max_in_flight (500)"),
+            "{advice:?}"
+        );
+        c.sink.batch_rows = 500;
+        assert!(c.advice().is_empty());
     }
 
     #[test]

@@ -63,7 +63,10 @@ impl ClickHouse {
                 "<listen_host>127.0.0.1</listen_host>",
                 &format!("<listen_host>{host}</listen_host>"),
             )
-            .replace("</yandex>", &format!("{extra_xml}\n</yandex>"));
+            .replace(
+                "</yandex>",
+                &format!("{extra_xml}\n{}</yandex>", part_log_xml()),
+            );
         std::fs::write(dir.join("config.xml"), config).map_err(|e| e.to_string())?;
         let mut users = std::fs::read_to_string(support.join("clickhouse-users.xml.tmpl"))
             .map_err(|e| e.to_string())?;
@@ -192,6 +195,17 @@ impl ClickHouse {
 impl Drop for ClickHouse {
     fn drop(&mut self) {
         stop_child(&mut self.child, "KILL", Duration::from_secs(5));
+    }
+}
+
+/// With [`log_queries`], the server also logs every part it writes, merges or removes
+/// (`system.part_log`): its merges are background CPU that the query log does not show.
+fn part_log_xml() -> &'static str {
+    if log_queries() {
+        "    <part_log>\n        <database>system</database>\n        <table>part_log</table>\n        \
+         <flush_interval_milliseconds>1000</flush_interval_milliseconds>\n    </part_log>\n"
+    } else {
+        ""
     }
 }
 

@@ -106,8 +106,12 @@ pub struct Harness {
     next: usize,
     daemons: u32,
     dead_letter_topic: bool,
-    /// `sink.batch_rows` / `sink.flush_interval_ms` of the daemons (tests: small and quick).
+    /// `sink.batch_rows` / `sink.flush_interval_ms` of the daemons (tests: small and quick),
+    /// unless `sink_config` sets them.
     pub batch: (usize, u64),
+    /// `source.max_in_flight` of the daemons (tests: 5,000; production's config: 20,000),
+    /// unless `source_config` sets it.
+    pub max_in_flight: usize,
     /// TOML appended to every daemon config (e.g. a `[judge]` section).
     pub extra_config: String,
     /// Keys added to the `[source]` section of every daemon config (e.g. a commit interval).
@@ -167,6 +171,7 @@ impl Harness {
             daemons: 0,
             dead_letter_topic,
             batch: (1000, 200),
+            max_in_flight: 5000,
             extra_config,
             source_config: String::new(),
             sink_urls: Vec::new(),
@@ -201,8 +206,7 @@ kind = "kafka"
 brokers = "{brokers}"
 topics = ["{TOPIC}"]
 group_id = "{GROUP}"
-{dlq}max_in_flight = 5000
-{source}
+{dlq}{source}
 
 [source.kafka_properties]
 "session.timeout.ms" = "{session_ms}"
@@ -210,8 +214,6 @@ group_id = "{GROUP}"
 
 [sink]
 kind = "clickhouse"
-batch_rows = {batch_rows}
-flush_interval_ms = {flush_ms}
 {sink}
 
 [clickhouse]
@@ -228,10 +230,15 @@ listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
             session_ms = SESSION_TIMEOUT.as_millis(),
-            source = if self.source_config.contains("commit_interval_ms") {
-                self.source_config.clone()
-            } else {
-                format!("commit_interval_ms = 200\n{}", self.source_config)
+            source = {
+                let mut keys = String::new();
+                if !self.source_config.contains("commit_interval_ms") {
+                    keys.push_str("commit_interval_ms = 200\n");
+                }
+                if !self.source_config.contains("max_in_flight") {
+                    keys.push_str(&format!("max_in_flight = {}\n", self.max_in_flight));
+                }
+                keys + &self.source_config
             },
             url = self
                 .sink_urls
@@ -239,9 +246,16 @@ listen = "127.0.0.1:{health_port}"
                 .cloned()
                 .unwrap_or_else(|| self.servers.clickhouse.url()),
             rules = crate::data::repo_root().join("rules").display(),
-            batch_rows = self.batch.0,
-            flush_ms = self.batch.1,
-            sink = self.sink_config,
+            sink = {
+                let mut keys = String::new();
+                if !self.sink_config.contains("batch_rows") {
+                    keys.push_str(&format!("batch_rows = {}\n", self.batch.0));
+                }
+                if !self.sink_config.contains("flush_interval_ms") {
+                    keys.push_str(&format!("flush_interval_ms = {}\n", self.batch.1));
+                }
+                keys + &self.sink_config
+            },
         );
         let text = format!("{text}\n{}\n", self.extra_config);
         let path = self.servers.dir.path().join(format!("{name}.toml"));

@@ -3,7 +3,7 @@
 //!
 //!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
 //!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm] [--state-on-disk]
-//!       [--variant LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]] ...]
+//!       [--variant LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]] ...] [--older-config LABEL]
 //!
 //! With `--variant` (given twice or more) the bench compares builds or sink settings instead of
 //! the judges: every variant runs deterministic, in the order A B … then … B A per round (K
@@ -14,7 +14,7 @@
 //! `--variant before:/tmp/base/sqlgrade --variant after:target/release/sqlgrade
 //! --variant after-4:target/release/sqlgrade:inflight_batches=4`. The configs name the server
 //! in `[clickhouse]`, which builds before `a7152d2` do not know (they read it from `[sink]`):
-//! compare against a base at or after it.
+//! `--older-config LABEL` writes that variant's configs the older way.
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
 //! first), migrates, and runs the release daemon as a separate process with the batching and
@@ -70,6 +70,9 @@ struct Args {
     llm_latency_ms: usize,
     state_on_disk: bool,
     variants: Vec<Variant>,
+    /// Labels of variants whose binary predates `a7152d2` (`--older-config LABEL`): their configs
+    /// keep the server's keys under `[sink]`.
+    older_config: Vec<String>,
 }
 
 /// A build and sink settings to compare (`--variant`).
@@ -106,6 +109,7 @@ fn args() -> Args {
         llm_latency_ms: 1_000,
         state_on_disk: false,
         variants: Vec::new(),
+        older_config: Vec::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -128,6 +132,10 @@ fn args() -> Args {
                 None => eprintln!(
                     "daemon_throughput: --variant wants LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]]"
                 ),
+            },
+            ("--older-config", _) => match argv.get(i + 1) {
+                Some(label) => a.older_config.push(label.clone()),
+                None => eprintln!("daemon_throughput: --older-config wants a variant's LABEL"),
             },
             ("--state-on-disk", _) => {
                 a.state_on_disk = true;
@@ -304,6 +312,7 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     if let Some(v) = variant {
         h.binary = Some(v.binary.clone());
         h.source_config = v.source_config.clone();
+        h.older_config = args.older_config.contains(&v.label);
     }
     let server = if llm {
         let server = MockServer::start().await;

@@ -123,6 +123,9 @@ pub struct Harness {
     /// The `sqlgrade` binary the daemons run (benchmarks compare builds); unset = the one
     /// built with the tests ([`crate::bin::sqlgrade`]).
     pub binary: Option<PathBuf>,
+    /// Write the server's keys under `[sink]`, with no `[clickhouse]` section, as builds before
+    /// `a7152d2` read them (benchmarks against an older base).
+    pub older_config: bool,
 }
 
 impl Harness {
@@ -177,6 +180,7 @@ impl Harness {
             sink_urls: Vec::new(),
             sink_config: String::new(),
             binary: None,
+            older_config: false,
         };
         let config = h.write_config("migrate", free_port());
         let out = Command::new(crate::bin::sqlgrade())
@@ -215,9 +219,7 @@ group_id = "{GROUP}"
 [sink]
 kind = "clickhouse"
 {sink}
-
-[clickhouse]
-url = "{url}"
+{clickhouse_section}url = "{url}"
 database = "sqlgrade"
 retry_initial_ms = 100
 retry_max_ms = 1000
@@ -246,6 +248,11 @@ listen = "127.0.0.1:{health_port}"
                 .cloned()
                 .unwrap_or_else(|| self.servers.clickhouse.url()),
             rules = crate::data::repo_root().join("rules").display(),
+            clickhouse_section = if self.older_config {
+                ""
+            } else {
+                "\n[clickhouse]\n"
+            },
             sink = {
                 let mut keys = String::new();
                 if !self.sink_config.contains("batch_rows") {

@@ -297,18 +297,19 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     // keys replace them.
     let shipped = shipped_config();
     h.batch = (shipped.sink.batch_rows, shipped.sink.flush_interval_ms);
-    h.max_in_flight = shipped.source.kafka().map_or(20_000, |k| k.max_in_flight);
-    let variant_sink = variant.map_or("", |v| v.sink_config.as_str());
-    let mut sink_keys = String::new();
-    for (key, value) in [
-        ("batch_bytes", shipped.sink.batch_bytes),
-        ("inflight_batches", shipped.sink.inflight_batches),
-    ] {
-        if !variant_sink.contains(key) {
-            sink_keys.push_str(&format!("{key} = {value}\n"));
-        }
+    if let Some(kafka) = shipped.source.kafka() {
+        h.max_in_flight = kafka.max_in_flight;
     }
-    h.sink_config = sink_keys + variant_sink;
+    h.sink_config = support::keys_with_defaults(
+        variant.map_or("", |v| v.sink_config.as_str()),
+        &[
+            ("batch_bytes", shipped.sink.batch_bytes.to_string()),
+            (
+                "inflight_batches",
+                shipped.sink.inflight_batches.to_string(),
+            ),
+        ],
+    );
     if let Some(v) = variant {
         h.binary = Some(v.binary.clone());
         h.source_config = v.source_config.clone();

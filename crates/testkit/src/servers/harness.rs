@@ -128,6 +128,23 @@ pub struct Harness {
     pub older_config: bool,
 }
 
+/// The TOML lines `given`, preceded by `key = value` for each of `defaults` whose key no line of
+/// `given` sets (a key set twice in one section is a TOML error).
+pub fn keys_with_defaults(given: &str, defaults: &[(&str, String)]) -> String {
+    let sets = |key: &str| {
+        given.lines().any(|line| {
+            line.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+    };
+    let mut keys = String::new();
+    for (key, value) in defaults.iter().filter(|(key, _)| !sets(key)) {
+        keys.push_str(&format!("{key} = {value}\n"));
+    }
+    keys + given
+}
+
 impl Harness {
     /// Start the servers, create the topics, run `sqlgrade migrate`. `None` = skipped.
     pub fn start(
@@ -232,16 +249,13 @@ listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
             session_ms = SESSION_TIMEOUT.as_millis(),
-            source = {
-                let mut keys = String::new();
-                if !self.source_config.contains("commit_interval_ms") {
-                    keys.push_str("commit_interval_ms = 200\n");
-                }
-                if !self.source_config.contains("max_in_flight") {
-                    keys.push_str(&format!("max_in_flight = {}\n", self.max_in_flight));
-                }
-                keys + &self.source_config
-            },
+            source = keys_with_defaults(
+                &self.source_config,
+                &[
+                    ("commit_interval_ms", "200".to_string()),
+                    ("max_in_flight", self.max_in_flight.to_string()),
+                ],
+            ),
             url = self
                 .sink_urls
                 .get(self.daemons as usize % self.sink_urls.len().max(1))
@@ -253,16 +267,13 @@ listen = "127.0.0.1:{health_port}"
             } else {
                 "\n[clickhouse]\n"
             },
-            sink = {
-                let mut keys = String::new();
-                if !self.sink_config.contains("batch_rows") {
-                    keys.push_str(&format!("batch_rows = {}\n", self.batch.0));
-                }
-                if !self.sink_config.contains("flush_interval_ms") {
-                    keys.push_str(&format!("flush_interval_ms = {}\n", self.batch.1));
-                }
-                keys + &self.sink_config
-            },
+            sink = keys_with_defaults(
+                &self.sink_config,
+                &[
+                    ("batch_rows", self.batch.0.to_string()),
+                    ("flush_interval_ms", self.batch.1.to_string()),
+                ],
+            ),
         );
         let text = format!("{text}\n{}\n", self.extra_config);
         let path = self.servers.dir.path().join(format!("{name}.toml"));
@@ -438,4 +449,25 @@ max_wait_ms = 600000
 drain_grace_ms = 1000
 "#
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keys_with_defaults;
+
+    #[test]
+    fn a_default_is_written_only_where_no_line_sets_its_key() {
+        let defaults = [
+            ("batch_rows", "1000".to_string()),
+            ("flush_interval_ms", "200".to_string()),
+        ];
+        assert_eq!(
+            keys_with_defaults("", &defaults),
+            "batch_rows = 1000\nflush_interval_ms = 200\n"
+        );
+        assert_eq!(
+            keys_with_defaults("  batch_rows=5\nbatch_rows_extra = 1", &defaults),
+            "flush_interval_ms = 200\n  batch_rows=5\nbatch_rows_extra = 1"
+        );
+    }
 }

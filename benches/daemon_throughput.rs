@@ -340,7 +340,7 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     h.produce(args.events).await;
 
     // 1. Backlog drain.
-    let daemon = h.spawn_daemon();
+    let mut daemon = h.spawn_daemon();
     let pid = daemon.child.as_ref().map(|c| c.id()).unwrap_or(0);
     let start = Instant::now();
     let (lo, hi) = (args.events as u64 / 10, args.events as u64 * 9 / 10);
@@ -355,6 +355,13 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
         }
         if n >= args.events as u64 {
             break;
+        }
+        if let Some(status) = daemon.exited() {
+            eprintln!(
+                "the daemon exited ({status}) at {n} rows\n{}",
+                daemon.log_text()
+            );
+            return None;
         }
         if start.elapsed() > Duration::from_secs(900) {
             eprintln!("timed out at {n} rows\n{}", daemon.log_text());

@@ -71,6 +71,14 @@ impl Daemon {
         }
     }
 
+    /// The exit status if the process has ended (a config it rejected, a crash); `None` while
+    /// it runs or after [`kill9`](Daemon::kill9) / [`terminate`](Daemon::terminate).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Whether `/readyz` answers 200.
     pub fn ready(&self) -> bool {
         http_get(self.health_port, "/readyz").is_some()

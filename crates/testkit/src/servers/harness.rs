@@ -227,11 +227,9 @@ kind = "kafka"
 brokers = "{brokers}"
 topics = ["{TOPIC}"]
 group_id = "{GROUP}"
+kafka_properties."session.timeout.ms" = "{session_ms}"
+kafka_properties."heartbeat.interval.ms" = "500"
 {dlq}{source}
-
-[source.kafka_properties]
-"session.timeout.ms" = "{session_ms}"
-"heartbeat.interval.ms" = "500"
 
 [sink]
 kind = "clickhouse"

@@ -12,7 +12,10 @@
 //! a release build of the base commit in its own target directory), `SINK_KEYS` TOML lines added
 //! to `[sink]` and `SOURCE_KEYS` to `[source]` (`;` separates lines), e.g.
 //! `--variant before:/tmp/base/sqlgrade --variant after:target/release/sqlgrade
-//! --variant after-4:target/release/sqlgrade:inflight_batches=4`. The configs name the server
+//! --variant after-4:target/release/sqlgrade:inflight_batches=4`; librdkafka properties go in
+//! as dotted keys, as the harness writes its own (`after:BIN::kafka_properties."fetch.min.bytes"
+//! = "1048576"`). A variant whose daemon exits (e.g. a config it rejects) ends its run with the
+//! daemon's log. The configs name the server
 //! in `[clickhouse]`, which builds before `a7152d2` do not know (they read it from `[sink]`):
 //! `--older-config LABEL` writes that variant's configs the older way.
 //!

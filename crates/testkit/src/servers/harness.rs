@@ -227,8 +227,6 @@ kind = "kafka"
 brokers = "{brokers}"
 topics = ["{TOPIC}"]
 group_id = "{GROUP}"
-kafka_properties."session.timeout.ms" = "{session_ms}"
-kafka_properties."heartbeat.interval.ms" = "500"
 {dlq}{source}
 
 [sink]
@@ -246,12 +244,20 @@ dir = "{rules}"
 listen = "127.0.0.1:{health_port}"
 "#,
             brokers = self.servers.kafka.brokers(),
-            session_ms = SESSION_TIMEOUT.as_millis(),
             source = keys_with_defaults(
                 &self.source_config,
                 &[
                     ("commit_interval_ms", "200".to_string()),
                     ("max_in_flight", self.max_in_flight.to_string()),
+                    // Dotted keys, so `source_config` can set these or add other properties.
+                    (
+                        r#"kafka_properties."session.timeout.ms""#,
+                        format!("\"{}\"", SESSION_TIMEOUT.as_millis()),
+                    ),
+                    (
+                        r#"kafka_properties."heartbeat.interval.ms""#,
+                        "\"500\"".to_string(),
+                    ),
                 ],
             ),
             url = self

@@ -16,9 +16,12 @@ use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
 use sqlgrade::sink::JsonlSink;
 use sqlgrade::source::FileSource;
-use sqlgrade::telemetry::{Telemetry, span_export_layer};
+use sqlgrade::telemetry::{EVENT_SPAN, Telemetry, span_export_layer};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// The target of the pipeline's per-event spans (the exporter takes the `sqlgrade` target's).
+const SCORING: &str = "sqlgrade::pipeline::scoring";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scored_event_exports_a_span_with_its_event_id() {
@@ -49,8 +52,18 @@ async fn every_scored_event_exports_a_span_with_its_event_id() {
     text.push_str("{not an event\n");
     std::fs::write(&input, text).unwrap();
 
-    // Spans before telemetry starts are not exported (the layer is inert).
-    tracing::info_span!("before_start", event_id = "early").in_scope(|| {});
+    // The layer keeps the subscriber's maximum level (a missing hint would make it TRACE, and
+    // `log`'s bridge would hand every `log::debug!` of sqlparser's to the subscriber).
+    assert_eq!(
+        tracing::level_filters::LevelFilter::current(),
+        tracing::level_filters::LevelFilter::INFO
+    );
+    // Spans before telemetry starts are not exported (the layer is inert): with nothing else
+    // wanting them, they are not even built.
+    let early = tracing::info_span!(target: SCORING, "before_start", event_id = "early");
+    assert!(early.is_disabled(), "a span was built with no exporter");
+    early.in_scope(|| {});
+    assert!(tracing::info_span!(target: SCORING, EVENT_SPAN, event_id = "early").is_disabled());
 
     let telemetry = Telemetry::start(&TelemetryConfig {
         enabled: true,
@@ -59,6 +72,10 @@ async fn every_scored_event_exports_a_span_with_its_event_id() {
         ..TelemetryConfig::default()
     })
     .unwrap();
+    assert!(
+        !tracing::info_span!(target: SCORING, EVENT_SPAN, event_id = "probe").is_disabled(),
+        "spans are built once the exporter is connected"
+    );
     let pipeline = Pipeline::new(
         Box::new(FileSource::new(&input, false, 1 << 20)),
         Box::new(JsonlSink::open(dir.path().join("out")).await.unwrap()),
@@ -75,10 +92,19 @@ async fn every_scored_event_exports_a_span_with_its_event_id() {
         .unwrap()
         .unwrap();
     // After shutdown the layer is inert again.
-    tracing::info_span!("score_event", event_id = "after-shutdown").in_scope(|| {});
+    let late = tracing::info_span!(target: SCORING, EVENT_SPAN, event_id = "after-shutdown");
+    assert!(late.is_disabled());
+    late.in_scope(|| {});
 
     let spans = receiver.spans();
-    let scored: Vec<_> = spans.iter().filter(|s| s.name == "score_event").collect();
+    // The pipeline's spans: the test's own `probe` span is exported too, and left out here.
+    let scored: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == EVENT_SPAN)
+        .filter(|s| {
+            otlp::attribute_string(&s.attributes, "event_id").is_none_or(|id| id != "probe")
+        })
+        .collect();
     eprintln!(
         "{} trace requests, {} spans, {} score_event spans",
         receiver.traces().len(),

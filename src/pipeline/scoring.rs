@@ -126,9 +126,10 @@ pub(super) async fn score_one(
         payload,
         ack,
     } = work;
-    // One span per event (exported over OTLP when telemetry traces are on).
+    // One span per event (exported over OTLP when telemetry traces are on; left out of the
+    // logs, and not built at all when nothing wants it: `telemetry::EVENT_SPAN`).
     let span = tracing::info_span!(
-        "score_event",
+        crate::telemetry::EVENT_SPAN,
         event_id = %event.event_id,
         app_id = event.app_id.as_deref(),
         agent_id = event.agent_id.as_deref(),

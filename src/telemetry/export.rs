@@ -3,6 +3,7 @@
 //! components' outages, and the span layers (module documentation of `telemetry`).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -17,7 +18,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
 use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{FilterExt as _, FilterFn, LevelFilter, Targets, filter_fn};
 use tracing_subscriber::{Registry, reload};
 
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
@@ -195,6 +196,33 @@ type SpanLayer = tracing_opentelemetry::OpenTelemetryLayer<Registry, SdkTracer>;
 /// Where [`Telemetry::start`] installs its span exporter (registered by [`span_export_layer`]).
 static SPAN_EXPORT: OnceLock<reload::Handle<Option<SpanLayer>, Registry>> = OnceLock::new();
 
+/// Whether a span exporter is connected to the [`span_export_layer`]. While it is not, that
+/// layer's filter turns the spans away, so a process that exports no traces (and leaves
+/// [`EVENT_SPAN`] out of its logs, [`without_event_spans`]) does not build the per-event span at
+/// all. Reloading the layer rebuilds `tracing`'s per-callsite interest, so the filter's answer,
+/// cached per callsite, follows this flag as it changes.
+static EXPORTING_SPANS: AtomicBool = AtomicBool::new(false);
+
+/// The span every event is scored in (`pipeline::scoring`), with `event_id`, `app_id`,
+/// `agent_id`, `agent_version`, `model` and `origin`.
+pub const EVENT_SPAN: &str = "score_event";
+
+/// A filter for a log layer that leaves the per-event span ([`EVENT_SPAN`]) out of it.
+///
+/// A text or JSON log layer formats the fields of every span it sees when the span starts,
+/// whether or not anything is logged inside it: for [`EVENT_SPAN`] that was ~3 % of the
+/// daemon's instructions (`benches/README.md`, the scaling issue). What scoring logs carries
+/// the event's id itself (e.g. the judge's fallback warning), so the log lines lose nothing;
+/// the span still goes to OTLP when traces are on.
+pub fn without_event_spans() -> FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
+    // The hint keeps the layer's own level (`And` of two hints is the stricter); without one,
+    // `tracing` cannot tell `log`'s bridge a maximum level, and every `log::debug!` of
+    // sqlparser's (several per parsed token) becomes a record turned away later: +12 % of the
+    // daemon's instructions when this was first tried.
+    filter_fn(|meta| !(meta.is_span() && meta.name() == EVENT_SPAN))
+        .with_max_level_hint(LevelFilter::TRACE)
+}
+
 /// Spans exported at most per OTLP request.
 const SPAN_BATCH: usize = 2_048;
 /// Spans buffered for export at most; beyond that new spans are dropped (counted by the SDK),
@@ -210,7 +238,9 @@ pub fn span_export_layer() -> impl tracing_subscriber::Layer<Registry> + Send + 
     if SPAN_EXPORT.set(handle).is_err() {
         tracing::debug!("span_export_layer called twice; the later layer stays inert");
     }
-    layer.with_filter(span_targets())
+    let exporting = filter_fn(|_| EXPORTING_SPANS.load(Ordering::Relaxed))
+        .with_max_level_hint(LevelFilter::TRACE);
+    layer.with_filter(span_targets().and(exporting))
 }
 
 fn span_targets() -> Targets {
@@ -274,7 +304,10 @@ impl Telemetry {
             if let Some(slot) = SPAN_EXPORT.get() {
                 let layer =
                     tracing_opentelemetry::layer().with_tracer(tracer_provider.tracer("sqlgrade"));
+                // Set before the reload, which makes `tracing` ask the filter again.
+                EXPORTING_SPANS.store(true, Ordering::Relaxed);
                 if let Err(error) = slot.reload(Some(layer)) {
+                    EXPORTING_SPANS.store(false, Ordering::Relaxed);
                     tracing::warn!(%error, "cannot connect the span exporter");
                 }
             }
@@ -682,6 +715,7 @@ impl Telemetry {
     pub fn shutdown(self) -> Result<(), TelemetryError> {
         let mut spans = Ok(());
         if let Some(tracer_provider) = self.tracer_provider {
+            EXPORTING_SPANS.store(false, Ordering::Relaxed);
             if let Some(slot) = SPAN_EXPORT.get()
                 && let Err(error) = slot.reload(None)
             {
@@ -716,5 +750,52 @@ mod tests {
         c.otlp_endpoint = "http://c:4318/v1/metrics/".into();
         assert_eq!(c.metrics_url(), "http://c:4318/v1/metrics");
         assert_eq!(c.traces_url(), "http://c:4318/v1/traces");
+    }
+
+    /// A `MakeWriter` collecting what a log layer writes.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn log_layer_leaves_out_the_event_span_and_keeps_its_level() {
+        use tracing::Subscriber as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let out = Captured::default();
+        let writer = out.clone();
+        let logs = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(move || writer.clone());
+        let filter = tracing_subscriber::EnvFilter::new("info").and(without_event_spans());
+        let subscriber = Registry::default().with(logs.with_filter(filter));
+        assert_eq!(subscriber.max_level_hint(), Some(LevelFilter::INFO));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(EVENT_SPAN, event_id = "e-1");
+            assert!(
+                span.is_disabled(),
+                "the per-event span is not built for the logs"
+            );
+            span.in_scope(|| tracing::warn!(event_id = "e-1", "judge failed"));
+            tracing::info_span!("other", key = "kept")
+                .in_scope(|| tracing::warn!("inside another span"));
+            tracing::debug!("below the level");
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("judge failed") && text.contains("event_id=\"e-1\""),
+            "{text}"
+        );
+        assert!(!text.contains("score_event"), "{text}");
+        assert!(text.contains("other{key=\"kept\"}"), "{text}");
+        assert!(!text.contains("below the level"), "{text}");
     }
 }

@@ -122,6 +122,7 @@ fn main() -> ExitCode {
 
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::FilterExt as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -132,7 +133,9 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => logs.boxed(),
         LogFormat::Json => logs.json().boxed(),
     };
-    // Per-event spans go to OTLP once `[telemetry]` starts, whatever the log level.
+    // Per-event spans go to OTLP once `[telemetry]` starts, whatever the log level; the logs
+    // leave them out (formatting their fields cost ~3 % of the daemon's CPU).
+    let filter = filter.and(sqlgrade::telemetry::without_event_spans());
     tracing_subscriber::registry()
         .with(sqlgrade::telemetry::span_export_layer())
         .with(logs.with_filter(filter))

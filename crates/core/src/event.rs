@@ -341,6 +341,12 @@ impl Event {
         if text.trim().is_empty() {
             return Err(DecodeError::Empty);
         }
+        // An object is read straight into its fields (no map of every key, no key copied for
+        // the fields the contract names); anything else — not an object, not JSON — goes the
+        // way of any JSON value, so its error is the same.
+        if let Ok(fields) = serde_json::from_str::<Fields>(text) {
+            return Self::from_fields(fields);
+        }
         let value: Value =
             serde_json::from_str(text).map_err(|e| DecodeError::MalformedJson(e.to_string()))?;
         Self::from_value(value)
@@ -348,10 +354,15 @@ impl Event {
 
     /// Validate an already-parsed JSON value.
     pub fn from_value(value: Value) -> Result<Event, DecodeError> {
-        let mut obj = match value {
-            Value::Object(map) => map,
-            other => return Err(DecodeError::NotAnObject(json_type_name(&other))),
-        };
+        match value {
+            Value::Object(map) => Self::from_fields(Fields::from_map(map)),
+            other => Err(DecodeError::NotAnObject(json_type_name(&other))),
+        }
+    }
+
+    /// Validate an object's fields (the checks and their order are the contract's: the first
+    /// failing one is the dead letter's reason).
+    fn from_fields(mut obj: Fields) -> Result<Event, DecodeError> {
         let question = required_string(&mut obj, "question")?;
         if question.trim().is_empty() {
             return Err(DecodeError::InvalidField {
@@ -419,7 +430,7 @@ impl Event {
         {
             gold.db_id = Some(db_id.clone());
         }
-        event.extra = obj;
+        event.extra = obj.extra;
         if event.event_id.trim().is_empty() {
             event.event_id = event.content_hash();
         }
@@ -475,17 +486,134 @@ fn json_type_name(v: &Value) -> &'static str {
     }
 }
 
-fn required_string(
-    obj: &mut Map<String, Value>,
-    field: &'static str,
-) -> Result<String, DecodeError> {
+/// The fields of the input contract, by [`Fields`] index.
+const FIELD_NAMES: [&str; 15] = [
+    "event_id",
+    "ts",
+    "app_id",
+    "agent_id",
+    "agent_version",
+    "model",
+    "question",
+    "enriched_question",
+    "sql",
+    "dialect",
+    "run_id",
+    "db_id",
+    "gold",
+    "result",
+    "result_ignored",
+];
+
+/// An event object split into the contract's fields (each as the JSON value it was given) and
+/// the rest (kept in [`Event::extra`]). A key given twice keeps its last value, as a JSON map
+/// does.
+#[derive(Default)]
+struct Fields {
+    named: [Option<Value>; FIELD_NAMES.len()],
+    extra: Map<String, Value>,
+}
+
+impl Fields {
+    fn from_map(mut map: Map<String, Value>) -> Fields {
+        let mut fields = Fields::default();
+        for (slot, name) in fields.named.iter_mut().zip(FIELD_NAMES) {
+            *slot = map.remove(name);
+        }
+        fields.extra = map;
+        fields
+    }
+
+    /// Take a field's value out (`field` is one of [`FIELD_NAMES`]).
+    fn remove(&mut self, field: &str) -> Option<Value> {
+        self.named[FieldKey::of(field)?].take()
+    }
+}
+
+/// A key of an event object: one of [`FIELD_NAMES`] (matched without copying it), or another.
+enum FieldKey {
+    Named(usize),
+    Other(String),
+}
+
+impl FieldKey {
+    /// The index of `key` in [`FIELD_NAMES`] (a `match`: by length, then the bytes).
+    fn of(key: &str) -> Option<usize> {
+        Some(match key {
+            "event_id" => 0,
+            "ts" => 1,
+            "app_id" => 2,
+            "agent_id" => 3,
+            "agent_version" => 4,
+            "model" => 5,
+            "question" => 6,
+            "enriched_question" => 7,
+            "sql" => 8,
+            "dialect" => 9,
+            "run_id" => 10,
+            "db_id" => 11,
+            "gold" => 12,
+            "result" => 13,
+            "result_ignored" => 14,
+            _ => return None,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<FieldKey, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = FieldKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<FieldKey, E> {
+                Ok(FieldKey::of(key)
+                    .map_or_else(|| FieldKey::Other(key.to_owned()), FieldKey::Named))
+            }
+            fn visit_string<E: serde::de::Error>(self, key: String) -> Result<FieldKey, E> {
+                Ok(FieldKey::of(&key).map_or(FieldKey::Other(key), FieldKey::Named))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Fields, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> serde::de::Visitor<'de> for FieldsVisitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an event object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Fields, A::Error> {
+                let mut fields = Fields::default();
+                while let Some(key) = map.next_key::<FieldKey>()? {
+                    let value: Value = map.next_value()?;
+                    match key {
+                        FieldKey::Named(index) => fields.named[index] = Some(value),
+                        FieldKey::Other(key) => {
+                            fields.extra.insert(key, value);
+                        }
+                    }
+                }
+                Ok(fields)
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+fn required_string(obj: &mut Fields, field: &'static str) -> Result<String, DecodeError> {
     optional_string(obj, field)?.ok_or(DecodeError::MissingField(field))
 }
 
-fn optional_string(
-    obj: &mut Map<String, Value>,
-    field: &'static str,
-) -> Result<Option<String>, DecodeError> {
+fn optional_string(obj: &mut Fields, field: &'static str) -> Result<Option<String>, DecodeError> {
     match obj.remove(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -503,6 +631,78 @@ fn optional_string(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn field_keys_match_the_field_names() {
+        for (index, name) in FIELD_NAMES.iter().enumerate() {
+            assert_eq!(FieldKey::of(name), Some(index), "{name}");
+        }
+        assert_eq!(FieldKey::of("questions"), None);
+        assert_eq!(FieldKey::of(""), None);
+    }
+
+    /// The object path (fields read directly) and the value path (`from_value`, also what every
+    /// payload that is not an object takes) give the same event or the same error, for every
+    /// shape the contract has: names given twice, escaped keys, extra fields, numeric ids,
+    /// nulls, wrong types, nested results and gold.
+    #[test]
+    fn object_path_and_value_path_agree() {
+        let payloads: &[&str] = &[
+            r#"{"question":"How many?","sql":"SELECT 1"}"#,
+            r#"{"event_id":"e1","question":"q","sql":"s","extra":{"a":[1,2]},"zzz":null,"aaa":"x"}"#,
+            r#"{"event_id":7,"db_id":12,"agent_version":3,"question":"q","sql":"s"}"#,
+            r#"{"event_id":"e","question":"q","sql":"s","run_id":1.5}"#,
+            r#"{"event_id":"e","question":"q","sql":"s","app_id":7}"#,
+            r#"{"event_id":"e","question":"first","sql":"s","question":"second"}"#,
+            r#"{"event_id":"e","question":"q","sql":"s","extra":1,"extra":2}"#,
+            r#"{"event_id":"escaped","question":"q","sql":"s"}"#,
+            r#"{"event_id":null,"question":"q","sql":"s","ts":null,"model":null}"#,
+            r#"{"question":"q","sql":"s","ts":"2026-11-29T10:00:00Z"}"#,
+            r#"{"question":"q","sql":"s","ts":"yesterday"}"#,
+            r#"{"question":"  ","sql":"s"}"#,
+            r#"{"question":3,"sql":"s"}"#,
+            r#"{"question":"q"}"#,
+            r#"{"sql":"s"}"#,
+            r#"{"question":"q","sql":"s","result":{"columns":["a"],"rows":[[1]]}}"#,
+            r#"{"question":"q","sql":"s","result":"not an object"}"#,
+            r#"{"question":"q","sql":"s","result":null,"result_ignored":"earlier"}"#,
+            r#"{"question":"q","sql":"s","result_ignored":5}"#,
+            r#"{"question":"q","sql":"s","db_id":"d","gold":{"sql":"SELECT 2"}}"#,
+            r#"{"question":"q","sql":"s","gold":[1]}"#,
+            r#"{"question":"q","sql":"s","gold":{"sql":5}}"#,
+            r#"[{"question":"q","sql":"s"}]"#,
+            r#""a string""#,
+            r#"{"question":"q","sql":"s""#,
+            r#"{"question":"q","sql":"s"} trailing"#,
+            r#"{"question":"q","sql":"s",}"#,
+            r#"{"question":"q","sql":"s","deep":"#,
+        ];
+        // Objects take the direct path (the fallback is for what it cannot read).
+        let fields = serde_json::from_str::<Fields>(payloads[1]).unwrap();
+        assert!(fields.named[0].is_some() && fields.extra.len() == 3);
+        for payload in payloads {
+            let direct = Event::decode(payload.as_bytes());
+            let via_value = serde_json::from_str::<Value>(payload)
+                .map_err(|e| DecodeError::MalformedJson(e.to_string()))
+                .and_then(Event::from_value);
+            assert_eq!(
+                format!("{direct:?}"),
+                format!("{via_value:?}"),
+                "payload {payload}"
+            );
+        }
+        // Nested past serde_json's recursion limit: the same error either way.
+        let deep = format!(
+            r#"{{"question":"q","sql":"s","x":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let direct = Event::decode(deep.as_bytes());
+        assert!(
+            matches!(direct, Err(DecodeError::MalformedJson(_))),
+            "{direct:?}"
+        );
+    }
 
     #[test]
     fn minimal_event_gets_a_content_hash_id() {

@@ -655,7 +655,7 @@ mod tests {
             r#"{"event_id":"e","question":"q","sql":"s","app_id":7}"#,
             r#"{"event_id":"e","question":"first","sql":"s","question":"second"}"#,
             r#"{"event_id":"e","question":"q","sql":"s","extra":1,"extra":2}"#,
-            r#"{"event_id":"escaped","question":"q","sql":"s"}"#,
+            r#"{"event_\u0069d":"escaped","que\u0073tion":"q","sql":"s"}"#,
             r#"{"event_id":null,"question":"q","sql":"s","ts":null,"model":null}"#,
             r#"{"question":"q","sql":"s","ts":"2026-11-29T10:00:00Z"}"#,
             r#"{"question":"q","sql":"s","ts":"yesterday"}"#,

@@ -438,6 +438,23 @@ impl KafkaSource {
     }
 }
 
+/// `kafka:{topic}/{partition}@{offset}`, the origin dead letters name, written without the
+/// formatting machinery (the source stage builds one per message).
+pub fn kafka_origin(topic: &str, partition: i32, offset: i64) -> String {
+    let mut partition_digits = itoa::Buffer::new();
+    let mut offset_digits = itoa::Buffer::new();
+    let partition = partition_digits.format(partition);
+    let offset = offset_digits.format(offset);
+    let mut origin = String::with_capacity(8 + topic.len() + partition.len() + offset.len());
+    origin.push_str("kafka:");
+    origin.push_str(topic);
+    origin.push('/');
+    origin.push_str(partition);
+    origin.push('@');
+    origin.push_str(offset);
+    origin
+}
+
 #[async_trait]
 impl Source for KafkaSource {
     async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
@@ -458,7 +475,11 @@ impl Source for KafkaSource {
                 }
                 continue;
             }
+            // `recv` first: while messages are waiting, the stop signal is not polled (polling
+            // it registers a waiter, a lock taken and released on every message); a stop is
+            // still seen at the top of the loop, and wakes a `recv` that is waiting.
             let received = tokio::select! {
+                biased;
                 m = self.consumer.recv() => m,
                 _ = self.stop.wait() => continue,
             };
@@ -498,13 +519,13 @@ impl Source for KafkaSource {
             let source_time = message
                 .timestamp()
                 .to_millis()
-                .and_then(crate::source::rfc3339_from_millis);
+                .and_then(crate::source::SourceTime::from_millis);
             drop(message);
             if !self.tracker.register(&topic, partition, offset) {
                 tracing::debug!(%topic, partition, offset, "dropping a message of a partition no longer assigned");
                 continue;
             }
-            let origin = format!("kafka:{topic}/{partition}@{offset}");
+            let origin = kafka_origin(&topic, partition, offset);
             let token = AckToken::new(
                 Position {
                     stream: topic,
@@ -667,6 +688,27 @@ impl Drop for KafkaSource {
     fn drop(&mut self) {
         if let Some(task) = self.committer.take() {
             task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_origin_names_topic_partition_and_offset() {
+        assert_eq!(kafka_origin("agents", 2, 991), "kafka:agents/2@991");
+        for (partition, offset) in [
+            (0, 0),
+            (-1, -1001),
+            (i32::MAX, i64::MAX),
+            (i32::MIN, i64::MIN),
+        ] {
+            assert_eq!(
+                kafka_origin("agent-events.v2", partition, offset),
+                format!("kafka:agent-events.v2/{partition}@{offset}")
+            );
         }
     }
 }

@@ -9,7 +9,7 @@ use super::types::*;
 use crate::evaluation::DeadLetter;
 use crate::event::Event;
 use crate::score::now_rfc3339;
-use crate::source::{Source, SourceMessage};
+use crate::source::{Source, SourceMessage, SourceTime};
 
 pub(super) async fn source_stage(
     mut source: Box<dyn Source>,
@@ -18,7 +18,6 @@ pub(super) async fn source_stage(
     metrics: Option<crate::telemetry::PipelineMetrics>,
 ) -> SourceOutcome {
     let mut last_error = Ok(());
-    let mut clock = ReceiveClock::default();
     // Whether anyone can still ask for shutdown (the sender may be dropped).
     let mut watching = true;
     loop {
@@ -27,8 +26,13 @@ pub(super) async fn source_stage(
             source.stop();
             break;
         }
+        // The source first: while it has messages ready, neither the shutdown signal nor the
+        // channel's closing is polled (polling either registers a waiter: a lock taken and
+        // released, per message). Shutdown is still seen at the top of every turn, a closed
+        // channel at the send below; while the source waits, both wake it.
         let next = tokio::select! {
             biased;
+            next = source.next() => next,
             changed = shutdown.changed(), if watching => {
                 watching = changed.is_ok();
                 continue;
@@ -40,14 +44,13 @@ pub(super) async fn source_stage(
                 source.stop();
                 break;
             }
-            next = source.next() => next,
         };
         match next {
             Ok(Some(mut message)) => {
                 // The event time of an event without `ts` and without a source time: when the
                 // pipeline received it (not when a scoring task got to it).
                 if message.source_time.is_none() {
-                    message.source_time = Some(clock.now());
+                    message.source_time = Some(SourceTime::now());
                 }
                 if let Some(metrics) = &metrics {
                     metrics.consumed();
@@ -68,26 +71,6 @@ pub(super) async fn source_stage(
         }
     }
     SourceOutcome { source, last_error }
-}
-
-/// The receive time as rows carry it (RFC 3339, milliseconds), formatted once per millisecond:
-/// the source stage stamps every message without a source time, so it must stay cheap.
-#[derive(Default)]
-struct ReceiveClock {
-    millis: i64,
-    text: String,
-}
-
-impl ReceiveClock {
-    fn now(&mut self) -> String {
-        let now = chrono::Utc::now();
-        let millis = now.timestamp_millis();
-        if millis != self.millis || self.text.is_empty() {
-            self.millis = millis;
-            self.text = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        }
-        self.text.clone()
-    }
 }
 
 /// The one place a payload becomes an event or a dead letter, run by the scoring tasks (so
@@ -126,8 +109,13 @@ impl Decoder {
                     transform(&mut event);
                 }
                 // The event time of an event without `ts`: the source's own time of the message
-                // (stable across redelivery), else the receive time (stamped by the source stage).
-                let fallback_ts = source_time.unwrap_or_else(now_rfc3339);
+                // (stable across redelivery), else the receive time (stamped by the source
+                // stage). Written only for such an event: the others' rows carry their own.
+                let fallback_ts = if event.ts.is_some() {
+                    String::new()
+                } else {
+                    source_time.map_or_else(now_rfc3339, SourceTime::rfc3339)
+                };
                 Decoded::Work(Work {
                     event,
                     fallback_ts,
@@ -152,20 +140,53 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::{AckToken, Position};
+
+    fn message(payload: &str, source_time: Option<SourceTime>) -> SourceMessage {
+        SourceMessage {
+            payload: payload.as_bytes().to_vec(),
+            origin: "test:1".into(),
+            ack: AckToken::untracked(Position {
+                stream: "test".into(),
+                partition: 0,
+                offset: 1,
+            }),
+            source_time,
+        }
+    }
+
+    fn fallback_of(decoded: Decoded) -> (Option<String>, String) {
+        match decoded {
+            Decoded::Work(work) => (work.event.ts, work.fallback_ts),
+            _ => panic!("expected an event"),
+        }
+    }
 
     #[test]
-    fn the_receive_clock_writes_what_rows_carry() {
-        let mut clock = ReceiveClock::default();
-        let stamp = clock.now();
+    fn only_an_event_without_ts_gets_a_written_fallback_time() {
+        let decoder = Decoder {
+            max_event_bytes: 1 << 20,
+            transform: None,
+            dead_letter_route: None,
+        };
+        let source_time = SourceTime::from_millis(1_767_323_045_678);
+        let without = r#"{"event_id":"a","question":"q","sql":"SELECT 1"}"#;
+        let with =
+            r#"{"event_id":"b","question":"q","sql":"SELECT 1","ts":"2026-03-04T05:06:07Z"}"#;
+
+        // The source's own time, written as rows carry it.
+        let (ts, fallback) = fallback_of(decoder.decode(message(without, source_time)));
+        assert_eq!((ts, fallback.as_str()), (None, "2026-01-02T03:04:05.678Z"));
+        // No source time (a stage that stamps none): the time of decoding, same format.
+        let (_, fallback) = fallback_of(decoder.decode(message(without, None)));
         assert!(
-            chrono::DateTime::parse_from_rfc3339(&stamp).is_ok() && stamp.ends_with('Z'),
-            "{stamp}"
+            chrono::DateTime::parse_from_rfc3339(&fallback).is_ok()
+                && fallback.len() == "2026-01-02T03:04:05.678Z".len(),
+            "{fallback}"
         );
-        assert_eq!(
-            stamp.len(),
-            now_rfc3339().len(),
-            "milliseconds, like now_rfc3339"
-        );
-        assert!(clock.now() >= stamp, "never goes back");
+        // An event with its own time needs none, whatever the source says.
+        let (ts, fallback) = fallback_of(decoder.decode(message(with, source_time)));
+        assert_eq!(ts.as_deref(), Some("2026-03-04T05:06:07Z"));
+        assert!(fallback.is_empty());
     }
 }

@@ -137,10 +137,19 @@ pub(super) async fn score_one(
         model = event.model.as_deref(),
         %origin,
     );
-    let scoring = tracing::Instrument::instrument(scorer.score_at(&event, &fallback_ts), span);
+    // The rows' time: the event's own `ts`, else the fallback the decoder wrote for it.
+    let row_ts = event.ts.as_deref().unwrap_or(&fallback_ts);
+    let scoring = tracing::Instrument::instrument(scorer.score_at(&event, row_ts), span);
     match CatchUnwind(Box::pin(scoring)).await {
         Ok(rows) => {
-            let ts = rows.first().map_or(fallback_ts.as_str(), |r| r.ts.as_str());
+            let no_row_ts;
+            let ts = match rows.first() {
+                Some(row) => row.ts.as_str(),
+                None => {
+                    no_row_ts = row_ts.to_string();
+                    no_row_ts.as_str()
+                }
+            };
             let work = planner.and_then(|p| p.plan(&event, &rows, ts).map(Box::new));
             let inputs = (store_inputs && !rows.is_empty())
                 .then(|| Box::new(EventInputs::from_event(event, ts)));

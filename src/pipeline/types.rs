@@ -114,6 +114,7 @@ pub struct SecondPass {
 /// A decoded event on its way to the scorer.
 pub(super) struct Work {
     pub(super) event: Event,
+    /// The rows' time when the event has no `ts` (empty when it has one).
     pub(super) fallback_ts: String,
     pub(super) origin: String,
     pub(super) payload: Vec<u8>,

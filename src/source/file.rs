@@ -140,7 +140,7 @@ pub struct FileSource {
     reader: Option<LineReader<tokio::fs::File>>,
     line_no: u64,
     /// The file's modification time when it was first opened: the `ts` of events without one.
-    source_time: Option<String>,
+    source_time: Option<super::SourceTime>,
     stopped: bool,
     acks: Arc<AckCounter>,
 }
@@ -200,13 +200,13 @@ impl FileSource {
 }
 
 /// A file's modification time as RFC 3339 (`None` when the platform cannot tell).
-async fn modified_time(path: &std::path::Path) -> Option<String> {
+async fn modified_time(path: &std::path::Path) -> Option<super::SourceTime> {
     let modified = tokio::fs::metadata(path).await.ok()?.modified().ok()?;
     let millis = modified
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
         .as_millis();
-    super::rfc3339_from_millis(i64::try_from(millis).ok()?)
+    super::SourceTime::from_millis(i64::try_from(millis).ok()?)
 }
 
 #[async_trait]
@@ -248,7 +248,7 @@ impl Source for FileSource {
                         origin: origin_of(&self.origin_prefix, self.line_no, &line),
                         payload: line.bytes,
                         ack: AckToken::new(position, acks),
-                        source_time: self.source_time.clone(),
+                        source_time: self.source_time,
                     }));
                 }
                 None if !self.follow => return Ok(None),

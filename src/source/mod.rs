@@ -26,16 +26,44 @@ pub struct SourceMessage {
     pub origin: String,
     /// Acknowledge once the sink has this message's output.
     pub ack: AckToken,
-    /// The source's own time of the message (RFC 3339), the event time of an event without
-    /// `ts`, so that a redelivered message gets the same `ts` — and lands in the same
-    /// partition and hour, where its duplicate rows collapse: the Kafka message timestamp; a
-    /// file's modification time when it was first opened. `None` (stdin, memory): the time the
+    /// The source's own time of the message, the event time of an event without `ts`, so
+    /// that a redelivered message gets the same `ts` — and lands in the same partition and
+    /// hour, where its duplicate rows collapse: the Kafka message timestamp; a file's
+    /// modification time when it was first opened. `None` (stdin, memory): the time the
     /// message was received.
-    pub source_time: Option<String>,
+    pub source_time: Option<SourceTime>,
+}
+
+/// A source's time of a message, in milliseconds since the Unix epoch. Kept as a number and
+/// written as RFC 3339 text ([`SourceTime::rfc3339`]) only for an event without `ts`, by the
+/// scoring task that decodes it: the source stage every message crosses formats nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SourceTime(i64);
+
+impl SourceTime {
+    /// `millis` since the Unix epoch; `None` when out of the range RFC 3339 text can carry.
+    pub fn from_millis(millis: i64) -> Option<SourceTime> {
+        chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis).map(|_| SourceTime(millis))
+    }
+
+    /// The current time.
+    pub fn now() -> SourceTime {
+        SourceTime(chrono::Utc::now().timestamp_millis())
+    }
+
+    /// Milliseconds since the Unix epoch.
+    pub fn millis(self) -> i64 {
+        self.0
+    }
+
+    /// The RFC 3339 text rows carry (UTC, milliseconds: `2026-01-02T03:04:05.678Z`).
+    pub fn rfc3339(self) -> String {
+        rfc3339_from_millis(self.0).unwrap_or_default()
+    }
 }
 
 /// `millis` since the Unix epoch as the RFC 3339 text rows carry (`None` when out of range).
-pub fn rfc3339_from_millis(millis: i64) -> Option<String> {
+fn rfc3339_from_millis(millis: i64) -> Option<String> {
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
@@ -196,5 +224,32 @@ impl Source for MemorySource {
 
     fn stop(&mut self) {
         self.stopped = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_time_is_written_as_rows_carry_times() {
+        let time = SourceTime::from_millis(1_767_323_045_678).expect("in range");
+        assert_eq!(time.millis(), 1_767_323_045_678);
+        assert_eq!(time.rfc3339(), "2026-01-02T03:04:05.678Z");
+        assert_eq!(
+            SourceTime::from_millis(0)
+                .map(SourceTime::rfc3339)
+                .as_deref(),
+            Some("1970-01-01T00:00:00.000Z")
+        );
+        assert_eq!(
+            SourceTime::from_millis(-1)
+                .map(SourceTime::rfc3339)
+                .as_deref(),
+            Some("1969-12-31T23:59:59.999Z")
+        );
+        assert_eq!(SourceTime::from_millis(i64::MAX), None, "out of range");
+        let now = SourceTime::now().rfc3339();
+        assert!(chrono::DateTime::parse_from_rfc3339(&now).is_ok(), "{now}");
     }
 }

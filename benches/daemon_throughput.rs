@@ -17,7 +17,9 @@
 //! = "1048576"`). A variant whose daemon exits (e.g. a config it rejects) ends its run with the
 //! daemon's log. The configs name the server
 //! in `[clickhouse]`, which builds before `a7152d2` do not know (they read it from `[sink]`):
-//! `--older-config LABEL` writes that variant's configs the older way.
+//! `--older-config LABEL` writes that variant's configs the older way. A single `--variant`
+//! runs the usual deterministic/LLM rounds with that binary and keys (before 2026-11-29 it was
+//! ignored and `target/release/sqlgrade` ran instead).
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
 //! first), migrates, and runs the release daemon as a separate process with the batching and
@@ -545,8 +547,10 @@ async fn main() {
         order.extend(pair.into_iter().filter(|&llm| !llm || args.llm));
     }
     let mut runs = Vec::new();
+    // One `--variant`: its binary and keys (two or more are compared above).
+    let variant = args.variants.first();
     for llm in order {
-        match run(&args, llm, None).await {
+        match run(&args, llm, variant).await {
             Some(r) => {
                 report(&args, &r);
                 runs.push(r);

@@ -7,7 +7,8 @@
 //! Incremental: a label already paired (same event, reviewer and `labelled_at`) is not paired
 //! again — except that a label paired with its event's line-rate row but not (yet) with an
 //! LLM-judged row is looked at again on the next [`JUDGED_ROW_POLLS`] polls, since the second
-//! pass writes its row after the line rate — and only the rows of the labelled events are read (ClickHouse: through
+//! pass writes its row after the line rate; the run's last poll looks at every such label once
+//! more, so a second pass lagging further behind is still paired by the end — and only the rows of the labelled events are read (ClickHouse: through
 //! `evaluations_by_event`, never a scan of `evaluations`). A label whose event has no judge row
 //! yet (labels imported ahead of a replay, a label racing its row into the sink) waits and is
 //! retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
@@ -112,6 +113,17 @@ impl AgreementMonitor {
 
     /// Read the labels, pair the new and changed ones, hand the pairs on.
     pub async fn poll(&mut self) -> Result<PollReport, StoreError> {
+        self.poll_labels(false).await
+    }
+
+    /// [`poll`](Self::poll) at the end of a run: every label still without an LLM-judged
+    /// pair is looked at again, whatever its rechecks left, so a second pass that lagged more
+    /// than [`JUDGED_ROW_POLLS`] polls behind the labels still has its last rows paired.
+    pub async fn poll_last(&mut self) -> Result<PollReport, StoreError> {
+        self.poll_labels(true).await
+    }
+
+    async fn poll_labels(&mut self, last: bool) -> Result<PollReport, StoreError> {
         let labels = self.store.labels().await?;
         let mut report = PollReport::default();
         let mut todo: Vec<HumanLabel> = Vec::new();
@@ -125,7 +137,7 @@ impl AgreementMonitor {
                     report.new_labels += 1;
                     todo.push(label);
                 }
-                Some(p) if !p.judged && p.rechecks_left > 0 => todo.push(label),
+                Some(p) if !p.judged && (p.rechecks_left > 0 || last) => todo.push(label),
                 Some(_) => {}
             }
         }
@@ -207,7 +219,12 @@ impl AgreementMonitor {
                     () = tokio::time::sleep(every) => *stop.borrow(),
                     changed = stop.changed() => changed.is_err() || *stop.borrow(),
                 };
-                if let Err(error) = self.poll().await {
+                let polled = if stopping {
+                    self.poll_last().await
+                } else {
+                    self.poll().await
+                };
+                if let Err(error) = polled {
                     tracing::warn!(%error, "agreement monitor could not read labels or rows; retrying");
                 }
                 if stopping {
@@ -215,5 +232,65 @@ impl AgreementMonitor {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::store::JsonlStore;
+
+    fn row_line(metric: &str, verdict: &str) -> String {
+        serde_json::json!({
+            "event_id": "e1", "ts": "2026-01-01T00:00:01Z", "app_id": "shop", "agent_id": "a",
+            "agent_version": "v1", "metric": metric, "value": 80.0, "status": "ok",
+            "details": {}, "semantic_verdict": verdict, "confidence_tier": "high",
+            "quality_tier": "good",
+        })
+        .to_string()
+    }
+
+    fn append(path: &std::path::Path, line: &str) {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_last_poll_pairs_a_judged_row_that_came_after_the_rechecks() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = dir.path().join("evaluations.jsonl");
+        append(&rows, &row_line("stef", "correct"));
+        let store = Arc::new(JsonlStore::new(dir.path()));
+        let label = HumanLabel::validated(
+            "e1",
+            "ana",
+            "correct",
+            "",
+            "",
+            "2026-01-01T00:00:05Z".into(),
+        )
+        .unwrap();
+        store.add_label(&label).await.unwrap();
+        let mut monitor = AgreementMonitor::new(store, None, 60);
+        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
+        for _ in 0..JUDGED_ROW_POLLS {
+            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        }
+        // The second pass writes its row only now: the rechecks are used up…
+        append(&rows, &row_line("stef_judged", "incorrect"));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        // …but the run's last poll looks again, once.
+        assert_eq!(
+            monitor.poll_last().await.unwrap().pairs,
+            1,
+            "the judged row"
+        );
+        assert_eq!(monitor.poll_last().await.unwrap().pairs, 0, "paired once");
     }
 }

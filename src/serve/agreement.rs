@@ -5,11 +5,12 @@
 //! telemetry and the summary read.
 //!
 //! Incremental: a label already paired (same event, reviewer and `labelled_at`) is not paired
-//! again — except that a label paired with its event's line-rate row but not (yet) with an
-//! LLM-judged row is looked at again on the next [`JUDGED_ROW_POLLS`] polls, since the second
-//! pass writes its row after the line rate; the run's last poll looks at every such label once
-//! more, so a second pass lagging further behind is still paired by the end — and only the rows of the labelled events are read (ClickHouse: through
-//! `evaluations_by_event`, never a scan of `evaluations`). A label whose event has no judge row
+//! again, and only the rows of the labelled events are read (ClickHouse: through
+//! `evaluations_by_event`, never a scan of `evaluations`). The exception: a label paired with
+//! its event's line-rate row but not (yet) with an LLM-judged row is looked at again on the next
+//! [`JUDGED_ROW_POLLS`] polls, since the second pass writes its row after the line rate, and
+//! once more by the run's last poll, so a second pass lagging further behind is still paired by
+//! the end. A label whose event has no judge row
 //! yet (labels imported ahead of a replay, a label racing its row into the sink) waits and is
 //! retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
 //! rest wait for the next poll. Labels are what people make — thousands — so the monitor keeps

@@ -243,11 +243,26 @@ pub(super) fn agreement_monitor(
         store,
         alerts,
         config.alerts.defaults.agreement_window,
-    );
+    )
+    .with_judged_row_window(judged_row_window(config));
     Some((
         monitor,
         Duration::from_millis(config.server.agreement_poll_ms),
     ))
+}
+
+/// How late the judge's second pass can write an event's LLM-judged row after its line-rate
+/// row: work older than `judge.budget.max_wait_ms` is shed, a call takes at most its longest
+/// call, and the row then waits for the sink's flush — with a minute for the write itself. A
+/// config without an LLM judge gets the judge defaults' window (a replica reading the judge-work
+/// topic may be the one that judges).
+fn judged_row_window(config: &Config) -> Duration {
+    let defaults = crate::llm::config::LlmJudgeConfig::default();
+    let llm = config.judge.llm().unwrap_or(&defaults);
+    Duration::from_millis(llm.budget.max_wait_ms)
+        .saturating_add(llm.max_call())
+        .saturating_add(Duration::from_millis(config.sink.flush_interval_ms))
+        .saturating_add(Duration::from_secs(60))
 }
 
 /// The components that are not healthy, as `name: state (detail)`, for the shutdown error.
@@ -361,5 +376,24 @@ mod tests {
         assert!(error.contains("judge.durable_cache"), "{error}");
         config.judge.llm_mut().unwrap().durable_cache = DurableCacheMode::Auto;
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn the_judged_row_window_is_as_late_as_the_second_pass_can_write() {
+        let mut config = llm_config(SinkKind::Clickhouse, DurableCacheMode::Off);
+        let llm = config.judge.llm_mut().unwrap();
+        llm.budget.max_wait_ms = 120_000;
+        llm.timeout_ms = 10_000;
+        llm.max_call_ms = 0;
+        config.sink.flush_interval_ms = 2_000;
+        // 120 s queued + 20 s call (twice the timeout) + 2 s flush + 60 s write.
+        assert_eq!(judged_row_window(&config), Duration::from_secs(202));
+        // No LLM judge here: the judge defaults' window, the monitor's own default.
+        let plain = Config::default();
+        assert_eq!(
+            judged_row_window(&plain),
+            crate::serve::agreement::DEFAULT_JUDGED_ROW_WINDOW
+                + Duration::from_millis(plain.sink.flush_interval_ms)
+        );
     }
 }

@@ -7,9 +7,12 @@
 //! Incremental: a label already paired (same event, reviewer and `labelled_at`) is not paired
 //! again, and only the rows of the labelled events are read (ClickHouse: through
 //! `evaluations_by_event`, never a scan of `evaluations`). The exception: a label paired with
-//! its event's line-rate row but not (yet) with an LLM-judged row is looked at again on the next
-//! [`JUDGED_ROW_POLLS`] polls, since the second pass writes its row after the line rate, and
-//! once more by the run's last poll, so a second pass lagging further behind is still paired by
+//! its event's line-rate row but not (yet) with an LLM-judged row is looked at again, since the
+//! second pass writes its row after the line rate: on every poll for the judged-row window
+//! ([`AgreementMonitor::with_judged_row_window`]: how late the second pass can write a row —
+//! `sqlgrade run` sets it from the judge's `max_wait_ms`, its longest call and the sink's flush
+//! interval), and on at least [`JUDGED_ROW_POLLS`] polls whatever the window; and once more by
+//! the run's last poll, so a second pass lagging further behind still has its rows paired by
 //! the end. A label whose event has no judge row
 //! yet (labels imported ahead of a replay, a label racing its row into the sink) waits and is
 //! retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
@@ -25,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::view::agreement_pairs;
 use crate::alert::{AlertHandle, AlertInput};
@@ -36,8 +40,13 @@ use crate::store::{ReviewStore, StoreError};
 pub const MAX_EVENTS_PER_POLL: usize = 2_000;
 
 /// Polls on which a label paired with its line-rate row only is looked at again for the
-/// LLM-judged row of its event (most events are never judged: then it is settled after these).
+/// LLM-judged row of its event at least, however short the judged-row window (most events are
+/// never judged: then it is settled after these and the window).
 pub const JUDGED_ROW_POLLS: u32 = 10;
+
+/// The judged-row window of a monitor that is not told one: the judge's default `max_wait_ms`
+/// (10 minutes) and its default longest call (60 s), with a minute for the sink's write.
+pub const DEFAULT_JUDGED_ROW_WINDOW: Duration = Duration::from_secs(12 * 60);
 
 /// Event ids per `rows_of` query.
 const IDS_PER_QUERY: usize = 200;
@@ -78,6 +87,8 @@ pub struct AgreementMonitor {
     tracker: AgreementTracker,
     /// Each (event, reviewer) label already paired.
     paired: HashMap<(String, String), Paired>,
+    /// How long after its first pairing a label is still looked at for the judged row.
+    judged_row_window: Duration,
 }
 
 /// What the monitor knows of a label it paired.
@@ -86,8 +97,17 @@ struct Paired {
     labelled_at: String,
     /// Paired with an LLM-judged row too.
     judged: bool,
-    /// Polls left on which to look for the LLM-judged row.
+    /// Polls left on which to look for the LLM-judged row, whatever the window.
     rechecks_left: u32,
+    /// When it was first paired (with the line-rate row): the judged-row window counts from here.
+    first_paired: Instant,
+}
+
+impl Paired {
+    /// Whether a poll looks at this label again for its LLM-judged row.
+    fn recheck(&self, window: Duration, last: bool) -> bool {
+        !self.judged && (last || self.rechecks_left > 0 || self.first_paired.elapsed() < window)
+    }
 }
 
 impl AgreementMonitor {
@@ -104,7 +124,17 @@ impl AgreementMonitor {
             board: Arc::new(AgreementBoard::default()),
             tracker: AgreementTracker::new(window),
             paired: HashMap::new(),
+            judged_row_window: DEFAULT_JUDGED_ROW_WINDOW,
         }
+    }
+
+    /// How long after a label is first paired with its event's line-rate row the monitor still
+    /// looks for the event's LLM-judged row on every poll: as late as the second pass can write
+    /// one (its queue's `max_wait_ms`, its longest call, the sink's flush). Default
+    /// [`DEFAULT_JUDGED_ROW_WINDOW`].
+    pub fn with_judged_row_window(mut self, window: Duration) -> AgreementMonitor {
+        self.judged_row_window = window;
+        self
     }
 
     /// The board this monitor publishes to.
@@ -118,8 +148,8 @@ impl AgreementMonitor {
     }
 
     /// [`poll`](Self::poll) at the end of a run: every label still without an LLM-judged
-    /// pair is looked at again, whatever its rechecks left, so a second pass that lagged more
-    /// than [`JUDGED_ROW_POLLS`] polls behind the labels still has its last rows paired.
+    /// pair is looked at again, however long ago it was paired, so a second pass that lagged
+    /// beyond the judged-row window still has its last rows paired.
     pub async fn poll_last(&mut self) -> Result<PollReport, StoreError> {
         self.poll_labels(true).await
     }
@@ -138,7 +168,7 @@ impl AgreementMonitor {
                     report.new_labels += 1;
                     todo.push(label);
                 }
-                Some(p) if !p.judged && (p.rechecks_left > 0 || last) => todo.push(label),
+                Some(p) if p.recheck(self.judged_row_window, last) => todo.push(label),
                 Some(_) => {}
             }
         }
@@ -175,9 +205,11 @@ impl AgreementMonitor {
                 continue;
             }
             let key = (label.event_id.clone(), label.reviewer.clone());
-            let rechecks_left = match self.paired.get(&key) {
-                Some(p) if p.labelled_at == label.labelled_at => p.rechecks_left.saturating_sub(1),
-                _ => JUDGED_ROW_POLLS,
+            let (rechecks_left, first_paired) = match self.paired.get(&key) {
+                Some(p) if p.labelled_at == label.labelled_at => {
+                    (p.rechecks_left.saturating_sub(1), p.first_paired)
+                }
+                _ => (JUDGED_ROW_POLLS, Instant::now()),
             };
             self.paired.insert(
                 key,
@@ -185,6 +217,7 @@ impl AgreementMonitor {
                     labelled_at: label.labelled_at.clone(),
                     judged: judged.contains(&(label.event_id.as_str(), label.reviewer.as_str())),
                     rechecks_left,
+                    first_paired,
                 },
             );
         }
@@ -262,8 +295,8 @@ mod tests {
         writeln!(file, "{line}").unwrap();
     }
 
-    #[tokio::test]
-    async fn the_last_poll_pairs_a_judged_row_that_came_after_the_rechecks() {
+    /// A store with the line-rate row of `e1` and a label on it, and the rows file.
+    async fn labelled_store() -> (tempfile::TempDir, std::path::PathBuf, Arc<JsonlStore>) {
         let dir = tempfile::tempdir().unwrap();
         let rows = dir.path().join("evaluations.jsonl");
         append(&rows, &row_line("stef", "correct"));
@@ -278,7 +311,50 @@ mod tests {
         )
         .unwrap();
         store.add_label(&label).await.unwrap();
-        let mut monitor = AgreementMonitor::new(store, None, 60);
+        (dir, rows, store)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_judged_row_within_the_window_is_paired_after_the_polls_counted() {
+        let (_dir, rows, store) = labelled_store().await;
+        let mut monitor =
+            AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::from_secs(600));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
+        // More polls than the count, all inside the window (one a minute).
+        for _ in 0..=JUDGED_ROW_POLLS {
+            tokio::time::advance(Duration::from_secs(40)).await;
+            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        }
+        append(&rows, &row_line("stef_judged", "incorrect"));
+        tokio::time::advance(Duration::from_secs(40)).await;
+        assert_eq!(
+            monitor.poll().await.unwrap().pairs,
+            1,
+            "a running poll, not only the last, pairs the judged row"
+        );
+        assert_eq!(monitor.poll().await.unwrap().pairs, 0, "paired once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_window_and_the_polls_counted_only_the_last_poll_looks() {
+        let (_dir, rows, store) = labelled_store().await;
+        let mut monitor =
+            AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::from_secs(600));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
+        for _ in 0..JUDGED_ROW_POLLS {
+            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        }
+        tokio::time::advance(Duration::from_secs(601)).await;
+        append(&rows, &row_line("stef_judged", "incorrect"));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 0, "settled");
+        assert_eq!(monitor.poll_last().await.unwrap().pairs, 1, "the last poll");
+    }
+
+    #[tokio::test]
+    async fn the_last_poll_pairs_a_judged_row_that_came_after_the_rechecks() {
+        let (_dir, rows, store) = labelled_store().await;
+        let mut monitor =
+            AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::ZERO);
         assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
         for _ in 0..JUDGED_ROW_POLLS {
             assert_eq!(monitor.poll().await.unwrap().pairs, 0);

@@ -1,5 +1,6 @@
 //! The container image (`deploy/compose/Dockerfile`) builds with a Cargo profile the workspace
-//! declares and copies the binary that profile writes: a renamed or removed profile, or a
+//! declares (through `scripts/build-pgo.sh`, which builds it with profile-guided optimisation)
+//! and copies the binary that profile writes: a renamed or removed profile, or a
 //! `COPY` left pointing at another profile's directory, would otherwise surface only when
 //! somebody builds the image (no test builds it; it needs Docker).
 
@@ -10,12 +11,19 @@ fn repo_file(path: &str) -> String {
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
 
-/// The `--profile NAME` (or `--release`) of the image's `cargo build` line.
+/// The profile the image builds: the argument of its `RUN scripts/build-pgo.sh PROFILE` line,
+/// or the `--profile NAME` (or `--release`) of a `RUN cargo build` line.
 fn built_profile(dockerfile: &str) -> String {
+    if let Some(pgo) = dockerfile
+        .lines()
+        .find(|l| l.trim_start().starts_with("RUN scripts/build-pgo.sh"))
+    {
+        return pgo.split_whitespace().nth(2).unwrap_or("dist").to_string();
+    }
     let build = dockerfile
         .lines()
         .find(|l| l.trim_start().starts_with("RUN cargo build"))
-        .expect("the Dockerfile builds with `RUN cargo build`");
+        .expect("the Dockerfile builds with `RUN scripts/build-pgo.sh` or `RUN cargo build`");
     let words: Vec<&str> = build.split_whitespace().collect();
     if let Some(i) = words.iter().position(|w| *w == "--profile") {
         return words
@@ -64,4 +72,34 @@ fn the_shipped_profile_is_whole_program_optimised() {
         dist.get("codegen-units").and_then(|v| v.as_integer()),
         Some(1)
     );
+}
+
+#[test]
+fn the_pgo_build_is_executable_and_trains_on_events_the_image_has() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("scripts/build-pgo.sh");
+    let mode = std::fs::metadata(&script)
+        .expect("scripts/build-pgo.sh")
+        .permissions()
+        .mode();
+    assert_ne!(mode & 0o111, 0, "scripts/build-pgo.sh is executable");
+    let text = repo_file("scripts/build-pgo.sh");
+    assert!(
+        text.contains("path = \"$repo/examples/events.jsonl\""),
+        "trains on the example"
+    );
+    assert!(root.join("examples/events.jsonl").is_file());
+    // The build context keeps the example and the script (only build outputs are ignored).
+    let ignored = repo_file(".dockerignore");
+    for line in ignored
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        assert!(
+            !"examples/events.jsonl".starts_with(line.trim_end_matches('/'))
+                && !"scripts/build-pgo.sh".starts_with(line.trim_end_matches('/')),
+            ".dockerignore leaves out {line}, which the image's build needs"
+        );
+    }
 }

@@ -90,6 +90,9 @@ fn the_pgo_build_is_executable_and_trains_on_events_the_image_has() {
         "trains on the example"
     );
     assert!(root.join("examples/events.jsonl").is_file());
+    // The image's switch (`--build-arg SQLGRADE_PGO=off`) reaches the script.
+    assert!(text.contains("SQLGRADE_PGO"));
+    assert!(repo_file("deploy/compose/Dockerfile").contains("ARG SQLGRADE_PGO=on"));
     // The build context keeps the example and the script (only build outputs are ignored).
     let ignored = repo_file(".dockerignore");
     for line in ignored

@@ -13,9 +13,8 @@
 //! `sqlgrade run` sets it from the judge's `max_wait_ms`, its longest call and the sink's flush
 //! interval), and on at least [`JUDGED_ROW_POLLS`] polls whatever the window; and once more by
 //! the run's last poll, so a second pass lagging further behind still has its rows paired by
-//! the end. A label whose event has no judge row
-//! yet (labels imported ahead of a replay, a label racing its row into the sink) waits and is
-//! retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
+//! the end. A label whose event has no judge row yet (labels imported ahead of a replay, a label
+//! racing its row into the sink) waits and is retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
 //! rest wait for the next poll. Labels are what people make — thousands — so the monitor keeps
 //! one small entry per label.
 //!
@@ -314,13 +313,17 @@ mod tests {
         (dir, rows, store)
     }
 
+    /// A monitor over `store` whose judged-row window is 10 minutes.
+    fn ten_minute_monitor(store: Arc<JsonlStore>) -> AgreementMonitor {
+        AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::from_secs(600))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_judged_row_within_the_window_is_paired_after_the_polls_counted() {
         let (_dir, rows, store) = labelled_store().await;
-        let mut monitor =
-            AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::from_secs(600));
+        let mut monitor = ten_minute_monitor(store);
         assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
-        // More polls than the count, all inside the window (one a minute).
+        // More polls than the count, all inside the window (one every 40 s).
         for _ in 0..=JUDGED_ROW_POLLS {
             tokio::time::advance(Duration::from_secs(40)).await;
             assert_eq!(monitor.poll().await.unwrap().pairs, 0);
@@ -338,8 +341,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn past_the_window_and_the_polls_counted_only_the_last_poll_looks() {
         let (_dir, rows, store) = labelled_store().await;
-        let mut monitor =
-            AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::from_secs(600));
+        let mut monitor = ten_minute_monitor(store);
         assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
         for _ in 0..JUDGED_ROW_POLLS {
             assert_eq!(monitor.poll().await.unwrap().pairs, 0);

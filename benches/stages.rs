@@ -13,6 +13,15 @@
 //!   is left on the writer's thread per event — the hand-over, the join and the concatenation.
 //!   The bytes are the same (a unit test checks it).
 //!
+//! - `clickhouse_rows_serial`: the ClickHouse sink's `evaluations` body for the same 1,000 rows
+//!   — each row's RowBinary record and the LZ4 chunks — on the calling thread, as the writer
+//!   task does below 4 cores (and did on every machine before: the `clickhouse` crate's insert
+//!   encoded and compressed on the sending task).
+//! - `clickhouse_rows_chunked`: the same body cut into slices encoded and compressed on rayon's
+//!   pool (`encode_evaluations(.., parallel = true)`, what the sink does from 4 cores on): what
+//!   is left on the writer's thread per event — the hand-over and the join. The chunks'
+//!   bytes, concatenated, are the serial ones (a unit test checks it).
+//!
 //! - `batch_rows_copied`: the batcher adding each event's rows to its batch as it did (each
 //!   row, 568 bytes, moved into one growing vector).
 //! - `batch_rows_kept`: the same events added as the batcher does now (each event's rows
@@ -54,6 +63,7 @@ use std::time::Duration;
 
 use criterion::measurement::Measurement;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use sqlgrade::clickhouse::sink::encode_evaluations;
 use sqlgrade::event::Event;
 use sqlgrade::kafka::offsets::OffsetTracker;
 use sqlgrade::sink::{encode_json_lines, encode_json_lines_in_chunks};
@@ -116,6 +126,19 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             },
             BatchSize::LargeInput,
         )
+    });
+    let row_refs: Vec<_> = rows.iter().collect();
+    group.bench_function("clickhouse_rows_serial", |b| {
+        b.iter(|| {
+            let chunks = encode_evaluations(&row_refs, 1_790_000_000, false).expect("encode");
+            chunks.len()
+        })
+    });
+    group.bench_function("clickhouse_rows_chunked", |b| {
+        b.iter(|| {
+            let chunks = encode_evaluations(&row_refs, 1_790_000_000, true).expect("encode");
+            chunks.len()
+        })
     });
     let per_event: Vec<Vec<_>> = rows.iter().map(|row| vec![row.clone()]).collect();
     group.bench_function("batch_rows_copied", |b| {

@@ -16,7 +16,9 @@
 # throughput benchmark and for poking at things by hand:
 #
 #   eval "$(scripts/services.sh start /tmp/sqlgrade-services)"
-#   cargo run --release -- migrate --config deploy/config/local.toml
+#   printf '[sink]\nkind = "clickhouse"\n[clickhouse]\nurl = "%s"\n' \
+#       "$SQLGRADE_TEST_CLICKHOUSE_URL" > /tmp/local.toml
+#   cargo run --release -- migrate --config /tmp/local.toml
 set -euo pipefail
 
 TANSU_VERSION=0.6.0

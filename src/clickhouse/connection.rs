@@ -57,10 +57,16 @@ pub fn cluster_layout(
     })
 }
 
+/// How inserts are compressed on the way to the server: LZ4, the client's default, named here
+/// because the sink compresses its chunks itself (on several threads, [`super::rowbinary`]) and
+/// must do what the client expects.
+pub const INSERT_COMPRESSION: clickhouse::Compression = clickhouse::Compression::Lz4;
+
 /// The same client without a database selected (to create it).
 pub fn server_client(settings: &ClickHouseConfig) -> clickhouse::Client {
     let mut client = clickhouse::Client::default()
         .with_url(url(settings))
+        .with_compression(INSERT_COMPRESSION)
         .with_validation(false);
     if let Some(user) = &settings.user {
         client = client.with_user(user);

@@ -16,6 +16,7 @@ pub mod judge_cache;
 pub mod migrate;
 pub mod queries;
 pub mod retention;
+pub mod rowbinary;
 pub mod rows;
 pub mod sink;
 

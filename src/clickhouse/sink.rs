@@ -35,10 +35,11 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
+use super::rowbinary;
 use super::{
     Backoff, DEAD_LETTERS_TABLE, EVALUATIONS_TABLE, EVENT_INPUTS_TABLE, FailureKind, classify,
 };
-use super::{epoch_seconds, now_seconds};
+use super::{INSERT_COMPRESSION, epoch_seconds, now_seconds};
 use crate::clickhouse::config::{ClickHouseConfig, ClusterWrite};
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::health::{ComponentHealth, Health};
@@ -224,6 +225,58 @@ pub fn shard_of(event_id: &str, shards: usize) -> usize {
     (ch_cityhash102::cityhash64(event_id.as_bytes()) % shards.max(1) as u64) as usize
 }
 
+/// The `evaluations` insert's body for `rows` ([`rowbinary::encode_chunks`]: RowBinary in
+/// compressed chunks, on rayon's pool when `parallel`); `scored_at` is the insert's time in
+/// seconds, which also stands in for an event time that does not parse.
+pub fn encode_evaluations(
+    rows: &[&EvaluationRow],
+    scored_at: u32,
+    parallel: bool,
+) -> Result<Vec<rowbinary::Chunk>, rowbinary::RowBinaryError> {
+    rowbinary::encode_chunks(
+        rows,
+        INSERT_COMPRESSION,
+        parallel,
+        || EventTimes::new(scored_at),
+        |times, row, out| {
+            let ts = times.seconds(&row.ts);
+            rowbinary::encode_into(&EvaluationRecord::new(row, ts, scored_at), out)
+        },
+    )
+}
+
+/// The `event_inputs` insert's body for `inputs`, as [`encode_evaluations`] does.
+pub fn encode_inputs(
+    inputs: &[EventInputs],
+    stored_at: u32,
+    parallel: bool,
+) -> Result<Vec<rowbinary::Chunk>, rowbinary::RowBinaryError> {
+    rowbinary::encode_chunks(
+        inputs,
+        INSERT_COMPRESSION,
+        parallel,
+        || (),
+        |_, item, out| rowbinary::encode_into(&EventInputsRecord::new(item, stored_at), out),
+    )
+}
+
+/// `INSERT INTO table(columns of R) FORMAT RowBinary`, the statement the `clickhouse` crate's own
+/// `Insert` sends: the column names back-quoted (they are the record types' field names, plain
+/// identifiers; a test checks that none needs escaping).
+fn insert_sql<R: clickhouse::Row>(table: &str) -> String {
+    let mut sql = format!("INSERT INTO {table}(");
+    for (i, name) in R::COLUMN_NAMES.iter().enumerate() {
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push('`');
+        sql.push_str(name);
+        sql.push('`');
+    }
+    sql.push_str(") FORMAT RowBinary");
+    sql
+}
+
 /// One row of `dead_letters` (see 002_dead_letters.sql).
 #[derive(Debug, clickhouse::Row, Serialize)]
 struct DeadLetterRecord<'a> {
@@ -297,6 +350,9 @@ pub struct ClickHouseSink {
     shards: Vec<Vec<clickhouse::Client>>,
     settings: ClickHouseConfig,
     health: Option<Arc<Health>>,
+    /// Encode and compress a batch's rows on rayon's pool ([`rowbinary::encode_chunks`]);
+    /// [`crate::sink::parallel_encoding`] unless set.
+    parallel_encoding: bool,
 }
 
 impl std::fmt::Debug for ClickHouseSink {
@@ -342,7 +398,15 @@ impl ClickHouseSink {
             shards,
             settings: settings.clone(),
             health: None,
+            parallel_encoding: crate::sink::parallel_encoding(),
         }
+    }
+
+    /// Encode batches on rayon's pool (`true`) or on the writing task (`false`), whatever the
+    /// core count says — for tests and benchmarks that compare the two.
+    pub fn with_parallel_encoding(mut self, parallel: bool) -> ClickHouseSink {
+        self.parallel_encoding = parallel;
+        self
     }
 
     /// Report the sink's state (`clickhouse` component) to a health registry.
@@ -407,30 +471,37 @@ impl ClickHouseSink {
         table: &str,
         rows: &[&EvaluationRow],
     ) -> clickhouse::error::Result<()> {
-        let scored_at = now_seconds();
-        let mut times = EventTimes::new(scored_at);
-        let mut insert = client
-            .insert::<EvaluationRecord<'_>>(table)
-            .await?
-            .with_timeouts(self.timeout(), self.timeout());
-        for row in rows {
-            let ts = times.seconds(&row.ts);
-            insert
-                .write(&EvaluationRecord::new(row, ts, scored_at))
-                .await?;
-        }
-        insert.end().await
+        let chunks = encode_evaluations(rows, now_seconds(), self.parallel_encoding);
+        self.insert_chunks::<EvaluationRecord<'_>>(client, table, chunks)
+            .await
     }
 
     async fn insert_inputs(&self, inputs: &[EventInputs]) -> clickhouse::error::Result<()> {
-        let now = now_seconds();
-        let mut insert = self
-            .client
-            .insert::<EventInputsRecord<'_>>(EVENT_INPUTS_TABLE)
-            .await?
+        let chunks = encode_inputs(inputs, now_seconds(), self.parallel_encoding);
+        self.insert_chunks::<EventInputsRecord<'_>>(&self.client, EVENT_INPUTS_TABLE, chunks)
+            .await
+    }
+
+    /// One `INSERT INTO table(R's columns) FORMAT RowBinary` of a body already encoded and
+    /// compressed (`encode_*`), sent chunk by chunk. A row that could not be encoded fails the
+    /// insert as rejected data (`Error::Custom`), so bisection dead-letters it as it does rows
+    /// the server rejects.
+    async fn insert_chunks<R: clickhouse::Row>(
+        &self,
+        client: &clickhouse::Client,
+        table: &str,
+        chunks: Result<Vec<rowbinary::Chunk>, rowbinary::RowBinaryError>,
+    ) -> clickhouse::error::Result<()> {
+        let chunks =
+            chunks.map_err(|e| clickhouse::error::Error::Custom(format!("{table}: {e}")))?;
+        let mut insert = client
+            .insert_formatted_with(insert_sql::<R>(table))
             .with_timeouts(self.timeout(), self.timeout());
-        for item in inputs {
-            insert.write(&EventInputsRecord::new(item, now)).await?;
+        for chunk in chunks {
+            match chunk {
+                rowbinary::Chunk::Compressed(data) => insert.send_compressed(data).await?,
+                rowbinary::Chunk::Plain(data) => insert.send(data).await?,
+            }
         }
         insert.end().await
     }
@@ -457,17 +528,17 @@ impl ClickHouseSink {
         letters: &[(DeadLetter, String)],
     ) -> clickhouse::error::Result<()> {
         let now = now_seconds();
-        let mut insert = self
-            .client
-            .insert::<DeadLetterRecord<'_>>(DEAD_LETTERS_TABLE)
-            .await?
-            .with_timeouts(self.timeout(), self.timeout());
-        for (letter, error) in letters {
-            insert
-                .write(&DeadLetterRecord::new(letter, error, now))
-                .await?;
-        }
-        insert.end().await
+        let chunks = rowbinary::encode_chunks(
+            letters,
+            INSERT_COMPRESSION,
+            self.parallel_encoding,
+            || (),
+            |_, (letter, error), out| {
+                rowbinary::encode_into(&DeadLetterRecord::new(letter, error, now), out)
+            },
+        );
+        self.insert_chunks::<DeadLetterRecord<'_>>(&self.client, DEAD_LETTERS_TABLE, chunks)
+            .await
     }
 
     /// Run `attempt` until it succeeds or fails with rejected data, sleeping with backoff between
@@ -639,6 +710,7 @@ impl Sink for ClickHouseSink {
             shards: self.shards.clone(),
             settings: self.settings.clone(),
             health: self.health.clone(),
+            parallel_encoding: self.parallel_encoding,
         }))
     }
 }
@@ -665,6 +737,34 @@ mod tests {
             ["c_1"]
         );
         assert!(finding_codes(r#"{"code":"#).is_empty());
+    }
+
+    #[test]
+    fn inserts_name_the_records_columns() {
+        assert_eq!(
+            insert_sql::<DeadLetterRecord<'_>>("dead_letters"),
+            "INSERT INTO dead_letters(`received_at`,`source`,`reason`,`payload`,\
+             `payload_encoding`,`error`) FORMAT RowBinary"
+        );
+        let evaluations = insert_sql::<EvaluationRecord<'_>>("evaluations");
+        assert!(evaluations.starts_with("INSERT INTO evaluations(`event_id`,`ts`,`app_id`,"));
+        assert!(evaluations.ends_with(",`finding_codes`,`judge_identity`) FORMAT RowBinary"));
+        let plain = |names: &[&str]| {
+            names.iter().all(|n| {
+                !n.is_empty()
+                    && n.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            })
+        };
+        assert!(plain(
+            <EvaluationRecord<'_> as clickhouse::Row>::COLUMN_NAMES
+        ));
+        assert!(plain(
+            <EventInputsRecord<'_> as clickhouse::Row>::COLUMN_NAMES
+        ));
+        assert!(plain(
+            <DeadLetterRecord<'_> as clickhouse::Row>::COLUMN_NAMES
+        ));
     }
 
     #[test]

@@ -116,16 +116,23 @@ pub fn encode_json_lines_owned<T: serde::Serialize + Send>(
     items: Vec<T>,
     out: &mut Vec<u8>,
 ) -> Result<(), SinkError> {
+    let threads = rayon::current_num_threads().min(items.len() / MIN_ITEMS_PER_ENCODER);
+    if threads <= 1 || !parallel_encoding() {
+        return encode_json_lines(&items, out);
+    }
+    encode_json_lines_in_chunks(items, threads, out)
+}
+
+/// Whether sinks spread a batch's encoding over rayon's pool: from
+/// [`MIN_CORES_FOR_PARALLEL_ENCODING`] cores on (the JSON lines here, ClickHouse's RowBinary
+/// chunks in [`crate::clickhouse::rowbinary`]).
+pub fn parallel_encoding() -> bool {
     // Read once: `available_parallelism` reads the cgroup limits on every call.
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let cores = *CORES.get_or_init(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let threads = rayon::current_num_threads().min(items.len() / MIN_ITEMS_PER_ENCODER);
-    if threads <= 1 || cores < MIN_CORES_FOR_PARALLEL_ENCODING {
-        return encode_json_lines(&items, out);
-    }
-    encode_json_lines_in_chunks(items, threads, out)
+    cores >= MIN_CORES_FOR_PARALLEL_ENCODING
 }
 
 /// [`encode_json_lines`] of `items` cut into `chunks` consecutive chunks, each encoded and

@@ -492,8 +492,16 @@ impl ClickHouseSink {
         table: &str,
         chunks: Result<Vec<rowbinary::Chunk>, rowbinary::RowBinaryError>,
     ) -> clickhouse::error::Result<()> {
-        let chunks =
-            chunks.map_err(|e| clickhouse::error::Error::Custom(format!("{table}: {e}")))?;
+        let chunks = chunks.map_err(|e| {
+            // The client's error holds text only: keep the whole chain in it.
+            let mut text = format!("{table}: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            clickhouse::error::Error::Custom(text)
+        })?;
         let mut insert = client
             .insert_formatted_with(insert_sql::<R>(table))
             .with_timeouts(self.timeout(), self.timeout());

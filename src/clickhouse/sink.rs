@@ -609,7 +609,7 @@ impl ClickHouseSink {
     /// chunks the server rejects down to single items; returns the items rejected even alone,
     /// each with the server's error. `what` names the table in logs and errors; `insert` writes
     /// one chunk through the sink it is given.
-    async fn store_bisecting<T>(
+    async fn store_bisecting<T: Send + 'static>(
         &self,
         what: &str,
         items: Vec<T>,
@@ -622,7 +622,7 @@ impl ClickHouseSink {
                 continue;
             }
             match self.with_retries(what, || insert(self, &chunk)).await {
-                Ok(()) => {}
+                Ok(()) => self.release(chunk),
                 Err(Err(fatal)) => return Err(fatal),
                 Err(Ok(error)) if chunk.len() == 1 => {
                     rejected.extend(chunk.into_iter().map(|item| Rejected {
@@ -639,6 +639,18 @@ impl ClickHouseSink {
             }
         }
         Ok(rejected)
+    }
+
+    /// Free stored items: on rayon's pool when the sink encodes there (from 4 cores on) and the
+    /// chunk is big, so the writer task, which every batch crosses, does not spend ~1 µs per
+    /// event freeing rows that the scoring threads allocated; here otherwise.
+    fn release<T: Send + 'static>(&self, items: Vec<T>) {
+        if self.parallel_encoding && items.len() >= rowbinary::MIN_ROWS_PER_ENCODER {
+            rayon::spawn(move || {
+                use rayon::prelude::*;
+                items.into_par_iter().for_each(drop);
+            });
+        }
     }
 
     /// Insert `rows`, bisecting rejected chunks down to single rows; returns the rejected rows.

@@ -86,7 +86,7 @@ impl Daemon {
             Some(health.clone()),
         )
         .await?;
-        let agreement = agreement_monitor(config, reader, alert_handle);
+        let agreement = agreement_monitor(config, reader, alert_handle, &health);
         if let Some(telemetry) = telemetry.as_mut() {
             let health = Arc::clone(&health);
             telemetry.observe_outages(move || outage_stats(&health));
@@ -234,6 +234,7 @@ pub(super) fn agreement_monitor(
     config: &Config,
     store: Option<Arc<dyn ReviewStore>>,
     alerts: Option<crate::alert::AlertHandle>,
+    health: &Arc<Health>,
 ) -> Option<(crate::serve::agreement::AgreementMonitor, Duration)> {
     if config.server.agreement_poll_ms == 0 || (alerts.is_none() && !config.telemetry.enabled) {
         return None;
@@ -244,11 +245,24 @@ pub(super) fn agreement_monitor(
         alerts,
         config.alerts.defaults.agreement_window,
     )
-    .with_judged_row_window(judged_row_window(config));
+    .with_judged_row_window(judged_row_window(config))
+    .with_sink_outage(sink_outage_clock(health));
     Some((
         monitor,
         Duration::from_millis(config.server.agreement_poll_ms),
     ))
+}
+
+/// The ClickHouse sink's total outage time so far (the health registry's `clickhouse` clock;
+/// zero for sinks that do not report one).
+fn sink_outage_clock(health: &Arc<Health>) -> impl Fn() -> Duration + Send + Sync + 'static {
+    let health = Arc::clone(health);
+    move || {
+        health
+            .outages()
+            .get("clickhouse")
+            .map_or(Duration::ZERO, |o| o.total)
+    }
 }
 
 /// How late the judge's second pass can write an event's LLM-judged row after its line-rate
@@ -376,6 +390,29 @@ mod tests {
         assert!(error.contains("judge.durable_cache"), "{error}");
         config.judge.llm_mut().unwrap().durable_cache = DurableCacheMode::Auto;
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn the_sink_outage_clock_counts_the_clickhouse_sinks_outages() {
+        let health = Arc::new(Health::new());
+        let clock = sink_outage_clock(&health);
+        assert_eq!(clock(), Duration::ZERO);
+        health.set("kafka", ComponentHealth::Degraded("down".into()));
+        health.set("clickhouse", ComponentHealth::Ok);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(clock(), Duration::ZERO, "another component's outage");
+        health.set(
+            "clickhouse",
+            ComponentHealth::Degraded("insert failing".into()),
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        let during = clock();
+        assert!(during >= Duration::from_millis(20), "{during:?}");
+        health.set("clickhouse", ComponentHealth::Ok);
+        let after = clock();
+        assert!(after >= during);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(clock(), after, "the clock stops when the sink is back");
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! second pass writes its row after the line rate: on every poll for the judged-row window
 //! ([`AgreementMonitor::with_judged_row_window`]: how late the second pass can write a row —
 //! `sqlgrade run` sets it from the judge's `max_wait_ms`, its longest call and the sink's flush
-//! interval), and on at least [`JUDGED_ROW_POLLS`] polls whatever the window; and once more by
+//! interval, and longer by however long the sink was down since the label was paired:
+//! [`AgreementMonitor::with_sink_outage`]), and on at least [`JUDGED_ROW_POLLS`] polls
+//! whatever the window; and once more by
 //! the run's last poll, so a second pass lagging further behind still has its rows paired by
 //! the end. A label whose event has no judge row yet (labels imported ahead of a replay, a label
 //! racing its row into the sink) waits and is retried on the next poll. Each poll reads at most [`MAX_EVENTS_PER_POLL`] events' rows; the
@@ -88,7 +90,13 @@ pub struct AgreementMonitor {
     paired: HashMap<(String, String), Paired>,
     /// How long after its first pairing a label is still looked at for the judged row.
     judged_row_window: Duration,
+    /// The sink's outage time so far (`with_sink_outage`): the window grows by the time the sink
+    /// was down after a label was paired.
+    sink_outage: Option<SinkOutage>,
 }
+
+/// The sink's total outage time so far (e.g. the health registry's `clickhouse` clock).
+type SinkOutage = Arc<dyn Fn() -> Duration + Send + Sync>;
 
 /// What the monitor knows of a label it paired.
 #[derive(Debug, Clone)]
@@ -100,11 +108,16 @@ struct Paired {
     rechecks_left: u32,
     /// When it was first paired (with the line-rate row): the judged-row window counts from here.
     first_paired: Instant,
+    /// The sink's outage time when it was first paired.
+    sink_outage_at_pairing: Duration,
 }
 
 impl Paired {
-    /// Whether a poll looks at this label again for its LLM-judged row.
-    fn recheck(&self, window: Duration, last: bool) -> bool {
+    /// Whether a poll looks at this label again for its LLM-judged row: `window` after its
+    /// first pairing, plus however long the sink has been down since (`sink_outage`: the
+    /// sink's outage time now), which delays the judged row as long.
+    fn recheck(&self, window: Duration, sink_outage: Duration, last: bool) -> bool {
+        let window = window.saturating_add(sink_outage.saturating_sub(self.sink_outage_at_pairing));
         !self.judged && (last || self.rechecks_left > 0 || self.first_paired.elapsed() < window)
     }
 }
@@ -124,7 +137,19 @@ impl AgreementMonitor {
             tracker: AgreementTracker::new(window),
             paired: HashMap::new(),
             judged_row_window: DEFAULT_JUDGED_ROW_WINDOW,
+            sink_outage: None,
         }
+    }
+
+    /// Where the sink's outage time comes from (`sqlgrade run`: the health registry's clock of
+    /// the ClickHouse sink). A judged row waits in the pipeline while the sink is down, so every
+    /// second of outage after a label was paired adds a second to its judged-row window.
+    pub fn with_sink_outage(
+        mut self,
+        outage: impl Fn() -> Duration + Send + Sync + 'static,
+    ) -> AgreementMonitor {
+        self.sink_outage = Some(Arc::new(outage));
+        self
     }
 
     /// How long after a label is first paired with its event's line-rate row the monitor still
@@ -155,6 +180,7 @@ impl AgreementMonitor {
 
     async fn poll_labels(&mut self, last: bool) -> Result<PollReport, StoreError> {
         let labels = self.store.labels().await?;
+        let sink_outage = self.sink_outage.as_ref().map_or(Duration::ZERO, |f| f());
         let mut report = PollReport::default();
         let mut todo: Vec<HumanLabel> = Vec::new();
         for label in labels {
@@ -167,7 +193,7 @@ impl AgreementMonitor {
                     report.new_labels += 1;
                     todo.push(label);
                 }
-                Some(p) if p.recheck(self.judged_row_window, last) => todo.push(label),
+                Some(p) if p.recheck(self.judged_row_window, sink_outage, last) => todo.push(label),
                 Some(_) => {}
             }
         }
@@ -204,11 +230,14 @@ impl AgreementMonitor {
                 continue;
             }
             let key = (label.event_id.clone(), label.reviewer.clone());
-            let (rechecks_left, first_paired) = match self.paired.get(&key) {
-                Some(p) if p.labelled_at == label.labelled_at => {
-                    (p.rechecks_left.saturating_sub(1), p.first_paired)
-                }
-                _ => (JUDGED_ROW_POLLS, Instant::now()),
+            let (rechecks_left, first_paired, sink_outage_at_pairing) = match self.paired.get(&key)
+            {
+                Some(p) if p.labelled_at == label.labelled_at => (
+                    p.rechecks_left.saturating_sub(1),
+                    p.first_paired,
+                    p.sink_outage_at_pairing,
+                ),
+                _ => (JUDGED_ROW_POLLS, Instant::now(), sink_outage),
             };
             self.paired.insert(
                 key,
@@ -217,6 +246,7 @@ impl AgreementMonitor {
                     judged: judged.contains(&(label.event_id.as_str(), label.reviewer.as_str())),
                     rechecks_left,
                     first_paired,
+                    sink_outage_at_pairing,
                 },
             );
         }
@@ -350,6 +380,43 @@ mod tests {
         append(&rows, &row_line("stef_judged", "incorrect"));
         assert_eq!(monitor.poll().await.unwrap().pairs, 0, "settled");
         assert_eq!(monitor.poll_last().await.unwrap().pairs, 1, "the last poll");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sink_outage_after_the_pairing_lengthens_the_window_by_its_length() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let (_dir, rows, store) = labelled_store().await;
+        let outage_secs = Arc::new(AtomicU64::new(30));
+        let clock = Arc::clone(&outage_secs);
+        let mut monitor = ten_minute_monitor(store)
+            .with_sink_outage(move || Duration::from_secs(clock.load(Ordering::SeqCst)));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
+        for _ in 0..JUDGED_ROW_POLLS {
+            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        }
+        // The sink is down for 15 minutes after the pairing (30 s of outage before it do not
+        // count): the judged row lands 20 minutes after the pairing, inside 10 + 15 minutes.
+        outage_secs.store(30 + 15 * 60, Ordering::SeqCst);
+        tokio::time::advance(Duration::from_secs(20 * 60)).await;
+        append(&rows, &row_line("stef_judged", "incorrect"));
+        assert_eq!(
+            monitor.poll().await.unwrap().pairs,
+            1,
+            "a running poll pairs it"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn outage_before_the_pairing_does_not_lengthen_the_window() {
+        let (_dir, rows, store) = labelled_store().await;
+        let mut monitor = ten_minute_monitor(store).with_sink_outage(|| Duration::from_secs(3600));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
+        for _ in 0..JUDGED_ROW_POLLS {
+            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        }
+        tokio::time::advance(Duration::from_secs(601)).await;
+        append(&rows, &row_line("stef_judged", "incorrect"));
+        assert_eq!(monitor.poll().await.unwrap().pairs, 0, "settled");
     }
 
     #[tokio::test]

@@ -225,6 +225,22 @@ pub fn shard_of(event_id: &str, shards: usize) -> usize {
     (ch_cityhash102::cityhash64(event_id.as_bytes()) % shards.max(1) as u64) as usize
 }
 
+/// Rows per encoding thread in one wave of an insert (`insert_waves`): ~1.5 MiB of RowBinary for
+/// line-rate rows, so a wave holds a few compressed chunks per thread.
+pub const WAVE_ROWS_PER_THREAD: usize = 1_024;
+
+/// The client's error for a row the sink could not encode: its text only, so the whole cause
+/// chain goes into it.
+fn encoding_failed(table: &str, error: &rowbinary::RowBinaryError) -> clickhouse::error::Error {
+    let mut text = format!("{table}: {error}");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    clickhouse::error::Error::Custom(text)
+}
+
 /// The `evaluations` insert's body for `rows` ([`rowbinary::encode_chunks`]: RowBinary in
 /// compressed chunks, on rayon's pool when `parallel`); `scored_at` is the insert's time in
 /// seconds, which also stands in for an event time that does not parse.
@@ -471,44 +487,55 @@ impl ClickHouseSink {
         table: &str,
         rows: &[&EvaluationRow],
     ) -> clickhouse::error::Result<()> {
-        let chunks = encode_evaluations(rows, now_seconds(), self.parallel_encoding);
-        self.insert_chunks::<EvaluationRecord<'_>>(client, table, chunks)
-            .await
+        let scored_at = now_seconds();
+        let parallel = self.parallel_encoding;
+        self.insert_waves::<EvaluationRecord<'_>, _>(client, table, rows, |wave| {
+            encode_evaluations(wave, scored_at, parallel)
+        })
+        .await
     }
 
     async fn insert_inputs(&self, inputs: &[EventInputs]) -> clickhouse::error::Result<()> {
-        let chunks = encode_inputs(inputs, now_seconds(), self.parallel_encoding);
-        self.insert_chunks::<EventInputsRecord<'_>>(&self.client, EVENT_INPUTS_TABLE, chunks)
-            .await
+        let now = now_seconds();
+        let parallel = self.parallel_encoding;
+        self.insert_waves::<EventInputsRecord<'_>, _>(
+            &self.client,
+            EVENT_INPUTS_TABLE,
+            inputs,
+            |wave| encode_inputs(wave, now, parallel),
+        )
+        .await
     }
 
-    /// One `INSERT INTO table(R's columns) FORMAT RowBinary` of a body already encoded and
-    /// compressed (`encode_*`), sent chunk by chunk. A row that could not be encoded fails the
-    /// insert as rejected data (`Error::Custom`), so bisection dead-letters it as it does rows
-    /// the server rejects.
-    async fn insert_chunks<R: clickhouse::Row>(
+    /// One `INSERT INTO table(R's columns) FORMAT RowBinary` of `items`, encoded and compressed a
+    /// wave of rows at a time ([`WAVE_ROWS_PER_THREAD`] per encoding thread: on rayon's pool when
+    /// the sink encodes there) and each wave's chunks sent before the next is encoded, so what is
+    /// held besides the rows is one wave's chunks, not the batch's body. A row that cannot be
+    /// encoded ends the insert unfinished (the server drops it: nothing of it is stored) and
+    /// fails it as rejected data (`Error::Custom`), so bisection dead-letters the row as it
+    /// does rows the server rejects.
+    async fn insert_waves<R: clickhouse::Row, T>(
         &self,
         client: &clickhouse::Client,
         table: &str,
-        chunks: Result<Vec<rowbinary::Chunk>, rowbinary::RowBinaryError>,
+        items: &[T],
+        encode: impl Fn(&[T]) -> Result<Vec<rowbinary::Chunk>, rowbinary::RowBinaryError>,
     ) -> clickhouse::error::Result<()> {
-        let chunks = chunks.map_err(|e| {
-            // The client's error holds text only: keep the whole chain in it.
-            let mut text = format!("{table}: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            clickhouse::error::Error::Custom(text)
-        })?;
+        let threads = if self.parallel_encoding {
+            rayon::current_num_threads()
+        } else {
+            1
+        };
         let mut insert = client
             .insert_formatted_with(insert_sql::<R>(table))
             .with_timeouts(self.timeout(), self.timeout());
-        for chunk in chunks {
-            match chunk {
-                rowbinary::Chunk::Compressed(data) => insert.send_compressed(data).await?,
-                rowbinary::Chunk::Plain(data) => insert.send(data).await?,
+        for wave in items.chunks(WAVE_ROWS_PER_THREAD * threads) {
+            let chunks = encode(wave).map_err(|e| encoding_failed(table, &e))?;
+            for chunk in chunks {
+                match chunk {
+                    rowbinary::Chunk::Compressed(data) => insert.send_compressed(data).await?,
+                    rowbinary::Chunk::Plain(data) => insert.send(data).await?,
+                }
             }
         }
         insert.end().await
@@ -536,17 +563,24 @@ impl ClickHouseSink {
         letters: &[(DeadLetter, String)],
     ) -> clickhouse::error::Result<()> {
         let now = now_seconds();
-        let chunks = rowbinary::encode_chunks(
+        let parallel = self.parallel_encoding;
+        self.insert_waves::<DeadLetterRecord<'_>, _>(
+            &self.client,
+            DEAD_LETTERS_TABLE,
             letters,
-            INSERT_COMPRESSION,
-            self.parallel_encoding,
-            || (),
-            |_, (letter, error), out| {
-                rowbinary::encode_into(&DeadLetterRecord::new(letter, error, now), out)
+            |wave| {
+                rowbinary::encode_chunks(
+                    wave,
+                    INSERT_COMPRESSION,
+                    parallel,
+                    || (),
+                    |_, (letter, error), out| {
+                        rowbinary::encode_into(&DeadLetterRecord::new(letter, error, now), out)
+                    },
+                )
             },
-        );
-        self.insert_chunks::<DeadLetterRecord<'_>>(&self.client, DEAD_LETTERS_TABLE, chunks)
-            .await
+        )
+        .await
     }
 
     /// Run `attempt` until it succeeds or fails with rejected data, sleeping with backoff between

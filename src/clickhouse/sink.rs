@@ -232,13 +232,8 @@ pub const WAVE_ROWS_PER_THREAD: usize = 1_024;
 /// The client's error for a row the sink could not encode: its text only, so the whole cause
 /// chain goes into it.
 fn encoding_failed(table: &str, error: &rowbinary::RowBinaryError) -> clickhouse::error::Error {
-    let mut text = format!("{table}: {error}");
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    clickhouse::error::Error::Custom(text)
+    let chain = crate::llm::client::error_chain(error);
+    clickhouse::error::Error::Custom(format!("{table}: {chain}"))
 }
 
 /// The `evaluations` insert's body for `rows` ([`rowbinary::encode_chunks`]: RowBinary in
@@ -819,6 +814,21 @@ mod tests {
         assert!(plain(
             <DeadLetterRecord<'_> as clickhouse::Row>::COLUMN_NAMES
         ));
+    }
+
+    #[test]
+    fn an_encoding_error_keeps_its_causes_and_counts_as_rejected_data() {
+        let error = rowbinary::RowBinaryError::Compress(clickhouse::error::Error::Compression(
+            "block too large".into(),
+        ));
+        let failed = encoding_failed("evaluations", &error);
+        let text = failed.to_string();
+        assert!(
+            text.contains("evaluations: compressing a RowBinary chunk: ")
+                && text.contains("block too large"),
+            "{text}"
+        );
+        assert_eq!(classify(&failed), FailureKind::RejectedData);
     }
 
     #[test]

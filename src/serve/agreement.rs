@@ -343,6 +343,15 @@ mod tests {
         (dir, rows, store)
     }
 
+    /// The first poll pairs the label with its line-rate row; the next [`JUDGED_ROW_POLLS`]
+    /// (at once, no time passing) find no judged row and use up the label's rechecks.
+    async fn pair_and_use_up_the_rechecks(monitor: &mut AgreementMonitor) {
+        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
+        for _ in 0..JUDGED_ROW_POLLS {
+            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
+        }
+    }
+
     /// A monitor over `store` whose judged-row window is 10 minutes.
     fn ten_minute_monitor(store: Arc<JsonlStore>) -> AgreementMonitor {
         AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::from_secs(600))
@@ -372,10 +381,7 @@ mod tests {
     async fn past_the_window_and_the_polls_counted_only_the_last_poll_looks() {
         let (_dir, rows, store) = labelled_store().await;
         let mut monitor = ten_minute_monitor(store);
-        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
-        for _ in 0..JUDGED_ROW_POLLS {
-            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
-        }
+        pair_and_use_up_the_rechecks(&mut monitor).await;
         tokio::time::advance(Duration::from_secs(601)).await;
         append(&rows, &row_line("stef_judged", "incorrect"));
         assert_eq!(monitor.poll().await.unwrap().pairs, 0, "settled");
@@ -390,10 +396,7 @@ mod tests {
         let clock = Arc::clone(&outage_secs);
         let mut monitor = ten_minute_monitor(store)
             .with_sink_outage(move || Duration::from_secs(clock.load(Ordering::SeqCst)));
-        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
-        for _ in 0..JUDGED_ROW_POLLS {
-            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
-        }
+        pair_and_use_up_the_rechecks(&mut monitor).await;
         // The sink is down for 15 minutes after the pairing (30 s of outage before it do not
         // count): the judged row lands 20 minutes after the pairing, inside 10 + 15 minutes.
         outage_secs.store(30 + 15 * 60, Ordering::SeqCst);
@@ -410,10 +413,7 @@ mod tests {
     async fn outage_before_the_pairing_does_not_lengthen_the_window() {
         let (_dir, rows, store) = labelled_store().await;
         let mut monitor = ten_minute_monitor(store).with_sink_outage(|| Duration::from_secs(3600));
-        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
-        for _ in 0..JUDGED_ROW_POLLS {
-            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
-        }
+        pair_and_use_up_the_rechecks(&mut monitor).await;
         tokio::time::advance(Duration::from_secs(601)).await;
         append(&rows, &row_line("stef_judged", "incorrect"));
         assert_eq!(monitor.poll().await.unwrap().pairs, 0, "settled");
@@ -424,10 +424,7 @@ mod tests {
         let (_dir, rows, store) = labelled_store().await;
         let mut monitor =
             AgreementMonitor::new(store, None, 60).with_judged_row_window(Duration::ZERO);
-        assert_eq!(monitor.poll().await.unwrap().pairs, 1, "the line-rate row");
-        for _ in 0..JUDGED_ROW_POLLS {
-            assert_eq!(monitor.poll().await.unwrap().pairs, 0);
-        }
+        pair_and_use_up_the_rechecks(&mut monitor).await;
         // The second pass writes its row only now: the rechecks are used up…
         append(&rows, &row_line("stef_judged", "incorrect"));
         assert_eq!(monitor.poll().await.unwrap().pairs, 0);

@@ -883,8 +883,9 @@ fn gave_up(error: JudgeError, attempts: u32) -> JudgeError {
     }
 }
 
-/// An error and its sources, `: `-separated (reqwest's own message is terse).
-fn error_chain(error: &dyn std::error::Error) -> String {
+/// An error and its sources, `: `-separated, each part once (reqwest's own message is terse;
+/// the ClickHouse sink's errors carry text only).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(s) = source {

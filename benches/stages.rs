@@ -47,8 +47,12 @@
 //!   as it was — copy the topic's name and the payload, write the message time as RFC 3339
 //!   text, register the offset, write the origin with `format!`, build the token — for 1,000
 //!   messages of 500 bytes over 6 partitions, then acknowledge them as one batch.
-//! - `kafka_hand_out`: the same as it is now: the time is kept as a number (only an event
-//!   without `ts` has it written, by its scoring task) and the origin is written with `itoa`.
+//! - `kafka_hand_out_per_message`: the same after that change: the time kept as a number (only
+//!   an event without `ts` has it written, by its scoring task), the origin written with `itoa`;
+//!   still the topic's name copied and the tracker's lock taken for every message.
+//! - `kafka_hand_out`: as it is now (`kafka::consumer::kafka_message`, the source's own code):
+//!   one shared name per topic, and the messages registered a received batch (up to 64) at a
+//!   time under one lock (`OffsetTracker::register_retain`).
 //!
 //! And what every event reads from every scoring thread at once (criterion's wall time: each of
 //! 1, 2, … up to the cores threads reads in a loop, all at the same time; the time is per read
@@ -230,7 +234,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                 tracker.register(topic, partition, offset);
                 tokens.push(AckToken::new(
                     Position {
-                        stream: topic.to_string(),
+                        stream: topic.into(),
                         partition,
                         offset,
                     },
@@ -244,7 +248,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     let payload = vec![b'x'; 500];
     for (name, formatted) in [
         ("kafka_hand_out_formatted", true),
-        ("kafka_hand_out", false),
+        ("kafka_hand_out_per_message", false),
     ] {
         group.bench_function(name, |b| {
             let tracker = std::sync::Arc::new(OffsetTracker::new());
@@ -266,11 +270,42 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             })
         });
     }
+    group.bench_function("kafka_hand_out", |b| {
+        // As `KafkaSource` does now: the topic's shared name, and the tracker's lock taken once
+        // per received batch of up to 64 messages.
+        let tracker = std::sync::Arc::new(OffsetTracker::new());
+        let topic: std::sync::Arc<str> = "agent-events".into();
+        tracker.assign((0..6).map(|p| (&*topic, p)));
+        let mut offset = 0i64;
+        let mut taken = Vec::with_capacity(64);
+        b.iter(|| {
+            let mut messages = Vec::with_capacity(BATCH);
+            for i in 0..BATCH {
+                let partition = (i % 6) as i32;
+                offset += 1;
+                let millis = 1_767_323_045_678 + offset;
+                taken.push(sqlgrade::kafka::consumer::kafka_message(
+                    std::sync::Arc::clone(&topic),
+                    partition,
+                    offset,
+                    &payload,
+                    Some(millis),
+                    &tracker,
+                ));
+                if taken.len() == 64 || i + 1 == BATCH {
+                    tracker.register_retain(&mut taken, |m| m.ack.position());
+                    messages.append(&mut taken);
+                }
+            }
+            sqlgrade::source::ack_all(messages.into_iter().map(|m| m.ack).collect());
+            tracker.in_flight()
+        })
+    });
     group.finish();
 }
 
-/// What `KafkaSource::next` does with a received message (see the module docs), the old way
-/// (`formatted`) or the current one.
+/// What `KafkaSource::next` did with each received message (see the module docs): two sessions
+/// ago (`formatted`) or until the batched receive.
 fn kafka_hand_out(
     tracker: &std::sync::Arc<OffsetTracker>,
     topic: &str,
@@ -280,7 +315,7 @@ fn kafka_hand_out(
     millis: i64,
     formatted: bool,
 ) -> SourceMessage {
-    let topic = topic.to_string();
+    let topic: std::sync::Arc<str> = topic.into();
     let payload = payload.to_vec();
     let (source_time, old_text) = if formatted {
         let text = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis)

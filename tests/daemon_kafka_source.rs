@@ -232,6 +232,81 @@ async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
     assert_eq!(deliveries[0], deliveries[1], "the same time on redelivery");
 }
 
+/// The source receives what librdkafka has fetched in batches and hands them out one by one:
+/// messages of a batch that are waiting when the source stops are registered (so the offset
+/// tracker counts them) but never handed out, and the final commit stops at the first of them —
+/// the next start reads them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_waiting_in_a_received_batch_are_not_committed_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let kafka = match Tansu::start_in(dir.path()) {
+        Ok(k) => k,
+        Err(e) => {
+            return support::skip(
+                "messages_waiting_in_a_received_batch_are_not_committed_past",
+                &e,
+            );
+        }
+    };
+    kafka.create_topic("batched", 1);
+    let brokers = kafka.brokers();
+    let payloads: Vec<Vec<u8>> = support::corpus_events(200)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    let positions =
+        support::produce_all(&support::producer(&brokers), "batched", 1, &payloads).await;
+    let settings = KafkaSourceConfig {
+        brokers: Some(brokers.clone()),
+        topics: vec!["batched".into()],
+        group_id: "g-batched".into(),
+        commit_interval_ms: 100,
+        ..KafkaSourceConfig::default()
+    };
+    let mut source = KafkaSource::new(&settings, None).unwrap();
+    let mut handed = Vec::new();
+    while handed.len() < 100 {
+        let message = match source.next_ready() {
+            Some(message) => message,
+            None => next_within(&mut source, Duration::from_secs(60))
+                .await
+                .expect("the backlog arrives"),
+        };
+        handed.push(message);
+    }
+    // In order, as produced.
+    let offsets: Vec<i64> = handed.iter().map(|m| m.ack.position().offset).collect();
+    let produced: Vec<i64> = positions[..100].iter().map(|(_, o)| *o).collect();
+    assert_eq!(offsets, produced);
+    for message in handed {
+        message.ack.ack();
+    }
+    // The whole backlog was fetched before the first message was out, so the second batch
+    // (64 at most each) still holds messages: registered, not handed out.
+    let waiting = source.tracker().in_flight();
+    assert!(
+        waiting > 0,
+        "a received batch should still hold messages after 100 of 200"
+    );
+    Source::stop(&mut source);
+    assert!(
+        source.next_ready().is_none(),
+        "a stopped source hands out nothing more"
+    );
+    assert!(
+        next_within(&mut source, Duration::from_secs(5))
+            .await
+            .is_none()
+    );
+    source.finish().await.unwrap();
+    let committed = committed(&brokers, "g-batched", "batched", 1);
+    assert_eq!(
+        committed.get(&0),
+        Some(&positions[100].1),
+        "committed up to the first message not handed out ({waiting} were waiting)"
+    );
+}
+
 /// A fatal client error — what Apache Kafka raises in a static member fenced by another process
 /// with the same `group_instance_id` (FENCED_INSTANCE_ID) — stops the source: it hands out no
 /// more messages, reports the error naming the id (so `run` exits non-zero), fails liveness, and

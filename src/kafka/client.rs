@@ -36,6 +36,13 @@ pub(super) fn normalized(source: &KafkaSourceConfig) -> KafkaSourceConfig {
     }
 }
 
+/// The librdkafka consumer configuration the Kafka source builds for `[source]` (public for the
+/// source benchmark, which compares a bare consumer with the same properties).
+#[doc(hidden)]
+pub fn consumer_config(source: &KafkaSourceConfig) -> ClientConfig {
+    normalized(source).consumer_config()
+}
+
 /// A producer with the connection and security properties of `[source]` (for the judge-work
 /// topic), acknowledged by all in-sync replicas.
 pub fn producer(

@@ -17,9 +17,19 @@
 //! - **Bounded finish.** Every step of [`Source::finish`] has a limit (dead letters 5 s, the final
 //!   commit 10 s, leaving the group 3 s) and the consumer is closed on its own thread, because
 //!   librdkafka's synchronous commit and close wait for a broker as long as it is gone.
-//! - **Back-pressure.** At most `max_in_flight` messages are handed out and unacknowledged;
-//!   beyond that the source stops polling, so a slow judge or sink slows consumption instead of
-//!   growing memory. librdkafka's own prefetch is bounded by `queued.max.messages.kbytes`.
+//! - **Batched receive.** One receive takes what librdkafka has already fetched, up to 64
+//!   messages and the room back-pressure leaves, under one message stream, registers them with
+//!   the tracker under one lock and hands them out one by one: the stream's waker slot and the
+//!   tracker's lock are taken once per batch, and every position shares its topic's one name.
+//!   A message waiting in that batch is registered already, so no commit passes it; after a
+//!   stop it is not handed out and is redelivered on the next start. A rebalance while messages
+//!   wait changes nothing from handing each out at once: a message of a partition revoked
+//!   before its batch was registered is dropped, one registered earlier is acknowledged into
+//!   nothing (as an in-flight message is).
+//! - **Back-pressure.** At most `max_in_flight` messages are registered (handed out, or waiting
+//!   in a received batch) and unacknowledged; beyond that the source stops polling, so a slow
+//!   judge or sink slows consumption instead of growing memory. librdkafka's own prefetch is
+//!   bounded by `queued.max.messages.kbytes`.
 //! - **Dead letters.** With `dead_letter_topic` set, the source offers the pipeline a
 //!   dead-letter route ([`Source::dead_letter_route`]): payloads that fail [`Event::decode`] in
 //!   the pipeline's decode stage — the one place events are decoded — are produced to that
@@ -36,17 +46,19 @@
 //!
 //! [`Event::decode`]: crate::event::Event::decode
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::ClientContext;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::FutureProducer;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::Notify;
@@ -280,6 +292,13 @@ pub struct KafkaSource {
     committer: Option<tokio::task::JoinHandle<()>>,
     health: Option<Arc<Health>>,
     lag: Arc<LagTable>,
+    /// Received and registered, not yet handed out, in the order received (at most
+    /// [`RECEIVE_BATCH`]).
+    ready: VecDeque<SourceMessage>,
+    /// The batch being received (kept for its room).
+    taken: Vec<SourceMessage>,
+    /// One shared name per topic seen, so a message's position does not copy its topic.
+    topic_names: Vec<Arc<str>>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -418,6 +437,9 @@ impl KafkaSource {
             committer: Some(committer),
             health,
             lag,
+            ready: VecDeque::with_capacity(RECEIVE_BATCH),
+            taken: Vec::with_capacity(RECEIVE_BATCH),
+            topic_names: Vec::new(),
         })
     }
 
@@ -435,6 +457,132 @@ impl KafkaSource {
     /// The offset tracker (for metrics and tests).
     pub fn tracker(&self) -> Arc<OffsetTracker> {
         self.tracker.clone()
+    }
+}
+
+/// Most messages one receive takes from librdkafka's queue without waiting (those already
+/// fetched): the message stream, its waker registration and the offset tracker's lock are taken
+/// once per batch instead of once per message.
+const RECEIVE_BATCH: usize = 64;
+
+impl KafkaSource {
+    /// Wait for a message, take up to `room` in all of those already fetched, register them
+    /// with the offset tracker and queue them in `ready` (none when the stop signal came first
+    /// or a receive failed). Every step after the first message is received is synchronous.
+    async fn receive_batch(&mut self, room: usize) {
+        let mut stream = self.consumer.stream();
+        // The stream first: while messages are waiting, the stop signal is not polled (polling
+        // it registers a waiter, a lock taken and released); a stop is still seen at the top of
+        // `next`, and wakes a receive that is waiting.
+        let first = tokio::select! {
+            biased;
+            m = stream.next() => m,
+            _ = self.stop.wait() => return,
+        };
+        let mut failed = match first {
+            Some(Ok(message)) => {
+                self.taken
+                    .push(take_message(&mut self.topic_names, &self.tracker, &message));
+                None
+            }
+            Some(Err(error)) => Some(error),
+            None => None,
+        };
+        while failed.is_none() && self.taken.len() < room {
+            match stream.next().now_or_never() {
+                Some(Some(Ok(message))) => {
+                    self.taken
+                        .push(take_message(&mut self.topic_names, &self.tracker, &message))
+                }
+                Some(Some(Err(error))) => failed = Some(error),
+                Some(None) | None => break,
+            }
+        }
+        drop(stream);
+        if !self.taken.is_empty() {
+            let context = self.consumer.context();
+            if context.unreachable.load(Ordering::Relaxed)
+                && context.unreachable.swap(false, Ordering::AcqRel)
+                && let Some(h) = &self.health
+            {
+                h.set("kafka", ComponentHealth::Ok);
+            }
+            self.tracker
+                .register_retain(&mut self.taken, |m| m.ack.position());
+            self.ready.extend(self.taken.drain(..));
+        }
+        match failed {
+            None => {}
+            Some(KafkaError::MessageConsumptionFatal(code)) => {
+                let reason = self
+                    .consumer
+                    .client()
+                    .fatal_error()
+                    .map_or_else(|| code.to_string(), |(c, r)| format!("{c}: {r}"));
+                self.consumer.context().record_fatal(reason);
+            }
+            Some(error) => {
+                tracing::warn!(%error, "kafka receive error");
+                if self.ready.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// A received message as the pipeline takes it: its payload copied out of librdkafka's buffer,
+/// the origin dead letters name, and an acknowledgement token for the offset tracker (not yet
+/// registered). The topic's name is shared, one `Arc<str>` per topic for the source's life.
+fn take_message(
+    topic_names: &mut Vec<Arc<str>>,
+    tracker: &Arc<OffsetTracker>,
+    message: &BorrowedMessage<'_>,
+) -> SourceMessage {
+    let name = message.topic();
+    let topic = match topic_names.iter().find(|known| ***known == *name) {
+        Some(known) => Arc::clone(known),
+        None => {
+            let new: Arc<str> = name.into();
+            topic_names.push(Arc::clone(&new));
+            new
+        }
+    };
+    kafka_message(
+        topic,
+        message.partition(),
+        message.offset(),
+        message.payload().unwrap_or_default(),
+        message.timestamp().to_millis(),
+        tracker,
+    )
+}
+
+/// The [`SourceMessage`] for a Kafka message (what [`KafkaSource`] hands out; public for the
+/// stage benchmark): the payload copied, the origin, and a token for `tracker` — not yet
+/// registered ([`OffsetTracker::register_retain`] does that for a batch).
+#[doc(hidden)]
+pub fn kafka_message(
+    topic: Arc<str>,
+    partition: i32,
+    offset: i64,
+    payload: &[u8],
+    timestamp_millis: Option<i64>,
+    tracker: &Arc<OffsetTracker>,
+) -> SourceMessage {
+    SourceMessage {
+        payload: payload.to_vec(),
+        origin: kafka_origin(&topic, partition, offset),
+        // CreateTime or LogAppendTime: the same on every redelivery of this offset.
+        source_time: timestamp_millis.and_then(crate::source::SourceTime::from_millis),
+        ack: AckToken::new(
+            Position {
+                stream: topic,
+                partition,
+                offset,
+            },
+            Arc::clone(tracker) as Arc<dyn Acknowledge>,
+        ),
     }
 }
 
@@ -458,9 +606,9 @@ pub fn kafka_origin(topic: &str, partition: i32, offset: i64) -> String {
 #[async_trait]
 impl Source for KafkaSource {
     async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError> {
-        // Cancel-safe: between receiving a message and returning it there is no await point, so
-        // a cancelled call loses nothing (an unreturned message is never registered, hence never
-        // committed past).
+        // Cancel-safe: between receiving a batch and queueing it in `ready` there is no await
+        // point, so a cancelled call loses nothing (a queued message is returned by a later call,
+        // or, after a stop, never — it stays registered, so nothing is committed past it).
         loop {
             if let Some(fatal) = self.fatal_error() {
                 return Err(fatal);
@@ -468,79 +616,32 @@ impl Source for KafkaSource {
             if self.stop.is_stopped() {
                 return Ok(None);
             }
-            if self.tracker.in_flight() >= self.settings.max_in_flight.max(1) {
+            if let Some(message) = self.ready.pop_front() {
+                return Ok(Some(message));
+            }
+            let limit = self.settings.max_in_flight.max(1);
+            let in_flight = self.tracker.in_flight();
+            if in_flight >= limit {
                 tokio::select! {
-                    _ = self.tracker.wait_below(self.settings.max_in_flight.max(1)) => {}
+                    _ = self.tracker.wait_below(limit) => {}
                     _ = self.stop.wait() => continue,
                 }
                 continue;
             }
-            // `recv` first: while messages are waiting, the stop signal is not polled (polling
-            // it registers a waiter, a lock taken and released on every message); a stop is
-            // still seen at the top of the loop, and wakes a `recv` that is waiting.
-            let received = tokio::select! {
-                biased;
-                m = self.consumer.recv() => m,
-                _ = self.stop.wait() => continue,
-            };
-            let message = match received {
-                Ok(m) => {
-                    let context = self.consumer.context();
-                    if context.unreachable.load(Ordering::Relaxed)
-                        && context.unreachable.swap(false, Ordering::AcqRel)
-                        && let Some(h) = &self.health
-                    {
-                        h.set("kafka", ComponentHealth::Ok);
-                    }
-                    m
-                }
-                Err(KafkaError::MessageConsumptionFatal(code)) => {
-                    let reason = self
-                        .consumer
-                        .client()
-                        .fatal_error()
-                        .map_or_else(|| code.to_string(), |(c, r)| format!("{c}: {r}"));
-                    self.consumer.context().record_fatal(reason);
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "kafka receive error");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let (topic, partition, offset) = (
-                message.topic().to_string(),
-                message.partition(),
-                message.offset(),
-            );
-            let payload = message.payload().unwrap_or_default().to_vec();
-            // CreateTime or LogAppendTime: the same on every redelivery of this offset.
-            let source_time = message
-                .timestamp()
-                .to_millis()
-                .and_then(crate::source::SourceTime::from_millis);
-            drop(message);
-            if !self.tracker.register(&topic, partition, offset) {
-                tracing::debug!(%topic, partition, offset, "dropping a message of a partition no longer assigned");
-                continue;
-            }
-            let origin = kafka_origin(&topic, partition, offset);
-            let token = AckToken::new(
-                Position {
-                    stream: topic,
-                    partition,
-                    offset,
-                },
-                self.tracker.clone() as Arc<dyn Acknowledge>,
-            );
-            return Ok(Some(SourceMessage {
-                payload,
-                origin,
-                ack: token,
-                source_time,
-            }));
+            self.receive_batch((limit - in_flight).min(RECEIVE_BATCH))
+                .await;
         }
+    }
+
+    fn next_ready(&mut self) -> Option<SourceMessage> {
+        // Checked as `next` checks them: a stopped or failed source hands out nothing more.
+        if self.ready.is_empty()
+            || self.stop.is_stopped()
+            || self.consumer.context().fatal.get().is_some()
+        {
+            return None;
+        }
+        self.ready.pop_front()
     }
 
     fn stop(&mut self) {

@@ -134,15 +134,34 @@ impl OffsetTracker {
     ///
     /// [`AckToken`]: super::ack::AckToken
     pub fn register(&self, topic: &str, partition: i32, offset: i64) -> bool {
+        let registered = note_handed_out(&mut self.lock(), topic, partition, offset);
+        if registered {
+            // One token per registration, so one acknowledgement per increment.
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+        }
+        registered
+    }
+
+    /// [`register`](OffsetTracker::register) a batch of received messages under one lock:
+    /// keeps, in order, those whose partition is assigned to this process (each registered, so
+    /// each owes one acknowledgement) and drops the others (fetched before a revocation; their
+    /// partition's new owner reads them again).
+    pub fn register_retain<T>(&self, messages: &mut Vec<T>, position: impl Fn(&T) -> &Position) {
+        if messages.is_empty() {
+            return;
+        }
         let mut map = self.lock();
-        let Some(state) = map.get_mut(topic).and_then(|p| p.get_mut(&partition)) else {
-            return false;
-        };
-        state.in_flight.insert(offset);
-        state.highest_registered = Some(state.highest_registered.map_or(offset, |h| h.max(offset)));
-        // One token per registration, so one acknowledgement per increment.
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        true
+        messages.retain(|message| {
+            let at = position(message);
+            let registered = note_handed_out(&mut map, &at.stream, at.partition, at.offset);
+            if !registered {
+                tracing::debug!(topic = %at.stream, partition = at.partition, offset = at.offset,
+                    "dropping a message of a partition no longer assigned");
+            }
+            registered
+        });
+        drop(map);
+        self.in_flight.fetch_add(messages.len(), Ordering::AcqRel);
     }
 
     /// Messages handed out and not yet acknowledged, over all partitions.
@@ -210,6 +229,16 @@ impl OffsetTracker {
     }
 }
 
+/// Track `offset` as handed out; false when its partition is not assigned here.
+fn note_handed_out(map: &mut Partitions, topic: &str, partition: i32, offset: i64) -> bool {
+    let Some(state) = map.get_mut(topic).and_then(|p| p.get_mut(&partition)) else {
+        return false;
+    };
+    state.in_flight.insert(offset);
+    state.highest_registered = Some(state.highest_registered.map_or(offset, |h| h.max(offset)));
+    true
+}
+
 /// Every tracked partition's state with its topic and number.
 fn states(map: &Partitions) -> impl Iterator<Item = (&String, i32, &PartitionState)> {
     map.iter().flat_map(|(topic, partitions)| {
@@ -232,7 +261,7 @@ impl Acknowledge for OffsetTracker {
             let mut map = self.lock();
             for position in positions {
                 if let Some(state) = map
-                    .get_mut(position.stream.as_str())
+                    .get_mut(&*position.stream)
                     .and_then(|p| p.get_mut(&position.partition))
                 {
                     state.in_flight.remove(&position.offset);
@@ -287,6 +316,28 @@ mod tests {
         assert_eq!(t.pending_commits(), vec![commit(0, 13)]);
         t.ack(&pos(0, 13));
         assert_eq!(t.pending_commits(), vec![commit(0, 15)]);
+        assert_eq!(t.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_received_batch_registers_its_assigned_messages_in_order_and_drops_the_rest() {
+        let t = OffsetTracker::new();
+        t.assign([("t", 0), ("t", 1)]);
+        // Partition 2 was revoked before the batch was registered.
+        let mut batch = vec![pos(0, 7), pos(2, 40), pos(1, 3), pos(0, 8), pos(2, 41)];
+        t.register_retain(&mut batch, |p| p);
+        assert_eq!(batch, vec![pos(0, 7), pos(1, 3), pos(0, 8)]);
+        assert_eq!(t.in_flight(), 3);
+        // Registered exactly as one by one: nothing is committed past a message still waiting.
+        t.ack(&pos(0, 8));
+        t.ack(&pos(1, 3));
+        assert_eq!(t.pending_commits(), vec![commit(0, 7), commit(1, 4)]);
+        t.ack(&pos(0, 7));
+        assert_eq!(t.pending_commits(), vec![commit(0, 9), commit(1, 4)]);
+        assert_eq!(t.in_flight(), 0);
+        // An empty batch registers nothing.
+        let mut empty: Vec<Position> = Vec::new();
+        t.register_retain(&mut empty, |p| p);
         assert_eq!(t.in_flight(), 0);
     }
 

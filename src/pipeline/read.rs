@@ -26,23 +26,28 @@ pub(super) async fn source_stage(
             source.stop();
             break;
         }
-        // The source first: while it has messages ready, neither the shutdown signal nor the
+        // What the source has already received first (no future boxed, nothing polled), then the
+        // source: while it has messages ready, neither the shutdown signal nor the
         // channel's closing is polled (polling either registers a waiter: a lock taken and
         // released, per message). Shutdown is still seen at the top of every turn, a closed
         // channel at the send below; while the source waits, both wake it.
-        let next = tokio::select! {
-            biased;
-            next = source.next() => next,
-            changed = shutdown.changed(), if watching => {
-                watching = changed.is_ok();
-                continue;
-            }
-            () = raw_tx.closed() => {
-                // Downstream stopped (sink failure); it reports its own error. Checked here too
-                // so a source idling at EOF (follow, Kafka) does not keep the run alive.
-                tracing::debug!("downstream stopped; stopping the source");
-                source.stop();
-                break;
+        let next = if let Some(message) = source.next_ready() {
+            Ok(Some(message))
+        } else {
+            tokio::select! {
+                biased;
+                next = source.next() => next,
+                changed = shutdown.changed(), if watching => {
+                    watching = changed.is_ok();
+                    continue;
+                }
+                () = raw_tx.closed() => {
+                    // Downstream stopped (sink failure); it reports its own error. Checked here too
+                    // so a source idling at EOF (follow, Kafka) does not keep the run alive.
+                    tracing::debug!("downstream stopped; stopping the source");
+                    source.stop();
+                    break;
+                }
             }
         };
         match next {

@@ -5,8 +5,9 @@ use std::sync::Arc;
 /// Where a message sits in its source (Kafka partition/offset, file line).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Position {
-    /// Kafka topic or file path.
-    pub stream: String,
+    /// Kafka topic or file path: shared by every position of that stream (a source hands out
+    /// clones of one name, not a new string per message).
+    pub stream: Arc<str>,
     /// Kafka partition (0 for files).
     pub partition: i32,
     /// Kafka offset or line number.

@@ -132,7 +132,7 @@ fn origin_of(prefix: &str, line_no: u64, line: &Line) -> String {
 pub struct FileSource {
     path: PathBuf,
     /// The path as positions name it (formatted once, not per line).
-    stream: String,
+    stream: Arc<str>,
     origin_prefix: String,
     follow: bool,
     poll_interval: Duration,
@@ -151,7 +151,7 @@ impl FileSource {
         let path = path.into();
         FileSource {
             origin_prefix: format!("file:{}", path.display()),
-            stream: path.display().to_string(),
+            stream: path.display().to_string().into(),
             path,
             follow,
             poll_interval: DEFAULT_POLL_INTERVAL,

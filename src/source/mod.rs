@@ -101,6 +101,14 @@ pub trait Source: Send {
     /// Next payload.
     async fn next(&mut self) -> Result<Option<SourceMessage>, SourceError>;
 
+    /// A message this source has already received, handed out without waiting or boxing a
+    /// future (the source stage takes these before it awaits [`Source::next`]). `None` when it
+    /// holds none, and also when it was stopped or failed: `next` then says which. The Kafka
+    /// source receives in batches and hands the rest of a batch out here.
+    fn next_ready(&mut self) -> Option<SourceMessage> {
+        None
+    }
+
     /// Stop handing out messages (graceful shutdown); already-read messages still flow.
     fn stop(&mut self) {}
 
@@ -173,7 +181,7 @@ impl Acknowledge for AckCounter {
 
 /// A source over payloads already in memory (backfill of benchmark files, tests).
 pub struct MemorySource {
-    name: String,
+    name: Arc<str>,
     payloads: std::vec::IntoIter<Vec<u8>>,
     next_index: i64,
     stopped: bool,
@@ -184,7 +192,7 @@ impl MemorySource {
     /// A source that yields `payloads` in order; origins are `<name>:<1-based index>`.
     pub fn new(name: impl Into<String>, payloads: Vec<Vec<u8>>) -> MemorySource {
         MemorySource {
-            name: name.into(),
+            name: name.into().into(),
             payloads: payloads.into_iter(),
             next_index: 0,
             stopped: false,
@@ -209,7 +217,7 @@ impl Source for MemorySource {
         };
         self.next_index += 1;
         let position = Position {
-            stream: self.name.clone(),
+            stream: Arc::clone(&self.name),
             partition: 0,
             offset: self.next_index,
         };

@@ -222,9 +222,8 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         })
     });
     group.bench_function("kafka_offsets", |b| {
-        let tracker = std::sync::Arc::new(OffsetTracker::new());
         let topic = "agent-events";
-        tracker.assign((0..6).map(|p| (topic, p)));
+        let tracker = tracker_of_six_partitions(topic);
         let mut offset = 0i64;
         b.iter(|| {
             let mut tokens = Vec::with_capacity(BATCH);
@@ -251,9 +250,8 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         ("kafka_hand_out_per_message", false),
     ] {
         group.bench_function(name, |b| {
-            let tracker = std::sync::Arc::new(OffsetTracker::new());
             let topic = "agent-events";
-            tracker.assign((0..6).map(|p| (topic, p)));
+            let tracker = tracker_of_six_partitions(topic);
             let mut offset = 0i64;
             b.iter(|| {
                 let mut messages = Vec::with_capacity(BATCH);
@@ -273,9 +271,8 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     group.bench_function("kafka_hand_out", |b| {
         // As `KafkaSource` does now: the topic's shared name, and the tracker's lock taken once
         // per received batch of up to 64 messages.
-        let tracker = std::sync::Arc::new(OffsetTracker::new());
         let topic: std::sync::Arc<str> = "agent-events".into();
-        tracker.assign((0..6).map(|p| (&*topic, p)));
+        let tracker = tracker_of_six_partitions(&topic);
         let mut offset = 0i64;
         let mut taken = Vec::with_capacity(64);
         b.iter(|| {
@@ -302,6 +299,13 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         })
     });
     group.finish();
+}
+
+/// An offset tracker with partitions 0–5 of `topic` assigned.
+fn tracker_of_six_partitions(topic: &str) -> std::sync::Arc<OffsetTracker> {
+    let tracker = std::sync::Arc::new(OffsetTracker::new());
+    tracker.assign((0..6).map(|p| (topic, p)));
+    tracker
 }
 
 /// What `KafkaSource::next` did with each received message (see the module docs): two sessions

@@ -35,6 +35,13 @@
 //!
 //! - `read_lines`: the file and stdin sources' line splitting (`LineReader`) of 1,000 payloads
 //!   from memory — the part of the source stage that looks at every byte.
+//! - `read_lines_buffered`: the same lines read as the sources read them now: after each read,
+//!   the lines already complete in the buffer are taken without one (`buffered_line`).
+//! - `raw_hand_over_per_message`: 1,000 messages from the source stage to the scorer pool's
+//!   runs as they crossed before: one send (a permit) and one receive (the channel's lock) per
+//!   message, 64 at a time as a received batch, runs formed for two workers.
+//! - `raw_hand_over`: the same with the pipeline's own code (`pipeline::send_messages`: one
+//!   reservation per batch; `pipeline::take_run`: one receive per run).
 //! - `observe_rows`: the batcher's run statistics (`RunStats::observe_row`: the summary's
 //!   counts, Φ histogram and per-agent means) for each row of a 1,000-row batch.
 //! - `kafka_offsets`: what the Kafka source and the acknowledgement of a stored batch do per
@@ -211,6 +218,40 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             })
         })
     });
+    group.bench_function("read_lines_buffered", |b| {
+        // As the file and stdin sources read now: after a read, the lines already complete in
+        // the buffer are taken without one (`LineReader::buffered_line`, `Source::next_ready`).
+        b.iter(|| {
+            runtime.block_on(async {
+                let mut reader = LineReader::new(lines.as_slice(), 1 << 20);
+                let mut n = 0;
+                while let Ok(Some(line)) = reader.read_line(true).await {
+                    n += line.len;
+                    while let Some(line) = reader.buffered_line() {
+                        n += line.len;
+                    }
+                }
+                n
+            })
+        })
+    });
+    for (name, batched) in [
+        ("raw_hand_over_per_message", false),
+        ("raw_hand_over", true),
+    ] {
+        group.bench_function(name, |b| {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<SourceMessage>(1024);
+            b.iter_batched(
+                || {
+                    (0..BATCH)
+                        .map(|i| line_message(i as i64 + 1))
+                        .collect::<Vec<_>>()
+                },
+                |messages| runtime.block_on(raw_hand_over(&tx, &mut rx, messages, batched)),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     group.bench_function("observe_rows", |b| {
         // The batcher's run statistics in a steady state (every key already counted once).
         let mut stats = RunStats::default();
@@ -299,6 +340,62 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         })
     });
     group.finish();
+}
+
+/// A file source's message for line `line_no` (a 500-byte payload).
+fn line_message(line_no: i64) -> SourceMessage {
+    SourceMessage {
+        payload: vec![b'x'; 500],
+        origin: format!("file:events.jsonl:{line_no}"),
+        ack: AckToken::untracked(Position {
+            stream: "events.jsonl".into(),
+            partition: 0,
+            offset: line_no,
+        }),
+        source_time: None,
+    }
+}
+
+/// `messages` from the source stage to the scorer pool's runs (two workers), 64 at a time as
+/// the source receives them: with the pipeline's own `send_messages` and `take_run`
+/// (`batched`), or as it was — a send, and a receive, per message. The runs are returned (and
+/// dropped untimed).
+async fn raw_hand_over(
+    tx: &tokio::sync::mpsc::Sender<SourceMessage>,
+    rx: &mut tokio::sync::mpsc::Receiver<SourceMessage>,
+    messages: Vec<SourceMessage>,
+    batched: bool,
+) -> Vec<Vec<SourceMessage>> {
+    const WORKERS: usize = 2;
+    let mut runs = Vec::new();
+    let mut messages = messages.into_iter().peekable();
+    let mut batch = Vec::with_capacity(64);
+    while messages.peek().is_some() {
+        batch.extend(messages.by_ref().take(64));
+        if batched {
+            sqlgrade::pipeline::send_messages(tx, &mut batch).await;
+        } else {
+            for message in batch.drain(..) {
+                let _ = tx.send(message).await;
+            }
+        }
+        while let Ok(first) = rx.try_recv() {
+            if batched {
+                runs.push(sqlgrade::pipeline::take_run(rx, first, WORKERS));
+            } else {
+                let share = (rx.len() / WORKERS).min(31);
+                let mut run = vec![first];
+                while run.len() <= share {
+                    match rx.try_recv() {
+                        Ok(message) => run.push(message),
+                        Err(_) => break,
+                    }
+                }
+                runs.push(run);
+            }
+        }
+    }
+    runs
 }
 
 /// An offset tracker with partitions 0–5 of `topic` assigned.

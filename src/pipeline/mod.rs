@@ -41,3 +41,5 @@ mod writing;
 
 pub use topology::Pipeline;
 pub use types::{EventTransform, PipelineError, ProgressFn, SecondPass};
+#[doc(hidden)]
+pub use {read::send_messages, scoring::take_run};

@@ -1,5 +1,7 @@
-//! The source stage (reading payloads under back-pressure) and the [`Decoder`] — the one place
-//! a payload becomes an event or a dead letter, run by the scoring tasks.
+//! The source stage (reading payloads under back-pressure, handing what a source received
+//! together to the scorer pool under one reservation of the channel's room) and the
+//! [`Decoder`] — the one place a payload becomes an event or a dead letter, run by the scoring
+//! tasks.
 
 use std::sync::Arc;
 
@@ -11,6 +13,11 @@ use crate::event::Event;
 use crate::score::now_rfc3339;
 use crate::source::{Source, SourceMessage, SourceTime};
 
+/// Most messages the source stage hands to the scorer pool at once: what the source has
+/// already received ([`Source::next_ready`]) goes over with the message that was awaited, one
+/// reservation of the channel's room for all of them.
+pub(super) const HAND_OVER: usize = 64;
+
 pub(super) async fn source_stage(
     mut source: Box<dyn Source>,
     raw_tx: mpsc::Sender<SourceMessage>,
@@ -20,6 +27,9 @@ pub(super) async fn source_stage(
     let mut last_error = Ok(());
     // Whether anyone can still ask for shutdown (the sender may be dropped).
     let mut watching = true;
+    // Never more than the channel holds: reserving more room than that would wait forever.
+    let most = raw_tx.max_capacity().clamp(1, HAND_OVER);
+    let mut batch = Vec::with_capacity(most);
     loop {
         if watching && *shutdown.borrow() {
             tracing::info!("shutdown requested; stopping the source and draining");
@@ -51,16 +61,20 @@ pub(super) async fn source_stage(
             }
         };
         match next {
-            Ok(Some(mut message)) => {
-                // The event time of an event without `ts` and without a source time: when the
-                // pipeline received it (not when a scoring task got to it).
-                if message.source_time.is_none() {
-                    message.source_time = Some(SourceTime::now());
+            Ok(Some(message)) => {
+                // With it, whatever else the source has already received.
+                batch.push(message);
+                while batch.len() < most {
+                    match source.next_ready() {
+                        Some(message) => batch.push(message),
+                        None => break,
+                    }
                 }
+                stamp_receive_time(&mut batch);
                 if let Some(metrics) = &metrics {
-                    metrics.consumed();
+                    metrics.consumed(batch.len());
                 }
-                if raw_tx.send(message).await.is_err() {
+                if !send_messages(&raw_tx, &mut batch).await {
                     // Downstream stopped (sink failure); it reports its own error.
                     source.stop();
                     break;
@@ -76,6 +90,40 @@ pub(super) async fn source_stage(
         }
     }
     SourceOutcome { source, last_error }
+}
+
+/// The event time of an event without `ts` and without a source time is when the pipeline
+/// received it (not when a scoring task got to it): one clock read for messages received
+/// together.
+fn stamp_receive_time(batch: &mut [SourceMessage]) {
+    let mut now = None;
+    for message in batch.iter_mut().filter(|m| m.source_time.is_none()) {
+        message.source_time = Some(*now.get_or_insert_with(SourceTime::now));
+    }
+}
+
+/// Hand `batch` (at most the channel's capacity) to the scorer pool, in order, emptying it:
+/// the channel's room is reserved once for all of its messages (waiting while back-pressure
+/// leaves less), where a send per message took a permit each. False when the pool has stopped
+/// (a sink failure); the messages are then dropped unacknowledged, so a source that tracks
+/// offsets redelivers them.
+#[doc(hidden)]
+pub async fn send_messages(
+    raw_tx: &mpsc::Sender<SourceMessage>,
+    batch: &mut Vec<SourceMessage>,
+) -> bool {
+    match raw_tx.reserve_many(batch.len()).await {
+        Ok(permits) => {
+            for (permit, message) in permits.zip(batch.drain(..)) {
+                permit.send(message);
+            }
+            true
+        }
+        Err(_closed) => {
+            batch.clear();
+            false
+        }
+    }
 }
 
 /// The one place a payload becomes an event or a dead letter, run by the scoring tasks (so
@@ -165,6 +213,55 @@ mod tests {
             Decoded::Work(work) => (work.event.ts, work.fallback_ts),
             _ => panic!("expected an event"),
         }
+    }
+
+    fn payloads(messages: &[SourceMessage]) -> Vec<&str> {
+        messages
+            .iter()
+            .map(|m| std::str::from_utf8(&m.payload).unwrap_or("?"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn messages_cross_to_the_pool_in_order_a_batch_at_a_time() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut batch: Vec<_> = (1..=8).map(|i| message(&i.to_string(), None)).collect();
+        assert!(send_messages(&tx, &mut batch).await);
+        assert!(batch.is_empty());
+        assert_eq!(rx.len(), 8);
+        // A run: the first and a fair share of the queue (7 queued, 2 workers: 3 more).
+        let first = rx.recv().await.expect("a message");
+        let run = super::super::scoring::take_run(&mut rx, first, 2);
+        assert_eq!(payloads(&run), ["1", "2", "3", "4"]);
+        // The room given back lets a whole batch in again, after the rest.
+        let mut batch: Vec<_> = (9..=12).map(|i| message(&i.to_string(), None)).collect();
+        assert!(send_messages(&tx, &mut batch).await);
+        let first = rx.recv().await.expect("a message");
+        let run = super::super::scoring::take_run(&mut rx, first, 1);
+        assert_eq!(payloads(&run), ["5", "6", "7", "8", "9", "10", "11", "12"]);
+        // Nothing queued: a run of one, at once.
+        let mut batch = vec![message("13", None)];
+        assert!(send_messages(&tx, &mut batch).await);
+        let first = rx.recv().await.expect("a message");
+        assert_eq!(
+            payloads(&super::super::scoring::take_run(&mut rx, first, 4)),
+            ["13"]
+        );
+        // The pool stopped: the batch is dropped (unacknowledged), and the source is told.
+        drop(rx);
+        let mut batch = vec![message("14", None)];
+        assert!(!send_messages(&tx, &mut batch).await);
+        assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn messages_received_together_get_one_receive_time() {
+        let own = SourceTime::from_millis(1_767_323_045_678);
+        let mut batch = vec![message("a", None), message("b", own), message("c", None)];
+        stamp_receive_time(&mut batch);
+        assert_eq!(batch[1].source_time, own, "a source's own time is kept");
+        assert!(batch[0].source_time.is_some());
+        assert_eq!(batch[0].source_time, batch[2].source_time);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::read::{Decoded, Decoder};
@@ -17,6 +18,7 @@ use crate::evaluation::DeadLetter;
 use crate::judging::Planner;
 use crate::review::EventInputs;
 use crate::score::Scorer;
+use crate::source::SourceMessage;
 
 /// Most events one scoring task takes at once.
 pub(super) const MAX_EVENTS_PER_TASK: usize = 32;
@@ -35,7 +37,7 @@ pub(super) const SCORING_SLICE: Duration = Duration::from_micros(1_000);
 /// sharing one receiver were tried: the runtime then wakes the next worker in the current
 /// thread's LIFO slot, where the other thread cannot steal it, and two cores score like one.)
 pub(super) async fn score_stage(
-    mut work_rx: mpsc::Receiver<crate::source::SourceMessage>,
+    mut work_rx: mpsc::Receiver<SourceMessage>,
     decoder: Arc<Decoder>,
     done_tx: mpsc::Sender<Vec<Completed>>,
     scorer: Arc<Scorer>,
@@ -58,14 +60,7 @@ pub(super) async fn score_stage(
             .map_err(|_closed| {
                 PipelineError::Task("scorer pool: its permits were closed".into())
             })?;
-        let share = (work_rx.len() / workers).min(MAX_EVENTS_PER_TASK - 1);
-        let mut run = vec![first];
-        while run.len() <= share {
-            match work_rx.try_recv() {
-                Ok(work) => run.push(work),
-                Err(_) => break,
-            }
-        }
+        let run = take_run(&mut work_rx, first, workers);
         let scorer = Arc::clone(&scorer);
         let done_tx = done_tx.clone();
         let planner = planner.clone();
@@ -96,6 +91,26 @@ pub(super) async fn score_stage(
         });
     }
     Ok(())
+}
+
+/// A scoring task's run: `first` and, when messages queue up, a fair share of the queue
+/// (queued / `workers`, at most [`MAX_EVENTS_PER_TASK`] in all), taken from the channel at once
+/// (its room is given back once for the run; a receive per message took and released the
+/// channel's lock each). Never waits.
+#[doc(hidden)]
+pub fn take_run(
+    work_rx: &mut mpsc::Receiver<SourceMessage>,
+    first: SourceMessage,
+    workers: usize,
+) -> Vec<SourceMessage> {
+    let share = (work_rx.len() / workers.max(1)).min(MAX_EVENTS_PER_TASK - 1);
+    let mut run = Vec::with_capacity(share + 1);
+    run.push(first);
+    if share > 0 {
+        // Ready at once: `share` messages are queued (the pool is their one receiver).
+        let _taken = work_rx.recv_many(&mut run, share).now_or_never();
+    }
+    run
 }
 
 /// Send what a scoring task has completed to the batcher, as one message: every event crosses

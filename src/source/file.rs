@@ -82,22 +82,36 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 }
                 return Ok(None);
             }
-            let (chunk_len, found_newline) = match memchr::memchr(b'\n', available) {
-                Some(i) => (i, true),
-                None => (available.len(), false),
-            };
-            let keep = (self.max_line_bytes + 1).saturating_sub(self.current.len());
-            let chunk = available.get(..chunk_len).unwrap_or_default();
-            self.current
-                .extend_from_slice(chunk.get(..keep.min(chunk.len())).unwrap_or_default());
-            self.current_len += chunk_len;
-            let consumed = chunk_len + usize::from(found_newline);
-            self.inner.consume(consumed);
-            self.bytes_consumed += consumed as u64;
-            if found_newline {
-                return Ok(Some(self.take_line()));
+            let newline = memchr::memchr(b'\n', available);
+            if let Some(line) = self.absorb(newline) {
+                return Ok(Some(line));
             }
         }
+    }
+
+    /// The next line when it is already complete in the read buffer: no read, no wait (the
+    /// sources hand such lines out through [`Source::next_ready`]). `None` when the buffer
+    /// holds no newline; a partial line is then left for [`LineReader::read_line`].
+    pub fn buffered_line(&mut self) -> Option<Line> {
+        let newline = memchr::memchr(b'\n', self.inner.buffer())?;
+        self.absorb(Some(newline))
+    }
+
+    /// Take the read buffer up to the newline at `newline` (the line, when it completes one),
+    /// or all of it into the partial line.
+    #[inline]
+    fn absorb(&mut self, newline: Option<usize>) -> Option<Line> {
+        let available = self.inner.buffer();
+        let chunk_len = newline.unwrap_or(available.len());
+        let keep = (self.max_line_bytes + 1).saturating_sub(self.current.len());
+        let chunk = available.get(..chunk_len).unwrap_or_default();
+        let kept = chunk.get(..keep.min(chunk.len())).unwrap_or_default();
+        self.current.extend_from_slice(kept);
+        self.current_len += chunk_len;
+        let consumed = chunk_len + usize::from(newline.is_some());
+        self.inner.consume(consumed);
+        self.bytes_consumed += consumed as u64;
+        newline.map(|_| self.take_line())
     }
 
     fn take_line(&mut self) -> Line {
@@ -123,7 +137,14 @@ fn origin_of(prefix: &str, line_no: u64, line: &Line) -> String {
             line.bytes.len()
         )
     } else {
-        format!("{prefix}:{line_no}")
+        // Written without the formatting machinery: the source stage builds one per line.
+        let mut digits = itoa::Buffer::new();
+        let line_no = digits.format(line_no);
+        let mut origin = String::with_capacity(prefix.len() + 1 + line_no.len());
+        origin.push_str(prefix);
+        origin.push(':');
+        origin.push_str(line_no);
+        origin
     }
 }
 
@@ -190,6 +211,19 @@ impl FileSource {
         Ok(LineReader::new(file, self.max_line_bytes))
     }
 
+    /// The message of the next line read (`None` for a blank line, which is only counted).
+    fn message(&mut self, line: Line) -> Option<SourceMessage> {
+        self.line_no += 1;
+        line_message(
+            line,
+            self.line_no,
+            &self.stream,
+            &self.origin_prefix,
+            &self.acks,
+            self.source_time,
+        )
+    }
+
     /// Whether the file shrank below what was read (truncated / rewritten in place).
     async fn was_truncated(&self, consumed: u64) -> bool {
         match tokio::fs::metadata(&self.path).await {
@@ -234,22 +268,9 @@ impl Source for FileSource {
                 })?;
             match line {
                 Some(line) => {
-                    self.line_no += 1;
-                    if is_blank(&line.bytes) {
-                        continue;
+                    if let Some(message) = self.message(line) {
+                        return Ok(Some(message));
                     }
-                    let position = Position {
-                        stream: self.stream.clone(),
-                        partition: 0,
-                        offset: i64::try_from(self.line_no).unwrap_or(i64::MAX),
-                    };
-                    let acks: Arc<dyn Acknowledge> = self.acks.clone();
-                    return Ok(Some(SourceMessage {
-                        origin: origin_of(&self.origin_prefix, self.line_no, &line),
-                        payload: line.bytes,
-                        ack: AckToken::new(position, acks),
-                        source_time: self.source_time,
-                    }));
                 }
                 None if !self.follow => return Ok(None),
                 None => {
@@ -265,6 +286,18 @@ impl Source for FileSource {
                     }
                     tokio::time::sleep(self.poll_interval).await;
                 }
+            }
+        }
+    }
+
+    fn next_ready(&mut self) -> Option<SourceMessage> {
+        if self.stopped {
+            return None;
+        }
+        loop {
+            let line = self.reader.as_mut()?.buffered_line()?;
+            if let Some(message) = self.message(line) {
+                return Some(message);
             }
         }
     }
@@ -287,6 +320,8 @@ impl Source for FileSource {
 /// JSONL on standard input, until EOF.
 pub struct StdinSource {
     reader: LineReader<tokio::io::Stdin>,
+    /// `stdin`, as positions name it (one allocation for the source's life).
+    stream: Arc<str>,
     line_no: u64,
     stopped: bool,
     acks: Arc<AckCounter>,
@@ -297,10 +332,17 @@ impl StdinSource {
     pub fn new(max_line_bytes: usize) -> StdinSource {
         StdinSource {
             reader: LineReader::new(tokio::io::stdin(), max_line_bytes),
+            stream: "stdin".into(),
             line_no: 0,
             stopped: false,
             acks: Arc::new(AckCounter::default()),
         }
+    }
+
+    /// The message of the next line read (`None` for a blank line, which is only counted).
+    fn message(&mut self, line: Line) -> Option<SourceMessage> {
+        self.line_no += 1;
+        line_message(line, self.line_no, &self.stream, "stdin", &self.acks, None)
     }
 }
 
@@ -322,28 +364,54 @@ impl Source for StdinSource {
             let Some(line) = line else {
                 return Ok(None);
             };
-            self.line_no += 1;
-            if is_blank(&line.bytes) {
-                continue;
+            if let Some(message) = self.message(line) {
+                return Ok(Some(message));
             }
-            let position = Position {
-                stream: "stdin".into(),
-                partition: 0,
-                offset: i64::try_from(self.line_no).unwrap_or(i64::MAX),
-            };
-            let acks: Arc<dyn Acknowledge> = self.acks.clone();
-            return Ok(Some(SourceMessage {
-                origin: origin_of("stdin", self.line_no, &line),
-                payload: line.bytes,
-                ack: AckToken::new(position, acks),
-                source_time: None,
-            }));
+        }
+    }
+
+    fn next_ready(&mut self) -> Option<SourceMessage> {
+        if self.stopped {
+            return None;
+        }
+        loop {
+            let line = self.reader.buffered_line()?;
+            if let Some(message) = self.message(line) {
+                return Some(message);
+            }
         }
     }
 
     fn stop(&mut self) {
         self.stopped = true;
     }
+}
+
+/// The message of line `line_no` (`None` for a blank line): positions name `stream`, origins
+/// start with `origin_prefix`.
+fn line_message(
+    line: Line,
+    line_no: u64,
+    stream: &Arc<str>,
+    origin_prefix: &str,
+    acks: &Arc<AckCounter>,
+    source_time: Option<super::SourceTime>,
+) -> Option<SourceMessage> {
+    if is_blank(&line.bytes) {
+        return None;
+    }
+    let position = Position {
+        stream: Arc::clone(stream),
+        partition: 0,
+        offset: i64::try_from(line_no).unwrap_or(i64::MAX),
+    };
+    let acks: Arc<dyn Acknowledge> = acks.clone();
+    Some(SourceMessage {
+        origin: origin_of(origin_prefix, line_no, &line),
+        payload: line.bytes,
+        ack: AckToken::new(position, acks),
+        source_time,
+    })
 }
 
 #[cfg(test)]
@@ -379,6 +447,73 @@ mod tests {
         assert_eq!(lines[0].len, 3 * READ_BUFFER_BYTES + 17);
         assert!(lines[0].truncated());
         assert_eq!(lines[1].bytes, b"ok");
+    }
+
+    #[tokio::test]
+    async fn lines_already_buffered_are_handed_out_without_a_read() {
+        // Lines taken from the buffer between reads are the lines reads alone give: a CRLF, a
+        // blank line, a line over the cap, a partial last line (left for the read at EOF), and
+        // a line cut by the end of the read buffer (completed by the next read).
+        let mut short = b"a\r\n\nbb\n".to_vec();
+        short.extend(vec![b'x'; 2000]);
+        short.extend(b"\nccc");
+        let mut straddling = vec![b'y'; READ_BUFFER_BYTES - 3];
+        straddling.extend(b"\nabcdef\nz\n");
+        for (input, max) in [(short, 1000), (straddling, 1 << 20)] {
+            let expected = lines_of(&input, max, true).await;
+            let mut reader = LineReader::new(&input[..], max);
+            assert_eq!(reader.buffered_line(), None, "nothing read yet");
+            let mut lines = Vec::new();
+            let mut from_buffer = 0;
+            while let Some(line) = reader.read_line(true).await.unwrap() {
+                lines.push(line);
+                while let Some(line) = reader.buffered_line() {
+                    lines.push(line);
+                    from_buffer += 1;
+                }
+            }
+            assert_eq!(lines, expected);
+            assert!(from_buffer >= 1, "some lines came from the buffer");
+            assert_eq!(reader.bytes_consumed(), input.len() as u64);
+        }
+    }
+
+    #[tokio::test]
+    async fn file_source_hands_out_buffered_lines_as_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(&path, b"one\n\n  \ntwo\nthree\nfour").unwrap();
+        let mut src = FileSource::new(&path, false, 1024);
+        assert!(src.next_ready().is_none(), "nothing read yet");
+        let one = src.next().await.unwrap().unwrap();
+        let two = src.next_ready().expect("a complete line in the buffer");
+        assert_eq!(
+            (one.payload.as_slice(), two.payload.as_slice()),
+            (&b"one"[..], &b"two"[..])
+        );
+        assert!(
+            two.origin.ends_with("r.jsonl:4"),
+            "blank lines counted: {}",
+            two.origin
+        );
+        assert_eq!(two.ack.position().offset, 4);
+        let three = src.next_ready().expect("a complete line in the buffer");
+        assert_eq!(three.payload, b"three");
+        assert!(
+            src.next_ready().is_none(),
+            "a partial last line waits for a read"
+        );
+        assert_eq!(src.next().await.unwrap().unwrap().payload, b"four");
+
+        std::fs::write(&path, b"a\nb\n").unwrap();
+        let mut src = FileSource::new(&path, false, 1024);
+        assert_eq!(src.next().await.unwrap().unwrap().payload, b"a");
+        src.stop();
+        assert!(
+            src.next_ready().is_none(),
+            "a stopped source hands out nothing more"
+        );
+        assert!(src.next().await.unwrap().is_none());
     }
 
     #[tokio::test]

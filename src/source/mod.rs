@@ -104,7 +104,9 @@ pub trait Source: Send {
     /// A message this source has already received, handed out without waiting or boxing a
     /// future (the source stage takes these before it awaits [`Source::next`]). `None` when it
     /// holds none, and also when it was stopped or failed: `next` then says which. The Kafka
-    /// source receives in batches and hands the rest of a batch out here.
+    /// source receives in batches and hands the rest of a batch out here; the file and stdin
+    /// sources the lines already complete in their read buffer. The source stage sends what it
+    /// takes here to the scorer pool together with the message it awaited.
     fn next_ready(&mut self) -> Option<SourceMessage> {
         None
     }

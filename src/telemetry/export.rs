@@ -125,9 +125,10 @@ impl PipelineMetrics {
         }
     }
 
-    /// A message was taken from the source.
-    pub fn consumed(&self) {
-        self.events_consumed.add(1, &[]);
+    /// `messages` were taken from the source.
+    pub fn consumed(&self, messages: usize) {
+        self.events_consumed
+            .add(u64::try_from(messages).unwrap_or(u64::MAX), &[]);
     }
 
     /// One event's rows were produced.

@@ -1,7 +1,7 @@
 //! The whole process against the scoring core, file → JSONL, deterministic judge:
 //!
 //!   cargo bench --bench process -- [--events N] [--scaling [--workers 1,2,…] [--sinks jsonl,clickhouse]
-//!                                   [--catalogue | --probe]] [--keep DIR]
+//!                                   [--catalogue | --probe | --stages-only]] [--keep DIR]
 //!
 //! 1. **Core**: the STEF path alone (`stef::prepare` → deterministic judge → `stef::finish` →
 //!    row), on this thread, over the same events: CPU µs per event.
@@ -18,7 +18,10 @@
 //! for one), printed as tables of events/s and CPU per event of `sqlgrade` (and of ClickHouse) —
 //! how throughput grows with cores and where it stops (the scaling issue). `--catalogue` adds
 //! the catalogue checks (both benchmarks' `tables.json`), `--probe` the probe as well (every
-//! shared SQLite database).
+//! shared SQLite database). `--stages-only` leaves the SQL unread (`[pipeline] max_sql_bytes =
+//! 1`: every event gets its row, status `sql_too_large`, without parsing or STEF): what is left
+//! is the pipeline itself — reading, decoding, hand-overs, batching, encoding, writing — so its
+//! events/s is the ceiling the stages every event crosses put on any number of cores.
 //!
 //! The ratio process CPU / core CPU is the overhead the process adds around the core (decode,
 //! tasks and channels, the row's details JSON, the JSONL encoder, allocation): the line-rate
@@ -162,6 +165,8 @@ struct Scaling {
     workers: Vec<usize>,
     catalogue: bool,
     probe: bool,
+    /// SQL left unread: the pipeline's own ceiling.
+    stages_only: bool,
 }
 
 impl Scaling {
@@ -189,6 +194,7 @@ impl Scaling {
             workers,
             catalogue: probe || argv.iter().any(|a| a == "--catalogue"),
             probe,
+            stages_only: argv.iter().any(|a| a == "--stages-only"),
         }
     }
 
@@ -272,10 +278,16 @@ fn scaling_clickhouse(
 fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::Path, n: usize) {
     let plan = Scaling::from_args();
     let stef = plan.stef_section(dir);
-    let settings = match (plan.catalogue, plan.probe) {
-        (_, true) => "catalogue checks and the probe",
-        (true, false) => "catalogue checks",
+    let settings = match (plan.stages_only, plan.catalogue, plan.probe) {
+        (true, ..) => "SQL left unread (`max_sql_bytes = 1`): the stages alone",
+        (false, _, true) => "catalogue checks and the probe",
+        (false, true, false) => "catalogue checks",
         _ => "schema-free STEF",
+    };
+    let unread = if plan.stages_only {
+        "max_sql_bytes = 1\n"
+    } else {
+        ""
     };
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     for sink in &plan.sinks {
@@ -324,7 +336,7 @@ fn scaling(binary: &std::path::Path, input: &std::path::Path, dir: &std::path::P
             };
             let text = format!(
                 "[source]\nkind = \"file\"\npath = {input:?}\n\n{sink_section}\n\
-                 [pipeline]\nworkers = {workers}\n\n{stef}"
+                 [pipeline]\nworkers = {workers}\n{unread}\n{stef}"
             );
             std::fs::write(&config, text).expect("write the run's config");
             let server_cpu = || {

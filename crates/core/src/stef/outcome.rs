@@ -9,8 +9,8 @@ use super::profile::RuleProfile;
 use super::score::{ConfidenceTier, QualityTier, Score, compose};
 use super::text::QuestionTexts;
 use super::{
-    Alignment, CatalogueNote, CatalogueStatus, FilterStatus, Finding, JudgeAssessment, Prepared,
-    QuestionSpec, Verdict, align, checks, enrichment, question, text,
+    Alignment, CatalogueNote, CatalogueStatus, Enrichment, EnrichmentStatus, FilterStatus, Finding,
+    JudgeAssessment, Prepared, QuestionSpec, Verdict, align, checks, enrichment, question, text,
 };
 use crate::catalogue::DbSchema;
 use crate::event::Event;
@@ -525,6 +525,59 @@ impl StefOutcome {
     }
 }
 
+/// A non-scorable row's details: `enrichment`, `error`, `sql_bytes`, `status`, in the order a
+/// JSON value tree renders its keys (sorted, nested objects too).
+///
+/// Rendered here, in the scoring task, from the typed data: the sink's writer then copies the
+/// text as it copies a line-rate row's, instead of rendering a value tree on its one task (under
+/// a flood of unparseable SQL every row is such a row). The text is the value tree's, byte for
+/// byte (`non_scorable_details_render_as_their_value_tree`). An event whose `result` was set
+/// aside keeps the tree with `result_ignored` among its keys, since [`result_ignored`] finds the
+/// key in rendered details only when it comes first.
+#[derive(Serialize)]
+struct NonScorableDetails<'a> {
+    enrichment: SortedEnrichment<'a>,
+    error: String,
+    sql_bytes: usize,
+    status: &'static str,
+}
+
+/// [`Enrichment`] with its keys in sorted order.
+#[derive(Serialize)]
+struct SortedEnrichment<'a> {
+    added: &'a [String],
+    dropped: &'a [String],
+    status: EnrichmentStatus,
+}
+
+fn non_scorable_details(
+    event: &Event,
+    error: &SpecError,
+    status: crate::evaluation::RowStatus,
+    enrichment: &Enrichment,
+) -> crate::evaluation::Details {
+    if let Some(why) = &event.result_ignored {
+        return serde_json::json!({
+            "error": error.to_string(),
+            "status": status.as_str(),
+            "sql_bytes": event.sql.len(),
+            "enrichment": enrichment,
+            "result_ignored": why,
+        })
+        .into();
+    }
+    crate::evaluation::Details::rendered(&NonScorableDetails {
+        enrichment: SortedEnrichment {
+            added: &enrichment.added,
+            dropped: &enrichment.dropped,
+            status: enrichment.status,
+        },
+        error: error.to_string(),
+        sql_bytes: event.sql.len(),
+        status: status.as_str(),
+    })
+}
+
 /// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser
 /// message in `details`).
 ///
@@ -544,16 +597,7 @@ pub fn non_scorable_row(
     row.value = 0.0;
     row.verdict = Some(false);
     row.status = status;
-    let mut details = serde_json::json!({
-        "error": error.to_string(),
-        "status": status.as_str(),
-        "sql_bytes": event.sql.len(),
-        "enrichment": &enrichment,
-    });
-    if let (Some(why), Some(map)) = (&event.result_ignored, details.as_object_mut()) {
-        map.insert("result_ignored".into(), why.clone().into());
-    }
-    row.details = details.into();
+    row.details = non_scorable_details(event, error, status, &enrichment);
     row.stef = Some(crate::evaluation::StefColumns {
         quality_tier: QualityTier::Poor.as_str().to_string(),
         filter_status: FilterStatus::NotApplied.as_str().to_string(),
@@ -575,4 +619,110 @@ pub fn non_scorable_row(
         latency_us: 0,
     });
     row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(fields: serde_json::Value) -> Event {
+        serde_json::from_value(fields).expect("an event")
+    }
+
+    /// What the details were before they were rendered in the scoring task: a value tree.
+    fn as_tree(event: &Event, error: &SpecError, enrichment: &Enrichment) -> String {
+        let mut details = serde_json::json!({
+            "error": error.to_string(),
+            "status": error.status().as_str(),
+            "sql_bytes": event.sql.len(),
+            "enrichment": enrichment,
+        });
+        if let (Some(why), Some(map)) = (&event.result_ignored, details.as_object_mut()) {
+            map.insert("result_ignored".into(), why.clone().into());
+        }
+        details.to_string()
+    }
+
+    #[test]
+    fn non_scorable_details_render_as_their_value_tree() {
+        let profile = RuleProfile::default();
+        let events = [
+            event(serde_json::json!({
+                "event_id": "e1", "question": "How many heroes?", "sql": "SELEC 1"
+            })),
+            event(serde_json::json!({
+                "event_id": "e2",
+                "question": "How many \"heroes\" from Marvel\tComics?",
+                "enriched_question": "How many heroes from Marvel Comics with eye colour = 'Blue' and height > 180? \\ é",
+                "sql": "DROP TABLE heroes; -- ünïcode"
+            })),
+            event(serde_json::json!({
+                "event_id": "e3",
+                "question": "Which heroes have blue eyes and are taller than 180?",
+                "enriched_question": "Which heroes?",
+                "sql": ""
+            })),
+        ];
+        let errors = [
+            SpecError::Empty,
+            SpecError::Parse {
+                dialect: "generic".into(),
+                message: "Expected SELECT, found: \"SELEC\" at Line: 1".into(),
+            },
+            SpecError::NotAQuery {
+                kind: "DROP".into(),
+            },
+            SpecError::MultipleStatements { count: 2 },
+            SpecError::TooLarge {
+                size: 70_000,
+                limit: 65_536,
+            },
+        ];
+        let mut enrichments = Vec::new();
+        for event in &events {
+            for error in &errors {
+                let row = non_scorable_row(event, "2026-01-01T00:00:00Z", error, &profile);
+                let enrichment = enrichment::validate(
+                    &event.question,
+                    event.enriched_question.as_deref(),
+                    &profile,
+                );
+                assert!(row.details.tree().is_none(), "rendered in the scoring task");
+                assert_eq!(
+                    row.details.json_text(),
+                    as_tree(event, error, &enrichment),
+                    "{error}"
+                );
+                assert!(!result_ignored(&row.details));
+                enrichments.push(enrichment);
+            }
+        }
+        // The cases cover an absent enrichment and one that adds or drops constraints.
+        assert!(
+            enrichments
+                .iter()
+                .any(|e| e.status == EnrichmentStatus::Absent)
+        );
+        assert!(
+            enrichments
+                .iter()
+                .any(|e| !e.added.is_empty() || !e.dropped.is_empty())
+        );
+
+        // With the `result` set aside the details stay a tree, so the run summary finds the key.
+        let mut set_aside = events[1].clone();
+        set_aside.result_ignored = Some("result: expected an object".into());
+        let error = &errors[1];
+        let row = non_scorable_row(&set_aside, "2026-01-01T00:00:00Z", error, &profile);
+        let enrichment = enrichment::validate(
+            &set_aside.question,
+            set_aside.enriched_question.as_deref(),
+            &profile,
+        );
+        assert!(result_ignored(&row.details));
+        assert_eq!(
+            row.details.json_text(),
+            as_tree(&set_aside, error, &enrichment)
+        );
+    }
 }

@@ -556,17 +556,7 @@ fn non_scorable_details(
     status: crate::evaluation::RowStatus,
     enrichment: &Enrichment,
 ) -> crate::evaluation::Details {
-    if let Some(why) = &event.result_ignored {
-        return serde_json::json!({
-            "error": error.to_string(),
-            "status": status.as_str(),
-            "sql_bytes": event.sql.len(),
-            "enrichment": enrichment,
-            "result_ignored": why,
-        })
-        .into();
-    }
-    crate::evaluation::Details::rendered(&NonScorableDetails {
+    let details = NonScorableDetails {
         enrichment: SortedEnrichment {
             added: &enrichment.added,
             dropped: &enrichment.dropped,
@@ -575,7 +565,20 @@ fn non_scorable_details(
         error: error.to_string(),
         sql_bytes: event.sql.len(),
         status: status.as_str(),
-    })
+    };
+    let Some(why) = &event.result_ignored else {
+        return crate::evaluation::Details::rendered(&details);
+    };
+    match serde_json::to_value(&details) {
+        Ok(mut tree) => {
+            if let Some(map) = tree.as_object_mut() {
+                map.insert("result_ignored".into(), why.clone().into());
+            }
+            tree.into()
+        }
+        // Unreachable for these types (string keys only); `rendered` says so in the details.
+        Err(_) => crate::evaluation::Details::rendered(&details),
+    }
 }
 
 /// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser

@@ -4,6 +4,7 @@
 //!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
 //!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm] [--state-on-disk]
 //!       [--variant LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]] ...] [--older-config LABEL]
+//!       [--stages-only]
 //!
 //! With `--variant` (given twice or more) the bench compares builds or sink settings instead of
 //! the judges: every variant runs deterministic, in the order A B … then … B A per round (K
@@ -54,6 +55,12 @@
 //! deterministic, LLM, LLM, deterministic (K = 2 rounds, default; K = 1: deterministic, LLM)
 //! and the ratio compares the means. `--no-llm` runs the deterministic side only.
 //!
+//! `--stages-only` leaves every event's SQL unread (`[pipeline] max_sql_bytes = 1`: each event
+//! gets its non-scorable `stef` row without being parsed or judged; implies `--no-llm`), so the
+//! daemon's CPU per event is what consuming, decoding, batching, encoding and inserting cost
+//! without the scoring — the Kafka → ClickHouse path itself, comparable across builds since
+//! `max_sql_bytes` exists (before the scaling work, too).
+//!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 //!
 //! With `SQLGRADE_CLICKHOUSE_LOG_QUERIES=1` the servers log their queries and each run also
@@ -74,6 +81,8 @@ struct Args {
     llm_rate: usize,
     llm_latency_ms: usize,
     state_on_disk: bool,
+    /// `--stages-only`: SQL left unread, so no event is parsed or judged.
+    stages_only: bool,
     variants: Vec<Variant>,
     /// Labels of variants whose binary predates `a7152d2` (`--older-config LABEL`): their configs
     /// keep the server's keys under `[sink]`.
@@ -113,6 +122,7 @@ fn args() -> Args {
         llm_rate: 50,
         llm_latency_ms: 1_000,
         state_on_disk: false,
+        stages_only: false,
         variants: Vec::new(),
         older_config: Vec::new(),
     };
@@ -144,6 +154,12 @@ fn args() -> Args {
             },
             ("--state-on-disk", _) => {
                 a.state_on_disk = true;
+                i += 1;
+                continue;
+            }
+            ("--stages-only", _) => {
+                a.stages_only = true;
+                a.llm = false;
                 i += 1;
                 continue;
             }
@@ -341,6 +357,9 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     } else {
         None
     };
+    if args.stages_only {
+        h.extra_config.push_str("\n[pipeline]\nmax_sql_bytes = 1\n");
+    }
     let requests = || server.as_ref().map_or(0, |s| s.request_count());
     h.produce(args.events).await;
 
@@ -459,15 +478,20 @@ async fn lag(h: &mut Harness, args: &Args, lag_events: usize) -> Lag {
 }
 
 fn report(args: &Args, r: &Run) {
+    let mode = if args.stages_only {
+        "stages only (SQL unread)"
+    } else {
+        "deterministic"
+    };
     let kind = if let Some(label) = &r.label {
-        format!("deterministic [{label}]")
+        format!("{mode} [{label}]")
     } else if r.llm {
         format!(
             "LLM judge ({} ms, quota {}/s)",
             args.llm_latency_ms, args.llm_rate
         )
     } else {
-        "deterministic".to_string()
+        mode.to_string()
     };
     let total_cpu: f64 = r.cpu.iter().sum();
     println!("daemon_throughput {kind}: {} events", args.events);
@@ -571,7 +595,12 @@ async fn main() {
         args.events, args.rounds
     );
     println!(
-        "  deterministic: {det:.0} events/s (mean of {}), {:.0} µs daemon CPU per event",
+        "  {}: {det:.0} events/s (mean of {}), {:.0} µs daemon CPU per event",
+        if args.stages_only {
+            "stages only (SQL unread)"
+        } else {
+            "deterministic"
+        },
         runs.iter().filter(|r| !r.llm).count(),
         mean(false, &|r| r.cpu[0] / r.window_events * 1e6)
     );
@@ -631,8 +660,14 @@ async fn compare_variants(args: &Args) {
         (rate, cpu, stack, rates.join(", "))
     };
     println!(
-        "daemon_throughput variants ({} events per run, {} round(s), deterministic):",
-        args.events, args.rounds
+        "daemon_throughput variants ({} events per run, {} round(s), {}):",
+        args.events,
+        args.rounds,
+        if args.stages_only {
+            "stages only: SQL unread"
+        } else {
+            "deterministic"
+        }
     );
     let (base_rate, base_cpu, ..) = means(&args.variants[0].label);
     for v in &args.variants {

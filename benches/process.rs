@@ -22,6 +22,8 @@
 //! 1`: every event gets its row, status `sql_too_large`, without parsing or STEF): what is left
 //! is the pipeline itself — reading, decoding, hand-overs, batching, encoding, writing — so its
 //! events/s is the ceiling the stages every event crosses put on any number of cores.
+//! `benches/scaling-binary.sh` runs the file → JSONL table with a built binary alone (no cargo,
+//! no `shared/`), for a borrowed many-core machine.
 //!
 //! The ratio process CPU / core CPU is the overhead the process adds around the core (decode,
 //! tasks and channels, the row's details JSON, the JSONL encoder, allocation): the line-rate

@@ -1,6 +1,7 @@
 //! The `sqlgrade` binary end to end: `run` with no arguments on the embedded example, `run
 //! --follow` stopped by SIGTERM, `score` on stdin, `backfill` of a BIRD run, `check-config`
-//! redaction and refusals (one table of invalid settings), and `migrate`'s errors.
+//! redaction and refusals (one table of invalid settings), `migrate`'s errors, and
+//! `benches/scaling-binary.sh` driving the built binary.
 
 mod support;
 
@@ -682,5 +683,83 @@ fn events_without_ts_take_the_files_time_on_every_run() {
     assert!(
         of("b").starts_with("2026-03-01T00:00:00"),
         "the event's own ts"
+    );
+}
+
+/// `benches/scaling-binary.sh` (the scaling table for a machine with a built binary alone): a
+/// table row per worker count whose outcomes it counted, and a refusal, not a table, when the
+/// base has no events or the binary fails.
+#[test]
+fn the_scaling_script_runs_a_built_binary_and_counts_its_outcomes() {
+    let scaling = |binary: &Path, base: &Path, args: &[&str]| {
+        Command::new("bash")
+            .arg(repo().join("benches/scaling-binary.sh"))
+            .arg(binary)
+            .arg(base)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let binary = Path::new(env!("CARGO_BIN_EXE_sqlgrade"));
+    let examples = repo().join("examples/events.jsonl");
+    let out = scaling(
+        binary,
+        &examples,
+        &["--events", "600", "--workers", "1,2", "--stages-only"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("600 events"), "{text}");
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| workers"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|cell| cell.trim().parse::<f64>().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!((rows[0][0], rows[1][0]), (1.0, 2.0), "{text}");
+    assert_eq!(rows[0][2], 1.0, "one worker is the reference: {text}");
+    assert!(rows.iter().all(|r| r[1] > 0.0 && r[3] > 0.0), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let no_events = dir.path().join("no-events.jsonl");
+    std::fs::write(&no_events, "{\"question\": \"q\"}\n[1, 2]\n").unwrap();
+    let out = scaling(binary, &no_events, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stderr(&out).contains("event_id"), "{}", stderr(&out));
+
+    // A binary whose run fails ends the script with its log, before any table row.
+    let failing = dir.path().join("fails.sh");
+    std::fs::write(&failing, "#!/bin/sh\necho 'config refused' >&2\nexit 3\n").unwrap();
+    let mut mode = std::fs::metadata(&failing).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&failing, mode).unwrap();
+    let out = scaling(&failing, &examples, &["--events", "10", "--workers", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("config refused"), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("| 1 |"), "{}", stdout(&out));
+
+    // A run that exits 0 but leaves events without an outcome is no measurement either.
+    let loses = dir.path().join("loses.sh");
+    std::fs::write(
+        &loses,
+        r#"#!/bin/sh
+[ "$1" = run ] || exit 0
+out=$(sed -n 's/^dir = "\(.*\)"$/\1/p' "$3")
+mkdir -p "$out" && echo '{"metric":"stef"}' > "$out/evaluations.jsonl"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&loses, std::fs::metadata(&failing).unwrap().permissions()).unwrap();
+    let out = scaling(&loses, &examples, &["--events", "10", "--workers", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("1 STEF rows and 0 dead letters for 10 events"),
+        "{}",
+        stderr(&out)
     );
 }

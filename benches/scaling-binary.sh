@@ -133,7 +133,7 @@ EOF
         fi
     done
     read -r wall user sys <<<"$best"
-    rate=$(awk -v n="$events" -v t="$wall" 'BEGIN { printf "%.0f", n / t }')
+    rate=$(awk -v n="$events" -v t="$wall" 'BEGIN { printf "%.0f", n / (t > 0.001 ? t : 0.001) }')
     [ -n "$first" ] || first=$rate
     awk -v w="$w" -v r="$rate" -v f="$first" -v u="$user" -v s="$sys" -v n="$events" \
         'BEGIN { printf "| %d | %d | %.2f | %.1f |\n", w, r, r / f, (u + s) * 1e6 / n }'

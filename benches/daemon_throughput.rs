@@ -89,6 +89,17 @@ struct Args {
     older_config: Vec<String>,
 }
 
+impl Args {
+    /// What a run without the LLM judge is, as the reports name it.
+    fn mode(&self) -> &'static str {
+        if self.stages_only {
+            "stages only (SQL unread)"
+        } else {
+            "deterministic"
+        }
+    }
+}
+
 /// A build and sink settings to compare (`--variant`).
 #[derive(Clone)]
 struct Variant {
@@ -478,11 +489,7 @@ async fn lag(h: &mut Harness, args: &Args, lag_events: usize) -> Lag {
 }
 
 fn report(args: &Args, r: &Run) {
-    let mode = if args.stages_only {
-        "stages only (SQL unread)"
-    } else {
-        "deterministic"
-    };
+    let mode = args.mode();
     let kind = if let Some(label) = &r.label {
         format!("{mode} [{label}]")
     } else if r.llm {
@@ -596,11 +603,7 @@ async fn main() {
     );
     println!(
         "  {}: {det:.0} events/s (mean of {}), {:.0} µs daemon CPU per event",
-        if args.stages_only {
-            "stages only (SQL unread)"
-        } else {
-            "deterministic"
-        },
+        args.mode(),
         runs.iter().filter(|r| !r.llm).count(),
         mean(false, &|r| r.cpu[0] / r.window_events * 1e6)
     );
@@ -663,11 +666,7 @@ async fn compare_variants(args: &Args) {
         "daemon_throughput variants ({} events per run, {} round(s), {}):",
         args.events,
         args.rounds,
-        if args.stages_only {
-            "stages only: SQL unread"
-        } else {
-            "deterministic"
-        }
+        args.mode()
     );
     let (base_rate, base_cpu, ..) = means(&args.variants[0].label);
     for v in &args.variants {

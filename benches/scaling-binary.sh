@@ -48,7 +48,6 @@ done
 
 cores=$(nproc)
 if [ -z "$workers" ]; then
-    workers=""
     for w in 1 2 4 6 8 12 16 24 32 48 64; do
         [ "$w" -le "$cores" ] && workers="$workers $w"
     done

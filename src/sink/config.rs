@@ -105,12 +105,15 @@ impl Default for SinkConfig {
     fn default() -> Self {
         SinkConfig {
             kind: SinkKind::default(),
-            // Large enough that a busy ClickHouse sink writes a few parts a second, not tens:
-            // each insert is a part of `evaluations`, of `event_inputs` and of every
-            // materialized view's table, and the server merges them all again. 10,000 rows and
-            // 32 MiB halved ClickHouse's CPU per event against 5,000 rows and 4 MiB (which
-            // closed batches at ~2,000 rows); benches/README.md, "Batches of 10,000 rows".
-            batch_rows: 10_000,
+            // Large enough that a busy ClickHouse sink writes about one part a second per
+            // table, not several: each insert is a part of `evaluations`, of `event_inputs` and
+            // of every materialized view's table, and the server merges them all again. 10,000
+            // rows and 32 MiB halved ClickHouse's CPU per event against 5,000 rows and 4 MiB
+            // (which closed batches at ~2,000 rows); 25,000 rows cut it by another quarter, so a
+            // batch at a high rate closes on `flush_interval_ms` or `batch_bytes` (~23,000 real
+            // events) instead; benches/README.md, "Batches of 10,000 rows" and "Batches of
+            // 25,000 rows".
+            batch_rows: 25_000,
             batch_bytes: 32 * 1024 * 1024,
             flush_interval_ms: 1000,
             inflight_batches: 2,

@@ -103,7 +103,9 @@ impl Default for KafkaSourceConfig {
             group_instance_id: None,
             dead_letter_topic: None,
             kafka_properties: BTreeMap::new(),
-            max_in_flight: 20_000,
+            // Twice `sink.batch_rows`' default, so a batch fills while the one before it is
+            // written.
+            max_in_flight: 50_000,
             commit_interval_ms: 1_000,
         }
     }

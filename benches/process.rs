@@ -9,8 +9,10 @@
 //!    system, cycled with fresh `event_id`s, no gold data) written to a JSONL file, then the
 //!    release `sqlgrade run` as a child process, file source → JSONL sink, default workers
 //!    (the machine's cores); and again pinned to one core (`taskset -c 0`, one worker) when
-//!    `taskset` exists. For each: wall time, events/s, the child's CPU (user + system, from
-//!    `getrusage(RUSAGE_CHILDREN)`) per event, and its peak RSS.
+//!    `taskset` exists. For each: wall time, events/s, the child's CPU (user + system) per event
+//!    and its peak RSS, both from `wait4` on that child alone. The binary is the one cargo built
+//!    beside the bench, or `SQLGRADE_BIN=/path/to/sqlgrade` (an A/B of two builds; the
+//!    `binary:` line names the one that ran).
 //!
 //! With `--scaling`: the process with `pipeline.workers` = 1, 2, 4, … up to the machine's cores
 //! (and the cores themselves; `--workers 1,8,16` picks others), file → JSONL and file →
@@ -102,6 +104,7 @@ fn main() {
     }
     std::fs::write(&input, text).expect("write events");
     let binary = sqlgrade_testkit::bin::sqlgrade();
+    println!("  binary: {}", binary.display());
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
     if std::env::args().any(|a| a == "--scaling") {
         scaling(&binary, &input, dir, n);
@@ -126,29 +129,27 @@ fn main() {
             .env("SQLGRADE__SINK__DIR", &out_dir)
             .env("RUST_LOG", "warn")
             .current_dir(dir);
-        let (cpu_before, _) = support::children_usage();
+        let log = dir.join(if pin { "run-pinned.log" } else { "run.log" });
         let started = Instant::now();
-        let output = cmd.output().expect("run sqlgrade");
+        let run = support::run_child(&mut cmd, &log).expect("run sqlgrade");
         let wall = started.elapsed();
-        let (cpu_after, max_rss_kib) = support::children_usage();
         assert!(
-            output.status.success(),
+            run.status.success(),
             "sqlgrade run failed: {}",
-            String::from_utf8_lossy(&output.stderr)
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
         let rows = std::fs::read_to_string(out_dir.join("evaluations.jsonl"))
             .map(|t| t.lines().count())
             .unwrap_or(0);
         assert_eq!(rows, n, "one STEF row per event");
-        let cpu = cpu_after - cpu_before;
-        let cpu_us = cpu.as_secs_f64() * 1e6 / n as f64;
+        let cpu_us = run.cpu.as_secs_f64() * 1e6 / n as f64;
         println!(
             "  process ({label}): {:.2} s wall = {:.0} events/s; {cpu_us:.1} µs CPU per event \
              ({:.2}× the core); peak RSS {:.1} MiB",
             wall.as_secs_f64(),
             n as f64 / wall.as_secs_f64(),
             cpu_us / core_us,
-            max_rss_kib as f64 / 1024.0
+            run.max_rss_kib as f64 / 1024.0
         );
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

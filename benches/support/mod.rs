@@ -132,6 +132,47 @@ impl Measurement for ThreadCpuTime {
     }
 }
 
+/// What one child process used: its own CPU time (user + system) and peak RSS.
+pub struct ChildRun {
+    pub status: std::process::ExitStatus,
+    pub cpu: Duration,
+    pub max_rss_kib: i64,
+}
+
+/// Run `cmd` to its end, its standard output and error appended to `log`, and measure that child
+/// alone with `wait4` (`RUSAGE_CHILDREN` sums the CPU of every child so far and keeps the largest
+/// RSS of them all, so a second run's peak RSS could never be below the first's).
+pub fn run_child(cmd: &mut std::process::Command, log: &Path) -> std::io::Result<ChildRun> {
+    use std::os::unix::process::ExitStatusExt;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let child = cmd.stdout(file.try_clone()?).stderr(file).spawn()?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `usage` is a valid, writable rusage and `status` a valid int; `pid` is our own
+    // child, not yet waited for (`child` is dropped without `wait`, which does not reap it).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = loop {
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if rc == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break rc;
+    };
+    drop(child);
+    if rc == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
+    Ok(ChildRun {
+        status: std::process::ExitStatus::from_raw(status),
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss,
+    })
+}
+
 /// CPU time (user + system) and peak RSS (KiB) of the waited-for children so far.
 pub fn children_usage() -> (Duration, i64) {
     // SAFETY: `usage` is a valid, writable rusage; RUSAGE_CHILDREN is a constant the kernel knows.

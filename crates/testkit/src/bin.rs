@@ -1,8 +1,11 @@
 //! The `sqlgrade` binary under test.
 //!
 //! Cargo builds a package's binaries before its integration tests and benches and puts them
-//! beside the test executables' `deps/` directory; `CARGO_BIN_EXE_sqlgrade` (when set in the
-//! environment) wins.
+//! beside the test executables' `deps/` directory. `SQLGRADE_BIN` (when set in the environment)
+//! wins: it is how a bench runs another build (`SQLGRADE_BIN=/tmp/old/sqlgrade cargo bench
+//! --bench process`). Then `CARGO_BIN_EXE_sqlgrade`, which cargo itself sets when it runs a
+//! test or bench (cargo 1.95 overwrites a value given on the command line, so that one cannot
+//! choose the binary).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -28,8 +31,10 @@ pub fn run_ok(command: &mut Command) -> String {
 /// # Panics
 /// When the binary is not there (test support: nothing can run without it).
 pub fn sqlgrade() -> PathBuf {
-    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_sqlgrade") {
-        return PathBuf::from(path);
+    for variable in ["SQLGRADE_BIN", "CARGO_BIN_EXE_sqlgrade"] {
+        if let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) {
+            return PathBuf::from(path);
+        }
     }
     let exe = std::env::current_exe().expect("the test executable's path");
     let mut dir = exe.parent().expect("a directory").to_path_buf();

@@ -165,12 +165,17 @@ pub fn run_child(cmd: &mut std::process::Command, log: &Path) -> std::io::Result
     if rc == -1 {
         return Err(std::io::Error::last_os_error());
     }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
     Ok(ChildRun {
         status: std::process::ExitStatus::from_raw(status),
-        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        cpu: cpu_time(&usage),
         max_rss_kib: usage.ru_maxrss,
     })
+}
+
+/// User + system CPU time of a `rusage`.
+fn cpu_time(usage: &libc::rusage) -> Duration {
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 /// CPU time (user + system) and peak RSS (KiB) of the waited-for children so far.
@@ -181,6 +186,5 @@ pub fn children_usage() -> (Duration, i64) {
     if rc != 0 {
         return (Duration::ZERO, 0);
     }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
-    (tv(usage.ru_utime) + tv(usage.ru_stime), usage.ru_maxrss)
+    (cpu_time(&usage), usage.ru_maxrss)
 }

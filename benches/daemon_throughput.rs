@@ -4,7 +4,7 @@
 //!   cargo bench --bench daemon_throughput -- [--events N] [--rate R] [--rounds K]
 //!       [--llm-rate Q] [--llm-latency-ms L] [--no-llm] [--state-on-disk]
 //!       [--variant LABEL:BINARY[:SINK_KEYS[:SOURCE_KEYS]] ...] [--older-config LABEL]
-//!       [--stages-only]
+//!       [--stages-only] [--broker sqlite|memory]
 //!
 //! With `--variant` (given twice or more) the bench compares builds or sink settings instead of
 //! the judges: every variant runs deterministic, in the order A B … then … B A per round (K
@@ -61,6 +61,13 @@
 //! without the scoring — the Kafka → ClickHouse path itself, comparable across builds since
 //! `max_sql_bytes` exists (before the scaling work, too).
 //!
+//! `--broker memory` keeps the broker's topics in memory instead of SQLite
+//! ([`support::BrokerStorage`]; needs a tansu built with `--features libsql,dynostore` first on
+//! `PATH`). tansu on SQLite stores and re-reads every record, ~35–40 µs of CPU per event on the
+//! 2-core VM, and the broker shares the cores with the daemon: in memory it costs next to
+//! nothing, so events/s show what the daemon and ClickHouse allow, as with a production Kafka on
+//! machines of its own.
+//!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 //!
 //! With `SQLGRADE_CLICKHOUSE_LOG_QUERIES=1` the servers log their queries and each run also
@@ -87,6 +94,8 @@ struct Args {
     /// Labels of variants whose binary predates `a7152d2` (`--older-config LABEL`): their configs
     /// keep the server's keys under `[sink]`.
     older_config: Vec<String>,
+    /// `--broker`: where tansu keeps the topics.
+    broker: support::BrokerStorage,
 }
 
 impl Args {
@@ -136,6 +145,7 @@ fn args() -> Args {
         stages_only: false,
         variants: Vec::new(),
         older_config: Vec::new(),
+        broker: support::BrokerStorage::default(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -163,6 +173,18 @@ fn args() -> Args {
                 Some(label) => a.older_config.push(label.clone()),
                 None => eprintln!("daemon_throughput: --older-config wants a variant's LABEL"),
             },
+            ("--broker", _) => {
+                match argv
+                    .get(i + 1)
+                    .and_then(|name| support::BrokerStorage::parse(name))
+                {
+                    Some(storage) => a.broker = storage,
+                    None => {
+                        eprintln!("daemon_throughput: --broker wants sqlite or memory");
+                        std::process::exit(2);
+                    }
+                }
+            }
             ("--state-on-disk", _) => {
                 a.state_on_disk = true;
                 i += 1;
@@ -324,7 +346,7 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     } else {
         "daemon_throughput"
     };
-    let mut h = Harness::start(name, args.events + lag_events, 0, false)?;
+    let mut h = Harness::start_with_broker(name, args.events + lag_events, args.broker)?;
     // The batching and back-pressure that ship (deploy/config/production.toml); a variant's
     // keys replace them.
     let shipped = shipped_config();
@@ -563,6 +585,10 @@ async fn main() {
     } else {
         println!("daemon_throughput: server state in the system temp dir");
     }
+    println!(
+        "daemon_throughput: broker topics in {} (--broker)",
+        args.broker.name()
+    );
     if args.variants.len() > 1 {
         compare_variants(&args).await;
         return;

@@ -28,10 +28,15 @@ pub struct Servers {
 impl Servers {
     /// Start both; `None` (after a loud message) if they cannot be started on this machine.
     pub fn start(test: &str) -> Option<Servers> {
+        Servers::start_with(test, BrokerStorage::Sqlite)
+    }
+
+    /// [`Servers::start`] with the broker's topics in `storage`.
+    pub fn start_with(test: &str, storage: BrokerStorage) -> Option<Servers> {
         let started = attempts(test, || {
             let dir = state_dir(test);
             let clickhouse = ClickHouse::start_in(dir.path())?;
-            let kafka = Tansu::start_in(dir.path())?;
+            let kafka = Tansu::start_with(dir.path(), storage)?;
             Ok(Servers {
                 clickhouse,
                 kafka,
@@ -161,6 +166,13 @@ impl Harness {
             dead_letter_topic,
             String::new(),
         ))
+    }
+
+    /// [`Harness::start`] (no malformed events, no dead-letter topic) with the broker's topics
+    /// in `storage`: for throughput benches ([`BrokerStorage::Memory`]).
+    pub fn start_with_broker(test: &str, events: usize, storage: BrokerStorage) -> Option<Harness> {
+        let servers = Servers::start_with(test, storage)?;
+        Some(Harness::on(servers, events, 0, false, String::new()))
     }
 
     /// [`Harness::start`] on a ClickHouse cluster of `shards × replicas` nodes: the daemons'

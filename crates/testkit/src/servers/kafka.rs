@@ -10,17 +10,67 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::process::*;
 
-/// A tansu broker process (sqlite storage).
+/// Where a [`Tansu`] broker keeps its topics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BrokerStorage {
+    /// `sqlite://tansu.db` in the broker's directory: what the tests use, as it survives
+    /// [`Tansu::restart`] and [`Tansu::kill`]. tansu stores and re-reads every record in SQLite,
+    /// ~35–40 µs of CPU per event on the 2-core VM (benches/README.md).
+    #[default]
+    Sqlite,
+    /// `memory://tansu/`: gone when the broker stops, and a tansu built with its `dynostore`
+    /// feature (`cargo install tansu --version 0.6.0 --features libsql,dynostore`); what
+    /// `scripts/services.sh install` builds lacks it. For throughput benches, where a broker
+    /// that costs more CPU per event than the daemon would share the same cores with it.
+    Memory,
+}
+
+impl BrokerStorage {
+    /// The value of tansu's `--storage-engine`. tansu resolves a sqlite path against its
+    /// working directory (an absolute path gets the cwd prefixed), so it is relative to the
+    /// broker's directory.
+    fn engine(self) -> &'static str {
+        match self {
+            BrokerStorage::Sqlite => "sqlite://tansu.db",
+            BrokerStorage::Memory => "memory://tansu/",
+        }
+    }
+
+    /// `sqlite` or `memory`, as benches take and print it.
+    pub fn parse(name: &str) -> Option<BrokerStorage> {
+        match name {
+            "sqlite" => Some(BrokerStorage::Sqlite),
+            "memory" => Some(BrokerStorage::Memory),
+            _ => None,
+        }
+    }
+
+    /// The name [`BrokerStorage::parse`] takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokerStorage::Sqlite => "sqlite",
+            BrokerStorage::Memory => "memory",
+        }
+    }
+}
+
+/// A tansu broker process.
 pub struct Tansu {
     dir: PathBuf,
     pub port: u16,
     child: Option<Child>,
     binary: PathBuf,
+    storage: BrokerStorage,
 }
 
 impl Tansu {
-    /// Start a broker with its state under `root/tansu`.
+    /// Start a broker with its state under `root/tansu`, in SQLite.
     pub fn start_in(root: &Path) -> Result<Tansu, String> {
+        Tansu::start_with(root, BrokerStorage::Sqlite)
+    }
+
+    /// Start a broker under `root/tansu` that keeps its topics in `storage`.
+    pub fn start_with(root: &Path, storage: BrokerStorage) -> Result<Tansu, String> {
         let home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
@@ -34,6 +84,7 @@ impl Tansu {
             port: free_port(),
             child: None,
             binary,
+            storage,
         };
         t.launch()?;
         Ok(t)
@@ -53,9 +104,7 @@ impl Tansu {
             .arg("--advertised-listener-url")
             .arg(&url)
             .arg("--storage-engine")
-            // tansu resolves the sqlite path against its working directory (an absolute path
-            // gets the cwd prefixed), so pass it relative to `current_dir`.
-            .arg("sqlite://tansu.db")
+            .arg(self.storage.engine())
             .current_dir(&self.dir)
             .env_remove("STORAGE_ENGINE")
             .env_remove("LISTENER_URL")
@@ -74,6 +123,12 @@ impl Tansu {
             &[self.dir.join("broker.log")],
             || port_open(port),
         )
+        .map_err(|e| match self.storage {
+            BrokerStorage::Memory => format!(
+                "{e}\n(memory storage needs tansu built with `--features libsql,dynostore`)"
+            ),
+            BrokerStorage::Sqlite => e,
+        })
     }
 
     /// Process id while running.
@@ -113,7 +168,8 @@ impl Tansu {
         stop_child(&mut self.child, "KILL", Duration::from_secs(5));
     }
 
-    /// Start after [`Tansu::stop`] on the same port and storage.
+    /// Start after [`Tansu::stop`] on the same port and storage (empty again with
+    /// [`BrokerStorage::Memory`]).
     pub fn start_again(&mut self) {
         self.launch().expect("tansu restarts");
     }

@@ -2,7 +2,7 @@
 //! that receives every message spends on it, librdkafka's receive included.
 //!
 //!   cargo bench --bench kafka_source -- [--messages N] [--rounds R] [--partitions P]
-//!       [--prefetch-seconds S]
+//!       [--prefetch-seconds S] [--broker sqlite|memory]
 //!
 //! Starts its own tansu (`scripts/services.sh install` first), produces N events of the shared
 //! corpus (default 100,000) over P partitions (default 6) as a backlog, then, per round, on a
@@ -32,6 +32,11 @@
 //! scoring threads free), so memory is reused rather than grown. `max_in_flight` is set above
 //! N, so back-pressure never waits.
 //!
+//! With `--prefetch-seconds 0` the readers drain as the broker serves, so wall-clock messages
+//! per second is the broker's serving rate when it is the slower side. `--broker memory` keeps
+//! the topics in memory (`servers::BrokerStorage`; a tansu built with `--features
+//! libsql,dynostore` first on `PATH`), `sqlite` (the default) as the tests do.
+//!
 //! The scaling issue's target: what must stay single costs ≤ 1 µs per event. Results in
 //! `benches/README.md` ("The Kafka source receives in batches").
 
@@ -56,6 +61,7 @@ struct Args {
     prefetch: Duration,
     rounds: usize,
     partitions: i32,
+    broker: servers::BrokerStorage,
 }
 
 fn args() -> Args {
@@ -64,6 +70,7 @@ fn args() -> Args {
         prefetch: Duration::from_secs(8),
         rounds: 3,
         partitions: 6,
+        broker: servers::BrokerStorage::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -79,6 +86,12 @@ fn args() -> Args {
                 out.prefetch = Duration::from_secs(value("--prefetch-seconds") as u64)
             }
             "--partitions" => out.partitions = value("--partitions").max(1) as i32,
+            "--broker" => {
+                out.broker = it
+                    .next()
+                    .and_then(|name| servers::BrokerStorage::parse(&name))
+                    .unwrap_or_else(|| panic!("--broker wants sqlite or memory"))
+            }
             // cargo bench passes `--bench`; criterion-style filters are not used here.
             _ => {}
         }
@@ -226,7 +239,7 @@ fn release_elsewhere<T: Send + 'static>(
 fn main() {
     let args = args();
     let dir = tempfile::tempdir().expect("temp dir");
-    let kafka = match servers::Tansu::start_in(dir.path()) {
+    let kafka = match servers::Tansu::start_with(dir.path(), args.broker) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("kafka_source: cannot start tansu ({e}); run scripts/services.sh install");
@@ -251,11 +264,12 @@ fn main() {
     });
     drop(payloads);
     println!(
-        "kafka_source: {} messages (mean {mean_bytes} bytes) over {} partitions produced in {:.1} s; \
-         load average {}",
+        "kafka_source: {} messages (mean {mean_bytes} bytes) over {} partitions produced in {:.1} s \
+         (broker topics in {}); load average {}",
         args.messages,
         args.partitions,
         produced.elapsed().as_secs_f64(),
+        args.broker.name(),
         load_average()
     );
     println!(

@@ -322,3 +322,25 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// timed out (its JoinGroup runs the missed-heartbeat check), while a join within the session
 /// can leave the dead member's partitions assigned to it. The session timeout and a margin.
 pub const DEAD_MEMBER_EVICTION: Duration = Duration::from_secs(SESSION_TIMEOUT.as_secs() + 2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a bench prints is what it takes back, each storage has its own tansu engine, and
+    /// the default (what every test gets from `Tansu::start_in`) is the one that survives a
+    /// restart.
+    #[test]
+    fn broker_storage_names_and_engines() {
+        for storage in [BrokerStorage::Sqlite, BrokerStorage::Memory] {
+            assert_eq!(BrokerStorage::parse(storage.name()), Some(storage));
+        }
+        assert_eq!(BrokerStorage::parse("disk"), None);
+        assert_ne!(
+            BrokerStorage::Sqlite.engine(),
+            BrokerStorage::Memory.engine()
+        );
+        assert_eq!(BrokerStorage::default(), BrokerStorage::Sqlite);
+        assert!(BrokerStorage::default().engine().starts_with("sqlite://"));
+    }
+}

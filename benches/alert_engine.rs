@@ -14,7 +14,7 @@ fn inputs() -> Vec<AlertInput> {
     (0..20_000u32)
         .map(|i| {
             let mut stef = EvaluationRow::for_event(&event, "2026-11-21T00:00:00Z", Metric::Stef);
-            stef.agent_version = Some(format!("v{}", i % 16));
+            stef.agent_version = Some(format!("v{}", i % 16).into());
             stef.value = f64::from((i * 37) % 101);
             let mut ex = stef.clone();
             ex.metric = Metric::Ex;

@@ -175,7 +175,7 @@ fn score(catalogue: Option<&SchemaCatalog>) -> Vec<Item> {
                 semantic: row
                     .stef
                     .as_ref()
-                    .map_or("not scored".into(), |s| s.semantic_verdict.clone()),
+                    .map_or("not scored".into(), |s| s.semantic_verdict.to_string()),
                 phi: row.value,
                 findings,
             }

@@ -505,7 +505,7 @@ mod tests {
             ("b", None, 90.0),
         ] {
             let mut row = stef_row(phi, "good", agent);
-            row.agent_version = version.map(String::from);
+            row.agent_version = version.map(Into::into);
             rows.push(row);
         }
         let mut gold = stef_row(1.0, "good", "a");

@@ -57,7 +57,7 @@ fn relabel(rows: &[EvaluationRow], n: usize, version: &str) -> Vec<EvaluationRow
     rows.iter()
         .map(|r| {
             let mut r = r.clone();
-            r.event_id = format!("replay-{n}");
+            r.event_id = format!("replay-{n}").into();
             r.app_id = Some("bird-assistant".into());
             r.agent_id = Some("agent-a".into());
             r.agent_version = Some(version.into());

@@ -427,7 +427,7 @@ async fn rows_encoded_on_several_threads_land_as_on_one(ch: &ClickHouse, s: &Cli
         (0..3000)
             .map(|i| {
                 let mut row = stef_row(i);
-                row.event_id = format!("threads-{i:05}");
+                row.event_id = format!("threads-{i:05}").into();
                 row.run_id = Some(run.into());
                 row.details = serde_json::json!({"i": i, "pad": "x".repeat(1000 + i % 7)}).into();
                 row

@@ -68,7 +68,7 @@ async fn run(payloads: Vec<Vec<u8>>, config: &Config) -> Outcome {
     let n = stef_rows.len();
     let rows: HashMap<_, _> = stef_rows
         .into_iter()
-        .map(|r| (r.event_id.clone(), r))
+        .map(|r| (r.event_id.to_string(), r))
         .collect();
     assert_eq!(rows.len(), n, "one STEF row per event");
     let dead_letters = dead

@@ -176,7 +176,7 @@ impl AlertEngine {
                     SeriesLabel::Model => row.model.as_ref(),
                     SeriesLabel::RunId => row.run_id.as_ref(),
                 }?;
-                Some((*label, value.clone()))
+                Some((*label, value.to_string()))
             })
             .collect();
         let metric = row.metric.as_str();

@@ -69,7 +69,7 @@ struct EvaluationRecord<'a> {
     sigma_filters: Option<u8>,
     sigma_verdict: Option<u8>,
     leniency: Option<u8>,
-    rules_fired: &'a [String],
+    rules_fired: &'a [compact_str::CompactString],
     enrichment_status: Option<&'a str>,
     judge: Option<&'a str>,
     judge_cached: Option<u8>,
@@ -97,7 +97,7 @@ struct EvaluationRecord<'a> {
     judge_identity: &'a str,
 }
 
-const NO_RULES: &[String] = &[];
+const NO_RULES: &[compact_str::CompactString] = &[];
 
 impl<'a> EvaluationRecord<'a> {
     /// The record of `row`; `ts` is its event time in seconds (see [`EventTimes`]).

@@ -363,7 +363,7 @@ impl Judgment {
         let started = Instant::now();
         let event = &work.event;
         let columns = JudgedColumns {
-            selection: work.selection.reasons_text(),
+            selection: work.selection.reasons_text().into(),
             inclusion_probability: work.selection.inclusion_probability,
             revised_value: work.line.phi,
             revised_verdict: work.line.verdict.clone(),

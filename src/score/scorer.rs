@@ -308,7 +308,7 @@ impl Scorer {
         let assessment = judge.assess(request).await;
         let census = crate::sampling::Selection::census();
         let columns = crate::evaluation::JudgedColumns {
-            selection: census.reasons_text(),
+            selection: census.reasons_text().into(),
             inclusion_probability: census.inclusion_probability,
             revised_value: line.phi,
             revised_verdict: line.verdict,

@@ -400,9 +400,9 @@ impl PartialEq for LabelCache {
 
 #[derive(Debug, Clone)]
 struct LastAgent {
-    agent_id: Option<String>,
-    agent_version: Option<String>,
-    model: Option<String>,
+    agent_id: Option<compact_str::CompactString>,
+    agent_version: Option<compact_str::CompactString>,
+    model: Option<compact_str::CompactString>,
     label: String,
 }
 

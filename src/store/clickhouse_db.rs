@@ -105,7 +105,10 @@ impl ReviewStore for ClickHouseStore {
             bind_all(self.reader.client().query(&sql), ids),
         )
         .await?;
-        Ok(found.into_iter().map(|i| (i.event_id.clone(), i)).collect())
+        Ok(found
+            .into_iter()
+            .map(|i| (i.event_id.to_string(), i))
+            .collect())
     }
 
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {

@@ -115,7 +115,7 @@ impl ReviewStore for JsonlStore {
         Ok(inputs
             .iter()
             .filter(|i| wanted.contains(i.event_id.as_str()))
-            .map(|i| (i.event_id.clone(), i.clone()))
+            .map(|i| (i.event_id.to_string(), i.clone()))
             .collect())
     }
 

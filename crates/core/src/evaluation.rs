@@ -3,6 +3,7 @@
 //! depend on them); see the README's output reference.
 
 use base64::Engine as _;
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -318,20 +319,20 @@ impl std::fmt::Display for RowStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvaluationRow {
     /// The event's idempotency key.
-    pub event_id: String,
+    pub event_id: CompactString,
     /// Event time (RFC 3339): the event's `ts`, else the source's own time of the message (the
     /// Kafka message timestamp, a file's modification time), else the time it was received.
-    pub ts: String,
+    pub ts: CompactString,
     /// Application id.
-    pub app_id: Option<String>,
+    pub app_id: Option<CompactString>,
     /// Agent id.
-    pub agent_id: Option<String>,
+    pub agent_id: Option<CompactString>,
     /// Agent version.
-    pub agent_version: Option<String>,
+    pub agent_version: Option<CompactString>,
     /// Model.
-    pub model: Option<String>,
+    pub model: Option<CompactString>,
     /// Backfill/benchmark run id.
-    pub run_id: Option<String>,
+    pub run_id: Option<CompactString>,
     /// Metric of this row.
     pub metric: Metric,
     /// 0–100 for STEF, 0–1 for every other metric.
@@ -356,14 +357,14 @@ pub struct EvaluationRow {
 pub struct JudgedColumns {
     /// Every selection reason, comma-separated, most important first (`uniform`,
     /// `not_correct`, …; `census` when every event is judged).
-    pub selection: String,
+    pub selection: CompactString,
     /// The probability that the event was in the uniform slice (1 for a census); `null` for an
     /// event picked by priority reasons only (it does not enter the calibrated estimate).
     pub inclusion_probability: Option<f64>,
     /// Φ of the line-rate `stef` row this row revises.
     pub revised_value: f64,
     /// Semantic verdict of that line-rate row.
-    pub revised_verdict: String,
+    pub revised_verdict: CompactString,
 }
 
 impl JudgedColumns {
@@ -377,15 +378,15 @@ impl JudgedColumns {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StefColumns {
     /// `excellent` | `good` | `marginal` | `poor`.
-    pub quality_tier: String,
+    pub quality_tier: CompactString,
     /// `fully_applied` | `fully_applied_with_extras` | `partially_applied` | `not_applied`.
-    pub filter_status: String,
+    pub filter_status: CompactString,
     /// `correct` | `likely_correct` | `potentially_incorrect` | `incorrect`.
-    pub semantic_verdict: String,
+    pub semantic_verdict: CompactString,
     /// Judge confidence γ ∈ [0, 1].
     pub confidence: f64,
     /// `high` | `moderate` | `low`.
-    pub confidence_tier: String,
+    pub confidence_tier: CompactString,
     /// σ_filters ∈ {0, 3, 4, 5}.
     pub sigma_filters: u8,
     /// σ_verdict ∈ {0, 2, 3, 5}.
@@ -393,24 +394,24 @@ pub struct StefColumns {
     /// δ_lenient ∈ {0, 1}.
     pub leniency: u8,
     /// Production normalization rules that fired.
-    pub rules_fired: Vec<String>,
+    pub rules_fired: Vec<CompactString>,
     /// `absent` | `faithful` | `adds_constraints` | `drops_constraints` | `drifted`.
-    pub enrichment_status: String,
+    pub enrichment_status: CompactString,
     /// `deterministic` or `llm:<model>`.
-    pub judge: String,
+    pub judge: CompactString,
     /// Whether the judge verdict came from a cache.
     pub judge_cached: bool,
     /// Version (hash) of the judge prompt, when an LLM judge was used.
-    pub prompt_version: Option<String>,
+    pub prompt_version: Option<CompactString>,
     /// Who produced the verdict, precisely: `deterministic sqlgrade=<version> rules=<profile
     /// version>`, or `llm model=<name> served=<model id the server reported> prompt=<version>
     /// mode=<response mode>`. A change of any part is a change of judge, tracked on its own
     /// (agreement with people, the overview's judge changes). Empty on rows written before it
     /// existed.
     #[serde(default)]
-    pub judge_identity: String,
+    pub judge_identity: CompactString,
     /// Version (content hash) of the app rule profile.
-    pub rules_version: String,
+    pub rules_version: CompactString,
     /// LLM prompt tokens spent on this row (0 for deterministic).
     pub prompt_tokens: u64,
     /// LLM completion tokens spent on this row (0 for deterministic).
@@ -423,13 +424,13 @@ impl EvaluationRow {
     /// A row carrying the event's identity and labels; metric fields are filled by the caller.
     pub fn for_event(event: &Event, ts: &str, metric: Metric) -> EvaluationRow {
         EvaluationRow {
-            event_id: event.event_id.clone(),
-            ts: event.ts.clone().unwrap_or_else(|| ts.to_string()),
-            app_id: event.app_id.clone(),
-            agent_id: event.agent_id.clone(),
-            agent_version: event.agent_version.clone(),
-            model: event.model.clone(),
-            run_id: event.run_id.clone(),
+            event_id: CompactString::from(&event.event_id),
+            ts: CompactString::from(event.ts.as_deref().unwrap_or(ts)),
+            app_id: event.app_id.as_deref().map(CompactString::from),
+            agent_id: event.agent_id.as_deref().map(CompactString::from),
+            agent_version: event.agent_version.as_deref().map(CompactString::from),
+            model: event.model.as_deref().map(CompactString::from),
+            run_id: event.run_id.as_deref().map(CompactString::from),
             metric,
             value: 0.0,
             verdict: None,

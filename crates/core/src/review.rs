@@ -12,6 +12,7 @@
 //!   (metrics that disagree, low confidence, a poor tier) plus whether it lies in a firing
 //!   alert's window. Pure, so the review queue orders the same way over JSONL and ClickHouse.
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, QueryResult};
@@ -20,26 +21,26 @@ use crate::event::{Event, QueryResult};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventInputs {
     /// The event's idempotency key.
-    pub event_id: String,
+    pub event_id: CompactString,
     /// Event time (RFC 3339), as on the event's evaluation rows (read back from ClickHouse as
     /// `ts_utc`, `YYYY-MM-DD hh:mm:ss` in UTC).
     #[serde(alias = "ts_utc")]
-    pub ts: String,
+    pub ts: CompactString,
     /// Application id.
     #[serde(default)]
-    pub app_id: Option<String>,
+    pub app_id: Option<CompactString>,
     /// Agent id.
     #[serde(default)]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<CompactString>,
     /// Agent version.
     #[serde(default)]
-    pub agent_version: Option<String>,
+    pub agent_version: Option<CompactString>,
     /// Model.
     #[serde(default)]
-    pub model: Option<String>,
+    pub model: Option<CompactString>,
     /// Backfill/benchmark run id.
     #[serde(default)]
-    pub run_id: Option<String>,
+    pub run_id: Option<CompactString>,
     /// The user's question.
     pub question: String,
     /// The agent's enriched question.
@@ -81,13 +82,15 @@ impl EventInputs {
     /// The inputs of `event`, taking its strings (the event is not needed after scoring).
     pub fn from_event(event: Event, ts: &str) -> EventInputs {
         EventInputs {
-            ts: event.ts.unwrap_or_else(|| ts.to_string()),
-            event_id: event.event_id,
-            app_id: event.app_id,
-            agent_id: event.agent_id,
-            agent_version: event.agent_version,
-            model: event.model,
-            run_id: event.run_id,
+            ts: event
+                .ts
+                .map_or_else(|| CompactString::from(ts), CompactString::from),
+            event_id: event.event_id.into(),
+            app_id: event.app_id.map(CompactString::from),
+            agent_id: event.agent_id.map(CompactString::from),
+            agent_version: event.agent_version.map(CompactString::from),
+            model: event.model.map(CompactString::from),
+            run_id: event.run_id.map(CompactString::from),
             question: event.question,
             enriched_question: event.enriched_question,
             sql: event.sql,

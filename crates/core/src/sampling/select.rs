@@ -125,13 +125,13 @@ pub struct LineRate {
     /// Φ of the line-rate row.
     pub phi: f64,
     /// Its semantic verdict (`correct`, `likely_correct`, …).
-    pub verdict: String,
+    pub verdict: compact_str::CompactString,
     /// Its quality tier.
-    pub quality_tier: String,
+    pub quality_tier: compact_str::CompactString,
     /// Its confidence tier.
-    pub confidence_tier: String,
+    pub confidence_tier: compact_str::CompactString,
     /// Its row status (`ok`, `parse_error`, …).
-    pub status: String,
+    pub status: compact_str::CompactString,
 }
 
 impl LineRate {
@@ -143,7 +143,7 @@ impl LineRate {
             verdict: stef.semantic_verdict.clone(),
             quality_tier: stef.quality_tier.clone(),
             confidence_tier: stef.confidence_tier.clone(),
-            status: row.status.as_str().to_string(),
+            status: compact_str::CompactString::const_new(row.status.as_str()),
         })
     }
 

@@ -3,6 +3,7 @@
 //! judge's question spec, rules, Φ) → [`StefOutcome::to_row`]; SQL that cannot be scored becomes
 //! [`non_scorable_row`].
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 use super::profile::RuleProfile;
@@ -491,11 +492,11 @@ impl StefOutcome {
             },
         });
         row.stef = Some(crate::evaluation::StefColumns {
-            quality_tier: s.quality_tier.as_str().to_string(),
-            filter_status: self.filter_status.as_str().to_string(),
-            semantic_verdict: a.verdict.as_str().to_string(),
+            quality_tier: CompactString::const_new(s.quality_tier.as_str()),
+            filter_status: CompactString::const_new(self.filter_status.as_str()),
+            semantic_verdict: CompactString::const_new(a.verdict.as_str()),
             confidence: s.confidence,
-            confidence_tier: s.confidence_tier.as_str().to_string(),
+            confidence_tier: CompactString::const_new(s.confidence_tier.as_str()),
             sigma_filters: s.sigma_filters,
             sigma_verdict: s.sigma_verdict,
             leniency: s.leniency,
@@ -503,20 +504,20 @@ impl StefOutcome {
                 .alignment
                 .rules_fired
                 .iter()
-                .map(|r| r.as_str().to_string())
+                .map(|r| CompactString::const_new(r.as_str()))
                 .collect(),
-            enrichment_status: a.enrichment.status.as_str().to_string(),
-            judge: a.judge.clone(),
+            enrichment_status: CompactString::const_new(a.enrichment.status.as_str()),
+            judge: a.judge.as_str().into(),
             judge_cached: a.cached,
-            prompt_version: a.prompt_version.clone(),
+            prompt_version: a.prompt_version.as_deref().map(CompactString::from),
             judge_identity: match &a.identity {
-                Some(identity) => identity.clone(),
+                Some(identity) => identity.as_str().into(),
                 None if a.judge == "deterministic" => {
-                    profile.compiled().deterministic_identity.clone()
+                    profile.compiled().deterministic_identity.as_str().into()
                 }
-                None => super::assessment::rule_identity(&a.judge, &profile.version),
+                None => super::assessment::rule_identity(&a.judge, &profile.version).into(),
             },
-            rules_version: profile.version.clone(),
+            rules_version: profile.version.as_str().into(),
             prompt_tokens: a.usage.prompt_tokens,
             completion_tokens: a.usage.completion_tokens,
             latency_us,
@@ -602,21 +603,21 @@ pub fn non_scorable_row(
     row.status = status;
     row.details = non_scorable_details(event, error, status, &enrichment);
     row.stef = Some(crate::evaluation::StefColumns {
-        quality_tier: QualityTier::Poor.as_str().to_string(),
-        filter_status: FilterStatus::NotApplied.as_str().to_string(),
-        semantic_verdict: Verdict::Incorrect.as_str().to_string(),
+        quality_tier: CompactString::const_new(QualityTier::Poor.as_str()),
+        filter_status: CompactString::const_new(FilterStatus::NotApplied.as_str()),
+        semantic_verdict: CompactString::const_new(Verdict::Incorrect.as_str()),
         confidence: 0.0,
-        confidence_tier: ConfidenceTier::Low.as_str().to_string(),
+        confidence_tier: CompactString::const_new(ConfidenceTier::Low.as_str()),
         sigma_filters: 0,
         sigma_verdict: 0,
         leniency: 0,
         rules_fired: Vec::new(),
-        enrichment_status: enrichment.status.as_str().to_string(),
-        judge: "deterministic".into(),
+        enrichment_status: CompactString::const_new(enrichment.status.as_str()),
+        judge: CompactString::const_new("deterministic"),
         judge_cached: false,
         prompt_version: None,
-        judge_identity: profile.compiled().deterministic_identity.clone(),
-        rules_version: profile.version.clone(),
+        judge_identity: profile.compiled().deterministic_identity.as_str().into(),
+        rules_version: profile.version.as_str().into(),
         prompt_tokens: 0,
         completion_tokens: 0,
         latency_us: 0,
@@ -644,6 +645,63 @@ mod tests {
             map.insert("result_ignored".into(), why.clone().into());
         }
         details.to_string()
+    }
+
+    /// A row's short texts (ids, time, tiers, statuses) live inside the row: a batch holds
+    /// thousands of rows for about a second, and every text with a block of its own was a cold
+    /// allocation for the scoring thread that reused it (benches/README, "Short texts inline").
+    #[test]
+    fn a_rows_short_texts_have_no_allocation_of_their_own() {
+        let profile = RuleProfile::default();
+        let event = event(serde_json::json!({
+            "event_id": "ev-0000001", "ts": "2026-12-02T04:50:58.900Z",
+            "app_id": "bird-toxicology", "agent_id": "CHESS-GPT-4o-mini", "model": "gpt-4o-mini",
+            "agent_version": "v2", "run_id": "CHESS-GPT-4o-mini",
+            "question": "How many molecules are there?",
+            "sql": "SELECT COUNT(*) FROM molecule"
+        }));
+        let prepared = prepare(&event, &profile).expect("the SQL parses");
+        let assessment = crate::judge::deterministic::DeterministicJudge.assess_prepared(&prepared);
+        let row = finish(&prepared, assessment, &profile).to_row(&event, "", &profile, 0);
+        let stef = row.stef.as_ref().expect("a stef row");
+        let texts = [
+            Some(&row.event_id),
+            Some(&row.ts),
+            row.app_id.as_ref(),
+            row.agent_id.as_ref(),
+            row.agent_version.as_ref(),
+            row.model.as_ref(),
+            row.run_id.as_ref(),
+            Some(&stef.quality_tier),
+            Some(&stef.filter_status),
+            Some(&stef.semantic_verdict),
+            Some(&stef.confidence_tier),
+            Some(&stef.enrichment_status),
+            Some(&stef.judge),
+            Some(&stef.rules_version),
+        ];
+        for text in texts {
+            let text = text.expect("the event sets every label");
+            assert!(!text.is_heap_allocated(), "{text:?} has a block of its own");
+        }
+        let inputs = crate::review::EventInputs::from_event(event.clone(), "");
+        for text in [&inputs.event_id, &inputs.ts] {
+            assert!(!text.is_heap_allocated(), "{text:?} has a block of its own");
+        }
+        // Longer texts still round-trip whole.
+        let long = "x".repeat(40);
+        let mut labelled = event.clone();
+        labelled.event_id = long.clone();
+        let row = crate::evaluation::EvaluationRow::for_event(
+            &labelled,
+            "",
+            crate::evaluation::Metric::Stef,
+        );
+        assert_eq!(row.event_id, long);
+        let json = serde_json::to_string(&row).expect("serializes");
+        let back: crate::evaluation::EvaluationRow =
+            serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back, row);
     }
 
     #[test]

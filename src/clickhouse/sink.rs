@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use compact_str::CompactString;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
@@ -69,7 +70,7 @@ struct EvaluationRecord<'a> {
     sigma_filters: Option<u8>,
     sigma_verdict: Option<u8>,
     leniency: Option<u8>,
-    rules_fired: &'a [compact_str::CompactString],
+    rules_fired: &'a [CompactString],
     enrichment_status: Option<&'a str>,
     judge: Option<&'a str>,
     judge_cached: Option<u8>,
@@ -97,7 +98,7 @@ struct EvaluationRecord<'a> {
     judge_identity: &'a str,
 }
 
-const NO_RULES: &[compact_str::CompactString] = &[];
+const NO_RULES: &[CompactString] = &[];
 
 impl<'a> EvaluationRecord<'a> {
     /// The record of `row`; `ts` is its event time in seconds (see [`EventTimes`]).

@@ -14,6 +14,7 @@ use crate::evaluation::{DeadLetter, EvaluationRow, Metric};
 use crate::judge::JudgeTotals;
 use crate::metrics::avoid::MetricCalls;
 use crate::sampling::EstimateTracker;
+use compact_str::CompactString;
 
 pub mod judge_pass;
 
@@ -400,9 +401,9 @@ impl PartialEq for LabelCache {
 
 #[derive(Debug, Clone)]
 struct LastAgent {
-    agent_id: Option<compact_str::CompactString>,
-    agent_version: Option<compact_str::CompactString>,
-    model: Option<compact_str::CompactString>,
+    agent_id: Option<CompactString>,
+    agent_version: Option<CompactString>,
+    model: Option<CompactString>,
     label: String,
 }
 

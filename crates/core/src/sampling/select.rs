@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -125,13 +126,13 @@ pub struct LineRate {
     /// Φ of the line-rate row.
     pub phi: f64,
     /// Its semantic verdict (`correct`, `likely_correct`, …).
-    pub verdict: compact_str::CompactString,
+    pub verdict: CompactString,
     /// Its quality tier.
-    pub quality_tier: compact_str::CompactString,
+    pub quality_tier: CompactString,
     /// Its confidence tier.
-    pub confidence_tier: compact_str::CompactString,
+    pub confidence_tier: CompactString,
     /// Its row status (`ok`, `parse_error`, …).
-    pub status: compact_str::CompactString,
+    pub status: CompactString,
 }
 
 impl LineRate {
@@ -143,7 +144,7 @@ impl LineRate {
             verdict: stef.semantic_verdict.clone(),
             quality_tier: stef.quality_tier.clone(),
             confidence_tier: stef.confidence_tier.clone(),
-            status: compact_str::CompactString::const_new(row.status.as_str()),
+            status: CompactString::const_new(row.status.as_str()),
         })
     }
 

@@ -83,6 +83,10 @@ mod tests;
 pub use entry::run;
 pub use probe::*;
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{QueryReferences, RefSourceKind, SqlSpec};
 
@@ -129,10 +133,12 @@ fn push(
 /// Whether a lowercased text asks for distinct values ("distinct / different / unique"), not
 /// counting what the words do not mean there ("unique id", "different from").
 pub(crate) fn asks_distinct(lower: &str) -> bool {
-    const WORDS: [&str; 3] = ["distinct", "different", "unique"];
-    // Most texts have none of the words: one scan each rules them out.
-    WORDS.iter().any(|w| {
-        lower.contains(w)
+    // Most texts have none of the words: one scan each rules them out, with searchers built
+    // once rather than per call.
+    static WORDS: LazyLock<[(&str, Finder<'static>); 3]> =
+        LazyLock::new(|| ["distinct", "different", "unique"].map(|w| (w, Finder::new(w))));
+    WORDS.iter().any(|(w, finder)| {
+        finder.find(lower.as_bytes()).is_some()
             && contains_word(lower, w)
             && ![" id", " identifier", " from", " than"]
                 .iter()

@@ -2,6 +2,9 @@
 //! declarations (`'v' is a …`), and whether a definition's subject is about the question.
 
 use std::cell::OnceCell;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use crate::stef::text::{QuestionTexts, TokenKind, lower_collapsed, tokenize};
 
@@ -81,16 +84,21 @@ pub(crate) fn relevant_definitions<'e>(texts: &QuestionTexts<'e>) -> Vec<(&'e st
 /// "TR000 is the molecule id"): only the value is a requirement, the description names its
 /// column. Returns the value part.
 pub(super) fn declared_value(clause: &str) -> Option<&str> {
+    // Searchers built once: this runs for every clause of every enriched question.
+    static MARKERS: LazyLock<[Finder<'static>; 6]> = LazyLock::new(|| {
+        [
+            " is a ",
+            " is an ",
+            " is the ",
+            " are the ",
+            " are a ",
+            " are ",
+        ]
+        .map(Finder::new)
+    });
     let lower = clause.to_ascii_lowercase();
-    for m in [
-        " is a ",
-        " is an ",
-        " is the ",
-        " are the ",
-        " are a ",
-        " are ",
-    ] {
-        if let Some(pos) = lower.find(m) {
+    for m in MARKERS.iter() {
+        if let Some(pos) = m.find(lower.as_bytes()) {
             let value = clause.get(..pos)?.trim();
             // Only short value-like subjects ('President', TR000, Women's Soccer), never prose
             // ("What is the …", "In how many atoms is …").
@@ -280,10 +288,15 @@ pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
 /// compared.
 pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
     // "molecules are carcinogenic": the predicate is the distinctive part.
+    static COPULAS: LazyLock<[Finder<'static>; 2]> =
+        LazyLock::new(|| [" are ", " is "].map(Finder::new));
     let lower = subject.to_ascii_lowercase();
-    let subject = [" are ", " is "]
+    let subject = COPULAS
         .iter()
-        .find_map(|m| lower.find(m).map(|pos| &subject[pos + m.len()..]))
+        .find_map(|m| {
+            m.find(lower.as_bytes())
+                .and_then(|pos| subject.get(pos + m.needle().len()..))
+        })
         .filter(|rest| !rest.trim().is_empty())
         .unwrap_or(subject);
     let toks = tokenize(subject);
@@ -294,7 +307,7 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
             continue;
         }
         let w = t.text.to_ascii_lowercase();
-        if w.len() < 2 || is_in(PHRASE_STOP, &w) || is_in(SUBJECT_STOP, &w) {
+        if w.len() < 2 || is_in(PHRASE_STOP | SUBJECT_STOP, &w) {
             continue;
         }
         total += 1;

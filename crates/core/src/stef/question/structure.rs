@@ -138,9 +138,7 @@ pub(super) fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool
         if w.is_empty() {
             // Numbers directly before a superlative: "3 tallest", "5 highest", "3 most populated".
             if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
-                && (is_in(MAX_WORDS, doc.w(i + 1))
-                    || is_in(MIN_WORDS, doc.w(i + 1))
-                    || is_in(ORDER_SUPERLATIVES, doc.w(i + 1)))
+                && is_in(MAX_WORDS | MIN_WORDS | ORDER_SUPERLATIVES, doc.w(i + 1))
             {
                 spec.top_k = Some(k);
                 spec.explicit_order = true;
@@ -344,10 +342,10 @@ pub(super) fn generic_superlative(doc: &Doc<'_>, i: usize) -> bool {
         && w.ends_with("est")
         && i > 0
         && doc.w(i - 1) == "the"
-        && !is_in(NOT_SUPERLATIVE, w)
-        && !is_in(MAX_WORDS, w)
-        && !is_in(MIN_WORDS, w)
-        && !is_in(ORDER_SUPERLATIVES, w)
+        && !is_in(
+            NOT_SUPERLATIVE | MAX_WORDS | MIN_WORDS | ORDER_SUPERLATIVES,
+            w,
+        )
 }
 
 pub(super) fn mark(used: &mut [bool], i: usize) {
@@ -394,11 +392,7 @@ pub(super) fn phrase_at(doc: &Doc<'_>, i: usize, max: usize) -> Option<String> {
     let mut j = i;
     while words.len() < max {
         let w = doc.w(j);
-        if w.is_empty()
-            || is_in(PHRASE_STOP, w)
-            || is_in(MAX_WORDS, w)
-            || is_in(MIN_WORDS, w)
-            || doc.is_punct(j + 1, "(")
+        if w.is_empty() || is_in(PHRASE_STOP | MAX_WORDS | MIN_WORDS, w) || doc.is_punct(j + 1, "(")
         {
             break;
         }
@@ -478,12 +472,11 @@ pub(super) fn outputs(doc: &Doc<'_>) -> Vec<String> {
                 }
             }
             let first = doc.w(j);
+            // One lexicon lookup for the five word lists.
+            let first_lex = lex(first);
             let aggregate_like = first.is_empty()
-                || is_in(COLUMN_SKIP, first) && first != "value"
-                || is_in(AVG_WORDS, first)
-                || is_in(COMPUTED_WORDS, first)
-                || is_in(MAX_WORDS, first)
-                || is_in(MIN_WORDS, first)
+                || first_lex & COLUMN_SKIP != 0 && first != "value"
+                || first_lex & (AVG_WORDS | COMPUTED_WORDS | MAX_WORDS | MIN_WORDS) != 0
                 || first == "sum"
                 || first == "many";
             let mut len = 0usize;

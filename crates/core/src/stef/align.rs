@@ -362,7 +362,10 @@ fn projection_alignment(
             words.extend(name_words(a));
         }
         for c in &p.columns {
-            words.extend(name_words(c));
+            // A bare column projection's words are already there (only membership is asked).
+            if *c != p.expr {
+                words.extend(name_words(c));
+            }
             // A mapped column adds the words of its target.
             if !rules.mappings.is_empty() {
                 let mapped = rules.dimension_key(c);
@@ -425,8 +428,13 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
             .chain(sql.filters.iter().map(|f| &f.lhs))
             .chain(sql.order_by.iter().map(|o| &o.expr))
             .chain(sql.aggregations.iter().filter_map(|a| a.column.as_ref()));
-        cols.into_iter()
-            .any(|c| name_words(c).iter().any(|w| words.contains(&w.as_str())))
+        cols.into_iter().any(|c| {
+            // The words are ASCII and none ends in `y`, so one that a word of the name equals
+            // (lowercased, singular: a prefix of the word) is spelled inside the name: most
+            // names are ruled out without splitting them.
+            (!c.is_ascii() || words.iter().any(|w| contains_ignore_ascii_case(c, w)))
+                && name_words(c).iter().any(|w| words.contains(&w.as_str()))
+        })
     };
     let mut missing = Vec::new();
     for qa in &question.aggregations {
@@ -636,4 +644,13 @@ fn top_k_mismatch(question: &QuestionSpec, sql: &SqlSpec) -> Option<String> {
         None if k > 1 && !sql.window_functions => Some(format!("top {k} requested, no LIMIT")),
         _ => None,
     }
+}
+
+/// Whether `needle` occurs in `haystack`, ASCII case ignored (no allocation).
+fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
+    needle.is_empty()
+        || haystack
+            .as_bytes()
+            .windows(needle.len())
+            .any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
 }

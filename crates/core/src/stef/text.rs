@@ -794,4 +794,26 @@ mod tests {
         assert!(contains_phrase("label = '-'", "label"));
         assert!(!contains_phrase("abc", ""));
     }
+
+    #[test]
+    fn lower_collapsed_joins_ascii_words_with_one_space() {
+        // ASCII whitespace runs become one space, none at either end, letters lowercased;
+        // \x0b is not ASCII whitespace. Non-ASCII text takes the character path.
+        let cases = [
+            "",
+            "   ",
+            "What IS  the\tname?",
+            "\n a\r\nb \x0c c\x0bd ",
+            "element = 'Cl'  AND\t\tlabel='+'",
+        ];
+        for text in cases {
+            let expected = text
+                .split_ascii_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_ascii_lowercase();
+            assert_eq!(lower_collapsed(text), expected, "{text:?}");
+        }
+        assert_eq!(lower_collapsed("Évora  Est"), "évora est");
+    }
 }

@@ -18,6 +18,7 @@ pub use sqlgrade_core::{
 };
 
 pub mod alert;
+pub mod allocator;
 pub mod assembly;
 pub mod audit;
 pub mod backfill;

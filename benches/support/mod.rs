@@ -13,7 +13,7 @@ use sqlgrade_testkit::data::data_dir;
 /// The daemon's allocator (`src/bin/sqlgrade/main.rs`), so that per-core figures measure what `sqlgrade run`
 /// runs: under glibc malloc the STEF path spent ~20 % of its samples in malloc/free.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: sqlgrade::allocator::Allocator = sqlgrade::allocator::Allocator;
 
 /// Every prediction of every system in `shared/data` as events, joined the way
 /// `sqlgrade backfill --format bird|spider` joins them (BIRD evidence is the enriched question).

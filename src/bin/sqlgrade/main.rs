@@ -33,9 +33,10 @@ use tracing_subscriber::EnvFilter;
 /// glibc's arenas spent a quarter of the daemon's CPU in malloc/free (perf); with mimalloc the
 /// daemon used 74–79 instead of 80–106 µs CPU per event (`benches/README.md`, "daemon
 /// throughput"). Built without asking for transparent huge pages (`no_thp` in `Cargo.toml`):
-/// zeroing them on first touch cost short runs up to a quarter of their CPU.
+/// zeroing them on first touch cost short runs up to a quarter of their CPU. Plain blocks where
+/// they are aligned enough: `sqlgrade::allocator`.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: sqlgrade::allocator::Allocator = sqlgrade::allocator::Allocator;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -61,12 +61,13 @@
 //! without the scoring — the Kafka → ClickHouse path itself, comparable across builds since
 //! `max_sql_bytes` exists (before the scaling work, too).
 //!
-//! `--broker memory` keeps the broker's topics in memory instead of SQLite
-//! ([`support::BrokerStorage`]; needs a tansu built with `--features libsql,dynostore` first on
-//! `PATH`). tansu on SQLite stores and re-reads every record, ~35–40 µs of CPU per event on the
-//! 2-core VM, and the broker shares the cores with the daemon: in memory it costs next to
-//! nothing, so events/s show what the daemon and ClickHouse allow, as with a production Kafka on
-//! machines of its own.
+//! The broker keeps its topics in memory (`--broker memory`, the default since 2026-12-02;
+//! [`support::BrokerStorage`], a tansu built with `--features libsql,dynostore`, as
+//! `scripts/services.sh install` builds it). `--broker sqlite` keeps them in SQLite, as the
+//! tests do and as every figure recorded before that date did: tansu then stores and re-reads
+//! every record, ~35–40 µs of CPU per event on the 2-core VM, on the cores the daemon is
+//! measured on. In memory it costs ~1–2 µs, so events/s show what the daemon and ClickHouse
+//! allow, as with a production Kafka on machines of its own. The output names the storage.
 //!
 //! Results are printed and recorded in benches/README.md ("## daemon throughput").
 //!
@@ -145,7 +146,7 @@ fn args() -> Args {
         stages_only: false,
         variants: Vec::new(),
         older_config: Vec::new(),
-        broker: support::BrokerStorage::default(),
+        broker: support::BrokerStorage::Memory,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;

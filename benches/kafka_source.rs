@@ -33,9 +33,11 @@
 //! N, so back-pressure never waits.
 //!
 //! With `--prefetch-seconds 0` the readers drain as the broker serves, so wall-clock messages
-//! per second is the broker's serving rate when it is the slower side. `--broker memory` keeps
-//! the topics in memory (`servers::BrokerStorage`; a tansu built with `--features
-//! libsql,dynostore` first on `PATH`), `sqlite` (the default) as the tests do.
+//! per second is the broker's serving rate when it is the slower side. The broker keeps the
+//! topics in memory (`--broker memory`, the default since 2026-12-02; `servers::BrokerStorage`,
+//! a tansu built with `--features libsql,dynostore`, as `scripts/services.sh install` builds
+//! it); `--broker sqlite` keeps them in SQLite, as the tests do (the figures recorded before
+//! that date).
 //!
 //! The scaling issue's target: what must stay single costs ≤ 1 µs per event. Results in
 //! `benches/README.md` ("The Kafka source receives in batches").
@@ -70,7 +72,7 @@ fn args() -> Args {
         prefetch: Duration::from_secs(8),
         rounds: 3,
         partitions: 6,
-        broker: servers::BrokerStorage::default(),
+        broker: servers::BrokerStorage::Memory,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {

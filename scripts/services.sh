@@ -28,8 +28,20 @@ export PATH="$PATH:$CARGO_BIN:/usr/sbin"
 
 log() { echo "services.sh: $*" >&2; }
 
+# tansu is built with SQLite storage (the tests: topics that survive a broker restart) and
+# with `dynostore`, whose `memory://` storage the throughput benches use by default (a broker
+# that keeps its topics in memory costs next to no CPU on the cores the daemon is measured on;
+# benches/README.md). `dynostore` adds no crate to tansu's build (object_store is already in it),
+# so it costs the install next to nothing. A tansu built without it is rebuilt.
+TANSU_FEATURES=libsql,dynostore
+
 tansu_ok() {
-    command -v tansu >/dev/null 2>&1 && tansu --version 2>/dev/null | grep -q "$TANSU_VERSION"
+    local bin
+    bin="$(command -v tansu 2>/dev/null)" || return 1
+    tansu --version 2>/dev/null | grep -q "$TANSU_VERSION" || return 1
+    # The storage engines a build has are not printed until a broker starts; the dynostore
+    # module's names are in the binary only when the feature is on.
+    grep -q "tansu_storage::dynostore" "$bin"
 }
 
 install_clickhouse() {
@@ -59,8 +71,8 @@ install_tansu() {
     if tansu_ok; then
         return 0
     fi
-    log "building tansu $TANSU_VERSION (cargo install; takes a while on 2 cores)"
-    cargo install tansu --version "$TANSU_VERSION" --features libsql --locked >&2
+    log "building tansu $TANSU_VERSION with $TANSU_FEATURES (cargo install; takes a while on 2 cores)"
+    cargo install tansu --version "$TANSU_VERSION" --features "$TANSU_FEATURES" --locked --force >&2
 }
 
 # ZooKeeper (Debian's package, with its Java runtime) coordinates the replicated ClickHouse

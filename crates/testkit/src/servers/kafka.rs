@@ -18,10 +18,11 @@ pub enum BrokerStorage {
     /// ~35–40 µs of CPU per event on the 2-core VM (benches/README.md).
     #[default]
     Sqlite,
-    /// `memory://tansu/`: gone when the broker stops, and a tansu built with its `dynostore`
-    /// feature (`cargo install tansu --version 0.6.0 --features libsql,dynostore`); what
-    /// `scripts/services.sh install` builds lacks it. For throughput benches, where a broker
-    /// that costs more CPU per event than the daemon would share the same cores with it.
+    /// `memory://tansu/`: gone when the broker stops, and needs a tansu built with its
+    /// `dynostore` feature, as `scripts/services.sh install` builds it (`cargo install tansu
+    /// --version 0.6.0 --features libsql,dynostore`). What the throughput benches use by
+    /// default: there a broker that costs more CPU per event than the daemon would share the
+    /// daemon's cores, which a production Kafka on machines of its own does not.
     Memory,
 }
 
@@ -125,7 +126,9 @@ impl Tansu {
         )
         .map_err(|e| match self.storage {
             BrokerStorage::Memory => format!(
-                "{e}\n(memory storage needs tansu built with `--features libsql,dynostore`)"
+                "{e}\n(memory storage needs tansu built with `--features libsql,dynostore`: \
+                 run scripts/services.sh install, which rebuilds one without it, or pass \
+                 `--broker sqlite`)"
             ),
             BrokerStorage::Sqlite => e,
         })

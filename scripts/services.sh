@@ -35,13 +35,23 @@ log() { echo "services.sh: $*" >&2; }
 # so it costs the install next to nothing. A tansu built without it is rebuilt.
 TANSU_FEATURES=libsql,dynostore
 
+# Whether the tansu at $1 is version $TANSU_VERSION built with dynostore. The storage engines a
+# build has are not printed until a broker starts; the dynostore module's names are in the
+# binary only when the feature is on.
+tansu_built_ok() {
+    [ -x "$1" ] && "$1" --version 2>/dev/null | grep -q "$TANSU_VERSION" \
+        && grep -q "tansu_storage::dynostore" "$1"
+}
+
+# The tansu found first on PATH is the one the tests and benches start. One that is the right
+# version but lacks dynostore still serves the tests; if the one `cargo install` put in
+# $CARGO_BIN has it, a rebuild would not change which is found, so there is none (the benches'
+# in-memory broker then says what to do).
 tansu_ok() {
     local bin
     bin="$(command -v tansu 2>/dev/null)" || return 1
-    tansu --version 2>/dev/null | grep -q "$TANSU_VERSION" || return 1
-    # The storage engines a build has are not printed until a broker starts; the dynostore
-    # module's names are in the binary only when the feature is on.
-    grep -q "tansu_storage::dynostore" "$bin"
+    tansu_built_ok "$bin" && return 0
+    "$bin" --version 2>/dev/null | grep -q "$TANSU_VERSION" && tansu_built_ok "$CARGO_BIN/tansu"
 }
 
 install_clickhouse() {

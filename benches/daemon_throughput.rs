@@ -706,4 +706,41 @@ async fn compare_variants(args: &Args) {
             100.0 * cpu / base_cpu.max(1e-9),
         );
     }
+    // How sure the comparison is: each round runs every variant back to back, so a round's
+    // ratio compares runs minutes apart; their spread is what one more round could show.
+    let base_label = args.variants[0].label.as_str();
+    for v in args.variants.iter().skip(1) {
+        let ratios = round_ratios(&runs, args.variants.len(), base_label, &v.label);
+        if ratios.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.1}%")).collect();
+        let ahead = ratios.iter().filter(|&&r| r > 100.0).count();
+        let (low, high) = ratios
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        println!(
+            "  {} ÷ {base_label} by round: {} (range {low:.1}–{high:.1}%; ahead in {ahead} of {})",
+            v.label,
+            shown.join(", "),
+            ratios.len()
+        );
+    }
+}
+
+/// Events/s of `label` over `base`'s in each round (`runs` holds `per_round` runs a round, in
+/// the order they ran), in percent; rounds missing either are left out.
+fn round_ratios(runs: &[Run], per_round: usize, base: &str, label: &str) -> Vec<f64> {
+    runs.chunks(per_round.max(1))
+        .filter_map(|round| {
+            let rate = |l: &str| {
+                round
+                    .iter()
+                    .find(|r| r.label.as_deref() == Some(l))
+                    .map(|r| r.sustained)
+            };
+            let (b, x) = (rate(base)?, rate(label)?);
+            (b > 0.0).then(|| 100.0 * x / b)
+        })
+        .collect()
 }

@@ -9,7 +9,9 @@
 //! With `--variant` (given twice or more) the bench compares builds or sink settings instead of
 //! the judges: every variant runs deterministic, in the order A B … then … B A per round (K
 //! rounds), each on fresh servers, and the summary prints each variant's mean events/s and
-//! daemon CPU per event with its ratio to the first. `BINARY` is a `sqlgrade` executable (e.g.
+//! daemon CPU per event with its ratio to the first, then its events/s ratio in each round
+//! (runs back to back), their range and in how many rounds it was ahead: how sure the
+//! comparison is. `BINARY` is a `sqlgrade` executable (e.g.
 //! a release build of the base commit in its own target directory), `SINK_KEYS` TOML lines added
 //! to `[sink]` and `SOURCE_KEYS` to `[source]` (`;` separates lines), e.g.
 //! `--variant before:/tmp/base/sqlgrade --variant after:target/release/sqlgrade

@@ -26,8 +26,9 @@
 //!
 //! Starts its own ClickHouse and tansu (as the integration tests do; `scripts/services.sh install`
 //! first), migrates, and runs the release daemon as a separate process with the batching and
-//! back-pressure of deploy/config/production.toml (read from it: 10,000 rows, 32 MiB or 1 s; 2
-//! batches in flight; 20,000 messages in flight). Each *run* starts fresh servers and measures:
+//! back-pressure of deploy/config/production.toml (read from it: today 50,000 rows, 64 MiB or
+//! 1 s; 2 batches in flight; 100,000 messages in flight). Each *run* starts fresh servers and
+//! measures:
 //!
 //! 1. **Backlog drain**: N events (default 100,000, from the real BIRD/Spider corpus) are
 //!    produced first, then the daemon starts; the sustained line rate is measured between 10 %

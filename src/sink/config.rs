@@ -109,12 +109,13 @@ impl Default for SinkConfig {
             // table, not several: each insert is a part of `evaluations`, of `event_inputs` and
             // of every materialized view's table, and the server merges them all again. 10,000
             // rows and 32 MiB halved ClickHouse's CPU per event against 5,000 rows and 4 MiB
-            // (which closed batches at ~2,000 rows); 25,000 rows cut it by another quarter, so a
-            // batch at a high rate closes on `flush_interval_ms` or `batch_bytes` (~23,000 real
-            // events) instead; benches/README.md, "Batches of 10,000 rows" and "Batches of
-            // 25,000 rows".
-            batch_rows: 25_000,
-            batch_bytes: 32 * 1024 * 1024,
+            // (which closed batches at ~2,000 rows); 25,000 rows cut it by another quarter, and
+            // 50,000 rows and 64 MiB (a batch of real events closes at ~46,000 rows on bytes, or
+            // on `flush_interval_ms` below ~46,000 events/s) by another 25-35 %, for ~40-60 MiB
+            // more resident memory; benches/README.md, "Batches of 10,000 rows", "Batches of
+            // 25,000 rows" and "Batches of 64 MiB".
+            batch_rows: 50_000,
+            batch_bytes: 64 * 1024 * 1024,
             flush_interval_ms: 1000,
             inflight_batches: 2,
             store_inputs: true,

@@ -114,7 +114,7 @@ pub struct Harness {
     /// `sink.batch_rows` / `sink.flush_interval_ms` of the daemons (tests: small and quick),
     /// unless `sink_config` sets them.
     pub batch: (usize, u64),
-    /// `source.max_in_flight` of the daemons (tests: 5,000; production's config: 50,000),
+    /// `source.max_in_flight` of the daemons (tests: 5,000; production's config: 100,000),
     /// unless `source_config` sets it.
     pub max_in_flight: usize,
     /// TOML appended to every daemon config (e.g. a `[judge]` section).

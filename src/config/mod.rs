@@ -283,7 +283,7 @@ mod tests {
         assert!(kafka.max_in_flight > c.sink.batch_rows);
         assert_eq!(c.sink.kind, SinkKind::Clickhouse);
         // Its batching is the built-in default's: a config that leaves it out behaves the same.
-        let defaults = SinkConfig::default();
+        let defaults = SinkConfig::of_kind(SinkKind::Clickhouse);
         assert_eq!(
             (
                 c.sink.batch_rows,

@@ -46,6 +46,27 @@ impl SinkKind {
     pub fn jsonl(dir: impl Into<PathBuf>) -> SinkKind {
         SinkKind::Jsonl(JsonlSinkConfig { dir: dir.into() })
     }
+
+    /// The batch this kind's writer closes at unless `sink.batch_rows` / `sink.batch_bytes`
+    /// say otherwise: `(rows, bytes)`.
+    ///
+    /// ClickHouse: 50,000 rows or 64 MiB, so that a busy sink writes about one part a second
+    /// per table, not several. Each insert is a part of `evaluations`, of `event_inputs` and of
+    /// every materialized view's table, and the server merges them all again: 10,000 rows and
+    /// 32 MiB halved ClickHouse's CPU per event against 5,000 rows and 4 MiB (which closed
+    /// batches at ~2,000 rows); 25,000 rows cut it by another quarter, and 50,000 rows and
+    /// 64 MiB (a batch of real events closes at ~46,000 rows on bytes, or on
+    /// `flush_interval_ms` below ~46,000 events/s) by another 25-35 %, for ~40-60 MiB more
+    /// resident memory. JSONL and stdout: 25,000 rows or 32 MiB. An append costs the same per
+    /// row whatever the batch, and 64 MiB batches only held more (file → JSONL at the same
+    /// speed, peak RSS 155-172 → 270-280 MiB). benches/README.md, "Batches of 10,000 rows",
+    /// "Batches of 25,000 rows" and "Batches of 64 MiB".
+    pub fn default_batch(&self) -> (usize, usize) {
+        match self {
+            SinkKind::Clickhouse => (50_000, 64 * 1024 * 1024),
+            SinkKind::Jsonl(_) | SinkKind::Stdout => (25_000, 32 * 1024 * 1024),
+        }
+    }
 }
 
 /// `[sink] kind = "jsonl"`: its own key.
@@ -83,7 +104,8 @@ pub const DEFAULT_DIR: &str = "sqlgrade-out";
 pub struct SinkConfig {
     /// `jsonl` | `clickhouse` | `stdout`, with that kind's keys.
     pub kind: SinkKind,
-    /// A batch is written once it holds this many rows plus dead letters.
+    /// A batch is written once it holds this many rows plus dead letters (by default the
+    /// kind's: [`SinkKind::default_batch`]).
     pub batch_rows: usize,
     /// … or roughly this many bytes (input payload bytes plus a fixed estimate per row).
     pub batch_bytes: usize,
@@ -102,29 +124,28 @@ pub struct SinkConfig {
 }
 
 impl Default for SinkConfig {
+    /// The JSONL sink's settings ([`SinkConfig::of_kind`] of the default kind).
     fn default() -> Self {
+        SinkConfig::of_kind(SinkKind::default())
+    }
+}
+
+impl SinkConfig {
+    /// A sink of `kind` with every other key at its default; the batch is the kind's own
+    /// ([`SinkKind::default_batch`]).
+    pub fn of_kind(kind: SinkKind) -> SinkConfig {
+        let (batch_rows, batch_bytes) = kind.default_batch();
         SinkConfig {
-            kind: SinkKind::default(),
-            // Large enough that a busy ClickHouse sink writes about one part a second per
-            // table, not several: each insert is a part of `evaluations`, of `event_inputs` and
-            // of every materialized view's table, and the server merges them all again. 10,000
-            // rows and 32 MiB halved ClickHouse's CPU per event against 5,000 rows and 4 MiB
-            // (which closed batches at ~2,000 rows); 25,000 rows cut it by another quarter, and
-            // 50,000 rows and 64 MiB (a batch of real events closes at ~46,000 rows on bytes, or
-            // on `flush_interval_ms` below ~46,000 events/s) by another 25-35 %, for ~40-60 MiB
-            // more resident memory; benches/README.md, "Batches of 10,000 rows", "Batches of
-            // 25,000 rows" and "Batches of 64 MiB".
-            batch_rows: 50_000,
-            batch_bytes: 64 * 1024 * 1024,
+            kind,
+            batch_rows,
+            batch_bytes,
             flush_interval_ms: 1000,
             inflight_batches: 2,
             store_inputs: true,
             clickhouse_keys: ClickHouseKeys::default(),
         }
     }
-}
 
-impl SinkConfig {
     /// The JSONL directory, when rows go to one.
     pub fn dir(&self) -> Option<&std::path::Path> {
         match &self.kind {
@@ -257,7 +278,6 @@ enum SinkKindName {
 
 impl From<SinkSection> for SinkConfig {
     fn from(section: SinkSection) -> Self {
-        let defaults = SinkConfig::default();
         let dir_given = section.dir.is_some();
         let kind = match section.kind {
             SinkKindName::Jsonl => SinkKind::Jsonl(JsonlSinkConfig {
@@ -266,6 +286,7 @@ impl From<SinkSection> for SinkConfig {
             SinkKindName::Clickhouse => SinkKind::Clickhouse,
             SinkKindName::Stdout => SinkKind::Stdout,
         };
+        let defaults = SinkConfig::of_kind(kind.clone());
         if dir_given && !matches!(kind, SinkKind::Jsonl(_)) {
             // A leftover of another kind (a file's jsonl settings with the kind overridden
             // from the environment, say) costs nothing: say so, go on.
@@ -353,6 +374,34 @@ mod tests {
             assert_eq!(sink.kind, expected);
         }
         assert!(read("kind = \"jsonl\"\nnope = 1").is_err());
+    }
+
+    #[test]
+    fn each_kind_batches_by_its_own_default_unless_told() {
+        let clickhouse = read("kind = \"clickhouse\"").unwrap();
+        assert_eq!(
+            (clickhouse.batch_rows, clickhouse.batch_bytes),
+            (50_000, 64 * 1024 * 1024)
+        );
+        for text in ["", "kind = \"jsonl\"", "kind = \"stdout\""] {
+            let sink = read(text).unwrap();
+            assert_eq!(
+                (sink.batch_rows, sink.batch_bytes),
+                (25_000, 32 * 1024 * 1024)
+            );
+        }
+        assert_eq!(
+            SinkConfig::default(),
+            SinkConfig::of_kind(SinkKind::default())
+        );
+        // A key given wins over the kind's default, for either key alone.
+        let sink = read("kind = \"clickhouse\"\nbatch_bytes = 1024").unwrap();
+        assert_eq!((sink.batch_rows, sink.batch_bytes), (50_000, 1024));
+        let sink = read("kind = \"jsonl\"\nbatch_rows = 50000").unwrap();
+        assert_eq!(
+            (sink.batch_rows, sink.batch_bytes),
+            (50_000, 32 * 1024 * 1024)
+        );
     }
 
     #[test]

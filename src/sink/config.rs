@@ -1,5 +1,7 @@
 //! `[sink]`: where rows and dead letters go — a JSONL directory, ClickHouse (the `[clickhouse]`
-//! server or cluster), or stdout — with the writer's batching settings shared by every kind.
+//! server or cluster), or stdout — with the writer's batching settings shared by every kind
+//! (their defaults are the kind's own: ClickHouse merges every insert again and gains from
+//! batches twice as large as an append needs, [`SinkKind::default_batch`]).
 //!
 //! The section is an enum of per-kind settings ([`SinkKind`]) in Rust and flat in the file
 //! (`kind = "jsonl"` and `dir = "…"` side by side): it is read through [`SinkSection`], which

@@ -111,6 +111,18 @@ impl RunStats {
                     stef.count
                 )
             );
+            if stef.p_correct.n > 0 {
+                let _ = writeln!(
+                    out,
+                    "  {:<18}flags {} of {} scored ({})  mean p_correct {:.3}  (correctness model {}; the mean is the model's own estimate of the share correct: people's labels on the review page's calibration slice, or `report --labels`, rectify it)",
+                    "line-rate verdict",
+                    stef.flagged,
+                    stef.scored,
+                    percent(stef.flagged, stef.scored),
+                    stef.p_correct.mean().unwrap_or_default(),
+                    stef.model_version.as_deref().unwrap_or("?"),
+                );
+            }
             let _ = writeln!(out, "  {:<18}{}", "status", counts(&stef.statuses));
             if stef.results_ignored > 0 {
                 let _ = writeln!(
@@ -124,9 +136,13 @@ impl RunStats {
                 for (label, group) in &self.by_agent {
                     let _ = writeln!(
                         out,
-                        "    {label:<40} n={:<6} mean Φ {}",
+                        "    {label:<40} n={:<6} mean Φ {}  mean p_correct {}",
                         group.count,
-                        fmt2(group.mean())
+                        fmt2(group.mean()),
+                        group
+                            .p_correct
+                            .mean()
+                            .map_or("-".to_string(), |p| format!("{p:.3}"))
                     );
                 }
             }
@@ -261,7 +277,7 @@ impl RunStats {
         let _ = writeln!(
             out,
             "Calibrated estimates: what the LLM judge would say about all scored events \
-             (PPI, 95% interval; n = judged uniform slice)"
+             (PPI over the line rate's Φ and p_correct, 95% interval; n = judged uniform slice)"
         );
         let _ = writeln!(
             out,

@@ -160,12 +160,15 @@ pub enum AlertError {
 }
 
 impl AlertService {
-    /// Start the engine and delivery tasks; returns the service and the pipeline's handle.
+    /// Start the engine and delivery tasks; returns the service and the pipeline's handle. The
+    /// estimate alerts take the share correct from `estimates` (the LLM judge's uniform slice,
+    /// or the line rate alone when the run has no LLM judge).
     pub fn start(
         config: AlertsConfig,
         destinations: Destinations,
+        estimates: super::EstimateSource,
     ) -> Result<(AlertService, AlertHandle), AlertError> {
-        AlertService::start_recording(config, destinations, 0)
+        AlertService::start_recording(config, destinations, estimates, 0)
     }
 
     /// [`AlertService::start`], also keeping the first `keep` notifications for
@@ -173,6 +176,7 @@ impl AlertService {
     pub fn start_recording(
         config: AlertsConfig,
         destinations: Destinations,
+        estimates: super::EstimateSource,
         keep: usize,
     ) -> Result<(AlertService, AlertHandle), AlertError> {
         let counters = Arc::new(AlertCounters::default());
@@ -192,7 +196,7 @@ impl AlertService {
         let engine_firing = Arc::clone(&firing);
         let recorded = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&recorded);
-        let mut engine = AlertEngine::new(config);
+        let mut engine = AlertEngine::new(config).with_estimate_source(estimates);
         let engine_task = tokio::spawn(async move {
             while let Some(input) = input_rx.recv().await {
                 for note in engine.observe(&input, Utc::now()) {
@@ -586,7 +590,13 @@ mod tests {
             ..AlertsConfig::default()
         };
         let (service, handle) =
-            AlertService::start_recording(config, Destinations::default(), 10).unwrap();
+            AlertService::start_recording(
+                config,
+                Destinations::default(),
+                super::super::EstimateSource::Judge,
+                10,
+            )
+            .unwrap();
         let handle = handle.lossless();
         let e = crate::event::Event::decode(br#"{"question":"q","sql":"SELECT 1"}"#).unwrap();
         let row = crate::evaluation::EvaluationRow::for_event(

@@ -77,6 +77,7 @@ pub struct AlertEngine {
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
     stats: EngineStats,
+    estimate_source: EstimateSource,
 }
 
 impl AlertEngine {
@@ -90,7 +91,15 @@ impl AlertEngine {
             agreement: AgreementTracker::new(window),
             agreement_states: HashMap::new(),
             stats: EngineStats::default(),
+            estimate_source: EstimateSource::Judge,
         }
+    }
+
+    /// Take the estimate alerts' share correct from `source` (default: the LLM judge's uniform
+    /// slice; [`EstimateSource::LineRate`] for a run without one).
+    pub fn with_estimate_source(mut self, source: EstimateSource) -> AlertEngine {
+        self.estimate_source = source;
+        self
     }
 
     /// The engine's counters.
@@ -206,11 +215,8 @@ impl AlertEngine {
             return;
         }
         if scored && (rules.estimate_floor > 0.0 || rules.estimate_drop) {
-            let correct = row
-                .stef
-                .as_ref()
-                .is_some_and(|s| verdict_is_correct(&s.semantic_verdict));
-            self.observe_estimate_line(&labels, &rules, correct, event_time(row), now, out);
+            let line_p = row.line_rate_p();
+            self.observe_estimate_line(&labels, &rules, line_p, event_time(row), now, out);
         }
         if rules.poor_share_min_increase > 0.0 {
             let poor = row.stef.as_ref().is_some_and(|s| s.quality_tier == "poor");
@@ -263,11 +269,11 @@ impl AlertEngine {
             return;
         }
         let llm_correct = verdict_is_correct(&stef.semantic_verdict);
-        let line_correct = verdict_is_correct(&judged.revised_verdict);
+        let line_correct = judged.line_correct();
         if judged.uniform()
             && (rules.estimate_floor > 0.0 || rules.estimate_drop)
             && let Some(detector) = self.estimate_detector(&labels, rules)
-            && let Some(eval) = detector.judged(llm_correct, line_correct, event_time(row))
+            && let Some(eval) = detector.judged(llm_correct, judged.line_p(), event_time(row))
         {
             estimate_notes(detector, &labels, eval, now, out);
         }
@@ -299,7 +305,10 @@ impl AlertEngine {
                 return None;
             }
             self.estimates
-                .insert(labels.to_vec(), EstimateDetector::new(rules.clone()));
+                .insert(
+                    labels.to_vec(),
+                    EstimateDetector::new(rules.clone(), self.estimate_source),
+                );
         }
         self.estimates.get_mut(labels)
     }
@@ -308,7 +317,7 @@ impl AlertEngine {
         &mut self,
         labels: &[(SeriesLabel, String)],
         rules: &RuleSet,
-        correct: bool,
+        line_p: f64,
         ts: i64,
         now: DateTime<Utc>,
         out: &mut Vec<AlertNotification>,
@@ -316,7 +325,7 @@ impl AlertEngine {
         let Some(detector) = self.estimate_detector(labels, rules) else {
             return;
         };
-        if let Some(eval) = detector.line(correct, ts) {
+        if let Some(eval) = detector.line(line_p, ts) {
             estimate_notes(detector, labels, eval, now, out);
         }
     }

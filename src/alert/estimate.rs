@@ -12,6 +12,20 @@ use crate::sampling::estimate::{Estimate, SeriesEstimate, Z_95};
 use super::detector::*;
 use super::notification::*;
 
+/// Where the estimate alerts (`estimate_drop`, `estimate_low`) take the share correct from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EstimateSource {
+    /// The line rate corrected by the LLM judge's uniform slice (prediction-powered
+    /// inference): a run with an LLM-judged second pass. The windows trail the judge.
+    #[default]
+    Judge,
+    /// The line rate alone: the mean `p_correct` of each window, with the interval of that mean
+    /// (`var / N`). A run without an LLM judge. Both windows share the model's bias, so a drop
+    /// between them is the traffic's; the floor of `estimate_low` is compared with the model's
+    /// own estimate (people's labels rectify it on the review page and in `report`).
+    LineRate,
+}
+
 /// One block of an [`EstimateDetector`]: the moments of its line-rate rows and of the
 /// corrections of its judged uniform-slice events, and the event times its line-rate rows span.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +67,8 @@ pub(super) struct EstimateDetector {
     pub(super) observations: u64,
     pub(super) low: Hysteresis,
     pub(super) drop: Hysteresis,
+    /// Where the share correct comes from.
+    pub(super) source: EstimateSource,
 }
 
 /// One evaluation of an [`EstimateDetector`]: the recent and (when full enough) baseline
@@ -76,7 +92,7 @@ pub(super) fn merged<'b>(blocks: impl IntoIterator<Item = &'b Block>) -> SeriesE
 }
 
 impl EstimateDetector {
-    pub(super) fn new(rules: RuleSet) -> EstimateDetector {
+    pub(super) fn new(rules: RuleSet, source: EstimateSource) -> EstimateDetector {
         EstimateDetector {
             rules,
             block: Block::default(),
@@ -89,6 +105,7 @@ impl EstimateDetector {
             observations: 0,
             low: Hysteresis::default(),
             drop: Hysteresis::default(),
+            source,
         }
     }
 
@@ -98,20 +115,20 @@ impl EstimateDetector {
     pub(super) fn judged(
         &mut self,
         judged_correct: bool,
-        line_correct: bool,
+        line_p: f64,
         ts: i64,
     ) -> Option<EstimateEvaluation> {
         if self.block_rows > 0 && ts >= self.block.first_ts {
             self.block
                 .estimate
-                .observe_judged(0.0, judged_correct, 0.0, line_correct);
+                .observe_judged(0.0, judged_correct, 0.0, line_p);
             return None;
         }
         // Older than every block kept, or before any line-rate row: nothing to revise.
         let block = self.blocks.iter_mut().rev().find(|b| b.first_ts <= ts)?;
         block
             .estimate
-            .observe_judged(0.0, judged_correct, 0.0, line_correct);
+            .observe_judged(0.0, judged_correct, 0.0, line_p);
         let seq = block.seq;
         if self.frontier.is_none_or(|f| seq > f) {
             self.frontier = Some(seq);
@@ -128,14 +145,14 @@ impl EstimateDetector {
 
     /// A line-rate row of an event at `ts`; when it closes a block that already has its
     /// judgments (a judge keeping up), an evaluation.
-    pub(super) fn line(&mut self, correct: bool, ts: i64) -> Option<EstimateEvaluation> {
+    pub(super) fn line(&mut self, line_p: f64, ts: i64) -> Option<EstimateEvaluation> {
         if self.block_rows == 0 {
             self.block.first_ts = ts;
             self.block.last_ts = ts;
         }
         self.block.first_ts = self.block.first_ts.min(ts);
         self.block.last_ts = self.block.last_ts.max(ts);
-        self.block.estimate.observe_line(0.0, correct);
+        self.block.estimate.observe_line(0.0, line_p);
         self.block_rows += 1;
         self.observations += 1;
         if self.block_rows < self.rules.estimate_block {
@@ -145,7 +162,10 @@ impl EstimateDetector {
         closed.seq = self.next_seq;
         self.next_seq += 1;
         self.block_rows = 0;
-        let judged = closed.estimate.correct_correction.n > 0;
+        // From the line rate alone every closed block is complete; with a judge, a block is
+        // evaluated once it has judgments (the windows trail the judge).
+        let judged = self.source == EstimateSource::LineRate
+            || closed.estimate.correct_correction.n > 0;
         let seq = closed.seq;
         self.blocks.push_back(closed);
         let keep =
@@ -162,7 +182,8 @@ impl EstimateDetector {
     }
 
     /// The recent window (ending at the frontier) and the baseline before it, each with at
-    /// least `estimate_min_judged` judged events.
+    /// least `estimate_min_judged` judged events (from the judge), or at least two line-rate
+    /// rows (from the line rate).
     pub(super) fn evaluate(&self) -> Option<EstimateEvaluation> {
         let frontier = self.frontier?;
         let first = self.blocks.front()?.seq;
@@ -170,11 +191,15 @@ impl EstimateDetector {
         let recent_blocks = self.rules.estimate_recent_blocks;
         let start = end.checked_sub(recent_blocks)?;
         let min = self.rules.estimate_min_judged.max(2);
+        let source = self.source;
         let estimate = |m: &SeriesEstimate| {
-            (m.correct_correction.n >= min)
-                .then(|| m.correct_share())
-                .flatten()
-                .filter(|e| e.lower.is_some())
+            match source {
+                EstimateSource::Judge => (m.correct_correction.n >= min)
+                    .then(|| m.correct_share())
+                    .flatten(),
+                EstimateSource::LineRate => m.line_share(),
+            }
+            .filter(|e| e.lower.is_some())
         };
         let recent = estimate(&merged(self.blocks.range(start..end)))?;
         let baseline_moments = match &self.frozen_baseline {
@@ -189,6 +214,16 @@ impl EstimateDetector {
             baseline,
             baseline_moments,
         })
+    }
+}
+
+/// What an estimate rests on, for the alert's text.
+fn basis_text(source: EstimateSource, e: &Estimate) -> String {
+    match source {
+        EstimateSource::Judge => format!("{} events, {} judged uniform", e.events, e.judged),
+        EstimateSource::LineRate => {
+            format!("line rate: mean p_correct over {} events", e.events)
+        }
     }
 }
 
@@ -218,7 +253,15 @@ pub(super) fn estimate_notes(
         recent.upper.unwrap_or(recent.mean),
     );
     let se = standard_error(&recent);
-    let recent_samples = usize::try_from(recent.judged).unwrap_or(usize::MAX);
+    let source = detector.source;
+    let samples = |e: &Estimate| {
+        let n = match source {
+            EstimateSource::Judge => e.judged,
+            EstimateSource::LineRate => e.events,
+        };
+        usize::try_from(n).unwrap_or(usize::MAX)
+    };
+    let recent_samples = samples(&recent);
     if rules.estimate_floor > 0.0 {
         let floor = rules.estimate_floor;
         let breach = upper < floor;
@@ -232,11 +275,10 @@ pub(super) fn estimate_notes(
             let fingerprint =
                 fingerprint_parts(RuleKind::EstimateLow, "estimated_correct_share", &label_map);
             let summary = format!(
-                "estimated share correct for {series}: {:.3}{} (floor {floor:.3}; {} events, {} judged uniform)",
+                "estimated share correct for {series}: {:.3}{} (floor {floor:.3}; {})",
                 recent.mean,
                 interval_text(Some((lower, upper))),
-                recent.events,
-                recent.judged
+                basis_text(detector.source, &recent),
             );
             let parts = NoteParts {
                 rule: RuleKind::EstimateLow,
@@ -288,7 +330,7 @@ pub(super) fn estimate_notes(
                         p_value,
                     },
                     Some((b_lo, b_hi)),
-                    usize::try_from(base.judged).unwrap_or(usize::MAX),
+                    samples(base),
                 )
             }
             None => return,
@@ -303,14 +345,24 @@ pub(super) fn estimate_notes(
                 "estimated_correct_share",
                 &label_map,
             );
-            let summary = format!(
-                "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} ({} judged uniform recently, {baseline_samples} before)",
-                comparison.baseline_mean,
-                interval_text(baseline_interval),
-                recent.mean,
-                interval_text(Some((lower, upper))),
-                recent.judged
-            );
+            let summary = match detector.source {
+                EstimateSource::Judge => format!(
+                    "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} ({} judged uniform recently, {baseline_samples} before)",
+                    comparison.baseline_mean,
+                    interval_text(baseline_interval),
+                    recent.mean,
+                    interval_text(Some((lower, upper))),
+                    recent.judged
+                ),
+                EstimateSource::LineRate => format!(
+                    "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} (line rate: mean p_correct over {} events recently, {baseline_samples} before)",
+                    comparison.baseline_mean,
+                    interval_text(baseline_interval),
+                    recent.mean,
+                    interval_text(Some((lower, upper))),
+                    recent.events
+                ),
+            };
             let parts = NoteParts {
                 rule: RuleKind::EstimateDrop,
                 metric: "estimated_correct_share".into(),

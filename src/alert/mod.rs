@@ -14,5 +14,6 @@ pub mod stats;
 pub use config::{AlertsConfig, RuleOverrides, RuleSet, SeriesLabel};
 pub use delivery::{AlertHandle, AlertService};
 pub use engine::AlertEngine;
+pub use estimate::EstimateSource;
 pub use firing::FiringSeries;
 pub use notification::{AlertInput, AlertNotification, AlertState, RuleKind, render_notifications};

@@ -184,7 +184,8 @@ pub fn build_scorer(config: &Config) -> Result<Scorer, BuildError> {
         ScorerOptions {
             max_sql_bytes: config.pipeline.max_sql_bytes,
         },
-    );
+    )
+    .with_verdict_model(config.stef.verdict_model()?);
     if let Some(judge) = llm_judge {
         scorer = scorer.with_judged_pass(judge);
     }

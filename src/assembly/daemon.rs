@@ -49,7 +49,8 @@ impl Daemon {
                         )
                         .with_calibration(
                             crate::serve::view::CalibrationSample::from_settings(&config.server),
-                        ),
+                        )
+                        .with_model(config.stef.verdict_model()?),
                     ))),
                     None => {
                         tracing::warn!(

@@ -23,6 +23,9 @@ pub enum BuildError {
     /// Rule profiles could not be loaded.
     #[error("cannot load rule profiles")]
     Rules(#[source] crate::stef::profile::RulesError),
+    /// `[stef] model` names a file that is not a usable correctness model.
+    #[error(transparent)]
+    VerdictModel(#[from] crate::score::config::ModelLoadError),
     /// Gold metrics could not be set up.
     #[error(transparent)]
     Gold(#[from] crate::score::gold::GoldSetupError),

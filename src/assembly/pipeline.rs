@@ -74,12 +74,24 @@ pub async fn assemble_pipeline(
         &config.pipeline,
         store.settings(),
     );
+    // The estimate alerts rest on the LLM judge's uniform slice when the run has one, else on
+    // the line rate's p_correct.
+    let plan = match mode {
+        RunMode::Live => PlanMode::Sample,
+        RunMode::Batch { judge } => judge,
+    };
+    let estimates = if scorer.judged_pass().is_some() && plan_has_uniform_slice(config, plan) {
+        crate::alert::EstimateSource::Judge
+    } else {
+        crate::alert::EstimateSource::LineRate
+    };
     let (alerts, alert_handle) = match mode {
         RunMode::Live if !config.alerts.enabled => (None, None),
         RunMode::Live => {
             let (service, handle) = AlertService::start(
                 config.alerts.clone(),
                 Destinations::from_config(&config.alerts, store),
+                estimates,
             )?;
             pipeline = pipeline.with_alerts(handle.clone());
             (Some(service), Some(handle))
@@ -93,6 +105,7 @@ pub async fn assemble_pipeline(
             let (service, handle) = AlertService::start_recording(
                 config.alerts.clone(),
                 destinations,
+                estimates,
                 MAX_RECORDED_ALERTS,
             )?;
             pipeline = pipeline.with_alerts(handle.lossless());
@@ -103,10 +116,6 @@ pub async fn assemble_pipeline(
         .as_ref()
         .map(AlertService::firing)
         .unwrap_or_default();
-    let plan = match mode {
-        RunMode::Live => PlanMode::Sample,
-        RunMode::Batch { judge } => judge,
-    };
     let second_pass = build_second_pass(config, &scorer, plan, firing, health)?;
     let telemetry = if config.telemetry.enabled {
         let mut telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
@@ -141,5 +150,17 @@ pub async fn finish_telemetry(telemetry: crate::telemetry::Telemetry, grace: Dur
         Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown task"),
         Ok(Ok(Ok(()))) => {}
         Err(_) => tracing::warn!("telemetry's final push did not finish; abandoning it"),
+    }
+}
+
+/// Whether a run's second pass judges a uniform sample (a census, or a live policy with a
+/// uniform slice): what the estimate alerts can rest on.
+fn plan_has_uniform_slice(config: &Config, plan: PlanMode) -> bool {
+    match plan {
+        PlanMode::Census => true,
+        PlanMode::Sample => config
+            .judge
+            .llm()
+            .is_some_and(|judge| judge.budget.uniform_rate > 0.0),
     }
 }

@@ -58,6 +58,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(13, "013_review.sql"),
     migration!(14, "014_event_inputs_result.sql"),
     migration!(15, "015_judge_identity.sql"),
+    migration!(16, "016_p_correct.sql"),
 ];
 
 /// Name of the bookkeeping table.

@@ -13,7 +13,7 @@ macro_rules! row_columns {
          run_id, metric, value, verdict, status, details, quality_tier, filter_status, \
          semantic_verdict, confidence, confidence_tier, rules_fired, enrichment_status, judge, \
          judge_identity, selection, inclusion_probability, revised_value, revised_verdict, \
-         prompt_tokens, completion_tokens"
+         p_correct, revised_p_correct, revised_correct, prompt_tokens, completion_tokens"
     };
 }
 

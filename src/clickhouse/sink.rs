@@ -96,6 +96,11 @@ struct EvaluationRecord<'a> {
     finding_codes: Vec<std::borrow::Cow<'a, str>>,
     /// Which judge produced the verdict (migration 015); '' on rows of other metrics.
     judge_identity: &'a str,
+    /// The line-rate row's probability that people call the query correct (migration 016).
+    p_correct: Option<f64>,
+    /// `stef_judged`: the revised line-rate row's `p_correct` and verdict (migration 016).
+    revised_p_correct: Option<f64>,
+    revised_correct: Option<u8>,
 }
 
 const NO_RULES: &[CompactString] = &[];
@@ -159,6 +164,9 @@ impl<'a> EvaluationRecord<'a> {
             version_key: row.agent_version.as_deref().unwrap_or(""),
             finding_codes,
             judge_identity: stef.map_or("", |s| s.judge_identity.as_str()),
+            p_correct: stef.and_then(|s| s.p_correct),
+            revised_p_correct: judged.and_then(|j| j.revised_p_correct),
+            revised_correct: judged.and_then(|j| j.revised_correct).map(u8::from),
         }
     }
 }
@@ -798,7 +806,7 @@ mod tests {
         );
         let evaluations = insert_sql::<EvaluationRecord<'_>>("evaluations");
         assert!(evaluations.starts_with("INSERT INTO evaluations(`event_id`,`ts`,`app_id`,"));
-        assert!(evaluations.ends_with(",`finding_codes`,`judge_identity`) FORMAT RowBinary"));
+        assert!(evaluations.ends_with(",`finding_codes`,`judge_identity`,`p_correct`,`revised_p_correct`,`revised_correct`) FORMAT RowBinary"));
         let plain = |names: &[&str]| {
             names.iter().all(|n| {
                 !n.is_empty()

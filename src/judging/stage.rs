@@ -367,6 +367,8 @@ impl Judgment {
             inclusion_probability: work.selection.inclusion_probability,
             revised_value: work.line.phi,
             revised_verdict: work.line.verdict.clone(),
+            revised_p_correct: work.line.p_correct,
+            revised_correct: Some(work.line.correct()),
         };
         let prepared = match prepared {
             Ok(prepared) => prepared,

@@ -312,14 +312,14 @@ impl RunReport {
             match row.metric.as_str() {
                 "stef" if matches!(row.status.as_str(), "ok" | "judge_fallback") => stats
                     .estimate
-                    .observe_line(row.value, correct(&row.semantic_verdict)),
+                    .observe_line(row.value, row.line_rate_p()),
                 "stef_judged" if row.status == "ok" && row.inclusion_probability.is_some() => {
                     if let Some(line) = row.revised_value {
                         stats.estimate.observe_judged(
                             row.value,
                             correct(&row.semantic_verdict),
                             line,
-                            correct(&row.revised_verdict),
+                            row.revised_line_p(),
                         );
                     }
                 }

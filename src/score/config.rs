@@ -50,6 +50,12 @@ pub struct StefConfig {
     pub probe_timeout_ms: u64,
     /// Probe queries running at the same time.
     pub probe_workers: usize,
+    /// The correctness model that gives every line-rate row its `p_correct` and verdict: a
+    /// model file `sqlgrade calibrate --fit --write` wrote from this deployment's labels. Unset
+    /// = the model the build ships (fitted on the label files of `shared/data/labels`). A file
+    /// that is missing, malformed or weighs a feature this build does not know stops the
+    /// daemon at start, naming the path and the reason.
+    pub model: Option<PathBuf>,
 }
 
 impl Default for StefConfig {
@@ -59,7 +65,53 @@ impl Default for StefConfig {
             probe_databases: None,
             probe_timeout_ms: 200,
             probe_workers: 2,
+            model: None,
         }
+    }
+}
+
+/// Why `[stef] model` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelLoadError {
+    /// The file cannot be read.
+    #[error("stef.model {path}: cannot read it")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a model this build can apply.
+    #[error("stef.model {path}: not a usable correctness model")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::stef::correctness::ModelError,
+    },
+}
+
+impl StefConfig {
+    /// The correctness model `[stef] model` names, else the shipped one.
+    pub fn verdict_model(
+        &self,
+    ) -> Result<std::sync::Arc<crate::stef::correctness::VerdictModel>, ModelLoadError> {
+        use crate::stef::correctness::VerdictModel;
+        let Some(path) = &self.model else {
+            return Ok(std::sync::Arc::new(VerdictModel::shipped().clone()));
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ModelLoadError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        VerdictModel::parse(&text)
+            .map(std::sync::Arc::new)
+            .map_err(|source| ModelLoadError::Invalid {
+                path: path.clone(),
+                source,
+            })
     }
 }
 

@@ -89,6 +89,7 @@ impl Prober {
         if !self.has_database(&schema.db_id) {
             return;
         }
+        prepared.evidence.probe = true;
         let sql = event.sql.as_str();
         let mut plan = plan_probes(&prepared.sql_spec, schema);
         // The event's own result (the result checks already read it) wins over a probe run.

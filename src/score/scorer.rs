@@ -13,6 +13,7 @@ use crate::evaluation::{EvaluationRow, RowStatus};
 use crate::event::{Event, Gold};
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
+use crate::stef::correctness::VerdictModel;
 use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
 /// Hook for gold metrics (EX, ESM, …): called for events that carry `gold`, returns extra rows.
@@ -66,6 +67,7 @@ pub struct Scorer {
     catalogues: Option<CatalogueStore>,
     _catalogue_watcher: Option<CatalogueWatcher>,
     prober: Option<super::probe::Prober>,
+    verdict_model: Arc<VerdictModel>,
 }
 
 impl Scorer {
@@ -85,7 +87,20 @@ impl Scorer {
             catalogues: None,
             _catalogue_watcher: None,
             prober: None,
+            verdict_model: Arc::new(VerdictModel::shipped().clone()),
         }
+    }
+
+    /// Give line-rate rows their `p_correct` and verdict from `model` (default: the shipped
+    /// correctness model).
+    pub fn with_verdict_model(mut self, model: Arc<VerdictModel>) -> Scorer {
+        self.verdict_model = model;
+        self
+    }
+
+    /// The correctness model of the line-rate rows.
+    pub fn verdict_model(&self) -> &Arc<VerdictModel> {
+        &self.verdict_model
     }
 
     /// What the STEF probes did so far (zero without a prober).
@@ -311,6 +326,8 @@ impl Scorer {
             selection: census.reasons_text().into(),
             inclusion_probability: census.inclusion_probability,
             revised_value: line.phi,
+            revised_p_correct: line.p_correct,
+            revised_correct: Some(line.correct()),
             revised_verdict: line.verdict,
         };
         let latency = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -345,7 +362,9 @@ impl Scorer {
         let for_llm = self.judge.kind().starts_with("llm");
         let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,
-            Err(error) => return stef::non_scorable_row(event, ts, &error, profile),
+            Err(error) => {
+                return stef::non_scorable_row_with(event, ts, &error, profile, &self.verdict_model);
+            }
         };
         let request = JudgeRequest {
             event,
@@ -369,7 +388,7 @@ impl Scorer {
             }
         };
         let outcome = stef::finish(&prepared, assessment, profile);
-        let mut row = outcome.to_row(event, ts, profile, 0);
+        let mut row = outcome.to_row_with(event, ts, profile, 0, &self.verdict_model);
         if let Some(error) = judge_error {
             mark_judge_fallback(&mut row, &error);
         }

@@ -51,13 +51,13 @@ button{font-size:14px;padding:.3em .9em;margin-right:.4em}dl.d{margin:.2em 0 .2e
 <script src="/static/review.js"></script>
 </body></html>"#;
 
-const OVERVIEW: &str = r#"{% extends "layout.html" %}
+const OVERVIEW: &str = r##"{% extends "layout.html" %}
 {% block title %}sqlgrade review — overview{% endblock %}
 {% block body %}
 <h1>Overview</h1>
-<p class="muted">Φ and tier shares over scored line-rate STEF rows; rows that were not scored are left out of every mean and counted in "scored". "Estimated correct" is prediction-powered inference over the uniform slice, with human labels in place of the LLM judge where both exist (95% interval).</p>
+<p class="muted">Φ and tier shares over scored line-rate STEF rows; rows that were not scored are left out of every mean and counted in "scored". "Flagged" is the share the line-rate verdict flags (<code>p_correct</code> below the correctness model's threshold). "Correct, line rate + people" needs no LLM: the mean <code>p_correct</code>, rectified by people's labels on the <a href="/queue?slice=calibration">calibration slice</a> (prediction-powered inference, 95% interval; without such labels, the model's own mean, marked "model only"). "Correct, LLM + people" is prediction-powered inference over the LLM judge's uniform slice, with human labels in place of the LLM judge where both exist.</p>
 <table id="series">
-<tr><th>app</th><th>agent</th><th>version</th><th>events</th><th>scored</th><th>mean Φ</th><th>Φ distribution (0–100)</th><th>tiers (excellent / good / marginal / poor)</th><th>line-rate correct</th><th>estimated correct [95%]</th><th>labelled</th><th>alerts</th><th></th></tr>
+<tr><th>app</th><th>agent</th><th>version</th><th>events</th><th>scored</th><th>mean Φ</th><th>Φ distribution (0–100)</th><th>tiers (excellent / good / marginal / poor)</th><th>flagged</th><th>correct, line rate + people [95%]</th><th>correct, LLM + people [95%]</th><th>labelled</th><th>alerts</th><th></th></tr>
 {% for s in series %}
 <tr>
 <td>{{ s.app or "—" }}</td><td>{{ s.agent or "—" }}</td><td>{{ s.version or "—" }}</td>
@@ -65,13 +65,14 @@ const OVERVIEW: &str = r#"{% extends "layout.html" %}
 <td>{% if s.phi_mean is not none %}{{ "%.1f"|format(s.phi_mean) }}{% else %}—{% endif %}</td>
 <td>{% for n in s.phi_histogram %}<span class="bar" title="{{ loop.index0 * 10 }}–{{ loop.index0 * 10 + 10 }}: {{ n }}" style="width:{{ (n * 40 / (s.phi_histogram_max or 1))|int + 1 }}px"></span> {% endfor %}</td>
 <td>{% for t in s.tiers %}{{ "%.0f"|format(t[1] * 100) }}%{% if not loop.last %} / {% endif %}{% endfor %}</td>
-<td>{% if s.line_correct_share is not none %}{{ "%.1f"|format(s.line_correct_share * 100) }}%{% else %}—{% endif %}</td>
+<td class="flagged">{% if s.line_correct_share is not none %}{{ "%.1f"|format(100 - s.line_correct_share * 100) }}%{% else %}—{% endif %}</td>
+<td class="people-estimate">{% if s.people.estimate %}{{ "%.1f"|format(s.people.estimate.mean * 100) }}%{% if s.people.estimate.lower is not none %} [{{ "%.1f"|format(s.people.estimate.lower * 100) }}, {{ "%.1f"|format(s.people.estimate.upper * 100) }}]{% endif %} <span class="muted">{{ s.people.labelled }} labelled{% if s.people.census %}, every event{% endif %}</span>{% elif s.people.mean_p is not none %}{{ "%.1f"|format(s.people.mean_p * 100) }}% <span class="muted">model only, no labelled calibration events</span>{% else %}—{% endif %}</td>
 <td>{% if s.estimate %}{{ "%.1f"|format(s.estimate.mean * 100) }}%{% if s.estimate.lower is not none %} [{{ "%.1f"|format(s.estimate.lower * 100) }}, {{ "%.1f"|format(s.estimate.upper * 100) }}]{% endif %} <span class="muted">n={{ s.uniform_events }}, {{ s.uniform_labelled }} human</span>{% else %}<span class="muted">no uniform slice</span>{% endif %}</td>
 <td>{{ s.labelled }}</td>
 <td>{% if s.firing_alerts %}<span class="firing">{{ s.firing_alerts }} firing</span>{% else %}—{% endif %}</td>
 <td><a href="/queue?app={{ s.app|urlencode }}&amp;agent={{ s.agent|urlencode }}&amp;version={{ s.version|urlencode }}">review</a></td>
 </tr>
-{% else %}<tr><td colspan="13">No rows yet.</td></tr>{% endfor %}
+{% else %}<tr><td colspan="14">No rows yet.</td></tr>{% endfor %}
 </table>
 <h2>Alerts</h2>
 <table id="alerts">
@@ -94,6 +95,19 @@ const OVERVIEW: &str = r#"{% extends "layout.html" %}
 <td>{% for w in j.weeks %}{{ w[0] }}: {% if w[1].kappa is not none %}{{ "%.2f"|format(w[1].kappa) }}{% else %}—{% endif %} ({{ w[1].labelled }}){% if not loop.last %}; {% endif %}{% endfor %}</td></tr>
 {% else %}<tr><td colspan="11">No judge rows yet.</td></tr>{% endfor %}
 </table>
+<h2>Reliability of the line-rate p_correct</h2>
+<p class="muted">On every labelled event with a line-rate row: per tenth of <code>p_correct</code>, the mean p against the share people called correct (majority of reviewers; unsure left out). On the diagonal, p means what it says; a model fitted on other labels may sit off it, which the estimate above corrects and <code>sqlgrade calibrate --fit</code> refits. {{ reliability.events }} labelled events{% if reliability.calibration_error is not none %}; calibration error {{ "%.3f"|format(reliability.calibration_error) }}, Brier {{ "%.3f"|format(reliability.brier) }}{% endif %}.</p>
+<svg id="reliability" width="260" height="250" viewBox="0 0 260 250" role="img" aria-label="reliability plot: mean p_correct against the share people called correct">
+<rect x="40" y="10" width="200" height="200" fill="#fff" stroke="#d6d9e0"/>
+<line x1="40" y1="210" x2="240" y2="10" stroke="#9aa3b2" stroke-dasharray="4 3"/>
+{% for t in [0, 0.5, 1] %}<text x="{{ 40 + t * 200 }}" y="226" font-size="11" text-anchor="middle">{{ t }}</text><text x="34" y="{{ 214 - t * 200 }}" font-size="11" text-anchor="end">{{ t }}</text>{% endfor %}
+<text x="140" y="244" font-size="11" text-anchor="middle">mean p_correct</text>
+<text x="12" y="110" font-size="11" text-anchor="middle" transform="rotate(-90 12 110)">share correct (people)</text>
+{% for b in reliability.bins %}{% if b[0] > 0 %}<circle class="bin" cx="{{ "%.1f"|format(40 + b[1] * 200) }}" cy="{{ "%.1f"|format(210 - b[2] * 200) }}" r="{{ "%.1f"|format([3 + b[0] ** 0.5, 12]|min) }}" fill="#5b7bd5" fill-opacity="0.6"><title>p {{ "%.2f"|format(b[1]) }}: {{ "%.0f"|format(b[2] * 100) }}% correct of {{ b[0] }}</title></circle>{% endif %}{% endfor %}
+</svg>
+<table id="reliability-bins"><tr><th>p_correct</th><th>events</th><th>mean p</th><th>share correct</th></tr>
+{% for b in reliability.bins %}{% if b[0] > 0 %}<tr><td>{{ "%.1f"|format(loop.index0 / 10) }}–{{ "%.1f"|format(loop.index / 10) }}</td><td>{{ b[0] }}</td><td>{{ "%.2f"|format(b[1]) }}</td><td>{{ "%.2f"|format(b[2]) }}</td></tr>{% endif %}{% else %}<tr><td colspan="4">No labels yet.</td></tr>{% endfor %}
+</table>
 <h2>Judge disagreement</h2>
 <p class="muted">Share of LLM-judged events whose verdict (correct or not) differs from the line-rate verdict it revises, with its 95% Wilson interval: a cheap early warning that either judge changed.</p>
 <table id="disagreement">
@@ -103,7 +117,7 @@ const OVERVIEW: &str = r#"{% extends "layout.html" %}
 <td>{% for w in d.weeks %}{{ w[0] }}: {{ "%.1f"|format(w[2] * 100) }}% ({{ w[1] }}){% if not loop.last %}; {% endif %}{% endfor %}</td></tr>
 {% else %}<tr><td colspan="5">No LLM-judged events yet.</td></tr>{% endfor %}
 </table>
-{% endblock %}"#;
+{% endblock %}"##;
 
 const QUEUE: &str = r#"{% extends "layout.html" %}
 {% block title %}sqlgrade review — queue{% endblock %}
@@ -164,9 +178,10 @@ note <input name="note" id="note" size="40" maxlength="4000"><br><br>
 <table id="rows"><tr><th>metric</th><th>value</th><th>verdict</th><th>status</th><th>components</th></tr>
 {% for r in rows %}
 <tr><td>{{ r.metric }}</td><td>{{ "%.3f"|format(r.value) if r.metric not in ["stef", "stef_judged"] else "%.1f"|format(r.value) }}</td>
-<td>{% if r.verdict is not none %}{{ "true" if r.verdict else "false" }}{% else %}{{ r.semantic_verdict or "—" }}{% endif %}</td><td>{{ r.status }}</td>
+<td>{% if r.verdict is not none %}{{ "true" if r.verdict else "false" }}{% else %}{{ r.semantic_verdict or "—" }}{% endif %}{% if r.p_correct is not none %}<br><span class="p-correct">p_correct {{ "%.2f"|format(r.p_correct) }}</span>{% endif %}</td><td>{{ r.status }}</td>
 <td>{% if r.quality_tier %}tier {{ r.quality_tier }} · filters {{ r.filter_status }} · verdict {{ r.semantic_verdict }} · confidence {{ r.confidence_tier }}{% if r.confidence is not none %} ({{ "%.2f"|format(r.confidence) }}){% endif %} · enrichment {{ r.enrichment_status }} · judge {{ r.judge }}{% if r.judge_identity %} (<code class="judge-identity">{{ r.judge_identity }}</code>){% endif %}{% if r.rules_fired %} · rules {{ r.rules_fired|join(", ") }}{% endif %}{% endif %}
 {% if r.selection %}<br>selected: {{ r.selection }}{% if r.inclusion_probability is not none %} (p = {{ r.inclusion_probability }}){% endif %} · revises Φ {{ r.revised_value }} / {{ r.revised_verdict }}{% endif %}</td></tr>
+{% if r.metric == "stef" and contributions %}<tr><td></td><td colspan="4" id="contributions">why p_correct is {{ "%.2f"|format(r.p_correct or 0) }} (log-odds from the intercept {{ "%+.2f"|format(model_intercept) }}, threshold {{ "%.2f"|format(model_threshold) }}; model <code>{{ model_version }}</code>{% if model_note %}, {{ model_note }}{% endif %}): {% for c in contributions %}<span class="reason contribution"><code>{{ c.feature }}</code>{% if c.value != 1 %} = {{ c.value }}{% endif %} {{ "%+.2f"|format(c.log_odds) }}</span>{% endfor %}</td></tr>{% endif %}
 <tr><td></td><td colspan="4">{{ details[loop.index0]|safe }}</td></tr>
 {% endfor %}
 </table>

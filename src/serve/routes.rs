@@ -27,6 +27,7 @@ pub struct ReviewState {
     token: Option<Secret>,
     env: minijinja::Environment<'static>,
     calibration: super::view::CalibrationSample,
+    model: Arc<crate::stef::correctness::VerdictModel>,
 }
 
 impl ReviewState {
@@ -37,7 +38,15 @@ impl ReviewState {
             token: token.filter(|t| !t.is_empty()),
             env: super::pages::environment(),
             calibration: super::view::CalibrationSample::default(),
+            model: Arc::new(crate::stef::correctness::VerdictModel::shipped().clone()),
         }
+    }
+
+    /// The correctness model whose contributions an event page shows (`[stef] model`, else
+    /// the shipped one).
+    pub fn with_model(mut self, model: Arc<crate::stef::correctness::VerdictModel>) -> ReviewState {
+        self.model = model;
+        self
     }
 
     /// The queue's calibration slice: `per_week` events per judge identity and week, drawn
@@ -247,8 +256,9 @@ async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
         Ok(v) => v,
         Err(e) => return store_error(&e),
     };
-    let series = super::view::overview(&rows, &alerts, &labels);
+    let series = super::view::overview(&rows, &alerts, &labels, &state.calibration);
     let (judges, disagreement) = super::view::judges(&rows, &labels, &state.calibration);
+    let reliability = super::view::reliability(&rows, &labels);
     let calibration_per_week = state.calibration.per_week;
     let alerts: Vec<AlertLine> = alerts
         .iter()
@@ -274,7 +284,7 @@ async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
     render(
         &state,
         "overview.html",
-        minijinja::context! { series, alerts, judges, disagreement, calibration_per_week },
+        minijinja::context! { series, alerts, judges, disagreement, calibration_per_week, reliability },
     )
 }
 
@@ -454,11 +464,20 @@ async fn event_page(
     let raw = serde_json::to_string_pretty(&serde_json::json!({ "inputs": inputs, "rows": rows }))
         .unwrap_or_default();
     let message = (!saved.is_empty()).then(|| format!("Label saved: {saved}."));
+    let model = &state.model;
+    let (contributions, model_note) = match rows.iter().find(|r| r.metric == "stef") {
+        Some(row) => super::view::contributions(row, model, 6),
+        None => (Vec::new(), None),
+    };
     render(
         state,
         "event.html",
         minijinja::context! {
             event_id, inputs, rows, details, raw, labels, next_id, message, error,
+            contributions, model_note,
+            model_version => model.version(),
+            model_intercept => model.file().intercept,
+            model_threshold => model.threshold(),
             reviewer => queue.reviewer.clone(),
             categories => ERROR_CATEGORIES,
             query => queue.encode(),

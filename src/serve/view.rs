@@ -63,8 +63,12 @@ pub struct SeriesView {
     pub phi_histogram_max: usize,
     /// Share of each tier, in display order (tier, share).
     pub tiers: Vec<(String, f64)>,
-    /// Line-rate share correct (scored rows).
+    /// Line-rate share correct: the share of scored rows whose verdict (`p_correct ≥` the
+    /// model's threshold) calls the query correct.
     pub line_correct_share: Option<f64>,
+    /// The share correct from the line rate and people's labels, without an LLM: mean
+    /// `p_correct`, rectified by the labels of the calibration slice ([`line_rate_estimates`]).
+    pub people: LineRateEstimate,
     /// Estimated share correct (PPI over the uniform slice, human labels over the judge).
     pub estimate: Option<Estimate>,
     /// Uniform-slice events in the estimate, and how many of them carry a human label.
@@ -75,6 +79,164 @@ pub struct SeriesView {
     pub labelled: usize,
     /// Alerts firing on this series.
     pub firing_alerts: usize,
+}
+
+/// The share correct of one series from the line rate alone, rectified by people's labels:
+/// prediction-powered inference with the correctness model's `p_correct` as the predictor —
+/// the mean `p_correct` over every scored line-rate row, plus the mean (label − `p_correct`)
+/// over the labelled events of a uniform sample. The uniform sample is the calibration slice
+/// (per line-rate judge identity and UTC week, `calibration_per_week` events by a hash: uniform
+/// within each week, so the estimate assumes steady weekly volume), or every event when people
+/// labelled every scored event of the series (a benchmark run judged in full). Labels on other
+/// events — the queue ranks them by how informative they are — are not a random sample and do
+/// not enter. Needs no LLM.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LineRateEstimate {
+    /// Scored line-rate rows with a `p_correct`.
+    pub events: u64,
+    /// Their mean `p_correct` (the model's own estimate of the share correct).
+    pub mean_p: Option<f64>,
+    /// Uniform-sample events with a label (majority of reviewers; ties and `unsure` left out).
+    pub labelled: u64,
+    /// Whether every scored event is labelled (a census: the estimate is the labels' share).
+    pub census: bool,
+    /// The rectified estimate with its 95% interval (`None` without a labelled uniform event).
+    pub estimate: Option<Estimate>,
+}
+
+/// [`LineRateEstimate`] per series (app, agent, agent version).
+pub fn line_rate_estimates(
+    rows: &[StoredRow],
+    labels: &[HumanLabel],
+    sample: &CalibrationSample,
+) -> BTreeMap<(String, String, String), LineRateEstimate> {
+    use crate::sampling::estimate::Moments;
+    let truth = human_truth(labels);
+    let line_rows: Vec<&StoredRow> = rows
+        .iter()
+        .filter(|r| r.metric == "stef" && scored(&r.status) && r.p_correct.is_some())
+        .collect();
+    let uniform: HashSet<&str> = if sample.per_week == 0 {
+        HashSet::new()
+    } else {
+        let identities: Vec<(&str, String, i64)> = line_rows
+            .iter()
+            .map(|r| (r.event_id.as_str(), judge_identity_of(r), r.epoch()))
+            .collect();
+        calibration_sample(
+            identities
+                .iter()
+                .map(|(id, identity, t)| (*id, identity.as_str(), *t)),
+            &sample.salt,
+            sample.per_week,
+        )
+    };
+    type Acc<'r> = (Moments, Vec<(&'r str, f64)>);
+    let mut by_series: BTreeMap<(String, String, String), Acc<'_>> = BTreeMap::new();
+    for row in &line_rows {
+        let p = row.p_correct.unwrap_or_default();
+        let (all, events) = by_series.entry(series_of(row)).or_default();
+        all.add(p);
+        events.push((row.event_id.as_str(), p));
+    }
+    by_series
+        .into_iter()
+        .map(|(key, (all, events))| {
+            let census = !events.is_empty()
+                && events.iter().all(|(id, _)| truth.contains_key(id));
+            let mut corrections = Moments::default();
+            for (id, p) in &events {
+                if let Some(correct) = truth.get(id)
+                    && (census || uniform.contains(id))
+                {
+                    corrections.add(f64::from(u8::from(*correct)) - p);
+                }
+            }
+            let estimate =
+                Estimate::ppi(&all, &corrections).map(|e| e.clamped(0.0, 1.0));
+            (
+                key,
+                LineRateEstimate {
+                    events: all.n,
+                    mean_p: all.mean(),
+                    labelled: corrections.n,
+                    census,
+                    estimate,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The reliability of the line-rate `p_correct` on labelled events: per 10 equal-width bins of
+/// `p_correct`, (events, mean `p_correct`, share people called correct); and the expected
+/// calibration error over them. Every labelled event counts (not only the calibration slice):
+/// the plot asks whether p means what it says where people looked.
+pub fn reliability(rows: &[StoredRow], labels: &[HumanLabel]) -> Reliability {
+    let truth = human_truth(labels);
+    let (p, y): (Vec<f64>, Vec<bool>) = rows
+        .iter()
+        .filter(|r| r.metric == "stef" && scored(&r.status))
+        .filter_map(|r| Some((r.p_correct?, *truth.get(r.event_id.as_str())?)))
+        .unzip();
+    Reliability {
+        events: p.len(),
+        bins: crate::sampling::verdict_fit::reliability(&p, &y),
+        calibration_error: crate::sampling::verdict_fit::calibration_error(&p, &y),
+        brier: crate::sampling::verdict_fit::brier(&p, &y),
+    }
+}
+
+/// The features that move a line-rate row's `p_correct` most under `model` (the event page's
+/// "why"), and a note when the row was scored by another model version (its judge identity
+/// names the version) or its features cannot be read.
+pub fn contributions(
+    row: &StoredRow,
+    model: &crate::stef::correctness::VerdictModel,
+    limit: usize,
+) -> (Vec<crate::stef::correctness::Contribution>, Option<String>) {
+    use crate::stef::correctness::StoredFeatureInput;
+    if !scored(&row.status) || row.p_correct.is_none() {
+        return (Vec::new(), None);
+    }
+    let input = StoredFeatureInput::from_stored(
+        row.filter_status.as_deref().unwrap_or_default(),
+        row.semantic_verdict.as_deref().unwrap_or_default(),
+        row.confidence.unwrap_or_default(),
+        &row.details,
+    );
+    let input = match input {
+        Ok(input) => input,
+        Err(e) => return (Vec::new(), Some(format!("its features cannot be read: {e}"))),
+    };
+    let scored_by = row
+        .judge_identity
+        .split_whitespace()
+        .find_map(|part| part.strip_prefix("verdict="));
+    let note = match scored_by {
+        Some(version) if version != model.version() => Some(format!(
+            "the row was scored by {version}: these are the current model's reasons"
+        )),
+        None => Some("the row names no model version".to_string()),
+        Some(_) => None,
+    };
+    (
+        model.contributions(&input.input().features(), limit),
+        note,
+    )
+}
+
+/// [`reliability`]'s result.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Reliability {
+    /// Labelled events with a `p_correct`.
+    pub events: usize,
+    /// Per bin of `p_correct` (0–0.1, …, 0.9–1): events, mean `p_correct`, share correct.
+    pub bins: [(u64, f64, f64); 10],
+    /// Expected calibration error over the bins.
+    pub calibration_error: Option<f64>,
+    /// Brier score.
+    pub brier: Option<f64>,
 }
 
 /// The majority human verdict per event (`None` on a tie or only `unsure`).
@@ -104,8 +266,10 @@ pub fn overview(
     rows: &[StoredRow],
     alerts: &[AlertView],
     labels: &[HumanLabel],
+    sample: &CalibrationSample,
 ) -> Vec<SeriesView> {
     let truth = human_truth(labels);
+    let mut people = line_rate_estimates(rows, labels, sample);
     let labelled: HashSet<&str> = labels.iter().map(|l| l.event_id.as_str()).collect();
     let mut series: BTreeMap<(String, String, String), (SeriesView, SeriesEstimate)> =
         BTreeMap::new();
@@ -129,11 +293,8 @@ pub fn overview(
                 view.scored += 1;
                 let bin = ((row.value / 10.0).floor().max(0.0) as usize).min(9);
                 view.phi_histogram[bin] += 1;
-                let correct = row
-                    .semantic_verdict
-                    .as_deref()
-                    .is_some_and(semantic_correct);
-                estimate.observe_line(row.value, correct);
+                let correct = row.verdict_correct();
+                estimate.observe_line(row.value, row.line_rate_p());
                 let c = correct_counts.entry(key.clone()).or_default();
                 c.0 += usize::from(correct);
                 c.1 += 1;
@@ -147,7 +308,7 @@ pub fn overview(
             }
             "stef_judged" if row.inclusion_probability.is_some() && scored(&row.status) => {
                 let line_phi = row.revised_value.unwrap_or(row.value);
-                let line_correct = row.revised_verdict.as_deref().is_some_and(semantic_correct);
+                let line_p = row.revised_line_p();
                 let judged = row
                     .semantic_verdict
                     .as_deref()
@@ -155,7 +316,7 @@ pub fn overview(
                 let human = truth.get(row.event_id.as_str()).copied();
                 view.uniform_events += 1;
                 view.uniform_labelled += usize::from(human.is_some());
-                estimate.observe_judged(row.value, human.unwrap_or(judged), line_phi, line_correct);
+                estimate.observe_judged(row.value, human.unwrap_or(judged), line_phi, line_p);
             }
             _ => {}
         }
@@ -183,6 +344,7 @@ pub fn overview(
                 view.line_correct_share = (*n > 0).then(|| *yes as f64 / *n as f64);
             }
             view.estimate = estimate_of(&estimate);
+            view.people = people.remove(&key).unwrap_or_default();
             view.firing_alerts = alerts
                 .iter()
                 .filter(|a| {
@@ -259,10 +421,7 @@ pub fn agreement_pairs<'l>(
                         identity: judge_identity_of(row),
                         series: series_text(row),
                     },
-                    judge: row
-                        .semantic_verdict
-                        .as_deref()
-                        .is_some_and(semantic_correct),
+                    judge: row.verdict_correct(),
                     human,
                 },
             ));
@@ -421,11 +580,7 @@ pub fn judges(
         }
         if row.metric == "stef_judged" && row.status == "ok" {
             let d = disagreement.entry(key.series).or_default();
-            let differs = row
-                .semantic_verdict
-                .as_deref()
-                .is_some_and(semantic_correct)
-                != row.revised_verdict.as_deref().is_some_and(semantic_correct);
+            let differs = row.verdict_correct() != row.revised_line_correct();
             d.0 += 1;
             d.1 += u64::from(differs);
             let w = d.2.entry(utc_week(t)).or_default();
@@ -553,6 +708,45 @@ pub fn judges_text(judges: &[JudgeView], disagreement: &[DisagreementView]) -> S
                 ),
                 _ => String::new(),
             }
+        );
+    }
+    out
+}
+
+/// The line-rate estimates of the share correct ([`line_rate_estimates`]) as a terminal table
+/// (`report --labels`).
+pub fn line_rate_text(
+    estimates: &BTreeMap<(String, String, String), LineRateEstimate>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "share correct from the line rate and people's labels (mean p_correct + the mean \
+         label − p_correct on the labelled calibration slice, or on every event when all are \
+         labelled; 95% interval)\n",
+    );
+    for ((app, agent, version), e) in estimates {
+        let series = format!("{app}/{agent}/{version}");
+        let mean_p = e
+            .mean_p
+            .map_or("-".to_string(), |p| format!("{:.1}%", 100.0 * p));
+        let estimate = match &e.estimate {
+            Some(est) => match (est.lower, est.upper) {
+                (Some(lo), Some(hi)) => format!(
+                    "{:.1}% [{:.1}, {:.1}]",
+                    100.0 * est.mean,
+                    100.0 * lo,
+                    100.0 * hi
+                ),
+                _ => format!("{:.1}% [n<2]", 100.0 * est.mean),
+            },
+            None => "- (no labelled calibration events)".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {series}: {} events, mean p_correct {mean_p}; with {} labels{}: {estimate}",
+            e.events,
+            e.labelled,
+            if e.census { " (every event)" } else { "" },
         );
     }
     out
@@ -736,7 +930,7 @@ pub fn signals_of(rows: &[&StoredRow], in_firing_alert: bool) -> EventSignals {
     for row in rows {
         match row.metric.as_str() {
             "stef" if scored(&row.status) => {
-                signals.line_rate_correct = row.semantic_verdict.as_deref().map(semantic_correct);
+                signals.line_rate_correct = Some(row.verdict_correct());
                 signals.line_rate_confidence = row.confidence_tier.clone();
                 signals.quality_tier = row.quality_tier.clone();
             }

@@ -166,14 +166,10 @@ impl JudgeStats {
         let scored = matches!(row.status, RowStatus::Ok | RowStatus::JudgeFallback);
         match row.metric {
             Metric::Stef if scored => {
-                let correct = row
-                    .stef
-                    .as_ref()
-                    .is_some_and(|s| verdict_is_correct(&s.semantic_verdict));
                 self.estimates
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .observe_line(series, row.value, correct);
+                    .observe_line(series, row.value, row.line_rate_p());
             }
             Metric::StefJudged if row.status == RowStatus::Ok => {
                 let (Some(judged), Some(stef)) = (&row.judged, &row.stef) else {
@@ -190,7 +186,7 @@ impl JudgeStats {
                         row.value,
                         verdict_is_correct(&stef.semantic_verdict),
                         judged.revised_value,
-                        verdict_is_correct(&judged.revised_verdict),
+                        judged.line_p(),
                     );
             }
             _ => {}

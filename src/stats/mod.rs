@@ -44,6 +44,12 @@ pub struct StefStats {
     pub statuses: BTreeMap<String, u64>,
     /// Rows of events scored without their malformed `result` (`details.result_ignored`).
     pub results_ignored: u64,
+    /// `p_correct` of the scored rows that carry one.
+    pub p_correct: crate::sampling::Moments,
+    /// Scored rows whose verdict flags the query (`p_correct` below the model's threshold).
+    pub flagged: u64,
+    /// The correctness model's version (from the first line-rate row's judge identity).
+    pub model_version: Option<String>,
 }
 
 impl Default for StefStats {
@@ -58,6 +64,9 @@ impl Default for StefStats {
             verdicts: BTreeMap::new(),
             statuses: BTreeMap::new(),
             results_ignored: 0,
+            p_correct: crate::sampling::Moments::default(),
+            flagged: 0,
+            model_version: None,
         }
     }
 }
@@ -86,6 +95,19 @@ impl StefStats {
             count(&mut self.tiers, &stef.quality_tier);
             count(&mut self.filter_statuses, &stef.filter_status);
             count(&mut self.verdicts, &stef.semantic_verdict);
+            if row.status.is_scored() {
+                if let Some(p) = stef.p_correct {
+                    self.p_correct.add(p);
+                }
+                self.flagged += u64::from(row.verdict == Some(false));
+            }
+            if self.model_version.is_none() {
+                self.model_version = stef
+                    .judge_identity
+                    .split_whitespace()
+                    .find_map(|part| part.strip_prefix("verdict="))
+                    .map(str::to_string);
+            }
         }
     }
 
@@ -150,6 +172,8 @@ pub struct GroupStats {
     /// STEF rows.
     pub count: u64,
     sum: f64,
+    /// `p_correct` of its scored rows that carry one.
+    pub p_correct: crate::sampling::Moments,
 }
 
 impl GroupStats {
@@ -321,9 +345,17 @@ impl RunStats {
                 .0
                 .as_ref()
                 .map_or("", |last| last.label.as_str());
+            let p = row
+                .stef
+                .as_ref()
+                .and_then(|s| s.p_correct)
+                .filter(|_| row.status.is_scored());
             update(&mut self.by_agent, label, |group| {
                 group.count += 1;
                 group.sum += value;
+                if let Some(p) = p {
+                    group.p_correct.add(p);
+                }
             });
             return;
         }

@@ -88,6 +88,16 @@ pub struct StoredRow {
     /// `stef_judged`: the line-rate verdict revised.
     #[serde(default)]
     pub revised_verdict: Option<String>,
+    /// STEF line-rate rows: the probability that people call the query correct.
+    #[serde(default)]
+    pub p_correct: Option<f64>,
+    /// `stef_judged`: the revised line-rate row's `p_correct`.
+    #[serde(default)]
+    pub revised_p_correct: Option<f64>,
+    /// `stef_judged`: the revised line-rate row's boolean verdict (bool in JSONL, 0/1 in
+    /// ClickHouse).
+    #[serde(default, deserialize_with = "flexible_bool")]
+    pub revised_correct: Option<bool>,
     /// STEF rows: prompt tokens the LLM judge spent on the row (other rows keep theirs in
     /// `details`). Read for the judge's spend; not shown.
     #[serde(default, skip_serializing, deserialize_with = "flexible_count")]
@@ -131,6 +141,41 @@ impl StoredRow {
         }
         let get = |key: &str| self.details.get(key).and_then(Value::as_u64).unwrap_or(0);
         (get("prompt_tokens"), get("completion_tokens"))
+    }
+
+    /// A line-rate row's predictor of correctness for the estimates: its `p_correct`, else its
+    /// verdict (rows written before the correctness model: `correct` / `likely_correct`) as
+    /// 0/1.
+    pub fn line_rate_p(&self) -> f64 {
+        self.p_correct
+            .unwrap_or(if self.verdict_correct() { 1.0 } else { 0.0 })
+    }
+
+    /// Whether the row's judge called the query correct: its boolean `verdict`, else the
+    /// four-point verdict being `correct` / `likely_correct`.
+    pub fn verdict_correct(&self) -> bool {
+        self.verdict.unwrap_or_else(|| {
+            self.semantic_verdict
+                .as_deref()
+                .is_some_and(crate::stef::Verdict::counts_as_correct_name)
+        })
+    }
+
+    /// A `stef_judged` row: whether the line-rate verdict it revises called the query correct
+    /// (`revised_correct`, else the revised four-point verdict).
+    pub fn revised_line_correct(&self) -> bool {
+        self.revised_correct.unwrap_or_else(|| {
+            self.revised_verdict
+                .as_deref()
+                .is_some_and(crate::stef::Verdict::counts_as_correct_name)
+        })
+    }
+
+    /// A `stef_judged` row: the revised line-rate row's predictor of correctness
+    /// (`revised_p_correct`, else its verdict as 0/1).
+    pub fn revised_line_p(&self) -> f64 {
+        self.revised_p_correct
+            .unwrap_or(if self.revised_line_correct() { 1.0 } else { 0.0 })
     }
 
     /// Event time in seconds since the epoch (0 when unreadable).

@@ -370,6 +370,31 @@ pub struct JudgedColumns {
     pub revised_value: f64,
     /// Semantic verdict of that line-rate row.
     pub revised_verdict: CompactString,
+    /// That line-rate row's `p_correct` (absent on rows written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised_p_correct: Option<f64>,
+    /// That line-rate row's boolean verdict (`p_correct ≥` the model's threshold): what the
+    /// judge's verdict agrees or disagrees with. Absent on rows written before it existed
+    /// (readers fall back to `revised_verdict` being `correct` / `likely_correct`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised_correct: Option<bool>,
+}
+
+impl JudgedColumns {
+    /// Whether the line-rate verdict this row revises called the query correct: the stored
+    /// boolean, else (rows written before it) the four-point verdict.
+    pub fn line_correct(&self) -> bool {
+        self.revised_correct.unwrap_or_else(|| {
+            crate::stef::Verdict::counts_as_correct_name(&self.revised_verdict)
+        })
+    }
+
+    /// The line-rate value a correctness estimate corrects: `p_correct` where the row has it,
+    /// else the verdict as 0/1.
+    pub fn line_p(&self) -> f64 {
+        self.revised_p_correct
+            .unwrap_or(if self.line_correct() { 1.0 } else { 0.0 })
+    }
 }
 
 impl JudgedColumns {
@@ -423,9 +448,24 @@ pub struct StefColumns {
     pub completion_tokens: u64,
     /// Scoring latency in microseconds.
     pub latency_us: u64,
+    /// The line-rate row's probability that people would call the query correct, from the
+    /// correctness model (`stef::correctness`); its `verdict` is `p_correct ≥` the model's
+    /// threshold. 0 for scored, unusable SQL (Φ 0); absent on rows that are not scored, on
+    /// `stef_judged` rows and on rows written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_correct: Option<f64>,
 }
 
 impl EvaluationRow {
+    /// A line-rate row's predictor of correctness for the estimates: its `p_correct`, else its
+    /// verdict as 0/1.
+    pub fn line_rate_p(&self) -> f64 {
+        self.stef
+            .as_ref()
+            .and_then(|s| s.p_correct)
+            .unwrap_or(if self.verdict == Some(true) { 1.0 } else { 0.0 })
+    }
+
     /// A row carrying the event's identity and labels; metric fields are filled by the caller.
     pub fn for_event(event: &Event, ts: &str, metric: Metric) -> EvaluationRow {
         EvaluationRow {

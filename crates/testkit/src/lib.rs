@@ -9,7 +9,9 @@
 //! - [`openai_mock`]: a scripted OpenAI-compatible server (delays, 429s, garbage);
 //! - [`model_server`]: a real OpenAI-compatible server (llama.cpp) with a real small model;
 //! - [`otlp`]: an OTLP/HTTP receiver;
-//! - [`dashboard`]: the shipped Grafana queries, runnable against a server.
+//! - [`dashboard`]: the shipped Grafana queries, runnable against a server;
+//! - [`verdict_labels`]: people's verdicts of `shared/data/labels` scored as line-rate rows
+//!   (what the correctness model is fitted and measured on).
 
 pub mod bin;
 pub mod cli;
@@ -21,3 +23,4 @@ pub mod openai_mock;
 pub mod otlp;
 pub mod rng;
 pub mod servers;
+pub mod verdict_labels;

@@ -36,6 +36,27 @@ pub struct CalibrateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Refit the correctness model (the line-rate `p_correct` and verdict) on these labels and
+    /// compare it, on the same cross-validated folds, with the model in use (`[stef] model` of
+    /// --config, else the shipped one).
+    #[arg(long)]
+    fit: bool,
+    /// With --fit: write the refit to this file, only if it has enough labels of each kind and
+    /// beats the current model on the held-out folds; then set `[stef] model` to it.
+    #[arg(long, requires = "fit")]
+    write: Option<PathBuf>,
+    /// With --fit: the share of correct queries the verdict's threshold may flag, at most.
+    #[arg(long, default_value_t = 0.10, requires = "fit")]
+    flag_rate: f64,
+    /// With --fit: cross-validation folds (by a hash of the event id).
+    #[arg(long, default_value_t = 5, requires = "fit")]
+    folds: usize,
+    /// With --fit: labels of each kind (correct, wrong) needed to write a model.
+    #[arg(long, default_value_t = 100, requires = "fit")]
+    min_per_class: usize,
+    /// With --fit: the L2 penalty of the logistic regression.
+    #[arg(long, default_value_t = sqlgrade::sampling::verdict_fit::DEFAULT_L2, requires = "fit")]
+    l2: f64,
 }
 
 /// Where `calibrate` reads labels and rows.
@@ -55,7 +76,25 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         metric,
         cutoff,
         json,
+        fit,
+        write,
+        flag_rate,
+        folds,
+        min_per_class,
+        l2,
     } = args;
+    if !(flag_rate.is_finite() && (0.0..1.0).contains(&flag_rate)) {
+        bail!("--flag-rate must be a share in [0, 1), not {flag_rate}");
+    }
+    if !(l2.is_finite() && l2 > 0.0) {
+        bail!("--l2 must be positive, not {l2}");
+    }
+    let fit_options = fit.then_some(sqlgrade::calibrate::fit::FitOptions {
+        target_flag_rate: flag_rate,
+        l2,
+        folds: folds.max(2),
+        min_per_class,
+    });
     let inputs = CalibrateInputs {
         labels,
         rows,
@@ -106,6 +145,20 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         }
         _ => bail!("calibrate needs --rows FILE, --dir DIR or --config FILE (its store)"),
     };
+    if let Some(options) = fit_options {
+        let source = match (&inputs.labels, &inputs.dir) {
+            (Some(path), _) => label_source(path)?,
+            (None, Some(dir)) => label_source(&dir.join(LABELS_FILE))?,
+            (None, None) => sqlgrade::stef::correctness::LabelSource {
+                name: "the store of --config".to_string(),
+                sha256: String::new(),
+                bytes: 0,
+                items: 0,
+                correct: 0,
+            },
+        };
+        return fit_model(&labels, &rows, &inputs, source, &options, write, json);
+    }
     let metrics: Vec<sqlgrade::evaluation::Metric> = match metric {
         Some(name) => vec![
             serde_json::from_value(serde_json::Value::String(name.to_string()))
@@ -142,4 +195,65 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
     let agreement = reviewer_agreement(&labels);
     print_calibration(&reports, &agreement, metric.is_some(), json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A labels file as a label source of the model file: its name, SHA-256 and size.
+fn label_source(path: &std::path::Path) -> Result<sqlgrade::stef::correctness::LabelSource> {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(sqlgrade::stef::correctness::LabelSource {
+        name: path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+        bytes: bytes.len() as u64,
+        items: 0,
+        correct: 0,
+    })
+}
+
+/// `calibrate --fit`: refit, compare, and write when asked and better.
+fn fit_model(
+    labels: &[sqlgrade::calibrate::Label],
+    rows: &[sqlgrade::stored::StoredRow],
+    inputs: &CalibrateInputs,
+    source: sqlgrade::stef::correctness::LabelSource,
+    options: &sqlgrade::calibrate::fit::FitOptions,
+    write: Option<PathBuf>,
+    json: bool,
+) -> Result<ExitCode> {
+    use sqlgrade::calibrate::fit::{FitDecision, fit_and_compare, labelled_features};
+    let current = match &inputs.config {
+        Some(path) => load_config(Some(path))?.stef.verdict_model()?,
+        None => std::sync::Arc::new(sqlgrade::stef::correctness::VerdictModel::shipped().clone()),
+    };
+    let (items, skipped) = labelled_features(labels, rows);
+    let report = fit_and_compare(&items, skipped, &current, options, source);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    let Some(path) = write else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    match (&report.decision, &report.model) {
+        (FitDecision::Better, Some(model)) => {
+            let text = serde_json::to_string_pretty(model)? + "\n";
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            let version = sqlgrade::stef::correctness::VerdictModel::from_file(model.clone())
+                .map(|m| m.version().to_string())
+                .unwrap_or_default();
+            eprintln!(
+                "wrote {} (model {version}); use it with [stef] model = \"{}\"",
+                path.display(),
+                path.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => {
+            eprintln!("not written: {}", path.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }

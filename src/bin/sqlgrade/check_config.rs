@@ -20,6 +20,18 @@ pub struct CheckConfigArgs {
 
 pub fn execute(args: CheckConfigArgs) -> Result<ExitCode> {
     let config = load_config(args.config.as_ref())?;
+    // A model `run` would refuse is refused here too, with the same reason.
+    let model = config.stef.verdict_model()?;
+    eprintln!(
+        "correctness model: {} ({}; verdict at p_correct >= {:.4})",
+        model.version(),
+        config
+            .stef
+            .model
+            .as_ref()
+            .map_or("shipped".to_string(), |p| p.display().to_string()),
+        model.threshold()
+    );
     for warning in config_warnings(&config) {
         eprintln!("warning: {warning}");
     }

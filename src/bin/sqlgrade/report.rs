@@ -75,6 +75,9 @@ pub async fn execute(args: ReportArgs) -> Result<ExitCode> {
         );
         let (judges, disagreement) = sqlgrade::serve::view::judges(&rows, &human, &sample);
         let mut text = sqlgrade::serve::view::judges_text(&judges, &disagreement);
+        text.push_str(&sqlgrade::serve::view::line_rate_text(
+            &sqlgrade::serve::view::line_rate_estimates(&rows, &human, &sample),
+        ));
         if unresolved > 0 {
             text.push_str(&format!(
                 "  {unresolved} labels name no event of run {run_id} and are left out\n"

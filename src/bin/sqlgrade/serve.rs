@@ -39,9 +39,11 @@ pub async fn execute(args: ServeArgs) -> Result<ExitCode> {
         .reader(config.server.review_max_rows)
         .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?;
     let state = Arc::new(
-        sqlgrade::serve::ReviewState::new(store, config.server.token.clone()).with_calibration(
-            sqlgrade::serve::view::CalibrationSample::from_settings(&config.server),
-        ),
+        sqlgrade::serve::ReviewState::new(store, config.server.token.clone())
+            .with_calibration(sqlgrade::serve::view::CalibrationSample::from_settings(
+                &config.server,
+            ))
+            .with_model(config.stef.verdict_model()?),
     );
     let server = sqlgrade::serve::serve(&listen, state).await?;
     eprintln!(

@@ -142,33 +142,66 @@ impl Estimate {
     }
 }
 
-/// The moments one series accumulates: line-rate Φ and correctness over every event, and the
-/// LLM-minus-line-rate corrections of both over the uniform slice.
+/// The moments one series accumulates: line-rate Φ and the line-rate predictor of correctness
+/// over every event, and the LLM-minus-line-rate corrections of both over the uniform slice.
+///
+/// The predictor of correctness is the line-rate row's `p_correct` (the correctness model's
+/// probability that people call the query correct), or its verdict as 0/1 on rows without
+/// one; PPI holds with any predictor, and a calibrated probability leaves less to correct than
+/// a 0/1 verdict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct SeriesEstimate {
     /// Line-rate Φ of every scored event.
     pub phi: Moments,
-    /// Line-rate correctness (1 = `correct`/`likely_correct`) of every scored event.
+    /// Line-rate predictor of correctness (`p_correct`, else the verdict as 0/1) of every
+    /// scored event.
     pub correct: Moments,
     /// Y − f for Φ on the judged uniform slice.
     pub phi_correction: Moments,
-    /// Y − f for correctness on the judged uniform slice.
+    /// Y − f for correctness on the judged uniform slice (Y: the judge's verdict as 0/1).
     pub correct_correction: Moments,
 }
 
 impl SeriesEstimate {
-    /// One line-rate row: Φ and whether its verdict counts as correct.
-    pub fn observe_line(&mut self, phi: f64, correct: bool) {
+    /// One line-rate row: Φ and its predictor of correctness (`p_correct`, or the verdict as
+    /// 0/1).
+    pub fn observe_line(&mut self, phi: f64, line_p: f64) {
         self.phi.add(phi);
-        self.correct.add(f64::from(u8::from(correct)));
+        self.correct.add(line_p);
     }
 
-    /// One LLM-judged uniform-slice event: the judge's Φ and correctness, and the line-rate
-    /// values they revise.
-    pub fn observe_judged(&mut self, phi: f64, correct: bool, line_phi: f64, line_correct: bool) {
+    /// One LLM-judged (or labelled) uniform-slice event: the judge's Φ and correctness, and the
+    /// line-rate values they revise.
+    pub fn observe_judged(&mut self, phi: f64, correct: bool, line_phi: f64, line_p: f64) {
         self.phi_correction.add(phi - line_phi);
         self.correct_correction
-            .add(f64::from(u8::from(correct)) - f64::from(u8::from(line_correct)));
+            .add(f64::from(u8::from(correct)) - line_p);
+    }
+
+    /// The share correct from the line rate alone: the mean predictor over every scored event
+    /// (with the correctness model, its mean `p_correct`), no correction. Its interval is that
+    /// of a mean over the events as a sample of the traffic (`var / N`): it narrows with
+    /// volume and says nothing of the model's own bias, which people's labels or the LLM's
+    /// uniform slice correct ([`SeriesEstimate::correct_share`]). What the estimate alerts
+    /// compare when there is no LLM judge: a bias the windows share cancels in a drop.
+    pub fn line_share(&self) -> Option<Estimate> {
+        let mean = self.correct.mean()?;
+        let se = self
+            .correct
+            .variance()
+            .map(|v| (v / self.correct.n as f64).sqrt());
+        Some(
+            Estimate {
+                mean,
+                lower: se.map(|s| mean - Z_95 * s),
+                upper: se.map(|s| mean + Z_95 * s),
+                events: self.correct.n,
+                judged: 0,
+                line_rate_mean: mean,
+                correction: 0.0,
+            }
+            .clamped(0.0, 1.0),
+        )
     }
 
     /// The estimated mean Φ the LLM judge would give all events (clipped to [0, 100]).
@@ -176,10 +209,10 @@ impl SeriesEstimate {
         Estimate::ppi(&self.phi, &self.phi_correction).map(|e| e.clamped(0.0, 100.0))
     }
 
-    /// The estimated share of events the LLM judge would call `correct`/`likely_correct`
-    /// (clipped to [0, 1]).
+    /// The estimated share of events the judge of the uniform slice (the LLM's verdict, or a
+    /// person's label where one exists) would call correct, clipped to [0, 1].
     ///
-    /// Both terms are means of 0/1 (or −1/0/1) values, and a sample in which every value is
+    /// With 0/1 predictors both terms are means of 0/1 (or −1/0/1) values, and a sample in which every value is
     /// the same (every line-rate verdict correct, no disagreement among the judged) has
     /// variance 0: the normal interval would claim certainty it does not have (a near-perfect
     /// baseline would make any later disagreement look significant). So a zero variance is
@@ -212,9 +245,9 @@ pub struct EstimateTracker {
 }
 
 impl EstimateTracker {
-    /// One line-rate row of `series`.
-    pub fn observe_line(&mut self, series: &str, phi: f64, correct: bool) {
-        self.entry(series).observe_line(phi, correct);
+    /// One line-rate row of `series`: Φ and its predictor of correctness.
+    pub fn observe_line(&mut self, series: &str, phi: f64, line_p: f64) {
+        self.entry(series).observe_line(phi, line_p);
     }
 
     /// One judged uniform-slice event of `series`.
@@ -224,10 +257,10 @@ impl EstimateTracker {
         phi: f64,
         correct: bool,
         line_phi: f64,
-        line_correct: bool,
+        line_p: f64,
     ) {
         self.entry(series)
-            .observe_judged(phi, correct, line_phi, line_correct);
+            .observe_judged(phi, correct, line_phi, line_p);
     }
 
     fn entry(&mut self, series: &str) -> &mut SeriesEstimate {
@@ -273,11 +306,12 @@ mod tests {
     #[test]
     fn without_disagreement_the_estimate_is_the_line_rate_mean() {
         let mut s = SeriesEstimate::default();
+        let flag = |b: bool| f64::from(u8::from(b));
         for i in 0..100 {
-            s.observe_line(f64::from(i), i % 2 == 0);
+            s.observe_line(f64::from(i), flag(i % 2 == 0));
         }
         for i in 0..10 {
-            s.observe_judged(f64::from(i), i % 2 == 0, f64::from(i), i % 2 == 0);
+            s.observe_judged(f64::from(i), i % 2 == 0, f64::from(i), flag(i % 2 == 0));
         }
         let e = s.phi().unwrap();
         assert_eq!(e.mean, 49.5);
@@ -294,10 +328,10 @@ mod tests {
     fn a_sample_without_variance_still_has_an_interval() {
         let mut s = SeriesEstimate::default();
         for _ in 0..100 {
-            s.observe_line(80.0, true);
+            s.observe_line(80.0, 1.0);
         }
         for _ in 0..50 {
-            s.observe_judged(80.0, true, 80.0, true);
+            s.observe_judged(80.0, true, 80.0, 1.0);
         }
         let e = s.correct_share().unwrap();
         assert_eq!(e.mean, 1.0);

@@ -20,6 +20,7 @@ pub mod agreement;
 pub mod budget;
 pub mod estimate;
 pub mod select;
+pub mod verdict_fit;
 
 pub use agreement::{
     AgreementKey, AgreementPair, AgreementRow, AgreementSummary, AgreementTracker, Confusion,

@@ -4,7 +4,7 @@
 //!   The draw is a hash, not a random number, so a redelivered or replayed event and every
 //!   replica make the same decision; its inclusion probability is exactly `uniform_rate`.
 //! - **Priority slices**, for the rest of the budget, each switchable: the line-rate verdict is
-//!   not `correct`; its confidence tier is `low`; its quality tier is `poor`; the event is among
+//!   a flag (`p_correct` below the threshold); its confidence tier is `low`; its quality tier is `poor`; the event is among
 //!   the first N of a new (app, agent, agent_version, model); an alert fires on its series.
 //!
 //! A selected event carries every reason that applies, ordered by [`SelectionReason::rank`]
@@ -30,7 +30,8 @@ pub enum SelectionReason {
     Uniform,
     /// An alert currently fires on the event's series.
     Alerting,
-    /// The line-rate verdict is not `correct`.
+    /// The line-rate verdict (`p_correct` below the correctness model's threshold) flags the
+    /// query.
     NotCorrect,
     /// The line-rate quality tier is `poor`.
     PoorTier,
@@ -133,6 +134,13 @@ pub struct LineRate {
     pub confidence_tier: CompactString,
     /// Its row status (`ok`, `parse_error`, …).
     pub status: CompactString,
+    /// Its boolean verdict (`p_correct ≥` the correctness model's threshold); absent in work
+    /// items written before it existed (then the four-point verdict decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct: Option<bool>,
+    /// Its `p_correct`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_correct: Option<f64>,
 }
 
 impl LineRate {
@@ -145,12 +153,16 @@ impl LineRate {
             quality_tier: stef.quality_tier.clone(),
             confidence_tier: stef.confidence_tier.clone(),
             status: CompactString::const_new(row.status.as_str()),
+            correct: row.verdict,
+            p_correct: stef.p_correct,
         })
     }
 
-    /// Whether the verdict counts as correct (`correct` or `likely_correct`).
+    /// Whether the line-rate verdict calls the query correct: the row's boolean verdict, else
+    /// (older work items) the four-point verdict being `correct` or `likely_correct`.
     pub fn correct(&self) -> bool {
-        verdict_is_correct(&self.verdict)
+        self.correct
+            .unwrap_or_else(|| verdict_is_correct(&self.verdict))
     }
 }
 
@@ -166,7 +178,8 @@ pub struct SelectionPolicy {
     pub uniform_rate: f64,
     /// Salt of the uniform hash (change it to draw another slice).
     pub salt: String,
-    /// Priority slice: line-rate verdict not `correct`.
+    /// Priority slice: the line-rate verdict flags the query (`p_correct` below the
+    /// threshold).
     pub not_correct: bool,
     /// Priority slice: line-rate confidence tier `low`.
     pub low_confidence: bool,
@@ -207,7 +220,7 @@ impl SelectionPolicy {
         if self.alerting && alerting {
             reasons.push(SelectionReason::Alerting);
         }
-        if self.not_correct && line.verdict != "correct" {
+        if self.not_correct && !line.correct() {
             reasons.push(SelectionReason::NotCorrect);
         }
         if self.poor_tier && line.quality_tier == "poor" {
@@ -309,6 +322,8 @@ mod tests {
             quality_tier: tier.into(),
             confidence_tier: confidence.into(),
             status: "ok".into(),
+            correct: None,
+            p_correct: None,
         }
     }
 

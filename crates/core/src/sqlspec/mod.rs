@@ -82,12 +82,25 @@ pub struct SqlSpec {
     pub set_operations: bool,
     /// Whether window functions occur.
     pub window_functions: bool,
+    /// Comparisons of a text-valued function's result with a number (`strftime('%Y', d) =
+    /// 1996`, `substr(c, 1, 2) IN (10, 11)`), as written: in SQLite neither side is converted,
+    /// so they never compare equal (every number sorts before every text). At most
+    /// [`MAX_SHAPE_NOTES`] are kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_number_comparisons: Vec<String>,
+    /// An OR among whose operands is an AND without parentheses (`a AND b OR c`): AND binds
+    /// first, which writers often did not mean.
+    #[serde(default)]
+    pub mixed_and_or: bool,
     /// Table and column references by scope, collected only when asked for
     /// ([`ExtractOptions::collect_references`]: the catalogue checks need them).
     /// Boxed: most specs have none, and the spec is moved by value through the pipeline.
     #[serde(skip)]
     pub references: Option<Box<QueryReferences>>,
 }
+
+/// The most [`SqlSpec::text_number_comparisons`] a spec keeps.
+pub const MAX_SHAPE_NOTES: usize = 4;
 
 /// Every table and column a query names, scope by scope, as written (case kept, qualifiers
 /// kept) — what a schema catalogue can check. Collected without any schema; resolving the names

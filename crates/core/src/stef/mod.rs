@@ -13,6 +13,7 @@ use crate::sqlspec::{AggFunc, FilterOp};
 pub mod align;
 pub mod assessment;
 pub mod checks;
+pub mod correctness;
 pub mod enrichment;
 pub mod grounding;
 pub mod normalize;
@@ -20,14 +21,17 @@ pub mod profile;
 pub mod question;
 pub mod result_checks;
 pub mod score;
+pub mod summary;
 pub mod text;
 
 mod outcome;
 
 pub use outcome::{
-    CatalogueSelection, PrepareOptions, SqlSummary, StefOutcome, add_schema_context, finish,
-    non_scorable_row, prepare, prepare_with, prepare_with_limit, prepare_with_spec, result_ignored,
+    CatalogueSelection, PrepareOptions, StefOutcome, add_schema_context, finish, non_scorable_row,
+    non_scorable_row_with, prepare, prepare_with, prepare_with_limit, prepare_with_spec,
+    result_ignored,
 };
+pub use summary::SqlSummary;
 
 pub use score::{ConfidenceTier, QualityTier, Score, TierThresholds, compose};
 
@@ -72,6 +76,12 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Whether a stored four-point verdict counts as correct (`correct` or `likely_correct`):
+    /// the row verdict before the correctness model, and an LLM judge's verdict still.
+    pub fn counts_as_correct_name(name: &str) -> bool {
+        matches!(name, "correct" | "likely_correct")
+    }
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -230,6 +240,9 @@ pub struct Prepared {
     /// applies to the event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalogue: Option<CatalogueNote>,
+    /// What the checks had beyond the texts and the catalogue: the event's `result`, the probe.
+    #[serde(default, skip_serializing_if = "Evidence::is_empty")]
+    pub evidence: Evidence,
     /// The catalogue tables an LLM judge is shown ([`SchemaContext`]): set only for
     /// events an LLM judges ([`add_schema_context`]), never at line rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,6 +280,31 @@ pub struct TableContext {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// What the line-rate checks had beyond the event's texts and the catalogue
+/// (`details.evidence`, absent when neither): the correctness model weighs findings by the
+/// evidence that could have produced them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Evidence {
+    /// The event carried what the query returned (`result`) and the result checks read it.
+    #[serde(skip_serializing_if = "is_false")]
+    pub result: bool,
+    /// The read-only probe ran on the event's database (`[stef] probe_databases`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub probe: bool,
+}
+
+impl Evidence {
+    /// Neither a result nor a probe.
+    pub fn is_empty(&self) -> bool {
+        !self.result && !self.probe
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What the catalogue did for one event (`details.catalogue`).
@@ -344,6 +382,36 @@ pub enum ErrorCategory {
     Operator,
     /// Anything else.
     Other,
+}
+
+impl ErrorCategory {
+    /// Every category, in declaration order (`ALL[c as usize] == c`).
+    pub const ALL: [ErrorCategory; 9] = [
+        ErrorCategory::Table,
+        ErrorCategory::Attribute,
+        ErrorCategory::Value,
+        ErrorCategory::Condition,
+        ErrorCategory::Function,
+        ErrorCategory::Clause,
+        ErrorCategory::Subquery,
+        ErrorCategory::Operator,
+        ErrorCategory::Other,
+    ];
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::Table => "table",
+            ErrorCategory::Attribute => "attribute",
+            ErrorCategory::Value => "value",
+            ErrorCategory::Condition => "condition",
+            ErrorCategory::Function => "function",
+            ErrorCategory::Clause => "clause",
+            ErrorCategory::Subquery => "subquery",
+            ErrorCategory::Operator => "operator",
+            ErrorCategory::Other => "other",
+        }
+    }
 }
 
 /// The finding codes (stable names, stored in `details.findings[].code`).
@@ -434,9 +502,56 @@ pub enum FindingCode {
     DuplicateRows,
     /// A count asked for ("how many …"), 0 returned.
     ZeroCount,
+    /// A text-valued expression (`strftime('%Y', d)`, `substr(…)`) compared with a number: in
+    /// SQLite the two never compare equal, so the condition is constant.
+    TextComparedWithNumber,
+    /// `a AND b OR c`: AND and OR mixed without parentheses (AND binds first).
+    AndOrPrecedence,
 }
 
 impl FindingCode {
+    /// Every code, in declaration order (`ALL[c as usize] == c`).
+    pub const ALL: [FindingCode; 38] = [
+        FindingCode::EvidenceValueMismatch,
+        FindingCode::LiteralCaseMismatch,
+        FindingCode::EvidenceColumnUnused,
+        FindingCode::FormulaShapeMismatch,
+        FindingCode::QuestionColumnUnused,
+        FindingCode::IntegerDivision,
+        FindingCode::PercentageNotScaled,
+        FindingCode::DistinctMissing,
+        FindingCode::UnorderedLimit,
+        FindingCode::LiteralNotInQuestion,
+        FindingCode::NumberNotInQuestion,
+        FindingCode::RoundingMissing,
+        FindingCode::UnknownTable,
+        FindingCode::UnknownColumn,
+        FindingCode::ColumnNotInTable,
+        FindingCode::UnknownQualifier,
+        FindingCode::AmbiguousColumn,
+        FindingCode::JoinOffKeys,
+        FindingCode::JoinSkipsLinkTable,
+        FindingCode::JoinTypeMismatch,
+        FindingCode::AggregateOverText,
+        FindingCode::LiteralTypeMismatch,
+        FindingCode::CountFanOut,
+        FindingCode::IdInsteadOfName,
+        FindingCode::NamedColumnUnused,
+        FindingCode::UnusedJoinTable,
+        FindingCode::QueryFails,
+        FindingCode::EmptyResult,
+        FindingCode::ValueNotInColumn,
+        FindingCode::ValueInOtherColumn,
+        FindingCode::ProbeInconclusive,
+        FindingCode::NullResult,
+        FindingCode::RowCountMismatch,
+        FindingCode::RatioNotPercentage,
+        FindingCode::DuplicateRows,
+        FindingCode::ZeroCount,
+        FindingCode::TextComparedWithNumber,
+        FindingCode::AndOrPrecedence,
+    ];
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -476,6 +591,8 @@ impl FindingCode {
             FindingCode::RatioNotPercentage => "ratio_not_percentage",
             FindingCode::DuplicateRows => "duplicate_rows",
             FindingCode::ZeroCount => "zero_count",
+            FindingCode::TextComparedWithNumber => "text_compared_with_number",
+            FindingCode::AndOrPrecedence => "and_or_precedence",
         }
     }
 }

@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 use super::profile::RuleProfile;
 use super::score::{ConfidenceTier, QualityTier, Score, compose};
 use super::text::QuestionTexts;
+use super::correctness::{FeatureInput, QuestionShape, VerdictModel};
+use super::summary::SqlSummary;
 use super::{
-    Alignment, CatalogueNote, CatalogueStatus, Enrichment, EnrichmentStatus, FilterStatus, Finding,
+    Alignment, CatalogueNote, Evidence, CatalogueStatus, Enrichment, EnrichmentStatus, FilterStatus, Finding,
     JudgeAssessment, Prepared, QuestionSpec, Verdict, align, checks, enrichment, question, text,
 };
 use crate::catalogue::DbSchema;
@@ -145,6 +147,10 @@ fn prepare_checked(
         schema,
         profile,
     });
+    let evidence = super::Evidence {
+        result: event.result.is_some(),
+        probe: false,
+    };
     if let Some(result) = &event.result {
         findings.extend(super::result_checks::run(
             &super::result_checks::ResultCheckInput {
@@ -162,6 +168,7 @@ fn prepare_checked(
         alignment,
         findings,
         catalogue: None,
+        evidence,
         schema_context: None,
     }
 }
@@ -231,43 +238,9 @@ pub struct StefOutcome {
     /// What the catalogue did (the prepared event's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalogue: Option<CatalogueNote>,
-}
-
-/// A readable summary of the SQL spec, stored in the row's `details`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SqlSummary {
-    /// Dialect that parsed the SQL.
-    pub dialect: String,
-    /// Projections (`expr` or `expr AS alias`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub projections: Vec<String>,
-    /// Aggregations (`count(distinct molecule_id)`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub aggregations: Vec<String>,
-    /// Filters (`lhs op rhs`, HAVING/depth/OR marked).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub filters: Vec<String>,
-    /// GROUP BY.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub group_by: Vec<String>,
-    /// ORDER BY (`expr asc|desc`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub order_by: Vec<String>,
-    /// LIMIT.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-    /// SELECT DISTINCT.
-    pub distinct: bool,
-    /// Tables referenced.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tables: Vec<String>,
-    /// Nested subqueries walked.
-    pub subqueries: usize,
-    /// Set operations present.
-    pub set_operations: bool,
-    /// Window functions present.
-    pub window_functions: bool,
+    /// The event's result and the probe (the prepared event's).
+    #[serde(default, skip_serializing_if = "Evidence::is_empty")]
+    pub evidence: Evidence,
 }
 
 /// The question spec as stored in `details`: aggregations and filters rendered as readable
@@ -328,6 +301,8 @@ struct StefDetails<'a> {
     findings: &'a [Finding],
     #[serde(skip_serializing_if = "Option::is_none")]
     catalogue: Option<&'a CatalogueNote>,
+    #[serde(skip_serializing_if = "Evidence::is_empty")]
+    evidence: Evidence,
     components: Components,
 }
 
@@ -340,73 +315,6 @@ struct Components {
     base: u8,
     confidence: f64,
     multiplier: f64,
-}
-
-impl SqlSummary {
-    /// Summarize a spec.
-    pub fn of(spec: &SqlSpec) -> SqlSummary {
-        let agg = |a: &crate::sqlspec::Aggregation| {
-            let name = align::agg_name(&a.func);
-            let mut s = String::with_capacity(name.len() + a.arg.len() + 11);
-            s.push_str(name);
-            s.push('(');
-            if a.distinct {
-                s.push_str("distinct ");
-            }
-            s.push_str(&a.arg);
-            s.push(')');
-            s
-        };
-        SqlSummary {
-            dialect: spec.dialect.clone(),
-            projections: spec
-                .projections
-                .iter()
-                .map(|p| match &p.alias {
-                    Some(a) => [p.expr.as_str(), " as ", a].concat(),
-                    None => p.expr.clone(),
-                })
-                .collect(),
-            aggregations: spec.aggregations.iter().map(agg).collect(),
-            filters: spec
-                .filters
-                .iter()
-                .map(|f| {
-                    let mut s = text::render_filter(f);
-                    if f.clause == crate::sqlspec::Clause::Having {
-                        s.push_str(" [having]");
-                    }
-                    if f.in_disjunction {
-                        s.push_str(" [or]");
-                    }
-                    if f.depth > 0 {
-                        s.push_str(" [depth ");
-                        s.push_str(&f.depth.to_string());
-                        s.push(']');
-                    }
-                    s
-                })
-                .collect(),
-            group_by: spec.group_by.clone(),
-            order_by: spec
-                .order_by
-                .iter()
-                .map(|o| {
-                    let dir = match o.dir {
-                        crate::sqlspec::SortDir::Asc => "asc",
-                        crate::sqlspec::SortDir::Desc => "desc",
-                    };
-                    [o.expr.as_str(), " ", dir].concat()
-                })
-                .collect(),
-            limit: spec.limit,
-            distinct: spec.distinct,
-            tables: spec.tables.clone(),
-            subqueries: spec.subqueries,
-            set_operations: spec.set_operations,
-            window_functions: spec.window_functions,
-        }
-    }
 }
 
 /// Align the judge's question spec with the SQL spec, apply the normalization rules and compute Φ.
@@ -449,11 +357,41 @@ pub fn finish(
         sql_summary: SqlSummary::of(&prepared.sql_spec),
         findings: prepared.findings.clone(),
         catalogue: prepared.catalogue.clone(),
+        evidence: prepared.evidence,
     }
 }
 
 impl StefOutcome {
-    /// The `metric = "stef"` row for this outcome. `ts` is used when the event has none.
+    /// What the correctness model reads of this outcome (the same parts the row stores, so a
+    /// stored row gives the same features: `StoredFeatureInput`).
+    pub fn feature_input(&self) -> FeatureInput<'_> {
+        let q = &self.assessment.question_spec;
+        FeatureInput {
+            filter_status: self.filter_status,
+            verdict: self.assessment.verdict,
+            confidence: self.assessment.confidence,
+            enrichment: self.assessment.enrichment.status,
+            alignment: &self.alignment,
+            question: QuestionShape {
+                outputs: q.outputs.len(),
+                aggregations: q.aggregations.len(),
+                filters: q.filters.len(),
+                group_by: q.group_by.len(),
+                explicit_order: q.explicit_order,
+                top_k: q.top_k.is_some(),
+            },
+            sql: &self.sql_summary,
+            findings: &self.findings,
+            catalogue_used: self
+                .catalogue
+                .as_ref()
+                .is_some_and(|c| c.status == super::CatalogueStatus::Used),
+            evidence: self.evidence,
+        }
+    }
+
+    /// The `metric = "stef"` row for this outcome, its `p_correct` and verdict from the shipped
+    /// correctness model ([`StefOutcome::to_row_with`]). `ts` is used when the event has none.
     pub fn to_row(
         &self,
         event: &Event,
@@ -461,15 +399,33 @@ impl StefOutcome {
         profile: &RuleProfile,
         latency_us: u64,
     ) -> crate::evaluation::EvaluationRow {
+        self.to_row_with(event, ts, profile, latency_us, VerdictModel::shipped())
+    }
+
+    /// The `metric = "stef"` row for this outcome. A deterministic assessment (the line-rate
+    /// row) gets `p_correct` from `model`, its verdict is `p_correct ≥` the model's threshold
+    /// and its judge identity names the model's version; any other judge's row (the LLM's
+    /// second pass) keeps the judge's own verdict (`correct` / `likely_correct`) and no
+    /// `p_correct`. `ts` is used when the event has none.
+    pub fn to_row_with(
+        &self,
+        event: &Event,
+        ts: &str,
+        profile: &RuleProfile,
+        latency_us: u64,
+        model: &VerdictModel,
+    ) -> crate::evaluation::EvaluationRow {
         let mut row =
             crate::evaluation::EvaluationRow::for_event(event, ts, crate::evaluation::Metric::Stef);
         let a = &self.assessment;
         let s = &self.score;
         row.value = s.phi;
-        row.verdict = Some(matches!(
-            a.verdict,
-            Verdict::Correct | Verdict::LikelyCorrect
-        ));
+        let line_rate = a.judge == "deterministic" && a.identity.is_none();
+        let p_correct = line_rate.then(|| model.p_correct(&self.feature_input().features()));
+        row.verdict = Some(match p_correct {
+            Some(p) => model.verdict(p),
+            None => matches!(a.verdict, Verdict::Correct | Verdict::LikelyCorrect),
+        });
         row.status = crate::evaluation::RowStatus::Ok;
         row.details = crate::evaluation::Details::rendered(&StefDetails {
             result_ignored: event.result_ignored.as_deref(),
@@ -482,6 +438,7 @@ impl StefOutcome {
             response_mode: a.response_mode.as_deref(),
             findings: &self.findings,
             catalogue: self.catalogue.as_ref(),
+            evidence: self.evidence,
             components: Components {
                 sigma_filters: s.sigma_filters,
                 sigma_verdict: s.sigma_verdict,
@@ -512,18 +469,28 @@ impl StefOutcome {
             prompt_version: a.prompt_version.as_deref().map(CompactString::from),
             judge_identity: match &a.identity {
                 Some(identity) => identity.as_str().into(),
-                None if a.judge == "deterministic" => {
-                    profile.compiled().deterministic_identity.as_str().into()
-                }
+                None if line_rate => line_rate_identity(profile, model),
                 None => super::assessment::rule_identity(&a.judge, &profile.version).into(),
             },
             rules_version: profile.version.as_str().into(),
             prompt_tokens: a.usage.prompt_tokens,
             completion_tokens: a.usage.completion_tokens,
             latency_us,
+            p_correct,
         });
         row
     }
+}
+
+/// The line-rate judge's identity: the deterministic rules' (sqlgrade and rule-profile
+/// versions) and the correctness model's version, since either changes what a row says.
+fn line_rate_identity(profile: &RuleProfile, model: &VerdictModel) -> CompactString {
+    let rules = profile.compiled().deterministic_identity.as_str();
+    let mut identity = CompactString::with_capacity(rules.len() + 9 + model.version().len());
+    identity.push_str(rules);
+    identity.push_str(" verdict=");
+    identity.push_str(model.version());
+    identity
 }
 
 /// A non-scorable row's details: `enrichment`, `error`, `sql_bytes`, `status`, in the order a
@@ -582,16 +549,30 @@ fn non_scorable_details(
     }
 }
 
-/// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser
-/// message in `details`).
-///
-/// No judge is asked: the row carries σ = 0, verdict `incorrect`, γ = 0 (tier `low`), quality tier
-/// `poor`, and the deterministic enrichment validation (it does not need the SQL).
+/// [`non_scorable_row_with`] under the shipped correctness model.
 pub fn non_scorable_row(
     event: &Event,
     ts: &str,
     error: &SpecError,
     profile: &RuleProfile,
+) -> crate::evaluation::EvaluationRow {
+    non_scorable_row_with(event, ts, error, profile, VerdictModel::shipped())
+}
+
+/// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser
+/// message in `details`).
+///
+/// No judge is asked: the row carries σ = 0, verdict `incorrect`, γ = 0 (tier `low`), quality tier
+/// `poor`, and the deterministic enrichment validation (it does not need the SQL). SQL that is
+/// scored and unusable (`parse_error`, `not_a_query`, `multiple_statements`) has `p_correct` 0,
+/// as it has Φ 0; SQL too large to parse is not scored and has none. The judge identity is the
+/// line-rate one under `model`, like every other line-rate row of the run.
+pub fn non_scorable_row_with(
+    event: &Event,
+    ts: &str,
+    error: &SpecError,
+    profile: &RuleProfile,
+    model: &VerdictModel,
 ) -> crate::evaluation::EvaluationRow {
     let mut row =
         crate::evaluation::EvaluationRow::for_event(event, ts, crate::evaluation::Metric::Stef);
@@ -616,11 +597,12 @@ pub fn non_scorable_row(
         judge: CompactString::const_new("deterministic"),
         judge_cached: false,
         prompt_version: None,
-        judge_identity: profile.compiled().deterministic_identity.as_str().into(),
+        judge_identity: line_rate_identity(profile, model),
         rules_version: profile.version.as_str().into(),
         prompt_tokens: 0,
         completion_tokens: 0,
         latency_us: 0,
+        p_correct: status.is_scored().then_some(0.0),
     });
     row
 }

@@ -593,6 +593,45 @@ pub(super) fn value_year(value: &FilterValue) -> Option<u32> {
     }
 }
 
+/// A number literal (`1996`, `-3`, `2.5`).
+pub(super) fn is_number(expr: &Expr) -> bool {
+    match strip_wrappers(expr) {
+        Expr::Value(v) => matches!(v.value, Value::Number(..)),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        } => is_number(expr),
+        _ => false,
+    }
+}
+
+/// Functions whose result is text in SQLite (and in most engines).
+const TEXT_FUNCTIONS: [&str; 17] = [
+    "strftime", "substr", "substring", "date", "time", "datetime", "upper", "lower", "trim",
+    "ltrim", "rtrim", "replace", "printf", "format", "char", "group_concat", "concat",
+];
+
+/// Whether an expression's value is text whatever its arguments (a text function's result, a
+/// concatenation, a cast to text): compared with a number, SQLite converts neither side.
+pub(super) fn text_valued(expr: &Expr) -> bool {
+    match strip_wrappers(expr) {
+        Expr::Function(function) => TEXT_FUNCTIONS.iter().any(|n| function_name_is(function, n)),
+        Expr::Substring { .. } | Expr::Trim { .. } => true,
+        Expr::BinaryOp {
+            op: BinaryOperator::StringConcat,
+            ..
+        } => true,
+        Expr::Cast { data_type, .. } => matches!(
+            data_type,
+            DataType::Text
+                | DataType::Varchar(_)
+                | DataType::Char(_)
+                | DataType::String(_)
+        ),
+        _ => false,
+    }
+}
+
 /// A literal operand (string, number, NULL, typed string, negated number, cast of a literal).
 pub(super) fn is_literal(expr: &Expr) -> bool {
     match strip_wrappers(expr) {

@@ -59,6 +59,19 @@ impl Walker {
                         self.merge_year_ranges(start, g);
                     }
                 } else {
+                    if matches!(op, BinaryOperator::Or)
+                        && operands.iter().any(|o| {
+                            matches!(
+                                o,
+                                Expr::BinaryOp {
+                                    op: BinaryOperator::And,
+                                    ..
+                                }
+                            )
+                        })
+                    {
+                        self.spec.mixed_and_or = true;
+                    }
                     let child = BoolCtx { disj: true, ..ctx };
                     for operand in operands {
                         self.walk_bool(operand, child, None);
@@ -156,6 +169,9 @@ impl Walker {
                 low,
                 high,
             } => {
+                if is_number(low) || is_number(high) {
+                    self.note_text_number(subject, || expr.to_string());
+                }
                 let lhs = self.lhs(subject, ctx);
                 let low = self.value(low, lhs.year);
                 let high = self.value(high, lhs.year);
@@ -175,6 +191,9 @@ impl Walker {
                 list,
                 negated,
             } => {
+                if list.iter().any(is_number) {
+                    self.note_text_number(subject, || expr.to_string());
+                }
                 let lhs = self.lhs(subject, ctx);
                 let negated = *negated != neg;
                 let mut values: Vec<FilterValue> =
@@ -279,6 +298,16 @@ impl Walker {
         }
     }
 
+    /// Record a comparison of `subject` with a number when `subject` is text-valued
+    /// ([`SqlSpec::text_number_comparisons`](crate::sqlspec::SqlSpec)); `render` writes it.
+    fn note_text_number(&mut self, subject: &Expr, render: impl FnOnce() -> String) {
+        if self.spec.text_number_comparisons.len() < crate::sqlspec::MAX_SHAPE_NOTES
+            && text_valued(subject)
+        {
+            self.spec.text_number_comparisons.push(render());
+        }
+    }
+
     /// A boolean-valued expression used as a predicate (`WHERE active`, `WHERE instr(a, 'x')`):
     /// `expr = true` (or `= false` under NOT).
     pub(super) fn boolean_expr(&mut self, expr: &Expr, ctx: BoolCtx<'_>, g: u32) {
@@ -312,6 +341,9 @@ impl Walker {
         };
         if ctx.negated {
             op = negate(op);
+        }
+        if is_number(other) {
+            self.note_text_number(subject, || format!("{subject} {} {other}", op.symbol()));
         }
         let mut lhs = self.lhs(subject, ctx);
         let mut value = self.value(other, lhs.year);

@@ -5,6 +5,7 @@ use super::CheckInput;
 use super::catalogue::catalogue_checks;
 use super::evidence::evidence_checks;
 use super::grounded::grounded_checks;
+use super::shape::shape_checks;
 use crate::stef::Finding;
 use crate::stef::grounding::ground_words;
 use crate::words::text_words;
@@ -13,6 +14,7 @@ use crate::words::text_words;
 pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     evidence_checks(input, &mut out);
+    shape_checks(input, &mut out);
     if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
         catalogue_checks(input, schema, refs, &mut out);
         let question_words = text_words(input.texts.question);

@@ -68,8 +68,12 @@
 //!
 //! A probe answer that shows the SQL's literal in the data withdraws a `literal_case_mismatch`.
 //!
-//! One file per family: [`evidence`], [`catalogue`], [`grounded`], [`probe`], and [`entry`] (which
-//! runs them);
+//! Shape checks (no schema, no question: the SQL's own form; [`shape`]): `text_compared_with_number`
+//! and `and_or_precedence`, both `info` (they weigh through the correctness model, not the
+//! deterministic verdict).
+//!
+//! One file per family: [`evidence`], [`shape`], [`catalogue`], [`grounded`], [`probe`], and
+//! [`entry`] (which runs them);
 //! this file holds their input and what they share.
 
 mod catalogue;
@@ -77,6 +81,7 @@ mod entry;
 mod evidence;
 mod grounded;
 mod probe;
+mod shape;
 #[cfg(test)]
 mod tests;
 

@@ -12,6 +12,8 @@
 //! error, gold error/unavailable/parse error) are excluded and counted; a failed prediction
 //! (exec error, timeout) counts as a negative, as the metrics score it.
 
+pub mod fit;
+
 use std::collections::HashMap;
 use std::path::Path;
 

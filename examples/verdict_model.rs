@@ -82,7 +82,11 @@ fn args() -> Args {
     }
 }
 
-fn select<'a>(items: &'a [LabelledItem], source: Option<&str>, setting: Option<&str>) -> Vec<&'a LabelledItem> {
+fn select<'a>(
+    items: &'a [LabelledItem],
+    source: Option<&str>,
+    setting: Option<&str>,
+) -> Vec<&'a LabelledItem> {
     items
         .iter()
         .filter(|i| i.scorable)
@@ -105,10 +109,18 @@ fn main() {
         for setting in SETTINGS {
             let set = select(&items, Some(source), Some(setting));
             let phi: Vec<Option<f64>> = set.iter().map(|i| Some(i.phi / 100.0)).collect();
-            let old: Vec<f64> = set.iter().map(|i| if i.semantic_correct { 1.0 } else { 0.0 }).collect();
+            let old: Vec<f64> = set
+                .iter()
+                .map(|i| if i.semantic_correct { 1.0 } else { 0.0 })
+                .collect();
             let correct: Vec<bool> = set.iter().map(|i| i.correct).collect();
             let mut f = held_out_figures(&phi, &correct, 0.5, target);
-            let verdict = held_out_figures(&old.iter().map(|x| Some(*x)).collect::<Vec<_>>(), &correct, 0.5, target);
+            let verdict = held_out_figures(
+                &old.iter().map(|x| Some(*x)).collect::<Vec<_>>(),
+                &correct,
+                0.5,
+                target,
+            );
             f.flag_rate = verdict.flag_rate;
             f.kappa = verdict.kappa;
             println!("{}", row(&format!("{source}, {setting} (Φ / 100)"), &f));
@@ -122,7 +134,8 @@ fn main() {
     let mut cross = BTreeMap::new();
     for (from, to) in [(SOURCES[0], SOURCES[1]), (SOURCES[1], SOURCES[0])] {
         let train_items = select(&items, Some(from), None);
-        let fitted = fit(&training(&train_items).iter().collect::<Vec<_>>(), args.l2).expect("fits");
+        let fitted =
+            fit(&training(&train_items).iter().collect::<Vec<_>>(), args.l2).expect("fits");
         let (inner_p, _) = leave_one_database_out(&train_items, args.l2, target);
         let correct: Vec<bool> = train_items.iter().map(|i| i.correct).collect();
         let groups: Vec<String> = train_items.iter().map(|i| i.group()).collect();
@@ -139,7 +152,9 @@ fn main() {
     }
 
     println!();
-    println!("## After: both sources pooled, leave one database out (8 folds, thresholds by an inner leave-one-database-out)");
+    println!(
+        "## After: both sources pooled, leave one database out (8 folds, thresholds by an inner leave-one-database-out)"
+    );
     println!();
     println!("{HEADER}");
     // SQL that cannot be scored has p_correct 0 by contract: it enters no fit (none of the

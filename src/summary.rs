@@ -487,6 +487,7 @@ mod tests {
             prompt_tokens: 0,
             completion_tokens: 0,
             latency_us: 1,
+            p_correct: None,
         });
         row
     }

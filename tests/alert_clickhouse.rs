@@ -7,7 +7,7 @@ use sqlgrade_testkit::servers as support;
 use std::collections::HashMap;
 
 use sqlgrade::alert::delivery::Destinations;
-use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, RuleSet};
+use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, EstimateSource, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::clickhouse::migrate::migrate;
 use sqlgrade::clickhouse::rows::RowReader;
@@ -76,6 +76,7 @@ async fn alerts_table_and_report_from_clickhouse() {
             },
             review_url: None,
         },
+        EstimateSource::Judge,
     )
     .unwrap();
     for phase in [85.0, 40.0, 85.0] {

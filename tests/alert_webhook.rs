@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use sqlgrade::alert::delivery::Destinations;
-use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, RuleSet};
+use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, EstimateSource, RuleSet};
 use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
@@ -101,7 +101,8 @@ async fn webhook_gets_slack_and_alertmanager_json_after_retries() {
         recording: Default::default(),
         review_url: Some("https://review.example:8089".into()),
     };
-    let (service, handle) = AlertService::start(config, destinations).unwrap();
+    let (service, handle) =
+        AlertService::start(config, destinations, EstimateSource::Judge).unwrap();
     for phase in [85.0, 40.0, 85.0] {
         for i in 0..300 {
             let v = phase + if i % 2 == 0 { 5.0 } else { -5.0 };
@@ -199,6 +200,7 @@ async fn a_dead_webhook_never_stalls_scoring() {
             recording: Default::default(),
             review_url: None,
         },
+        EstimateSource::Judge,
     )
     .unwrap();
     let counters = Arc::clone(service.counters());

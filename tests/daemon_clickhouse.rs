@@ -173,6 +173,7 @@ fn stef_row(i: usize) -> EvaluationRow {
         prompt_tokens: 0,
         completion_tokens: 0,
         latency_us: 120,
+        p_correct: Some((i % 10) as f64 / 10.0),
     });
     row
 }
@@ -246,6 +247,18 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         row.trim(),
         "ev-00007\tstef\t7\t0\tparse_error\tpoor\t['safety_limit']\t0"
     );
+    // The line-rate row's p_correct (migration 016) round-trips, and the estimates view reads it.
+    assert_eq!(
+        ch.query("SELECT p_correct, revised_p_correct, revised_correct FROM sg_test.evaluations FINAL WHERE event_id = 'ev-00007'").trim(),
+        "0.7\t\\N\t\\N"
+    );
+    let mean_p = ch.query(
+        "SELECT round(sum(events * mean_p_correct) / sum(events), 6) FROM sg_test.stef_estimates_hourly",
+    );
+    let detail_p = ch.query(
+        "SELECT round(avg(p_correct), 6) FROM sg_test.evaluations FINAL WHERE metric = 'stef' AND status IN ('ok', 'judge_fallback')",
+    );
+    assert_eq!(mean_p.trim(), detail_p.trim());
     // `details` is stored as the same JSON text whichever form the row held it in.
     let details = ch.query("SELECT event_id, details FROM sg_test.evaluations FINAL WHERE event_id IN ('ev-00007', 'ev-00008') ORDER BY event_id");
     assert_eq!(details.trim(), "ev-00007\t{\"i\":7}\nev-00008\t{\"i\":8}");
@@ -324,8 +337,10 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
         "deterministic sqlgrade=0.1.0 rules=r1\t1"
     );
     // Labels on three more events (the review store's test above labelled some already): the
-    // view's counts grow by exactly their pairs. Every line-rate verdict here is `correct`, so
-    // two agree and one does not; `unsure` never enters.
+    // view's counts grow by exactly their pairs. The judge's side is the row's boolean `verdict`
+    // (migration 016): ev-00101 and ev-00103 (odd) are flagged, ev-00102 is not, so the two
+    // labelled correct are false negatives and the one labelled incorrect a false positive;
+    // `unsure` never enters.
     let counts = || -> Vec<u64> {
         let text = ch.query(
             "SELECT sum(labelled), sum(tp), sum(fp), sum(fn), sum(tn) FROM sg_test.judge_agreement_daily \
@@ -346,7 +361,7 @@ async fn clickhouse_schema_sink_and_dashboard_queries() {
     .unwrap();
     let after = counts();
     let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-    assert_eq!(delta, vec![3, 2, 1, 0, 0], "{before:?} → {after:?}");
+    assert_eq!(delta, vec![3, 0, 1, 2, 0], "{before:?} → {after:?}");
     let kappa = ch.query(
         "SELECT count(), countIf(isNaN(kappa) OR (kappa >= -1 AND kappa <= 1 AND accuracy_lower <= accuracy \
          AND accuracy <= accuracy_upper)) FROM sg_test.judge_agreement_daily",

@@ -431,6 +431,8 @@ async fn judge_work_waits_out_a_broker_outage() {
                 quality_tier: "good".into(),
                 confidence_tier: "moderate".into(),
                 status: "ok".into(),
+                correct: Some(true),
+                p_correct: Some(0.8),
             },
             "2026-11-27T00:00:00Z",
         )

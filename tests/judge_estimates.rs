@@ -122,9 +122,9 @@ fn census_values(dir: &Path) -> BTreeMap<String, (f64, f64)> {
 fn offline(values: &BTreeMap<String, (f64, f64)>, salt: &str, rate: f64) -> SeriesEstimate {
     let mut s = SeriesEstimate::default();
     for (id, (line, judged)) in values {
-        s.observe_line(*line, false);
+        s.observe_line(*line, 0.0);
         if uniform_draw(salt, id) < rate {
-            s.observe_judged(*judged, false, *line, false);
+            s.observe_judged(*judged, false, *line, 0.0);
         }
     }
     s

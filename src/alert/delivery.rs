@@ -589,14 +589,13 @@ mod tests {
             channel_capacity: 1,
             ..AlertsConfig::default()
         };
-        let (service, handle) =
-            AlertService::start_recording(
-                config,
-                Destinations::default(),
-                super::super::EstimateSource::Judge,
-                10,
-            )
-            .unwrap();
+        let (service, handle) = AlertService::start_recording(
+            config,
+            Destinations::default(),
+            super::super::EstimateSource::Judge,
+            10,
+        )
+        .unwrap();
         let handle = handle.lossless();
         let e = crate::event::Event::decode(br#"{"question":"q","sql":"SELECT 1"}"#).unwrap();
         let row = crate::evaluation::EvaluationRow::for_event(

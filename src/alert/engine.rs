@@ -304,11 +304,10 @@ impl AlertEngine {
                 self.stats.ignored_over_max_series += 1;
                 return None;
             }
-            self.estimates
-                .insert(
-                    labels.to_vec(),
-                    EstimateDetector::new(rules.clone(), self.estimate_source),
-                );
+            self.estimates.insert(
+                labels.to_vec(),
+                EstimateDetector::new(rules.clone(), self.estimate_source),
+            );
         }
         self.estimates.get_mut(labels)
     }
@@ -517,6 +516,75 @@ mod tests {
         config.defaults.judge_fallback_min_increase = 0.0;
         config.defaults.dead_letter_min_increase = 0.0;
         config
+    }
+
+    /// Without an LLM judge the estimate alerts compare windows of the line rate's mean
+    /// `p_correct`: a series whose queries turn doubtful fires `estimate_drop` (and a floor
+    /// `estimate_low`) with intervals, and nothing fires while it is steady; the same rows with
+    /// the judge as the source wait for judgments that never come.
+    #[test]
+    fn without_a_judge_the_estimate_alerts_follow_p_correct() {
+        let mut config = small_rules();
+        config.defaults.stef_min_drop = 1000.0;
+        config.defaults.estimate_drop = true;
+        config.defaults.estimate_floor = 0.5;
+        config.defaults.estimate_block = 20;
+        config.defaults.estimate_recent_blocks = 3;
+        config.defaults.estimate_baseline_blocks = 10;
+        let row = |i: usize, p: f64| {
+            let mut row = stef_row("v1", 80.0);
+            row.ts = format!("2026-01-01T00:{:02}:{:02}Z", (i / 60) % 60, i % 60).into();
+            let columns = crate::evaluation::StefColumns {
+                quality_tier: "good".into(),
+                filter_status: "fully_applied".into(),
+                semantic_verdict: "correct".into(),
+                confidence: 0.8,
+                confidence_tier: "moderate".into(),
+                sigma_filters: 5,
+                sigma_verdict: 5,
+                leniency: 0,
+                rules_fired: vec![],
+                enrichment_status: "absent".into(),
+                judge: "deterministic".into(),
+                judge_cached: false,
+                prompt_version: None,
+                judge_identity: "deterministic".into(),
+                rules_version: "r".into(),
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                latency_us: 0,
+                p_correct: Some(p),
+            };
+            row.verdict = Some(p >= 0.3);
+            row.stef = Some(columns);
+            row
+        };
+        let now = Utc::now();
+        let run = |source: EstimateSource, drop_at: usize| {
+            let mut engine = AlertEngine::new(config.clone()).with_estimate_source(source);
+            let mut notes = Vec::new();
+            for i in 0..400 {
+                // p_correct 0.7–0.9, then 0.2–0.4 from `drop_at` on.
+                let base = if i >= drop_at { 0.3 } else { 0.8 };
+                let p = base + 0.1 * ((i % 3) as f64 - 1.0);
+                notes.extend(engine.observe(&AlertInput::Rows(vec![row(i, p)]), now));
+            }
+            notes
+        };
+        let notes = run(EstimateSource::LineRate, 300);
+        let fired: Vec<&AlertNotification> = notes
+            .iter()
+            .filter(|n| n.state == AlertState::Firing)
+            .collect();
+        let drop = fired
+            .iter()
+            .find(|n| n.rule == RuleKind::EstimateDrop)
+            .expect("estimate_drop fires");
+        assert!(drop.summary.contains("mean p_correct"), "{}", drop.summary);
+        assert!(drop.observed < 0.45 && drop.baseline > 0.7, "{drop:#?}");
+        assert!(fired.iter().any(|n| n.rule == RuleKind::EstimateLow));
+        assert!(run(EstimateSource::LineRate, 10_000).is_empty());
+        assert!(run(EstimateSource::Judge, 300).is_empty());
     }
 
     #[test]

@@ -164,8 +164,8 @@ impl EstimateDetector {
         self.block_rows = 0;
         // From the line rate alone every closed block is complete; with a judge, a block is
         // evaluated once it has judgments (the windows trail the judge).
-        let judged = self.source == EstimateSource::LineRate
-            || closed.estimate.correct_correction.n > 0;
+        let judged =
+            self.source == EstimateSource::LineRate || closed.estimate.correct_correction.n > 0;
         let seq = closed.seq;
         self.blocks.push_back(closed);
         let keep =

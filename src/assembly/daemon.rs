@@ -47,9 +47,9 @@ impl Daemon {
                             Arc::clone(reader),
                             config.server.token.clone(),
                         )
-                        .with_calibration(
-                            crate::serve::view::CalibrationSample::from_settings(&config.server),
-                        )
+                        .with_calibration(crate::serve::view::CalibrationSample::from_settings(
+                            &config.server,
+                        ))
                         .with_model(config.stef.verdict_model()?),
                     ))),
                     None => {

@@ -475,7 +475,12 @@ mod tests {
     #[test]
     fn folds_are_stable_and_spread() {
         let folds: Vec<usize> = (0..1000).map(|i| fold_of(&format!("ev-{i}"), 5)).collect();
-        assert_eq!(folds, (0..1000).map(|i| fold_of(&format!("ev-{i}"), 5)).collect::<Vec<_>>());
+        assert_eq!(
+            folds,
+            (0..1000)
+                .map(|i| fold_of(&format!("ev-{i}"), 5))
+                .collect::<Vec<_>>()
+        );
         for f in 0..5 {
             let n = folds.iter().filter(|x| **x == f).count();
             assert!((150..250).contains(&n), "fold {f}: {n}");

@@ -310,9 +310,9 @@ impl RunReport {
                     .is_some_and(crate::sampling::select::verdict_is_correct)
             };
             match row.metric.as_str() {
-                "stef" if matches!(row.status.as_str(), "ok" | "judge_fallback") => stats
-                    .estimate
-                    .observe_line(row.value, row.line_rate_p()),
+                "stef" if matches!(row.status.as_str(), "ok" | "judge_fallback") => {
+                    stats.estimate.observe_line(row.value, row.line_rate_p())
+                }
                 "stef_judged" if row.status == "ok" && row.inclusion_probability.is_some() => {
                     if let Some(line) = row.revised_value {
                         stats.estimate.observe_judged(

@@ -363,7 +363,13 @@ impl Scorer {
         let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,
             Err(error) => {
-                return stef::non_scorable_row_with(event, ts, &error, profile, &self.verdict_model);
+                return stef::non_scorable_row_with(
+                    event,
+                    ts,
+                    &error,
+                    profile,
+                    &self.verdict_model,
+                );
             }
         };
         let request = JudgeRequest {

@@ -142,8 +142,7 @@ pub fn line_rate_estimates(
     by_series
         .into_iter()
         .map(|(key, (all, events))| {
-            let census = !events.is_empty()
-                && events.iter().all(|(id, _)| truth.contains_key(id));
+            let census = !events.is_empty() && events.iter().all(|(id, _)| truth.contains_key(id));
             let mut corrections = Moments::default();
             for (id, p) in &events {
                 if let Some(correct) = truth.get(id)
@@ -152,8 +151,7 @@ pub fn line_rate_estimates(
                     corrections.add(f64::from(u8::from(*correct)) - p);
                 }
             }
-            let estimate =
-                Estimate::ppi(&all, &corrections).map(|e| e.clamped(0.0, 1.0));
+            let estimate = Estimate::ppi(&all, &corrections).map(|e| e.clamped(0.0, 1.0));
             (
                 key,
                 LineRateEstimate {
@@ -207,7 +205,12 @@ pub fn contributions(
     );
     let input = match input {
         Ok(input) => input,
-        Err(e) => return (Vec::new(), Some(format!("its features cannot be read: {e}"))),
+        Err(e) => {
+            return (
+                Vec::new(),
+                Some(format!("its features cannot be read: {e}")),
+            );
+        }
     };
     let scored_by = row
         .judge_identity
@@ -220,10 +223,7 @@ pub fn contributions(
         None => Some("the row names no model version".to_string()),
         Some(_) => None,
     };
-    (
-        model.contributions(&input.input().features(), limit),
-        note,
-    )
+    (model.contributions(&input.input().features(), limit), note)
 }
 
 /// [`reliability`]'s result.
@@ -715,9 +715,7 @@ pub fn judges_text(judges: &[JudgeView], disagreement: &[DisagreementView]) -> S
 
 /// The line-rate estimates of the share correct ([`line_rate_estimates`]) as a terminal table
 /// (`report --labels`).
-pub fn line_rate_text(
-    estimates: &BTreeMap<(String, String, String), LineRateEstimate>,
-) -> String {
+pub fn line_rate_text(estimates: &BTreeMap<(String, String, String), LineRateEstimate>) -> String {
     use std::fmt::Write as _;
     let mut out = String::from(
         "share correct from the line rate and people's labels (mean p_correct + the mean \
@@ -976,6 +974,91 @@ mod tests {
         .unwrap()
     }
 
+    /// The share correct from the line rate: the mean p_correct alone without labels; with
+    /// labels on the calibration slice, rectified by them (and labels off the slice ignored);
+    /// with every event labelled, the labels' own share.
+    #[test]
+    fn the_line_rate_estimate_is_mean_p_correct_rectified_by_calibration_labels() {
+        let rows: Vec<StoredRow> = (0..60)
+            .map(|i| {
+                let mut r = row(
+                    &format!("e{i}"),
+                    "stef",
+                    80.0,
+                    "correct",
+                    &format!("2026-01-0{}T00:00:{:02}Z", 5 + i / 30, i % 30),
+                );
+                r.p_correct = Some(0.5);
+                r.verdict = Some(true);
+                r.judge_identity = "deterministic verdict=pc-x".into();
+                r
+            })
+            .collect();
+        let sample = CalibrationSample {
+            per_week: 10,
+            salt: "s".into(),
+        };
+        let label = |id: &str, verdict: &str| {
+            HumanLabel::validated(id, "ana", verdict, "", "", "2026-01-08T00:00:00Z".into())
+                .unwrap()
+        };
+        let key = ("shop".to_string(), "a".to_string(), "v1".to_string());
+        let alone = line_rate_estimates(&rows, &[], &sample);
+        assert_eq!(alone[&key].mean_p, Some(0.5));
+        assert_eq!(alone[&key].labelled, 0);
+        assert!(alone[&key].estimate.is_none());
+        // Every sampled event labelled correct, every other event labelled incorrect: only the
+        // sampled ones count, so the estimate is 0.5 + (1 − 0.5) = 1.
+        let sampled = calibration_events(&rows, &sample);
+        assert_eq!(sampled.len(), 10, "one week, ten events");
+        let labels: Vec<HumanLabel> = rows
+            .iter()
+            .map(|r| {
+                let id = r.event_id.as_str();
+                label(
+                    id,
+                    if sampled.contains(id) {
+                        "correct"
+                    } else {
+                        "incorrect"
+                    },
+                )
+            })
+            .collect();
+        // Every event is labelled: a census, whose estimate is the labels' own share (1/6).
+        let census = line_rate_estimates(&rows, &labels, &sample);
+        assert!(census[&key].census);
+        let share = census[&key].estimate.unwrap().mean;
+        assert!((share - 10.0 / 60.0).abs() < 1e-9, "{share}");
+        // Without the labels off the slice, only the slice's count.
+        let on_slice: Vec<HumanLabel> = labels
+            .iter()
+            .filter(|l| sampled.contains(l.event_id.as_str()))
+            .cloned()
+            .collect();
+        let rectified = line_rate_estimates(&rows, &on_slice, &sample);
+        assert!(!rectified[&key].census);
+        assert_eq!(rectified[&key].labelled, 10);
+        let e = rectified[&key].estimate.unwrap();
+        assert!((e.mean - 1.0).abs() < 1e-9, "{e:?}");
+        // Labels off the slice only: nothing to rectify with.
+        let off_slice: Vec<HumanLabel> = labels
+            .iter()
+            .filter(|l| !sampled.contains(l.event_id.as_str()))
+            .cloned()
+            .collect();
+        assert!(
+            line_rate_estimates(&rows, &off_slice, &sample)[&key]
+                .estimate
+                .is_none()
+        );
+        // The reliability plot reads every labelled event.
+        let r = reliability(&rows, &labels);
+        assert_eq!(r.events, 60);
+        assert_eq!(r.bins[5].0, 60);
+        assert!((r.bins[5].2 - 10.0 / 60.0).abs() < 1e-9);
+    }
+
     #[test]
     fn the_overview_counts_scored_rows_and_human_labels_override_the_judge() {
         let mut rows = vec![
@@ -996,7 +1079,7 @@ mod tests {
         let mut unscored = row("e3", "stef", 0.0, "incorrect", "2026-01-01T00:00:03Z");
         unscored.status = "judge_error".into();
         rows.push(unscored);
-        let view = overview(&rows, &[], &[]);
+        let view = overview(&rows, &[], &[], &CalibrationSample::default());
         assert_eq!(view.len(), 1);
         assert_eq!((view[0].events, view[0].scored), (3, 2));
         assert_eq!(view[0].phi_mean, Some(50.0));
@@ -1012,7 +1095,12 @@ mod tests {
             "2026-01-01T00:00:00Z".into(),
         )
         .unwrap();
-        let view = overview(&rows, &[], std::slice::from_ref(&label));
+        let view = overview(
+            &rows,
+            &[],
+            std::slice::from_ref(&label),
+            &CalibrationSample::default(),
+        );
         assert_eq!(view[0].uniform_labelled, 1);
         assert!(view[0].estimate.unwrap().mean > judge_only);
         assert_eq!(view[0].labelled, 1);

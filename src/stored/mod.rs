@@ -157,7 +157,7 @@ impl StoredRow {
         self.verdict.unwrap_or_else(|| {
             self.semantic_verdict
                 .as_deref()
-                .is_some_and(crate::stef::Verdict::counts_as_correct_name)
+                .is_some_and(crate::evaluation::four_point_counts_as_correct)
         })
     }
 
@@ -167,7 +167,7 @@ impl StoredRow {
         self.revised_correct.unwrap_or_else(|| {
             self.revised_verdict
                 .as_deref()
-                .is_some_and(crate::stef::Verdict::counts_as_correct_name)
+                .is_some_and(crate::evaluation::four_point_counts_as_correct)
         })
     }
 
@@ -175,7 +175,11 @@ impl StoredRow {
     /// (`revised_p_correct`, else its verdict as 0/1).
     pub fn revised_line_p(&self) -> f64 {
         self.revised_p_correct
-            .unwrap_or(if self.revised_line_correct() { 1.0 } else { 0.0 })
+            .unwrap_or(if self.revised_line_correct() {
+                1.0
+            } else {
+                0.0
+            })
     }
 
     /// Event time in seconds since the epoch (0 when unreadable).

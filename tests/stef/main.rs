@@ -6,6 +6,6 @@ mod support;
 
 mod bird;
 mod checks;
-mod verdict_model;
 mod paper;
 mod rules;
+mod verdict_model;

@@ -44,11 +44,23 @@ fn the_shipped_model_is_the_fit_on_both_label_files() {
         shipped_fit(&all, file.l2, file.target_flag_rate).expect("both kinds of label");
     assert_eq!(file.l2, DEFAULT_L2);
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-6;
-    assert!(close(file.intercept, fitted.intercept), "intercept {} vs {}", file.intercept, fitted.intercept);
-    assert!(close(file.threshold, threshold), "threshold {} vs {threshold}", file.threshold);
+    assert!(
+        close(file.intercept, fitted.intercept),
+        "intercept {} vs {}",
+        file.intercept,
+        fitted.intercept
+    );
+    assert!(
+        close(file.threshold, threshold),
+        "threshold {} vs {threshold}",
+        file.threshold
+    );
     for (name, w) in feature_names().iter().zip(&fitted.weights) {
         let shipped_w = file.weights.get(name).copied().unwrap_or(0.0);
-        assert!(close(shipped_w, *w), "{name}: shipped {shipped_w}, refit {w}");
+        assert!(
+            close(shipped_w, *w),
+            "{name}: shipped {shipped_w}, refit {w}"
+        );
     }
 }
 
@@ -84,7 +96,9 @@ fn a_stored_row_gives_back_the_features_it_was_scored_with() {
         assert!((stored_p - p).abs() < 1e-12, "{stored_p} vs {p}");
         assert_eq!(stored.verdict, Some(p >= model.threshold()));
         assert!(
-            stored.judge_identity.ends_with(&format!("verdict={}", model.version())),
+            stored
+                .judge_identity
+                .ends_with(&format!("verdict={}", model.version())),
             "{}",
             stored.judge_identity
         );
@@ -94,10 +108,7 @@ fn a_stored_row_gives_back_the_features_it_was_scored_with() {
 
 #[test]
 fn on_databases_it_never_saw_p_correct_ranks_better_than_phi() {
-    let all: Vec<&LabelledItem> = items()
-        .iter()
-        .filter(|i| i.scorable)
-        .collect();
+    let all: Vec<&LabelledItem> = items().iter().filter(|i| i.scorable).collect();
     let (held_out, thresholds) = leave_one_database_out(&all, DEFAULT_L2, 0.10);
     for source in SOURCES {
         for setting in SETTINGS {
@@ -105,7 +116,10 @@ fn on_databases_it_never_saw_p_correct_ranks_better_than_phi() {
                 .filter(|i| all[*i].source == source && all[*i].setting == setting)
                 .collect();
             let correct: Vec<bool> = idx.iter().map(|i| all[*i].correct).collect();
-            let p: Vec<f64> = idx.iter().map(|i| held_out[*i].expect("predicted")).collect();
+            let p: Vec<f64> = idx
+                .iter()
+                .map(|i| held_out[*i].expect("predicted"))
+                .collect();
             let phi: Vec<f64> = idx.iter().map(|i| all[*i].phi).collect();
             let (kappa_p, _) = kappa_at_target(&p, &correct, 0.10).expect("both kinds");
             let (kappa_phi, _) = kappa_at_target(&phi, &correct, 0.10).expect("both kinds");

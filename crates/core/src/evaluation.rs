@@ -380,13 +380,18 @@ pub struct JudgedColumns {
     pub revised_correct: Option<bool>,
 }
 
+/// Whether a stored four-point verdict counts as correct (`correct` or `likely_correct`): a
+/// row's boolean verdict before the correctness model, and an LLM judge's still.
+pub fn four_point_counts_as_correct(name: &str) -> bool {
+    matches!(name, "correct" | "likely_correct")
+}
+
 impl JudgedColumns {
     /// Whether the line-rate verdict this row revises called the query correct: the stored
     /// boolean, else (rows written before it) the four-point verdict.
     pub fn line_correct(&self) -> bool {
-        self.revised_correct.unwrap_or_else(|| {
-            crate::stef::Verdict::counts_as_correct_name(&self.revised_verdict)
-        })
+        self.revised_correct
+            .unwrap_or_else(|| four_point_counts_as_correct(&self.revised_verdict))
     }
 
     /// The line-rate value a correctness estimate corrects: `p_correct` where the row has it,

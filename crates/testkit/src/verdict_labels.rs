@@ -16,7 +16,7 @@ use sqlgrade_core::evaluation::EvaluationRow;
 use sqlgrade_core::event::{Event, Gold};
 use sqlgrade_core::judge::deterministic::DeterministicJudge;
 use sqlgrade_core::sampling::verdict_fit::{
-    Fitted, FitError, TrainingItem, cross_validate, fit, nested_cross_validate, threshold_for,
+    FitError, Fitted, TrainingItem, cross_validate, fit, nested_cross_validate, threshold_for,
 };
 use sqlgrade_core::stef::correctness::{
     Features, HeldOutFigures, LabelSource, MODEL_FORMAT, ModelFile, feature_names,
@@ -107,12 +107,13 @@ pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
     for source in SOURCES {
         let path = data_dir().join("labels").join(format!("{source}.jsonl"));
         for v in read_jsonl(&path) {
-            let (Some(event), Some(correct), Some(id)) = (
-                event(source, &v),
-                v["label"].as_bool(),
-                v["id"].as_u64(),
-            ) else {
-                panic!("{}: a label line without question, sql, label or id", path.display());
+            let (Some(event), Some(correct), Some(id)) =
+                (event(source, &v), v["label"].as_bool(), v["id"].as_u64())
+            else {
+                panic!(
+                    "{}: a label line without question, sql, label or id",
+                    path.display()
+                );
             };
             for setting in SETTINGS {
                 let schema = match setting {
@@ -196,13 +197,23 @@ pub fn leave_one_database_out(
 ) -> (Vec<Option<f64>>, Vec<f64>) {
     let groups: Vec<String> = items.iter().map(|i| i.group()).collect();
     let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
-    nested_cross_validate(&training(items), &database_folds(items), &groups, l2, target)
+    nested_cross_validate(
+        &training(items),
+        &database_folds(items),
+        &groups,
+        l2,
+        target,
+    )
 }
 
 /// The shipped fit: every item, penalty `l2`, and the largest threshold that flags at most
 /// `target` of the correct items of every source × setting on the leave-one-database-out
 /// predictions.
-pub fn shipped_fit(items: &[&LabelledItem], l2: f64, target: f64) -> Result<(Fitted, f64), FitError> {
+pub fn shipped_fit(
+    items: &[&LabelledItem],
+    l2: f64,
+    target: f64,
+) -> Result<(Fitted, f64), FitError> {
     let all = training(items);
     let predictions = cross_validate(&all, &database_folds(items), l2);
     let correct: Vec<bool> = items.iter().map(|i| i.correct).collect();

@@ -202,9 +202,10 @@ fn label_source(path: &std::path::Path) -> Result<sqlgrade::stef::correctness::L
     use sha2::Digest as _;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(sqlgrade::stef::correctness::LabelSource {
-        name: path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        name: path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
         sha256: hex::encode(sha2::Sha256::digest(&bytes)),
         bytes: bytes.len() as u64,
         items: 0,

@@ -579,9 +579,10 @@ fn rows_carry_every_stef_column() {
     assert_eq!(
         json["judge_identity"],
         format!(
-            "deterministic sqlgrade={} rules={}",
+            "deterministic sqlgrade={} rules={} verdict={}",
             env!("CARGO_PKG_VERSION"),
-            profile.version
+            profile.version,
+            crate::stef::correctness::VerdictModel::shipped().version()
         )
     );
     assert_eq!(json["latency_us"], 42);

@@ -168,7 +168,7 @@ impl LineRate {
 
 /// Whether a stored semantic verdict counts as correct (`correct` or `likely_correct`).
 pub fn verdict_is_correct(verdict: &str) -> bool {
-    matches!(verdict, "correct" | "likely_correct")
+    crate::evaluation::four_point_counts_as_correct(verdict)
 }
 
 /// The selection policy (`[judge.budget]`).
@@ -369,17 +369,33 @@ mod tests {
             uniform_rate: 0.0,
             ..policy.clone()
         };
-        let s = none
-            .select("e", &line("likely_correct", "good", "high"), false, false)
-            .unwrap();
+        // The line-rate verdict decides the `not_correct` slice: a `likely_correct` event its
+        // p_correct flags is taken, a `potentially_incorrect` one it passes is not; a work item
+        // without the verdict (written before it) falls back to the four-point verdict.
+        let flagged = LineRate {
+            correct: Some(false),
+            p_correct: Some(0.2),
+            ..line("likely_correct", "good", "high")
+        };
+        let s = none.select("e", &flagged, false, false).unwrap();
         assert_eq!(
             (s.reasons_text(), s.uniform, s.inclusion_probability),
             ("not_correct".to_string(), false, None)
         );
         assert_eq!(s.priority(), 2);
+        let passed = LineRate {
+            correct: Some(true),
+            p_correct: Some(0.7),
+            ..line("potentially_incorrect", "good", "high")
+        };
+        assert!(none.select("e", &passed, false, false).is_none());
         assert!(
             none.select("e", &line("correct", "good", "high"), false, false)
                 .is_none()
+        );
+        assert!(
+            none.select("e", &line("incorrect", "good", "high"), false, false)
+                .is_some()
         );
     }
 

@@ -206,11 +206,7 @@ fn solve_cholesky(a: &mut [f64], b: &[f64]) -> Option<Vec<f64>> {
 /// Held-out predictions: item `i` predicted by a model fitted on the items of every other fold
 /// (`folds[i]` is its fold). A fold whose complement has one class only leaves its items at
 /// `None`.
-pub fn cross_validate(
-    items: &[TrainingItem],
-    folds: &[usize],
-    l2: f64,
-) -> Vec<Option<f64>> {
+pub fn cross_validate(items: &[TrainingItem], folds: &[usize], l2: f64) -> Vec<Option<f64>> {
     let mut predictions = vec![None; items.len()];
     let mut fold_ids: Vec<usize> = folds.to_vec();
     fold_ids.sort_unstable();
@@ -317,7 +313,11 @@ pub fn threshold_for(
         let k = (target * p.len() as f64).floor() as usize;
         threshold = threshold.min(p[k.min(p.len() - 1)]);
     }
-    if threshold.is_finite() { threshold } else { 0.0 }
+    if threshold.is_finite() {
+        threshold
+    } else {
+        0.0
+    }
 }
 
 /// κ at the best cut-off that flags (`score <` cut) at most `target` of the correct items,

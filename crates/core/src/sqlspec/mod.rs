@@ -89,8 +89,9 @@ pub struct SqlSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub text_number_comparisons: Vec<String>,
     /// An OR among whose operands is an AND without parentheses (`a AND b OR c`): AND binds
-    /// first, which writers often did not mean.
-    #[serde(default)]
+    /// first, which writers often did not mean. (Not serialised when false, so the specs an LLM
+    /// judge's prompt shows, and its cache keys, are as they were.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mixed_and_or: bool,
     /// Table and column references by scope, collected only when asked for
     /// ([`ExtractOptions::collect_references`]: the catalogue checks need them).

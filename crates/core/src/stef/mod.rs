@@ -76,12 +76,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Whether a stored four-point verdict counts as correct (`correct` or `likely_correct`):
-    /// the row verdict before the correctness model, and an LLM judge's verdict still.
-    pub fn counts_as_correct_name(name: &str) -> bool {
-        matches!(name, "correct" | "likely_correct")
-    }
-
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -6,14 +6,15 @@
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
+use super::correctness::{FeatureInput, QuestionShape, VerdictModel};
 use super::profile::RuleProfile;
 use super::score::{ConfidenceTier, QualityTier, Score, compose};
-use super::text::QuestionTexts;
-use super::correctness::{FeatureInput, QuestionShape, VerdictModel};
 use super::summary::SqlSummary;
+use super::text::QuestionTexts;
 use super::{
-    Alignment, CatalogueNote, Evidence, CatalogueStatus, Enrichment, EnrichmentStatus, FilterStatus, Finding,
-    JudgeAssessment, Prepared, QuestionSpec, Verdict, align, checks, enrichment, question, text,
+    Alignment, CatalogueNote, CatalogueStatus, Enrichment, EnrichmentStatus, Evidence,
+    FilterStatus, Finding, JudgeAssessment, Prepared, QuestionSpec, Verdict, align, checks,
+    enrichment, question, text,
 };
 use crate::catalogue::DbSchema;
 use crate::event::Event;

@@ -607,8 +607,23 @@ pub(super) fn is_number(expr: &Expr) -> bool {
 
 /// Functions whose result is text in SQLite (and in most engines).
 const TEXT_FUNCTIONS: [&str; 17] = [
-    "strftime", "substr", "substring", "date", "time", "datetime", "upper", "lower", "trim",
-    "ltrim", "rtrim", "replace", "printf", "format", "char", "group_concat", "concat",
+    "strftime",
+    "substr",
+    "substring",
+    "date",
+    "time",
+    "datetime",
+    "upper",
+    "lower",
+    "trim",
+    "ltrim",
+    "rtrim",
+    "replace",
+    "printf",
+    "format",
+    "char",
+    "group_concat",
+    "concat",
 ];
 
 /// Whether an expression's value is text whatever its arguments (a text function's result, a
@@ -623,10 +638,7 @@ pub(super) fn text_valued(expr: &Expr) -> bool {
         } => true,
         Expr::Cast { data_type, .. } => matches!(
             data_type,
-            DataType::Text
-                | DataType::Varchar(_)
-                | DataType::Char(_)
-                | DataType::String(_)
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::String(_)
         ),
         _ => false,
     }

@@ -68,9 +68,14 @@
 //!
 //! A probe answer that shows the SQL's literal in the data withdraws a `literal_case_mismatch`.
 //!
-//! Shape checks (no schema, no question: the SQL's own form; [`shape`]): `text_compared_with_number`
-//! and `and_or_precedence`, both `info` (they weigh through the correctness model, not the
-//! deterministic verdict).
+//! Shape checks (no schema, no question: the SQL's own form; [`shape`]), both `info`: they weigh
+//! through the correctness model (`stef::correctness`), not the deterministic verdict, so Φ
+//! stays as it was:
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `text_compared_with_number` | in SQLite, a text-valued expression (a text function's result, a concatenation, a cast to text) compared with a number: SQLite converts neither side, so `=` is never true | info |
+//! | `and_or_precedence` | an OR among whose operands is an AND without parentheses (`a AND b OR c`) | info |
 //!
 //! One file per family: [`evidence`], [`shape`], [`catalogue`], [`grounded`], [`probe`], and
 //! [`entry`] (which runs them);

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::super::summary::SqlSummary;
 use super::super::{
-    Alignment, EnrichmentStatus, ErrorCategory, Evidence, Finding, FilterStatus, FindingCode,
+    Alignment, EnrichmentStatus, ErrorCategory, Evidence, FilterStatus, Finding, FindingCode,
     NormalizationRule, Severity, Verdict,
 };
 
@@ -502,13 +502,22 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), FEATURE_COUNT, "a feature name repeats");
-        assert_eq!(feature_index("finding:empty_result").map(|i| i >= CODES_AT), Some(true));
+        assert_eq!(
+            feature_index("finding:empty_result").map(|i| i >= CODES_AT),
+            Some(true)
+        );
         assert_eq!(feature_index("no such feature"), None);
         for (i, code) in FindingCode::ALL.iter().enumerate() {
-            assert_eq!(*code as usize, i, "FindingCode::ALL is in declaration order");
+            assert_eq!(
+                *code as usize, i,
+                "FindingCode::ALL is in declaration order"
+            );
         }
         for (i, cat) in ErrorCategory::ALL.iter().enumerate() {
-            assert_eq!(*cat as usize, i, "ErrorCategory::ALL is in declaration order");
+            assert_eq!(
+                *cat as usize, i,
+                "ErrorCategory::ALL is in declaration order"
+            );
         }
     }
 }

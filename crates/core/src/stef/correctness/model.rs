@@ -192,7 +192,9 @@ impl VerdictModel {
             return Err(ModelError::Format { found: file.format });
         }
         if !file.intercept.is_finite() {
-            return Err(ModelError::Invalid("intercept is not a finite number".into()));
+            return Err(ModelError::Invalid(
+                "intercept is not a finite number".into(),
+            ));
         }
         if !(file.threshold.is_finite() && (0.0..=1.0).contains(&file.threshold)) {
             return Err(ModelError::Invalid(format!(
@@ -208,8 +210,7 @@ impl VerdictModel {
         }
         let mut weights = [0.0; FEATURE_COUNT];
         for (name, weight) in &file.weights {
-            let i =
-                feature_index(name).ok_or_else(|| ModelError::UnknownFeature(name.clone()))?;
+            let i = feature_index(name).ok_or_else(|| ModelError::UnknownFeature(name.clone()))?;
             if !weight.is_finite() {
                 return Err(ModelError::Invalid(format!(
                     "the weight of {name:?} is not a finite number"
@@ -305,7 +306,10 @@ mod tests {
         let model = VerdictModel::parse(SHIPPED_MODEL_JSON).expect("the shipped model parses");
         assert_eq!(model.version(), VerdictModel::shipped().version());
         assert!(model.version().starts_with("pc-"));
-        assert!(!model.file().sources.is_empty(), "it says what it was fitted on");
+        assert!(
+            !model.file().sources.is_empty(),
+            "it says what it was fitted on"
+        );
     }
 
     #[test]

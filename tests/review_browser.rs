@@ -328,6 +328,46 @@ async fn review_page_in_chromium() {
         .unwrap();
     assert!(message.contains(&labelled[4].0), "{message}");
 
+    // The line-rate verdict learned from people: each event page says why its p_correct is
+    // what it is; the overview plots p_correct against the five labels and shows the share
+    // correct from the line rate beside the LLM's.
+    let mut explained = 0;
+    for (id, _) in &labelled {
+        client.goto(&format!("{base}/event/{id}")).await.unwrap();
+        client.find(Locator::Css(".p-correct")).await.unwrap();
+        if let Ok(why) = client.find(Locator::Id("contributions")).await {
+            let text = why.text().await.unwrap();
+            assert!(
+                text.contains("why p_correct is") && text.contains("pc-"),
+                "{text}"
+            );
+            explained += 1;
+        }
+    }
+    assert!(
+        explained > 0,
+        "no labelled event page explains its p_correct"
+    );
+    client.goto(&base).await.unwrap();
+    let points = client
+        .find_all(Locator::Css("#reliability circle.bin"))
+        .await
+        .unwrap();
+    assert!(!points.is_empty(), "the reliability plot has no point");
+    let bins = client
+        .find(Locator::Css("#reliability-bins"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(bins.contains("share correct"), "{bins}");
+    client
+        .find(Locator::Css("td.people-estimate"))
+        .await
+        .unwrap();
+    screenshot(&client, &shots, "4b-overview-reliability").await;
+
     // Hostile content is text, and no injected script ran.
     client
         .goto(&format!("{base}/event/hostile-1"))

@@ -30,12 +30,13 @@ use std::collections::BTreeMap;
 
 use sqlgrade::catalogue::SchemaCatalog;
 use sqlgrade::evaluation::EvaluationRow;
-use sqlgrade::event::{Event, Gold};
+use sqlgrade::event::Event;
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::sampling::agreement::Confusion;
 use sqlgrade::sampling::estimate::wilson_interval;
 use sqlgrade::stef::{self, RuleProfile};
 use sqlgrade_testkit::data::{data_dir, read_jsonl};
+use sqlgrade_testkit::verdict_labels::label_event;
 
 /// The Φ cut-off of the measurements (Φ below it = flagged).
 const CUT: f64 = 60.0;
@@ -53,6 +54,7 @@ struct Item {
     question: String,
     label: bool,
     categories: Vec<String>,
+    /// The four-point verdict is `correct` or `likely_correct`.
     verdict: bool,
     /// The four-point verdict (`correct` … `incorrect`).
     semantic: String,
@@ -77,13 +79,6 @@ fn events() -> Vec<(Event, bool, Vec<String>)> {
     read_jsonl(&path)
         .into_iter()
         .filter_map(|v| {
-            let question = v["question"].as_str()?.to_string();
-            let evidence = v["evidence"]
-                .as_str()
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(str::to_string);
-            let db_id = v["db_id"].as_str()?.to_string();
             let mut categories: Vec<String> = v["error_types"]
                 .as_array()
                 .into_iter()
@@ -92,28 +87,7 @@ fn events() -> Vec<(Event, bool, Vec<String>)> {
                 .collect();
             categories.sort();
             categories.dedup();
-            let event = Event {
-                event_id: format!("nl2sql-bugs-{}", v["id"]),
-                ts: None,
-                app_id: Some(format!("bird-{db_id}")),
-                agent_id: Some("nl2sql-bugs".into()),
-                agent_version: None,
-                model: None,
-                enriched_question: evidence.as_ref().map(|e| format!("{question} {e}")),
-                question,
-                sql: v["sql"].as_str()?.to_string(),
-                dialect: Some("sqlite".into()),
-                run_id: None,
-                db_id: Some(db_id.clone()),
-                gold: Some(Gold {
-                    db_id: Some(db_id),
-                    evidence,
-                    ..Default::default()
-                }),
-                result: None,
-                result_ignored: None,
-                extra: Default::default(),
-            };
+            let event = label_event("nl2sql-bugs-dev", &v)?;
             Some((event, v["label"].as_bool()?, categories))
         })
         .collect()
@@ -171,7 +145,12 @@ fn score(catalogue: Option<&SchemaCatalog>) -> Vec<Item> {
                     .unwrap_or(event.question.clone()),
                 label,
                 categories,
-                verdict: row.verdict.unwrap_or(false),
+                // The checks' own call: the four-point verdict (`correct` / `likely_correct`), not
+                // the row's learned verdict, whose model was fitted on these very labels
+                // (`examples/verdict_model.rs` measures that one held out).
+                verdict: row.stef.as_ref().is_some_and(|s| {
+                    sqlgrade::evaluation::four_point_counts_as_correct(&s.semantic_verdict)
+                }),
                 semantic: row
                     .stef
                     .as_ref()

@@ -116,21 +116,7 @@ pub fn line_rate_estimates(
         .iter()
         .filter(|r| r.metric == "stef" && scored(&r.status) && r.p_correct.is_some())
         .collect();
-    let uniform: HashSet<&str> = if sample.per_week == 0 {
-        HashSet::new()
-    } else {
-        let identities: Vec<(&str, String, i64)> = line_rows
-            .iter()
-            .map(|r| (r.event_id.as_str(), judge_identity_of(r), r.epoch()))
-            .collect();
-        calibration_sample(
-            identities
-                .iter()
-                .map(|(id, identity, t)| (*id, identity.as_str(), *t)),
-            &sample.salt,
-            sample.per_week,
-        )
-    };
+    let uniform = sample_events(line_rows.iter().copied(), sample);
     type Acc<'r> = (Moments, Vec<(&'r str, f64)>);
     let mut by_series: BTreeMap<(String, String, String), Acc<'_>> = BTreeMap::new();
     for row in &line_rows {
@@ -468,12 +454,22 @@ pub fn calibration_events<'r>(
     rows: &'r [StoredRow],
     sample: &CalibrationSample,
 ) -> HashSet<&'r str> {
+    sample_events(
+        rows.iter()
+            .filter(|r| matches!(r.metric.as_str(), "stef" | "stef_judged")),
+        sample,
+    )
+}
+
+/// The calibration sample among the events of `rows` (each row's judge identity and time).
+fn sample_events<'r>(
+    rows: impl Iterator<Item = &'r StoredRow>,
+    sample: &CalibrationSample,
+) -> HashSet<&'r str> {
     if sample.per_week == 0 {
         return HashSet::new();
     }
     let identities: Vec<(&str, String, i64)> = rows
-        .iter()
-        .filter(|r| matches!(r.metric.as_str(), "stef" | "stef_judged"))
         .map(|r| (r.event_id.as_str(), judge_identity_of(r), r.epoch()))
         .collect();
     calibration_sample(

@@ -66,8 +66,10 @@ impl LabelledItem {
     }
 }
 
-/// The event of one label line.
-fn event(source: &str, v: &serde_json::Value) -> Option<Event> {
+/// The event of one line of label file `source` (its stem): `<source>-<id>`, question,
+/// enriched question = question + " " + evidence, SQL, SQLite, `db_id` (also as the gold's,
+/// with the evidence). `None` when the line lacks a field.
+pub fn label_event(source: &str, v: &serde_json::Value) -> Option<Event> {
     let question = v["question"].as_str()?.to_string();
     let evidence = v["evidence"]
         .as_str()
@@ -107,9 +109,11 @@ pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
     for source in SOURCES {
         let path = data_dir().join("labels").join(format!("{source}.jsonl"));
         for v in read_jsonl(&path) {
-            let (Some(event), Some(correct), Some(id)) =
-                (event(source, &v), v["label"].as_bool(), v["id"].as_u64())
-            else {
+            let (Some(event), Some(correct), Some(id)) = (
+                label_event(source, &v),
+                v["label"].as_bool(),
+                v["id"].as_u64(),
+            ) else {
                 panic!(
                     "{}: a label line without question, sql, label or id",
                     path.display()

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use crate::alert::AlertNotification;
 use crate::assembly::{
     AssembledPipeline, BuildError, RunMode, TELEMETRY_GRACE, assemble_pipeline, build_scorer,
-    finish_telemetry,
+    finish_evaluations, finish_telemetry,
 };
 use crate::config::Config;
 use crate::event::{Event, Gold};
@@ -298,6 +298,7 @@ pub fn benchmark_events(
             }),
             result: None,
             result_ignored: None,
+            trace: None,
             extra: Default::default(),
         });
     }
@@ -501,6 +502,7 @@ impl BackfillPlan {
             mut pipeline,
             alerts,
             telemetry,
+            evaluations,
             ..
         } = assemble_pipeline(
             config,
@@ -517,7 +519,8 @@ impl BackfillPlan {
         if let Some(progress) = progress {
             pipeline = pipeline.with_progress(progress);
         }
-        let result = pipeline.run(shutdown).await;
+        let mut result = pipeline.run(shutdown).await;
+        finish_evaluations(evaluations, TELEMETRY_GRACE, result.as_mut().ok()).await;
         // The pipeline dropped its handle: the engine drains what it was given.
         let alerts = match alerts {
             Some(service) => service.finish_recorded(ALERT_DELIVERY_GRACE).await.1,

@@ -60,6 +60,20 @@ impl RunStats {
                 outages.join(", ")
             );
         }
+        if let Some(e) = &self.evaluation_events {
+            let _ = writeln!(
+                out,
+                "  {:<18}{} of {} sent to the collector ({} dropped: {} queue full, {} refused, {} at shutdown; {} failed attempt(s) retried)",
+                "evaluation events",
+                e.sent,
+                e.submitted,
+                e.dropped(),
+                e.dropped_queue_full,
+                e.refused,
+                e.dropped_at_shutdown,
+                e.failed_attempts
+            );
+        }
         let stef = &self.stef;
         if stef.count > 0 {
             let _ = writeln!(

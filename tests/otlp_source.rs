@@ -1,7 +1,8 @@
 //! The OTLP/HTTP source (`[source] kind = "otlp"`): the receiver answered per the OTLP
 //! specification (in process, with a consumer standing in for the pipeline), and the daemon fed
 //! by a fake agent instrumented with the real OpenTelemetry Python SDK, whose rows must equal
-//! those of the equivalent JSON events.
+//! those of the equivalent JSON events; with `[telemetry] evaluations` each row goes back to the
+//! agent's trace as a `gen_ai.evaluation.result` event on its SQL span.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
@@ -605,4 +607,135 @@ fn traces_from_the_real_sdk_through_kafka_as_otlp_proto() {
     assert_eq!(failed, 20);
     let dead = std::fs::read_to_string(out.join("dead_letters.jsonl")).unwrap();
     assert_eq!(dead.lines().count(), 1, "{dead}");
+}
+
+/// An attribute of a log record, as the receiver decoded it.
+fn log_attr(record: &LogRecord, key: &str) -> Option<any_value::Value> {
+    record
+        .attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.clone()?.value)
+}
+
+#[test]
+fn evaluation_events_land_on_the_sql_spans_even_when_the_collector_comes_late() {
+    let test = "evaluation_events_land_on_the_sql_spans_even_when_the_collector_comes_late";
+    let Some(python) = otel_python() else {
+        skip(
+            test,
+            "no OpenTelemetry SDK virtualenv (scripts/services.sh install)",
+        );
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (port, health, collector) = (free_port(), free_port(), free_port());
+    let out = dir.path().join("out");
+    let config = dir.path().join("sqlgrade.toml");
+    // The collector is away when the traces arrive: nothing listens on its port yet.
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nkind = \"otlp\"\n[source.otlp]\nlisten = \"127.0.0.1:{port}\"\n\
+             [sink]\nkind = \"jsonl\"\ndir = {:?}\n[server]\nlisten = \"127.0.0.1:{health}\"\n\
+             [telemetry]\nevaluations = true\notlp_endpoint = \"http://127.0.0.1:{collector}\"\n",
+            out.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::spawn(&config, &dir.path().join("daemon.log"), health);
+    assert!(
+        wait_until(Duration::from_secs(60), || daemon.ready()),
+        "{}",
+        daemon.log_text()
+    );
+    run_agent(
+        &python,
+        &format!("http://127.0.0.1:{port}/v1/traces"),
+        200,
+        dir.path(),
+    );
+    // Every export was answered once its rows were written: the rows are in the store while
+    // their evaluation events still wait for the collector.
+    let stef_rows: std::collections::BTreeMap<String, Value> = rows(&out.join("evaluations.jsonl"))
+        .into_values()
+        .filter(|r| r["metric"] == "stef")
+        .map(|r| (r["event_id"].as_str().unwrap().to_string(), r))
+        .collect();
+    assert_eq!(stef_rows.len(), 200, "{}", daemon.log_text());
+    // The collector comes up; the queue (8,192 by default) held every record.
+    let receiver = runtime.block_on(sqlgrade_testkit::otlp::OtlpReceiver::start_on(collector));
+    assert!(
+        wait_until(Duration::from_secs(60), || receiver.log_records().len()
+            >= 200),
+        "{} records; {}",
+        receiver.log_records().len(),
+        daemon.log_text()
+    );
+    let records = receiver.log_records();
+    assert_eq!(
+        records.len(),
+        200,
+        "one record per row (STEF only: no gold)"
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for record in &records {
+        assert_eq!(record.event_name, "gen_ai.evaluation.result");
+        assert_eq!(
+            log_attr(record, "gen_ai.evaluation.name"),
+            Some(any_value::Value::StringValue("stef".into()))
+        );
+        let Some(any_value::Value::StringValue(event_id)) = log_attr(record, "sqlgrade.event_id")
+        else {
+            panic!("no event id: {record:?}")
+        };
+        // The OTLP source names each event `<trace id>-<SQL span id>`: the record sits on it.
+        assert_eq!(
+            format!(
+                "{}-{}",
+                hex::encode(&record.trace_id),
+                hex::encode(&record.span_id)
+            ),
+            event_id
+        );
+        let row = &stef_rows[&event_id];
+        let Some(any_value::Value::DoubleValue(value)) =
+            log_attr(record, "gen_ai.evaluation.score.value")
+        else {
+            panic!("no score: {record:?}")
+        };
+        assert!((value - row["value"].as_f64().unwrap()).abs() < 1e-9);
+        let label = if row["verdict"] == true {
+            "correct"
+        } else {
+            "incorrect"
+        };
+        assert_eq!(
+            log_attr(record, "gen_ai.evaluation.score.label"),
+            Some(any_value::Value::StringValue(label.into()))
+        );
+        // (serde_json's default float parsing may be a unit in the last place off.)
+        let Some(any_value::Value::DoubleValue(p)) = log_attr(record, "sqlgrade.p_correct") else {
+            panic!("no p_correct: {record:?}")
+        };
+        assert!((p - row["p_correct"].as_f64().unwrap()).abs() < 1e-12);
+        assert!(seen.insert(event_id));
+    }
+    // A failed query's record explains itself.
+    assert!(records.iter().any(|r| matches!(
+        log_attr(r, "gen_ai.evaluation.explanation"),
+        Some(any_value::Value::StringValue(text)) if text.contains("query_fails")
+    )));
+    assert_eq!(
+        daemon.terminate(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        daemon.log_text()
+    );
+    let log = daemon.log_text();
+    assert!(
+        log.contains("evaluation events 200 of 200 sent to the collector (0 dropped"),
+        "{log}"
+    );
 }

@@ -131,3 +131,51 @@ async fn a_backfill_exports_the_pipeline_metrics_too() {
     assert_eq!(sums["sqlgrade.events.scored"], 432.0);
     assert_eq!(histograms["sqlgrade.stef.phi"].0, 432);
 }
+
+/// Evaluation events wait in their queue while the collector is away and go out when it comes
+/// back; beyond the queue they are dropped and counted, never blocking the caller.
+#[tokio::test(flavor = "current_thread")]
+async fn evaluation_events_wait_for_the_collector_within_their_queue() {
+    use sqlgrade::evaluation::{EvaluationRow, Metric};
+    use sqlgrade::telemetry::evaluations::EvaluationExporter;
+
+    let port = sqlgrade_testkit::servers::free_port();
+    let config = TelemetryConfig {
+        evaluations: true,
+        evaluations_queue: 10,
+        otlp_endpoint: format!("http://127.0.0.1:{port}"),
+        ..TelemetryConfig::default()
+    };
+    let exporter = EvaluationExporter::start(&config).unwrap();
+    let rows: Vec<EvaluationRow> = (0..50)
+        .map(|i| {
+            let event = sqlgrade::event::Event::from_value(serde_json::json!({
+                "event_id": format!("e{i}"), "question": "q", "sql": "SELECT 1",
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            }))
+            .unwrap();
+            let mut row = EvaluationRow::for_event(&event, "2026-01-01T00:00:00Z", Metric::Stef);
+            row.value = 80.0;
+            row
+        })
+        .collect();
+    // On this single-threaded runtime the exporter's task has not run yet: ten fit.
+    exporter.sender().submit(&rows, None);
+    assert_eq!(exporter.sender().counts().dropped_queue_full, 40);
+    // The task takes them and finds nobody listening; it retries.
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    let receiver = otlp::OtlpReceiver::start_on(port).await;
+    let counts = exporter.finish(std::time::Duration::from_secs(30)).await;
+    assert_eq!(counts.submitted, 50);
+    assert_eq!(counts.sent, 10, "{counts:?}");
+    assert_eq!(counts.dropped_queue_full, 40);
+    assert_eq!(counts.dropped_at_shutdown + counts.refused, 0);
+    assert!(counts.failed_attempts >= 1, "{counts:?}");
+    let records = receiver.log_records();
+    assert_eq!(records.len(), 10);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.event_name == "gen_ai.evaluation.result")
+    );
+}

@@ -23,6 +23,8 @@ pub struct Daemon {
     pub(super) health_server: Option<crate::health::HealthServer>,
     pub(super) alerts: Option<crate::alert::AlertService>,
     pub(super) telemetry: Option<crate::telemetry::Telemetry>,
+    /// The evaluation-event exporter (`[telemetry] evaluations`).
+    pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationExporter>,
     /// The agreement monitor and how often it polls (`[server] agreement_poll_ms`).
     pub(super) agreement: Option<(crate::serve::agreement::AgreementMonitor, Duration)>,
     pub(super) shutdown_timeout: Duration,
@@ -78,6 +80,7 @@ impl Daemon {
             alerts,
             alert_handle,
             mut telemetry,
+            evaluations,
         } = assemble_pipeline(
             config,
             RunMode::Live,
@@ -92,6 +95,10 @@ impl Daemon {
             let health = Arc::clone(&health);
             telemetry.observe_outages(move || outage_stats(&health));
         }
+        if let (Some(telemetry), Some(evaluations)) = (telemetry.as_mut(), &evaluations) {
+            let sender = evaluations.sender();
+            telemetry.observe_evaluation_events(move || sender.counts());
+        }
         if let (Some(telemetry), Some((monitor, _))) = (telemetry.as_mut(), &agreement) {
             let board = monitor.board();
             telemetry.observe_agreement(move || board.rows());
@@ -102,6 +109,7 @@ impl Daemon {
             health_server,
             alerts,
             telemetry,
+            evaluations,
             agreement,
             shutdown_timeout: Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1)),
         })
@@ -129,6 +137,7 @@ impl Daemon {
             health_server,
             alerts,
             telemetry,
+            evaluations,
             agreement,
             shutdown_timeout,
         } = self;
@@ -192,6 +201,11 @@ impl Daemon {
             }
             tracing::info!(?counters, "alerting finished");
         }
+        let mut result = result;
+        let grace = deadline
+            .remaining()
+            .map_or(TELEMETRY_GRACE, |r| r.min(TELEMETRY_GRACE));
+        finish_evaluations(evaluations, grace, result.as_mut().ok()).await;
         if let Some(telemetry) = telemetry {
             let grace = deadline
                 .remaining()

@@ -14,6 +14,9 @@ pub enum BuildError {
     /// Telemetry export could not start.
     #[error(transparent)]
     Telemetry(#[from] crate::telemetry::TelemetryError),
+    /// The evaluation-event exporter could not start.
+    #[error(transparent)]
+    EvaluationEvents(#[from] crate::telemetry::evaluations::EvaluationExportError),
     /// The sink could not be opened.
     #[error(transparent)]
     Sink(#[from] SinkError),

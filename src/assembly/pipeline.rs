@@ -52,6 +52,9 @@ pub struct AssembledPipeline {
     /// Telemetry export (`[telemetry] enabled`), observing the pipeline, the judges and the
     /// second pass.
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// Every row as an evaluation event (`[telemetry] evaluations`): finish it after the
+    /// pipeline with [`finish_evaluations`].
+    pub evaluations: Option<crate::telemetry::evaluations::EvaluationExporter>,
 }
 
 /// Wire `source` and `scorer` into a pipeline for `mode` that writes to `store`, with the
@@ -130,6 +133,13 @@ pub async fn assemble_pipeline(
     } else {
         None
     };
+    let evaluations = if config.telemetry.evaluations {
+        let exporter = crate::telemetry::evaluations::EvaluationExporter::start(&config.telemetry)?;
+        pipeline = pipeline.with_evaluations(exporter.sender());
+        Some(exporter)
+    } else {
+        None
+    };
     if let Some(second_pass) = second_pass {
         pipeline = pipeline.with_second_pass(second_pass);
     }
@@ -138,6 +148,7 @@ pub async fn assemble_pipeline(
         alerts,
         alert_handle,
         telemetry,
+        evaluations,
     })
 }
 
@@ -150,6 +161,21 @@ pub async fn finish_telemetry(telemetry: crate::telemetry::Telemetry, grace: Dur
         Ok(Err(error)) => tracing::warn!(%error, "telemetry shutdown task"),
         Ok(Ok(Ok(()))) => {}
         Err(_) => tracing::warn!("telemetry's final push did not finish; abandoning it"),
+    }
+}
+
+/// Send the evaluation events still queued within `grace` (a collector that is away is retried
+/// until then), and put what became of them in the run's summary.
+pub async fn finish_evaluations(
+    evaluations: Option<crate::telemetry::evaluations::EvaluationExporter>,
+    grace: Duration,
+    summary: Option<&mut crate::summary::Summary>,
+) {
+    let Some(exporter) = evaluations else { return };
+    let counts = exporter.finish(grace).await;
+    tracing::info!(?counts, "evaluation events finished");
+    if let Some(summary) = summary {
+        summary.evaluation_events = Some(counts);
     }
 }
 

@@ -188,6 +188,7 @@ impl Config {
         problems.extend(self.alerts.problems());
         problems.extend(self.gold_judge_problems());
         problems.extend(self.judge.problems());
+        problems.extend(self.telemetry.problems());
         let llm = self.judge.llm();
         problems.extend(llm.and_then(|llm| self.durable_cache_server_problem("judge", llm)));
         if llm.is_some_and(|llm| llm.budget.work_topic.is_some()) && self.source.kafka().is_none() {

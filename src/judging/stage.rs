@@ -72,6 +72,8 @@ pub struct JudgedOutput {
     pub rows: Vec<EvaluationRow>,
     /// Acknowledged once the sink has the row.
     pub ack: AckToken,
+    /// The span the event's SQL ran in (its evaluation event is parented to it).
+    pub trace: Option<crate::event::TraceContext>,
 }
 
 /// Where unjudged work goes at shutdown.
@@ -387,6 +389,7 @@ impl Judgment {
                 return Outcome::Row(JudgedOutput {
                     rows: vec![row],
                     ack,
+                    trace: event.trace,
                 });
             }
         };
@@ -446,6 +449,7 @@ impl Judgment {
         Outcome::Row(JudgedOutput {
             rows: vec![row],
             ack,
+            trace: event.trace,
         })
     }
 }

@@ -24,15 +24,25 @@ pub(super) struct Observers {
     pub(super) alerts: Option<crate::alert::AlertHandle>,
     /// The second pass's counters and estimates, and the series key of the estimates.
     pub(super) judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+    /// Every row as an evaluation event (`[telemetry] evaluations`).
+    pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
     /// The series text of the row being observed (one buffer for the run, not one per row).
     pub(super) series: String,
 }
 
 impl Observers {
     /// One scored event's rows, or one judged row.
-    pub(super) async fn rows(&mut self, rows: &[EvaluationRow], event: bool) {
+    pub(super) async fn rows(
+        &mut self,
+        rows: &[EvaluationRow],
+        event: bool,
+        trace: Option<crate::event::TraceContext>,
+    ) {
         if event {
             self.stats.events += 1;
+        }
+        if let Some(evaluations) = &self.evaluations {
+            evaluations.submit(rows, trace);
         }
         if let Some(metrics) = &self.metrics {
             metrics.scored(rows);
@@ -76,8 +86,9 @@ pub(super) async fn absorb(
             ack,
             work,
             inputs,
+            trace,
         } => {
-            observers.rows(&rows, true).await;
+            observers.rows(&rows, true, trace).await;
             if let Some(inputs) = inputs {
                 pending.bytes += payload_bytes;
                 pending.contents.inputs.push(inputs);
@@ -146,6 +157,7 @@ pub(super) struct BatchOptions {
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
     pub(super) work_sink: Option<Arc<dyn WorkSink>>,
     pub(super) judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+    pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
 }
 
 /// Receive from an optional channel (pending forever without one).
@@ -170,12 +182,14 @@ pub(super) async fn batch_stage(
         metrics,
         work_sink,
         judge,
+        evaluations,
     } = options;
     let mut observers = Observers {
         stats: RunStats::default(),
         metrics: metrics.clone(),
         alerts,
         judge,
+        evaluations,
         series: String::new(),
     };
     let mut pending = PendingBatch::default();
@@ -253,11 +267,11 @@ pub(super) async fn batch_stage(
                 }
             },
             received = recv_opt(&mut judged_rx), if judged_open => match received {
-                Some(JudgedOutput { rows, ack }) => {
+                Some(JudgedOutput { rows, ack, trace }) => {
                     if pending.opened_at.is_none() {
                         pending.opened_at = Some(tokio::time::Instant::now());
                     }
-                    observers.rows(&rows, false).await;
+                    observers.rows(&rows, false, trace).await;
                     pending.entries += rows.len().max(1);
                     pending.bytes += rows.len() * ROW_BYTES_ESTIMATE;
                     pending.contents.add_rows(rows);
@@ -339,6 +353,7 @@ mod tests {
             metrics: None,
             alerts: None,
             judge: None,
+            evaluations: None,
             series: String::new(),
         };
         (knobs, observers)

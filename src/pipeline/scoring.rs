@@ -166,9 +166,11 @@ pub(super) async fn score_one(
                 }
             };
             let work = planner.and_then(|p| p.plan(&event, &rows, ts).map(Box::new));
+            let trace = event.trace;
             let inputs = (store_inputs && !rows.is_empty())
                 .then(|| Box::new(EventInputs::from_event(event, ts)));
             Completed::Rows {
+                trace,
                 work,
                 inputs,
                 rows,

@@ -28,6 +28,7 @@ pub struct Pipeline {
     pub(super) progress: Option<ProgressFn>,
     pub(super) alerts: Option<crate::alert::AlertHandle>,
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
+    pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
     pub(super) second_pass: Option<SecondPass>,
 }
 
@@ -58,6 +59,7 @@ impl Pipeline {
             progress: None,
             alerts: None,
             metrics: None,
+            evaluations: None,
             second_pass: None,
         }
     }
@@ -94,6 +96,16 @@ impl Pipeline {
         self
     }
 
+    /// Send every row as an evaluation event (`[telemetry] evaluations`; never blocking: a
+    /// full queue drops and counts).
+    pub fn with_evaluations(
+        mut self,
+        evaluations: crate::telemetry::evaluations::EvaluationSender,
+    ) -> Pipeline {
+        self.evaluations = Some(evaluations);
+        self
+    }
+
     /// Run until the source is exhausted or `shutdown` turns `true`, then drain, flush and
     /// finish. Returns what was written.
     pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<Summary, PipelineError> {
@@ -107,6 +119,7 @@ impl Pipeline {
             progress,
             alerts,
             metrics,
+            evaluations,
             second_pass,
         } = self;
         if let Some(metrics) = &metrics {
@@ -179,6 +192,7 @@ impl Pipeline {
                 metrics,
                 work_sink: work_sink.clone(),
                 judge: judge_observer,
+                evaluations,
             },
         ));
 

@@ -131,6 +131,8 @@ pub(super) enum Completed {
         work: Option<Box<JudgeWork>>,
         /// The event's inputs for the sink (`[sink] store_inputs`).
         inputs: Option<Box<EventInputs>>,
+        /// The span the event's SQL ran in (its evaluation events are parented to it).
+        trace: Option<crate::event::TraceContext>,
     },
     DeadLetter {
         dead_letter: DeadLetter,

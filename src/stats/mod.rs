@@ -310,9 +310,35 @@ pub struct RunStats {
     /// Components that were degraded or failed during the run (the daemon's health): how
     /// often, for how long in all, the longest episode.
     pub outages: BTreeMap<String, OutageStats>,
+    /// The evaluation events sent to the collector (`[telemetry] evaluations`), when on.
+    pub evaluation_events: Option<EvaluationEventCounts>,
     /// The agent of the last STEF row and its label (a cache, not a statistic: spares building
     /// the label for every row).
     pub(crate) last_agent: LabelCache,
+}
+
+/// What became of the evaluation events (`[telemetry] evaluations`) of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EvaluationEventCounts {
+    /// Rows handed to the exporter.
+    pub submitted: u64,
+    /// Records the collector took.
+    pub sent: u64,
+    /// Records dropped because the queue was full (the collector was away too long).
+    pub dropped_queue_full: u64,
+    /// Records the collector refused (a 4xx other than 429: retrying cannot help).
+    pub refused: u64,
+    /// Records still waiting when shutdown's grace ended.
+    pub dropped_at_shutdown: u64,
+    /// Export attempts that failed and were retried.
+    pub failed_attempts: u64,
+}
+
+impl EvaluationEventCounts {
+    /// Records not delivered, for whichever reason.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_queue_full + self.refused + self.dropped_at_shutdown
+    }
 }
 
 /// One component's time away from `Ok` during a run.

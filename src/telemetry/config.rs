@@ -1,4 +1,6 @@
-//! `[telemetry]`: OpenTelemetry export (OTLP/HTTP endpoint, interval, resource attributes).
+//! `[telemetry]`: OpenTelemetry export (OTLP/HTTP endpoint, interval, resource attributes), and
+//! the evaluation events (`evaluations`: every row as a `gen_ai.evaluation.result` log record
+//! on the evaluated span), which are independent of the metrics' `enabled`.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +22,14 @@ pub struct TelemetryConfig {
     pub export_timeout_ms: u64,
     /// `service.name` resource attribute.
     pub service_name: String,
+    /// Send every evaluation row (`stef`, `stef_judged`, the gold metrics) as an OTLP log record
+    /// with event name `gen_ai.evaluation.result` to `<otlp_endpoint>/v1/logs`, parented to the
+    /// event's span (`traceparent`, or `trace_id` + `span_id`; events from traces carry their
+    /// SQL span's). Independent of `enabled`.
+    pub evaluations: bool,
+    /// Evaluation records waiting for the collector at most; beyond that new ones are dropped
+    /// and counted (scoring never waits for the collector).
+    pub evaluations_queue: usize,
 }
 
 impl Default for TelemetryConfig {
@@ -31,6 +41,8 @@ impl Default for TelemetryConfig {
             export_interval_ms: 10_000,
             export_timeout_ms: 5_000,
             service_name: "sqlgrade".into(),
+            evaluations: false,
+            evaluations_queue: 8_192,
         }
     }
 }
@@ -44,6 +56,36 @@ impl TelemetryConfig {
         } else {
             format!("{base}/v1/metrics")
         }
+    }
+
+    /// The logs URL the evaluation events are posted to (`…/v1/logs`, beside the metrics and
+    /// traces URLs).
+    pub fn logs_url(&self) -> String {
+        let base = self.otlp_endpoint.trim_end_matches('/');
+        let root = base
+            .strip_suffix("/v1/metrics")
+            .or_else(|| base.strip_suffix("/v1/traces"))
+            .or_else(|| base.strip_suffix("/v1/logs"))
+            .unwrap_or(base);
+        format!("{root}/v1/logs")
+    }
+
+    /// What is wrong with the section (empty when nothing is).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.evaluations && self.evaluations_queue == 0 {
+            problems.push(
+                "[telemetry] evaluations_queue must be at least 1 when evaluations = true".into(),
+            );
+        }
+        if (self.enabled || self.evaluations)
+            && !(self.otlp_endpoint.starts_with("http://")
+                || self.otlp_endpoint.starts_with("https://"))
+        {
+            // The URL itself is not repeated: it may carry a credential.
+            problems.push("[telemetry] otlp_endpoint must be an http:// or https:// URL".into());
+        }
+        problems
     }
 
     /// The traces URL the span exporter posts to.

@@ -364,6 +364,43 @@ impl Telemetry {
         self.observers.push(counter);
     }
 
+    /// Export what became of the evaluation events (`[telemetry] evaluations`) as
+    /// `sqlgrade.evaluation_events`, an observable counter with attribute `outcome` = `sent` |
+    /// `dropped_queue_full` | `refused` | `dropped_at_shutdown`, and
+    /// `sqlgrade.evaluation_events.failed_attempts` (retried export attempts).
+    pub fn observe_evaluation_events(
+        &mut self,
+        counts: impl Fn() -> crate::stats::EvaluationEventCounts + Send + Sync + 'static,
+    ) {
+        let meter = self.provider.meter("sqlgrade");
+        let counts = std::sync::Arc::new(counts);
+        let read = std::sync::Arc::clone(&counts);
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.evaluation_events")
+                .with_description("Evaluation events (gen_ai.evaluation.result) by outcome")
+                .with_callback(move |observer| {
+                    let c = read();
+                    for (outcome, n) in [
+                        ("sent", c.sent),
+                        ("dropped_queue_full", c.dropped_queue_full),
+                        ("refused", c.refused),
+                        ("dropped_at_shutdown", c.dropped_at_shutdown),
+                    ] {
+                        observer.observe(n, &[KeyValue::new("outcome", outcome)]);
+                    }
+                })
+                .build(),
+        );
+        self.observers.push(
+            meter
+                .u64_observable_counter("sqlgrade.evaluation_events.failed_attempts")
+                .with_description("Evaluation-event export attempts that failed and were retried")
+                .with_callback(move |observer| observer.observe(counts().failed_attempts, &[]))
+                .build(),
+        );
+    }
+
     /// Export each judge identity's agreement with human labels (from `read`, the agreement
     /// monitor's board): `sqlgrade.judge.agreement.kappa`, `….kappa_lower`, `….kappa_upper`,
     /// `….accuracy` and `….labelled`, with attributes `judge` (`stef` / `stef_judged`),

@@ -22,8 +22,13 @@
 //! (a layer for a subscriber built after [`Telemetry::start`]). Log layers leave that span out
 //! ([`without_event_spans`]): formatting its fields for every event cost ~3 % of the daemon's
 //! CPU, and with no exporter connected nothing builds it.
+//!
+//! Evaluation events (`[telemetry] evaluations`, independent of `enabled`): every row as a
+//! `gen_ai.evaluation.result` log record on the evaluated span, from a task of its own
+//! ([`evaluations`]).
 
 pub mod config;
+pub mod evaluations;
 mod export;
 
 pub use export::*;

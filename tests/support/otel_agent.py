@@ -9,7 +9,8 @@ its span records the exception with status ERROR. Spans go to sqlgrade's OTLP/HT
 through the SDK's BatchSpanProcessor and OTLPSpanExporter (protobuf, optionally gzip).
 
 It also writes, beside the traces, the equivalent events in sqlgrade's own JSON contract (the
-same ids, times and results), so the test can compare the rows of both routes.
+same ids, times and results, and the database span as `traceparent`), so the test can compare
+the rows of both routes.
 
 With ENDPOINT `file:PATH` the same batches are encoded as the Collector's Kafka exporter
 writes them (one protobuf `ExportTraceServiceRequest` per message), one hex line per batch in
@@ -125,6 +126,7 @@ for i, item in enumerate(questions[:count]):
             "agent_version": "2.3.1",
             "model": "gpt-4o-mini",
             "result": result,
+            "traceparent": "00-%032x-%016x-01" % (ctx.trace_id, ctx.span_id),
         }
     )
 

@@ -59,9 +59,91 @@ pub struct Event {
     /// encoded again (the judge-work topic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_ignored: Option<String>,
+    /// The span the SQL ran in (W3C trace context): from the event's `traceparent`, or its
+    /// `trace_id` and `span_id` (hex); an event made from an OTLP trace carries its database
+    /// span's. Evaluation events (`[telemetry] evaluations`) are parented to it. Malformed,
+    /// it is left out: an auxiliary field never costs an event its score. Encoded again as
+    /// `traceparent`.
+    #[serde(
+        default,
+        rename = "traceparent",
+        skip_serializing_if = "Option::is_none",
+        with = "traceparent_text"
+    )]
+    pub trace: Option<TraceContext>,
     /// Unknown fields, kept for forward compatibility.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// The span an event's SQL ran in: a W3C trace context's trace id and parent (span) id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceContext {
+    /// The trace id (16 bytes, not all zero).
+    pub trace_id: [u8; 16],
+    /// The span id (8 bytes, not all zero).
+    pub span_id: [u8; 8],
+}
+
+impl TraceContext {
+    /// From hex ids (32 and 16 hex digits, case-insensitive); `None` when malformed or zero.
+    pub fn from_hex(trace_id: &str, span_id: &str) -> Option<TraceContext> {
+        let mut trace = [0u8; 16];
+        let mut span = [0u8; 8];
+        hex::decode_to_slice(trace_id.trim(), &mut trace).ok()?;
+        hex::decode_to_slice(span_id.trim(), &mut span).ok()?;
+        (trace != [0; 16] && span != [0; 8]).then_some(TraceContext {
+            trace_id: trace,
+            span_id: span,
+        })
+    }
+
+    /// From a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`); `None` when malformed.
+    pub fn from_traceparent(text: &str) -> Option<TraceContext> {
+        let mut parts = text.trim().split('-');
+        let (version, trace, span, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        // Version 00 has exactly four parts; later versions may append more.
+        if version.len() != 2
+            || version.eq_ignore_ascii_case("ff")
+            || (version == "00" && parts.next().is_some())
+            || trace.len() != 32
+            || span.len() != 16
+            || flags.len() != 2
+            || !flags.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return None;
+        }
+        TraceContext::from_hex(trace, span)
+    }
+
+    /// The W3C `traceparent` (version 00, sampled).
+    pub fn traceparent(&self) -> String {
+        format!(
+            "00-{}-{}-01",
+            hex::encode(self.trace_id),
+            hex::encode(self.span_id)
+        )
+    }
+}
+
+/// [`Event::trace`] as a `traceparent` string.
+mod traceparent_text {
+    use super::TraceContext;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<TraceContext>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(trace) => s.serialize_str(&trace.traceparent()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TraceContext>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?
+            .as_deref()
+            .and_then(TraceContext::from_traceparent))
+    }
 }
 
 /// Gold (reference) data attached to an event.
@@ -388,8 +470,21 @@ impl Event {
             gold: None,
             result: None,
             result_ignored: None,
+            trace: None,
             extra: Map::new(),
         };
+        // The trace context: `traceparent`, else `trace_id` + `span_id`; anything malformed is
+        // left out (the event is scored all the same).
+        let text = |v: Option<Value>| match v {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let traceparent = text(obj.remove("traceparent"));
+        let (trace_id, span_id) = (text(obj.remove("trace_id")), text(obj.remove("span_id")));
+        event.trace = traceparent
+            .as_deref()
+            .and_then(TraceContext::from_traceparent)
+            .or_else(|| TraceContext::from_hex(trace_id.as_deref()?, span_id.as_deref()?));
         // A malformed `result` is set aside, not fatal: the event is scored without it and its
         // row says why. (A `result_ignored` already there is this decoder's own, re-read.)
         if let Some(Value::String(why)) = obj.remove("result_ignored") {
@@ -487,7 +582,7 @@ fn json_type_name(v: &Value) -> &'static str {
 }
 
 /// The fields of the input contract, by [`Fields`] index.
-const FIELD_NAMES: [&str; 15] = [
+const FIELD_NAMES: [&str; 18] = [
     "event_id",
     "ts",
     "app_id",
@@ -503,6 +598,9 @@ const FIELD_NAMES: [&str; 15] = [
     "gold",
     "result",
     "result_ignored",
+    "traceparent",
+    "trace_id",
+    "span_id",
 ];
 
 /// An event object split into the contract's fields (each as the JSON value it was given) and
@@ -555,6 +653,9 @@ impl FieldKey {
             "gold" => 12,
             "result" => 13,
             "result_ignored" => 14,
+            "traceparent" => 15,
+            "trace_id" => 16,
+            "span_id" => 17,
             _ => return None,
         })
     }

@@ -330,6 +330,9 @@ fn event_of_span(
         event.insert("model".into(), Value::String(model));
     }
     event.insert("result".into(), result_of(span, mapping));
+    // The span the SQL ran in: evaluation events are parented to it.
+    event.insert("trace_id".into(), Value::String(span.trace_id.clone()));
+    event.insert("span_id".into(), Value::String(span.span_id.clone()));
     TraceEvent {
         trace_id: span.trace_id.clone(),
         span_id: span.span_id.clone(),
@@ -567,7 +570,9 @@ mod tests {
                 "app_id": "sales-bot",
                 "agent_version": "1.4",
                 "model": "gpt-4o-mini",
-                "result": {"row_count": 1, "elapsed_ms": 6.48}
+                "result": {"row_count": 1, "elapsed_ms": 6.48},
+                "trace_id": "0af7651916cd43dd8448eb211c80319c",
+                "span_id": "db"
             })
         );
     }

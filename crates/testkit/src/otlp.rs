@@ -1,5 +1,7 @@
 //! A local OTLP/HTTP receiver for tests: decodes the protobuf `ExportMetricsServiceRequest`s
-//! posted to `/v1/metrics` and the `ExportTraceServiceRequest`s posted to `/v1/traces`.
+//! posted to `/v1/metrics`, the `ExportTraceServiceRequest`s posted to `/v1/traces` and the
+//! `ExportLogsServiceRequest`s posted to `/v1/logs` (the evaluation events), with the official
+//! generated types.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -9,10 +11,12 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as NumberValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -22,6 +26,7 @@ use prost::Message;
 struct Received {
     metrics: Mutex<Vec<ExportMetricsServiceRequest>>,
     traces: Mutex<Vec<ExportTraceServiceRequest>>,
+    logs: Mutex<Vec<ExportLogsServiceRequest>>,
 }
 
 /// The receiver; runs until the test's runtime ends.
@@ -50,6 +55,16 @@ async fn receive_traces(State(received): State<Arc<Received>>, body: Bytes) -> S
     }
 }
 
+async fn receive_logs(State(received): State<Arc<Received>>, body: Bytes) -> StatusCode {
+    match ExportLogsServiceRequest::decode(body) {
+        Ok(request) => {
+            received.logs.lock().unwrap().push(request);
+            StatusCode::OK
+        }
+        Err(_) => StatusCode::BAD_REQUEST,
+    }
+}
+
 /// An attribute's value as a string (strings, ints, doubles, bools).
 pub fn attribute_string(attributes: &[KeyValue], key: &str) -> Option<String> {
     let value = attributes
@@ -71,12 +86,21 @@ pub fn attribute_string(attributes: &[KeyValue], key: &str) -> Option<String> {
 impl OtlpReceiver {
     /// Bind a free local port and serve.
     pub async fn start() -> OtlpReceiver {
+        OtlpReceiver::start_on(0).await
+    }
+
+    /// Bind `port` on 127.0.0.1 (0: a free one) and serve: a collector that comes up on the
+    /// port a daemon was already configured with.
+    pub async fn start_on(port: u16) -> OtlpReceiver {
         let received = Arc::new(Received::default());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
         let addr = listener.local_addr().unwrap();
         let app = Router::new()
             .route("/v1/metrics", post(receive_metrics))
             .route("/v1/traces", post(receive_traces))
+            .route("/v1/logs", post(receive_logs))
             .with_state(Arc::clone(&received));
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         OtlpReceiver { addr, received }
@@ -95,6 +119,21 @@ impl OtlpReceiver {
     /// Every trace request received so far.
     pub fn traces(&self) -> Vec<ExportTraceServiceRequest> {
         self.received.traces.lock().unwrap().clone()
+    }
+
+    /// Every log request received so far.
+    pub fn logs(&self) -> Vec<ExportLogsServiceRequest> {
+        self.received.logs.lock().unwrap().clone()
+    }
+
+    /// Every log record received so far.
+    pub fn log_records(&self) -> Vec<LogRecord> {
+        self.logs()
+            .into_iter()
+            .flat_map(|r| r.resource_logs)
+            .flat_map(|r| r.scope_logs)
+            .flat_map(|s| s.log_records)
+            .collect()
     }
 
     /// Every span received so far.

@@ -97,6 +97,7 @@ pub fn label_event(source: &str, v: &serde_json::Value) -> Option<Event> {
         }),
         result: None,
         result_ignored: None,
+        trace: None,
         extra: Default::default(),
     })
 }

@@ -33,7 +33,7 @@ fn which(names: &[&str]) -> Option<PathBuf> {
     })
 }
 
-/// BIRD-dev events: 300 right answers of version v1 then 300 answers to the wrong question by
+/// BIRD-dev events over the last ten minutes: 300 right answers of version v1 then 300 answers to the wrong question by
 /// v2 after 300 right ones, and the hostile event.
 fn write_events(path: &Path) {
     let bird = sqlgrade_testkit::data::data_dir().join("bird");
@@ -47,6 +47,7 @@ fn write_events(path: &Path) {
     .events;
     let mut text = String::new();
     let n = events.len();
+    let start = chrono::Utc::now() - chrono::Duration::seconds(601);
     for i in 0..600 {
         let mut e = events[i % n].clone();
         if i >= 300 {
@@ -60,23 +61,24 @@ fn write_events(path: &Path) {
         e.model = Some("gpt-4o".into());
         e.run_id = None;
         e.gold = None;
-        e.ts = Some(format!(
-            "2026-11-24T{:02}:{:02}:{:02}Z",
-            i / 3600,
-            (i / 60) % 60,
-            i % 60
-        ));
+        // The last ten minutes, one event a second: the alert fires (at processing time) where
+        // the events end, so the charts show it.
+        e.ts = Some(rfc3339(start + chrono::Duration::seconds(i as i64)));
         text.push_str(&serde_json::to_string(&e).unwrap());
         text.push('\n');
     }
     let hostile = serde_json::json!({
-        "event_id": "hostile-1", "ts": "2026-11-24T00:00:00Z", "app_id": "bird-assistant",
+        "event_id": "hostile-1", "ts": rfc3339(start), "app_id": "bird-assistant",
         "agent_id": "agent-b", "agent_version": "v1", "question": HOSTILE_QUESTION,
         "sql": HOSTILE_SQL,
     });
     text.push_str(&hostile.to_string());
     text.push('\n');
     std::fs::write(path, text).unwrap();
+}
+
+fn rfc3339(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 const CONFIG: &str = r#"
@@ -165,6 +167,49 @@ async fn screenshot(client: &Client, dir: &Path, name: &str) {
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
+/// chromedriver and a headless Chromium session with its profile under `dir`.
+async fn start_browser(chromium: &Path, chromedriver: &Path, dir: &Path) -> (Driver, Client) {
+    let port = support::free_port();
+    let profile = dir.join("chromium-profile");
+    let driver = Driver {
+        chromedriver: Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        profile: profile.clone(),
+    };
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chromium,
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     "--window-size=1400,1000",
+                     format!("--user-data-dir={}", profile.display())],
+        }),
+    );
+    let mut client = None;
+    for _ in 0..50 {
+        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => {
+                client = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let client = client.expect("chromedriver did not start a session");
+    (driver, client)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_page_in_chromium() {
     let (Some(chromium), Some(chromedriver)) = (
@@ -205,44 +250,7 @@ async fn review_page_in_chromium() {
     let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
     let base = format!("http://{}", server.local_addr);
 
-    let port = support::free_port();
-    let profile = dir.path().join("chromium-profile");
-    let driver = Driver {
-        chromedriver: Command::new(&chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-        profile: profile.clone(),
-    };
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": chromium,
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                     "--no-first-run", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync",
-                     "--window-size=1400,1000",
-                     format!("--user-data-dir={}", profile.display())],
-        }),
-    );
-    let mut client = None;
-    for _ in 0..50 {
-        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps.clone())
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-        {
-            Ok(c) => {
-                client = Some(c);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-    let client = client.expect("chromedriver did not start a session");
+    let (driver, client) = start_browser(&chromium, &chromedriver, dir.path()).await;
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/review-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
 
@@ -250,6 +258,12 @@ async fn review_page_in_chromium() {
     client.goto(&base).await.unwrap();
     let series = client.find(Locator::Css("#series")).await.unwrap();
     assert!(series.text().await.unwrap().contains("agent-a"));
+    // The score-drop alert is a marker on every chart.
+    let markers = client
+        .find_all(Locator::Css("svg#chart-phi line.alert-marker"))
+        .await
+        .unwrap();
+    assert!(!markers.is_empty(), "no alert marker on the Φ chart");
     screenshot(&client, &shots, "1-overview").await;
     // Follow the alert to its events.
     client
@@ -411,4 +425,172 @@ async fn review_page_in_chromium() {
     ]));
     assert!(text.contains("labels: 5 (matched 5"), "{text}");
     assert!(text.contains("reviewer ana: 5 pairs"), "{text}");
+}
+
+/// The overview as a monitor, on the embedded example (`sqlgrade run` with its defaults) written
+/// to a JSONL directory and to ClickHouse: the ClickHouse store's rollup gives the same hourly
+/// cells and finding counts as the JSONL rows, and in Chromium both pages draw a line per series
+/// (nine) on each of the three charts and compare each app's agent versions. Screenshots go to
+/// `target/review-screenshots/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
+    use sqlgrade::store::ReviewStore as _;
+    const TEST: &str = "monitor_in_chromium_on_jsonl_and_clickhouse";
+    let (Some(chromium), Some(chromedriver)) = (
+        which(&["chromium", "chromium-browser"]),
+        which(&["chromedriver"]),
+    ) else {
+        return support::skip(TEST, "chromium and chromedriver are not installed");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let bin = env!("CARGO_BIN_EXE_sqlgrade");
+    // The main job as a newcomer runs it (the embedded default), into a JSONL directory.
+    let run = Command::new(bin)
+        .arg("run")
+        .env("SQLGRADE__SINK__DIR", &out)
+        .env_remove("SQLGRADE__SINK__KIND")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let jsonl: std::sync::Arc<dyn sqlgrade::store::ReviewStore> =
+        std::sync::Arc::new(sqlgrade::store::JsonlStore::new(&out));
+
+    // The same run into ClickHouse.
+    let clickhouse = support::ClickHouse::start_in(dir.path());
+    let clickhouse_store: Option<std::sync::Arc<dyn sqlgrade::store::ReviewStore>> =
+        match &clickhouse {
+            Ok(ch) => {
+                let settings = sqlgrade::clickhouse::config::ClickHouseConfig {
+                    url: Some(ch.url()),
+                    database: "sg_monitor".into(),
+                    ..Default::default()
+                };
+                sqlgrade::clickhouse::migrate::migrate(&settings, None)
+                    .await
+                    .unwrap();
+                let run = Command::new(bin)
+                    .arg("run")
+                    .env("SQLGRADE__SINK__KIND", "clickhouse")
+                    .env("SQLGRADE__CLICKHOUSE__URL", ch.url())
+                    .env("SQLGRADE__CLICKHOUSE__DATABASE", "sg_monitor")
+                    .current_dir(env!("CARGO_MANIFEST_DIR"))
+                    .output()
+                    .unwrap();
+                assert!(
+                    run.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+                Some(std::sync::Arc::new(sqlgrade::store::ClickHouseStore::new(
+                    &settings, 5_000,
+                )))
+            }
+            Err(e) => {
+                support::skip(TEST, &format!("the ClickHouse half: {e}"));
+                None
+            }
+        };
+    let from_rows = jsonl.monitor().await.unwrap();
+    if let Some(store) = &clickhouse_store {
+        let rolled_up = store.monitor().await.unwrap();
+        assert_same_monitor(&from_rows, &rolled_up);
+    }
+
+    let (driver, client) = start_browser(&chromium, &chromedriver, dir.path()).await;
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/review-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut stores = vec![("jsonl", jsonl)];
+    stores.extend(clickhouse_store.map(|s| ("clickhouse", s)));
+    for (name, store) in stores {
+        let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
+        let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
+        let base = format!("http://{}", server.local_addr);
+        client.goto(&base).await.unwrap();
+        for chart in ["chart-phi", "chart-flagged", "chart-correct"] {
+            let lines = client
+                .find_all(Locator::Css(&format!("svg#{chart} path.series-line")))
+                .await
+                .unwrap();
+            assert_eq!(lines.len(), 9, "{name}: {chart}");
+        }
+        let comparisons = client
+            .find_all(Locator::Css("table.comparison"))
+            .await
+            .unwrap();
+        assert_eq!(comparisons.len(), 3, "{name}: one per app's sql-copilot");
+        let text = comparisons[0].text().await.unwrap();
+        assert!(
+            text.contains("2026.11.1") && text.contains("2026.11.2") && text.contains("Δ"),
+            "{name}: {text}"
+        );
+        screenshot(&client, &shots, &format!("6-monitor-{name}")).await;
+        // The filters apply to the charts: one app, three series.
+        client
+            .goto(&format!("{base}/?app=toxicology-lab"))
+            .await
+            .unwrap();
+        let lines = client
+            .find_all(Locator::Css("svg#chart-phi path.series-line"))
+            .await
+            .unwrap();
+        assert_eq!(lines.len(), 3, "{name}: filtered");
+        let series = client.find(Locator::Css("#series")).await.unwrap();
+        assert!(!series.text().await.unwrap().contains("superhero-analytics"));
+        server.stop();
+    }
+    client.close().await.unwrap();
+    drop(driver);
+}
+
+/// The ClickHouse rollup's cells equal the JSONL rows' (sums to rounding).
+fn assert_same_monitor(
+    rows: &sqlgrade::serve::monitor::MonitorData,
+    rollup: &sqlgrade::serve::monitor::MonitorData,
+) {
+    let key = |c: &sqlgrade::serve::monitor::MonitorCell| {
+        (c.hour, c.app.clone(), c.agent.clone(), c.version.clone())
+    };
+    let mut a: Vec<_> = rows.cells.iter().collect();
+    let mut b: Vec<_> = rollup.cells.iter().collect();
+    a.sort_by_key(|c| key(c));
+    b.sort_by_key(|c| key(c));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(key(x), key(y));
+        assert_eq!(
+            (x.events, x.scored, x.flagged),
+            (y.events, y.scored, y.flagged),
+            "{x:?}"
+        );
+        for (m, n) in [
+            (&x.estimate.phi, &y.estimate.phi),
+            (&x.estimate.correct, &y.estimate.correct),
+            (&x.estimate.phi_correction, &y.estimate.phi_correction),
+            (
+                &x.estimate.correct_correction,
+                &y.estimate.correct_correction,
+            ),
+        ] {
+            assert_eq!(m.n, n.n, "{x:?}");
+            assert!(
+                (m.sum - n.sum).abs() < 1e-6 && (m.sum_sq - n.sum_sq).abs() < 1e-6,
+                "{x:?} {y:?}"
+            );
+        }
+    }
+    let mut f = rows.findings.clone();
+    let mut g = rollup.findings.clone();
+    f.sort_by(|p, q| {
+        (&p.app, &p.agent, &p.version, &p.code).cmp(&(&q.app, &q.agent, &q.version, &q.code))
+    });
+    g.sort_by(|p, q| {
+        (&p.app, &p.agent, &p.version, &p.code).cmp(&(&q.app, &q.agent, &q.version, &q.code))
+    });
+    assert_eq!(f, g);
 }

@@ -59,6 +59,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "014_event_inputs_result.sql"),
     migration!(15, "015_judge_identity.sql"),
     migration!(16, "016_p_correct.sql"),
+    migration!(17, "017_stef_monitor.sql"),
 ];
 
 /// Name of the bookkeeping table.

@@ -21,6 +21,7 @@
 
 pub mod agreement;
 pub mod config;
+pub mod monitor;
 pub mod pages;
 mod routes;
 pub mod view;

@@ -43,6 +43,7 @@ th{background:#eef0f4}pre{background:#fff;border:1px solid #d6d9e0;padding:.5em;
 .bar{display:inline-block;background:#5b7bd5;height:10px;vertical-align:middle}.muted{color:#6b7280}
 .firing{color:#b42318;font-weight:600}.changed{color:#7a2e0e;background:#fef0c7;border-radius:3px;padding:0 .3em}.resolved{color:#067647}.reason{display:inline-block;background:#fff1e6;border:1px solid #f4c095;border-radius:3px;padding:0 .3em;margin:0 .2em .2em 0}
 button{font-size:14px;padding:.3em .9em;margin-right:.4em}dl.d{margin:.2em 0 .2em 1em}dl.d dt{font-weight:600}dl.d dd{margin:0 0 .3em 1em}
+figure.chart-box{margin:.4em 0 .8em}figure.chart-box figcaption{font-weight:600}.legend-entry{margin-right:1em;white-space:nowrap}.diff{color:#475467}form#filters label{margin-right:.8em}
 .msg{background:#ecfdf3;border:1px solid #6ce9a6;padding:.4em .8em}.err{background:#fef3f2;border:1px solid #fda29b;padding:.4em .8em}
 </style></head><body>
 <header><a href="/"><b>sqlgrade</b> review</a><a href="/">Overview</a><a href="/queue">Review queue</a></header>
@@ -56,6 +57,47 @@ const OVERVIEW: &str = r##"{% extends "layout.html" %}
 {% block body %}
 <h1>Overview</h1>
 <p class="muted">Φ and tier shares over scored line-rate STEF rows; rows that were not scored are left out of every mean and counted in "scored". "Flagged" is the share the line-rate verdict flags (<code>p_correct</code> below the correctness model's threshold). "Correct, line rate + people" needs no LLM: the mean <code>p_correct</code>, rectified by people's labels on the <a href="/queue?slice=calibration">calibration slice</a> (prediction-powered inference, 95% interval; without such labels, the model's own mean, marked "model only"). "Correct, LLM + people" is prediction-powered inference over the LLM judge's uniform slice, with human labels in place of the LLM judge where both exist.</p>
+<form id="filters" method="get" action="/">
+<label>app <select name="app"><option value="">all</option>{% for a in monitor.apps %}<option{% if a == filter.app %} selected{% endif %}>{{ a }}</option>{% endfor %}</select></label>
+<label>agent <select name="agent"><option value="">all</option>{% for a in monitor.agents %}<option{% if a == filter.agent %} selected{% endif %}>{{ a }}</option>{% endfor %}</select></label>
+<label>version <select name="version"><option value="">all</option>{% for v in monitor.versions %}<option{% if v == filter.version %} selected{% endif %}>{{ v }}</option>{% endfor %}</select></label>
+<button type="submit">filter</button>{% if filtered %} <a href="/">clear</a>{% endif %}
+</form>
+<h2>Over time</h2>
+<p class="muted">Per series, per {{ monitor.bucket }} ({{ monitor.buckets }} bucket{% if monitor.buckets != 1 %}s{% endif %}; hours for up to two days of data, days beyond): mean Φ over scored line-rate rows; the share the line-rate verdict flags; the estimated share correct — prediction-powered inference over the LLM judge's uniform slice where a bucket has judged events (95% interval as a whisker), else the correctness model's mean <code>p_correct</code> (its whisker is the interval of a mean over the bucket's events, not of the model's bias; the table below rectifies it with people's labels). A gap is a bucket without scored events; a dashed red line is an alert firing. The filters apply to the charts and the table.</p>
+<div id="monitor">
+{% for c in monitor.charts %}
+<figure class="chart-box"><figcaption>{{ c.title }}</figcaption>
+<svg id="{{ c.id }}" class="chart" width="{{ plot[0] + plot[2] + 16 }}" height="{{ plot[1] + plot[3] + 30 }}" viewBox="0 0 {{ plot[0] + plot[2] + 16 }} {{ plot[1] + plot[3] + 30 }}" role="img" aria-label="{{ c.title }} per series over time">
+<rect x="{{ plot[0] }}" y="{{ plot[1] }}" width="{{ plot[2] }}" height="{{ plot[3] }}" fill="#fff" stroke="#d6d9e0"/>
+{% for t in c.y_ticks %}<line x1="{{ plot[0] }}" x2="{{ plot[0] + plot[2] }}" y1="{{ t[0] }}" y2="{{ t[0] }}" stroke="#eef0f4"/><text x="{{ plot[0] - 6 }}" y="{{ t[0] + 4 }}" font-size="11" text-anchor="end">{{ t[1] }}</text>{% endfor %}
+{% for t in c.x_ticks %}<text x="{{ t[0] }}" y="{{ plot[1] + plot[3] + 16 }}" font-size="11" text-anchor="middle">{{ t[1] }}</text>{% endfor %}
+{% for m in c.markers %}<line class="alert-marker" x1="{{ m.x }}" x2="{{ m.x }}" y1="{{ plot[1] }}" y2="{{ plot[1] + plot[3] }}" stroke="#b42318" stroke-width="1.5" stroke-dasharray="5 3"><title>{{ m.title }}</title></line>{% endfor %}
+{% for l in c.lines %}<g class="series" data-series="{{ l.series }}">
+<path class="series-line" d="{{ l.path }}" fill="none" stroke="{{ l.color }}" stroke-width="2"/>
+{% for p in l.points %}{% if p.interval %}<line class="interval" x1="{{ p.x }}" x2="{{ p.x }}" y1="{{ p.interval[0] }}" y2="{{ p.interval[1] }}" stroke="{{ l.color }}" stroke-opacity="0.5"/>{% endif %}<circle cx="{{ p.x }}" cy="{{ p.y }}" r="3" fill="{{ l.color }}"><title>{{ p.title }}</title></circle>{% endfor %}
+</g>{% endfor %}
+</svg></figure>
+{% else %}<p>No line-rate rows yet.</p>{% endfor %}
+</div>
+<p id="legend">{% for e in monitor.legend %}<span class="legend-entry"><svg width="14" height="10" aria-hidden="true"><rect width="14" height="10" fill="{{ e.color }}"/></svg> {{ e.label }}</span> {% endfor %}</p>
+<h2>Versions side by side</h2>
+<p class="muted">Per app and agent with more than one version, in the order the versions first appeared: each version's numbers with 95% intervals, its difference from the version before (an interval that excludes 0 is a change the data shows, not noise), and the finding codes whose rate (events with the finding per event) changed most.</p>
+<div id="comparisons">
+{% for cmp in monitor.comparisons %}
+<table class="comparison" data-app="{{ cmp.app }}" data-agent="{{ cmp.agent }}">
+<tr><th colspan="{{ cmp.versions|length + 1 }}">{{ cmp.app or "—" }} / {{ cmp.agent or "—" }}</th></tr>
+<tr><th>version</th>{% for v in cmp.versions %}<th class="version">{{ v.version }}</th>{% endfor %}</tr>
+<tr><td>seen</td>{% for v in cmp.versions %}<td>{{ v.first_seen }} – {{ v.last_seen }}</td>{% endfor %}</tr>
+<tr><td>events (scored)</td>{% for v in cmp.versions %}<td>{{ v.events }} ({{ v.scored }})</td>{% endfor %}</tr>
+<tr><td>mean Φ [95%]</td>{% for v in cmp.versions %}<td>{% if v.phi %}{{ "%.1f"|format(v.phi.value) }}{% if v.phi.lower is not none %} [{{ "%.1f"|format(v.phi.lower) }}, {{ "%.1f"|format(v.phi.upper) }}]{% endif %}{% else %}—{% endif %}{% if v.diff and v.diff.phi %}<br><span class="diff">Δ {{ "%+.1f"|format(v.diff.phi.value) }}{% if v.diff.phi.lower is not none %} [{{ "%+.1f"|format(v.diff.phi.lower) }}, {{ "%+.1f"|format(v.diff.phi.upper) }}]{% endif %} vs {{ v.diff.against }}</span>{% endif %}</td>{% endfor %}</tr>
+<tr><td>flagged [95%]</td>{% for v in cmp.versions %}<td>{% if v.flagged %}{{ "%.1f"|format(v.flagged.value * 100) }}% [{{ "%.1f"|format(v.flagged.lower * 100) }}, {{ "%.1f"|format(v.flagged.upper * 100) }}]{% else %}—{% endif %}{% if v.diff and v.diff.flagged %}<br><span class="diff">Δ {{ "%+.1f"|format(v.diff.flagged.value * 100) }} pts [{{ "%+.1f"|format(v.diff.flagged.lower * 100) }}, {{ "%+.1f"|format(v.diff.flagged.upper * 100) }}]</span>{% endif %}</td>{% endfor %}</tr>
+<tr><td>estimated correct [95%]</td>{% for v in cmp.versions %}<td>{% if v.correct %}{{ "%.1f"|format(v.correct.value * 100) }}%{% if v.correct.lower is not none %} [{{ "%.1f"|format(v.correct.lower * 100) }}, {{ "%.1f"|format(v.correct.upper * 100) }}]{% endif %} <span class="muted">{{ v.correct_source }}</span>{% else %}—{% endif %}{% if v.diff and v.diff.correct %}<br><span class="diff">Δ {{ "%+.1f"|format(v.diff.correct.value * 100) }} pts{% if v.diff.correct.lower is not none %} [{{ "%+.1f"|format(v.diff.correct.lower * 100) }}, {{ "%+.1f"|format(v.diff.correct.upper * 100) }}]{% endif %}</span>{% endif %}</td>{% endfor %}</tr>
+<tr><td>findings that changed most</td>{% for v in cmp.versions %}<td class="finding-changes">{% for f in v.findings %}<code>{{ f.code }}</code> {% if f.before is not none %}{{ "%.0f"|format(f.before * 100) }}% → {% endif %}{{ "%.0f"|format(f.now * 100) }}%{% if not loop.last %}<br>{% endif %}{% else %}—{% endfor %}</td>{% endfor %}</tr>
+</table>
+{% else %}<p>No app has an agent with more than one version{% if filtered %} under these filters{% endif %}.</p>{% endfor %}
+</div>
+<h2>Series</h2>
 <table id="series">
 <tr><th>app</th><th>agent</th><th>version</th><th>events</th><th>scored</th><th>mean Φ</th><th>Φ distribution (0–100)</th><th>tiers (excellent / good / marginal / poor)</th><th>flagged</th><th>correct, line rate + people [95%]</th><th>correct, LLM + people [95%]</th><th>labelled</th><th>alerts</th><th></th></tr>
 {% for s in series %}

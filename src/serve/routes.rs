@@ -251,12 +251,29 @@ struct AlertLine {
     message: String,
 }
 
-async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
+async fn overview(
+    State(state): State<Arc<ReviewState>>,
+    Query(filter): Query<super::monitor::MonitorFilter>,
+) -> Response {
     let (rows, alerts, labels) = match load(&state).await {
         Ok(v) => v,
         Err(e) => return store_error(&e),
     };
-    let series = super::view::overview(&rows, &alerts, &labels, &state.calibration);
+    let data = match state.store.monitor().await {
+        Ok(data) => data,
+        Err(e) => return store_error(&e),
+    };
+    let monitor = super::monitor::monitor(&data, &alerts, &filter);
+    let filtered = filter.is_set();
+    let series: Vec<_> = super::view::overview(&rows, &alerts, &labels, &state.calibration)
+        .into_iter()
+        .filter(|s| {
+            let ok = |want: &str, have: &str| want.trim().is_empty() || want.trim() == have;
+            ok(&filter.app, &s.app)
+                && ok(&filter.agent, &s.agent)
+                && ok(&filter.version, &s.version)
+        })
+        .collect();
     let (judges, disagreement) = super::view::judges(&rows, &labels, &state.calibration);
     let reliability = super::view::reliability(&rows, &labels);
     let calibration_per_week = state.calibration.per_week;
@@ -284,7 +301,10 @@ async fn overview(State(state): State<Arc<ReviewState>>) -> Response {
     render(
         &state,
         "overview.html",
-        minijinja::context! { series, alerts, judges, disagreement, calibration_per_week, reliability },
+        minijinja::context! {
+            series, alerts, judges, disagreement, calibration_per_week, reliability, monitor,
+            filter, filtered, plot => super::monitor::PLOT,
+        },
     )
 }
 

@@ -51,6 +51,55 @@ impl From<ReadError> for StoreError {
     }
 }
 
+/// Days of the monitor rollup the page reads (back from its newest hour).
+const MONITOR_DAYS: i64 = 90;
+/// Cells and finding counts read at most (a bound on what the page holds).
+const MONITOR_CELLS: usize = 200_000;
+
+/// One hour of one series from `stef_monitor_hourly`, merged.
+#[derive(Debug, serde::Deserialize)]
+struct MonitorCellRecord {
+    hour: i64,
+    app_id: String,
+    agent_id: String,
+    agent_version: String,
+    events: u64,
+    scored: u64,
+    flagged: u64,
+    line_n: u64,
+    phi_sum: f64,
+    phi_sq: f64,
+    p_sum: f64,
+    p_sq: f64,
+    judged_n: u64,
+    phi_corr_sum: f64,
+    phi_corr_sq: f64,
+    p_corr_sum: f64,
+    p_corr_sq: f64,
+}
+
+impl MonitorCellRecord {
+    fn into_cell(self) -> crate::serve::monitor::MonitorCell {
+        use crate::sampling::estimate::{Moments, SeriesEstimate};
+        let moments = |n, sum, sum_sq| Moments { n, sum, sum_sq };
+        crate::serve::monitor::MonitorCell {
+            hour: self.hour,
+            app: self.app_id,
+            agent: self.agent_id,
+            version: self.agent_version,
+            events: self.events,
+            scored: self.scored,
+            flagged: self.flagged,
+            estimate: SeriesEstimate {
+                phi: moments(self.line_n, self.phi_sum, self.phi_sq),
+                correct: moments(self.line_n, self.p_sum, self.p_sq),
+                phi_correction: moments(self.judged_n, self.phi_corr_sum, self.phi_corr_sq),
+                correct_correction: moments(self.judged_n, self.p_corr_sum, self.p_corr_sq),
+            },
+        }
+    }
+}
+
 /// A `labels` row as written.
 #[derive(Debug, clickhouse::Row, Serialize)]
 struct LabelRecord<'a> {
@@ -109,6 +158,46 @@ impl ReviewStore for ClickHouseStore {
             .into_iter()
             .map(|i| (i.event_id.to_string(), i))
             .collect())
+    }
+
+    async fn monitor(&self) -> Result<crate::serve::monitor::MonitorData, StoreError> {
+        // The newest MONITOR_DAYS of the rollup (the charts draw at most 400 buckets).
+        let cells: Vec<MonitorCellRecord> = fetch_json(
+            "read the monitor rollup",
+            self.reader.client().query(&format!(
+                "SELECT toUInt32(hour) AS hour, app_id, agent_id, agent_version, \
+                 toUInt32(uniqIfMerge(events)) AS events, toUInt32(uniqIfMerge(scored)) AS scored, \
+                 toUInt32(uniqIfMerge(flagged)) AS flagged, toUInt32(countIfMerge(line_n)) AS line_n, \
+                 sumIfMerge(phi_sum) AS phi_sum, sumIfMerge(phi_sq) AS phi_sq, \
+                 sumIfMerge(p_sum) AS p_sum, sumIfMerge(p_sq) AS p_sq, \
+                 toUInt32(countIfMerge(judged_n)) AS judged_n, \
+                 sumIfMerge(phi_corr_sum) AS phi_corr_sum, sumIfMerge(phi_corr_sq) AS phi_corr_sq, \
+                 sumIfMerge(p_corr_sum) AS p_corr_sum, sumIfMerge(p_corr_sq) AS p_corr_sq \
+                 FROM stef_monitor_hourly \
+                 WHERE hour >= (SELECT max(hour) FROM stef_monitor_hourly) - {MONITOR_DAYS} * 86400 \
+                 GROUP BY hour, app_id, agent_id, agent_version \
+                 ORDER BY hour LIMIT {MONITOR_CELLS}"
+            )),
+        )
+        .await?;
+        let findings: Vec<crate::serve::monitor::FindingCount> = fetch_json(
+            "read finding counts",
+            self.reader.client().query(&format!(
+                "SELECT ifNull(app_id, '') AS app, ifNull(agent_id, '') AS agent, \
+                 ifNull(agent_version, '') AS version, code, toUInt32(uniq(event_id)) AS events \
+                 FROM evaluations ARRAY JOIN finding_codes AS code \
+                 WHERE metric = 'stef' AND ts >= (SELECT max(hour) FROM stef_monitor_hourly) - {MONITOR_DAYS} * 86400 \
+                 GROUP BY app, agent, version, code LIMIT {MONITOR_CELLS}"
+            )),
+        )
+        .await?;
+        Ok(crate::serve::monitor::MonitorData {
+            cells: cells
+                .into_iter()
+                .map(MonitorCellRecord::into_cell)
+                .collect(),
+            findings,
+        })
     }
 
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {

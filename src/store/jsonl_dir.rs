@@ -119,6 +119,11 @@ impl ReviewStore for JsonlStore {
             .collect())
     }
 
+    async fn monitor(&self) -> Result<crate::serve::monitor::MonitorData, StoreError> {
+        let rows = self.rows().await?;
+        Ok(crate::serve::monitor::monitor_from_rows(&rows))
+    }
+
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {
         let all: Vec<AlertView> = read_jsonl(&self.dir.join(ALERTS_FILE))?;
         Ok(latest_alerts(all))

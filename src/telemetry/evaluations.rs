@@ -391,10 +391,10 @@ pub fn log_record(
             any_value::Value::DoubleValue(row.value),
         ));
     }
-    let label =
-        row.verdict
-            .filter(|_| scored)
-            .map(|correct| if correct { "correct" } else { "incorrect" });
+    let label = row
+        .verdict
+        .filter(|_| scored)
+        .map(|correct| if correct { "correct" } else { "incorrect" });
     if let Some(label) = label {
         attributes.push(text_kv("gen_ai.evaluation.score.label", label));
     }

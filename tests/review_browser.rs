@@ -434,7 +434,6 @@ async fn review_page_in_chromium() {
 /// `target/review-screenshots/`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
-    use sqlgrade::store::ReviewStore as _;
     const TEST: &str = "monitor_in_chromium_on_jsonl_and_clickhouse";
     let (Some(chromium), Some(chromedriver)) = (
         which(&["chromium", "chromium-browser"]),

@@ -741,6 +741,9 @@ fn share_interval(yes: u64, n: u64) -> Option<Interval> {
     Some(Interval::of(p, Some((q * (1.0 - q) / n as f64).sqrt())).clipped(0.0, 1.0))
 }
 
+/// One version's first hour, last hour and merged cells.
+type VersionTotal = (i64, i64, MonitorCell);
+
 /// Per (app, agent) with versions: the versions side by side (module documentation).
 fn comparisons(data: &MonitorData, filter: &MonitorFilter) -> Vec<Comparison> {
     // The version filter does not apply: a comparison is of versions.
@@ -748,8 +751,7 @@ fn comparisons(data: &MonitorData, filter: &MonitorFilter) -> Vec<Comparison> {
         version: String::new(),
         ..filter.clone()
     };
-    let mut totals: BTreeMap<(String, String), BTreeMap<String, (i64, i64, MonitorCell)>> =
-        BTreeMap::new();
+    let mut totals: BTreeMap<(String, String), BTreeMap<String, VersionTotal>> = BTreeMap::new();
     for cell in data
         .cells
         .iter()
@@ -774,10 +776,11 @@ fn comparisons(data: &MonitorData, filter: &MonitorFilter) -> Vec<Comparison> {
     }
     let mut out = Vec::new();
     for ((app, agent), versions) in totals {
-        let mut ordered: Vec<(String, (i64, i64, MonitorCell))> = versions.into_iter().collect();
+        let mut ordered: Vec<(String, VersionTotal)> = versions.into_iter().collect();
         ordered.sort_by(|a, b| (a.1.0, &a.0).cmp(&(b.1.0, &b.0)));
         let mut columns: Vec<VersionColumn> = Vec::new();
-        let mut previous: Option<(String, Option<BTreeMap<&str, u64>>, u64)> = None;
+        // The version before: its finding counts and its events.
+        let mut previous: Option<(BTreeMap<&str, u64>, u64)> = None;
         for (version, (first, last, cell)) in ordered {
             let phi = phi_interval(&cell.estimate.phi);
             let flagged = share_interval(cell.flagged, cell.scored);
@@ -793,14 +796,8 @@ fn comparisons(data: &MonitorData, filter: &MonitorFilter) -> Vec<Comparison> {
             });
             let key = (app.clone(), agent.clone(), version.clone());
             let these = codes.get(&key).cloned().unwrap_or_default();
-            let findings = finding_changes(
-                &these,
-                cell.events,
-                previous
-                    .as_ref()
-                    .map(|(_, c, n)| (c.clone().unwrap_or_default(), *n)),
-            );
-            previous = Some((version.clone(), Some(these), cell.events));
+            let findings = finding_changes(&these, cell.events, previous.take());
+            previous = Some((these, cell.events));
             columns.push(VersionColumn {
                 version: if version.is_empty() {
                     "—".into()

@@ -30,10 +30,11 @@
 //! this: rows are sent when they are observed, independently of the sink (a row the sink then
 //! fails to write, and the source redelivers, may be sent twice — at least once, like OTLP).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use memchr::memmem::Finder;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
@@ -451,25 +452,44 @@ pub fn log_record(
     }
 }
 
-/// The fields of a row's details an explanation is made of (the rest is skipped unread).
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Explained {
-    findings: Vec<FindingText>,
-    rationale: Option<String>,
-    reasoning: Option<String>,
-    judge_error: Option<String>,
-    error: Option<String>,
-    gold_error: Option<String>,
-    gold_parse_error: Option<String>,
-}
-
+/// A finding as the explanation names it.
 #[derive(Deserialize)]
 struct FindingText {
     code: String,
     severity: String,
     #[serde(default)]
     evidence: String,
+}
+
+/// The keys whose text explains a row without findings, in the order they are preferred.
+const EXPLAINING_KEYS: [&str; 6] = [
+    "judge_error",
+    "error",
+    "gold_error",
+    "gold_parse_error",
+    "rationale",
+    "reasoning",
+];
+
+/// `"key":` searchers for `findings` and the [`EXPLAINING_KEYS`], built once.
+static KEY_FINDERS: LazyLock<(Finder<'static>, Vec<Finder<'static>>)> = LazyLock::new(|| {
+    let finder = |key: &str| Finder::new(format!("\"{key}\":").as_bytes()).into_owned();
+    (
+        finder("findings"),
+        EXPLAINING_KEYS.iter().map(|k| finder(k)).collect(),
+    )
+});
+
+/// The value after the first `"key":` in a details object's JSON text, parsed as `T` (only that
+/// value is read: a line-rate row's details run to kilobytes, and parsing all of them for every
+/// row was most of this exporter's cost). Quotes inside strings are escaped in JSON text, so the
+/// pattern only matches a key.
+fn value_after<T: serde::de::DeserializeOwned>(text: &str, key: &Finder<'static>) -> Option<T> {
+    let at = key.find(text.as_bytes())? + key.needle().len();
+    serde_json::Deserializer::from_str(&text[at..])
+        .into_iter::<T>()
+        .next()?
+        .ok()
 }
 
 fn severity_rank(severity: &str) -> u8 {
@@ -484,28 +504,13 @@ fn severity_rank(severity: &str) -> u8 {
 /// error its details name; bounded by [`EXPLANATION_BYTES`]. `None` when the details hold none.
 pub fn explanation(details: &Details) -> Option<String> {
     let text = details.json_text();
-    let explained: Explained = serde_json::from_str(&text).unwrap_or_default();
-    let Explained {
-        mut findings,
-        rationale,
-        reasoning,
-        judge_error,
-        error,
-        gold_error,
-        gold_parse_error,
-    } = explained;
+    let (findings_key, explaining_keys) = &*KEY_FINDERS;
+    let mut findings: Vec<FindingText> = value_after(&text, findings_key).unwrap_or_default();
     let mut out = if findings.is_empty() {
-        [
-            judge_error,
-            error,
-            gold_error,
-            gold_parse_error,
-            rationale,
-            reasoning,
-        ]
-        .into_iter()
-        .flatten()
-        .find(|t| !t.trim().is_empty())?
+        explaining_keys
+            .iter()
+            .filter_map(|key| value_after::<String>(&text, key))
+            .find(|t| !t.trim().is_empty())?
     } else {
         findings.sort_by_key(|f| severity_rank(&f.severity));
         let named: Vec<String> = findings

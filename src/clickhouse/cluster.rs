@@ -436,6 +436,7 @@ mod tests {
                 "judge_cache",
                 "judge_identities",
                 "labels",
+                "stef_monitor_hourly",
             ]
         );
     }

@@ -79,10 +79,10 @@ struct MonitorCellRecord {
 }
 
 impl MonitorCellRecord {
-    fn into_cell(self) -> crate::serve::monitor::MonitorCell {
+    fn into_cell(self) -> crate::stored::monitor::MonitorCell {
         use crate::sampling::estimate::{Moments, SeriesEstimate};
         let moments = |n, sum, sum_sq| Moments { n, sum, sum_sq };
-        crate::serve::monitor::MonitorCell {
+        crate::stored::monitor::MonitorCell {
             hour: self.hour,
             app: self.app_id,
             agent: self.agent_id,
@@ -160,7 +160,7 @@ impl ReviewStore for ClickHouseStore {
             .collect())
     }
 
-    async fn monitor(&self) -> Result<crate::serve::monitor::MonitorData, StoreError> {
+    async fn monitor(&self) -> Result<crate::stored::monitor::MonitorData, StoreError> {
         // The newest MONITOR_DAYS of the rollup (the charts draw at most 400 buckets).
         let cells: Vec<MonitorCellRecord> = fetch_json(
             "read the monitor rollup",
@@ -180,7 +180,7 @@ impl ReviewStore for ClickHouseStore {
             )),
         )
         .await?;
-        let findings: Vec<crate::serve::monitor::FindingCount> = fetch_json(
+        let findings: Vec<crate::stored::monitor::FindingCount> = fetch_json(
             "read finding counts",
             self.reader.client().query(&format!(
                 "SELECT ifNull(app_id, '') AS app, ifNull(agent_id, '') AS agent, \
@@ -191,7 +191,7 @@ impl ReviewStore for ClickHouseStore {
             )),
         )
         .await?;
-        Ok(crate::serve::monitor::MonitorData {
+        Ok(crate::stored::monitor::MonitorData {
             cells: cells
                 .into_iter()
                 .map(MonitorCellRecord::into_cell)

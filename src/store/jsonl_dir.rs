@@ -119,9 +119,9 @@ impl ReviewStore for JsonlStore {
             .collect())
     }
 
-    async fn monitor(&self) -> Result<crate::serve::monitor::MonitorData, StoreError> {
+    async fn monitor(&self) -> Result<crate::stored::monitor::MonitorData, StoreError> {
         let rows = self.rows().await?;
-        Ok(crate::serve::monitor::monitor_from_rows(&rows))
+        Ok(crate::stored::monitor::monitor_from_rows(&rows))
     }
 
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {

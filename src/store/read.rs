@@ -188,7 +188,7 @@ pub trait ReviewStore: Send + Sync {
     async fn add_label(&self, label: &HumanLabel) -> Result<(), StoreError>;
     /// The monitor's hourly cells and finding counts (`serve::monitor`): a JSONL directory folds
     /// its rows; ClickHouse reads its `stef_monitor_hourly` rollup and one aggregate query.
-    async fn monitor(&self) -> Result<crate::serve::monitor::MonitorData, StoreError>;
+    async fn monitor(&self) -> Result<crate::stored::monitor::MonitorData, StoreError>;
     /// Where the data comes from, for the page footer (no credentials).
     fn describe(&self) -> String;
 }

@@ -8,6 +8,7 @@
 //! sees one row whichever store it came from.
 
 pub mod jsonl;
+pub mod monitor;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;

@@ -796,3 +796,37 @@ fn hostile_or_broken_inputs_are_parse_failures_not_panics() {
         let _ = esm_plus(&f.plus, p, gold, EsmPlusOptions::default());
     }
 }
+
+/// A left-deep OR chain of 2,000 terms (the issue's; 30,000 pass in release, but the unoptimised test build drops sqlparser's deep tree with larger frames) (the parser's recursion limit does not bound it) is
+/// lowered without recursion and compared; an arithmetic chain nested past the lowering's depth
+/// bound is refused with a reason — neither overflows the stack (2,000 terms used to abort the
+/// process). Runs on a thread with a tokio worker's 2 MiB stack.
+#[test]
+fn long_or_chains_lower_and_deep_nesting_is_refused_without_overflowing_the_stack() {
+    std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let f = fixture();
+            let terms: Vec<String> = (0..2_000).map(|i| format!("dog_id = {i}")).collect();
+            let gold = format!("SELECT name FROM dogs WHERE {}", terms.join(" OR "));
+            let mut reversed = terms.clone();
+            reversed.reverse();
+            let pred = format!("SELECT name FROM dogs WHERE {}", reversed.join(" OR "));
+            let out = esm_plus(&f.plus, &gold, &pred, EsmPlusOptions::default())
+                .expect("a long OR chain is lowered");
+            assert!(out.verdict, "the same disjuncts in another order");
+            let deep = format!(
+                "SELECT name FROM dogs WHERE age = {}",
+                vec!["1"; 5_000].join(" + ")
+            );
+            let refused = esm_plus(&f.plus, &deep, &deep, EsmPlusOptions::default());
+            let text = match refused {
+                Err(e) => e.to_string(),
+                Ok(out) => format!("{out:?}"),
+            };
+            assert!(text.contains("deeper than"), "{text}");
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}

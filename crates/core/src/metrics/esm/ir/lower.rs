@@ -75,6 +75,7 @@ pub fn parse(sql: &str, schema: &PlusSchema, ctx: &mut LowerCtx) -> LResult<Quer
         schema,
         ctx,
         scopes: Vec::new(),
+        depth: 0,
     };
     lw.query(q)
 }
@@ -83,6 +84,37 @@ pub(super) struct Lowerer<'a> {
     pub(super) schema: &'a PlusSchema,
     pub(super) ctx: &'a mut LowerCtx,
     pub(super) scopes: Vec<Scope>,
+    /// How deep the lowering is in nested expressions and predicates ([`MAX_DEPTH`]).
+    pub(super) depth: usize,
+}
+
+/// Nested expressions and predicates lowered at most. The parser's recursion limit does not
+/// bound a left-deep chain of operators (`a OR b OR c …` parses in a loop), and each level of
+/// lowering is a few stack frames: without a bound, 2,000 terms overflowed a worker's stack and
+/// aborted the process. AND and OR chains are flattened without recursion, so only genuinely
+/// nested expressions (arithmetic chains, CASE in CASE, subqueries) meet this bound; past it the
+/// query is refused with a reason.
+pub const MAX_DEPTH: usize = 256;
+
+/// The operands of a chain of `op` (`AND` or `OR`), left to right, through parentheses: a
+/// left-deep chain of any length is walked with a stack of its own, not by recursion.
+fn chain_operands<'e>(e: &'e sa::Expr, op: &BinaryOperator) -> Vec<&'e sa::Expr> {
+    let mut operands = Vec::new();
+    let mut stack = vec![e];
+    while let Some(next) = stack.pop() {
+        match next {
+            sa::Expr::BinaryOp { left, op: o, right } if o == op => {
+                stack.push(right);
+                stack.push(left);
+            }
+            sa::Expr::Nested(inner) if matches!(&**inner, sa::Expr::BinaryOp { op: o, .. } if o == op) =>
+            {
+                stack.push(inner);
+            }
+            other => operands.push(other),
+        }
+    }
+    operands
 }
 
 /// Canonical text of a number literal.
@@ -465,7 +497,25 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Enter one level of nesting ([`MAX_DEPTH`]).
+    fn descend(&mut self) -> LResult<()> {
+        if self.depth >= MAX_DEPTH {
+            return lerr(format!(
+                "the query nests expressions deeper than {MAX_DEPTH} levels"
+            ));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
     pub(super) fn expr(&mut self, e: &sa::Expr, allow_alias: bool) -> LResult<Expr> {
+        self.descend()?;
+        let lowered = self.expr_at(e, allow_alias);
+        self.depth -= 1;
+        lowered
+    }
+
+    fn expr_at(&mut self, e: &sa::Expr, allow_alias: bool) -> LResult<Expr> {
         Ok(match e {
             sa::Expr::Identifier(i) => self.column(std::slice::from_ref(i), allow_alias)?,
             sa::Expr::CompoundIdentifier(parts) => self.column(parts, allow_alias)?,
@@ -599,13 +649,20 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn pred_inner(&mut self, e: &sa::Expr, aa: bool) -> LResult<Pred> {
+        self.descend()?;
+        let lowered = self.pred_at(e, aa);
+        self.depth -= 1;
+        lowered
+    }
+
+    fn pred_at(&mut self, e: &sa::Expr, aa: bool) -> LResult<Pred> {
         Ok(match e {
             sa::Expr::Nested(inner) => self.pred_inner(inner, aa)?,
             sa::Expr::BinaryOp { left, op, right } => {
                 let cmp = match op {
                     BinaryOperator::And => {
                         let mut parts = Vec::new();
-                        for side in [left, right] {
+                        for side in chain_operands(e, op) {
                             match self.pred_inner(side, aa)? {
                                 Pred::And(ps) => parts.extend(ps),
                                 p => parts.push(p),
@@ -615,7 +672,7 @@ impl Lowerer<'_> {
                     }
                     BinaryOperator::Or => {
                         let mut parts = Vec::new();
-                        for side in [left, right] {
+                        for side in chain_operands(e, op) {
                             match self.pred_inner(side, aa)? {
                                 Pred::Or(ps) => parts.extend(ps),
                                 p => parts.push(p),

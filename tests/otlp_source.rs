@@ -377,24 +377,7 @@ fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (port, health) = (free_port(), free_port());
-    let out = dir.path().join("out");
-    let config = dir.path().join("sqlgrade.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[source]\nkind = \"otlp\"\n[source.otlp]\nlisten = \"127.0.0.1:{port}\"\n\
-             [sink]\nkind = \"jsonl\"\ndir = {:?}\n[server]\nlisten = \"127.0.0.1:{health}\"\n",
-            out.display().to_string()
-        ),
-    )
-    .unwrap();
-    let mut daemon = Daemon::spawn(&config, &dir.path().join("daemon.log"), health);
-    assert!(
-        wait_until(Duration::from_secs(60), || daemon.ready()),
-        "{}",
-        daemon.log_text()
-    );
+    let (mut daemon, port, out) = spawn_otlp_daemon(dir.path(), "");
     let events = run_agent(
         &python,
         &format!("http://127.0.0.1:{port}/v1/traces"),
@@ -442,6 +425,30 @@ fn traces_from_the_real_sdk_score_like_the_equivalent_json_events() {
     for (key, row) in &from_json {
         assert_eq!(from_traces.get(key), Some(row), "{key}");
     }
+}
+
+/// A daemon with the OTLP source on a free port and a JSONL sink under `dir/out`, plus `extra`
+/// TOML, once ready: (daemon, the source's port, the output directory).
+fn spawn_otlp_daemon(dir: &Path, extra: &str) -> (Daemon, u16, PathBuf) {
+    let (port, health) = (free_port(), free_port());
+    let out = dir.join("out");
+    let config = dir.join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nkind = \"otlp\"\n[source.otlp]\nlisten = \"127.0.0.1:{port}\"\n\
+             [sink]\nkind = \"jsonl\"\ndir = {:?}\n[server]\nlisten = \"127.0.0.1:{health}\"\n{extra}",
+            out.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::spawn(&config, &dir.join("daemon.log"), health);
+    assert!(
+        wait_until(Duration::from_secs(60), || daemon.ready()),
+        "{}",
+        daemon.log_text()
+    );
+    (daemon, port, out)
 }
 
 /// Run the fake agent: `endpoint` is the receiver's URL or `file:PATH` (protobuf batches, one
@@ -630,25 +637,13 @@ fn evaluation_events_land_on_the_sql_spans_even_when_the_collector_comes_late() 
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (port, health, collector) = (free_port(), free_port(), free_port());
-    let out = dir.path().join("out");
-    let config = dir.path().join("sqlgrade.toml");
+    let collector = free_port();
     // The collector is away when the traces arrive: nothing listens on its port yet.
-    std::fs::write(
-        &config,
-        format!(
-            "[source]\nkind = \"otlp\"\n[source.otlp]\nlisten = \"127.0.0.1:{port}\"\n\
-             [sink]\nkind = \"jsonl\"\ndir = {:?}\n[server]\nlisten = \"127.0.0.1:{health}\"\n\
-             [telemetry]\nevaluations = true\notlp_endpoint = \"http://127.0.0.1:{collector}\"\n",
-            out.display().to_string()
+    let (mut daemon, port, out) = spawn_otlp_daemon(
+        dir.path(),
+        &format!(
+            "[telemetry]\nevaluations = true\notlp_endpoint = \"http://127.0.0.1:{collector}\"\n"
         ),
-    )
-    .unwrap();
-    let mut daemon = Daemon::spawn(&config, &dir.path().join("daemon.log"), health);
-    assert!(
-        wait_until(Duration::from_secs(60), || daemon.ready()),
-        "{}",
-        daemon.log_text()
     );
     run_agent(
         &python,

@@ -442,7 +442,7 @@ fn spawn_otlp_daemon(dir: &Path, extra: &str) -> (Daemon, u16, PathBuf) {
         ),
     )
     .unwrap();
-    let mut daemon = Daemon::spawn(&config, &dir.join("daemon.log"), health);
+    let daemon = Daemon::spawn(&config, &dir.join("daemon.log"), health);
     assert!(
         wait_until(Duration::from_secs(60), || daemon.ready()),
         "{}",

@@ -401,7 +401,8 @@ async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
+        // Compared in constant time (`settings::same_secret`), as the review page's token.
+        if !given.is_some_and(|given| crate::settings::same_secret(given, token)) {
             return error_response(
                 &shared,
                 StatusCode::UNAUTHORIZED,

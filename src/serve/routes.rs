@@ -160,28 +160,16 @@ fn authorised(headers: &HeaderMap, token: &str) -> bool {
         return false;
     };
     if let Some(bearer) = value.strip_prefix("Bearer ") {
-        return same_secret(bearer.trim(), token);
+        return crate::settings::same_secret(bearer.trim(), token);
     }
     if let Some(basic) = value.strip_prefix("Basic ")
         && let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(basic.trim())
         && let Ok(text) = String::from_utf8(decoded)
         && let Some((_, password)) = text.split_once(':')
     {
-        return same_secret(password, token);
+        return crate::settings::same_secret(password, token);
     }
     false
-}
-
-/// Compare two secrets through their SHA-256 digests, so the time taken does not depend on
-/// where they first differ.
-fn same_secret(given: &str, expected: &str) -> bool {
-    use sha2::Digest as _;
-    let a = sha2::Sha256::digest(given.as_bytes());
-    let b = sha2::Sha256::digest(expected.as_bytes());
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
 }
 
 /// A write is same-origin when its `Origin` (or, failing that, `Referer`) names the `Host` it

@@ -43,6 +43,19 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Whether `given` equals the secret `expected`, in time that does not depend on where they
+/// differ: both are hashed (SHA-256) and the digests compared without an early exit. For bearer
+/// tokens (the review page, the OTLP receiver).
+pub fn same_secret(given: &str, expected: &str) -> bool {
+    use sha2::Digest as _;
+    let a = sha2::Sha256::digest(given.as_bytes());
+    let b = sha2::Sha256::digest(expected.as_bytes());
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
 /// Whether a key names a secret (`password`, `sasl.password`, `api_key`, `client.secret`, …).
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
@@ -108,5 +121,18 @@ pub fn redact(value: &mut toml::Value) {
         }
         toml::Value::Array(items) => items.iter_mut().for_each(redact),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_secret_is_true_only_for_the_same_text() {
+        assert!(same_secret("s3cret-token", "s3cret-token"));
+        assert!(!same_secret("s3cret-tokeN", "s3cret-token"));
+        assert!(!same_secret("s3cret", "s3cret-token"));
+        assert!(!same_secret("", "s3cret-token"));
     }
 }

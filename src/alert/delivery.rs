@@ -512,6 +512,22 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// `text` as Slack shows it literally: `&`, `<` and `>` escaped as Slack's message formatting
+/// asks, so a series label such as `<!channel>` or `<https://…|click>` is shown, not acted on
+/// (no mention, no disguised link). The Alertmanager fields keep the raw values: they are data.
+pub fn slack_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The webhook JSON for `notes` (one group): Slack's `text` plus Alertmanager's webhook fields;
 /// with `review_url`, each alert links to its events on the review page (`generatorURL`, and a
 /// line of the text).
@@ -559,8 +575,12 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
     let text = notes
         .iter()
         .map(|n| match review_url {
-            Some(base) => format!("{}\nReview its events: {}", n.summary, review_link(base, n)),
-            None => n.summary.clone(),
+            Some(base) => format!(
+                "{}\nReview its events: {}",
+                slack_escape(&n.summary),
+                review_link(base, n)
+            ),
+            None => slack_escape(&n.summary),
         })
         .collect::<Vec<_>>()
         .join("\n");
@@ -582,6 +602,15 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slack_text_shows_markup_in_labels_as_text() {
+        assert_eq!(
+            slack_escape("Φ dropped on <!channel> & <https://evil|bot>"),
+            "Φ dropped on &lt;!channel&gt; &amp; &lt;https://evil|bot&gt;"
+        );
+        assert_eq!(slack_escape("plain → text"), "plain → text");
+    }
 
     #[tokio::test]
     async fn a_lossless_handle_waits_instead_of_dropping() {

@@ -162,8 +162,15 @@ async fn evaluation_events_wait_for_the_collector_within_their_queue() {
     // On this single-threaded runtime the exporter's task has not run yet: ten fit.
     exporter.sender().submit(&rows, None);
     assert_eq!(exporter.sender().counts().dropped_queue_full, 40);
-    // The task takes them and finds nobody listening; it retries.
-    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    // The task takes them and finds nobody listening; it retries (waited for, bounded).
+    let waiting = std::time::Instant::now();
+    while exporter.sender().counts().failed_attempts == 0 {
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(30),
+            "no export attempt within 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let receiver = otlp::OtlpReceiver::start_on(port).await;
     let counts = exporter.finish(std::time::Duration::from_secs(30)).await;
     assert_eq!(counts.submitted, 50);

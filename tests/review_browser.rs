@@ -231,15 +231,10 @@ async fn review_page_in_chromium() {
     )
     .unwrap();
     let bin = env!("CARGO_BIN_EXE_sqlgrade");
-    let run = Command::new(bin)
-        .args(["run", "--config", config.to_str().unwrap()])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    sqlgrade_testkit::bin::run_ok(
+        Command::new(bin)
+            .args(["run", "--config", config.to_str().unwrap()])
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
     );
     let alerts = std::fs::read_to_string(out.join("alerts.jsonl")).expect("an alert fired");
     assert!(alerts.contains("[FIRING]"), "{alerts}");
@@ -445,17 +440,12 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
     let out = dir.path().join("out");
     let bin = env!("CARGO_BIN_EXE_sqlgrade");
     // The main job as a newcomer runs it (the embedded default), into a JSONL directory.
-    let run = Command::new(bin)
-        .arg("run")
-        .env("SQLGRADE__SINK__DIR", &out)
-        .env_remove("SQLGRADE__SINK__KIND")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    sqlgrade_testkit::bin::run_ok(
+        Command::new(bin)
+            .arg("run")
+            .env("SQLGRADE__SINK__DIR", &out)
+            .env_remove("SQLGRADE__SINK__KIND")
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
     );
     let jsonl: std::sync::Arc<dyn sqlgrade::store::ReviewStore> =
         std::sync::Arc::new(sqlgrade::store::JsonlStore::new(&out));
@@ -473,18 +463,13 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
                 sqlgrade::clickhouse::migrate::migrate(&settings, None)
                     .await
                     .unwrap();
-                let run = Command::new(bin)
-                    .arg("run")
-                    .env("SQLGRADE__SINK__KIND", "clickhouse")
-                    .env("SQLGRADE__CLICKHOUSE__URL", ch.url())
-                    .env("SQLGRADE__CLICKHOUSE__DATABASE", "sg_monitor")
-                    .current_dir(env!("CARGO_MANIFEST_DIR"))
-                    .output()
-                    .unwrap();
-                assert!(
-                    run.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&run.stderr)
+                sqlgrade_testkit::bin::run_ok(
+                    Command::new(bin)
+                        .arg("run")
+                        .env("SQLGRADE__SINK__KIND", "clickhouse")
+                        .env("SQLGRADE__CLICKHOUSE__URL", ch.url())
+                        .env("SQLGRADE__CLICKHOUSE__DATABASE", "sg_monitor")
+                        .current_dir(env!("CARGO_MANIFEST_DIR")),
                 );
                 Some(std::sync::Arc::new(sqlgrade::store::ClickHouseStore::new(
                     &settings, 5_000,

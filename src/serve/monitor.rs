@@ -50,7 +50,8 @@ pub struct MonitorFilter {
 }
 
 impl MonitorFilter {
-    fn admits(&self, app: &str, agent: &str, version: &str) -> bool {
+    /// Whether the series (app, agent, version) passes the filters.
+    pub fn admits(&self, app: &str, agent: &str, version: &str) -> bool {
         let ok = |want: &str, have: &str| want.trim().is_empty() || want.trim() == have;
         ok(&self.app, app) && ok(&self.agent, agent) && ok(&self.version, version)
     }
@@ -370,13 +371,16 @@ impl MonitorFilter {
     }
 }
 
-fn alert_matches(alert: &AlertView, key: &SeriesKey) -> bool {
+/// Whether an alert concerns the series `key` (an alert on a wider series — no agent, say —
+/// concerns every series under it).
+pub fn alert_matches(alert: &AlertView, key: &SeriesKey) -> bool {
     (alert.app_id.is_empty() || alert.app_id == key.0)
         && (alert.agent_id.is_empty() || alert.agent_id == key.1)
         && (alert.agent_version.is_empty() || alert.agent_version == key.2)
 }
 
-fn alert_series(alert: &AlertView) -> String {
+/// An alert's series as people read it (`app / agent / version / model`, absent parts left out).
+pub fn alert_series(alert: &AlertView) -> String {
     [
         &alert.app_id,
         &alert.agent_id,

@@ -255,12 +255,7 @@ async fn overview(
     let filtered = filter.is_set();
     let series: Vec<_> = super::view::overview(&rows, &alerts, &labels, &state.calibration)
         .into_iter()
-        .filter(|s| {
-            let ok = |want: &str, have: &str| want.trim().is_empty() || want.trim() == have;
-            ok(&filter.app, &s.app)
-                && ok(&filter.agent, &s.agent)
-                && ok(&filter.version, &s.version)
-        })
+        .filter(|s| filter.admits(&s.app, &s.agent, &s.version))
         .collect();
     let (judges, disagreement) = super::view::judges(&rows, &labels, &state.calibration);
     let reliability = super::view::reliability(&rows, &labels);
@@ -273,12 +268,7 @@ async fn overview(
             fired: chrono::DateTime::from_timestamp(a.fired_at, 0)
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .unwrap_or_default(),
-            series: [&a.app_id, &a.agent_id, &a.agent_version, &a.model]
-                .iter()
-                .filter(|s| !s.is_empty())
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" / "),
+            series: super::monitor::alert_series(a),
             metric: a.metric.clone(),
             rule: a.rule.clone(),
             baseline: a.baseline,

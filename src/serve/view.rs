@@ -333,12 +333,7 @@ pub fn overview(
             view.people = people.remove(&key).unwrap_or_default();
             view.firing_alerts = alerts
                 .iter()
-                .filter(|a| {
-                    a.is_firing()
-                        && (a.app_id.is_empty() || a.app_id == view.app)
-                        && (a.agent_id.is_empty() || a.agent_id == view.agent)
-                        && (a.agent_version.is_empty() || a.agent_version == view.version)
-                })
+                .filter(|a| a.is_firing() && super::monitor::alert_matches(a, &key))
                 .count();
             view
         })

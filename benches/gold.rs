@@ -241,7 +241,7 @@ fn bench_ex(c: &mut Criterion) {
                     &root,
                     ExecLimits {
                         workers: 1,
-                        cache_capacity: 0,
+                        cache_bytes: 0,
                         ..ExecLimits::default()
                     },
                 )

@@ -343,6 +343,7 @@ fn line_message(line_no: i64) -> SourceMessage {
             offset: line_no,
         }),
         source_time: None,
+        quarantine: None,
     }
 }
 
@@ -434,6 +435,7 @@ fn kafka_hand_out(
             tracker.clone() as std::sync::Arc<dyn Acknowledge>,
         ),
         source_time,
+        quarantine: None,
     }
 }
 

@@ -235,6 +235,10 @@ pub enum HealthError {
         #[source]
         source: Option<std::io::Error>,
     },
+    /// The server would be unsafe as configured (the review page beyond localhost without a
+    /// token): the message says why and what to set.
+    #[error("{0}")]
+    Refused(String),
     /// Binding failed (port in use, permission).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -300,6 +304,83 @@ pub async fn bind(listen: &str) -> Result<(tokio::net::TcpListener, SocketAddr),
     Ok((listener, local_addr))
 }
 
+/// Bounds every HTTP server of the daemon puts on its connections (the health endpoint and review
+/// page, `sqlgrade serve`, the OTLP receiver), so half-sent requests cannot hold it.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// A request's headers must arrive within this; it also closes a keep-alive connection
+    /// idle this long (hyper starts the timer when it waits for the next request).
+    pub header_read_timeout: std::time::Duration,
+    /// Connections open at once; the next one waits to be accepted until one closes.
+    pub max_connections: usize,
+    /// The longest any one connection lives (a request whose body trickles in).
+    pub max_connection_age: std::time::Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_read_timeout: std::time::Duration::from_secs(10),
+            max_connections: 256,
+            max_connection_age: std::time::Duration::from_secs(300),
+        }
+    }
+}
+
+/// Serve `app` on `listener` until `shutdown` completes, each connection under `limits`:
+/// HTTP/1.1 with a header read timeout (idle keep-alive included), at most
+/// `max_connections` at once (accepting waits for a free one), and none older than
+/// `max_connection_age`. On shutdown, connections finish their request in flight (up to 5 s).
+pub async fn serve_bounded(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = std::sync::Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a little, go on.
+                    tracing::warn!(%error, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        let age = limits.max_connection_age;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(age, connection).await;
+            drop(permit);
+        });
+    }
+    if tokio::time::timeout(std::time::Duration::from_secs(5), graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("HTTP connections still open at shutdown; closing them");
+    }
+}
+
 /// Bind `listen` and serve `/healthz` and `/readyz` from `health` in a background task, plus
 /// the routes of `extra` (the review page with `[server] review = true`).
 pub async fn serve(
@@ -330,14 +411,14 @@ pub async fn serve(
         None => app,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let task = tokio::spawn(serve_bounded(
+        listener,
+        app,
+        ConnectionLimits::default(),
+        async move {
             let _ = stopped.await;
-        });
-        if let Err(e) = server.await {
-            tracing::error!(error = %e, "health endpoint stopped");
-        }
-    });
+        },
+    ));
     tracing::info!(%local_addr, "health endpoint listening (/healthz, /readyz)");
     Ok(HealthServer {
         local_addr,

@@ -438,6 +438,137 @@ topics = ["agents"]
     }
 }
 
+/// Sentinel secrets in every place a secret can be configured — in the file and from the
+/// environment, under names that do not look secret, in URLs' credentials and queries — and none
+/// of them in anything `check-config`, `run` (a Kafka source whose broker is down, a judge and a
+/// webhook that cannot be reached) or `score` prints (issue 79).
+#[test]
+fn no_sentinel_secret_in_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sqlgrade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[source]
+kind = "kafka"
+brokers = "127.0.0.1:1"
+topics = ["agents"]
+
+[source.kafka_properties]
+"sasl.password" = "SENTINEL-kafka-password"
+"sasl.oauthbearer.config" = "principal=x secret=SENTINEL-oauth-config"
+"ssl.key.password" = "SENTINEL-key-password"
+"security.protocol" = "PLAINTEXT"
+
+[sink]
+kind = "jsonl"
+dir = {out:?}
+
+[clickhouse]
+url = "http://writer:SENTINEL-url-password@127.0.0.1:1/?access_token=SENTINEL-url-query"
+password = "SENTINEL-clickhouse-password"
+
+[judge]
+kind = "llm"
+base_url = "http://127.0.0.1:1/v1?api-key=SENTINEL-base-url-query"
+api_key = "SENTINEL-api-key"
+max_retries = 0
+
+[alerts]
+webhook_url = "http://127.0.0.1:1/services/SENTINEL-webhook-path"
+
+[server]
+listen = "127.0.0.1:0"
+"#,
+            out = dir.path().join("out").display().to_string()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("SQLGRADE__SERVER__TOKEN", "SENTINEL-review-token"),
+        (
+            "SQLGRADE__SOURCE__KAFKA_PROPERTIES__SSL_KEY_PEM",
+            "SENTINEL-env-pem",
+        ),
+    ];
+    let sentinels = |text: &str| -> Vec<String> {
+        text.match_indices("SENTINEL")
+            .map(|(at, _)| text[at..].chars().take(40).collect())
+            .collect()
+    };
+    let mut outputs = Vec::new();
+    let checked = check_config(dir.path(), Some(&config), &env);
+    assert!(checked.status.success(), "stderr: {}", stderr(&checked));
+    outputs.push(("check-config", stdout(&checked) + &stderr(&checked)));
+
+    // `run`: until it has started (its startup line written), then SIGTERM.
+    let log = dir.path().join("run.log");
+    let mut child = sqlgrade(dir.path())
+        .args(["run", "--config"])
+        .arg(&config)
+        .envs(env)
+        .env("RUST_LOG", "debug,rdkafka=debug")
+        .stdout(std::fs::File::create(dir.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("sqlgrade run starting")
+    {
+        assert!(Instant::now() < deadline, "run did not start");
+        assert!(child.try_wait().unwrap().is_none(), "run exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let librdkafka try the broker that is down (its errors are logged).
+    std::thread::sleep(Duration::from_secs(2));
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    outputs.push((
+        "run",
+        std::fs::read_to_string(dir.path().join("run.out")).unwrap()
+            + &std::fs::read_to_string(&log).unwrap(),
+    ));
+
+    // `score`: the LLM judge's call fails against an address nothing listens on.
+    let mut scored = sqlgrade(dir.path())
+        .args(["score", "--config"])
+        .arg(&config)
+        .envs(env)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    scored
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            br#"{"event_id":"e1","question":"How many heroes?","sql":"SELECT count(*) FROM superhero"}"#,
+        )
+        .unwrap();
+    let scored = scored.wait_with_output().unwrap();
+    outputs.push(("score", stdout(&scored) + &stderr(&scored)));
+    assert!(
+        stdout(&scored).contains("\"e1\""),
+        "score wrote no row:\n{}",
+        stderr(&scored)
+    );
+
+    for (command, text) in &outputs {
+        assert!(!text.is_empty(), "{command} printed nothing");
+        let leaked = sentinels(text);
+        assert!(leaked.is_empty(), "{command} printed {leaked:?}");
+    }
+}
+
 /// Each invalid setting is refused (exit non-zero) with a message naming it; a config file,
 /// when given, is written first.
 #[test]

@@ -54,3 +54,72 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
         "several kinds of reasons"
     );
 }
+
+/// A message that kills the process every time it is scored (issue 78): through real Kafka, the
+/// daemon dies on it, restarts, dies on it again while scoring it alone, and on the third start
+/// dead-letters it with the reason; every other event is stored, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_is_dead_lettered_after_two_deaths_and_the_rest_is_stored() {
+    const MARK: &str = "POISON-EVENT-3f9a1c";
+    let Some(mut h) = Harness::start("daemon_poison", 3_000, 0, false) else {
+        return;
+    };
+    h.daemon_env.push((
+        sqlgrade::pipeline::ABORT_ON_ENV.to_string(),
+        MARK.to_string(),
+    ));
+    h.produce(1_500).await;
+    let poison = serde_json::to_vec(&serde_json::json!({
+        "event_id": "poison-1",
+        "question": format!("How many heroes? {MARK}"),
+        "sql": "SELECT count(*) FROM superhero",
+    }))
+    .unwrap();
+    let at = support::produce_all(&h.producer, support::TOPIC, 1, &[poison]).await;
+    eprintln!("poison event at {at:?}");
+    h.produce_rest().await;
+
+    for life in 1..=2 {
+        let mut daemon = h.spawn_daemon();
+        let died = support::eventually(Duration::from_secs(180), || daemon.exited().is_some());
+        assert!(died, "life {life} did not die:\n{}", daemon.log_text());
+        let status = daemon.exited().unwrap();
+        assert!(!status.success(), "life {life}: {status:?}");
+        eprintln!("life {life} died: {status:?}");
+        daemon.child = None;
+        // The dead member must leave the group before the next one takes its partitions.
+        tokio::time::sleep(support::DEAD_MEMBER_EVICTION).await;
+    }
+
+    let mut daemon = h.spawn_daemon();
+    assert!(
+        h.wait_rows(3_000, Duration::from_secs(300)),
+        "only {} rows; log:\n{}",
+        h.stef_rows(),
+        daemon.log_text()
+    );
+    let ch = &h.servers.clickhouse;
+    assert!(
+        support::eventually(Duration::from_secs(60), || {
+            ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL") >= 1
+        }),
+        "no dead letter; log:\n{}",
+        daemon.log_text()
+    );
+    assert!(daemon.exited().is_none(), "{}", daemon.log_text());
+    h.assert_exactly_all_events();
+    assert_eq!(
+        ch.count("SELECT count() FROM sqlgrade.dead_letters FINAL"),
+        1
+    );
+    assert_eq!(
+        ch.count(&format!(
+            "SELECT count() FROM sqlgrade.dead_letters FINAL \
+             WHERE reason LIKE '%died 2 times%' AND position(payload, '{MARK}') > 0"
+        )),
+        1,
+        "{}",
+        ch.query("SELECT source, reason FROM sqlgrade.dead_letters FINAL FORMAT TSV")
+    );
+    assert_eq!(daemon.terminate(Duration::from_secs(30)), Some(0));
+}

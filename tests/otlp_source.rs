@@ -734,3 +734,82 @@ fn evaluation_events_land_on_the_sql_spans_even_when_the_collector_comes_late() 
         "{log}"
     );
 }
+
+/// The acceptance of issue 79: two gzipped requests of a million empty spans each (2 MB,
+/// 2 KB gzipped), sent at once to a running daemon, are refused (413) for what they hold
+/// before anything is decoded; the daemon stays up, answers a normal request after them, and
+/// its peak resident memory stays under 400 MB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn million_span_requests_are_refused_before_they_are_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, port, _out) = spawn_otlp_daemon(dir.path(), "");
+    let pid = daemon.child.as_ref().unwrap().id();
+    // ScopeSpans.spans (field 2) with no fields: two bytes a span.
+    let empty_spans: Vec<u8> = [0x12u8, 0x00].repeat(1_000_000);
+    let body = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans::default()],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec();
+    // The spans are the ScopeSpans' content; ResourceSpans.scope_spans (field 2) holds it and
+    // the request's resource_spans (field 1) that, lengths encoded by hand.
+    let mut resource = Vec::new();
+    put_len(2, &empty_spans, &mut resource);
+    let mut million = Vec::new();
+    put_len(1, &resource, &mut million);
+    assert!(body.len() < 16 && million.len() > 2_000_000);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&million).unwrap();
+    let gzipped = gz.finish().unwrap();
+    eprintln!("{} bytes, {} gzipped", million.len(), gzipped.len());
+    let http = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/v1/traces");
+    let send = || {
+        http.post(&url)
+            .header("Content-Type", "application/x-protobuf")
+            .header("Content-Encoding", "gzip")
+            .body(gzipped.clone())
+            .send()
+    };
+    let (a, b) = tokio::join!(send(), send());
+    for answer in [a.unwrap(), b.unwrap()] {
+        assert_eq!(answer.status(), 413);
+        // google.rpc.Status: its message is plain text inside the protobuf.
+        let status = String::from_utf8_lossy(&answer.bytes().await.unwrap()).into_owned();
+        assert!(status.contains("20000 spans"), "{status}");
+    }
+    // Still up, and a normal request is answered.
+    let (root, _, _) = trace_spans(1);
+    let ok = http
+        .post(&url)
+        .header("Content-Type", "application/x-protobuf")
+        .body(request(vec![root]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(daemon.exited().is_none(), "{}", daemon.log_text());
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    eprintln!("daemon peak resident set: {} MiB", peak_kb / 1024);
+    assert!(peak_kb < 400 * 1024, "peak {} MiB", peak_kb / 1024);
+    assert_eq!(daemon.terminate(Duration::from_secs(30)), Some(0));
+}
+
+/// Append protobuf field `field` (length-delimited) holding `bytes`.
+fn put_len(field: u8, bytes: &[u8], out: &mut Vec<u8>) {
+    out.push((field << 3) | 2);
+    let mut n = bytes.len() as u64;
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out.extend_from_slice(bytes);
+}

@@ -12,6 +12,25 @@ const TOKEN: &str = "review-s3cret-token";
 
 struct Daemon(Child);
 
+impl Daemon {
+    /// `sqlgrade run --config <config>` from the repository, with the review token `token`
+    /// (none: the variable removed), its output discarded.
+    fn run(config: &std::path::Path, token: Option<&str>) -> Daemon {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sqlgrade"));
+        command
+            .args(["run", "--config"])
+            .arg(config)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        match token {
+            Some(token) => command.env("SQLGRADE__SERVER__TOKEN", token),
+            None => command.env_remove("SQLGRADE__SERVER__TOKEN"),
+        };
+        Daemon(command.spawn().unwrap())
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -35,16 +54,7 @@ async fn review_pages_inside_run_are_guarded_and_validated() {
         ),
     )
     .unwrap();
-    let _daemon = Daemon(
-        Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
-            .args(["run", "--config", config.to_str().unwrap()])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("SQLGRADE__SERVER__TOKEN", TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _daemon = Daemon::run(&config, Some(TOKEN));
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     // Wait until the run has written its rows (the example has 437 events).
@@ -230,4 +240,131 @@ async fn review_pages_inside_run_are_guarded_and_validated() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+}
+
+/// The review page's doors (issue 79): `run` refuses to serve it beyond localhost without a
+/// token; without a token, a request whose `Host` is a foreign name (a DNS-rebinding page) is
+/// refused, reads and label writes alike; and 200 connections that never finish their request
+/// headers are closed by the server within 40 s while it keeps answering others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_page_doors_host_check_and_half_sent_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let events = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/events.jsonl");
+    let config_on = |listen: &str| {
+        let config = dir
+            .path()
+            .join(format!("{}.toml", listen.replace([':', '.'], "_")));
+        std::fs::write(
+            &config,
+            format!(
+                "[source]\nkind = \"file\"\npath = {events:?}\nfollow = true\n\n\
+                 [sink]\nkind = \"jsonl\"\ndir = {out:?}\n\n\
+                 [server]\nlisten = \"{listen}\"\nreview = true\n"
+            ),
+        )
+        .unwrap();
+        config
+    };
+
+    // Beyond localhost without a token: refused at once, with the reason.
+    let refused = Command::new(env!("CARGO_BIN_EXE_sqlgrade"))
+        .args(["run", "--config"])
+        .arg(config_on("0.0.0.0:0"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("SQLGRADE__SERVER__TOKEN")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("needs [server] token"), "{said}");
+
+    // On localhost without a token: served, but only to IP addresses and `localhost`.
+    let port = support::free_port();
+    let _daemon = Daemon::run(&config_on(&format!("127.0.0.1:{port}")), None);
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..300 {
+        if let Ok(r) = http.get(format!("{base}/")).send().await
+            && r.status() == 200
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "the review page did not come up");
+    let page = http
+        .get(format!("{base}/"))
+        .header("Host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let foreign = format!("rebind.attacker.example:{port}");
+    let read = http
+        .get(format!("{base}/api/labels"))
+        .header("Host", &foreign)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 421, "a foreign Host read the labels");
+    let write = http
+        .post(format!("{base}/label"))
+        .header("Host", &foreign)
+        .header("Origin", format!("http://{foreign}"))
+        .form(&[("event_id", "ev-1"), ("verdict", "incorrect")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(write.status(), 421, "a foreign Host posted a label");
+    assert!(
+        !out.join("labels.jsonl").exists()
+            || !std::fs::read_to_string(out.join("labels.jsonl"))
+                .unwrap()
+                .contains("ev-1"),
+        "the label was stored"
+    );
+
+    // 200 connections that send half a request and stop.
+    let mut half_sent = Vec::new();
+    for _ in 0..200 {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        use tokio::io::AsyncWriteExt as _;
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            .await
+            .unwrap();
+        half_sent.push(stream);
+    }
+    // The server still answers a well-formed request meanwhile.
+    let still = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(still.status(), 200);
+    let started = std::time::Instant::now();
+    for mut stream in half_sent {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = [0u8; 1024];
+        // Closed by the server: the read ends (EOF, an error response, or a reset).
+        let left = Duration::from_secs(40).saturating_sub(started.elapsed());
+        let closed = tokio::time::timeout(left, async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(
+            closed.is_ok(),
+            "a half-sent connection was still open after 40 s"
+        );
+    }
+    eprintln!(
+        "200 half-sent connections closed after {:?}",
+        started.elapsed()
+    );
 }

@@ -364,7 +364,8 @@ impl Delivery {
                     return;
                 }
                 Ok(response) => format!("HTTP {}", response.status()),
-                Err(e) => e.to_string(),
+                // reqwest's text names the URL: for Slack, the URL is the secret.
+                Err(e) => crate::llm::client::error_chain(&e.without_url()),
             };
             self.counters
                 .webhook_failed_attempts

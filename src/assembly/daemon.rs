@@ -49,6 +49,7 @@ impl Daemon {
                             Arc::clone(reader),
                             config.server.token.clone(),
                         )
+                        .with_allowed_hosts(&config.server.allowed_hosts)
                         .with_calibration(crate::serve::view::CalibrationSample::from_settings(
                             &config.server,
                         ))

@@ -68,6 +68,7 @@ use super::dead_letter::DeadLetterProducer;
 use super::lag::{LagTable, PartitionLag};
 use super::lock;
 use super::offsets::{CommitPosition, OffsetTracker};
+use super::poison::PoisonGuard;
 use crate::health::{ComponentHealth, Health};
 use crate::source::config::KafkaSourceConfig;
 use crate::source::{
@@ -95,6 +96,8 @@ struct TrackingContext {
     /// Completed offsets whose commit failed (or could not be tried) when their partitions were
     /// revoked, since the last assignment: a shutdown then reports them as not committed.
     lost_commits: std::sync::atomic::AtomicU64,
+    /// The poison-event guard: revoked partitions' markers are written clean.
+    poison: Option<Arc<PoisonGuard>>,
 }
 
 impl TrackingContext {
@@ -164,6 +167,10 @@ impl ConsumerContext for TrackingContext {
                 let commits = self
                     .tracker
                     .revoke(parts.iter().map(|(t, p)| (t.as_str(), *p)));
+                // Let go gracefully: a later start of whoever owns them charges them no death.
+                if let Some(guard) = &self.poison {
+                    guard.release(parts.iter().map(|(t, p)| (t.as_str(), *p)));
+                }
                 if self.closing.load(Ordering::Acquire) {
                     tracing::info!(partitions = ?parts, uncommitted = ?commits, "partitions released at shutdown");
                     return;
@@ -299,6 +306,8 @@ pub struct KafkaSource {
     taken: Vec<SourceMessage>,
     /// One shared name per topic seen, so a message's position does not copy its topic.
     topic_names: Vec<Arc<str>>,
+    /// The poison-event guard (`None` when `[source.poison] after_deaths = 0`).
+    poison: Option<Arc<PoisonGuard>>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -355,6 +364,11 @@ impl KafkaSource {
             return Err(SourceError::Kafka("no topics configured".into()));
         }
         let tracker = Arc::new(OffsetTracker::new());
+        let poison = PoisonGuard::new(&settings.poison, &settings.group_id).map(Arc::new);
+        if let Some(guard) = &poison {
+            tracker.watch_for_poison(Arc::clone(guard));
+            tracing::info!(dir = %guard.dir().display(), after_deaths = settings.poison.after_deaths, "poison-event guard on");
+        }
         let lag = Arc::new(LagTable::default());
         let stop = Arc::new(StopSignal::default());
         let context = TrackingContext {
@@ -366,6 +380,7 @@ impl KafkaSource {
             closing: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
             lost_commits: std::sync::atomic::AtomicU64::new(0),
+            poison: poison.clone(),
         };
         let consumer: Consumer_ = settings
             .consumer_config()
@@ -440,6 +455,7 @@ impl KafkaSource {
             ready: VecDeque::with_capacity(RECEIVE_BATCH),
             taken: Vec::with_capacity(RECEIVE_BATCH),
             topic_names: Vec::new(),
+            poison,
         })
     }
 
@@ -509,6 +525,9 @@ impl KafkaSource {
             }
             self.tracker
                 .register_retain(&mut self.taken, |m| m.ack.position());
+            if let Some(guard) = &self.poison {
+                mark_windows(guard, &self.tracker, &self.taken);
+            }
             self.ready.extend(self.taken.drain(..));
         }
         match failed {
@@ -527,6 +546,23 @@ impl KafkaSource {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
+        }
+    }
+}
+
+/// Write the poison-event markers of the partitions in a registered batch: each one's window
+/// in flight (one small write per partition of the batch).
+fn mark_windows(guard: &PoisonGuard, tracker: &OffsetTracker, batch: &[SourceMessage]) {
+    let mut seen: Vec<(&str, i32)> = Vec::new();
+    for message in batch {
+        let at = message.ack.position();
+        let key = (&*at.stream, at.partition);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        if let Some((from, upto)) = tracker.window(key.0, key.1) {
+            guard.registered(key.0, key.1, from, upto);
         }
     }
 }
@@ -583,6 +619,7 @@ pub fn kafka_message(
             },
             Arc::clone(tracker) as Arc<dyn Acknowledge>,
         ),
+        quarantine: None,
     }
 }
 
@@ -616,6 +653,25 @@ impl Source for KafkaSource {
             if self.stop.is_stopped() {
                 return Ok(None);
             }
+            if let Some(guard) = self.poison.clone()
+                && guard.is_serial()
+                && !self.ready.is_empty()
+            {
+                // After a death: one message at a time, each once the one before it is scored.
+                tokio::select! {
+                    _ = guard.wait_slot() => {}
+                    _ = self.stop.wait() => continue,
+                }
+                if let Some(mut message) = self.ready.pop_front() {
+                    let at = message.ack.position();
+                    message.quarantine = guard.hand_out_alone(&at.stream, at.partition, at.offset);
+                    if let Some(reason) = &message.quarantine {
+                        tracing::error!(origin = %message.origin, %reason, "poison event: dead-lettered unread");
+                    }
+                    return Ok(Some(message));
+                }
+                continue;
+            }
             if let Some(message) = self.ready.pop_front() {
                 return Ok(Some(message));
             }
@@ -638,6 +694,7 @@ impl Source for KafkaSource {
         if self.ready.is_empty()
             || self.stop.is_stopped()
             || self.consumer.context().fatal.get().is_some()
+            || self.poison.as_ref().is_some_and(|guard| guard.is_serial())
         {
             return None;
         }
@@ -719,6 +776,10 @@ impl Source for KafkaSource {
             ))),
             other => other,
         };
+        // A graceful stop: the next start charges no death to what was in flight.
+        if let Some(guard) = &self.poison {
+            guard.release_all();
+        }
         // From here on a revocation commits nothing (see `TrackingContext::closing`).
         self.consumer
             .context()

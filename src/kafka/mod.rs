@@ -1,13 +1,15 @@
 //! Everything Kafka, in one place (as Vector keeps its one Kafka module): the librdkafka
 //! configuration built from `[source]` ([`client`]), the consumer-group source
 //! ([`consumer`], committing only what the sink has, [`offsets`]), consumer lag ([`lag`]), the
-//! dead-letter producer ([`dead_letter`]) and the judge-work topic ([`work`]).
+//! dead-letter producer ([`dead_letter`]), the poison-event guard that stops a crash loop on one
+//! message ([`poison`]) and the judge-work topic ([`work`]).
 
 pub mod client;
 pub mod consumer;
 pub mod dead_letter;
 pub mod lag;
 pub mod offsets;
+pub mod poison;
 pub mod work;
 
 pub use client::producer;

@@ -70,6 +70,9 @@ pub struct OffsetTracker {
     partitions: Mutex<Partitions>,
     in_flight: AtomicUsize,
     acked: Notify,
+    /// The poison-event guard told when a message is scored or stored (set once, by the
+    /// source that owns both).
+    poison: std::sync::OnceLock<std::sync::Arc<super::poison::PoisonGuard>>,
 }
 
 impl OffsetTracker {
@@ -164,6 +167,20 @@ impl OffsetTracker {
         self.in_flight.fetch_add(messages.len(), Ordering::AcqRel);
     }
 
+    /// Tell `guard` when a message is scored or stored (the Kafka source does, once).
+    pub fn watch_for_poison(&self, guard: std::sync::Arc<super::poison::PoisonGuard>) {
+        let _already = self.poison.set(guard);
+    }
+
+    /// A partition's window in flight: (its lowest offset in flight, or one past the highest
+    /// when none; the highest offset registered). `None` when not assigned or nothing was
+    /// registered yet.
+    pub fn window(&self, topic: &str, partition: i32) -> Option<(i64, i64)> {
+        let map = self.lock();
+        let state = map.get(topic)?.get(&partition)?;
+        Some((state.committable()?, state.highest_registered?))
+    }
+
     /// Messages handed out and not yet acknowledged, over all partitions.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
@@ -253,9 +270,20 @@ impl Acknowledge for OffsetTracker {
         self.ack_all(&[position]);
     }
 
+    fn scored(&self, position: &Position) {
+        if let Some(guard) = self.poison.get() {
+            guard.settled(&position.stream, position.partition, position.offset);
+        }
+    }
+
     fn ack_all(&self, positions: &[&Position]) {
         if positions.is_empty() {
             return;
+        }
+        if let Some(guard) = self.poison.get() {
+            for position in positions {
+                guard.settled(&position.stream, position.partition, position.offset);
+            }
         }
         {
             let mut map = self.lock();

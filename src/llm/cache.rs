@@ -72,6 +72,8 @@ pub struct CachedReply {
     pub origin: ReplyOrigin,
     /// How the LLM was asked for it (`None` for a reply read from the durable cache).
     pub mode: Option<&'static str>,
+    /// Approximate bytes it holds (its reply's JSON text; the in-memory cache weighs it so).
+    pub bytes: usize,
 }
 
 impl std::fmt::Debug for CachedReply {
@@ -86,10 +88,17 @@ impl std::fmt::Debug for CachedReply {
 /// The in-memory cache type.
 pub type MemoryCache = moka::future::Cache<String, Arc<CachedReply>>;
 
-/// Build the in-memory cache with a capacity (entries) and a time to live.
-pub fn memory_cache(capacity: u64, ttl: Duration) -> MemoryCache {
+/// Build the in-memory cache holding at most `capacity` entries and about `bytes` bytes of
+/// replies, each kept for `ttl`: an entry weighs its key and reply, and at least
+/// `bytes / capacity`.
+pub fn memory_cache(capacity: u64, bytes: u64, ttl: Duration) -> MemoryCache {
+    let floor = (bytes / capacity.max(1)).max(1);
     moka::future::Cache::builder()
-        .max_capacity(capacity)
+        .max_capacity(bytes.max(1))
+        .weigher(move |key: &String, reply: &Arc<CachedReply>| {
+            let weight = (key.len() as u64 + reply.bytes as u64 + 64).max(floor);
+            u32::try_from(weight).unwrap_or(u32::MAX)
+        })
         .time_to_live(ttl)
         .build()
 }
@@ -195,5 +204,33 @@ mod tests {
         assert_ne!(base, key("v1", "r1", &serde_json::json!({"q": "y"})));
         // Length prefixes keep part boundaries apart.
         assert_ne!(key("v1r", "1", &vars), key("v1", "r1", &vars));
+    }
+
+    fn reply(bytes: usize) -> Arc<CachedReply> {
+        Arc::new(CachedReply {
+            typed: Arc::new(()),
+            usage: TokenUsage::default(),
+            origin: ReplyOrigin::Llm,
+            mode: None,
+            bytes,
+        })
+    }
+
+    #[tokio::test]
+    async fn the_memory_cache_holds_its_bytes_and_its_entries() {
+        // 10,000 bytes and 1,000 entries: an entry weighs at least 10 bytes.
+        let cache = memory_cache(1_000, 10_000, Duration::from_secs(60));
+        for i in 0..200 {
+            cache.insert(format!("k{i}"), reply(500)).await;
+        }
+        cache.run_pending_tasks().await;
+        assert!(cache.weighted_size() <= 10_000, "{}", cache.weighted_size());
+        assert!(cache.entry_count() <= 20, "{}", cache.entry_count());
+        let small = memory_cache(10, 1_000_000, Duration::from_secs(60));
+        for i in 0..200 {
+            small.insert(format!("k{i}"), reply(1)).await;
+        }
+        small.run_pending_tasks().await;
+        assert!(small.entry_count() <= 10, "{}", small.entry_count());
     }
 }

@@ -82,8 +82,11 @@ pub struct LlmJudgeConfig {
     /// at its full timeout, not `max_retries` times while a slow server still generates every
     /// abandoned request).
     pub max_call_ms: u64,
-    /// Entries in the in-memory verdict cache.
+    /// Entries in the in-memory verdict cache, at most.
     pub cache_capacity: u64,
+    /// Bytes of replies in the in-memory verdict cache, at most (each entry weighs its reply's
+    /// size, and at least `cache_bytes / cache_capacity`, so both bounds hold).
+    pub cache_bytes: u64,
     /// Time to live of an in-memory verdict-cache entry, in seconds.
     pub cache_ttl_secs: u64,
     /// Estimated prompt tokens per minute (prompt length / 4); 0 disables the limit.
@@ -289,6 +292,7 @@ impl Default for LlmJudgeConfig {
             max_retries: 3,
             max_call_ms: 0,
             cache_capacity: 100_000,
+            cache_bytes: 32 * 1024 * 1024,
             cache_ttl_secs: 24 * 3600,
             max_tokens_per_minute: 0,
             rate_burst: 0,

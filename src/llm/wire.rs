@@ -285,10 +285,17 @@ pub fn strip_reasoning(text: &str) -> &str {
 
 /// The chat-completions URL for a configured base URL (`judge.base_url`).
 pub fn endpoint_url(base_url: &str) -> Result<reqwest::Url, String> {
-    let mut url = reqwest::Url::parse(base_url.trim())
-        .map_err(|e| format!("judge.base_url {base_url:?} is not a URL: {e}"))?;
+    let mut url = reqwest::Url::parse(base_url.trim()).map_err(|e| {
+        format!(
+            "judge.base_url {:?} is not a URL: {e}",
+            crate::settings::redact_url(base_url)
+        )
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("judge.base_url {base_url:?} must be http or https"));
+        return Err(format!(
+            "judge.base_url {:?} must be http or https",
+            crate::settings::redact_url(base_url)
+        ));
     }
     let path = url.path().trim_end_matches('/').to_string();
     let full = if path.ends_with("/chat/completions") {

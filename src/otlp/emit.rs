@@ -229,6 +229,7 @@ impl Emitter {
                         acks,
                     ),
                     source_time: None,
+                    quarantine: None,
                 }
             })
             .collect()

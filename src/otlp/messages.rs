@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::decode::{decode_json, decode_protobuf};
 use super::emit::{Emitter, OtlpStats, Waiter};
 use super::traces::{ReadyTrace, TraceBuffer};
 use crate::source::config::OtlpConfig;
@@ -59,6 +58,8 @@ pub struct OtlpMessages {
     route: Option<Arc<dyn DeadLetterRoute>>,
     tick: Duration,
     inner_done: bool,
+    /// The most one message may hold (`max_spans_per_request`, `max_attributes_per_request`).
+    bounds: super::bounds::RequestBounds,
 }
 
 impl OtlpMessages {
@@ -84,6 +85,7 @@ impl OtlpMessages {
             route,
             tick: Duration::from_millis((config.assembly_window_ms / 4).clamp(10, 250)),
             inner_done: false,
+            bounds: super::bounds::RequestBounds::of(config),
         }
     }
 
@@ -101,22 +103,23 @@ impl OtlpMessages {
 
     fn take_in(&mut self, message: SourceMessage) {
         let counters = &self.emitter.counters;
-        let decoded = match self.encoding {
-            OtlpEncoding::Protobuf => decode_protobuf(&message.payload),
-            OtlpEncoding::Json => decode_json(&message.payload),
-        };
+        let decoded = super::bounds::decode_within(
+            &message.payload,
+            matches!(self.encoding, OtlpEncoding::Json),
+            self.bounds,
+        );
         let mut decoded = match decoded {
             Ok(decoded) => decoded,
             Err(error) => {
                 counters.requests_refused.fetch_add(1, Ordering::Relaxed);
-                let mut reason = error.to_string();
-                if let Some(source) = std::error::Error::source(&error) {
-                    reason = format!("{reason}: {source}");
-                }
+                let reason = error.to_string();
                 match &self.route {
                     Some(route) => route.send(message.payload, message.origin, reason, message.ack),
-                    // The decode stage makes it a dead letter in the sink.
-                    None => self.queue.push_back(message),
+                    // The decode stage makes it a dead letter in the sink, with this reason.
+                    None => self.queue.push_back(SourceMessage {
+                        quarantine: Some(reason),
+                        ..message
+                    }),
                 }
                 return;
             }

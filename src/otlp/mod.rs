@@ -5,6 +5,7 @@
 //! the spans of a trace, `emit` makes the events' messages and counts their acknowledgements,
 //! `receiver` serves `POST /v1/traces` and `messages` wraps another source.
 
+pub mod bounds;
 pub mod decode;
 pub mod emit;
 pub mod messages;

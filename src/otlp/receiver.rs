@@ -33,7 +33,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use prost::Message as _;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
-use super::decode::{Decoded, decode_json, decode_protobuf};
+use super::decode::Decoded;
 use super::emit::{Emitter, OtlpStats, Waiter};
 use super::traces::{ReadyTrace, TraceBuffer};
 use crate::health::{ComponentHealth, Health};
@@ -65,6 +65,8 @@ struct Shared {
     tx: mpsc::Sender<SourceMessage>,
     emitter: Emitter,
     permits: Semaphore,
+    /// Requests being decompressed and decoded at once (on the blocking pool), at most.
+    decoding: Semaphore,
     accepting: AtomicBool,
 }
 
@@ -137,24 +139,24 @@ impl OtlpSource {
             tx,
             emitter: Emitter::new(mapping.clone()),
             permits: Semaphore::new(config.max_concurrent_requests.max(1)),
+            decoding: Semaphore::new(DECODING_AT_ONCE),
             accepting: AtomicBool::new(true),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let app = Router::new()
             .route("/v1/traces", post(traces))
-            .layer(DefaultBodyLimit::max(config.max_body_bytes.max(1)))
+            // The handler reads the body itself, bounded, once it holds a request permit.
+            .layer(DefaultBodyLimit::disable())
             .with_state(Arc::clone(&shared));
         let mut server_stop = stop_rx.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = server_stop.wait_for(|s| *s).await;
-                })
-                .await;
-            if let Err(error) = served {
-                tracing::error!(%error, "the OTLP receiver stopped");
-            }
-        });
+        tokio::spawn(crate::health::serve_bounded(
+            listener,
+            app,
+            crate::health::ConnectionLimits::default(),
+            async move {
+                let _ = server_stop.wait_for(|s| *s).await;
+            },
+        ));
         tokio::spawn(expire_traces(Arc::clone(&shared), stop_rx));
         if let Some(health) = &health {
             health.set(HEALTH_COMPONENT, ComponentHealth::Ok);
@@ -185,6 +187,14 @@ impl OtlpSource {
         move || shared.emitter.counters.snapshot()
     }
 }
+
+/// Requests decoded at once: decoding is CPU work on the blocking pool, and what a request
+/// decodes to (bounded by `max_spans_per_request` and `max_attributes_per_request`) is the
+/// receiver's largest allocation, so a few at a time bound both.
+const DECODING_AT_ONCE: usize = 2;
+
+/// How long a request's body may take to arrive once its headers have.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Emit the traces whose window passed, a few times per window.
 async fn expire_traces(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -380,6 +390,17 @@ fn success_response(shared: &Shared, json: bool, decoded: &Decoded) -> Response 
     }
 }
 
+/// The answer while the receiver stops: 503, come back in 5 s.
+fn shutting_down(shared: &Shared, json: bool) -> Response {
+    error_response(
+        shared,
+        StatusCode::SERVICE_UNAVAILABLE,
+        json,
+        "the receiver is shutting down".into(),
+        Some(5),
+    )
+}
+
 /// Decompress a gzip body, refusing more than `limit` bytes.
 fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
@@ -393,7 +414,11 @@ fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn traces(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
     let json = is_json(&headers);
     let as_json = json.unwrap_or(false);
     if let Some(token) = &shared.token {
@@ -422,13 +447,7 @@ async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         );
     };
     if !shared.accepting.load(Ordering::Acquire) {
-        return error_response(
-            &shared,
-            StatusCode::SERVICE_UNAVAILABLE,
-            json,
-            "the receiver is shutting down".into(),
-            Some(5),
-        );
+        return shutting_down(&shared, json);
     }
     let Ok(_permit) = shared.permits.try_acquire() else {
         return error_response(
@@ -439,34 +458,70 @@ async fn traces(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             Some(1),
         );
     };
+    // The body is read only now, under the permit: requests waiting for one hold no body.
+    let limit = shared.config.max_body_bytes;
+    let body =
+        match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(_)) => {
+                return error_response(
+                    &shared,
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    json,
+                    format!("the body is over {limit} bytes (or was cut off)"),
+                    None,
+                );
+            }
+            Err(_) => {
+                return error_response(
+                    &shared,
+                    StatusCode::REQUEST_TIMEOUT,
+                    json,
+                    format!("the body did not arrive within {BODY_READ_TIMEOUT:?}"),
+                    None,
+                );
+            }
+        };
     let gzip = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("gzip"));
-    let body = if gzip {
-        match gunzip(&body, shared.config.max_body_bytes) {
-            Ok(body) => Bytes::from(body),
-            Err(why) if why.contains("over") => {
-                return error_response(&shared, StatusCode::PAYLOAD_TOO_LARGE, json, why, None);
+    // Decompressing and decoding are CPU work: on the blocking pool, a few requests at a time.
+    let Ok(decoding_permit) = shared.decoding.acquire().await else {
+        return shutting_down(&shared, json);
+    };
+    let bounds = super::bounds::RequestBounds::of(&shared.config);
+    let decoded = tokio::task::spawn_blocking(move || {
+        let body = if gzip {
+            match gunzip(&body, limit) {
+                Ok(body) => Bytes::from(body),
+                Err(why) if why.contains("over") => {
+                    return Err((StatusCode::PAYLOAD_TOO_LARGE, why));
+                }
+                Err(why) => return Err((StatusCode::BAD_REQUEST, why)),
             }
-            Err(why) => return error_response(&shared, StatusCode::BAD_REQUEST, json, why, None),
-        }
-    } else {
-        body
-    };
-    let decoded = if json {
-        decode_json(&body)
-    } else {
-        decode_protobuf(&body)
-    };
+        } else {
+            body
+        };
+        super::bounds::decode_within(&body, json, bounds).map_err(|refused| match refused {
+            super::bounds::Refused::OverBounds(why) => (StatusCode::PAYLOAD_TOO_LARGE, why),
+            malformed => (StatusCode::BAD_REQUEST, malformed.to_string()),
+        })
+    })
+    .await;
+    drop(decoding_permit);
     let mut decoded = match decoded {
-        Ok(decoded) => decoded,
+        Ok(Ok(decoded)) => decoded,
+        Ok(Err((status, why))) => return error_response(&shared, status, json, why, None),
         Err(error) => {
-            let mut message = error.to_string();
-            if let Some(source) = std::error::Error::source(&error) {
-                message = format!("{message}: {source}");
-            }
-            return error_response(&shared, StatusCode::BAD_REQUEST, json, message, None);
+            tracing::error!(%error, "decoding an OTLP request failed");
+            return error_response(
+                &shared,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json,
+                "the request could not be decoded".into(),
+                None,
+            );
         }
     };
     shared.emitter.counters.spans.fetch_add(

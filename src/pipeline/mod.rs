@@ -42,4 +42,7 @@ mod writing;
 pub use topology::Pipeline;
 pub use types::{EventTransform, PipelineError, ProgressFn, SecondPass};
 #[doc(hidden)]
-pub use {read::send_messages, scoring::take_run};
+pub use {
+    read::{ABORT_ON_ENV, send_messages},
+    scoring::take_run,
+};

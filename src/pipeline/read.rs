@@ -155,8 +155,17 @@ impl Decoder {
             origin,
             ack,
             source_time,
+            quarantine,
         } = message;
-        match Event::decode_with_limit(&payload, self.max_event_bytes) {
+        let decoded = match quarantine {
+            Some(reason) => Err(reason),
+            None => {
+                abort_if_marked(&payload);
+                Event::decode_with_limit(&payload, self.max_event_bytes)
+                    .map_err(|error| error.to_string())
+            }
+        };
+        match decoded {
             Ok(mut event) => {
                 if let Some(transform) = &self.transform {
                     transform(&mut event);
@@ -177,16 +186,41 @@ impl Decoder {
                     ack,
                 })
             }
-            Err(error) => {
-                tracing::debug!(%origin, %error, "dead letter");
+            Err(reason) => {
+                tracing::debug!(%origin, %reason, "dead letter");
+                ack.scored();
                 if let Some(route) = &self.dead_letter_route {
-                    route.send(payload, origin, error.to_string(), ack);
+                    route.send(payload, origin, reason, ack);
                     return Decoded::Routed;
                 }
-                let dead_letter = DeadLetter::new(origin, error.to_string(), &payload);
+                let dead_letter = DeadLetter::new(origin, reason, &payload);
                 Decoded::DeadLetter(Completed::DeadLetter { dead_letter, ack })
             }
         }
+    }
+}
+
+/// Environment variable of the crash hook ([`abort_if_marked`]).
+pub const ABORT_ON_ENV: &str = "SQLGRADE_TEST_ABORT_ON";
+
+/// A test hook for the poison-event guard (`kafka::poison`): with `SQLGRADE_TEST_ABORT_ON` set
+/// to a non-empty text, a payload containing it aborts the process as it is decoded — a
+/// stand-in for whatever might one day kill the daemon on one event (a bug, a limit missed).
+/// Unset, as in production, it costs one read of an initialised `OnceLock` per message.
+fn abort_if_marked(payload: &[u8]) {
+    static MARK: std::sync::OnceLock<Option<memchr::memmem::Finder<'static>>> =
+        std::sync::OnceLock::new();
+    let mark = MARK.get_or_init(|| {
+        std::env::var(ABORT_ON_ENV)
+            .ok()
+            .filter(|mark| !mark.is_empty())
+            .map(|mark| memchr::memmem::Finder::new(mark.as_bytes()).into_owned())
+    });
+    if let Some(finder) = mark
+        && finder.find(payload).is_some()
+    {
+        tracing::error!("{ABORT_ON_ENV}: aborting on a marked payload (test hook)");
+        std::process::abort();
     }
 }
 
@@ -205,6 +239,7 @@ mod tests {
                 offset: 1,
             }),
             source_time,
+            quarantine: None,
         }
     }
 

@@ -155,7 +155,9 @@ pub(super) async fn score_one(
     // The rows' time: the event's own `ts`, else the fallback the decoder wrote for it.
     let row_ts = event.ts.as_deref().unwrap_or(&fallback_ts);
     let scoring = tracing::Instrument::instrument(scorer.score_at(&event, row_ts), span);
-    match CatchUnwind(Box::pin(scoring)).await {
+    let scored = CatchUnwind(Box::pin(scoring)).await;
+    ack.scored();
+    match scored {
         Ok(rows) => {
             let no_row_ts;
             let ts = match rows.first() {

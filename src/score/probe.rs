@@ -59,7 +59,7 @@ impl Prober {
             max_rows: PROBE_RESULT_ROWS + 1,
             max_result_bytes: 1024 * 1024,
             workers: workers.max(1),
-            cache_capacity: 65_536,
+            cache_bytes: 32 * 1024 * 1024,
         };
         Prober {
             executor: SqliteExecutor::new(dir, limits),

@@ -112,7 +112,7 @@ const OVERVIEW: &str = r##"{% extends "layout.html" %}
 <td>{% if s.estimate %}{{ "%.1f"|format(s.estimate.mean * 100) }}%{% if s.estimate.lower is not none %} [{{ "%.1f"|format(s.estimate.lower * 100) }}, {{ "%.1f"|format(s.estimate.upper * 100) }}]{% endif %} <span class="muted">n={{ s.uniform_events }}, {{ s.uniform_labelled }} human</span>{% else %}<span class="muted">no uniform slice</span>{% endif %}</td>
 <td>{{ s.labelled }}</td>
 <td>{% if s.firing_alerts %}<span class="firing">{{ s.firing_alerts }} firing</span>{% else %}—{% endif %}</td>
-<td><a href="/queue?app={{ s.app|urlencode }}&amp;agent={{ s.agent|urlencode }}&amp;version={{ s.version|urlencode }}">review</a></td>
+<td><a href="/queue?app={{ s.app|component }}&amp;agent={{ s.agent|component }}&amp;version={{ s.version|component }}">review</a></td>
 </tr>
 {% else %}<tr><td colspan="14">No rows yet.</td></tr>{% endfor %}
 </table>
@@ -121,7 +121,7 @@ const OVERVIEW: &str = r##"{% extends "layout.html" %}
 <tr><th>state</th><th>fired</th><th>series</th><th>metric</th><th>rule</th><th>baseline → observed</th><th>message</th><th></th></tr>
 {% for a in alerts %}
 <tr><td class="{{ a.state }}">{{ a.state }}</td><td>{{ a.fired }}</td><td>{{ a.series }}</td><td>{{ a.metric }}</td><td>{{ a.rule }}</td><td>{{ "%.3f"|format(a.baseline) }} → {{ "%.3f"|format(a.observed) }}</td><td>{{ a.message }}</td>
-<td><a class="alert-events" href="/queue?alert={{ a.alert_id|urlencode }}">its events</a></td></tr>
+<td><a class="alert-events" href="/queue?alert={{ a.alert_id|component }}">its events</a></td></tr>
 {% else %}<tr><td colspan="8">No alerts.</td></tr>{% endfor %}
 </table>
 <h2>Judges and their agreement with people</h2>
@@ -176,7 +176,7 @@ alert <input name="alert" value="{{ filter.alert }}" size="14"> hide labelled by
 <table id="queue">
 <tr><th>#</th><th>event</th><th>time</th><th>series</th><th>Φ</th><th>tier</th><th>why</th><th>labels</th><th>question</th></tr>
 {% for i in items %}
-<tr><td>{{ loop.index }}</td><td><a class="event-link" href="/event/{{ i.event_id|urlencode }}?{{ query }}">{{ i.event_id }}</a></td><td>{{ i.ts }}</td>
+<tr><td>{{ loop.index }}</td><td><a class="event-link" href="/event/{{ i.event_id|component }}?{{ query }}">{{ i.event_id }}</a></td><td>{{ i.ts }}</td>
 <td>{{ i.app }} / {{ i.agent }} / {{ i.version }}</td><td>{% if i.phi is not none %}{{ "%.1f"|format(i.phi) }}{% else %}—{% endif %}</td><td>{{ i.tier or "—" }}</td>
 <td>{% for r in i.reasons %}<span class="reason">{{ r }}</span>{% endfor %}</td><td>{{ i.labels }}</td><td>{{ questions[i.event_id] or "" }}</td></tr>
 {% else %}<tr><td colspan="9">Nothing to review with this filter.</td></tr>{% endfor %}
@@ -189,7 +189,7 @@ const EVENT: &str = r#"{% extends "layout.html" %}
 {% if message %}<p class="msg" id="message">{{ message }}</p>{% endif %}
 {% if error %}<p class="err" id="error">{{ error }}</p>{% endif %}
 <h1>Event <code id="event-id">{{ event_id }}</code></h1>
-<p><a id="back-to-queue" href="/queue?{{ query }}">← queue</a>{% if next_id %} · <a id="next-event" href="/event/{{ next_id|urlencode }}?{{ query }}">next event →</a>{% endif %}</p>
+<p><a id="back-to-queue" href="/queue?{{ query }}">← queue</a>{% if next_id %} · <a id="next-event" href="/event/{{ next_id|component }}?{{ query }}">next event →</a>{% endif %}</p>
 {% if inputs %}
 <p class="muted">{{ inputs.ts }} · {{ inputs.app_id or "—" }} / {{ inputs.agent_id or "—" }} / {{ inputs.agent_version or "—" }}{% if inputs.model %} · {{ inputs.model }}{% endif %}{% if inputs.run_id %} · run {{ inputs.run_id }}{% endif %}</p>
 <h2>Question</h2><pre id="question">{{ inputs.question }}</pre>
@@ -248,6 +248,11 @@ pub fn environment() -> Environment<'static> {
             tracing::error!(template = name, error = %e, "review template does not compile");
         }
     }
+    // A link's path segment or query value: every reserved character encoded, `/` included
+    // (minijinja's `urlencode` keeps `/`, which split an event id like `app/42` in two).
+    env.add_filter("component", |text: String| {
+        crate::review::url_component(&text)
+    });
     env.add_function("pct", |part: f64, whole: f64| -> String {
         if whole > 0.0 {
             format!("{:.0}%", 100.0 * part / whole)

@@ -25,6 +25,8 @@ pub const QUEUE_LIMIT: usize = 200;
 pub struct ReviewState {
     store: Arc<dyn ReviewStore>,
     token: Option<Secret>,
+    /// `[server] allowed_hosts`, lower-cased.
+    allowed_hosts: Vec<String>,
     env: minijinja::Environment<'static>,
     calibration: super::view::CalibrationSample,
     model: Arc<crate::stef::correctness::VerdictModel>,
@@ -35,7 +37,8 @@ impl ReviewState {
     pub fn new(store: Arc<dyn ReviewStore>, token: Option<Secret>) -> ReviewState {
         ReviewState {
             store,
-            token: token.filter(|t| !t.is_empty()),
+            token: token.filter(|t| !t.expose().trim().is_empty()),
+            allowed_hosts: Vec::new(),
             env: super::pages::environment(),
             calibration: super::view::CalibrationSample::default(),
             model: Arc::new(crate::stef::correctness::VerdictModel::shipped().clone()),
@@ -46,6 +49,15 @@ impl ReviewState {
     /// the shipped one).
     pub fn with_model(mut self, model: Arc<crate::stef::correctness::VerdictModel>) -> ReviewState {
         self.model = model;
+        self
+    }
+
+    /// Host names answered besides IP addresses and `localhost` (`[server] allowed_hosts`).
+    pub fn with_allowed_hosts(mut self, hosts: &[String]) -> ReviewState {
+        self.allowed_hosts = hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .collect();
         self
     }
 
@@ -100,20 +112,30 @@ pub async fn serve(
 ) -> Result<ReviewServer, crate::health::HealthError> {
     let (listener, local_addr) = crate::health::bind(listen).await?;
     if state.token.is_none() && !local_addr.ip().is_loopback() {
-        tracing::warn!(%local_addr, "the review page listens beyond localhost without [server] token");
+        return Err(crate::health::HealthError::Refused(
+            super::config::unprotected_review(listen),
+        ));
     }
     let app = router(state);
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "review server stopped");
-        }
-    });
+    let task = tokio::spawn(crate::health::serve_bounded(
+        listener,
+        app,
+        crate::health::ConnectionLimits::default(),
+        std::future::pending(),
+    ));
     tracing::info!(%local_addr, "review page listening");
     Ok(ReviewServer { local_addr, task })
 }
 
 /// Authentication, the same-origin check on writes, and the security headers of every page.
 async fn guard(State(state): State<Arc<ReviewState>>, request: Request, next: Next) -> Response {
+    if !host_allowed(request.headers(), &state) {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            "this host name is not served here ([server] allowed_hosts)",
+        )
+            .into_response();
+    }
     if let Some(token) = &state.token
         && !authorised(request.headers(), token.expose())
     {
@@ -148,6 +170,40 @@ async fn guard(State(state): State<Arc<ReviewState>>, request: Request, next: Ne
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// Whether the request's `Host` may be answered: an IP address or `localhost` always (no other
+/// site can make a browser send those as its own name), a name of `[server] allowed_hosts`, or
+/// — with a token and no list — any. Without a token a page on another site that rebinds its
+/// own name to this address would otherwise read events and post labels as same-origin.
+fn host_allowed(headers: &HeaderMap, state: &ReviewState) -> bool {
+    let Some(host) = headers.get(header::HOST) else {
+        // Not a browser (HTTP/1.0 tools); browsers always send it.
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = host_name(host).to_ascii_lowercase();
+    if name == "localhost" || name.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    if state.allowed_hosts.is_empty() {
+        return state.token.is_some();
+    }
+    state.allowed_hosts.contains(&name)
+}
+
+/// The name in a `Host` header, without its port (`[::1]:8089` → `::1`).
+fn host_name(host: &str) -> &str {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(ip, _)| ip);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
 }
 
 /// Whether the request carries `token` as a bearer token or a basic-auth password.

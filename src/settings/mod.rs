@@ -9,7 +9,9 @@ mod secret;
 
 use serde::{Deserialize, Deserializer};
 
-pub use secret::{REDACTED, Secret, is_secret_key, redact, redact_url, same_secret};
+pub use secret::{
+    REDACTED, Secret, is_secret_key, is_shown_kafka_property, redact, redact_url, same_secret,
+};
 
 /// A list from a TOML array, or from a comma-separated string (what an environment variable
 /// can carry).

@@ -28,6 +28,11 @@ pub trait Acknowledge: Send + Sync {
             self.ack(position);
         }
     }
+
+    /// The pipeline is done working on `position`: scored (its rows on their way to the sink)
+    /// or dead-lettered. Nothing by default; the Kafka source's poison-event guard hands out
+    /// the next message of a serial pass on it.
+    fn scored(&self, _position: &Position) {}
 }
 
 /// Acknowledge every token of a stored batch, in order: each run of consecutive tokens with the
@@ -89,6 +94,14 @@ impl AckToken {
     /// The message's position.
     pub fn position(&self) -> &Position {
         &self.position
+    }
+
+    /// Tell the source the pipeline is done working on the message (scored or dead-lettered);
+    /// its acknowledgement follows once the sink has it ([`Acknowledge::scored`]).
+    pub fn scored(&self) {
+        if let Some(t) = &self.target {
+            t.scored(&self.position);
+        }
     }
 
     /// Acknowledge: the sink has durably written everything this message produced.

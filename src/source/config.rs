@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::settings::{REDACTED, is_secret_key, string_or_list};
+use crate::settings::{REDACTED, is_shown_kafka_property, string_or_list};
 
 /// Where events come from, with what only that kind needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +92,9 @@ pub struct KafkaSourceConfig {
     pub max_in_flight: usize,
     /// How often completed offsets are committed.
     pub commit_interval_ms: u64,
+    /// `[source.poison]`: a message in flight at this many deaths of the process is
+    /// dead-lettered instead of scored again (`kafka::poison`).
+    pub poison: PoisonConfig,
 }
 
 impl Default for KafkaSourceConfig {
@@ -109,6 +112,7 @@ impl Default for KafkaSourceConfig {
             // benches/README.md, "Batches of 64 MiB").
             max_in_flight: 100_000,
             commit_interval_ms: 1_000,
+            poison: PoisonConfig::default(),
         }
     }
 }
@@ -119,10 +123,10 @@ impl fmt::Debug for KafkaSourceConfig {
             .kafka_properties
             .iter()
             .map(|(k, v)| {
-                let shown = if is_secret_key(k) {
-                    REDACTED
-                } else {
+                let shown = if is_shown_kafka_property(k) {
                     v.as_str()
+                } else {
+                    REDACTED
                 };
                 (k.as_str(), shown)
             })
@@ -136,6 +140,7 @@ impl fmt::Debug for KafkaSourceConfig {
             .field("kafka_properties", &properties)
             .field("max_in_flight", &self.max_in_flight)
             .field("commit_interval_ms", &self.commit_interval_ms)
+            .field("poison", &self.poison)
             .finish()
     }
 }
@@ -235,6 +240,28 @@ impl SourceConfig {
     }
 }
 
+/// `[source.poison]`: when a message is dead-lettered for killing the process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoisonConfig {
+    /// Deaths with a message in flight after which it is dead-lettered instead of scored
+    /// again; 0 turns the guard off (a poison event then stops the stream).
+    pub after_deaths: u32,
+    /// Folder of the markers (one folder per consumer group inside). Unset: `sqlgrade-poison`
+    /// in the system's temporary folder. In Kubernetes, a volume that outlives the container
+    /// (`emptyDir`): the deployment's manifests mount one.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for PoisonConfig {
+    fn default() -> Self {
+        PoisonConfig {
+            after_deaths: 2,
+            dir: None,
+        }
+    }
+}
+
 /// `[source.otlp]`: the OTLP/HTTP trace receiver (`POST /v1/traces`, protobuf or JSON,
 /// optionally gzip). A request is answered once every event its spans made is written or
 /// dead-lettered (so nothing acknowledged is lost); spans of one trace are held until its root
@@ -256,8 +283,14 @@ pub struct OtlpConfig {
     pub max_pending_traces: usize,
     /// Bytes of spans being assembled, at most (the same answer beyond).
     pub max_pending_bytes: usize,
-    /// Requests being handled at once, at most; more are answered 429 with `Retry-After`.
+    /// Requests being handled at once, at most; more are answered 429 with `Retry-After`. Each
+    /// holds up to `max_body_bytes` of body.
     pub max_concurrent_requests: usize,
+    /// Spans in one request, at most (counted before decoding; 413 beyond).
+    pub max_spans_per_request: usize,
+    /// Attributes in one request (resources', scopes', spans', events', links'), at most
+    /// (counted before decoding; 413 beyond).
+    pub max_attributes_per_request: usize,
     /// How long a request waits for its events to be written before it is answered 503 (the
     /// exporter retries; a re-sent span is the same event).
     pub request_timeout_ms: u64,
@@ -277,6 +310,11 @@ impl fmt::Debug for OtlpConfig {
             .field("max_pending_traces", &self.max_pending_traces)
             .field("max_pending_bytes", &self.max_pending_bytes)
             .field("max_concurrent_requests", &self.max_concurrent_requests)
+            .field("max_spans_per_request", &self.max_spans_per_request)
+            .field(
+                "max_attributes_per_request",
+                &self.max_attributes_per_request,
+            )
             .field("request_timeout_ms", &self.request_timeout_ms)
             .field("batch_linger_ms", &self.batch_linger_ms)
             .finish()
@@ -292,7 +330,9 @@ impl Default for OtlpConfig {
             assembly_window_ms: 5_000,
             max_pending_traces: 10_000,
             max_pending_bytes: 64 * 1024 * 1024,
-            max_concurrent_requests: 64,
+            max_concurrent_requests: 16,
+            max_spans_per_request: 20_000,
+            max_attributes_per_request: 400_000,
             request_timeout_ms: 8_000,
             batch_linger_ms: 20,
         }
@@ -317,6 +357,11 @@ impl OtlpConfig {
             (
                 "max_concurrent_requests",
                 self.max_concurrent_requests as u64,
+            ),
+            ("max_spans_per_request", self.max_spans_per_request as u64),
+            (
+                "max_attributes_per_request",
+                self.max_attributes_per_request as u64,
             ),
             ("request_timeout_ms", self.request_timeout_ms),
             ("batch_linger_ms", self.batch_linger_ms),
@@ -412,6 +457,8 @@ pub struct SourceSection {
     max_in_flight: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     commit_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    poison: Option<PoisonConfig>,
     otlp: OtlpConfig,
     otlp_mapping: crate::spans::SpanMapping,
 }
@@ -442,6 +489,7 @@ impl From<SourceSection> for SourceConfig {
             ("kafka_properties", section.kafka_properties.is_some()),
             ("max_in_flight", section.max_in_flight.is_some()),
             ("commit_interval_ms", section.commit_interval_ms.is_some()),
+            ("poison", section.poison.is_some()),
         ];
         let kind = match section.kind {
             SourceKindName::File => {
@@ -466,6 +514,7 @@ impl From<SourceSection> for SourceConfig {
                     commit_interval_ms: section
                         .commit_interval_ms
                         .unwrap_or(defaults.commit_interval_ms),
+                    poison: section.poison.unwrap_or(defaults.poison),
                 })
             }
             SourceKindName::Stdin => SourceKind::Stdin,
@@ -528,6 +577,7 @@ impl From<SourceConfig> for SourceSection {
                 section.kafka_properties = Some(kafka.kafka_properties);
                 section.max_in_flight = Some(kafka.max_in_flight);
                 section.commit_interval_ms = Some(kafka.commit_interval_ms);
+                section.poison = Some(kafka.poison);
             }
             SourceKind::Stdin => section.kind = SourceKindName::Stdin,
             SourceKind::Otlp => section.kind = SourceKindName::Otlp,

@@ -411,6 +411,7 @@ fn line_message(
         payload: line.bytes,
         ack: AckToken::new(position, acks),
         source_time,
+        quarantine: None,
     })
 }
 

@@ -32,6 +32,10 @@ pub struct SourceMessage {
     /// modification time when it was first opened. `None` (stdin, memory): the time the
     /// message was received.
     pub source_time: Option<SourceTime>,
+    /// Set by a source that will not have the payload scored (the Kafka source's poison-event
+    /// guard, for a message in flight at too many deaths of the process): the reason, and the
+    /// decode stage dead-letters the payload unread.
+    pub quarantine: Option<String>,
 }
 
 /// A source's time of a message, in milliseconds since the Unix epoch. Kept as a number and
@@ -229,6 +233,7 @@ impl Source for MemorySource {
             origin: format!("{}:{}", self.name, self.next_index),
             ack: AckToken::new(position, acks),
             source_time: None,
+            quarantine: None,
         }))
     }
 

@@ -6,7 +6,12 @@
 //!   transactions), and `SQLITE_LIMIT_ATTACHED` is 0;
 //! - a progress handler interrupts a statement once its deadline has passed (runaway joins,
 //!   recursive CTE bombs);
-//! - a row cap and a result-size cap stop result sets from exhausting memory.
+//! - memory: no string, blob or statement over [`super::MAX_VALUE_BYTES`] /
+//!   [`super::MAX_SQL_BYTES`] (`SQLITE_LIMIT_LENGTH`, `SQLITE_LIMIT_SQL_LENGTH`), SQLite's heap
+//!   capped for the whole process ([`super::configure`]), and a row cap and a result-size cap on
+//!   what is materialised; hitting any of them is [`ExecError::MemoryLimit`],
+//!   [`ExecError::RowLimit`] or [`ExecError::ValueLimit`], an outcome like any other;
+//! - the result cache is weighed by bytes and keeps no large result.
 //!
 //! Concurrency: at most `workers` queries run at once (a counting semaphore); connections are
 //! pooled per database and reused. The blocking [`Executor::execute`] runs the query on the
@@ -38,8 +43,9 @@ pub struct ExecLimits {
     pub max_result_bytes: usize,
     /// Most queries running at the same time.
     pub workers: usize,
-    /// Cached (db, sql) outcomes kept for the run.
-    pub cache_capacity: usize,
+    /// Bytes of cached (db, sql) outcomes kept for the run (0 = no cache); one outcome over a
+    /// sixty-fourth of it is not kept.
+    pub cache_bytes: usize,
 }
 
 impl Default for ExecLimits {
@@ -47,11 +53,11 @@ impl Default for ExecLimits {
         ExecLimits {
             timeout: Duration::from_secs(30),
             max_rows: 1_000_000,
-            max_result_bytes: 256 * 1024 * 1024,
+            max_result_bytes: 32 * 1024 * 1024,
             workers: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
-            cache_capacity: 8192,
+            cache_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -62,29 +68,42 @@ type CacheKey = (String, String);
 /// probing, so one lock would be taken by all of them for each probe.
 const CACHE_SHARDS: usize = 16;
 
-/// Bounded cache of query outcomes for one run, split into shards (each behind its own lock,
-/// FIFO within its share of the capacity) chosen by a keyed hash of (database, query).
+/// Bounded cache of query outcomes for one run, weighed by bytes, split into shards (each
+/// behind its own lock, FIFO within its share of the budget) chosen by a keyed hash of
+/// (database, query). An outcome heavier than a quarter of a shard's share is not kept: a
+/// large result is computed again rather than held (the budget holds many small ones).
 struct ResultCache {
     shards: Box<[Mutex<CacheShard>]>,
     hasher: std::hash::RandomState,
 }
 
 struct CacheShard {
-    capacity: usize,
-    map: HashMap<CacheKey, ExecResult>,
+    budget: usize,
+    weight: usize,
+    map: HashMap<CacheKey, (ExecResult, usize)>,
     order: VecDeque<CacheKey>,
 }
 
+/// Approximate bytes one cached outcome holds: its key, and the result or the error's text.
+fn outcome_weight(db_id: &str, sql: &str, value: &ExecResult) -> usize {
+    let held = match value {
+        Ok(result) => result.size_bytes(),
+        Err(e) => 64 + e.to_string().len(),
+    };
+    (db_id.len() + sql.len() + 96).saturating_add(held)
+}
+
 impl ResultCache {
-    /// A cache of about `capacity` outcomes (at most `capacity` + the shards − 1); 0 = none.
-    fn new(capacity: usize) -> ResultCache {
-        let shards = capacity.clamp(1, CACHE_SHARDS);
-        let each = capacity.div_ceil(shards);
+    /// A cache of about `budget` bytes of outcomes; 0 = none.
+    fn new(budget: usize) -> ResultCache {
+        let shards = if budget == 0 { 1 } else { CACHE_SHARDS };
+        let each = budget / shards;
         ResultCache {
             shards: (0..shards)
                 .map(|_| {
                     Mutex::new(CacheShard {
-                        capacity: each,
+                        budget: each,
+                        weight: 0,
                         map: HashMap::new(),
                         order: VecDeque::new(),
                     })
@@ -103,27 +122,42 @@ impl ResultCache {
 
     fn get(&self, db_id: &str, sql: &str) -> Option<ExecResult> {
         let key = (db_id.to_string(), sql.to_string());
-        self.shard(db_id, sql).lock().ok()?.map.get(&key).cloned()
+        let shard = self.shard(db_id, sql).lock().ok()?;
+        shard.map.get(&key).map(|(value, _)| value.clone())
     }
 
     fn put(&self, db_id: &str, sql: &str, value: ExecResult) {
-        let key = (db_id.to_string(), sql.to_string());
         let Ok(mut shard) = self.shard(db_id, sql).lock() else {
             return;
         };
-        if shard.capacity == 0 || shard.map.contains_key(&key) {
+        let weight = outcome_weight(db_id, sql, &value);
+        if weight > shard.budget / 4 {
             return;
         }
-        while shard.map.len() >= shard.capacity {
-            match shard.order.pop_front() {
-                Some(old) => {
-                    shard.map.remove(&old);
-                }
-                None => break,
+        let key = (db_id.to_string(), sql.to_string());
+        if shard.map.contains_key(&key) {
+            return;
+        }
+        while shard.weight + weight > shard.budget {
+            let Some(old) = shard.order.pop_front() else {
+                break;
+            };
+            if let Some((_, freed)) = shard.map.remove(&old) {
+                shard.weight -= freed;
             }
         }
+        shard.weight += weight;
         shard.order.push_back(key.clone());
-        shard.map.insert(key, value);
+        shard.map.insert(key, (value, weight));
+    }
+
+    /// Bytes held now, over every shard.
+    #[cfg(test)]
+    fn weight(&self) -> usize {
+        self.shards
+            .iter()
+            .filter_map(|s| s.lock().ok().map(|s| s.weight))
+            .sum()
     }
 }
 
@@ -226,7 +260,7 @@ impl SqliteExecutor {
                     cv: Condvar::new(),
                 },
                 idle: Mutex::new(HashMap::new()),
-                cache: ResultCache::new(limits.cache_capacity),
+                cache: ResultCache::new(limits.cache_bytes),
                 closed: AtomicBool::new(false),
             }),
         }
@@ -328,8 +362,14 @@ pub(crate) fn open_guarded(path: &Path) -> Result<Guarded, ExecError> {
 pub(crate) fn guard(mut conn: Connection) -> Result<Guarded, ExecError> {
     conn.pragma_update(None, "query_only", 1)
         .map_err(|e| ExecError::Open(e.to_string()))?;
-    conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
-        .map_err(|e| ExecError::Open(e.to_string()))?;
+    for (limit, value) in [
+        (Limit::SQLITE_LIMIT_ATTACHED, 0),
+        (Limit::SQLITE_LIMIT_LENGTH, super::MAX_VALUE_BYTES),
+        (Limit::SQLITE_LIMIT_SQL_LENGTH, super::MAX_SQL_BYTES),
+    ] {
+        conn.set_limit(limit, value)
+            .map_err(|e| ExecError::Open(e.to_string()))?;
+    }
     conn.authorizer(Some(authorize))
         .map_err(|e| ExecError::Open(e.to_string()))?;
     let deadline = Arc::new(AtomicU64::new(u64::MAX));
@@ -367,6 +407,14 @@ fn map_err(e: rusqlite::Error, limits: ExecLimits) -> ExecError {
             rusqlite::ErrorCode::OperationInterrupted => {
                 ExecError::Timeout(u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX))
             }
+            rusqlite::ErrorCode::TooBig => ExecError::MemoryLimit(format!(
+                "a string, blob or statement over {} bytes",
+                super::MAX_VALUE_BYTES
+            )),
+            rusqlite::ErrorCode::OutOfMemory => ExecError::MemoryLimit(format!(
+                "SQLite's heap limit of {} MiB for the process",
+                super::SQLITE_HEAP_LIMIT_BYTES >> 20
+            )),
             rusqlite::ErrorCode::AuthorizationForStatementDenied => {
                 ExecError::Denied(msg.clone().unwrap_or_else(|| "not authorized".into()))
             }
@@ -438,39 +486,39 @@ mod tests {
         }
     }
 
+    fn wide(bytes: usize) -> ExecResult {
+        Ok(Arc::new(ResultSet {
+            columns: vec!["t".into()],
+            rows: vec![vec![SqlValue::Text("x".repeat(bytes))]],
+        }))
+    }
+
     #[test]
-    fn the_result_cache_answers_what_it_was_given_within_its_capacity() {
-        let cache = ResultCache::new(64);
+    fn the_result_cache_keeps_the_newest_outcomes_within_its_byte_budget() {
+        let budget = 16 * 4096;
+        let cache = ResultCache::new(budget);
         assert_eq!(cache.shards.len(), CACHE_SHARDS);
         for i in 0..1_000 {
             cache.put("db", &format!("SELECT {i}"), answer(i));
+            assert!(cache.weight() <= budget, "{} > {budget}", cache.weight());
         }
         // The same query on another database is another entry.
         cache.put("other", "SELECT 999", answer(-1));
         assert_eq!(number(&cache.get("other", "SELECT 999").unwrap()), Some(-1));
-        // Every shard is full (1,000 keys over 16 shards of 4), and each kept the newest keys
-        // put into it.
-        let held: usize = cache
-            .shards
-            .iter()
-            .map(|s| s.lock().unwrap().map.len())
-            .sum();
-        assert_eq!(held, 64);
+        // Each shard kept the newest keys put into it, as many as its share holds.
         for shard in cache.shards.iter() {
             let mine = |db: &str, sql: &str| std::ptr::eq(cache.shard(db, sql), shard);
-            let mut newest: Vec<String> = (0..1_000)
-                .map(|i| format!("SELECT {i}"))
-                .filter(|sql| mine("db", sql))
+            let keys: Vec<i64> = (0..1_000)
+                .filter(|i| mine("db", &format!("SELECT {i}")))
                 .collect();
-            let room = 4 - usize::from(mine("other", "SELECT 999"));
-            newest.drain(..newest.len().saturating_sub(room));
-            for (i, sql) in (0..1_000).map(|i| (i, format!("SELECT {i}"))) {
-                if mine("db", &sql) {
-                    let hit = cache.get("db", &sql).map(|r| number(&r));
-                    let expected = newest.contains(&sql).then_some(Some(i));
-                    assert_eq!(hit, expected, "{sql}");
-                }
-            }
+            let hits: Vec<bool> = keys
+                .iter()
+                .map(|i| cache.get("db", &format!("SELECT {i}")).is_some())
+                .collect();
+            // Hits are a suffix: once one key is kept, every later key of the shard is too.
+            let first = hits.iter().position(|h| *h).unwrap_or(hits.len());
+            assert!(hits[first..].iter().all(|h| *h), "{hits:?}");
+            assert!(hits.iter().any(|h| *h) || keys.is_empty());
         }
         // A key is stored once: a second put does not replace the first outcome.
         cache.put("other", "SELECT 999", answer(7));
@@ -478,29 +526,30 @@ mod tests {
     }
 
     #[test]
-    fn a_small_or_empty_result_cache_keeps_its_bound() {
+    fn large_outcomes_are_not_cached_and_an_empty_cache_keeps_nothing() {
+        let budget = 16 * 4096;
+        let cache = ResultCache::new(budget);
+        // A quarter of a shard's 4,096 bytes is the most one outcome may weigh.
+        cache.put("db", "SELECT small", wide(500));
+        cache.put("db", "SELECT big", wide(2_000));
+        assert!(cache.get("db", "SELECT small").is_some());
+        assert!(cache.get("db", "SELECT big").is_none());
+        // Many medium outcomes: the held bytes stay within the budget.
+        for i in 0..10_000 {
+            cache.put("db", &format!("SELECT {i}"), wide(800));
+        }
+        assert!(cache.weight() <= budget);
         let none = ResultCache::new(0);
         none.put("db", "SELECT 1", answer(1));
         assert!(none.get("db", "SELECT 1").is_none());
-        let three = ResultCache::new(3);
-        assert_eq!(three.shards.len(), 3);
-        for i in 0..100 {
-            three.put("db", &format!("SELECT {i}"), answer(i));
-        }
-        let held: usize = three
-            .shards
-            .iter()
-            .map(|s| s.lock().unwrap().map.len())
-            .sum();
-        assert!(held <= 3, "{held}");
         // Errors are outcomes too (a query that failed fails again without running).
-        three.put(
+        cache.put(
             "db",
             "SELECT nope",
             Err(ExecError::Sql("no such column: nope".into())),
         );
         assert!(matches!(
-            three.get("db", "SELECT nope"),
+            cache.get("db", "SELECT nope"),
             Some(Err(ExecError::Sql(_)))
         ));
     }

@@ -77,6 +77,8 @@ pub fn open_schema_db(db: &DbSchema) -> rusqlite::Result<Connection> {
     }
     conn.pragma_update(None, "query_only", 1)?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+    conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, super::MAX_VALUE_BYTES)?;
+    conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, super::MAX_SQL_BYTES)?;
     conn.authorizer(Some(super::executor::authorize))?;
     Ok(conn)
 }

@@ -37,7 +37,7 @@ fn limits() -> ExecLimits {
         timeout: LIMIT,
         max_rows: 10_000,
         workers: 2,
-        cache_capacity: 0,
+        cache_bytes: 0,
         ..ExecLimits::default()
     }
 }
@@ -82,6 +82,41 @@ fn hostile_sql_ends_with_a_clear_status_and_changes_nothing() {
             "cross_join_rows",
             "SELECT * FROM atom a, atom b, atom c ORDER BY a.atom_id, b.atom_id DESC".into(),
             "row_limit|timeout",
+        ),
+        // Memory: each would allocate from a hundred megabytes to gigabytes.
+        ("zeroblob_1g", "SELECT zeroblob(1000000000)".into(), "memory_limit"),
+        (
+            "printf_1g",
+            "SELECT printf('%.*c', 1000000000, 'x')".into(),
+            "memory_limit",
+        ),
+        (
+            "group_concat_randomblob",
+            "SELECT group_concat(randomblob(1000000)) FROM atom a, atom b".into(),
+            // SQLite stops appending past the limit but steps every row before it says so.
+            "memory_limit|timeout",
+        ),
+        (
+            "replace_hex_zeroblob",
+            "SELECT replace(hex(zeroblob(100000000)), '0', 'ab')".into(),
+            "memory_limit",
+        ),
+        (
+            "repeat_via_replace",
+            "SELECT length(replace(hex(zeroblob(400000)), '0', '0123456789'))".into(),
+            "memory_limit",
+        ),
+        (
+            "wide_rows",
+            "SELECT randomblob(900000) FROM atom a, atom b".into(),
+            "value_limit|timeout",
+        ),
+        ("readfile", "SELECT readfile('/etc/passwd')".into(), "sql_error"),
+        ("writefile", "SELECT writefile('x.txt', 'x')".into(), "sql_error"),
+        (
+            "load_extension",
+            "SELECT load_extension('/tmp/nothing.so')".into(),
+            "sql_error|denied",
         ),
     ];
     for (name, sql, want) in &cases {

@@ -12,6 +12,7 @@ mod etm_spider;
 mod ex_bird;
 mod exe_crosscheck;
 mod exec_hostile;
+mod hostile_backfill;
 mod llm_judged;
 mod scorer;
 mod ts_ex;

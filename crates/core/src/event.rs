@@ -405,6 +405,27 @@ pub enum DecodeError {
     },
 }
 
+/// The longest id (`event_id`, `app_id`, `agent_id`, `agent_version`, `model`, `run_id`,
+/// `db_id`) an event may carry, in bytes: ids are keys — of rows, labels, links, series and
+/// ClickHouse's sorting key — and the review page labels events by them.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Why an id cannot be used (too long, or a control character in it), if it cannot.
+pub fn id_problem(id: &str) -> Option<String> {
+    if id.len() > MAX_ID_BYTES {
+        return Some(format!(
+            "{} bytes long; ids are at most {MAX_ID_BYTES} bytes",
+            id.len()
+        ));
+    }
+    id.chars().find(|c| c.is_control()).map(|c| {
+        format!(
+            "holds the control character U+{:04X}; ids are printable text",
+            u32::from(c)
+        )
+    })
+}
+
 impl Event {
     /// Decode and validate one payload with the default size limit.
     pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
@@ -526,6 +547,19 @@ impl Event {
             gold.db_id = Some(db_id.clone());
         }
         event.extra = obj.extra;
+        for (field, id) in [
+            ("event_id", Some(&event.event_id)),
+            ("app_id", event.app_id.as_ref()),
+            ("agent_id", event.agent_id.as_ref()),
+            ("agent_version", event.agent_version.as_ref()),
+            ("model", event.model.as_ref()),
+            ("run_id", event.run_id.as_ref()),
+            ("db_id", event.db_id.as_ref()),
+        ] {
+            if let Some(reason) = id.and_then(|id| id_problem(id)) {
+                return Err(DecodeError::InvalidField { field, reason });
+            }
+        }
         if event.event_id.trim().is_empty() {
             event.event_id = event.content_hash();
         }
@@ -975,6 +1009,47 @@ mod tests {
             let again = Event::decode(&serde_json::to_vec(&event).unwrap()).unwrap();
             assert_eq!(again.result_ignored, event.result_ignored);
             assert_eq!(again.result, None);
+        }
+    }
+
+    #[test]
+    fn ids_too_long_or_with_control_characters_are_refused_by_name() {
+        let decode = |field: &str, id: &str| {
+            let mut event = serde_json::json!({"event_id": "e", "question": "q", "sql": "s"});
+            event[field] = Value::String(id.to_string());
+            Event::decode(event.to_string().as_bytes())
+        };
+        for field in [
+            "event_id",
+            "app_id",
+            "agent_id",
+            "agent_version",
+            "model",
+            "run_id",
+            "db_id",
+        ] {
+            assert!(decode(field, &"x".repeat(MAX_ID_BYTES)).is_ok(), "{field}");
+            assert!(decode(field, "app/42 v1.2 é").is_ok(), "{field}");
+            for bad in [
+                "x".repeat(MAX_ID_BYTES + 1),
+                "a\nb".into(),
+                "a\u{7}b".into(),
+                "\u{85}".into(),
+            ] {
+                match decode(field, &bad) {
+                    Err(DecodeError::InvalidField {
+                        field: named,
+                        reason,
+                    }) => {
+                        assert_eq!(named, field);
+                        assert!(
+                            reason.contains("bytes") || reason.contains("control"),
+                            "{reason}"
+                        );
+                    }
+                    other => panic!("{field} {bad:?}: {other:?}"),
+                }
+            }
         }
     }
 }

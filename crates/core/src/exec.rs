@@ -129,6 +129,18 @@ pub struct ResultSet {
 }
 
 impl ResultSet {
+    /// Approximate bytes the result holds: its cells ([`SqlValue::size_bytes`]) and column
+    /// names.
+    pub fn size_bytes(&self) -> usize {
+        let names: usize = self.columns.iter().map(|c| c.len() + 24).sum();
+        let cells: usize = self
+            .rows
+            .iter()
+            .map(|row| 24 + row.iter().map(SqlValue::size_bytes).sum::<usize>())
+            .sum();
+        names.saturating_add(cells)
+    }
+
     /// The result as the input contract's `result` sample: every column name, the first
     /// [`crate::event::MAX_RESULT_ROWS`] rows (cells as JSON: numbers, text cut to
     /// [`crate::event::MAX_RESULT_TEXT`] characters, a blob as its hex), the full row count.
@@ -243,6 +255,10 @@ pub enum ExecError {
     /// The result exceeded the result-size cap.
     #[error("query result exceeded {0} bytes")]
     ValueLimit(usize),
+    /// The query needed more memory than an evaluator allows: a string or blob over the length
+    /// limit, or the process's SQLite heap limit (what it was is named).
+    #[error("query hit a memory limit: {0}")]
+    MemoryLimit(String),
     /// The statement tried something a read-only evaluator forbids (write, ATTACH, PRAGMA, …).
     #[error("statement not authorized: {0}")]
     Denied(String),
@@ -266,6 +282,7 @@ impl ExecError {
             ExecError::Timeout(_) => "timeout",
             ExecError::RowLimit(_) => "row_limit",
             ExecError::ValueLimit(_) => "value_limit",
+            ExecError::MemoryLimit(_) => "memory_limit",
             ExecError::Denied(_) => "denied",
             ExecError::MultipleStatements => "multiple_statements",
             ExecError::Sql(_) => "sql_error",

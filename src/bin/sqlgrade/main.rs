@@ -98,8 +98,13 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    // Workers and blocking threads with 8 MiB stacks (tokio's default is 2 MiB): every walk
+    // over an event's SQL is bounded in depth (ESM+, ETM: 256 levels; the parser's own limit),
+    // and this holds the deepest one allowed with room to spare, in any build. Only what is
+    // used becomes resident.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(8 * 1024 * 1024)
         .build()
     {
         Ok(rt) => rt,

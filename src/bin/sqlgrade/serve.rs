@@ -40,6 +40,7 @@ pub async fn execute(args: ServeArgs) -> Result<ExitCode> {
         .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?;
     let state = Arc::new(
         sqlgrade::serve::ReviewState::new(store, config.server.token.clone())
+            .with_allowed_hosts(&config.server.allowed_hosts)
             .with_calibration(sqlgrade::serve::view::CalibrationSample::from_settings(
                 &config.server,
             ))

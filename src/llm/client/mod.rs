@@ -177,6 +177,7 @@ impl LlmClient {
         let memory = (config.cache_capacity > 0).then(|| {
             memory_cache(
                 config.cache_capacity,
+                config.cache_bytes,
                 Duration::from_secs(config.cache_ttl_secs.max(1)),
             )
         });
@@ -407,6 +408,7 @@ impl LlmClient {
                     },
                     origin: ReplyOrigin::Durable,
                     mode: None,
+                    bytes: entry.reply.len(),
                 });
                 if let Some(memory) = &self.memory {
                     memory.insert(key, Arc::clone(&reply)).await;
@@ -508,6 +510,7 @@ impl LlmClient {
                             },
                             origin: ReplyOrigin::Durable,
                             mode: None,
+                            bytes: entry.reply.len(),
                         }));
                     }
                     Err(e) => warn!(key, error = %e, "ignoring invalid durable judge-cache entry"),
@@ -538,6 +541,7 @@ impl LlmClient {
             usage,
             origin: ReplyOrigin::Llm,
             mode: Some(mode.as_str()),
+            bytes: entry.reply.len(),
         }))
     }
 
@@ -814,6 +818,8 @@ impl LlmClient {
 /// A failed request as an attempt's outcome: a timeout (after `timeout`) or a transport error
 /// is transient, a request that could not be built is not.
 fn classify(error: reqwest::Error, timeout: Duration) -> AttemptError {
+    // reqwest's text names the URL, which may carry a key in its query.
+    let error = error.without_url();
     if error.is_builder() {
         return AttemptError::Fatal(JudgeError::Transport(error_chain(&error)));
     }

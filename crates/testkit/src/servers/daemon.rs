@@ -22,6 +22,17 @@ impl Daemon {
 
     /// [`Daemon::spawn`] with another build of `sqlgrade` (benchmarks compare two).
     pub fn spawn_binary(binary: &Path, config: &Path, log: &Path, health_port: u16) -> Daemon {
+        Daemon::spawn_with_env(binary, config, log, health_port, &[])
+    }
+
+    /// [`Daemon::spawn_binary`] with more environment variables.
+    pub fn spawn_with_env(
+        binary: &Path,
+        config: &Path,
+        log: &Path,
+        health_port: u16,
+        env: &[(String, String)],
+    ) -> Daemon {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -32,6 +43,7 @@ impl Daemon {
             .arg(config)
             .env("RUST_LOG", "info,rdkafka=warn")
             .env("NO_COLOR", "1")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)

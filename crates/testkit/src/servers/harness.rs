@@ -131,6 +131,8 @@ pub struct Harness {
     /// Write the server's keys under `[sink]`, with no `[clickhouse]` section, as builds before
     /// `a7152d2` read them (benchmarks against an older base).
     pub older_config: bool,
+    /// Environment variables every daemon starts with (e.g. a test hook).
+    pub daemon_env: Vec<(String, String)>,
 }
 
 /// The TOML lines `given`, preceded by `key = value` for each of `defaults` whose key no line of
@@ -210,6 +212,7 @@ impl Harness {
             sink_config: String::new(),
             binary: None,
             older_config: false,
+            daemon_env: Vec::new(),
         };
         let config = h.write_config("migrate", free_port());
         let out = Command::new(crate::bin::sqlgrade())
@@ -228,6 +231,20 @@ impl Harness {
 
     /// Write a daemon config; returns its path.
     pub fn write_config(&self, name: &str, health_port: u16) -> PathBuf {
+        // The poison-event guard's markers in this test's folder (not the machine's temporary
+        // folder, which every test's daemons of the same group would share). Builds before it
+        // (benchmarks against an older base) do not know the key.
+        let poison_dir = if self.binary.is_none() {
+            vec![(
+                "poison.dir",
+                format!(
+                    "{:?}",
+                    self.servers.dir.path().join("poison").display().to_string()
+                ),
+            )]
+        } else {
+            Vec::new()
+        };
         let dlq = if self.dead_letter_topic {
             format!("dead_letter_topic = \"{DLQ_TOPIC}\"\n")
         } else {
@@ -270,7 +287,10 @@ listen = "127.0.0.1:{health_port}"
                         r#"kafka_properties."heartbeat.interval.ms""#,
                         "\"500\"".to_string(),
                     ),
-                ],
+                ]
+                .into_iter()
+                .chain(poison_dir)
+                .collect::<Vec<_>>(),
             ),
             url = self
                 .sink_urls
@@ -304,10 +324,8 @@ listen = "127.0.0.1:{health_port}"
         let port = free_port();
         let config = self.write_config(&name, port);
         let log = self.servers.dir.path().join(format!("{name}.log"));
-        match &self.binary {
-            Some(binary) => Daemon::spawn_binary(binary, &config, &log, port),
-            None => Daemon::spawn(&config, &log, port),
-        }
+        let binary = self.binary.clone().unwrap_or_else(crate::bin::sqlgrade);
+        Daemon::spawn_with_env(&binary, &config, &log, port, &self.daemon_env)
     }
 
     /// Produce the next `n` valid events, with malformed ones mixed in proportionally.

@@ -31,6 +31,39 @@ pub fn parse(sql: &str) -> Step<V> {
     }
 }
 
+/// The deepest nesting of expressions the tree is built for; deeper is refused ([`Abort`]),
+/// never a stack overflow. A left-deep chain (`a AND b AND …`, `1 + 2 + …`) nests one level per
+/// operator in sqlglot's tree as in sqlparser's, so a chain longer than this is refused too.
+pub const MAX_DEPTH: usize = 256;
+
+thread_local! {
+    /// How deep the building on this thread is in [`expr`].
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of [`expr`]'s nesting, left when dropped.
+struct Nesting;
+
+impl Nesting {
+    fn enter() -> Result<Nesting, Abort> {
+        DEPTH.with(|depth| {
+            if depth.get() >= MAX_DEPTH {
+                return Err(Abort(format!(
+                    "the query nests expressions deeper than {MAX_DEPTH} levels"
+                )));
+            }
+            depth.set(depth.get() + 1);
+            Ok(Nesting)
+        })
+    }
+}
+
+impl Drop for Nesting {
+    fn drop(&mut self) {
+        DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    }
+}
+
 fn unsupported(what: impl std::fmt::Display) -> Abort {
     Abort(format!("unsupported: {what}"))
 }
@@ -417,6 +450,11 @@ fn not(inner: V) -> V {
 }
 
 fn expr(e: &Expr) -> Step<V> {
+    let _level = Nesting::enter()?;
+    expr_at(e)
+}
+
+fn expr_at(e: &Expr) -> Step<V> {
     Ok(match e {
         Expr::Identifier(i) => V::n("Column", vec![("this", ident(i))]),
         Expr::CompoundIdentifier(parts) => match parts.as_slice() {

@@ -4,7 +4,7 @@
 //! `cargo bench --bench alert_engine`; numbers in `benches/README.md` ("## alert engine").
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sqlgrade::alert::{AlertEngine, AlertInput, AlertsConfig};
+use sqlgrade::alerts::{AlertEngine, AlertInput, AlertsConfig};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
 

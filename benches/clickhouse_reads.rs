@@ -20,9 +20,9 @@ use sqlgrade_testkit::servers as support;
 
 use std::time::Instant;
 
-use sqlgrade::clickhouse::migrate::{migrate, migrate_to};
-use sqlgrade::clickhouse::queries;
 use sqlgrade::config::ClickHouseConfig;
+use sqlgrade::stores::clickhouse::migrate::{migrate, migrate_to};
+use sqlgrade::stores::clickhouse::queries;
 use support::ClickHouse;
 
 const DB: &str = "bench";
@@ -264,7 +264,7 @@ fn main() {
     // 011 copies the table; 012 (a column with a DEFAULT) is metadata only, 013 new tables.
     assert_eq!(
         report.applied,
-        sqlgrade::clickhouse::migrate::MIGRATIONS
+        sqlgrade::stores::clickhouse::migrate::MIGRATIONS
             .iter()
             .filter(|m| m.version >= 11)
             .map(|m| m.name)

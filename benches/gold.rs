@@ -14,7 +14,7 @@ use sqlgrade::metrics::esm::ir::PlusSchema;
 use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
 use sqlgrade::metrics::esm::{SpiderEvalOptions, SpiderSchema, esm};
 use sqlgrade::metrics::gold::{GoldOptions, GoldScorer};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 
 fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -51,9 +51,9 @@ fn spider_pairs() -> Vec<(String, String, String)> {
 
 fn bench_esm(c: &mut Criterion) {
     let data = sqlgrade_testkit::data::data_dir().join("spider");
-    let mut catalog =
-        sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).expect("tables");
-    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut catalog, &data.join("databases"))
+    let mut catalog = sqlgrade::score::sqlite::schema::load_tables_json(&data.join("tables.json"))
+        .expect("tables");
+    sqlgrade::score::sqlite::schema::introspect_sqlite_dir(&mut catalog, &data.join("databases"))
         .expect("introspect");
     let pairs = spider_pairs();
     let mut spider: HashMap<String, SpiderSchema> = HashMap::new();
@@ -111,7 +111,7 @@ fn bench_esm(c: &mut Criterion) {
     });
     // ETM: preprocessing, the planning check on in-memory schema databases (built once, on
     // the first pass), parse, every rule to a fixpoint, compare.
-    let planner = sqlgrade::sqlite::schema_db::SchemaPlanner::new();
+    let planner = sqlgrade::score::sqlite::schema_db::SchemaPlanner::new();
     let etm_schemas: HashMap<String, sqlgrade::metrics::etm::EtmSchema> = pairs
         .iter()
         .map(|(db, ..)| {
@@ -211,7 +211,8 @@ fn bench_ex(c: &mut Criterion) {
         })
         .collect();
     let scorer = GoldScorer::new(
-        sqlgrade::sqlite::schema::load_tables_json(&data.join("bird/tables.json")).expect("tables"),
+        sqlgrade::score::sqlite::schema::load_tables_json(&data.join("bird/tables.json"))
+            .expect("tables"),
     );
     let opts = GoldOptions {
         metrics: [sqlgrade::evaluation::Metric::Ex].into_iter().collect(),

@@ -19,11 +19,13 @@ use sqlgrade_testkit::servers as support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
-use sqlgrade::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
-use sqlgrade::clickhouse::migrate::migrate;
 use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::llm::{DurableCache, DurableEntry};
+use sqlgrade::stores::clickhouse::judge_cache::JudgeCacheStore;
+use sqlgrade::stores::clickhouse::judge_cache::{
+    ClickHouseJudgeCache, ClickHouseJudgeCacheOptions,
+};
+use sqlgrade::stores::clickhouse::migrate::migrate;
 
 struct Args {
     entries: usize,

@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 use rdkafka::Message as _;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use sqlgrade::config::KafkaSourceConfig;
-use sqlgrade::kafka::KafkaSource;
-use sqlgrade::source::{AckToken, Source, SourceMessage, ack_all};
+use sqlgrade::sources::kafka::KafkaSource;
+use sqlgrade::sources::{AckToken, Source, SourceMessage, ack_all};
 use sqlgrade_testkit::servers;
 use support::thread_cpu_now;
 
@@ -171,7 +171,7 @@ async fn read_with_source(brokers: &str, group: &str, n: usize, prefetch: Durati
 /// A bare consumer with the source's properties: one `recv` per message, the payload copied.
 async fn read_per_message(brokers: &str, group: &str, n: usize, prefetch: Duration) -> Reading {
     let consumer: StreamConsumer =
-        sqlgrade::kafka::client::consumer_config(&settings(brokers, group, n))
+        sqlgrade::sources::kafka::client::consumer_config(&settings(brokers, group, n))
             .create()
             .expect("consumer");
     consumer.subscribe(&[TOPIC]).expect("subscribe");

@@ -23,13 +23,13 @@ use std::time::Instant;
 
 use openai_mock::{MockServer, Recorded, Scripted};
 use serde_json::json;
-use sqlgrade::assembly::build_scorer;
-use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::commands::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
 use sqlgrade::config::{Config, LlmJudgeConfig, SinkKind};
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::MetricCalls;
+use sqlgrade::pipeline::assembly::build_scorer;
 use sqlgrade::score::Scorer;
-use sqlgrade::summary::Summary;
+use sqlgrade::telemetry::summary::Summary;
 
 /// ROSE's paper: ≈1.45 judge calls per question.
 const ROSE_PAPER_CALLS_PER_QUESTION: f64 = 1.45;
@@ -112,7 +112,7 @@ async fn backfill(
         format: BackfillFormat::Bird,
         predictions: Some(predictions.to_path_buf()),
         run_id: None,
-        judge: sqlgrade::backfill::PlanMode::Census,
+        judge: sqlgrade::commands::backfill::PlanMode::Census,
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     BackfillPlan::prepare(&request, config)
@@ -133,19 +133,20 @@ fn agreement_with_reference_ex(system: &str, out: &Path) {
         println!("no reference EX verdicts for {system}: agreement not measured");
         return;
     };
-    let labels: Vec<sqlgrade::calibrate::Label> = text
+    let labels: Vec<sqlgrade::commands::calibrate::Label> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|v| sqlgrade::calibrate::Label {
+        .map(|v| sqlgrade::commands::calibrate::Label {
             event_id: None,
             question_id: Some(v["question_id"].to_string()),
             label: v["ex"] == 1,
             reviewer: None,
         })
         .collect();
-    let rows = sqlgrade::calibrate::read_rows(&out.join("evaluations.jsonl")).expect("rows");
+    let rows =
+        sqlgrade::commands::calibrate::read_rows(&out.join("evaluations.jsonl")).expect("rows");
     for metric in [Metric::Flex, Metric::Rose, Metric::HybridEx] {
-        let r = sqlgrade::calibrate::calibrate(&labels, &rows, metric, None, None);
+        let r = sqlgrade::commands::calibrate::calibrate(&labels, &rows, metric, None, None);
         let (klo, khi) = r.kappa_interval.unwrap_or((f64::NAN, f64::NAN));
         let (alo, ahi) = r.accuracy_interval.unwrap_or((f64::NAN, f64::NAN));
         println!(

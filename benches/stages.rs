@@ -47,7 +47,7 @@
 //! - `kafka_offsets`: what the Kafka source and the acknowledgement of a stored batch do per
 //!   message with the offset tracker — register 1,000 messages over 6 partitions (as
 //!   `KafkaSource::next` does, with each message's token), then acknowledge the batch as the
-//!   pipeline does (`source::ack_all`: one `OffsetTracker::ack_all` per batch; before, one
+//!   pipeline does (`sources::ack_all`: one `OffsetTracker::ack_all` per batch; before, one
 //!   `ack` per message, each taking the lock, allocating the topic's name for the lookup and
 //!   waking waiters).
 //! - `kafka_hand_out_formatted`: the rest of what `KafkaSource::next` did per received message
@@ -57,7 +57,7 @@
 //! - `kafka_hand_out_per_message`: the same after that change: the time kept as a number (only
 //!   an event without `ts` has it written, by its scoring task), the origin written with `itoa`;
 //!   still the topic's name copied and the tracker's lock taken for every message.
-//! - `kafka_hand_out`: as it is now (`kafka::consumer::kafka_message`, the source's own code):
+//! - `kafka_hand_out`: as it is now (`sources::kafka::consumer::kafka_message`, the source's own code):
 //!   one shared name per topic, and the messages registered a received batch (up to 64) at a
 //!   time under one lock (`OffsetTracker::register_retain`).
 //!
@@ -79,14 +79,14 @@ use std::time::Duration;
 
 use criterion::measurement::Measurement;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use sqlgrade::clickhouse::sink::encode_evaluations;
 use sqlgrade::event::Event;
-use sqlgrade::kafka::offsets::OffsetTracker;
-use sqlgrade::sink::{encode_json_lines, encode_json_lines_in_chunks};
-use sqlgrade::source::file::LineReader;
-use sqlgrade::source::{AckToken, Acknowledge, Position, SourceMessage, SourceTime};
-use sqlgrade::stats::RunStats;
+use sqlgrade::sources::file::LineReader;
+use sqlgrade::sources::kafka::offsets::OffsetTracker;
+use sqlgrade::sources::{AckToken, Acknowledge, Position, SourceMessage, SourceTime};
 use sqlgrade::stef::RuleProfile;
+use sqlgrade::stores::clickhouse::sink::encode_evaluations;
+use sqlgrade::stores::{encode_json_lines, encode_json_lines_in_chunks};
+use sqlgrade::telemetry::stats::RunStats;
 use support::ThreadCpuTime;
 
 const BATCH: usize = 1_000;
@@ -271,7 +271,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                     tracker.clone() as std::sync::Arc<dyn Acknowledge>,
                 ));
             }
-            sqlgrade::source::ack_all(tokens);
+            sqlgrade::sources::ack_all(tokens);
             tracker.in_flight()
         })
     });
@@ -294,7 +294,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                         &tracker, topic, partition, offset, &payload, millis, formatted,
                     ));
                 }
-                sqlgrade::source::ack_all(messages.into_iter().map(|m| m.ack).collect());
+                sqlgrade::sources::ack_all(messages.into_iter().map(|m| m.ack).collect());
                 tracker.in_flight()
             })
         });
@@ -312,7 +312,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                 let partition = (i % 6) as i32;
                 offset += 1;
                 let millis = 1_767_323_045_678 + offset;
-                taken.push(sqlgrade::kafka::consumer::kafka_message(
+                taken.push(sqlgrade::sources::kafka::consumer::kafka_message(
                     std::sync::Arc::clone(&topic),
                     partition,
                     offset,
@@ -325,7 +325,7 @@ fn run_group<M: Measurement>(c: &mut Criterion<M>, name: &str) {
                     messages.append(&mut taken);
                 }
             }
-            sqlgrade::source::ack_all(messages.into_iter().map(|m| m.ack).collect());
+            sqlgrade::sources::ack_all(messages.into_iter().map(|m| m.ack).collect());
             tracker.in_flight()
         })
     });
@@ -420,7 +420,7 @@ fn kafka_hand_out(
     let origin = if formatted {
         format!("kafka:{topic}/{partition}@{offset}")
     } else {
-        sqlgrade::kafka::consumer::kafka_origin(&topic, partition, offset)
+        sqlgrade::sources::kafka::consumer::kafka_origin(&topic, partition, offset)
     };
     std::hint::black_box(old_text);
     SourceMessage {

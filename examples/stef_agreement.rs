@@ -22,8 +22,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::catalogue::SchemaCatalog;
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::EvaluationRow;
 use sqlgrade::event::Event;
 use sqlgrade::judge::deterministic::DeterministicJudge;
@@ -50,7 +50,7 @@ enum Results<'a> {
     /// Only items whose database `executor` has; `with` says whether the result is given to
     /// the scorer (false: the same items, scored without it).
     Executed {
-        executor: &'a sqlgrade::sqlite::executor::SqliteExecutor,
+        executor: &'a sqlgrade::score::sqlite::executor::SqliteExecutor,
         with: bool,
     },
 }
@@ -341,9 +341,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The result checks' effect (module documentation, `--results`).
 fn result_agreement(catalogue: &SchemaCatalog) -> Result<(), Box<dyn std::error::Error>> {
-    let executor = sqlgrade::sqlite::executor::SqliteExecutor::new(
+    let executor = sqlgrade::score::sqlite::executor::SqliteExecutor::new(
         data_dir().join("bird").join("databases"),
-        sqlgrade::sqlite::executor::ExecLimits {
+        sqlgrade::score::sqlite::executor::ExecLimits {
             timeout: std::time::Duration::from_secs(10),
             ..Default::default()
         },

@@ -12,13 +12,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::config::{PipelineConfig, SinkConfig};
 use sqlgrade::event::Event;
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::source::FileSource;
+use sqlgrade::sources::FileSource;
+use sqlgrade::stores::JsonlSink;
 use sqlgrade_testkit::data::data_dir;
 
 fn corpus() -> Result<Vec<Event>, Box<dyn std::error::Error>> {

@@ -27,9 +27,9 @@ use std::time::Duration;
 use sqlgrade::catalogue::SchemaCatalog;
 use sqlgrade::metrics::ex::ExConvention;
 use sqlgrade::metrics::ts_ex::{SuiteCheck, SuiteMode, TsOutcome};
-use sqlgrade::sqlite::schema::load_tables_json;
-use sqlgrade::sqlite::suite::{SuiteChecker, SuiteConfig};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::schema::load_tables_json;
+use sqlgrade::score::sqlite::suite::{SuiteChecker, SuiteConfig};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 use sqlgrade_testkit::data::{data_dir, read_jsonl};
 
 /// `field` by question id; empty when the file does not exist (Spider has no EX reference,

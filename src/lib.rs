@@ -17,29 +17,13 @@ pub use sqlgrade_core::{
     catalogue, evaluation, event, exec, judge, metrics, review, sampling, spans, sqlspec, stef,
 };
 
-pub mod alert;
-pub mod allocator;
-pub mod assembly;
-pub mod audit;
-pub mod backfill;
-pub mod calibrate;
-pub mod clickhouse;
+pub mod alerts;
+pub mod commands;
 pub mod config;
-pub mod health;
-pub mod judging;
-pub mod kafka;
 pub mod llm;
-pub mod otlp;
 pub mod pipeline;
-pub mod report;
+pub mod review_page;
 pub mod score;
-pub mod serve;
-pub mod settings;
-pub mod sink;
-pub mod source;
-pub mod sqlite;
-pub mod stats;
-pub mod store;
-pub mod stored;
-pub mod summary;
+pub mod sources;
+pub mod stores;
 pub mod telemetry;

@@ -13,8 +13,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use sqlgrade::alert::{AlertState, RuleKind, RuleSet};
-use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest, benchmark_events};
+use sqlgrade::alerts::{AlertState, RuleKind, RuleSet};
+use sqlgrade::commands::backfill::{
+    BackfillFormat, BackfillPlan, BackfillRequest, benchmark_events,
+};
 use sqlgrade::config::{Config, SinkKind};
 use sqlgrade::event::Event;
 use sqlgrade_testkit::rng::SplitMix;
@@ -111,7 +113,7 @@ async fn backfill_replay_fires_once_on_phi_and_resolves() {
         format: BackfillFormat::Events,
         predictions: None,
         run_id: Some("replay".into()),
-        judge: sqlgrade::backfill::PlanMode::Census,
+        judge: sqlgrade::commands::backfill::PlanMode::Census,
     };
     let plan = BackfillPlan::prepare(&request, &config).unwrap();
     let (_tx, shutdown) = tokio::sync::watch::channel(false);

@@ -6,18 +6,18 @@ use sqlgrade_testkit::servers as support;
 
 use std::collections::HashMap;
 
-use sqlgrade::alert::delivery::Destinations;
-use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, EstimateSource, RuleSet};
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
-use sqlgrade::clickhouse::migrate::migrate;
-use sqlgrade::clickhouse::rows::RowReader;
-use sqlgrade::clickhouse::sink::ClickHouseSink;
+use sqlgrade::alerts::delivery::Destinations;
+use sqlgrade::alerts::{AlertInput, AlertService, AlertsConfig, EstimateSource, RuleSet};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::report::RunReport;
 use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
-use sqlgrade::report::RunReport;
 use sqlgrade::score::Scorer;
-use sqlgrade::sink::{Batch, Sink};
+use sqlgrade::stores::clickhouse::migrate::migrate;
+use sqlgrade::stores::clickhouse::rows::RowReader;
+use sqlgrade::stores::clickhouse::sink::ClickHouseSink;
+use sqlgrade::stores::{Batch, Sink};
 use support::ClickHouse;
 
 fn row(value: f64) -> EvaluationRow {
@@ -70,7 +70,7 @@ async fn alerts_table_and_report_from_clickhouse() {
         config,
         Destinations {
             webhook_url: None,
-            recording: sqlgrade::store::AlertRecording {
+            recording: sqlgrade::stores::AlertRecording {
                 clickhouse: Some(settings.clone()),
                 jsonl_dir: None,
             },

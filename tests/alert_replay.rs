@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use sqlgrade::alert::engine::{AlertEngine, AlertInput, AlertNotification, AlertState, RuleKind};
-use sqlgrade::alert::{AlertsConfig, RuleSet};
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::alerts::engine::{AlertEngine, AlertInput, AlertNotification, AlertState, RuleKind};
+use sqlgrade::alerts::{AlertsConfig, RuleSet};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::score::Scorer;
 use sqlgrade_testkit::rng::SplitMix;

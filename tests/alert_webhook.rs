@@ -10,15 +10,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
-use sqlgrade::alert::delivery::Destinations;
-use sqlgrade::alert::{AlertInput, AlertService, AlertsConfig, EstimateSource, RuleSet};
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::alerts::delivery::Destinations;
+use sqlgrade::alerts::{AlertInput, AlertService, AlertsConfig, EstimateSource, RuleSet};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric};
 use sqlgrade::event::Event;
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::source::FileSource;
+use sqlgrade::sources::FileSource;
+use sqlgrade::stores::JsonlSink;
 use tokio::sync::Mutex;
 
 #[derive(Clone, Default)]

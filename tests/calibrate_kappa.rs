@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
-use sqlgrade::calibrate::{calibrate, read_labels, read_rows};
+use sqlgrade::commands::calibrate::{calibrate, read_labels, read_rows};
 use sqlgrade::evaluation::Metric;
 
 /// Labels e1–e6 true, e7–e10 false; FLEX verdicts T T T T F F T F F F → TP 4, FN 2, FP 1,

@@ -11,12 +11,12 @@ use std::process::Output;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sqlgrade::assembly::build_scorer;
-use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
+use sqlgrade::commands::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::Avoidance;
-use sqlgrade::summary::MetricStats;
+use sqlgrade::pipeline::assembly::build_scorer;
+use sqlgrade::telemetry::summary::MetricStats;
 use sqlgrade_testkit::data::data_dir;
 use support::cli::sqlgrade;
 use support::openai_mock::{MockServer, Recorded, Scripted};
@@ -432,7 +432,7 @@ async fn second_backfill_is_served_from_the_shared_cache() {
         format: BackfillFormat::Bird,
         predictions: Some(f.predictions.clone()),
         run_id: None,
-        judge: sqlgrade::backfill::PlanMode::Census,
+        judge: sqlgrade::commands::backfill::PlanMode::Census,
     };
     let run = || async {
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
@@ -600,7 +600,9 @@ async fn backfill_with_labels_measures_agreement_and_spend() {
         .split_once(&format!("Agreement with {QUESTIONS} labels"))
         .unwrap_or_else(|| panic!("no agreement section: {stdout}"))
         .1;
-    let rows = sqlgrade::calibrate::read_rows(&f.dir.path().join("out/evaluations.jsonl")).unwrap();
+    let rows =
+        sqlgrade::commands::calibrate::read_rows(&f.dir.path().join("out/evaluations.jsonl"))
+            .unwrap();
     for metric in ["stef_judged", "flex", "rose", "hybrid_ex", "ex"] {
         let block = section
             .split("metric: ")
@@ -620,10 +622,10 @@ async fn backfill_with_labels_measures_agreement_and_spend() {
         }
         // Spend: the rows' own tokens, per 1,000 events, at the configured prices.
         let m: Metric = serde_json::from_value(json!(metric)).unwrap();
-        let spend = sqlgrade::calibrate::spend(
+        let spend = sqlgrade::commands::calibrate::spend(
             &rows,
             m,
-            Some(sqlgrade::calibrate::Prices {
+            Some(sqlgrade::commands::calibrate::Prices {
                 input_per_1k: 0.002,
                 output_per_1k: 0.008,
             }),

@@ -11,10 +11,10 @@
 
 use std::time::Duration;
 
-use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
-use sqlgrade::clickhouse::queries;
-use sqlgrade::clickhouse::sink::shard_of;
 use sqlgrade::config::{ClickHouseConfig, ClusterConfig};
+use sqlgrade::stores::clickhouse::judge_cache::JudgeCacheStore;
+use sqlgrade::stores::clickhouse::queries;
+use sqlgrade::stores::clickhouse::sink::shard_of;
 use sqlgrade_testkit::dashboard;
 use sqlgrade_testkit::servers::cluster::CLUSTER;
 use sqlgrade_testkit::servers::{ClickHouse, DEAD_MEMBER_EVICTION, Harness, eventually, free_port};
@@ -90,7 +90,7 @@ async fn two_daemons_write_through_a_replicated_sharded_cluster() {
         assert!(!tables.contains("evaluations_keyed"), "{tables}");
         assert_eq!(
             number(node, "SELECT count() FROM schema_migrations"),
-            sqlgrade::clickhouse::migrate::MIGRATIONS.len() as u64,
+            sqlgrade::stores::clickhouse::migrate::MIGRATIONS.len() as u64,
             "node {s}/{r} shares the migration history"
         );
     }

@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use sqlgrade::clickhouse::judge_cache::{JUDGE_CACHE_LOOKUP, JUDGE_CACHE_LOOKUP_MANY};
-use sqlgrade::clickhouse::migrate::{
+use sqlgrade::stores::clickhouse::judge_cache::{JUDGE_CACHE_LOOKUP, JUDGE_CACHE_LOOKUP_MANY};
+use sqlgrade::stores::clickhouse::migrate::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, READ_MIGRATIONS, checksum, statements,
 };
-use sqlgrade::clickhouse::queries::EVENT_ROWS;
+use sqlgrade::stores::clickhouse::queries::EVENT_ROWS;
 
 /// The interpreter with chDB: `$SQLGRADE_CHDB_PYTHON`, else the virtualenv services.sh makes.
 fn chdb_python() -> Result<PathBuf, String> {

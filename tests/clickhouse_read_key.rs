@@ -7,9 +7,9 @@
 
 use sqlgrade_testkit::servers::{self as support, ClickHouse};
 
-use sqlgrade::clickhouse::migrate::{MIGRATIONS, migrate, migrate_to, statements};
-use sqlgrade::clickhouse::queries;
 use sqlgrade::config::ClickHouseConfig;
+use sqlgrade::stores::clickhouse::migrate::{MIGRATIONS, migrate, migrate_to, statements};
+use sqlgrade::stores::clickhouse::queries;
 
 const DB: &str = "rk";
 
@@ -61,7 +61,7 @@ async fn migration_011_copies_rows_and_finishes_an_interrupted_run() {
     let report = migrate(&settings, None).await.unwrap();
     assert_eq!(
         report.applied,
-        sqlgrade::clickhouse::migrate::MIGRATIONS
+        sqlgrade::stores::clickhouse::migrate::MIGRATIONS
             .iter()
             .filter(|m| m.version >= 11)
             .map(|m| m.name)

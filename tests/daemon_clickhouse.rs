@@ -9,13 +9,13 @@ use sqlgrade_testkit::dashboard;
 
 use std::time::Duration;
 
-use sqlgrade::clickhouse::judge_cache::JudgeCacheStore;
-use sqlgrade::clickhouse::migrate::{MIGRATIONS, migrate};
-use sqlgrade::clickhouse::sink::ClickHouseSink;
 use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus, StefColumns};
 use sqlgrade::event::Event;
-use sqlgrade::sink::{Batch, Sink};
+use sqlgrade::stores::clickhouse::judge_cache::JudgeCacheStore;
+use sqlgrade::stores::clickhouse::migrate::{MIGRATIONS, migrate};
+use sqlgrade::stores::clickhouse::sink::ClickHouseSink;
+use sqlgrade::stores::{Batch, Sink};
 use support::ClickHouse;
 
 fn settings(ch: &ClickHouse, database: &str) -> ClickHouseConfig {
@@ -32,7 +32,7 @@ fn settings(ch: &ClickHouse, database: &str) -> ClickHouseConfig {
 /// writes labels that `labels FINAL` keeps one per (event, reviewer); the pages render and
 /// `calibrate`'s ClickHouse path pairs the labels with the rows.
 async fn review_page_over_clickhouse(s: &ClickHouseConfig) {
-    use sqlgrade::store::{ClickHouseStore, ReviewStore as _};
+    use sqlgrade::stores::{ClickHouseStore, ReviewStore as _};
     let store = std::sync::Arc::new(ClickHouseStore::new(s, 5_000));
     let rows = store.rows().await.unwrap();
     assert_eq!(rows.len(), 1000);
@@ -91,8 +91,10 @@ async fn review_page_over_clickhouse(s: &ClickHouseConfig) {
         "{text}"
     );
     assert!(text.contains("reviewer ana: 1 pairs"), "{text}");
-    let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
-    let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
+    let state = std::sync::Arc::new(sqlgrade::review_page::ReviewState::new(store, None));
+    let server = sqlgrade::review_page::serve("127.0.0.1:0", state)
+        .await
+        .unwrap();
     let base = format!("http://{}", server.local_addr);
     let http = reqwest::Client::new();
     for path in ["/", "/queue", "/event/ev-00003"] {

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlgrade::config::KafkaSourceConfig;
-use sqlgrade::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSource};
-use sqlgrade::source::{Source, SourceMessage};
+use sqlgrade::sources::kafka::{HEADER_REASON, HEADER_SOURCE, KafkaSource};
+use sqlgrade::sources::{Source, SourceMessage};
 use support::{Tansu, committed, read_topic};
 
 async fn next_within(source: &mut KafkaSource, d: Duration) -> Option<SourceMessage> {
@@ -215,7 +215,7 @@ async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
             let m = next_within(&mut source, Duration::from_secs(60))
                 .await
                 .expect("messages arrive");
-            times.push(m.source_time.map(sqlgrade::source::SourceTime::rfc3339));
+            times.push(m.source_time.map(sqlgrade::sources::SourceTime::rfc3339));
             m.ack.ack();
         }
         source.finish().await.unwrap();
@@ -340,7 +340,7 @@ async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
         commit_interval_ms: 3_600_000,
         ..KafkaSourceConfig::default()
     };
-    let health = std::sync::Arc::new(sqlgrade::health::Health::new());
+    let health = std::sync::Arc::new(sqlgrade::telemetry::health::Health::new());
     let mut source = KafkaSource::new(&settings, Some(health.clone())).unwrap();
     let mut read = Vec::new();
     while read.len() < 10 {
@@ -385,10 +385,10 @@ async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
 async fn judge_work_waits_out_a_broker_outage() {
     use std::sync::Arc;
 
-    use sqlgrade::health::{ComponentHealth, Health};
-    use sqlgrade::judging::{JudgeWork, WorkSink};
-    use sqlgrade::kafka::work::{HEALTH_COMPONENT, KafkaWorkSink};
+    use sqlgrade::llm::second_pass::{JudgeWork, WorkSink};
     use sqlgrade::sampling::{LineRate, Selection};
+    use sqlgrade::sources::kafka::work::{HEALTH_COMPONENT, KafkaWorkSink};
+    use sqlgrade::telemetry::health::{ComponentHealth, Health};
 
     let dir = tempfile::tempdir().unwrap();
     let mut kafka = match Tansu::start_in(dir.path()) {
@@ -405,7 +405,7 @@ async fn judge_work_waits_out_a_broker_outage() {
     source
         .kafka_properties
         .insert("message.timeout.ms".into(), "2000".into());
-    let producer = sqlgrade::kafka::producer(&source, "test-judge-work").unwrap();
+    let producer = sqlgrade::sources::kafka::producer(&source, "test-judge-work").unwrap();
     let health = Arc::new(Health::new());
     let sink = Arc::new(KafkaWorkSink::new(
         producer,

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sqlgrade::assembly::build_scorer;
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus};
 use sqlgrade::pipeline::Pipeline;
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::sink::jsonl::{DEAD_LETTERS_FILE, EVALUATIONS_FILE};
-use sqlgrade::source::{FileSource, MemorySource};
+use sqlgrade::pipeline::assembly::build_scorer;
+use sqlgrade::sources::{FileSource, MemorySource};
+use sqlgrade::stores::JsonlSink;
+use sqlgrade::stores::jsonl::writer::{DEAD_LETTERS_FILE, EVALUATIONS_FILE};
 use tokio::sync::watch;
 
 fn event(id: &str, question: &str, sql: &str) -> Vec<u8> {

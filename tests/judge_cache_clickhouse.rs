@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use servers::ClickHouse;
-use sqlgrade::clickhouse::migrate::migrate;
 use sqlgrade::config::ClickHouseConfig;
 use sqlgrade::event::Event;
+use sqlgrade::stores::clickhouse::migrate::migrate;
 use support::openai_mock::{MockServer, Scripted};
 use support::{distinct_events, stef_reply};
 

@@ -17,9 +17,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use sqlgrade::event::Event;
+use sqlgrade::review_page::view::{CalibrationSample, judges};
 use sqlgrade::score::Scorer;
-use sqlgrade::serve::view::{CalibrationSample, judges};
-use sqlgrade::store::{JsonlStore, ReviewStore};
+use sqlgrade::stores::{JsonlStore, ReviewStore};
 use sqlgrade_testkit::cli::sqlgrade;
 use sqlgrade_testkit::data::data_dir;
 use sqlgrade_testkit::events::{benchmark_events, stef_reply};
@@ -184,7 +184,7 @@ enabled = true
     let out = sqlgrade(dir)
         .args(["run", "--config"])
         .arg(&config)
-        .env("RUST_LOG", "info,sqlgrade::serve::agreement=debug")
+        .env("RUST_LOG", "info,sqlgrade::review_page::agreement=debug")
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
@@ -609,7 +609,7 @@ async fn imported_labels_give_a_judge_identity_without_labels_its_agreement() {
     run(dir.path(), &server, AGREEMENT_RULES, "");
     let store = JsonlStore::new(dir.path().join("out"));
     let rows = store.rows().await.unwrap();
-    let identity_of = |views: &[sqlgrade::serve::view::JudgeView]| {
+    let identity_of = |views: &[sqlgrade::review_page::view::JudgeView]| {
         views
             .iter()
             .find(|v| v.metric == "stef_judged")

@@ -18,17 +18,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use sqlgrade::backfill::PlanMode;
+use sqlgrade::commands::backfill::PlanMode;
 use sqlgrade::config::{Config, JudgeConfig, LlmJudgeConfig};
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::sampling::{SeriesEstimate, uniform_draw};
 use sqlgrade::score::{Scorer, ScorerOptions, SingleProfile};
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::source::FileSource;
+use sqlgrade::sources::FileSource;
 use sqlgrade::stef::Verdict;
-use sqlgrade::summary::Summary;
+use sqlgrade::stores::JsonlSink;
+use sqlgrade::telemetry::summary::Summary;
 use sqlgrade_testkit::events::benchmark_events;
 
 /// The scripted judge: the deterministic question understanding, and a verdict that is a known
@@ -84,9 +84,15 @@ async fn run_pipeline(
         )
         .with_judged_pass(Arc::new(KnownJudge)),
     );
-    let second = sqlgrade::assembly::build_second_pass(config, &scorer, mode, Arc::default(), None)
-        .unwrap()
-        .unwrap();
+    let second = sqlgrade::pipeline::assembly::build_second_pass(
+        config,
+        &scorer,
+        mode,
+        Arc::default(),
+        None,
+    )
+    .unwrap()
+    .unwrap();
     let pipeline = Pipeline::new(
         Box::new(FileSource::new(input, false, 1 << 20)),
         Box::new(JsonlSink::open(dir.join(out)).await.unwrap()),

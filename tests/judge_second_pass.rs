@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlgrade::config::{Config, JudgeConfig, LlmJudgeConfig};
 use sqlgrade::sampling::ShedReason;
-use sqlgrade::summary::Summary;
+use sqlgrade::telemetry::summary::Summary;
 use sqlgrade_testkit::events::{benchmark_events, stef_reply};
 use sqlgrade_testkit::openai_mock::{MockServer, Scripted};
 
@@ -76,7 +76,9 @@ fn llm(config: &mut Config) -> &mut LlmJudgeConfig {
 
 async fn run(config: &Config) -> Summary {
     config.validate().unwrap();
-    let daemon = sqlgrade::assembly::Daemon::build(config).await.unwrap();
+    let daemon = sqlgrade::pipeline::assembly::Daemon::build(config)
+        .await
+        .unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     daemon.run(shutdown).await.unwrap()
 }
@@ -199,15 +201,15 @@ async fn a_census_backfill_judges_every_event_with_calls_in_flight() {
     judge.max_requests_per_second = 100.0;
     judge.max_concurrency = 20;
     config.gold.metrics = vec![sqlgrade::evaluation::Metric::Ex];
-    let request = sqlgrade::backfill::BackfillRequest {
+    let request = sqlgrade::commands::backfill::BackfillRequest {
         input: data.join("bird/dev.jsonl"),
-        format: sqlgrade::backfill::BackfillFormat::Bird,
+        format: sqlgrade::commands::backfill::BackfillFormat::Bird,
         predictions: Some(data.join("bird/predictions/DAIL-SQL.jsonl")),
         run_id: None,
-        judge: sqlgrade::backfill::PlanMode::Census,
+        judge: sqlgrade::commands::backfill::PlanMode::Census,
     };
-    sqlgrade::backfill::apply_benchmark_gold_defaults(&request, &mut config);
-    let plan = sqlgrade::backfill::BackfillPlan::prepare(&request, &config).unwrap();
+    sqlgrade::commands::backfill::apply_benchmark_gold_defaults(&request, &mut config);
+    let plan = sqlgrade::commands::backfill::BackfillPlan::prepare(&request, &config).unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let started = std::time::Instant::now();
     let summary = plan.run(&config, shutdown, None).await.unwrap();

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use sqlgrade::config::KafkaSourceConfig;
 use sqlgrade::config::TelemetryConfig;
-use sqlgrade::kafka::KafkaSource;
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::source::Source;
+use sqlgrade::sources::Source;
+use sqlgrade::sources::kafka::KafkaSource;
+use sqlgrade::stores::JsonlSink;
 use sqlgrade::telemetry::Telemetry;
 use support::{Tansu, committed};
 

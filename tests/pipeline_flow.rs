@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::config::{PipelineConfig, SinkConfig};
 use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::event::{Event, Gold};
@@ -16,8 +16,8 @@ use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use sqlgrade::pipeline::{Pipeline, PipelineError};
 use sqlgrade::score::{GoldMetrics, Scorer, ScorerOptions, SingleProfile};
-use sqlgrade::sink::{Batch, Sink, SinkError};
-use sqlgrade::source::{AckCounter, FileSource, MemorySource};
+use sqlgrade::sources::{AckCounter, FileSource, MemorySource};
+use sqlgrade::stores::{Batch, Sink, SinkError};
 use sqlgrade_testkit::data::data_dir;
 use tokio::sync::watch;
 

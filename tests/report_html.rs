@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::evaluation::{EvaluationRow, Metric, RowStatus};
 use sqlgrade::score::Scorer;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
 use fantoccini::{Client, ClientBuilder, Locator};
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade_testkit::servers as support;
 
 const TEST: &str = "review_page_in_chromium";
@@ -240,9 +240,11 @@ async fn review_page_in_chromium() {
     assert!(alerts.contains("[FIRING]"), "{alerts}");
 
     // The review page over the run's JSONL directory.
-    let store = std::sync::Arc::new(sqlgrade::store::JsonlStore::new(&out));
-    let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
-    let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
+    let store = std::sync::Arc::new(sqlgrade::stores::JsonlStore::new(&out));
+    let state = std::sync::Arc::new(sqlgrade::review_page::ReviewState::new(store, None));
+    let server = sqlgrade::review_page::serve("127.0.0.1:0", state)
+        .await
+        .unwrap();
     let base = format!("http://{}", server.local_addr);
 
     let (driver, client) = start_browser(&chromium, &chromedriver, dir.path()).await;
@@ -447,20 +449,20 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
             .env_remove("SQLGRADE__SINK__KIND")
             .current_dir(env!("CARGO_MANIFEST_DIR")),
     );
-    let jsonl: std::sync::Arc<dyn sqlgrade::store::ReviewStore> =
-        std::sync::Arc::new(sqlgrade::store::JsonlStore::new(&out));
+    let jsonl: std::sync::Arc<dyn sqlgrade::stores::ReviewStore> =
+        std::sync::Arc::new(sqlgrade::stores::JsonlStore::new(&out));
 
     // The same run into ClickHouse.
     let clickhouse = support::ClickHouse::start_in(dir.path());
-    let clickhouse_store: Option<std::sync::Arc<dyn sqlgrade::store::ReviewStore>> =
+    let clickhouse_store: Option<std::sync::Arc<dyn sqlgrade::stores::ReviewStore>> =
         match &clickhouse {
             Ok(ch) => {
-                let settings = sqlgrade::clickhouse::config::ClickHouseConfig {
+                let settings = sqlgrade::stores::clickhouse::config::ClickHouseConfig {
                     url: Some(ch.url()),
                     database: "sg_monitor".into(),
                     ..Default::default()
                 };
-                sqlgrade::clickhouse::migrate::migrate(&settings, None)
+                sqlgrade::stores::clickhouse::migrate::migrate(&settings, None)
                     .await
                     .unwrap();
                 sqlgrade_testkit::bin::run_ok(
@@ -471,7 +473,7 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
                         .env("SQLGRADE__CLICKHOUSE__DATABASE", "sg_monitor")
                         .current_dir(env!("CARGO_MANIFEST_DIR")),
                 );
-                Some(std::sync::Arc::new(sqlgrade::store::ClickHouseStore::new(
+                Some(std::sync::Arc::new(sqlgrade::stores::ClickHouseStore::new(
                     &settings, 5_000,
                 )))
             }
@@ -492,8 +494,10 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
     let mut stores = vec![("jsonl", jsonl)];
     stores.extend(clickhouse_store.map(|s| ("clickhouse", s)));
     for (name, store) in stores {
-        let state = std::sync::Arc::new(sqlgrade::serve::ReviewState::new(store, None));
-        let server = sqlgrade::serve::serve("127.0.0.1:0", state).await.unwrap();
+        let state = std::sync::Arc::new(sqlgrade::review_page::ReviewState::new(store, None));
+        let server = sqlgrade::review_page::serve("127.0.0.1:0", state)
+            .await
+            .unwrap();
         let base = format!("http://{}", server.local_addr);
         client.goto(&base).await.unwrap();
         for chart in ["chart-phi", "chart-flagged", "chart-correct"] {
@@ -534,10 +538,10 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
 
 /// The ClickHouse rollup's cells equal the JSONL rows' (sums to rounding).
 fn assert_same_monitor(
-    rows: &sqlgrade::serve::monitor::MonitorData,
-    rollup: &sqlgrade::serve::monitor::MonitorData,
+    rows: &sqlgrade::review_page::monitor::MonitorData,
+    rollup: &sqlgrade::review_page::monitor::MonitorData,
 ) {
-    let key = |c: &sqlgrade::serve::monitor::MonitorCell| {
+    let key = |c: &sqlgrade::review_page::monitor::MonitorCell| {
         (c.hour, c.app.clone(), c.agent.clone(), c.version.clone())
     };
     let mut a: Vec<_> = rows.cells.iter().collect();

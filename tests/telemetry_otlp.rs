@@ -5,13 +5,13 @@ use sqlgrade_testkit::otlp;
 
 use std::sync::Arc;
 
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::config::TelemetryConfig;
 use sqlgrade::judge::JudgeTotals;
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::source::FileSource;
+use sqlgrade::sources::FileSource;
+use sqlgrade::stores::JsonlSink;
 use sqlgrade::telemetry::Telemetry;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,12 +94,12 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
     assert!(resource.iter().any(|kv| kv.key == "service.name"));
 }
 
-/// `backfill` builds its pipeline with `run`'s builder (`assembly::assemble_pipeline`, a mode
+/// `backfill` builds its pipeline with `run`'s builder (`pipeline::assembly::assemble_pipeline`, a mode
 /// not a copy), so `[telemetry]` covers a backfill too: a BIRD backfill's events reach the
 /// receiver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backfill_exports_the_pipeline_metrics_too() {
-    use sqlgrade::backfill::{BackfillPlan, BackfillRequest, PlanMode};
+    use sqlgrade::commands::backfill::{BackfillPlan, BackfillRequest, PlanMode};
     use sqlgrade::config::{Config, SinkKind};
 
     let receiver = otlp::OtlpReceiver::start().await;

@@ -10,12 +10,12 @@ use sqlgrade_testkit::otlp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::config::TelemetryConfig;
 use sqlgrade::pipeline::Pipeline;
 use sqlgrade::score::Scorer;
-use sqlgrade::sink::JsonlSink;
-use sqlgrade::source::FileSource;
+use sqlgrade::sources::FileSource;
+use sqlgrade::stores::JsonlSink;
 use sqlgrade::telemetry::{EVENT_SPAN, Telemetry, span_export_layer};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;

@@ -6,14 +6,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::event::Event;
 use sqlgrade_testkit::data::data_dir;
 
 /// The daemon's allocator (`src/bin/sqlgrade/main.rs`), so that per-core figures measure what `sqlgrade run`
 /// runs: under glibc malloc the STEF path spent ~20 % of its samples in malloc/free.
 #[global_allocator]
-static GLOBAL: sqlgrade::allocator::Allocator = sqlgrade::allocator::Allocator;
+static GLOBAL: sqlgrade::pipeline::allocator::Allocator = sqlgrade::pipeline::allocator::Allocator;
 
 /// Every prediction of every system in `shared/data` as events, joined the way
 /// `sqlgrade backfill --format bird|spider` joins them (BIRD evidence is the enriched question).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::Secret;
+use crate::config::settings::Secret;
 
 /// The smallest `judge.max_tokens` accepted: below it no reply schema fits (tests of the cut-off
 /// path use the smallest value).

@@ -8,12 +8,12 @@ use tokio::sync::mpsc;
 
 use super::types::*;
 use super::writing::*;
-use crate::alert::config::SeriesLabel;
+use crate::alerts::config::SeriesLabel;
 use crate::evaluation::{DeadLetter, EvaluationRow};
-use crate::judging::{JudgedOutput, WorkSink};
-use crate::sink::Sink;
-use crate::stats::RunStats;
-use crate::summary::Summary;
+use crate::llm::second_pass::{JudgedOutput, WorkSink};
+use crate::stores::Sink;
+use crate::telemetry::stats::RunStats;
+use crate::telemetry::summary::Summary;
 
 /// Everything that watches what the pipeline completes, fed in one place: the run statistics
 /// (the summary and the calibrated estimates), the OpenTelemetry instruments and the alert
@@ -21,9 +21,9 @@ use crate::summary::Summary;
 pub(super) struct Observers {
     pub(super) stats: RunStats,
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
-    pub(super) alerts: Option<crate::alert::AlertHandle>,
+    pub(super) alerts: Option<crate::alerts::AlertHandle>,
     /// The second pass's counters and estimates, and the series key of the estimates.
-    pub(super) judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+    pub(super) judge: Option<(Arc<crate::llm::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
     /// Every row as an evaluation event (`[telemetry] evaluations`).
     pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
     /// The series text of the row being observed (one buffer for the run, not one per row).
@@ -49,13 +49,13 @@ impl Observers {
         }
         if let Some(alerts) = &self.alerts {
             alerts
-                .submit(crate::alert::AlertInput::Rows(rows.to_vec()))
+                .submit(crate::alerts::AlertInput::Rows(rows.to_vec()))
                 .await;
         }
         for row in rows {
             self.stats.observe_row(row);
             if let Some((stats, key)) = &self.judge {
-                crate::judging::planner::write_series(row, key, &mut self.series);
+                crate::llm::second_pass::planner::write_series(row, key, &mut self.series);
                 stats.observe_estimate(row, &self.series);
             }
         }
@@ -68,7 +68,7 @@ impl Observers {
             metrics.dead_lettered();
         }
         if let Some(alerts) = &self.alerts {
-            alerts.submit(crate::alert::AlertInput::DeadLetter).await;
+            alerts.submit(crate::alerts::AlertInput::DeadLetter).await;
         }
     }
 }
@@ -153,10 +153,10 @@ async fn absorb_all(
 pub(super) struct BatchOptions {
     pub(super) knobs: Knobs,
     pub(super) progress: Option<ProgressFn>,
-    pub(super) alerts: Option<crate::alert::AlertHandle>,
+    pub(super) alerts: Option<crate::alerts::AlertHandle>,
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
     pub(super) work_sink: Option<Arc<dyn WorkSink>>,
-    pub(super) judge: Option<(Arc<crate::judging::JudgeStats>, Vec<SeriesLabel>)>,
+    pub(super) judge: Option<(Arc<crate::llm::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
     pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
 }
 
@@ -325,8 +325,8 @@ pub(super) async fn hand_over(
 mod tests {
     use super::*;
     use crate::pipeline::config::PipelineConfig;
-    use crate::sink::config::SinkConfig;
-    use crate::source::{AckToken, Position};
+    use crate::sources::{AckToken, Position};
+    use crate::stores::config::SinkConfig;
 
     fn dead_letter(n: i64) -> Completed {
         Completed::DeadLetter {

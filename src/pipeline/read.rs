@@ -11,7 +11,7 @@ use super::types::*;
 use crate::evaluation::DeadLetter;
 use crate::event::Event;
 use crate::score::now_rfc3339;
-use crate::source::{Source, SourceMessage, SourceTime};
+use crate::sources::{Source, SourceMessage, SourceTime};
 
 /// Most messages the source stage hands to the scorer pool at once: what the source has
 /// already received ([`Source::next_ready`]) goes over with the message that was awaited, one
@@ -133,7 +133,7 @@ pub async fn send_messages(
 pub(super) struct Decoder {
     pub(super) max_event_bytes: usize,
     pub(super) transform: Option<EventTransform>,
-    pub(super) dead_letter_route: Option<Arc<dyn crate::source::DeadLetterRoute>>,
+    pub(super) dead_letter_route: Option<Arc<dyn crate::sources::DeadLetterRoute>>,
 }
 
 /// What one message decodes to (returned and matched at once: boxing the event would cost an
@@ -203,7 +203,7 @@ impl Decoder {
 /// Environment variable of the crash hook ([`abort_if_marked`]).
 pub const ABORT_ON_ENV: &str = "SQLGRADE_TEST_ABORT_ON";
 
-/// A test hook for the poison-event guard (`kafka::poison`): with `SQLGRADE_TEST_ABORT_ON` set
+/// A test hook for the poison-event guard (`sources::kafka::poison`): with `SQLGRADE_TEST_ABORT_ON` set
 /// to a non-empty text, a payload containing it aborts the process as it is decoded — a
 /// stand-in for whatever might one day kill the daemon on one event (a bug, a limit missed).
 /// Unset, as in production, it costs one read of an initialised `OnceLock` per message.
@@ -227,7 +227,7 @@ fn abort_if_marked(payload: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{AckToken, Position};
+    use crate::sources::{AckToken, Position};
 
     fn message(payload: &str, source_time: Option<SourceTime>) -> SourceMessage {
         SourceMessage {

@@ -15,10 +15,10 @@ use tokio::sync::{Semaphore, mpsc};
 use super::read::{Decoded, Decoder};
 use super::types::*;
 use crate::evaluation::DeadLetter;
-use crate::judging::Planner;
+use crate::llm::second_pass::Planner;
 use crate::review::EventInputs;
 use crate::score::Scorer;
-use crate::source::SourceMessage;
+use crate::sources::SourceMessage;
 
 /// Most events one scoring task takes at once.
 pub(super) const MAX_EVENTS_PER_TASK: usize = 32;

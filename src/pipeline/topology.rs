@@ -10,13 +10,13 @@ use super::batching::*;
 use super::read::*;
 use super::scoring::*;
 use super::types::*;
-use crate::judging::JudgedOutput;
+use crate::llm::second_pass::JudgedOutput;
 use crate::pipeline::config::PipelineConfig;
 use crate::score::Scorer;
-use crate::sink::Sink;
-use crate::sink::config::SinkConfig;
-use crate::source::{Source, SourceMessage};
-use crate::summary::Summary;
+use crate::sources::{Source, SourceMessage};
+use crate::stores::Sink;
+use crate::stores::config::SinkConfig;
+use crate::telemetry::summary::Summary;
 
 /// A configured topology, ready to [`run`](Pipeline::run).
 pub struct Pipeline {
@@ -26,7 +26,7 @@ pub struct Pipeline {
     pub(super) options: Knobs,
     pub(super) transform: Option<EventTransform>,
     pub(super) progress: Option<ProgressFn>,
-    pub(super) alerts: Option<crate::alert::AlertHandle>,
+    pub(super) alerts: Option<crate::alerts::AlertHandle>,
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
     pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
     pub(super) second_pass: Option<SecondPass>,
@@ -84,8 +84,8 @@ impl Pipeline {
 
     /// Feed every scored event's rows and every dead letter to the alert engine (never
     /// blocking: a full alert queue drops and counts the input — unless the handle is
-    /// [`lossless`](crate::alert::AlertHandle::lossless), as in a backfill).
-    pub fn with_alerts(mut self, alerts: crate::alert::AlertHandle) -> Pipeline {
+    /// [`lossless`](crate::alerts::AlertHandle::lossless), as in a backfill).
+    pub fn with_alerts(mut self, alerts: crate::alerts::AlertHandle) -> Pipeline {
         self.alerts = Some(alerts);
         self
     }

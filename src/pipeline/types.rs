@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::event::Event;
-use crate::judging::{JudgeStage, JudgeWork, Planner, WorkError, WorkSink};
+use crate::llm::second_pass::{JudgeStage, JudgeWork, Planner, WorkError, WorkSink};
 use crate::pipeline::config::PipelineConfig;
 use crate::review::EventInputs;
-use crate::sink::config::SinkConfig;
-use crate::sink::{Batch, SinkError};
-use crate::source::{AckToken, Source, SourceError};
+use crate::sources::{AckToken, Source, SourceError};
+use crate::stores::config::SinkConfig;
+use crate::stores::{Batch, SinkError};
 
 /// Rough size of one serialized row, for `batch_bytes` accounting.
 pub(super) const ROW_BYTES_ESTIMATE: usize = 1024;
@@ -97,7 +97,7 @@ pub type EventTransform = Arc<dyn Fn(&mut Event) + Send + Sync>;
 /// Told how many messages were completed (written and acknowledged) after each batch.
 pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
 
-/// The second, LLM-judged pass of a run (see [`crate::judging`]).
+/// The second, LLM-judged pass of a run (see [`crate::llm::second_pass`]).
 pub struct SecondPass {
     /// Selects events right after scoring.
     pub planner: Arc<Planner>,
@@ -108,7 +108,7 @@ pub struct SecondPass {
     /// Kafka: the consumer task feeding the stage's queue from the work topic.
     pub feeder: Option<tokio::task::JoinHandle<Box<dyn Source>>>,
     /// The pass's counters (for the summary).
-    pub stats: Arc<crate::judging::JudgeStats>,
+    pub stats: Arc<crate::llm::second_pass::JudgeStats>,
 }
 
 /// A decoded event on its way to the scorer.

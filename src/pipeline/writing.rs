@@ -7,9 +7,9 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::types::*;
-use crate::judging::{JudgeWork, WorkSink};
-use crate::sink::Sink;
-use crate::source::AckToken;
+use crate::llm::second_pass::{JudgeWork, WorkSink};
+use crate::sources::AckToken;
+use crate::stores::Sink;
 
 /// Write batches and acknowledge each, in order, once the sink has it and every batch before
 /// it; stops at the first sink error (the batcher then sees the channel closed; batches still in
@@ -154,7 +154,7 @@ pub(super) async fn acknowledge(
     {
         work_sink.submit(work).await?;
     }
-    crate::source::ack_all(acks);
+    crate::sources::ack_all(acks);
     if let Some(progress) = progress {
         progress(messages);
     }

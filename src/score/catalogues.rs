@@ -13,7 +13,7 @@
 //! Files are read once, on first use (the global ones at start), and re-read when their size or
 //! modification time changes (checked every `rules.reload_interval_ms` by a background thread).
 //! A file that fails to re-read keeps its previous version in force (logged), like rule
-//! profiles. Files over [`MAX_CATALOGUE_BYTES`](crate::sqlite::schema::MAX_CATALOGUE_BYTES)
+//! profiles. Files over [`MAX_CATALOGUE_BYTES`](crate::score::sqlite::schema::MAX_CATALOGUE_BYTES)
 //! are refused unread.
 //!
 //! Every event selects its schema, from every scoring thread, so each thread reads its own copy
@@ -32,7 +32,7 @@ use sqlgrade_core::event::Event;
 use sqlgrade_core::stef::{CatalogueSelection, RuleProfile};
 
 use super::thread_copies::{self, Stamp};
-use crate::sqlite::schema::load_catalogue_file;
+use crate::score::sqlite::schema::load_catalogue_file;
 
 /// Size and modification time of a file: a change of either means "read it again".
 type Fingerprint = (u64, Option<SystemTime>);

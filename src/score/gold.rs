@@ -26,8 +26,8 @@ use crate::metrics::offload::Offload;
 use crate::metrics::rose::RoseOptions;
 use crate::score::GoldMetrics;
 use crate::score::config::GoldConfig;
-use crate::sqlite::{ExecLimits, SqliteExecutor};
-use crate::stats::{ClientUsage, LlmUsage};
+use crate::score::sqlite::{ExecLimits, SqliteExecutor};
+use crate::telemetry::stats::{ClientUsage, LlmUsage};
 
 /// Schema DDL per database, loaded once (`sqlite_master`) for the judged metrics' prompts.
 type SchemaCache = Arc<Mutex<HashMap<String, Arc<Vec<TableDdl>>>>>;
@@ -110,7 +110,7 @@ impl SqliteGoldMetrics {
             return Err(GoldSetupError::NoDatabases(databases.clone()));
         }
         let tables: Vec<&std::path::Path> = config.tables.iter().map(|p| p.as_path()).collect();
-        let catalog = crate::sqlite::schema::load_catalog(&tables, Some(databases))
+        let catalog = crate::score::sqlite::schema::load_catalog(&tables, Some(databases))
             .map_err(GoldSetupError::Schemas)?;
         let limits = ExecLimits {
             timeout: Duration::from_millis(config.timeout_ms.max(1)),
@@ -119,8 +119,9 @@ impl SqliteGoldMetrics {
             ..ExecLimits::default()
         };
         let executor = SqliteExecutor::new(databases.clone(), limits);
-        let mut scorer = GoldScorer::new(catalog)
-            .with_planner(Arc::new(crate::sqlite::schema_db::SchemaPlanner::new()));
+        let mut scorer = GoldScorer::new(catalog).with_planner(Arc::new(
+            crate::score::sqlite::schema_db::SchemaPlanner::new(),
+        ));
         if config.has(Metric::TsEx) || config.has(Metric::TsExStrict) {
             // Queries on generated databases are tiny: a tighter time limit than the real
             // database's, so a runaway prediction costs at most that per suite database.
@@ -128,8 +129,8 @@ impl SqliteGoldMetrics {
                 timeout: Duration::from_millis(config.timeout_ms.clamp(1, 2_000)),
                 ..limits
             };
-            scorer = scorer.with_suites(Arc::new(crate::sqlite::suite::SuiteChecker::new(
-                crate::sqlite::suite::SuiteConfig::default(),
+            scorer = scorer.with_suites(Arc::new(crate::score::sqlite::suite::SuiteChecker::new(
+                crate::score::sqlite::suite::SuiteConfig::default(),
                 suite_limits,
                 Some(executor.clone()),
             )));

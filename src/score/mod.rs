@@ -15,6 +15,7 @@ pub mod config;
 pub mod gold;
 pub mod probe;
 pub mod profiles;
+pub mod sqlite;
 pub(crate) mod thread_copies;
 pub use catalogues::{CatalogueStore, CatalogueWatcher, SelectedSchema};
 pub use profiles::{ProfileLookup, SingleProfile, WatchedRules};

@@ -29,7 +29,7 @@ use sqlgrade_core::stef::text::QuestionTexts;
 /// "more than this").
 pub const PROBE_RESULT_ROWS: usize = 100;
 
-use crate::sqlite::{ExecLimits, SqliteExecutor};
+use crate::score::sqlite::{ExecLimits, SqliteExecutor};
 
 /// Runs the STEF probes of events whose database is under the probe directory.
 pub struct Prober {
@@ -73,9 +73,9 @@ impl Prober {
     }
 
     /// The counters so far, as the run summary shows them.
-    pub fn usage(&self) -> crate::stats::ProbeUsage {
+    pub fn usage(&self) -> crate::telemetry::stats::ProbeUsage {
         let c = &self.counters;
-        crate::stats::ProbeUsage {
+        crate::telemetry::stats::ProbeUsage {
             probes: c.probes.load(Ordering::Relaxed),
             answered: c.answered.load(Ordering::Relaxed),
             failed: c.failed.load(Ordering::Relaxed),

@@ -24,8 +24,8 @@ pub trait GoldMetrics: Send + Sync {
 
     /// LLM usage of the gold metrics so far: judged-metric call counts, and the totals of
     /// their LLM client when it is not the STEF judge's (nothing for deterministic metrics).
-    fn llm_usage(&self) -> crate::stats::LlmUsage {
-        crate::stats::LlmUsage::default()
+    fn llm_usage(&self) -> crate::telemetry::stats::LlmUsage {
+        crate::telemetry::stats::LlmUsage::default()
     }
 
     /// Whether the gold metrics' LLM client is the STEF judge's own (its totals are then
@@ -104,7 +104,7 @@ impl Scorer {
     }
 
     /// What the STEF probes did so far (zero without a prober).
-    pub fn probe_usage(&self) -> crate::stats::ProbeUsage {
+    pub fn probe_usage(&self) -> crate::telemetry::stats::ProbeUsage {
         self.prober
             .as_ref()
             .map(super::probe::Prober::usage)
@@ -261,7 +261,7 @@ impl Scorer {
 
     /// LLM usage so far: the STEF judge's totals when it is an LLM judge, the gold metrics'
     /// own client (when separate), and the judged gold metrics' call counts.
-    pub fn llm_usage(&self) -> crate::stats::LlmUsage {
+    pub fn llm_usage(&self) -> crate::telemetry::stats::LlmUsage {
         let mut usage = self
             .gold
             .as_ref()
@@ -278,7 +278,7 @@ impl Scorer {
             let shared = self.gold.as_ref().is_some_and(|g| g.shares_judge_client());
             usage.clients.insert(
                 0,
-                crate::stats::ClientUsage {
+                crate::telemetry::stats::ClientUsage {
                     role: if shared {
                         "STEF judge + gold metrics".into()
                     } else {

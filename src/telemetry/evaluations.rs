@@ -46,8 +46,8 @@ use tokio::task::JoinHandle;
 
 use crate::evaluation::{Details, EvaluationRow, RowStatus};
 use crate::event::TraceContext;
-use crate::stats::EvaluationEventCounts;
 use crate::telemetry::config::TelemetryConfig;
+use crate::telemetry::stats::EvaluationEventCounts;
 
 /// The event name of every record.
 pub const EVENT_NAME: &str = "gen_ai.evaluation.result";

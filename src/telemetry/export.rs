@@ -370,7 +370,7 @@ impl Telemetry {
     /// `sqlgrade.evaluation_events.failed_attempts` (retried export attempts).
     pub fn observe_evaluation_events(
         &mut self,
-        counts: impl Fn() -> crate::stats::EvaluationEventCounts + Send + Sync + 'static,
+        counts: impl Fn() -> crate::telemetry::stats::EvaluationEventCounts + Send + Sync + 'static,
     ) {
         let meter = self.provider.meter("sqlgrade");
         let counts = std::sync::Arc::new(counts);
@@ -477,7 +477,7 @@ impl Telemetry {
     /// observable counter).
     pub fn observe_outages(
         &mut self,
-        read: impl Fn() -> std::collections::BTreeMap<String, crate::stats::OutageStats>
+        read: impl Fn() -> std::collections::BTreeMap<String, crate::telemetry::stats::OutageStats>
         + Send
         + Sync
         + 'static,
@@ -538,7 +538,10 @@ impl Telemetry {
     /// are set); and the calibrated estimates `sqlgrade.judge.estimate.phi` and
     /// `.estimate.correct_share` (by `series` and `bound` = estimate | lower | upper) with
     /// `.estimate.judged` (the judged uniform slice behind them).
-    pub fn observe_judge_pass(&mut self, stats: std::sync::Arc<crate::stats::JudgeStats>) {
+    pub fn observe_judge_pass(
+        &mut self,
+        stats: std::sync::Arc<crate::telemetry::stats::JudgeStats>,
+    ) {
         let meter = self.provider.meter("sqlgrade");
         let s = std::sync::Arc::clone(&stats);
         self.observers.push(

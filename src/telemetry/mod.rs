@@ -30,5 +30,8 @@
 pub mod config;
 pub mod evaluations;
 mod export;
+pub mod health;
+pub mod stats;
+pub mod summary;
 
 pub use export::*;

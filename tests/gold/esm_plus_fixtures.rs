@@ -40,7 +40,7 @@ fn fixture() -> Fixture {
         .unwrap();
     let mut cat = SchemaCatalog::new();
     assert_eq!(
-        sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, dir.path()).unwrap(),
+        sqlgrade::score::sqlite::schema::introspect_sqlite_dir(&mut cat, dir.path()).unwrap(),
         1
     );
     let db = cat.get("dogs").unwrap();
@@ -731,7 +731,7 @@ fn each_rule_in_both_directions_and_is_responsible() {
 fn rules_needing_unknown_facts_are_skipped_and_recorded() {
     // concert_singer from tables.json alone: no NOT NULL / UNIQUE facts beyond primary keys.
     let data = sqlgrade_testkit::data::data_dir().join("spider");
-    let cat = sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
+    let cat = sqlgrade::score::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
     let schema = PlusSchema::new(cat.get("concert_singer").unwrap());
     let out = esm_plus(
         &schema,
@@ -744,7 +744,8 @@ fn rules_needing_unknown_facts_are_skipped_and_recorded() {
     assert!(out.skipped_rules.iter().any(|s| s.rule == 7), "{out:?}");
     // With the SQLite file introspected, the same facts are known (Name is nullable there).
     let mut cat = cat;
-    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, &data.join("databases")).unwrap();
+    sqlgrade::score::sqlite::schema::introspect_sqlite_dir(&mut cat, &data.join("databases"))
+        .unwrap();
     let schema = PlusSchema::new(cat.get("concert_singer").unwrap());
     let out = esm_plus(
         &schema,

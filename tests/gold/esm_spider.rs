@@ -11,7 +11,8 @@ use sqlgrade_testkit::data::read_jsonl;
 #[test]
 fn spider_esm_agrees_with_the_official_evaluator() {
     let data = sqlgrade_testkit::data::data_dir().join("spider");
-    let catalog = sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
+    let catalog =
+        sqlgrade::score::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
     let mut schemas: HashMap<String, SpiderSchema> = HashMap::new();
     let dev: HashMap<i64, Value> = read_jsonl(&data.join("dev.jsonl"))
         .into_iter()
@@ -95,8 +96,9 @@ fn spider_esm_plus_runs_over_every_pair() {
     use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
     let data = sqlgrade_testkit::data::data_dir().join("spider");
     let mut catalog =
-        sqlgrade::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
-    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut catalog, &data.join("databases")).unwrap();
+        sqlgrade::score::sqlite::schema::load_tables_json(&data.join("tables.json")).unwrap();
+    sqlgrade::score::sqlite::schema::introspect_sqlite_dir(&mut catalog, &data.join("databases"))
+        .unwrap();
     let mut schemas: HashMap<String, PlusSchema> = HashMap::new();
     let dev: Vec<Value> = read_jsonl(&data.join("dev.jsonl"));
     let verbose = std::env::var_os("ESM_VERBOSE").is_some();

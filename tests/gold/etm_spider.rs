@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use sqlgrade::metrics::etm::{EtmSchema, etm};
-use sqlgrade::sqlite::schema::load_tables_json;
-use sqlgrade::sqlite::schema_db::SchemaPlanner;
+use sqlgrade::score::sqlite::schema::load_tables_json;
+use sqlgrade::score::sqlite::schema_db::SchemaPlanner;
 use sqlgrade_testkit::data::{data_dir, read_jsonl};
 
 #[test]

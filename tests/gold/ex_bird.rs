@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sqlgrade::exec::Executor;
 use sqlgrade::metrics::ex::{ExConvention, results_match};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 
 use sqlgrade_testkit::data::read_jsonl;
 

@@ -7,7 +7,7 @@ use sqlgrade::metrics::esm::ir::PlusSchema;
 use sqlgrade::metrics::esm::plus::{EsmPlusOptions, esm_plus};
 use sqlgrade::metrics::esm::{SchemaCatalog, SpiderEvalOptions, SpiderSchema, esm};
 use sqlgrade::metrics::ex::{ExConvention, results_match};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 
 const DDL: &str = "
 CREATE TABLE owners (owner_id INTEGER PRIMARY KEY, first_name TEXT, state TEXT);
@@ -34,7 +34,7 @@ fn exe_cross_checks() {
         .execute_batch(DDL)
         .unwrap();
     let mut cat = SchemaCatalog::new();
-    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, dir.path()).unwrap();
+    sqlgrade::score::sqlite::schema::introspect_sqlite_dir(&mut cat, dir.path()).unwrap();
     let db = cat.get("dogs").unwrap();
     let (plus, spider) = (PlusSchema::new(db), SpiderSchema::new(db));
     let exec = SqliteExecutor::new(dir.path(), ExecLimits::default());

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use sqlgrade::exec::{ExecError, Executor};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 
 fn sha256(path: &Path) -> String {
     hex::encode(Sha256::digest(std::fs::read(path).unwrap()))

@@ -14,7 +14,7 @@ use sqlgrade::metrics::avoid::Avoidance;
 use sqlgrade::metrics::flex::{ERROR_CATEGORY_KEYS, FN_CATEGORY_KEYS, FlexOptions};
 use sqlgrade::metrics::judged::{JudgedInput, JudgedOptions, JudgedScorer};
 use sqlgrade::metrics::rose::{DEFAULT_PREVIEW_ROWS, RoseOptions};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 
 const TS: &str = "2026-01-01T00:00:00Z";
 

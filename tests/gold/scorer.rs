@@ -8,7 +8,7 @@ use sqlgrade::evaluation::{Metric, RowStatus};
 use sqlgrade::event::Event;
 use sqlgrade::metrics::ex::ExConvention;
 use sqlgrade::metrics::gold::{GoldOptions, GoldScorer};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 
 fn data() -> PathBuf {
     sqlgrade_testkit::data::data_dir()
@@ -18,17 +18,20 @@ fn scorer() -> GoldScorer {
     let bird = data().join("bird/tables.json");
     let spider = data().join("spider/tables.json");
     let mut s = GoldScorer::new(
-        sqlgrade::sqlite::schema::load_catalog(
+        sqlgrade::score::sqlite::schema::load_catalog(
             &[&bird, &spider],
             Some(&data().join("bird/databases")),
         )
         .unwrap(),
     );
     let mut cat = s.catalog().clone();
-    sqlgrade::sqlite::schema::introspect_sqlite_dir(&mut cat, &data().join("spider/databases"))
-        .unwrap();
+    sqlgrade::score::sqlite::schema::introspect_sqlite_dir(
+        &mut cat,
+        &data().join("spider/databases"),
+    )
+    .unwrap();
     s = GoldScorer::new(cat).with_planner(std::sync::Arc::new(
-        sqlgrade::sqlite::schema_db::SchemaPlanner::new(),
+        sqlgrade::score::sqlite::schema_db::SchemaPlanner::new(),
     ));
     s
 }

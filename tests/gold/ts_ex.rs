@@ -11,10 +11,10 @@ use sqlgrade::catalogue::{DbSchema, SchemaCatalog};
 use sqlgrade::exec::{ResultSet, SqlValue};
 use sqlgrade::metrics::ex::{ExConvention, results_match};
 use sqlgrade::metrics::ts_ex::{SuiteCheck, SuiteMode, TsOutcome};
-use sqlgrade::sqlite::ExecLimits;
-use sqlgrade::sqlite::SqliteExecutor;
-use sqlgrade::sqlite::schema_db::schema_ddl;
-use sqlgrade::sqlite::suite::{SuiteChecker, SuiteConfig};
+use sqlgrade::score::sqlite::ExecLimits;
+use sqlgrade::score::sqlite::SqliteExecutor;
+use sqlgrade::score::sqlite::schema_db::schema_ddl;
+use sqlgrade::score::sqlite::suite::{SuiteChecker, SuiteConfig};
 
 fn catalogue() -> SchemaCatalog {
     SchemaCatalog::parse_simple(

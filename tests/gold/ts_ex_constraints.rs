@@ -15,10 +15,10 @@ use sqlgrade::catalogue::{DbSchema, SchemaCatalog};
 use sqlgrade::metrics::ex::ExConvention;
 use sqlgrade::metrics::ts_ex::constraints::{DbConstraints, Origin, Rule};
 use sqlgrade::metrics::ts_ex::{SuiteCheck, SuiteMode, TsOutcome, literal_numbers};
-use sqlgrade::sqlite::schema::load_tables_json;
-use sqlgrade::sqlite::schema_db::schema_ddl;
-use sqlgrade::sqlite::suite::{SuiteChecker, SuiteConfig};
-use sqlgrade::sqlite::{ExecLimits, SqliteExecutor};
+use sqlgrade::score::sqlite::schema::load_tables_json;
+use sqlgrade::score::sqlite::schema_db::schema_ddl;
+use sqlgrade::score::sqlite::suite::{SuiteChecker, SuiteConfig};
+use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 use sqlgrade_testkit::data::data_dir;
 
 /// The suite settings of these tests: the default, with a mining budget that a debug build on

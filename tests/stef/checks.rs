@@ -10,8 +10,8 @@ use std::path::Path;
 
 use crate::support::cli::sqlgrade;
 use serde_json::Value;
-use sqlgrade::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::catalogue::SchemaCatalog;
+use sqlgrade::commands::backfill::{BackfillFormat, benchmark_events};
 use sqlgrade::event::Event;
 use sqlgrade::judge::deterministic::DeterministicJudge;
 use sqlgrade::stef::{
@@ -404,7 +404,7 @@ fn the_daemon_selects_catalogues_by_db_id_and_records_what_it_could_not_use() {
     let huge = dir.path().join("huge.json");
     std::fs::File::create(&huge)
         .unwrap()
-        .set_len(sqlgrade::sqlite::schema::MAX_CATALOGUE_BYTES + 1)
+        .set_len(sqlgrade::score::sqlite::schema::MAX_CATALOGUE_BYTES + 1)
         .unwrap();
     let config = format!(
         "[rules]\ndir = \"{}\"\n[stef]\ncatalogues = [\"{}\", \"{}\"]\n",

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use sqlgrade::catalogue::SchemaCatalog;
 use sqlgrade::sampling::verdict_fit::{DEFAULT_L2, kappa_at_target};
 use sqlgrade::stef::correctness::{StoredFeatureInput, VerdictModel, feature_names};
-use sqlgrade::stored::StoredRow;
+use sqlgrade::stores::StoredRow;
 use sqlgrade_testkit::data::data_dir;
 use sqlgrade_testkit::verdict_labels::{
     LabelledItem, SETTINGS, SOURCES, label_items, label_sources, leave_one_database_out,

@@ -1,5 +1,5 @@
 //! `sqlgrade audit`: suspect gold queries of a benchmark, from several systems' runs over the
-//! same items (the evidence and its weights live in `sqlgrade::audit`).
+//! same items (the evidence and its weights live in `sqlgrade::commands::audit`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,7 +41,7 @@ pub struct AuditArgs {
 }
 
 pub async fn execute(request: AuditArgs) -> Result<ExitCode> {
-    use sqlgrade::audit::{GoldAudit, html, predictions_from_file, texts_from_file};
+    use sqlgrade::commands::audit::{GoldAudit, html, predictions_from_file, texts_from_file};
     use std::collections::{BTreeMap, HashMap};
     let mut run_ids = request.run_ids.clone();
     run_ids.sort();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use clap::ValueEnum;
 
-use sqlgrade::backfill::{BackfillFormat, BackfillPlan, BackfillRequest, PlanMode};
+use sqlgrade::commands::backfill::{BackfillFormat, BackfillPlan, BackfillRequest, PlanMode};
 use sqlgrade::pipeline::ProgressFn;
 
 use crate::config_file::load_config;
@@ -100,7 +100,7 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
     let mut config = load_config(config_path.as_ref())?;
     // A batch is scored under one version of the rule profiles (no hot reload mid-run).
     config.rules.reload_interval_ms = 0;
-    sqlgrade::backfill::apply_benchmark_gold_defaults(&request, &mut config);
+    sqlgrade::commands::backfill::apply_benchmark_gold_defaults(&request, &mut config);
     let plan = BackfillPlan::prepare(&request, &config)?;
     // Checked before the run: a measurement that cannot be made should not cost a backfill.
     let labels = match &labels_path {
@@ -119,7 +119,10 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
             let Some(run_id) = plan.run_id() else {
                 bail!("--labels needs a run id: pass --run-id (bird/spider backfills have one)");
             };
-            Some((sqlgrade::calibrate::read_labels(path)?, run_id.to_string()))
+            Some((
+                sqlgrade::commands::calibrate::read_labels(path)?,
+                run_id.to_string(),
+            ))
         }
         None => None,
     };
@@ -159,7 +162,7 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
         let rows = store.rows_of_run(&run_id).await?;
         let mut metrics: Vec<_> = rows
             .iter()
-            .filter_map(sqlgrade::stored::StoredRow::known_metric)
+            .filter_map(sqlgrade::stores::StoredRow::known_metric)
             .collect();
         metrics.sort();
         metrics.dedup();
@@ -175,8 +178,8 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
         let reports: Vec<_> = metrics
             .iter()
             .map(|m| {
-                let prices = sqlgrade::calibrate::prices_for(&config, *m);
-                sqlgrade::calibrate::calibrate(&labels, &rows, *m, None, prices)
+                let prices = sqlgrade::commands::calibrate::prices_for(&config, *m);
+                sqlgrade::commands::calibrate::calibrate(&labels, &rows, *m, None, prices)
             })
             .collect();
         print_calibration(&reports, &[], false, false)?;

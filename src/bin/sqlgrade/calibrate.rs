@@ -1,5 +1,5 @@
 //! `sqlgrade calibrate`: metrics against human labels (the measurements live in
-//! `sqlgrade::calibrate`; this module picks the inputs and prints).
+//! `sqlgrade::commands::calibrate`; this module picks the inputs and prints).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,7 +89,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
     if !(l2.is_finite() && l2 > 0.0) {
         bail!("--l2 must be positive, not {l2}");
     }
-    let fit_options = fit.then_some(sqlgrade::calibrate::fit::FitOptions {
+    let fit_options = fit.then_some(sqlgrade::commands::calibrate::fit::FitOptions {
         target_flag_rate: flag_rate,
         l2,
         folds: folds.max(2),
@@ -102,8 +102,8 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         config,
     };
     let metric = metric.as_deref();
-    use sqlgrade::calibrate::{Label, read_labels, read_rows, reviewer_agreement};
-    use sqlgrade::store::LABELS_FILE;
+    use sqlgrade::commands::calibrate::{Label, read_labels, read_rows, reviewer_agreement};
+    use sqlgrade::stores::LABELS_FILE;
     // `--config`: the labels and rows of the store its `[sink]` names (JSONL or ClickHouse).
     let store = match &inputs.config {
         Some(path) => {
@@ -136,7 +136,9 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
     };
     let rows = match (&inputs.rows, &inputs.dir, &store) {
         (Some(path), _, _) => read_rows(path)?,
-        (None, Some(dir), _) => read_rows(&dir.join(sqlgrade::sink::jsonl::EVALUATIONS_FILE))?,
+        (None, Some(dir), _) => {
+            read_rows(&dir.join(sqlgrade::stores::jsonl::writer::EVALUATIONS_FILE))?
+        }
         (None, None, Some(store)) => {
             let mut ids: Vec<String> = labels.iter().filter_map(|l| l.event_id.clone()).collect();
             ids.sort();
@@ -172,7 +174,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
             let mut found: Vec<_> = rows
                 .iter()
                 .filter(|r| labelled.is_empty() || labelled.contains(r.event_id.as_str()))
-                .filter_map(sqlgrade::stored::StoredRow::known_metric)
+                .filter_map(sqlgrade::stores::StoredRow::known_metric)
                 .collect();
             found.sort();
             found.dedup();
@@ -188,8 +190,8 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         .map(|m| {
             let prices = config
                 .as_ref()
-                .and_then(|c| sqlgrade::calibrate::prices_for(c, *m));
-            sqlgrade::calibrate::calibrate(&labels, &rows, *m, cutoff, prices)
+                .and_then(|c| sqlgrade::commands::calibrate::prices_for(c, *m));
+            sqlgrade::commands::calibrate::calibrate(&labels, &rows, *m, cutoff, prices)
         })
         .collect();
     let agreement = reviewer_agreement(&labels);
@@ -215,15 +217,15 @@ fn label_source(path: &std::path::Path) -> Result<sqlgrade::stef::correctness::L
 
 /// `calibrate --fit`: refit, compare, and write when asked and better.
 fn fit_model(
-    labels: &[sqlgrade::calibrate::Label],
-    rows: &[sqlgrade::stored::StoredRow],
+    labels: &[sqlgrade::commands::calibrate::Label],
+    rows: &[sqlgrade::stores::StoredRow],
     inputs: &CalibrateInputs,
     source: sqlgrade::stef::correctness::LabelSource,
-    options: &sqlgrade::calibrate::fit::FitOptions,
+    options: &sqlgrade::commands::calibrate::fit::FitOptions,
     write: Option<PathBuf>,
     json: bool,
 ) -> Result<ExitCode> {
-    use sqlgrade::calibrate::fit::{FitDecision, fit_and_compare, labelled_features};
+    use sqlgrade::commands::calibrate::fit::{FitDecision, fit_and_compare, labelled_features};
     let current = match &inputs.config {
         Some(path) => load_config(Some(path))?.stef.verdict_model()?,
         None => std::sync::Arc::new(sqlgrade::stef::correctness::VerdictModel::shipped().clone()),

@@ -33,8 +33,8 @@ pub async fn execute(args: ImportLabelsArgs) -> Result<ExitCode> {
         config,
         reviewer,
     } = args;
-    let store: Arc<dyn sqlgrade::store::ReviewStore> = match (&dir, &config) {
-        (Some(dir), _) => sqlgrade::store::Store::jsonl_dir(dir)
+    let store: Arc<dyn sqlgrade::stores::ReviewStore> = match (&dir, &config) {
+        (Some(dir), _) => sqlgrade::stores::Store::jsonl_dir(dir)
             .reader(usize::MAX)
             .context("a JSONL directory is readable")?,
         (None, Some(_)) => {
@@ -51,9 +51,9 @@ pub async fn execute(args: ImportLabelsArgs) -> Result<ExitCode> {
         serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.get("verdict").is_some())
     });
     let (labels, unresolved) = if review_format {
-        (sqlgrade::store::labels_from_jsonl(&path)?, 0)
+        (sqlgrade::stores::labels_from_jsonl(&path)?, 0)
     } else {
-        let plain = sqlgrade::calibrate::read_labels(&path)?;
+        let plain = sqlgrade::commands::calibrate::read_labels(&path)?;
         let needs_rows = plain.iter().any(|l| l.event_id.is_none());
         let rows = if needs_rows {
             store.rows().await?
@@ -63,7 +63,7 @@ pub async fn execute(args: ImportLabelsArgs) -> Result<ExitCode> {
         let mut ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
-        sqlgrade::calibrate::resolve_labels(
+        sqlgrade::commands::calibrate::resolve_labels(
             &plain,
             &ids,
             &reviewer,

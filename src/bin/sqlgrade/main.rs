@@ -34,9 +34,9 @@ use tracing_subscriber::EnvFilter;
 /// daemon used 74–79 instead of 80–106 µs CPU per event (`benches/README.md`, "daemon
 /// throughput"). Built without asking for transparent huge pages (`no_thp` in `Cargo.toml`):
 /// zeroing them on first touch cost short runs up to a quarter of their CPU. Plain blocks where
-/// they are aligned enough: `sqlgrade::allocator`.
+/// they are aligned enough: `sqlgrade::pipeline::allocator`.
 #[global_allocator]
-static GLOBAL: sqlgrade::allocator::Allocator = sqlgrade::allocator::Allocator;
+static GLOBAL: sqlgrade::pipeline::allocator::Allocator = sqlgrade::pipeline::allocator::Allocator;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -25,9 +25,10 @@ pub async fn execute(args: MigrateArgs) -> Result<ExitCode> {
         cluster,
     } = args;
     let config = load_clickhouse_config(&config_path, "migrate applies ClickHouse DDL only")?;
-    let layout = sqlgrade::clickhouse::cluster_layout(&config.clickhouse, cluster.as_deref());
+    let layout =
+        sqlgrade::stores::clickhouse::cluster_layout(&config.clickhouse, cluster.as_deref());
     let report =
-        sqlgrade::clickhouse::migrate::migrate(&config.clickhouse, layout.as_ref()).await?;
+        sqlgrade::stores::clickhouse::migrate::migrate(&config.clickhouse, layout.as_ref()).await?;
     for name in &report.applied {
         println!("applied  {name}");
     }

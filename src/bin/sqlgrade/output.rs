@@ -6,7 +6,7 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 
 use sqlgrade::config::Config;
-use sqlgrade::summary::Summary;
+use sqlgrade::telemetry::summary::Summary;
 
 /// Print a table to stdout; a closed pipe (`sqlgrade audit | head`) is not an error.
 pub fn print_stdout(text: &str) -> Result<()> {
@@ -31,8 +31,8 @@ pub fn print_summary(config: &Config, summary: &Summary, title: &str) {
 }
 
 /// The alert state changes of a batch run, after its summary (same stream).
-pub fn print_alerts(config: &Config, alerts: &[sqlgrade::alert::AlertNotification]) {
-    let text = sqlgrade::alert::render_notifications(alerts);
+pub fn print_alerts(config: &Config, alerts: &[sqlgrade::alerts::AlertNotification]) {
+    let text = sqlgrade::alerts::render_notifications(alerts);
     if config.store().writes_to_stdout() {
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     } else {
@@ -44,8 +44,8 @@ pub fn print_alerts(config: &Config, alerts: &[sqlgrade::alert::AlertNotificatio
 /// Print calibration reports (text, or JSON: one report alone when one metric was asked for
 /// and there is no reviewer agreement).
 pub fn print_calibration(
-    reports: &[sqlgrade::calibrate::CalibrationReport],
-    agreement: &[sqlgrade::calibrate::ReviewerAgreement],
+    reports: &[sqlgrade::commands::calibrate::CalibrationReport],
+    agreement: &[sqlgrade::commands::calibrate::ReviewerAgreement],
     one_metric: bool,
     json: bool,
 ) -> Result<()> {

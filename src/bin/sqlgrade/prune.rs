@@ -42,16 +42,17 @@ pub async fn execute(args: PruneArgs) -> Result<ExitCode> {
         replica_wait,
     } = args;
     let config = load_clickhouse_config(&config_path, "prune works on ClickHouse only")?;
-    let report = sqlgrade::clickhouse::retention::prune(
+    let report = sqlgrade::stores::clickhouse::retention::prune(
         &config.clickhouse,
-        &sqlgrade::clickhouse::retention::PruneRequest {
+        &sqlgrade::stores::clickhouse::retention::PruneRequest {
             older_than,
             tables,
             now: chrono::Utc::now(),
             dry_run,
             replica_wait,
         },
-        sqlgrade::clickhouse::cluster_layout(&config.clickhouse, cluster.as_deref()).as_ref(),
+        sqlgrade::stores::clickhouse::cluster_layout(&config.clickhouse, cluster.as_deref())
+            .as_ref(),
     )
     .await?;
     let verb = if dry_run { "would drop" } else { "dropped" };

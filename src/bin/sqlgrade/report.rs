@@ -44,7 +44,7 @@ pub async fn execute(args: ReportArgs) -> Result<ExitCode> {
         out,
         labels,
     } = args;
-    use sqlgrade::report::{RunReport, html, sql_from_events};
+    use sqlgrade::commands::report::{RunReport, html, sql_from_events};
     let from = RowsFrom::from_args(input.as_ref(), config.as_ref(), "report")?;
     let rows = from.run(&run_id).await?;
     let sql = match &events {
@@ -63,20 +63,20 @@ pub async fn execute(args: ReportArgs) -> Result<ExitCode> {
         // The calibration sample is drawn as the review page of that store draws it.
         let sample = from
             .config()
-            .map(|c| sqlgrade::serve::view::CalibrationSample::from_settings(&c.server))
+            .map(|c| sqlgrade::review_page::view::CalibrationSample::from_settings(&c.server))
             .unwrap_or_default();
-        let plain = sqlgrade::calibrate::read_labels(&path)?;
+        let plain = sqlgrade::commands::calibrate::read_labels(&path)?;
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let (human, unresolved) = sqlgrade::calibrate::resolve_labels(
+        let (human, unresolved) = sqlgrade::commands::calibrate::resolve_labels(
             &plain,
             &id_refs,
             "imported",
             &sqlgrade::score::now_rfc3339(),
         );
-        let (judges, disagreement) = sqlgrade::serve::view::judges(&rows, &human, &sample);
-        let mut text = sqlgrade::serve::view::judges_text(&judges, &disagreement);
-        text.push_str(&sqlgrade::serve::view::line_rate_text(
-            &sqlgrade::serve::view::line_rate_estimates(&rows, &human, &sample),
+        let (judges, disagreement) = sqlgrade::review_page::view::judges(&rows, &human, &sample);
+        let mut text = sqlgrade::review_page::view::judges_text(&judges, &disagreement);
+        text.push_str(&sqlgrade::review_page::view::line_rate_text(
+            &sqlgrade::review_page::view::line_rate_estimates(&rows, &human, &sample),
         ));
         if unresolved > 0 {
             text.push_str(&format!(

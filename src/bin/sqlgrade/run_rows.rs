@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use sqlgrade::config::Config;
-use sqlgrade::stored::StoredRow;
+use sqlgrade::stores::StoredRow;
 
 use crate::config_file::load_config;
 
@@ -46,7 +46,7 @@ impl RowsFrom {
     /// The rows of `run_id`.
     pub async fn run(&self, run_id: &str) -> Result<Vec<StoredRow>> {
         Ok(match self {
-            RowsFrom::File(path) => sqlgrade::stored::jsonl::rows_of_run(path, run_id)?,
+            RowsFrom::File(path) => sqlgrade::stores::jsonl::rows::rows_of_run(path, run_id)?,
             RowsFrom::ClickHouse(config) => {
                 let Some(store) = config.store().reader(config.server.review_max_rows) else {
                     bail!("the config's store (stdout) keeps no rows to read back");

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
-use sqlgrade::assembly::build_scorer;
 use sqlgrade::evaluation::DeadLetter;
 use sqlgrade::event::Event;
+use sqlgrade::pipeline::assembly::build_scorer;
 
 use crate::config_file::load_config;
 

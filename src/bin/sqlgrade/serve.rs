@@ -32,21 +32,21 @@ pub async fn execute(args: ServeArgs) -> Result<ExitCode> {
     } = args;
     let config = load_config(config_path.as_ref())?;
     let store = match dir {
-        Some(dir) => sqlgrade::store::Store::jsonl_dir(dir),
+        Some(dir) => sqlgrade::stores::Store::jsonl_dir(dir),
         None => config.store(),
     };
-    let store: Arc<dyn sqlgrade::store::ReviewStore> = store
+    let store: Arc<dyn sqlgrade::stores::ReviewStore> = store
         .reader(config.server.review_max_rows)
         .context("the stdout sink stores nothing to review; pass --dir or a config with a JSONL or ClickHouse [sink]")?;
     let state = Arc::new(
-        sqlgrade::serve::ReviewState::new(store, config.server.token.clone())
+        sqlgrade::review_page::ReviewState::new(store, config.server.token.clone())
             .with_allowed_hosts(&config.server.allowed_hosts)
-            .with_calibration(sqlgrade::serve::view::CalibrationSample::from_settings(
-                &config.server,
-            ))
+            .with_calibration(
+                sqlgrade::review_page::view::CalibrationSample::from_settings(&config.server),
+            )
             .with_model(config.stef.verdict_model()?),
     );
-    let server = sqlgrade::serve::serve(&listen, state).await?;
+    let server = sqlgrade::review_page::serve(&listen, state).await?;
     eprintln!(
         "sqlgrade: review page on http://{} (Ctrl-C to stop)",
         server.local_addr

@@ -1,0 +1,710 @@
+//! `[source]`: where events come from (a file, stdin, or Kafka topics through a consumer
+//! group) — its keys, defaults and redaction.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::config::settings::{REDACTED, is_shown_kafka_property, string_or_list};
+
+/// Where events come from, with what only that kind needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKind {
+    /// A JSONL file (optionally tailed).
+    File(FileSourceConfig),
+    /// Kafka topics through a consumer group.
+    Kafka(KafkaSourceConfig),
+    /// JSONL on standard input.
+    Stdin,
+    /// An OTLP/HTTP receiver: the agents' OpenTelemetry traces (`[source.otlp]`), one event
+    /// per database client span (`[source.otlp_mapping]`).
+    Otlp,
+}
+
+impl Default for SourceKind {
+    fn default() -> Self {
+        SourceKind::File(FileSourceConfig::default())
+    }
+}
+
+impl SourceKind {
+    /// The kind's name in the config (`file`, `kafka`, `stdin`, `otlp`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SourceKind::File(_) => "file",
+            SourceKind::Kafka(_) => "kafka",
+            SourceKind::Stdin => "stdin",
+            SourceKind::Otlp => "otlp",
+        }
+    }
+
+    /// A file source reading `path` once (not tailed).
+    pub fn file(path: impl Into<PathBuf>) -> SourceKind {
+        SourceKind::File(FileSourceConfig {
+            path: path.into(),
+            follow: false,
+        })
+    }
+}
+
+/// `[source] kind = "file"`: its own keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSourceConfig {
+    /// The JSONL file.
+    pub path: PathBuf,
+    /// Keep tailing the file after EOF (like `tail -f`).
+    pub follow: bool,
+}
+
+impl Default for FileSourceConfig {
+    fn default() -> Self {
+        FileSourceConfig {
+            path: PathBuf::from("examples/events.jsonl"),
+            follow: false,
+        }
+    }
+}
+
+/// `[source] kind = "kafka"`: its own keys. Its `Debug` redacts secret-looking
+/// `kafka_properties` (SASL passwords).
+#[derive(Clone, PartialEq)]
+pub struct KafkaSourceConfig {
+    /// Bootstrap servers (`host:port,host:port`).
+    pub brokers: Option<String>,
+    /// Topics to consume (a list, or a comma-separated string from the environment).
+    pub topics: Vec<String>,
+    /// Consumer group.
+    pub group_id: String,
+    /// Static group membership (librdkafka `group.instance.id`, KIP-345): a stable name for
+    /// this member (in Kubernetes, the StatefulSet pod's name). A member that restarts with
+    /// the same id within the session timeout takes its own partitions back without a
+    /// rebalance of the others. Unique per process: a second process with the same id fences
+    /// the first (a fatal error; that process stops consuming and exits non-zero).
+    pub group_instance_id: Option<String>,
+    /// Topic for dead letters (when unset, dead letters go to the sink).
+    pub dead_letter_topic: Option<String>,
+    /// Extra librdkafka properties passed through verbatim (`"security.protocol" = "SSL"`).
+    /// Underscores in keys are read as dots, so they can be set from the environment too.
+    pub kafka_properties: BTreeMap<String, String>,
+    /// Messages handed out and not yet written by the sink, at most (back-pressure).
+    pub max_in_flight: usize,
+    /// How often completed offsets are committed.
+    pub commit_interval_ms: u64,
+    /// `[source.poison]`: a message in flight at this many deaths of the process is
+    /// dead-lettered instead of scored again (`sources::kafka::poison`).
+    pub poison: PoisonConfig,
+}
+
+impl Default for KafkaSourceConfig {
+    fn default() -> Self {
+        KafkaSourceConfig {
+            brokers: None,
+            topics: Vec::new(),
+            group_id: "sqlgrade".into(),
+            group_instance_id: None,
+            dead_letter_topic: None,
+            kafka_properties: BTreeMap::new(),
+            // Twice the ClickHouse sink's default `sink.batch_rows`, so a batch fills while the
+            // one before it is written (with as many as `sink.batch_rows` in flight, the consumer
+            // stopped while a 64 MiB batch was inserted, and the larger batches gained nothing:
+            // benches/README.md, "Batches of 64 MiB").
+            max_in_flight: 100_000,
+            commit_interval_ms: 1_000,
+            poison: PoisonConfig::default(),
+        }
+    }
+}
+
+impl fmt::Debug for KafkaSourceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let properties: BTreeMap<&str, &str> = self
+            .kafka_properties
+            .iter()
+            .map(|(k, v)| {
+                let shown = if is_shown_kafka_property(k) {
+                    v.as_str()
+                } else {
+                    REDACTED
+                };
+                (k.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("KafkaSourceConfig")
+            .field("brokers", &self.brokers)
+            .field("topics", &self.topics)
+            .field("group_id", &self.group_id)
+            .field("group_instance_id", &self.group_instance_id)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("kafka_properties", &properties)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("commit_interval_ms", &self.commit_interval_ms)
+            .field("poison", &self.poison)
+            .finish()
+    }
+}
+
+impl KafkaSourceConfig {
+    /// What is wrong with these keys (each a sentence naming the key).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.brokers.as_deref().is_none_or(|b| b.trim().is_empty()) {
+            problems.push("source.brokers is required for source.kind = \"kafka\"".to_string());
+        }
+        if self.topics.iter().all(|t| t.trim().is_empty()) {
+            problems.push(
+                "source.topics must name at least one topic for source.kind = \"kafka\""
+                    .to_string(),
+            );
+        }
+        if self.group_id.trim().is_empty() {
+            problems.push("source.group_id must not be empty".to_string());
+        }
+        if let Some(id) = &self.group_instance_id {
+            if id.trim().is_empty() {
+                problems.push(
+                    "source.group_instance_id must not be empty when set (unset it for dynamic \
+                     membership)"
+                        .to_string(),
+                );
+            }
+            if self
+                .kafka_properties
+                .get("group.instance.id")
+                .is_some_and(|given| given != id)
+            {
+                problems.push(
+                    "source.group_instance_id and [source.kafka_properties] \
+                     \"group.instance.id\" disagree: set only one"
+                        .to_string(),
+                );
+            }
+        }
+        if self.max_in_flight == 0 {
+            problems.push("source.max_in_flight must be at least 1".to_string());
+        }
+        if self.commit_interval_ms == 0 {
+            problems.push("source.commit_interval_ms must be at least 1".to_string());
+        }
+        problems
+    }
+}
+
+/// What each message (Kafka) or line (file, stdin) of a source holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    /// One sqlgrade event (JSON).
+    #[default]
+    Event,
+    /// One OTLP `ExportTraceServiceRequest`, protobuf (the Collector's Kafka exporter with
+    /// `encoding: otlp_proto`, its default): Kafka only.
+    OtlpProto,
+    /// One OTLP `ExportTraceServiceRequest`, JSON (the Collector's Kafka exporter with
+    /// `encoding: otlp_json`, or its file exporter, one request per line).
+    OtlpJson,
+}
+
+/// `[source]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SourceSection", into = "SourceSection")]
+pub struct SourceConfig {
+    /// `file` | `kafka` | `stdin` | `otlp`, with that kind's keys.
+    pub kind: SourceKind,
+    /// What the messages or lines hold: `event` | `otlp_proto` | `otlp_json` (traces,
+    /// assembled and mapped as for `kind = "otlp"`, with `[source.otlp]`'s window and bounds).
+    pub format: SourceFormat,
+    /// `[source.otlp]`: the OTLP/HTTP receiver of `kind = "otlp"`, and the trace assembly's
+    /// window and bounds of every OTLP format.
+    pub otlp: OtlpConfig,
+    /// `[source.otlp_mapping]`: which span attributes hold each event field.
+    pub otlp_mapping: crate::spans::SpanMapping,
+}
+
+impl SourceConfig {
+    /// The Kafka settings, when the source is Kafka.
+    pub fn kafka(&self) -> Option<&KafkaSourceConfig> {
+        match &self.kind {
+            SourceKind::Kafka(kafka) => Some(kafka),
+            _ => None,
+        }
+    }
+
+    /// The file settings, when the source is a file.
+    pub fn file(&self) -> Option<&FileSourceConfig> {
+        match &self.kind {
+            SourceKind::File(file) => Some(file),
+            _ => None,
+        }
+    }
+}
+
+/// `[source.poison]`: when a message is dead-lettered for killing the process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoisonConfig {
+    /// Deaths with a message in flight after which it is dead-lettered instead of scored
+    /// again; 0 turns the guard off (a poison event then stops the stream).
+    pub after_deaths: u32,
+    /// Folder of the markers (one folder per consumer group inside). Unset: `sqlgrade-poison`
+    /// in the system's temporary folder. In Kubernetes, a volume that outlives the container
+    /// (`emptyDir`): the deployment's manifests mount one.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for PoisonConfig {
+    fn default() -> Self {
+        PoisonConfig {
+            after_deaths: 2,
+            dir: None,
+        }
+    }
+}
+
+/// `[source.otlp]`: the OTLP/HTTP trace receiver (`POST /v1/traces`, protobuf or JSON,
+/// optionally gzip). A request is answered once every event its spans made is written or
+/// dead-lettered (so nothing acknowledged is lost); spans of one trace are held until its root
+/// span arrives or `assembly_window_ms` passes.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpConfig {
+    /// Address to listen on (the OTLP/HTTP port; localhost unless told otherwise).
+    pub listen: String,
+    /// Environment variable holding a bearer token that requests must carry
+    /// (`Authorization: Bearer …`); unset = no authentication.
+    pub token_env: Option<String>,
+    /// Largest request body, compressed and decompressed (413 beyond).
+    pub max_body_bytes: usize,
+    /// How long the spans of a trace without its root span are held before its events are
+    /// made from what arrived.
+    pub assembly_window_ms: u64,
+    /// Traces being assembled at once, at most; more are answered 503 with `Retry-After`.
+    pub max_pending_traces: usize,
+    /// Bytes of spans being assembled, at most (the same answer beyond).
+    pub max_pending_bytes: usize,
+    /// Requests being handled at once, at most; more are answered 429 with `Retry-After`. Each
+    /// holds up to `max_body_bytes` of body.
+    pub max_concurrent_requests: usize,
+    /// Spans in one request, at most (counted before decoding; 413 beyond).
+    pub max_spans_per_request: usize,
+    /// Attributes in one request (resources', scopes', spans', events', links'), at most
+    /// (counted before decoding; 413 beyond).
+    pub max_attributes_per_request: usize,
+    /// How long a request waits for its events to be written before it is answered 503 (the
+    /// exporter retries; a re-sent span is the same event).
+    pub request_timeout_ms: u64,
+    /// The longest a batch of rows waits for more before it is written, when shorter than
+    /// `[sink] flush_interval_ms`: a request is answered once its rows are written, and an
+    /// exporter sends its next request only then.
+    pub batch_linger_ms: u64,
+}
+
+impl fmt::Debug for OtlpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OtlpConfig")
+            .field("listen", &self.listen)
+            .field("token_env", &self.token_env)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("assembly_window_ms", &self.assembly_window_ms)
+            .field("max_pending_traces", &self.max_pending_traces)
+            .field("max_pending_bytes", &self.max_pending_bytes)
+            .field("max_concurrent_requests", &self.max_concurrent_requests)
+            .field("max_spans_per_request", &self.max_spans_per_request)
+            .field(
+                "max_attributes_per_request",
+                &self.max_attributes_per_request,
+            )
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("batch_linger_ms", &self.batch_linger_ms)
+            .finish()
+    }
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        OtlpConfig {
+            listen: "127.0.0.1:4318".into(),
+            token_env: None,
+            max_body_bytes: 8 * 1024 * 1024,
+            assembly_window_ms: 5_000,
+            max_pending_traces: 10_000,
+            max_pending_bytes: 64 * 1024 * 1024,
+            max_concurrent_requests: 16,
+            max_spans_per_request: 20_000,
+            max_attributes_per_request: 400_000,
+            request_timeout_ms: 8_000,
+            batch_linger_ms: 20,
+        }
+    }
+}
+
+impl OtlpConfig {
+    /// What is wrong with this section alone.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            problems.push(format!(
+                "source.otlp.listen {:?} is not an address (host:port)",
+                self.listen
+            ));
+        }
+        for (key, value) in [
+            ("max_body_bytes", self.max_body_bytes as u64),
+            ("assembly_window_ms", self.assembly_window_ms),
+            ("max_pending_traces", self.max_pending_traces as u64),
+            ("max_pending_bytes", self.max_pending_bytes as u64),
+            (
+                "max_concurrent_requests",
+                self.max_concurrent_requests as u64,
+            ),
+            ("max_spans_per_request", self.max_spans_per_request as u64),
+            (
+                "max_attributes_per_request",
+                self.max_attributes_per_request as u64,
+            ),
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("batch_linger_ms", self.batch_linger_ms),
+        ] {
+            if value == 0 {
+                problems.push(format!("source.otlp.{key} must be at least 1"));
+            }
+        }
+        if self
+            .token_env
+            .as_deref()
+            .is_some_and(|e| e.trim().is_empty())
+        {
+            problems.push("source.otlp.token_env must not be empty when set".to_string());
+        }
+        problems
+    }
+}
+
+impl SourceConfig {
+    /// What is wrong with this section alone (each a sentence naming the key).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = match &self.kind {
+            SourceKind::File(file) if file.path.as_os_str().is_empty() => {
+                vec!["source.path is required for source.kind = \"file\"".to_string()]
+            }
+            SourceKind::Kafka(kafka) => kafka.problems(),
+            _ => Vec::new(),
+        };
+        if self.kind == SourceKind::Otlp || self.format != SourceFormat::Event {
+            problems.extend(self.otlp.problems());
+        }
+        match (&self.kind, self.format) {
+            (SourceKind::Otlp, SourceFormat::Event) | (SourceKind::Kafka(_), _) => {}
+            (SourceKind::Otlp, _) => problems.push(
+                "source.format applies to kafka, file and stdin sources; kind = \"otlp\" reads \
+                 OTLP requests already"
+                    .to_string(),
+            ),
+            (_, SourceFormat::OtlpProto) => problems.push(
+                "source.format = \"otlp_proto\" needs source.kind = \"kafka\" (binary \
+                 messages); lines of a file or stdin can be \"otlp_json\""
+                    .to_string(),
+            ),
+            _ => {}
+        }
+        problems
+    }
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig {
+            kind: SourceKind::default(),
+            format: SourceFormat::Event,
+            otlp: OtlpConfig::default(),
+            otlp_mapping: crate::spans::SpanMapping::default(),
+        }
+    }
+}
+
+/// `[source]` as written in a file or the environment: every kind's keys side by side. Read
+/// into [`SourceConfig`], which keeps the chosen kind's keys; another kind's are dropped with a
+/// warning (a leftover, not a typo: unknown keys are still refused).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceSection {
+    kind: SourceKindName,
+    format: SourceFormat,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    follow: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    brokers: Option<String>,
+    #[serde(
+        deserialize_with = "some_list",
+        skip_serializing_if = "Option::is_none"
+    )]
+    topics: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_instance_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_letter_topic: Option<String>,
+    #[serde(
+        deserialize_with = "some_properties",
+        skip_serializing_if = "Option::is_none"
+    )]
+    kafka_properties: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_in_flight: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    poison: Option<PoisonConfig>,
+    otlp: OtlpConfig,
+    otlp_mapping: crate::spans::SpanMapping,
+}
+
+/// `source.kind` as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SourceKindName {
+    #[default]
+    File,
+    Kafka,
+    Stdin,
+    Otlp,
+}
+
+impl From<SourceSection> for SourceConfig {
+    fn from(section: SourceSection) -> Self {
+        let file_keys = [
+            ("path", section.path.is_some()),
+            ("follow", section.follow.is_some()),
+        ];
+        let kafka_keys = [
+            ("brokers", section.brokers.is_some()),
+            ("topics", section.topics.is_some()),
+            ("group_id", section.group_id.is_some()),
+            ("group_instance_id", section.group_instance_id.is_some()),
+            ("dead_letter_topic", section.dead_letter_topic.is_some()),
+            ("kafka_properties", section.kafka_properties.is_some()),
+            ("max_in_flight", section.max_in_flight.is_some()),
+            ("commit_interval_ms", section.commit_interval_ms.is_some()),
+            ("poison", section.poison.is_some()),
+        ];
+        let kind = match section.kind {
+            SourceKindName::File => {
+                let defaults = FileSourceConfig::default();
+                SourceKind::File(FileSourceConfig {
+                    path: section.path.unwrap_or(defaults.path),
+                    follow: section.follow.unwrap_or(defaults.follow),
+                })
+            }
+            SourceKindName::Kafka => {
+                let defaults = KafkaSourceConfig::default();
+                SourceKind::Kafka(KafkaSourceConfig {
+                    brokers: section.brokers,
+                    topics: section.topics.unwrap_or(defaults.topics),
+                    group_id: section.group_id.unwrap_or(defaults.group_id),
+                    group_instance_id: section.group_instance_id,
+                    dead_letter_topic: section.dead_letter_topic,
+                    kafka_properties: section
+                        .kafka_properties
+                        .unwrap_or(defaults.kafka_properties),
+                    max_in_flight: section.max_in_flight.unwrap_or(defaults.max_in_flight),
+                    commit_interval_ms: section
+                        .commit_interval_ms
+                        .unwrap_or(defaults.commit_interval_ms),
+                    poison: section.poison.unwrap_or(defaults.poison),
+                })
+            }
+            SourceKindName::Stdin => SourceKind::Stdin,
+            SourceKindName::Otlp => SourceKind::Otlp,
+        };
+        let mut left_over = Vec::new();
+        if !matches!(kind, SourceKind::File(_)) {
+            left_over.extend(given(&file_keys));
+        }
+        if !matches!(kind, SourceKind::Kafka(_)) {
+            left_over.extend(given(&kafka_keys));
+        }
+        if !left_over.is_empty() {
+            // A leftover of another kind (a file's settings with the kind overridden from the
+            // environment, say) costs nothing: say so, go on.
+            tracing::warn!(
+                keys = %left_over.join(", "),
+                "[source] keys of another kind than source.kind = \"{}\": ignored",
+                kind.name()
+            );
+        }
+        SourceConfig {
+            kind,
+            format: section.format,
+            otlp: section.otlp,
+            otlp_mapping: section.otlp_mapping,
+        }
+    }
+}
+
+/// The names of the keys given.
+fn given<'a>(keys: &[(&'a str, bool)]) -> Vec<&'a str> {
+    keys.iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+impl From<SourceConfig> for SourceSection {
+    fn from(config: SourceConfig) -> Self {
+        let mut section = SourceSection {
+            format: config.format,
+            otlp: config.otlp,
+            otlp_mapping: config.otlp_mapping,
+            ..SourceSection::default()
+        };
+        match config.kind {
+            SourceKind::File(file) => {
+                section.kind = SourceKindName::File;
+                section.path = Some(file.path);
+                section.follow = Some(file.follow);
+            }
+            SourceKind::Kafka(kafka) => {
+                section.kind = SourceKindName::Kafka;
+                section.brokers = kafka.brokers;
+                section.topics = Some(kafka.topics);
+                section.group_id = Some(kafka.group_id);
+                section.group_instance_id = kafka.group_instance_id;
+                section.dead_letter_topic = kafka.dead_letter_topic;
+                section.kafka_properties = Some(kafka.kafka_properties);
+                section.max_in_flight = Some(kafka.max_in_flight);
+                section.commit_interval_ms = Some(kafka.commit_interval_ms);
+                section.poison = Some(kafka.poison);
+            }
+            SourceKind::Stdin => section.kind = SourceKindName::Stdin,
+            SourceKind::Otlp => section.kind = SourceKindName::Otlp,
+        }
+        section
+    }
+}
+
+fn some_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    string_or_list(d).map(Some)
+}
+
+fn some_properties<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    kafka_properties(d).map(Some)
+}
+
+fn kafka_properties<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw = BTreeMap::<String, String>::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .map(|(k, v)| (k.replace('_', "."), v))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> SourceConfig {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn each_kind_takes_its_own_keys() {
+        assert_eq!(read("").kind, SourceKind::file("examples/events.jsonl"));
+        let file = read("path = \"in.jsonl\"\nfollow = true");
+        assert_eq!(
+            file.file(),
+            Some(&FileSourceConfig {
+                path: "in.jsonl".into(),
+                follow: true
+            })
+        );
+        let kafka = read(
+            "kind = \"kafka\"\nbrokers = \"k:9092\"\ntopics = \"a, b\"\n[kafka_properties]\nsasl_mechanism = \"PLAIN\"",
+        );
+        let settings = kafka.kafka().expect("kafka");
+        assert_eq!(settings.topics, ["a", "b"]);
+        assert_eq!(settings.group_id, "sqlgrade");
+        assert_eq!(
+            settings
+                .kafka_properties
+                .get("sasl.mechanism")
+                .map(String::as_str),
+            Some("PLAIN")
+        );
+        assert!(kafka.problems().is_empty(), "{:?}", kafka.problems());
+        assert!(toml::from_str::<SourceConfig>("kind = \"file\"\nnope = 1").is_err());
+    }
+
+    #[test]
+    fn another_kinds_keys_are_dropped() {
+        // A file's keys left in place while the kind says Kafka, and the other way round.
+        let kafka = read(
+            "kind = \"kafka\"\nbrokers = \"k:9092\"\ntopics = [\"t\"]\npath = \"x\"\nfollow = true",
+        );
+        assert!(kafka.file().is_none() && kafka.kafka().is_some());
+        let file = read("kind = \"file\"\npath = \"x\"\nbrokers = \"k:9092\"\ngroup_id = \"g\"");
+        assert_eq!(file.kind, SourceKind::file("x"));
+        for kind in ["stdin", "otlp"] {
+            let source = read(&format!(
+                "kind = \"{kind}\"\npath = \"x\"\ntopics = [\"t\"]"
+            ));
+            assert_eq!(source.kind.name(), kind);
+        }
+    }
+
+    #[test]
+    fn written_and_read_back_unchanged() {
+        let kafka = KafkaSourceConfig {
+            brokers: Some("k:9092".into()),
+            topics: vec!["t".into()],
+            group_instance_id: Some("pod-0".into()),
+            kafka_properties: BTreeMap::from([("security.protocol".into(), "SSL".into())]),
+            ..KafkaSourceConfig::default()
+        };
+        for kind in [
+            SourceKind::Kafka(kafka),
+            SourceKind::file("a/b.jsonl"),
+            SourceKind::Stdin,
+            SourceKind::Otlp,
+        ] {
+            let source = SourceConfig {
+                kind,
+                format: SourceFormat::OtlpJson,
+                ..SourceConfig::default()
+            };
+            let text = toml::to_string(&source).unwrap();
+            assert_eq!(read(&text), source, "{text}");
+        }
+    }
+
+    #[test]
+    fn kafka_problems_name_the_key() {
+        let source = SourceConfig {
+            kind: SourceKind::Kafka(KafkaSourceConfig {
+                group_instance_id: Some(" ".into()),
+                max_in_flight: 0,
+                ..KafkaSourceConfig::default()
+            }),
+            ..SourceConfig::default()
+        };
+        let problems = source.problems().join("\n");
+        for key in [
+            "source.brokers",
+            "source.topics",
+            "source.group_instance_id",
+            "source.max_in_flight",
+        ] {
+            assert!(problems.contains(key), "{key}: {problems}");
+        }
+        let otlp_proto_file = SourceConfig {
+            format: SourceFormat::OtlpProto,
+            ..SourceConfig::default()
+        };
+        assert!(otlp_proto_file.problems()[0].contains("otlp_proto"));
+    }
+}

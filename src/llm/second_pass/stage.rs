@@ -230,6 +230,10 @@ impl JudgeStage {
                     // A closed channel means the batcher failed; it reports the error. The
                     // permit is held until the batcher takes the row (back-pressure).
                     Outcome::Row(output) => {
+                        // Judged: the source may hand out the next message now (a source
+                        // scoring one message at a time after a crash waits for this, not
+                        // for the batch to be stored).
+                        output.ack.scored();
                         let _ = out.send(output).await;
                     }
                     Outcome::PutBack(queued) => queue.put_back(*queued),

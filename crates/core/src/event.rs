@@ -382,13 +382,13 @@ pub enum DecodeError {
     },
     /// Payload is not valid UTF-8.
     #[error("payload is not valid UTF-8: {0}")]
-    NotUtf8(String),
+    NotUtf8(#[source] std::str::Utf8Error),
     /// Payload is empty or whitespace.
     #[error("empty payload")]
     Empty,
     /// Payload is not a JSON document.
     #[error("malformed JSON: {0}")]
-    MalformedJson(String),
+    MalformedJson(#[source] JsonError),
     /// Payload is JSON but not an object.
     #[error("event must be a JSON object, got {0}")]
     NotAnObject(&'static str),
@@ -403,6 +403,49 @@ pub enum DecodeError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// serde_json's error behind [`DecodeError::MalformedJson`], kept whole (line, column,
+/// category) and shared, so the decode error stays `Clone`; two are equal when they say the
+/// same thing (serde's error has no equality of its own).
+#[derive(Debug, Clone)]
+pub struct JsonError(std::sync::Arc<serde_json::Error>);
+
+impl JsonError {
+    /// The line (from 1) where the JSON stopped making sense.
+    pub fn line(&self) -> usize {
+        self.0.line()
+    }
+
+    /// The column (from 1) where the JSON stopped making sense.
+    pub fn column(&self) -> usize {
+        self.0.column()
+    }
+}
+
+impl From<serde_json::Error> for JsonError {
+    fn from(error: serde_json::Error) -> Self {
+        JsonError(std::sync::Arc::new(error))
+    }
+}
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Transparent: it is serde's error, so its source is serde's source.
+impl std::error::Error for JsonError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(self.0.as_ref())
+    }
+}
+
+impl PartialEq for JsonError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
 }
 
 /// The longest id (`event_id`, `app_id`, `agent_id`, `agent_version`, `model`, `run_id`,
@@ -440,7 +483,7 @@ impl Event {
                 limit: max_bytes,
             });
         }
-        let text = std::str::from_utf8(bytes).map_err(|e| DecodeError::NotUtf8(e.to_string()))?;
+        let text = std::str::from_utf8(bytes).map_err(DecodeError::NotUtf8)?;
         if text.trim().is_empty() {
             return Err(DecodeError::Empty);
         }
@@ -451,7 +494,7 @@ impl Event {
             return Self::from_fields(fields);
         }
         let value: Value =
-            serde_json::from_str(text).map_err(|e| DecodeError::MalformedJson(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| DecodeError::MalformedJson(JsonError::from(e)))?;
         Self::from_value(value)
     }
 
@@ -818,7 +861,7 @@ mod tests {
         for payload in payloads {
             let direct = Event::decode(payload.as_bytes());
             let via_value = serde_json::from_str::<Value>(payload)
-                .map_err(|e| DecodeError::MalformedJson(e.to_string()))
+                .map_err(|e| DecodeError::MalformedJson(JsonError::from(e)))
                 .and_then(Event::from_value);
             assert_eq!(
                 format!("{direct:?}"),
@@ -857,6 +900,28 @@ mod tests {
         .unwrap();
         assert_eq!(e.extra.get("tenant"), Some(&Value::String("t1".into())));
         assert_eq!(e.gold.unwrap().extra.get("foo"), Some(&Value::from(1)));
+    }
+
+    #[test]
+    fn decode_errors_keep_their_source() {
+        use std::error::Error as _;
+        let err = Event::decode(b"{\n  \"question\": }").unwrap_err();
+        let DecodeError::MalformedJson(json) = &err else {
+            panic!("expected malformed JSON, got {err:?}");
+        };
+        assert_eq!((json.line(), json.column()), (2, 15));
+        assert_eq!(
+            err.to_string(),
+            "malformed JSON: expected value at line 2 column 15"
+        );
+        assert!(err.source().is_some());
+        let err = Event::decode(b"{\"question\": \"\xff\"}").unwrap_err();
+        assert!(matches!(err, DecodeError::NotUtf8(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "payload is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 14"
+        );
+        assert!(err.source().is_some());
     }
 
     #[test]

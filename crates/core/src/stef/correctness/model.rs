@@ -106,7 +106,7 @@ pub struct ModelFile {
 pub enum ModelError {
     /// Not a model file.
     #[error("not a correctness model file: {0}")]
-    Malformed(String),
+    Malformed(#[source] crate::event::JsonError),
     /// Another format version.
     #[error("model format {found}, this build reads format {MODEL_FORMAT}")]
     Format {
@@ -182,7 +182,7 @@ impl VerdictModel {
     /// Parse and check a model file's text.
     pub fn parse(text: &str) -> Result<VerdictModel, ModelError> {
         let file: ModelFile =
-            serde_json::from_str(text).map_err(|e| ModelError::Malformed(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| ModelError::Malformed(e.into()))?;
         VerdictModel::from_file(file)
     }
 

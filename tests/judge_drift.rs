@@ -394,7 +394,10 @@ async fn a_judge_that_turns_lenient_is_caught_by_agreement_and_a_stable_one_is_n
             let rows = store.rows().await.unwrap();
             let labels = store.labels().await.unwrap();
             let (views, disagreement) = judges(&rows, &labels, &CalibrationSample::default());
-            let llm: Vec<_> = views.iter().filter(|v| v.metric == "stef_judged").collect();
+            let llm: Vec<_> = views
+                .iter()
+                .filter(|v| v.metric.as_str() == "stef_judged")
+                .collect();
             assert_eq!(llm.len(), 2);
             let (before, after) = if llm[0].identity.contains("lenient") {
                 (llm[1], llm[0])
@@ -612,7 +615,7 @@ async fn imported_labels_give_a_judge_identity_without_labels_its_agreement() {
     let identity_of = |views: &[sqlgrade::review_page::view::JudgeView]| {
         views
             .iter()
-            .find(|v| v.metric == "stef_judged")
+            .find(|v| v.metric.as_str() == "stef_judged")
             .cloned()
             .unwrap()
     };
@@ -670,7 +673,7 @@ async fn imported_labels_give_a_judge_identity_without_labels_its_agreement() {
     let after = identity_of(&views);
     let scorable = rows
         .iter()
-        .filter(|r| r.metric == "stef_judged" && r.status == "ok")
+        .filter(|r| r.metric.as_str() == "stef_judged" && r.status == "ok")
         .count() as u64;
     assert_eq!(after.agreement.labelled, scorable);
     let kappa = after.agreement.kappa.unwrap();

@@ -221,7 +221,7 @@ impl Default for RuleSet {
             fire_after: 3,
             resolve_after: 3,
             resolve_ratio: 0.5,
-            metrics: vec!["stef".into(), "ex".into()],
+            metrics: vec![Metric::Stef.to_string(), Metric::Ex.to_string()],
             stef_min_drop: 5.0,
             gold_min_drop: 0.05,
             poor_share_min_increase: 0.10,
@@ -237,7 +237,7 @@ impl Default for RuleSet {
             agreement_kappa_min: 0.4,
             agreement_min_labels: 30,
             agreement_window: 100,
-            agreement_judges: vec!["stef".into(), "stef_judged".into()],
+            agreement_judges: vec![Metric::Stef.to_string(), Metric::StefJudged.to_string()],
             severity: "warning".into(),
         }
     }
@@ -287,7 +287,10 @@ impl RuleSet {
             ));
         }
         for judge in &self.agreement_judges {
-            if !matches!(judge.as_str(), "stef" | "stef_judged") {
+            if !matches!(
+                Metric::from_name(judge),
+                Some(Metric::Stef | Metric::StefJudged)
+            ) {
                 problems.push(format!(
                     "{at}: agreement_judges: unknown judge {judge:?} (stef or stef_judged)"
                 ));

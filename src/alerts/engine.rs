@@ -337,7 +337,12 @@ impl AlertEngine {
         out: &mut Vec<AlertNotification>,
     ) {
         let rules = self.config.defaults.clone();
-        if rules.agreement_kappa_min <= 0.0 || !rules.agreement_judges.contains(&pair.key.metric) {
+        if rules.agreement_kappa_min <= 0.0
+            || !rules
+                .agreement_judges
+                .iter()
+                .any(|j| j.as_str() == pair.key.metric.as_str())
+        {
             return;
         }
         let key = AgreementKey {
@@ -367,7 +372,7 @@ impl AlertEngine {
             return;
         };
         let label_map = BTreeMap::from([
-            ("judge".to_string(), key.metric.clone()),
+            ("judge".to_string(), key.metric.to_string()),
             ("judge_identity".to_string(), key.identity.clone()),
         ]);
         let se = recent

@@ -221,7 +221,7 @@ impl AgreementMonitor {
         let missing: HashSet<String> = missing.into_iter().collect();
         let judged: HashSet<(&str, &str)> = pairs
             .iter()
-            .filter(|(_, p)| p.key.metric == "stef_judged")
+            .filter(|(_, p)| p.key.metric == crate::evaluation::Metric::StefJudged)
             .map(|(_, p)| (p.event_id.as_str(), p.reviewer.as_str()))
             .collect();
         for label in &todo {

@@ -219,11 +219,11 @@ note <input name="note" id="note" size="40" maxlength="4000"><br><br>
 <h2>Scores</h2>
 <table id="rows"><tr><th>metric</th><th>value</th><th>verdict</th><th>status</th><th>components</th></tr>
 {% for r in rows %}
-<tr><td>{{ r.metric }}</td><td>{{ "%.3f"|format(r.value) if r.metric not in ["stef", "stef_judged"] else "%.1f"|format(r.value) }}</td>
+<tr><td>{{ r.metric }}</td><td>{{ "%.3f"|format(r.value) if r.metric not in points_metrics else "%.1f"|format(r.value) }}</td>
 <td>{% if r.verdict is not none %}{{ "true" if r.verdict else "false" }}{% else %}{{ r.semantic_verdict or "—" }}{% endif %}{% if r.p_correct is not none %}<br><span class="p-correct">p_correct {{ "%.2f"|format(r.p_correct) }}</span>{% endif %}</td><td>{{ r.status }}</td>
 <td>{% if r.quality_tier %}tier {{ r.quality_tier }} · filters {{ r.filter_status }} · verdict {{ r.semantic_verdict }} · confidence {{ r.confidence_tier }}{% if r.confidence is not none %} ({{ "%.2f"|format(r.confidence) }}){% endif %} · enrichment {{ r.enrichment_status }} · judge {{ r.judge }}{% if r.judge_identity %} (<code class="judge-identity">{{ r.judge_identity }}</code>){% endif %}{% if r.rules_fired %} · rules {{ r.rules_fired|join(", ") }}{% endif %}{% endif %}
 {% if r.selection %}<br>selected: {{ r.selection }}{% if r.inclusion_probability is not none %} (p = {{ r.inclusion_probability }}){% endif %} · revises Φ {{ r.revised_value }} / {{ r.revised_verdict }}{% endif %}</td></tr>
-{% if r.metric == "stef" and contributions %}<tr><td></td><td colspan="4" id="contributions">why p_correct is {{ "%.2f"|format(r.p_correct or 0) }} (log-odds from the intercept {{ "%+.2f"|format(model_intercept) }}, threshold {{ "%.2f"|format(model_threshold) }}; model <code>{{ model_version }}</code>{% if model_note %}, {{ model_note }}{% endif %}): {% for c in contributions %}<span class="reason contribution"><code>{{ c.feature }}</code>{% if c.value != 1 %} = {{ c.value }}{% endif %} {{ "%+.2f"|format(c.log_odds) }}</span>{% endfor %}</td></tr>{% endif %}
+{% if r.metric == line_metric and contributions %}<tr><td></td><td colspan="4" id="contributions">why p_correct is {{ "%.2f"|format(r.p_correct or 0) }} (log-odds from the intercept {{ "%+.2f"|format(model_intercept) }}, threshold {{ "%.2f"|format(model_threshold) }}; model <code>{{ model_version }}</code>{% if model_note %}, {{ model_note }}{% endif %}): {% for c in contributions %}<span class="reason contribution"><code>{{ c.feature }}</code>{% if c.value != 1 %} = {{ c.value }}{% endif %} {{ "%+.2f"|format(c.log_odds) }}</span>{% endfor %}</td></tr>{% endif %}
 <tr><td></td><td colspan="4">{{ details[loop.index0]|safe }}</td></tr>
 {% endfor %}
 </table>

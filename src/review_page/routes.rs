@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::view::QueueFilter;
 use crate::config::settings::Secret;
+use crate::evaluation::Metric;
 use crate::review::{ERROR_CATEGORIES, HumanLabel, url_component};
 use crate::stores::{ReviewStore, StoreError};
 
@@ -519,7 +520,7 @@ async fn event_page(
         .unwrap_or_default();
     let message = (!saved.is_empty()).then(|| format!("Label saved: {saved}."));
     let model = &state.model;
-    let (contributions, model_note) = match rows.iter().find(|r| r.metric == "stef") {
+    let (contributions, model_note) = match rows.iter().find(|r| r.metric == Metric::Stef) {
         Some(row) => super::view::contributions(row, model, 6),
         None => (Vec::new(), None),
     };
@@ -529,6 +530,14 @@ async fn event_page(
         minijinja::context! {
             event_id, inputs, rows, details, raw, labels, next_id, message, error,
             contributions, model_note,
+            // Metrics shown in points (STEF's 0–100), and the line-rate metric whose row the
+            // contributions explain.
+            points_metrics => crate::evaluation::METRICS
+                .iter()
+                .filter(|e| e.scale > 1.0)
+                .map(|e| e.name)
+                .collect::<Vec<_>>(),
+            line_metric => Metric::Stef.as_str(),
             model_version => model.version(),
             model_intercept => model.file().intercept,
             model_threshold => model.threshold(),

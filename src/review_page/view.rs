@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::evaluation::RowStatus;
+use crate::evaluation::{Metric, RowStatus, StoredMetric};
 use crate::review::{EventSignals, HumanLabel, QueueReason, queue_priority, semantic_correct};
 use crate::sampling::agreement::{
     AgreementKey, AgreementPair, AgreementSummary, Confusion, calibration_sample, utc_week,
@@ -114,7 +114,7 @@ pub fn line_rate_estimates(
     let truth = human_truth(labels);
     let line_rows: Vec<&StoredRow> = rows
         .iter()
-        .filter(|r| r.metric == "stef" && scored(&r.status) && r.p_correct.is_some())
+        .filter(|r| r.metric == Metric::Stef && scored(&r.status) && r.p_correct.is_some())
         .collect();
     let uniform = sample_events(line_rows.iter().copied(), sample);
     type Acc<'r> = (Moments, Vec<(&'r str, f64)>);
@@ -160,7 +160,7 @@ pub fn reliability(rows: &[StoredRow], labels: &[HumanLabel]) -> Reliability {
     let truth = human_truth(labels);
     let (p, y): (Vec<f64>, Vec<bool>) = rows
         .iter()
-        .filter(|r| r.metric == "stef" && scored(&r.status))
+        .filter(|r| r.metric == Metric::Stef && scored(&r.status))
         .filter_map(|r| Some((r.p_correct?, *truth.get(r.event_id.as_str())?)))
         .unzip();
     Reliability {
@@ -265,8 +265,8 @@ pub fn overview(
     for row in rows {
         let key = series_of(row);
         let (view, estimate) = series.entry(key.clone()).or_default();
-        match row.metric.as_str() {
-            "stef" => {
+        match row.metric.known() {
+            Some(Metric::Stef) => {
                 view.events += 1;
                 if labelled.contains(row.event_id.as_str())
                     && seen_labelled.insert(row.event_id.as_str())
@@ -292,7 +292,9 @@ pub fn overview(
                         .or_default() += 1;
                 }
             }
-            "stef_judged" if row.inclusion_probability.is_some() && scored(&row.status) => {
+            Some(Metric::StefJudged)
+                if row.inclusion_probability.is_some() && scored(&row.status) =>
+            {
                 let line_phi = row.revised_value.unwrap_or(row.value);
                 let line_p = row.revised_line_p();
                 let judged = row
@@ -357,12 +359,15 @@ pub fn judge_identity_of(row: &StoredRow) -> String {
     }
 }
 
+/// Whether a row is one of STEF's: `stef` (line rate) or `stef_judged` (the LLM's second pass).
+fn is_stef_metric(row: &StoredRow) -> bool {
+    matches!(row.metric.known(), Some(Metric::Stef | Metric::StefJudged))
+}
+
 /// Whether a row is a judge's verdict that can be compared with a label: a scored `stef` or
 /// `stef_judged` row with a semantic verdict.
 fn is_judge_row(row: &StoredRow) -> bool {
-    matches!(row.metric.as_str(), "stef" | "stef_judged")
-        && scored(&row.status)
-        && row.semantic_verdict.is_some()
+    is_stef_metric(row) && scored(&row.status) && row.semantic_verdict.is_some()
 }
 
 /// The series text of a row for agreement (`app/agent/version`).
@@ -451,11 +456,7 @@ pub fn calibration_events<'r>(
     rows: &'r [StoredRow],
     sample: &CalibrationSample,
 ) -> HashSet<&'r str> {
-    sample_events(
-        rows.iter()
-            .filter(|r| matches!(r.metric.as_str(), "stef" | "stef_judged")),
-        sample,
-    )
+    sample_events(rows.iter().filter(|r| is_stef_metric(r)), sample)
 }
 
 /// The calibration sample among the events of `rows` (each row's judge identity and time).
@@ -483,7 +484,7 @@ fn sample_events<'r>(
 #[derive(Debug, Clone, Serialize)]
 pub struct JudgeView {
     /// `stef` (line rate) or `stef_judged` (LLM).
-    pub metric: String,
+    pub metric: StoredMetric,
     /// The judge identity.
     pub identity: String,
     /// Series (`app/agent/version`).
@@ -547,7 +548,7 @@ pub fn judges(
     type Counts = (u64, u64, BTreeMap<i64, (u64, u64)>);
     let mut disagreement: BTreeMap<String, Counts> = BTreeMap::new();
     for row in rows {
-        if !matches!(row.metric.as_str(), "stef" | "stef_judged") {
+        if !is_stef_metric(row) {
             continue;
         }
         let key = AgreementKey {
@@ -571,7 +572,7 @@ pub fn judges(
         if t > entry.last.0 {
             entry.last = (t, row.ts.clone());
         }
-        if row.metric == "stef_judged" && row.status == "ok" {
+        if row.metric == Metric::StefJudged && row.status == "ok" {
             let d = disagreement.entry(key.series).or_default();
             let differs = row.verdict_correct() != row.revised_line_correct();
             d.0 += 1;
@@ -596,7 +597,7 @@ pub fn judges(
             .or_default()
             .add(pair.judge, pair.human);
     }
-    let mut first_by_stream: HashMap<(String, String), i64> = HashMap::new();
+    let mut first_by_stream: HashMap<(StoredMetric, String), i64> = HashMap::new();
     for (key, s) in &seen {
         let first = first_by_stream
             .entry((key.metric.clone(), key.series.clone()))
@@ -795,7 +796,7 @@ pub fn alert_windows(rows: &[StoredRow], alerts: &[AlertView]) -> HashMap<String
     for alert in alerts {
         let mut series: Vec<(i64, &str)> = rows
             .iter()
-            .filter(|r| r.metric == "stef" && alert.covers(r))
+            .filter(|r| r.metric == Metric::Stef && alert.covers(r))
             .map(|r| (r.epoch(), r.event_id.as_str()))
             .collect();
         series.sort();
@@ -868,7 +869,7 @@ pub fn queue(
             || filter
                 .metric
                 .as_deref()
-                .is_some_and(|m| !rows.iter().any(|r| r.metric == m))
+                .is_some_and(|m| !rows.iter().any(|r| r.metric.as_str() == m))
             || only.is_some_and(|ids| !ids.contains(id))
             || mine.contains(id)
             || calibration
@@ -879,7 +880,7 @@ pub fn queue(
         }
         let signals = signals_of(&rows, firing.contains(id));
         let (priority, reasons) = queue_priority(&signals);
-        let line = rows.iter().find(|r| r.metric == "stef");
+        let line = rows.iter().find(|r| r.metric == Metric::Stef);
         let (app, agent, version) = series_of(first);
         items.push((
             first.epoch(),
@@ -919,25 +920,26 @@ pub fn signals_of(rows: &[&StoredRow], in_firing_alert: bool) -> EventSignals {
     let mut ex_equal = false;
     let mut counterexample = false;
     for row in rows {
-        match row.metric.as_str() {
-            "stef" if scored(&row.status) => {
+        match row.metric.known() {
+            Some(Metric::Stef) if scored(&row.status) => {
                 signals.line_rate_correct = Some(row.verdict_correct());
                 signals.line_rate_confidence = row.confidence_tier.clone();
                 signals.quality_tier = row.quality_tier.clone();
             }
-            "stef_judged" if scored(&row.status) => {
+            Some(Metric::StefJudged) if scored(&row.status) => {
                 signals.judged_correct = row.semantic_verdict.as_deref().map(semantic_correct);
             }
-            "stef" | "stef_judged" => {}
-            metric => {
+            Some(Metric::Stef | Metric::StefJudged) => {}
+            _ => {
+                let metric = &row.metric;
                 // `ts_ex` carries the counterexample: a generated database on which the
                 // predicted and gold queries return different results.
-                counterexample |= metric == "ts_ex" && has_counterexample(&row.details);
+                counterexample |= *metric == Metric::TsEx && has_counterexample(&row.details);
                 if scored(&row.status)
                     && let Some(v) = row.verdict
                 {
                     signals.gold_verdicts.push((metric.to_string(), v));
-                    ex_equal |= metric == "ex" && v;
+                    ex_equal |= *metric == Metric::Ex && v;
                 }
             }
         }

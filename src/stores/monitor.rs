@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::evaluation::Metric;
 use crate::sampling::estimate::SeriesEstimate;
 use crate::stores::StoredRow;
 
@@ -83,9 +84,10 @@ pub fn monitor_from_rows(rows: &[StoredRow]) -> MonitorData {
     let mut cells: BTreeMap<(i64, SeriesKey), MonitorCell> = BTreeMap::new();
     let mut findings: BTreeMap<(SeriesKey, String), BTreeSet<&str>> = BTreeMap::new();
     for row in rows {
-        let is_line = row.metric == "stef";
-        let is_uniform =
-            row.metric == "stef_judged" && row.inclusion_probability.is_some() && row.is_scored();
+        let is_line = row.metric == Metric::Stef;
+        let is_uniform = row.metric == Metric::StefJudged
+            && row.inclusion_probability.is_some()
+            && row.is_scored();
         if !is_line && !is_uniform {
             continue;
         }

@@ -34,8 +34,8 @@ pub struct StoredRow {
     /// Run id.
     #[serde(default, deserialize_with = "blank_is_none")]
     pub run_id: Option<String>,
-    /// Metric name.
-    pub metric: String,
+    /// The metric (its name as stored; a name this build does not know is kept).
+    pub metric: crate::evaluation::StoredMetric,
     /// Value (0–100 for stef, 0–1 otherwise).
     pub value: f64,
     /// Verdict (bool in JSONL, 0/1 in ClickHouse).
@@ -118,7 +118,7 @@ impl StoredRow {
     /// The metric, when it is one this build knows (a row written by a newer build may name
     /// another).
     pub fn known_metric(&self) -> Option<crate::evaluation::Metric> {
-        serde_json::from_value(Value::String(self.metric.clone())).ok()
+        self.metric.known()
     }
 
     /// Whether the row carries a score (`RowStatus::is_scored` of its status).

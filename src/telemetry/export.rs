@@ -452,7 +452,7 @@ impl Telemetry {
                                     o.observe(
                                         value,
                                         &[
-                                            KeyValue::new("judge", row.key.metric.clone()),
+                                            KeyValue::new("judge", row.key.metric.to_string()),
                                             KeyValue::new(
                                                 "judge_identity",
                                                 row.key.identity.clone(),

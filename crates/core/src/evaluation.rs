@@ -239,6 +239,111 @@ impl std::fmt::Display for Metric {
     }
 }
 
+/// A stored row's `metric` column, read back: a metric this build knows, or the name a newer
+/// build wrote (kept, shown and counted, never mistaken for a known one). Serialised, compared,
+/// hashed and ordered by name, as the column is (so a map keyed by it is looked up by `&str`).
+#[derive(Debug, Clone)]
+pub enum StoredMetric {
+    /// A metric in [`METRICS`].
+    Known(Metric),
+    /// A name this build does not know.
+    Other(String),
+}
+
+impl StoredMetric {
+    /// The stored name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StoredMetric::Known(metric) => metric.as_str(),
+            StoredMetric::Other(name) => name,
+        }
+    }
+
+    /// The metric, when this build knows it.
+    pub fn known(&self) -> Option<Metric> {
+        match self {
+            StoredMetric::Known(metric) => Some(*metric),
+            StoredMetric::Other(_) => None,
+        }
+    }
+
+    /// The stored metric named `name`.
+    pub fn from_name(name: &str) -> StoredMetric {
+        Metric::from_name(name)
+            .map_or_else(|| StoredMetric::Other(name.into()), StoredMetric::Known)
+    }
+}
+
+impl From<Metric> for StoredMetric {
+    fn from(metric: Metric) -> Self {
+        StoredMetric::Known(metric)
+    }
+}
+
+impl From<&str> for StoredMetric {
+    fn from(name: &str) -> Self {
+        StoredMetric::from_name(name)
+    }
+}
+
+impl PartialEq for StoredMetric {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for StoredMetric {}
+
+impl std::hash::Hash for StoredMetric {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl std::borrow::Borrow<str> for StoredMetric {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq<Metric> for StoredMetric {
+    fn eq(&self, other: &Metric) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+impl PartialOrd for StoredMetric {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for StoredMetric {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+/// The name, honouring width and alignment (`{:<10}` pads it as it would a `&str`).
+impl std::fmt::Display for StoredMetric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for StoredMetric {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredMetric {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(StoredMetric::from_name(&name))
+    }
+}
+
 /// Why a row's value is what it is: `ok`, or the reason the metric could not be computed normally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -356,7 +461,7 @@ pub struct EvaluationRow {
     pub judged: Option<JudgedColumns>,
 }
 
-/// What a `metric = "stef_judged"` row adds (flattened into the row): why the event was
+/// What a `stef_judged` row adds (flattened into the row): why the event was
 /// selected for the LLM judge and the line-rate score this row revises.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JudgedColumns {
@@ -409,7 +514,7 @@ impl JudgedColumns {
     }
 }
 
-/// The extra columns a `metric = "stef"` row carries (flattened into the row).
+/// The extra columns a `stef` row carries (flattened into the row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StefColumns {
     /// `excellent` | `good` | `marginal` | `poor`.
@@ -679,6 +784,38 @@ impl DeadLetter {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stored_metric_is_typed_when_known_and_kept_by_name_when_not() {
+        use super::{Metric, StoredMetric};
+        let known: StoredMetric = serde_json::from_str("\"ts_ex\"").unwrap();
+        assert_eq!(known, StoredMetric::Known(Metric::TsEx));
+        assert!(known == Metric::TsEx && known != Metric::Ex);
+        let newer: StoredMetric = serde_json::from_str("\"bleu\"").unwrap();
+        assert_eq!(newer.known(), None);
+        assert_eq!(serde_json::to_string(&newer).unwrap(), "\"bleu\"");
+        assert_eq!(serde_json::to_string(&known).unwrap(), "\"ts_ex\"");
+        // Ordered, compared and looked up by name, as the column is.
+        let mut all = vec![
+            known.clone(),
+            newer.clone(),
+            Metric::Esm.into(),
+            Metric::Stef.into(),
+        ];
+        all.sort();
+        let names: Vec<&str> = all.iter().map(StoredMetric::as_str).collect();
+        assert_eq!(names, ["bleu", "esm", "stef", "ts_ex"]);
+        assert_eq!(
+            StoredMetric::Other("ex".into()),
+            StoredMetric::from(Metric::Ex)
+        );
+        let map = std::collections::BTreeMap::from([(known, 1)]);
+        assert_eq!(map.get("ts_ex"), Some(&1));
+        assert_eq!(
+            format!("[{newer:>6}][{:<7}]", StoredMetric::from(Metric::Esm)),
+            "[  bleu][esm    ]"
+        );
+    }
+
     #[test]
     fn the_metric_table_has_one_entry_per_metric_in_order_with_serde_names() {
         for (i, entry) in super::METRICS.iter().enumerate() {

@@ -493,8 +493,8 @@ impl Event {
         if let Ok(fields) = serde_json::from_str::<Fields>(text) {
             return Self::from_fields(fields);
         }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| DecodeError::MalformedJson(JsonError::from(e)))?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| DecodeError::MalformedJson(JsonError::from(e)))?;
         Self::from_value(value)
     }
 

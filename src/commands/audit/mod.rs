@@ -34,6 +34,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::commands::report::ReportError;
+use crate::evaluation::Metric;
 use crate::metrics::flex::INCORRECT_GROUND_TRUTH;
 use crate::sampling::estimate::wilson_interval;
 use crate::stores::StoredRow;
@@ -370,8 +371,8 @@ impl GoldAudit {
                     .entry(run.clone())
                     .or_default();
                 let details = &row.details;
-                match row.metric.as_str() {
-                    "ex" => {
+                match row.metric.known() {
+                    Some(Metric::Ex) => {
                         entry.ex = row.verdict;
                         entry.ex_status = Some(row.status.clone());
                         entry.pred_digest = details
@@ -391,7 +392,7 @@ impl GoldAudit {
                                 .to_string()
                         });
                     }
-                    "flex" => {
+                    Some(Metric::Flex) => {
                         let flagged = details
                             .get("fn_categories")
                             .and_then(Value::as_array)
@@ -407,7 +408,7 @@ impl GoldAudit {
                                 .map(str::to_string)
                         });
                     }
-                    "ts_ex" => {
+                    Some(Metric::TsEx) => {
                         entry.ts_ex_suspect = details.get("gold_suspect").map(|s| {
                             let text = |k: &str| {
                                 s.get(k)
@@ -418,7 +419,7 @@ impl GoldAudit {
                             (text("kind"), text("reason"))
                         });
                     }
-                    "rose" => {
+                    Some(Metric::Rose) => {
                         entry.rose_gold_incorrect = details
                             .get("gold_incorrect")
                             .and_then(Value::as_bool)

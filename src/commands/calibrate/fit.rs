@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::Label;
+use crate::evaluation::Metric;
 use crate::sampling::verdict_fit::{
     DEFAULT_L2, TrainingItem, fit, held_out_figures, held_out_figures_per_item,
     nested_cross_validate, threshold_for,
@@ -75,7 +76,7 @@ pub fn labelled_features(labels: &[Label], rows: &[StoredRow]) -> (Vec<LabelledF
     let mut skipped = Skipped::new();
     let line_rows: HashMap<&str, &StoredRow> = rows
         .iter()
-        .filter(|r| r.metric == "stef")
+        .filter(|r| r.metric == Metric::Stef)
         .map(|r| (r.event_id.as_str(), r))
         .collect();
     // Votes per event: (correct, wrong).

@@ -279,7 +279,7 @@ pub fn prices_for(config: &crate::config::Config, metric: Metric) -> Option<Pric
 /// What the judge spent on `metric`'s rows.
 pub fn spend(rows: &[StoredRow], metric: Metric, prices: Option<Prices>) -> Spend {
     let mut out = Spend::default();
-    for row in rows.iter().filter(|r| r.metric == metric.as_str()) {
+    for row in rows.iter().filter(|r| r.metric == metric) {
         let (prompt, completion) = row.tokens();
         out.events += 1;
         out.events_with_calls += usize::from(prompt + completion > 0);
@@ -411,7 +411,7 @@ pub fn calibrate(
     prices: Option<Prices>,
 ) -> CalibrationReport {
     let mut by_event: HashMap<&str, &StoredRow> = HashMap::new();
-    for r in rows.iter().filter(|r| r.metric == metric.as_str()) {
+    for r in rows.iter().filter(|r| r.metric == metric) {
         by_event.insert(r.event_id.as_str(), r);
     }
     let find = |l: &Label| -> Option<&StoredRow> {
@@ -422,7 +422,7 @@ pub fn calibrate(
         by_event.get(qid).copied().or_else(|| {
             let suffix = format!("-{qid}");
             rows.iter()
-                .find(|r| r.metric == metric.as_str() && r.event_id.ends_with(&suffix))
+                .find(|r| r.metric == metric && r.event_id.ends_with(&suffix))
         })
     };
     let mut pairs: Vec<(f64, Option<bool>, bool, Option<&str>)> = Vec::new();

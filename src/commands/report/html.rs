@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use crate::evaluation::{Metric, StoredMetric};
+
 use super::{PHI_BINS, RunReport, TIERS, share};
 
 const PALETTE: [&str; 8] = [
@@ -145,7 +147,7 @@ fn tier_bars(report: &RunReport) -> String {
 
 /// Per-metric comparison: grouped bars (metric × variant), all on a 0–1 scale (Φ / 100).
 fn metric_bars(report: &RunReport) -> String {
-    let mut metrics: Vec<&String> = report
+    let mut metrics: Vec<&StoredMetric> = report
         .variants
         .values()
         .flat_map(|v| v.metrics.keys())
@@ -185,7 +187,7 @@ fn metric_bars(report: &RunReport) -> String {
                 );
             }
         }
-        let label = if metric.as_str() == "stef" {
+        let label = if **metric == Metric::Stef {
             "stef (Φ/100)"
         } else {
             metric.as_str()
@@ -226,7 +228,7 @@ fn disagreements(report: &RunReport) -> String {
             escape(&d.event_id),
             escape(&d.variant),
             if d.ex { "✔" } else { "✘" },
-            escape(&d.other_metric),
+            escape(d.other_metric.as_str()),
             if d.other { "✔" } else { "✘" },
             escape(d.sql.as_deref().unwrap_or("(not available)")),
             escape(d.gold_sql.as_deref().unwrap_or("(not available)")),
@@ -272,7 +274,7 @@ fn summary_table(report: &RunReport) -> String {
 
 /// Mean of every metric per variant over scored rows, with its 95% interval and coverage.
 fn interval_table(report: &RunReport) -> String {
-    let mut metrics: Vec<&String> = report
+    let mut metrics: Vec<&StoredMetric> = report
         .variants
         .values()
         .flat_map(|v| v.rows.keys())
@@ -287,12 +289,12 @@ fn interval_table(report: &RunReport) -> String {
     );
     for (name, v) in &report.variants {
         for m in &metrics {
-            if let Some(line) = v.metric_line(m) {
+            if let Some(line) = v.metric_line(m.as_str()) {
                 let _ = write!(
                     out,
                     "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
                     escape(name),
-                    escape(m),
+                    escape(m.as_str()),
                     escape(&line)
                 );
             }
@@ -320,7 +322,7 @@ fn comparison_table(report: &RunReport) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&c.a),
             escape(&c.b),
-            escape(&c.metric),
+            escape(c.metric.as_str()),
             escape(&c.describe())
         );
     }

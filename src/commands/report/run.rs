@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::evaluation::{Metric, StoredMetric};
 use crate::stores::StoredRow;
 
 /// Why a report could not be built.
@@ -48,13 +49,13 @@ pub struct VariantStats {
     /// Mean value over *scored* rows and their count per metric (gold metrics 0–1; `stef`
     /// scaled to 0–1); rows that are not scored (`gold_parse_error`, `judge_error`, …) never
     /// enter a mean ([`crate::evaluation::RowStatus::is_scored`]).
-    pub metrics: BTreeMap<String, (f64, usize)>,
+    pub metrics: BTreeMap<StoredMetric, (f64, usize)>,
     /// Scored values per metric (for the interval), same scale as `metrics`.
-    pub moments: BTreeMap<String, crate::sampling::Moments>,
+    pub moments: BTreeMap<StoredMetric, crate::sampling::Moments>,
     /// Rows per metric, scored or not (coverage = scored / rows).
-    pub rows: BTreeMap<String, usize>,
+    pub rows: BTreeMap<StoredMetric, usize>,
     /// Metrics with a value other than 0 or 1 (their interval is the normal one, not Wilson's).
-    pub continuous: std::collections::BTreeSet<String>,
+    pub continuous: std::collections::BTreeSet<StoredMetric>,
     /// Rows per status (all metrics).
     pub statuses: BTreeMap<String, usize>,
     /// The calibrated estimate of the LLM judge over all scored events (runs with an LLM
@@ -66,7 +67,7 @@ pub struct VariantStats {
 }
 
 /// (variant, metric) → event → (scaled value, verdict) of its scored row.
-type ScoredByEvent = BTreeMap<(String, String), HashMap<String, (f64, Option<bool>)>>;
+type ScoredByEvent = BTreeMap<(String, StoredMetric), HashMap<String, (f64, Option<bool>)>>;
 
 /// Every two variants, every metric both scored on common items: the paired test.
 fn compare(variants: &BTreeMap<String, VariantStats>, scored: &ScoredByEvent) -> Vec<Comparison> {
@@ -74,7 +75,7 @@ fn compare(variants: &BTreeMap<String, VariantStats>, scored: &ScoredByEvent) ->
     let mut out = Vec::new();
     for (i, a) in names.iter().enumerate() {
         for b in names.iter().skip(i + 1) {
-            let metrics: std::collections::BTreeSet<&String> = scored
+            let metrics: std::collections::BTreeSet<&StoredMetric> = scored
                 .keys()
                 .filter(|(v, _)| v == *a)
                 .map(|(_, m)| m)
@@ -204,7 +205,7 @@ pub struct Disagreement {
     /// EX verdict.
     pub ex: bool,
     /// The disagreeing metric (`flex`, `rose` or `ts_ex`).
-    pub other_metric: String,
+    pub other_metric: Metric,
     /// Its verdict.
     pub other: bool,
     /// Predicted SQL (from the row details, or the events file).
@@ -223,7 +224,7 @@ pub struct Comparison {
     /// Second variant.
     pub b: String,
     /// Metric.
-    pub metric: String,
+    pub metric: StoredMetric,
     /// A's mean over the paired items (same scale as [`VariantStats::metrics`]).
     pub mean_a: f64,
     /// B's mean over the paired items.
@@ -290,7 +291,8 @@ impl RunReport {
         }
         let mut variants: BTreeMap<String, VariantStats> = BTreeMap::new();
         // (event, variant) → metric → verdict, and any SQL found in details.
-        let mut verdicts: BTreeMap<(String, String), BTreeMap<String, bool>> = BTreeMap::new();
+        let mut verdicts: BTreeMap<(String, String), BTreeMap<StoredMetric, bool>> =
+            BTreeMap::new();
         let mut detail_sql: HashMap<String, EventSql> = HashMap::new();
         // (event, variant) → the ts_ex counterexample, rendered.
         let mut counterexamples: HashMap<(String, String), String> = HashMap::new();
@@ -300,7 +302,7 @@ impl RunReport {
             let variant = row.variant();
             let stats = variants.entry(variant.clone()).or_default();
             *stats.statuses.entry(row.status.clone()).or_default() += 1;
-            let scaled = if row.metric == "stef" || row.metric == "stef_judged" {
+            let scaled = if row.metric == Metric::Stef || row.metric == Metric::StefJudged {
                 row.value / 100.0
             } else {
                 row.value
@@ -309,11 +311,13 @@ impl RunReport {
                 v.as_deref()
                     .is_some_and(crate::sampling::select::verdict_is_correct)
             };
-            match row.metric.as_str() {
-                "stef" if matches!(row.status.as_str(), "ok" | "judge_fallback") => {
+            match row.metric.known() {
+                Some(Metric::Stef) if matches!(row.status.as_str(), "ok" | "judge_fallback") => {
                     stats.estimate.observe_line(row.value, row.line_rate_p())
                 }
-                "stef_judged" if row.status == "ok" && row.inclusion_probability.is_some() => {
+                Some(Metric::StefJudged)
+                    if row.status == "ok" && row.inclusion_probability.is_some() =>
+                {
                     if let Some(line) = row.revised_value {
                         stats.estimate.observe_judged(
                             row.value,
@@ -344,7 +348,7 @@ impl RunReport {
                     stats.continuous.insert(row.metric.clone());
                 }
             }
-            if row.metric == "stef" {
+            if row.metric == Metric::Stef {
                 stats.events += 1;
                 let details = &row.details;
                 let mut codes: Vec<&str> = details
@@ -361,7 +365,7 @@ impl RunReport {
                     *stats.findings.entry(code.to_string()).or_default() += 1;
                 }
             }
-            if row.metric == "stef" && scored {
+            if row.metric == Metric::Stef && scored {
                 stats.phi_scored += 1;
                 stats.phi_mean += row.value;
                 let bin = ((row.value / 10.0).floor().max(0.0) as usize).min(PHI_BINS - 1);
@@ -369,7 +373,7 @@ impl RunReport {
                     *slot += 1;
                 }
             }
-            if row.metric == "stef"
+            if row.metric == Metric::Stef
                 && let Some(tier) = &row.quality_tier
             {
                 *stats.tiers.entry(tier.clone()).or_default() += 1;
@@ -381,7 +385,7 @@ impl RunReport {
                     .insert(row.metric.clone(), verdict);
             }
             let details = &row.details;
-            if row.metric == "ts_ex"
+            if row.metric == Metric::TsEx
                 && let Some(cx) = details.get("counterexample").filter(|c| !c.is_null())
             {
                 counterexamples.insert(
@@ -413,15 +417,15 @@ impl RunReport {
         }
         let mut disagreements = Vec::new();
         for ((event_id, variant), by_metric) in &verdicts {
-            let Some(&ex) = by_metric.get("ex") else {
+            let Some(&ex) = by_metric.get(Metric::Ex.as_str()) else {
                 continue;
             };
-            for other_metric in ["flex", "rose", "ts_ex"] {
-                if let Some(&other) = by_metric.get(other_metric)
+            for other_metric in [Metric::Flex, Metric::Rose, Metric::TsEx] {
+                if let Some(&other) = by_metric.get(other_metric.as_str())
                     && other != ex
                     // ts_ex: only EX = 1 items a counterexample refutes (not EX = 0 ones, and
                     // not those the real database already refutes).
-                    && (other_metric != "ts_ex"
+                    && (other_metric != Metric::TsEx
                         || (ex && counterexamples.contains_key(&(event_id.clone(), variant.clone()))))
                 {
                     let texts = detail_sql.get(event_id).or_else(|| sql.get(event_id));
@@ -429,11 +433,11 @@ impl RunReport {
                         event_id: event_id.clone(),
                         variant: variant.clone(),
                         ex,
-                        other_metric: other_metric.to_string(),
+                        other_metric,
                         other,
                         sql: texts.and_then(|t| t.sql.clone()),
                         gold_sql: texts.and_then(|t| t.gold_sql.clone()),
-                        counterexample: (other_metric == "ts_ex")
+                        counterexample: (other_metric == Metric::TsEx)
                             .then(|| {
                                 counterexamples
                                     .get(&(event_id.clone(), variant.clone()))
@@ -462,8 +466,8 @@ impl RunReport {
             "sqlgrade report — run {} ({} rows)",
             self.run_id, self.rows
         );
-        let metrics: Vec<String> = {
-            let mut all: Vec<String> = self
+        let metrics: Vec<StoredMetric> = {
+            let mut all: Vec<StoredMetric> = self
                 .variants
                 .values()
                 .flat_map(|v| v.metrics.keys().cloned())
@@ -477,7 +481,7 @@ impl RunReport {
             let _ = write!(out, " {:>9}", tier);
         }
         for m in &metrics {
-            if m != "stef" {
+            if *m != Metric::Stef {
                 let _ = write!(out, " {:>9}", m);
             }
         }
@@ -495,7 +499,7 @@ impl RunReport {
                 let _ = write!(out, " {:>8.1}%", share * 100.0);
             }
             for m in &metrics {
-                if m == "stef" {
+                if *m == Metric::Stef {
                     continue;
                 }
                 match v.metrics.get(m) {
@@ -515,7 +519,7 @@ impl RunReport {
         );
         for (name, v) in &self.variants {
             for m in &metrics {
-                if let Some(line) = v.metric_line(m) {
+                if let Some(line) = v.metric_line(m.as_str()) {
                     let _ = writeln!(out, "  {:<28} {:<10} {line}", truncate(name, 28), m);
                 }
             }
@@ -583,7 +587,7 @@ impl RunReport {
         let refuted = self
             .disagreements
             .iter()
-            .filter(|d| d.other_metric == "ts_ex")
+            .filter(|d| d.other_metric == Metric::TsEx)
             .count();
         let _ = writeln!(
             out,
@@ -595,7 +599,7 @@ impl RunReport {
             for d in self
                 .disagreements
                 .iter()
-                .filter(|d| d.other_metric == "ts_ex")
+                .filter(|d| d.other_metric == Metric::TsEx)
                 .take(5)
             {
                 // The size line and both results; the script is in the HTML report.
@@ -733,7 +737,7 @@ mod tests {
         assert_eq!(report.disagreements.len(), 1);
         let d = &report.disagreements[0];
         assert_eq!((d.event_id.as_str(), d.ex, d.other), ("1", true, false));
-        assert_eq!(d.other_metric, "flex");
+        assert_eq!(d.other_metric.as_str(), "flex");
         assert_eq!(d.sql.as_deref(), Some("SELECT a FROM t"));
         let page = super::super::html::render(&report);
         assert!(page.contains("SELECT a FROM t"));

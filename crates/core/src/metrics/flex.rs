@@ -456,7 +456,7 @@ pub async fn score_flex(
             value: 1.0,
             verdict: Some(true),
             status: RowStatus::Ok,
-            details: json!({"avoided": why.as_str(), "ex": ex,
+            details: json!({"avoided": why.as_str(), (Metric::Ex.as_str()): ex,
                 "branch": branch, "llm_calls": 0}),
         };
     }
@@ -478,7 +478,7 @@ pub async fn score_flex(
     match result {
         Ok(out) => {
             let mut details = json!({
-                "branch": branch, "ex": ex, "reasoning": out.value.reasoning,
+                "branch": branch, (Metric::Ex.as_str()): ex, "reasoning": out.value.reasoning,
                 "judge": judge.kind(), "prompt_version": out.prompt_version,
                 "cached": out.cached, "prompt_tokens": out.usage.prompt_tokens,
                 "completion_tokens": out.usage.completion_tokens, "llm_calls": 1,
@@ -518,7 +518,7 @@ pub async fn score_flex(
             value: 0.0,
             verdict: None,
             status: RowStatus::JudgeError,
-            details: json!({"branch": branch, "ex": ex, "judge_error": judge_error_json(&e),
+            details: json!({"branch": branch, (Metric::Ex.as_str()): ex, "judge_error": judge_error_json(&e),
                 "llm_calls": 1}),
         },
     }

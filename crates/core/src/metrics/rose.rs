@@ -237,7 +237,7 @@ pub async fn score_rose(
             value: 1.0,
             verdict: Some(true),
             status: RowStatus::Ok,
-            details: json!({"avoided": why.as_str(), "ex": ex,
+            details: json!({"avoided": why.as_str(), (Metric::Ex.as_str()): ex,
                 "path": "avoided", "llm_calls": 0}),
         };
     }
@@ -250,7 +250,7 @@ pub async fn score_rose(
     };
     let evidence = case.evidence.unwrap_or("");
     let matched = results_equivalent(case.gold, pred);
-    let mut details = json!({"ex": ex, "routed_match": matched,
+    let mut details = json!({(Metric::Ex.as_str()): ex, "routed_match": matched,
         "judge": judge.kind()});
     let mut tokens = (0u64, 0u64);
     let mut calls = 0u32;

@@ -167,7 +167,7 @@ impl AgreementSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct AgreementKey {
     /// `stef` or `stef_judged`.
-    pub metric: String,
+    pub metric: crate::evaluation::StoredMetric,
     /// The judge identity of the row.
     pub identity: String,
     /// The series (`app_id=a agent_id=b …`; '' for all traffic).
@@ -204,7 +204,7 @@ pub struct AgreementTracker {
     window: usize,
     keys: BTreeMap<AgreementKey, KeyCounts>,
     /// The current pair of each (event, reviewer, metric): what a changed label replaces.
-    pairs: HashMap<(String, String, String), (AgreementKey, bool, bool)>,
+    pairs: HashMap<(String, String, crate::evaluation::StoredMetric), (AgreementKey, bool, bool)>,
 }
 
 /// What adding a pair did.

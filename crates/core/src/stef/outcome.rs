@@ -206,7 +206,7 @@ pub fn add_schema_context(prepared: &mut Prepared, event: &Event, schema: &DbSch
     ));
 }
 
-/// Whether a `metric = "stef"` row says its event's `result` was set aside
+/// Whether a `stef` row says its event's `result` was set aside
 /// (`details.result_ignored`): a prefix test on the line-rate row's rendered details (the key
 /// is rendered first), a lookup on a value tree — no parse, so the run summary can count it
 /// per row.
@@ -391,7 +391,7 @@ impl StefOutcome {
         }
     }
 
-    /// The `metric = "stef"` row for this outcome, its `p_correct` and verdict from the shipped
+    /// The `stef` row for this outcome, its `p_correct` and verdict from the shipped
     /// correctness model ([`StefOutcome::to_row_with`]). `ts` is used when the event has none.
     pub fn to_row(
         &self,
@@ -403,7 +403,7 @@ impl StefOutcome {
         self.to_row_with(event, ts, profile, latency_us, VerdictModel::shipped())
     }
 
-    /// The `metric = "stef"` row for this outcome. A deterministic assessment (the line-rate
+    /// The `stef` row for this outcome. A deterministic assessment (the line-rate
     /// row) gets `p_correct` from `model`, its verdict is `p_correct ≥` the model's threshold
     /// and its judge identity names the model's version; any other judge's row (the LLM's
     /// second pass) keeps the judge's own verdict (`correct` / `likely_correct`) and no
@@ -560,7 +560,7 @@ pub fn non_scorable_row(
     non_scorable_row_with(event, ts, error, profile, VerdictModel::shipped())
 }
 
-/// The `metric = "stef"` row for SQL that could not be scored (Φ = 0, explicit status, parser
+/// The `stef` row for SQL that could not be scored (Φ = 0, explicit status, parser
 /// message in `details`).
 ///
 /// No judge is asked: the row carries σ = 0, verdict `incorrect`, γ = 0 (tier `low`), quality tier

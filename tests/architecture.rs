@@ -743,7 +743,7 @@ fn the_checker_sees_a_cycle() {
 /// The finding codes, as stored (`details.findings[].code`): the variants of
 /// `stef::FindingCode`, read from its definition and written in snake case as serde does.
 fn finding_codes() -> BTreeSet<String> {
-    let path = repo().join("crates/core/src/stef/mod.rs");
+    let path = repo().join("crates/core/src/stef/findings.rs");
     let file = syn::parse_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let variants = file
         .items

@@ -15,6 +15,7 @@ pub mod assessment;
 pub mod checks;
 pub mod correctness;
 pub mod enrichment;
+pub mod findings;
 pub mod grounding;
 pub mod normalize;
 pub mod profile;
@@ -26,6 +27,7 @@ pub mod text;
 
 mod outcome;
 
+pub use findings::{FINDINGS, FindingCode, FindingEntry};
 pub use outcome::{
     CatalogueSelection, PrepareOptions, StefOutcome, add_schema_context, finish, non_scorable_row,
     non_scorable_row_with, prepare, prepare_with, prepare_with_limit, prepare_with_spec,
@@ -404,189 +406,6 @@ impl ErrorCategory {
             ErrorCategory::Subquery => "subquery",
             ErrorCategory::Operator => "operator",
             ErrorCategory::Other => "other",
-        }
-    }
-}
-
-/// The finding codes (stable names, stored in `details.findings[].code`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingCode {
-    /// A definition maps the question's term to `col = 'v'`; the SQL compares `col` with
-    /// another value.
-    EvidenceValueMismatch,
-    /// A literal equals the defined (or quoted) value except for letter case (SQLite's `=` and
-    /// most engines' default collations are case-sensitive).
-    LiteralCaseMismatch,
-    /// A definition maps the question's term to a column the SQL never names.
-    EvidenceColumnUnused,
-    /// A definition computes a division or a difference the SQL does not compute.
-    FormulaShapeMismatch,
-    /// The question uses a term the rule profile maps to a catalogue column the SQL never
-    /// names.
-    QuestionColumnUnused,
-    /// `INTEGER / INTEGER` in a dialect that truncates (SQLite, PostgreSQL, SQL Server, …) for
-    /// a ratio of counts.
-    IntegerDivision,
-    /// A percentage is asked for, the SQL divides but never scales by 100.
-    PercentageNotScaled,
-    /// "distinct / different / unique" is asked for; the SQL has neither DISTINCT nor grouping.
-    DistinctMissing,
-    /// A superlative answered with LIMIT but no ORDER BY (an arbitrary row).
-    UnorderedLimit,
-    /// A string literal the SQL compares a column with that neither the question nor the
-    /// enriched question mentions (a misspelt id, an invented category).
-    LiteralNotInQuestion,
-    /// A number the SQL compares a column with that neither the question nor the enriched
-    /// question states (an invented threshold: `height_cm > 0` under an average).
-    NumberNotInQuestion,
-    /// The question asks for a number of decimal places (or a rounded value); the SQL never
-    /// rounds or formats.
-    RoundingMissing,
-    /// A table the catalogue does not have.
-    UnknownTable,
-    /// A column no table in scope has.
-    UnknownColumn,
-    /// A column qualified with a table or alias that does not have it.
-    ColumnNotInTable,
-    /// A qualifier that names no table or alias in scope.
-    UnknownQualifier,
-    /// An unqualified column that several tables in scope have.
-    AmbiguousColumn,
-    /// Two tables joined on columns that are not a declared key pair.
-    JoinOffKeys,
-    /// Two tables joined through the parent both reference, while a third table links them.
-    JoinSkipsLinkTable,
-    /// Columns of incompatible types compared for equality.
-    JoinTypeMismatch,
-    /// SUM or AVG over a text column.
-    AggregateOverText,
-    /// A literal that cannot be a value of the column's type (text against a number; a date in
-    /// another format).
-    LiteralTypeMismatch,
-    /// COUNT of a table's key without DISTINCT, over a join that repeats the table's rows.
-    CountFanOut,
-    /// The question asks for a name; the SQL returns only an id although the table has a name
-    /// (or returns a code whose name column is at hand while the question asks for no code).
-    IdInsteadOfName,
-    /// The question says a column's name; the SQL reads its table but never names it.
-    NamedColumnUnused,
-    /// A table joined to one other table contributes nothing but the join (repeated or
-    /// restricted rows).
-    UnusedJoinTable,
-    /// The probe database rejects the query.
-    QueryFails,
-    /// The query returns no rows on the probe database.
-    EmptyResult,
-    /// A literal the SQL compares a column with is not a value of that column.
-    ValueNotInColumn,
-    /// A literal the SQL compares a column with is not a value of that column but is one of
-    /// another column (of a table the query reads, or one related to it by a foreign key).
-    ValueInOtherColumn,
-    /// A probe could not answer (time limit, database unavailable).
-    ProbeInconclusive,
-    /// The query's result holds only NULLs (an aggregate over no rows).
-    NullResult,
-    /// The result's row count contradicts the question (one answer asked, several returned;
-    /// more rows than a top k).
-    RowCountMismatch,
-    /// A percentage asked for, a ratio returned (a value between −1 and 1).
-    RatioNotPercentage,
-    /// Distinct things asked for, repeated rows returned.
-    DuplicateRows,
-    /// A count asked for ("how many …"), 0 returned.
-    ZeroCount,
-    /// A text-valued expression (`strftime('%Y', d)`, `substr(…)`) compared with a number: in
-    /// SQLite the two never compare equal, so the condition is constant.
-    TextComparedWithNumber,
-    /// `a AND b OR c`: AND and OR mixed without parentheses (AND binds first).
-    AndOrPrecedence,
-}
-
-impl FindingCode {
-    /// Every code, in declaration order (`ALL[c as usize] == c`).
-    pub const ALL: [FindingCode; 38] = [
-        FindingCode::EvidenceValueMismatch,
-        FindingCode::LiteralCaseMismatch,
-        FindingCode::EvidenceColumnUnused,
-        FindingCode::FormulaShapeMismatch,
-        FindingCode::QuestionColumnUnused,
-        FindingCode::IntegerDivision,
-        FindingCode::PercentageNotScaled,
-        FindingCode::DistinctMissing,
-        FindingCode::UnorderedLimit,
-        FindingCode::LiteralNotInQuestion,
-        FindingCode::NumberNotInQuestion,
-        FindingCode::RoundingMissing,
-        FindingCode::UnknownTable,
-        FindingCode::UnknownColumn,
-        FindingCode::ColumnNotInTable,
-        FindingCode::UnknownQualifier,
-        FindingCode::AmbiguousColumn,
-        FindingCode::JoinOffKeys,
-        FindingCode::JoinSkipsLinkTable,
-        FindingCode::JoinTypeMismatch,
-        FindingCode::AggregateOverText,
-        FindingCode::LiteralTypeMismatch,
-        FindingCode::CountFanOut,
-        FindingCode::IdInsteadOfName,
-        FindingCode::NamedColumnUnused,
-        FindingCode::UnusedJoinTable,
-        FindingCode::QueryFails,
-        FindingCode::EmptyResult,
-        FindingCode::ValueNotInColumn,
-        FindingCode::ValueInOtherColumn,
-        FindingCode::ProbeInconclusive,
-        FindingCode::NullResult,
-        FindingCode::RowCountMismatch,
-        FindingCode::RatioNotPercentage,
-        FindingCode::DuplicateRows,
-        FindingCode::ZeroCount,
-        FindingCode::TextComparedWithNumber,
-        FindingCode::AndOrPrecedence,
-    ];
-
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FindingCode::EvidenceValueMismatch => "evidence_value_mismatch",
-            FindingCode::LiteralCaseMismatch => "literal_case_mismatch",
-            FindingCode::EvidenceColumnUnused => "evidence_column_unused",
-            FindingCode::FormulaShapeMismatch => "formula_shape_mismatch",
-            FindingCode::QuestionColumnUnused => "question_column_unused",
-            FindingCode::IntegerDivision => "integer_division",
-            FindingCode::PercentageNotScaled => "percentage_not_scaled",
-            FindingCode::DistinctMissing => "distinct_missing",
-            FindingCode::UnorderedLimit => "unordered_limit",
-            FindingCode::LiteralNotInQuestion => "literal_not_in_question",
-            FindingCode::NumberNotInQuestion => "number_not_in_question",
-            FindingCode::RoundingMissing => "rounding_missing",
-            FindingCode::UnknownTable => "unknown_table",
-            FindingCode::UnknownColumn => "unknown_column",
-            FindingCode::ColumnNotInTable => "column_not_in_table",
-            FindingCode::UnknownQualifier => "unknown_qualifier",
-            FindingCode::AmbiguousColumn => "ambiguous_column",
-            FindingCode::JoinOffKeys => "join_off_keys",
-            FindingCode::JoinSkipsLinkTable => "join_skips_link_table",
-            FindingCode::JoinTypeMismatch => "join_type_mismatch",
-            FindingCode::AggregateOverText => "aggregate_over_text",
-            FindingCode::LiteralTypeMismatch => "literal_type_mismatch",
-            FindingCode::CountFanOut => "count_fan_out",
-            FindingCode::IdInsteadOfName => "id_instead_of_name",
-            FindingCode::NamedColumnUnused => "named_column_unused",
-            FindingCode::UnusedJoinTable => "unused_join_table",
-            FindingCode::QueryFails => "query_fails",
-            FindingCode::EmptyResult => "empty_result",
-            FindingCode::ValueNotInColumn => "value_not_in_column",
-            FindingCode::ValueInOtherColumn => "value_in_other_column",
-            FindingCode::ProbeInconclusive => "probe_inconclusive",
-            FindingCode::NullResult => "null_result",
-            FindingCode::RowCountMismatch => "row_count_mismatch",
-            FindingCode::RatioNotPercentage => "ratio_not_percentage",
-            FindingCode::DuplicateRows => "duplicate_rows",
-            FindingCode::ZeroCount => "zero_count",
-            FindingCode::TextComparedWithNumber => "text_compared_with_number",
-            FindingCode::AndOrPrecedence => "and_or_precedence",
         }
     }
 }

@@ -1,0 +1,531 @@
+//! The findings registry: one entry per [`FindingCode`] — its stored name, severity, error
+//! category, what it needs and when it fires — from which the stored name comes
+//! ([`FindingCode::as_str`]) and against which the README's findings table is checked (a unit
+//! test here: every row's code, severity, category, needs and "fires when" are the entry's, in
+//! any order; the precision column is the README's own, measured on people's labels).
+//!
+//! A check may weigh a finding by context (a dialect, a probe's answer): `severity` and
+//! `category` say what the README says, e.g. `warning (info in SQLite, MySQL)`.
+
+use serde::{Deserialize, Serialize};
+
+/// The finding codes (stable names, stored in `details.findings[].code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingCode {
+    /// A definition maps the question's term to `col = 'v'`; the SQL compares `col` with
+    /// another value.
+    EvidenceValueMismatch,
+    /// A literal equals the defined (or quoted) value except for letter case (SQLite's `=` and
+    /// most engines' default collations are case-sensitive).
+    LiteralCaseMismatch,
+    /// A definition maps the question's term to a column the SQL never names.
+    EvidenceColumnUnused,
+    /// A definition computes a division or a difference the SQL does not compute.
+    FormulaShapeMismatch,
+    /// The question uses a term the rule profile maps to a catalogue column the SQL never
+    /// names.
+    QuestionColumnUnused,
+    /// `INTEGER / INTEGER` in a dialect that truncates (SQLite, PostgreSQL, SQL Server, …) for
+    /// a ratio of counts.
+    IntegerDivision,
+    /// A percentage is asked for, the SQL divides but never scales by 100.
+    PercentageNotScaled,
+    /// "distinct / different / unique" is asked for; the SQL has neither DISTINCT nor grouping.
+    DistinctMissing,
+    /// A superlative answered with LIMIT but no ORDER BY (an arbitrary row).
+    UnorderedLimit,
+    /// A string literal the SQL compares a column with that neither the question nor the
+    /// enriched question mentions (a misspelt id, an invented category).
+    LiteralNotInQuestion,
+    /// A number the SQL compares a column with that neither the question nor the enriched
+    /// question states (an invented threshold: `height_cm > 0` under an average).
+    NumberNotInQuestion,
+    /// The question asks for a number of decimal places (or a rounded value); the SQL never
+    /// rounds or formats.
+    RoundingMissing,
+    /// A table the catalogue does not have.
+    UnknownTable,
+    /// A column no table in scope has.
+    UnknownColumn,
+    /// A column qualified with a table or alias that does not have it.
+    ColumnNotInTable,
+    /// A qualifier that names no table or alias in scope.
+    UnknownQualifier,
+    /// An unqualified column that several tables in scope have.
+    AmbiguousColumn,
+    /// Two tables joined on columns that are not a declared key pair.
+    JoinOffKeys,
+    /// Two tables joined through the parent both reference, while a third table links them.
+    JoinSkipsLinkTable,
+    /// Columns of incompatible types compared for equality.
+    JoinTypeMismatch,
+    /// SUM or AVG over a text column.
+    AggregateOverText,
+    /// A literal that cannot be a value of the column's type (text against a number; a date in
+    /// another format).
+    LiteralTypeMismatch,
+    /// COUNT of a table's key without DISTINCT, over a join that repeats the table's rows.
+    CountFanOut,
+    /// The question asks for a name; the SQL returns only an id although the table has a name
+    /// (or returns a code whose name column is at hand while the question asks for no code).
+    IdInsteadOfName,
+    /// The question says a column's name; the SQL reads its table but never names it.
+    NamedColumnUnused,
+    /// A table joined to one other table contributes nothing but the join (repeated or
+    /// restricted rows).
+    UnusedJoinTable,
+    /// The probe database rejects the query.
+    QueryFails,
+    /// The query returns no rows on the probe database.
+    EmptyResult,
+    /// A literal the SQL compares a column with is not a value of that column.
+    ValueNotInColumn,
+    /// A literal the SQL compares a column with is not a value of that column but is one of
+    /// another column (of a table the query reads, or one related to it by a foreign key).
+    ValueInOtherColumn,
+    /// A probe could not answer (time limit, database unavailable).
+    ProbeInconclusive,
+    /// The query's result holds only NULLs (an aggregate over no rows).
+    NullResult,
+    /// The result's row count contradicts the question (one answer asked, several returned;
+    /// more rows than a top k).
+    RowCountMismatch,
+    /// A percentage asked for, a ratio returned (a value between −1 and 1).
+    RatioNotPercentage,
+    /// Distinct things asked for, repeated rows returned.
+    DuplicateRows,
+    /// A count asked for ("how many …"), 0 returned.
+    ZeroCount,
+    /// A text-valued expression (`strftime('%Y', d)`, `substr(…)`) compared with a number: in
+    /// SQLite the two never compare equal, so the condition is constant.
+    TextComparedWithNumber,
+    /// `a AND b OR c`: AND and OR mixed without parentheses (AND binds first).
+    AndOrPrecedence,
+}
+
+/// One finding's entry in [`FINDINGS`].
+#[derive(Debug, Clone, Copy)]
+pub struct FindingEntry {
+    /// The code.
+    pub code: FindingCode,
+    /// Its stored name (`details.findings[].code`; public interface).
+    pub name: &'static str,
+    /// Its severity, as documented (`error`, `warning (info in SQLite, MySQL)`, `error / warning`).
+    pub severity: &'static str,
+    /// The error category (or categories) it indicates.
+    pub category: &'static str,
+    /// What it needs: `no` (the question and the SQL), `yes` (a catalogue), `probe` (the
+    /// replica), `result` (what the query returned), or both of the last two.
+    pub needs: &'static str,
+    /// When it fires (the README's "fires when" column).
+    pub fires_when: &'static str,
+}
+
+/// Every finding, one entry each, in the enum's order (a unit test holds it there and to serde's
+/// names).
+pub const FINDINGS: [FindingEntry; 38] = [
+    FindingEntry {
+        code: FindingCode::EvidenceValueMismatch,
+        name: "evidence_value_mismatch",
+        severity: "error",
+        category: "value",
+        needs: "no",
+        fires_when: r#"a definition in the enriched question says `col = 'v'` (its subject in the question's words); the SQL compares `col` only with other values"#,
+    },
+    FindingEntry {
+        code: FindingCode::LiteralCaseMismatch,
+        name: "literal_case_mismatch",
+        severity: "info",
+        category: "value",
+        needs: "no",
+        fires_when: r#"the SQL writes `'V'` where the definition says `'v'` (comparisons are case-sensitive; definitions are often not spelled as the data is — information only; with a probe, `value_not_in_column` says whether the literal is stored)"#,
+    },
+    FindingEntry {
+        code: FindingCode::EvidenceColumnUnused,
+        name: "evidence_column_unused",
+        severity: "warning",
+        category: "attribute",
+        needs: "no",
+        fires_when: r#"a definition maps the term to a column (`name refers to superhero_name`) the SQL never names; with a catalogue also a column of the database that a definition about the question writes in a formula or condition (`` `Enrollment (K-12)` ``, `DOC = 52`, `AVG(points)`), other than a table's single-column key"#,
+    },
+    FindingEntry {
+        code: FindingCode::FormulaShapeMismatch,
+        name: "formula_shape_mismatch",
+        severity: "warning",
+        category: "function",
+        needs: "no",
+        fires_when: r#"a formula of the evidence about the question (`percentage = DIVIDE(…)`, `SUBTRACT(…)`, `a / b`) that the SQL does not compute at all (no division — AVG counts — or no subtraction)"#,
+    },
+    FindingEntry {
+        code: FindingCode::QuestionColumnUnused,
+        name: "question_column_unused",
+        severity: "warning",
+        category: "attribute",
+        needs: "yes",
+        fires_when: r#"the question uses a term the rule profile's `column_mappings` map to a column the catalogue has; the SQL never names that column"#,
+    },
+    FindingEntry {
+        code: FindingCode::IntegerDivision,
+        name: "integer_division",
+        severity: "error",
+        category: "function",
+        needs: "no",
+        fires_when: r#"integer-valued operands (COUNT, SUM of 0/1 cases, integer literals) divided without a REAL cast or decimal literal, in SQLite, PostgreSQL, SQL Server, Redshift or ANSI"#,
+    },
+    FindingEntry {
+        code: FindingCode::PercentageNotScaled,
+        name: "percentage_not_scaled",
+        severity: "warning",
+        category: "function",
+        needs: "no",
+        fires_when: r#"a percentage is asked for; the SQL divides and never multiplies by 100"#,
+    },
+    FindingEntry {
+        code: FindingCode::DistinctMissing,
+        name: "distinct_missing",
+        severity: "warning",
+        category: "clause",
+        needs: "no",
+        fires_when: r#""distinct / different / unique" asked for (not "different from", "unique id"); no DISTINCT, GROUP BY or set operation"#,
+    },
+    FindingEntry {
+        code: FindingCode::UnorderedLimit,
+        name: "unordered_limit",
+        severity: "error",
+        category: "clause",
+        needs: "no",
+        fires_when: r#"a ranking (superlative) asked for; LIMIT without ORDER BY"#,
+    },
+    FindingEntry {
+        code: FindingCode::LiteralNotInQuestion,
+        name: "literal_not_in_question",
+        severity: "warning",
+        category: "value",
+        needs: "no",
+        fires_when: r#"a filter compares a column with a string literal (3+ characters, with a letter; not `yes`/`true`/`false`) that neither the question nor the enriched question contains, not even as a spacing, plural or stem variant — a misspelt id (`'TR_000_2_5'` for "TR000_2_5"), an invented category; numbers and dates are left alone, and so are the profile's benign and ignored filters"#,
+    },
+    FindingEntry {
+        code: FindingCode::NumberNotInQuestion,
+        name: "number_not_in_question",
+        severity: "warning",
+        category: "condition",
+        needs: "no",
+        fires_when: r#"a filter compares a column with a number (`<`, `>`, `<=`, `>=`, or `=`/`<>` other than 0 and 1) that neither the question nor the enriched question states — as digits (`1,000`, `$40`), a number word ("two", "once", "a single"), a percentage's fraction ("80%" is 0.8), a decade's bounds ("the 1990s") or, for an ordering, an integer neighbour ("at least 3" is `> 2`): an invented threshold (`height_cm > 0` under an average) or a magic id (`eye_colour_id = 7`)"#,
+    },
+    FindingEntry {
+        code: FindingCode::RoundingMissing,
+        name: "rounding_missing",
+        severity: "warning",
+        category: "function",
+        needs: "no",
+        fires_when: r#"decimal places or a rounded value asked for ("with three decimal places"); the SQL has no ROUND, PRINTF, FORMAT, TO_CHAR, TRUNC or DECIMAL/NUMERIC cast"#,
+    },
+    FindingEntry {
+        code: FindingCode::UnknownTable,
+        name: "unknown_table",
+        severity: "error",
+        category: "table",
+        needs: "yes",
+        fires_when: r#"a table the database does not have"#,
+    },
+    FindingEntry {
+        code: FindingCode::UnknownColumn,
+        name: "unknown_column",
+        severity: "error",
+        category: "attribute",
+        needs: "yes",
+        fires_when: r#"an unqualified column no table in scope has (aliases, CTE and derived-table columns, `rowid` and double-quoted strings are understood)"#,
+    },
+    FindingEntry {
+        code: FindingCode::ColumnNotInTable,
+        name: "column_not_in_table",
+        severity: "error",
+        category: "attribute",
+        needs: "yes",
+        fires_when: r#"`X.col` where `X`'s table has no such column"#,
+    },
+    FindingEntry {
+        code: FindingCode::UnknownQualifier,
+        name: "unknown_qualifier",
+        severity: "error",
+        category: "table",
+        needs: "yes",
+        fires_when: r#"`X.col` with no table or alias `X` in scope"#,
+    },
+    FindingEntry {
+        code: FindingCode::AmbiguousColumn,
+        name: "ambiguous_column",
+        severity: "error",
+        category: "attribute",
+        needs: "yes",
+        fires_when: r#"an unqualified column two tables of the scope have"#,
+    },
+    FindingEntry {
+        code: FindingCode::JoinOffKeys,
+        name: "join_off_keys",
+        severity: "warning",
+        category: "table",
+        needs: "yes",
+        fires_when: r#"a declared foreign key joined to another column than the one it references; or two tables' own single-column keys equated (`client.client_id = card.card_id`) while no foreign key relates the two tables"#,
+    },
+    FindingEntry {
+        code: FindingCode::JoinSkipsLinkTable,
+        name: "join_skips_link_table",
+        severity: "warning",
+        category: "table",
+        needs: "yes",
+        fires_when: r#"two tables joined through the parent both reference (`client.district_id = account.district_id`) while a third table has foreign keys to both and so says which rows belong together (`disp`)"#,
+    },
+    FindingEntry {
+        code: FindingCode::JoinTypeMismatch,
+        name: "join_type_mismatch",
+        severity: "warning (info in SQLite, MySQL)",
+        category: "condition",
+        needs: "yes",
+        fires_when: r#"text compared with a number in a join"#,
+    },
+    FindingEntry {
+        code: FindingCode::AggregateOverText,
+        name: "aggregate_over_text",
+        severity: "warning (info in SQLite, MySQL)",
+        category: "function",
+        needs: "yes",
+        fires_when: r#"SUM or AVG over a text column"#,
+    },
+    FindingEntry {
+        code: FindingCode::LiteralTypeMismatch,
+        name: "literal_type_mismatch",
+        severity: "warning",
+        category: "value",
+        needs: "yes",
+        fires_when: r#"a number column against a non-numeric string; a date column against a string that is not an ISO date"#,
+    },
+    FindingEntry {
+        code: FindingCode::CountFanOut,
+        name: "count_fan_out",
+        severity: "info",
+        category: "function",
+        needs: "yes",
+        fires_when: r#"COUNT(key) without DISTINCT over a join to a table that references it, and no filter reads that table (a condition on it usually keeps one row per counted row, and people accept the count then)"#,
+    },
+    FindingEntry {
+        code: FindingCode::IdInsteadOfName,
+        name: "id_instead_of_name",
+        severity: "warning",
+        category: "attribute",
+        needs: "yes",
+        fires_when: r#"names asked for (and not ids); only `…id` columns returned while the table has a name column; or a code column returned (`EdOpsCode`) whose table has what it stands for (`EdOpsName`, `…Type`, `…Description`, `…Title`) while the question asks for no code, id or number"#,
+    },
+    FindingEntry {
+        code: FindingCode::NamedColumnUnused,
+        name: "named_column_unused",
+        severity: "warning",
+        category: "attribute",
+        needs: "yes",
+        fires_when: r#"the question says a column's name — two words or more, its natural-language name ("mailing street address" for `MailStrAbr`, the catalogue's `description` / `tables.json`'s `column_names`) or its written name split into words ("border color" for `borderColor`) — and the SQL reads the column's table but never names it, nor any column whose own name holds the phrase"#,
+    },
+    FindingEntry {
+        code: FindingCode::UnusedJoinTable,
+        name: "unused_join_table",
+        severity: "warning",
+        category: "table",
+        needs: "yes",
+        fires_when: r#"a table joined to exactly one other table, used for nothing but that join, and not the parent the other side's foreign key references (a joined child repeats rows, an unrelated table restricts them); never when the query returns `*`"#,
+    },
+    FindingEntry {
+        code: FindingCode::QueryFails,
+        name: "query_fails",
+        severity: "error",
+        category: "other",
+        needs: "probe / result",
+        fires_when: r#"the replica rejects the query (no such column, a syntax error, …); or the event's `result` carries an `error` (the agent's own run failed)"#,
+    },
+    FindingEntry {
+        code: FindingCode::EmptyResult,
+        name: "empty_result",
+        severity: "warning",
+        category: "condition",
+        needs: "result / probe",
+        fires_when: r#"the event's `result` (or the probe's run) has no rows"#,
+    },
+    FindingEntry {
+        code: FindingCode::ValueNotInColumn,
+        name: "value_not_in_column",
+        severity: "error / warning",
+        category: "value",
+        needs: "probe",
+        fires_when: r#"`col = 'v'` where `v` is not a value of the column: an error when a case or spacing variant is (named in the evidence), a warning when none is"#,
+    },
+    FindingEntry {
+        code: FindingCode::ValueInOtherColumn,
+        name: "value_in_other_column",
+        severity: "error",
+        category: "attribute / table",
+        needs: "probe",
+        fires_when: r#"`col = 'v'` where neither `v` nor a case or spacing variant is a value of the column, but another text column holds it (named in the evidence) — of the same table, another table the query reads (category attribute) or a table a foreign key relates to the column's table (category table); ≤ 12 columns searched, in that order, and only for literals of 3+ characters with a letter"#,
+    },
+    FindingEntry {
+        code: FindingCode::ProbeInconclusive,
+        name: "probe_inconclusive",
+        severity: "info",
+        category: "other",
+        needs: "probe",
+        fires_when: r#"a probe timed out or found no database: nothing concluded"#,
+    },
+    FindingEntry {
+        code: FindingCode::NullResult,
+        name: "null_result",
+        severity: "warning",
+        category: "function",
+        needs: "result / probe",
+        fires_when: r#"every returned cell is NULL (an aggregate over no rows)"#,
+    },
+    FindingEntry {
+        code: FindingCode::RowCountMismatch,
+        name: "row_count_mismatch",
+        severity: "warning",
+        category: "clause",
+        needs: "result / probe",
+        fires_when: r#"one answer asked for ("how many …", "what is the percentage / ratio / average / total …", a singular superlative; not "each", "per", "list", "all") and several different rows returned; or a top *k* asked for and more than *k* rows returned"#,
+    },
+    FindingEntry {
+        code: FindingCode::RatioNotPercentage,
+        name: "ratio_not_percentage",
+        severity: "warning",
+        category: "function",
+        needs: "result / probe",
+        fires_when: r#"a percentage asked for and the single row's only number lies strictly between −1 and 1"#,
+    },
+    FindingEntry {
+        code: FindingCode::DuplicateRows,
+        name: "duplicate_rows",
+        severity: "warning",
+        category: "clause",
+        needs: "result / probe",
+        fires_when: r#""different / distinct / unique" things asked for and the (complete) sample repeats rows"#,
+    },
+    FindingEntry {
+        code: FindingCode::ZeroCount,
+        name: "zero_count",
+        severity: "warning",
+        category: "condition",
+        needs: "result / probe",
+        fires_when: r#""how many …" (one answer) and the one row's only number is 0"#,
+    },
+    FindingEntry {
+        code: FindingCode::TextComparedWithNumber,
+        name: "text_compared_with_number",
+        severity: "info",
+        category: "value",
+        needs: "no",
+        fires_when: r#"in SQLite, a text-valued expression — a text function's result (`strftime`, `substr`, `date`, `upper`, …), a concatenation, a cast to text — compared with a number (`strftime('%Y', birthday) = 1996`, `BETWEEN 1990 AND 2000`, `IN (10, 11)`): SQLite converts neither side and every number sorts before every text, so `=` is never true (arithmetic, casts to a number and columns convert, and are left alone). Info: it weighs through `p_correct`, not Φ"#,
+    },
+    FindingEntry {
+        code: FindingCode::AndOrPrecedence,
+        name: "and_or_precedence",
+        severity: "info",
+        category: "operator",
+        needs: "no",
+        fires_when: r#"an OR among whose operands is an AND without parentheses (`a AND b OR c`): AND binds first, so the OR's other branch drops the AND's conditions. Info: it weighs through `p_correct`, not Φ"#,
+    },
+];
+
+impl FindingCode {
+    /// Every code, in declaration order (`ALL[c as usize] == c`).
+    pub const ALL: [FindingCode; 38] = {
+        let mut all = [FindingCode::EvidenceValueMismatch; 38];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = FINDINGS[i].code;
+            i += 1;
+        }
+        all
+    };
+
+    /// The code's entry in [`FINDINGS`].
+    pub fn entry(self) -> &'static FindingEntry {
+        &FINDINGS[self as usize]
+    }
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        self.entry().name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FINDINGS, FindingCode};
+
+    #[test]
+    fn the_registry_has_one_entry_per_code_in_order_with_serde_names() {
+        for (i, entry) in FINDINGS.iter().enumerate() {
+            assert_eq!(entry.code as usize, i, "{} out of order", entry.name);
+            assert_eq!(
+                serde_json::to_value(entry.code).unwrap(),
+                serde_json::Value::String(entry.name.into())
+            );
+            assert!(!entry.fires_when.is_empty() && !entry.fires_when.contains('\n'));
+        }
+        assert_eq!(FindingCode::ALL.len(), FINDINGS.len());
+    }
+
+    /// The README's findings table, as the registry writes it: its first five columns (the
+    /// sixth, precision on people's labels, is measured and kept in the README).
+    fn expected_rows() -> Vec<String> {
+        FINDINGS
+            .iter()
+            .map(|e| {
+                format!(
+                    "| `{}` | {} | {} | {} | {} |",
+                    e.name, e.severity, e.category, e.needs, e.fires_when
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_findings_table_is_the_registry() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let section = readme
+            .split_once("### STEF findings")
+            .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
+            .expect("README: ### STEF findings");
+        let mut listed: Vec<String> = section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| {
+                // Everything but the last column (the measured precision).
+                let cut = l
+                    .trim_end()
+                    .trim_end_matches('|')
+                    .rfind(" | ")
+                    .unwrap_or(l.len());
+                format!("{} |", &l[..cut])
+            })
+            .collect();
+        listed.sort();
+        let mut expected = expected_rows();
+        expected.sort();
+        let missing: Vec<_> = expected.iter().filter(|r| !listed.contains(r)).collect();
+        let stray: Vec<_> = listed.iter().filter(|r| !expected.contains(r)).collect();
+        assert!(
+            missing.is_empty() && stray.is_empty(),
+            "README's findings table differs from stef::findings::FINDINGS.\n\
+             rows the registry has and the README lacks (add them, with a precision column):\n{}\n\
+             rows of the README the registry does not have:\n{}",
+            missing
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            stray
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+}

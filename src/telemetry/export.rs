@@ -543,7 +543,20 @@ impl Telemetry {
         stats: std::sync::Arc<crate::telemetry::stats::JudgeStats>,
     ) {
         let meter = self.provider.meter("sqlgrade");
-        let s = std::sync::Arc::clone(&stats);
+        self.observe_judge_pass_counts(&meter, &stats);
+        self.observe_judge_pass_budget(&meter, &stats);
+        self.observe_judge_pass_estimates(&meter, stats);
+    }
+
+    /// The second pass's counters (selected and shed by reason, judged, cache hits, failures,
+    /// put back, paused) and its queue's gauges.
+    fn observe_judge_pass_counts(
+        &mut self,
+        meter: &Meter,
+        stats: &std::sync::Arc<crate::telemetry::stats::JudgeStats>,
+    ) {
+        type Snapshot = crate::telemetry::stats::JudgeStatsSnapshot;
+        let s = std::sync::Arc::clone(stats);
         self.observers.push(
             meter
                 .u64_observable_counter("sqlgrade.judge.selected")
@@ -555,51 +568,7 @@ impl Telemetry {
                 })
                 .build(),
         );
-        let s = std::sync::Arc::clone(&stats);
-        self.observers.push(
-            meter
-                .u64_observable_counter("sqlgrade.judge.judged")
-                .with_description("stef_judged rows written (cache hits included)")
-                .with_callback(move |o| o.observe(s.snapshot().judged, &[]))
-                .build(),
-        );
-        let s = std::sync::Arc::clone(&stats);
-        self.observers.push(
-            meter
-                .u64_observable_counter("sqlgrade.judge.pass.cache_hits")
-                .with_description("Second-pass judgments answered from a cache (no budget)")
-                .with_callback(move |o| o.observe(s.snapshot().cache_hits, &[]))
-                .build(),
-        );
-        let s = std::sync::Arc::clone(&stats);
-        self.observers.push(
-            meter
-                .u64_observable_counter("sqlgrade.judge.failures")
-                .with_description("Second-pass judgments that failed (judge_error rows)")
-                .with_callback(move |o| o.observe(s.snapshot().failures, &[]))
-                .build(),
-        );
-        let s = std::sync::Arc::clone(&stats);
-        self.observers.push(
-            meter
-                .u64_observable_counter("sqlgrade.judge.put_back")
-                .with_description(
-                    "Second-pass judgments put back to wait: the judge was unreachable",
-                )
-                .with_callback(move |o| o.observe(s.snapshot().put_back, &[]))
-                .build(),
-        );
-        let s = std::sync::Arc::clone(&stats);
-        self.observers.push(
-            meter
-                .u64_observable_counter("sqlgrade.judge.paused")
-                .with_description(
-                    "Times the judge stage paused (its circuit opened on an unreachable judge)",
-                )
-                .with_callback(move |o| o.observe(s.snapshot().paused, &[]))
-                .build(),
-        );
-        let s = std::sync::Arc::clone(&stats);
+        let s = std::sync::Arc::clone(stats);
         self.observers.push(
             meter
                 .u64_observable_counter("sqlgrade.judge.shed")
@@ -611,7 +580,44 @@ impl Telemetry {
                 })
                 .build(),
         );
-        let s = std::sync::Arc::clone(&stats);
+        let plain: [(&'static str, &'static str, fn(&Snapshot) -> u64); 5] = [
+            (
+                "sqlgrade.judge.judged",
+                "stef_judged rows written (cache hits included)",
+                |s| s.judged,
+            ),
+            (
+                "sqlgrade.judge.pass.cache_hits",
+                "Second-pass judgments answered from a cache (no budget)",
+                |s| s.cache_hits,
+            ),
+            (
+                "sqlgrade.judge.failures",
+                "Second-pass judgments that failed (judge_error rows)",
+                |s| s.failures,
+            ),
+            (
+                "sqlgrade.judge.put_back",
+                "Second-pass judgments put back to wait: the judge was unreachable",
+                |s| s.put_back,
+            ),
+            (
+                "sqlgrade.judge.paused",
+                "Times the judge stage paused (its circuit opened on an unreachable judge)",
+                |s| s.paused,
+            ),
+        ];
+        for (name, description, read) in plain {
+            let s = std::sync::Arc::clone(stats);
+            self.observers.push(
+                meter
+                    .u64_observable_counter(name)
+                    .with_description(description)
+                    .with_callback(move |o| o.observe(read(&s.snapshot()), &[]))
+                    .build(),
+            );
+        }
+        let s = std::sync::Arc::clone(stats);
         self.gauges.push(
             meter
                 .i64_observable_gauge("sqlgrade.judge.queue.depth")
@@ -619,7 +625,7 @@ impl Telemetry {
                 .with_callback(move |o| o.observe(s.snapshot().queue_depth, &[]))
                 .build(),
         );
-        let s = std::sync::Arc::clone(&stats);
+        let s = std::sync::Arc::clone(stats);
         self.f64_gauges.push(
             meter
                 .f64_observable_gauge("sqlgrade.judge.queue.oldest_wait")
@@ -630,7 +636,15 @@ impl Telemetry {
                 })
                 .build(),
         );
-        let s = std::sync::Arc::clone(&stats);
+    }
+
+    /// The second pass's spend (requests, tokens, cost) and what is left under the daily caps.
+    fn observe_judge_pass_budget(
+        &mut self,
+        meter: &Meter,
+        stats: &std::sync::Arc<crate::telemetry::stats::JudgeStats>,
+    ) {
+        let s = std::sync::Arc::clone(stats);
         self.observers.push(
             meter
                 .u64_observable_counter("sqlgrade.judge.budget.spent")
@@ -646,7 +660,7 @@ impl Telemetry {
                 })
                 .build(),
         );
-        let s = std::sync::Arc::clone(&stats);
+        let s = std::sync::Arc::clone(stats);
         self.f64_gauges.push(
             meter
                 .f64_observable_gauge("sqlgrade.judge.budget.cost")
@@ -654,7 +668,7 @@ impl Telemetry {
                 .with_callback(move |o| o.observe(s.snapshot().spent.cost, &[]))
                 .build(),
         );
-        let s = std::sync::Arc::clone(&stats);
+        let s = std::sync::Arc::clone(stats);
         self.f64_gauges.push(
             meter
                 .f64_observable_gauge("sqlgrade.judge.budget.left")
@@ -675,6 +689,15 @@ impl Telemetry {
                 })
                 .build(),
         );
+    }
+
+    /// The calibrated estimates per series (Φ and the correct share, with their bounds) and the
+    /// judged uniform slice behind them.
+    fn observe_judge_pass_estimates(
+        &mut self,
+        meter: &Meter,
+        stats: std::sync::Arc<crate::telemetry::stats::JudgeStats>,
+    ) {
         for (name, description, share) in [
             (
                 "sqlgrade.judge.estimate.phi",

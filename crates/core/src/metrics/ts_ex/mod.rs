@@ -17,6 +17,7 @@
 
 mod check;
 pub mod constraints;
+mod sql_text;
 pub mod suspect;
 mod syntax;
 

@@ -555,6 +555,8 @@ impl Telemetry {
         meter: &Meter,
         stats: &std::sync::Arc<crate::telemetry::stats::JudgeStats>,
     ) {
+        /// A counter's name, description and the snapshot's number it reports.
+        type PlainCounter = (&'static str, &'static str, fn(&Snapshot) -> u64);
         type Snapshot = crate::telemetry::stats::JudgeStatsSnapshot;
         let s = std::sync::Arc::clone(stats);
         self.observers.push(
@@ -580,7 +582,7 @@ impl Telemetry {
                 })
                 .build(),
         );
-        let plain: [(&'static str, &'static str, fn(&Snapshot) -> u64); 5] = [
+        let plain: [PlainCounter; 5] = [
             (
                 "sqlgrade.judge.judged",
                 "stef_judged rows written (cache hits included)",

@@ -49,6 +49,76 @@ pub struct MonitorFilter {
     pub version: String,
 }
 
+/// The alerts drawn on the charts: those of the shown series, fired within the buckets (one
+/// just after the newest is drawn at the right edge).
+fn alert_markers(
+    alerts: &[AlertView],
+    filter: &MonitorFilter,
+    series: &BTreeMap<SeriesKey, BTreeMap<i64, MonitorCell>>,
+    (oldest, newest, width): (i64, i64, i64),
+    x_of: &impl Fn(i64) -> f64,
+) -> Vec<MarkerView> {
+    alerts
+        .iter()
+        .filter(|a| {
+            filter.admits_alert(a)
+                && a.fired_at >= oldest
+                // Alerts fire at processing time, just after the events they concern: one in
+                // the bucket after the newest is drawn at the right edge.
+                && a.fired_at < newest + 2 * width
+                && series.keys().any(|k| alert_matches(a, k))
+        })
+        .map(|a| MarkerView {
+            x: x_of((a.fired_at.div_euclid(width) * width).min(newest)),
+            title: format!(
+                "{} {} on {}: {}",
+                a.rule,
+                if a.is_firing() { "firing" } else { "fired" },
+                alert_series(a),
+                a.message
+            ),
+        })
+        .collect()
+}
+
+/// One series' line on a chart: its path (a gap where a bucket has no value) and its points.
+fn series_line(
+    key: &SeriesKey,
+    buckets: &BTreeMap<i64, MonitorCell>,
+    pick: Pick,
+    width: i64,
+    x_of: &impl Fn(i64) -> f64,
+    y_of: &impl Fn(f64) -> f64,
+    color: &'static str,
+) -> LineView {
+    let mut path = String::new();
+    let mut points = Vec::new();
+    let mut previous: Option<i64> = None;
+    for (bucket, cell) in buckets {
+        let Some((value, interval, text)) = pick(cell) else {
+            previous = None;
+            continue;
+        };
+        let (x, y) = (round(x_of(*bucket)), round(y_of(value)));
+        // A line joins neighbouring buckets only: an empty bucket is a gap.
+        let joined = previous.is_some_and(|p| p + width == *bucket);
+        path.push_str(&format!("{}{x} {y} ", if joined { "L" } else { "M" }));
+        previous = Some(*bucket);
+        points.push(PointView {
+            x,
+            y,
+            interval: interval.map(|(lo, hi)| (round(y_of(lo)), round(y_of(hi)))),
+            title: format!("{} · {}: {text}", label(key), bucket_label(*bucket, width)),
+        });
+    }
+    LineView {
+        series: label(key),
+        color,
+        path: path.trim_end().to_string(),
+        points,
+    }
+}
+
 impl MonitorFilter {
     /// Whether the series (app, agent, version) passes the filters.
     pub fn admits(&self, app: &str, agent: &str, version: &str) -> bool {
@@ -158,6 +228,65 @@ const PALETTE: [&str; 12] = [
 /// A value to chart from one bucket of one series.
 type Pick = fn(&MonitorCell) -> Option<(f64, Option<(f64, f64)>, String)>;
 
+/// A chart: its element id, title, the top of its y axis, whether its values are shares (shown
+/// as percentages), and what it draws from each bucket.
+type ChartSpec = (&'static str, &'static str, f64, bool, Pick);
+
+/// The monitor's three charts: mean Φ, the share flagged, the estimated share correct.
+fn chart_specs() -> [ChartSpec; 3] {
+    [
+        ("chart-phi", "Mean Φ (line rate)", 100.0, false, |c| {
+            let mean = c.estimate.phi.mean()?;
+            Some((
+                mean,
+                None,
+                format!("mean Φ {mean:.1} over {} scored", c.scored),
+            ))
+        }),
+        (
+            "chart-flagged",
+            "Share the line-rate verdict flags",
+            1.0,
+            true,
+            |c| {
+                (c.scored > 0).then(|| {
+                    let share = c.flagged as f64 / c.scored as f64;
+                    (
+                        share,
+                        None,
+                        format!(
+                            "{:.1}% flagged ({} of {})",
+                            share * 100.0,
+                            c.flagged,
+                            c.scored
+                        ),
+                    )
+                })
+            },
+        ),
+        (
+            "chart-correct",
+            "Estimated share correct [95%]",
+            1.0,
+            true,
+            |c| {
+                let (estimate, how) = share_correct(&c.estimate)?;
+                let interval = estimate.lower.zip(estimate.upper);
+                let text = match interval {
+                    Some((lo, hi)) => format!(
+                        "{:.1}% [{:.1}, {:.1}] {how}",
+                        estimate.mean * 100.0,
+                        lo * 100.0,
+                        hi * 100.0
+                    ),
+                    None => format!("{:.1}% {how}", estimate.mean * 100.0),
+                };
+                Some((estimate.mean, interval, text))
+            },
+        ),
+    ]
+}
+
 /// The monitor for the page: charts over the buckets the data's span calls for, the legend and
 /// the version comparisons, all under `filter`.
 pub fn monitor(data: &MonitorData, alerts: &[AlertView], filter: &MonitorFilter) -> MonitorView {
@@ -223,78 +352,8 @@ pub fn monitor(data: &MonitorData, alerts: &[AlertView], filter: &MonitorFilter)
         }
     };
     let x_ticks = x_ticks(oldest, newest, width, &x_of);
-    let markers: Vec<MarkerView> = alerts
-        .iter()
-        .filter(|a| {
-            filter.admits_alert(a)
-                && a.fired_at >= oldest
-                // Alerts fire at processing time, just after the events they concern: one in
-                // the bucket after the newest is drawn at the right edge.
-                && a.fired_at < newest + 2 * width
-                && series.keys().any(|k| alert_matches(a, k))
-        })
-        .map(|a| MarkerView {
-            x: x_of((a.fired_at.div_euclid(width) * width).min(newest)),
-            title: format!(
-                "{} {} on {}: {}",
-                a.rule,
-                if a.is_firing() { "firing" } else { "fired" },
-                alert_series(a),
-                a.message
-            ),
-        })
-        .collect();
-    let charts: [(&'static str, &'static str, f64, bool, Pick); 3] = [
-        ("chart-phi", "Mean Φ (line rate)", 100.0, false, |c| {
-            let mean = c.estimate.phi.mean()?;
-            Some((
-                mean,
-                None,
-                format!("mean Φ {mean:.1} over {} scored", c.scored),
-            ))
-        }),
-        (
-            "chart-flagged",
-            "Share the line-rate verdict flags",
-            1.0,
-            true,
-            |c| {
-                (c.scored > 0).then(|| {
-                    let share = c.flagged as f64 / c.scored as f64;
-                    (
-                        share,
-                        None,
-                        format!(
-                            "{:.1}% flagged ({} of {})",
-                            share * 100.0,
-                            c.flagged,
-                            c.scored
-                        ),
-                    )
-                })
-            },
-        ),
-        (
-            "chart-correct",
-            "Estimated share correct [95%]",
-            1.0,
-            true,
-            |c| {
-                let (estimate, how) = share_correct(&c.estimate)?;
-                let interval = estimate.lower.zip(estimate.upper);
-                let text = match interval {
-                    Some((lo, hi)) => format!(
-                        "{:.1}% [{:.1}, {:.1}] {how}",
-                        estimate.mean * 100.0,
-                        lo * 100.0,
-                        hi * 100.0
-                    ),
-                    None => format!("{:.1}% {how}", estimate.mean * 100.0),
-                };
-                Some((estimate.mean, interval, text))
-            },
-        ),
-    ];
+    let markers = alert_markers(alerts, filter, &series, (oldest, newest, width), &x_of);
+    let charts = chart_specs();
     view.charts = charts
         .into_iter()
         .map(|(id, title, y_max, percent, pick)| {
@@ -302,36 +361,7 @@ pub fn monitor(data: &MonitorData, alerts: &[AlertView], filter: &MonitorFilter)
             let lines = series
                 .iter()
                 .map(|(key, buckets)| {
-                    let mut path = String::new();
-                    let mut points = Vec::new();
-                    let mut previous: Option<i64> = None;
-                    for (bucket, cell) in buckets {
-                        let Some((value, interval, text)) = pick(cell) else {
-                            previous = None;
-                            continue;
-                        };
-                        let (x, y) = (round(x_of(*bucket)), round(y_of(value)));
-                        // A line joins neighbouring buckets only: an empty bucket is a gap.
-                        let joined = previous.is_some_and(|p| p + width == *bucket);
-                        path.push_str(&format!("{}{x} {y} ", if joined { "L" } else { "M" }));
-                        previous = Some(*bucket);
-                        points.push(PointView {
-                            x,
-                            y,
-                            interval: interval.map(|(lo, hi)| (round(y_of(lo)), round(y_of(hi)))),
-                            title: format!(
-                                "{} · {}: {text}",
-                                label(key),
-                                bucket_label(*bucket, width)
-                            ),
-                        });
-                    }
-                    LineView {
-                        series: label(key),
-                        color: colors[key],
-                        path: path.trim_end().to_string(),
-                        points,
-                    }
+                    series_line(key, buckets, pick, width, &x_of, &y_of, colors[key])
                 })
                 .collect();
             let y_ticks = (0..=4)

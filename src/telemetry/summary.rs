@@ -76,6 +76,24 @@ impl RunStats {
                 e.failed_attempts
             );
         }
+        self.render_stef(&mut out);
+        self.render_metrics(&mut out);
+        if self.probes.probes > 0 {
+            let p = &self.probes;
+            let _ = writeln!(
+                out,
+                "STEF probes         {} run  answered {}  failed {}  inconclusive {}",
+                p.probes, p.answered, p.failed, p.inconclusive
+            );
+        }
+        self.render_llm(&mut out);
+        self.render_judge_pass(&mut out);
+        out
+    }
+
+    /// The line-rate STEF section: Φ, tiers, filter statuses, verdicts, the correctness
+    /// model's flags, statuses, and Φ by agent when there are several.
+    fn render_stef(&self, out: &mut String) {
         let stef = &self.stef;
         if stef.count > 0 {
             let _ = writeln!(
@@ -163,6 +181,10 @@ impl RunStats {
                 }
             }
         }
+    }
+
+    /// One line per other metric (gold metrics), with its mean by difficulty.
+    fn render_metrics(&self, out: &mut String) {
         for (name, m) in &self.metrics {
             let verdict = if m.verdicts > 0 {
                 format!(
@@ -188,17 +210,6 @@ impl RunStats {
                 );
             }
         }
-        if self.probes.probes > 0 {
-            let p = &self.probes;
-            let _ = writeln!(
-                out,
-                "STEF probes         {} run  answered {}  failed {}  inconclusive {}",
-                p.probes, p.answered, p.failed, p.inconclusive
-            );
-        }
-        self.render_llm(&mut out);
-        self.render_judge_pass(&mut out);
-        out
     }
 
     fn render_judge_pass(&self, out: &mut String) {

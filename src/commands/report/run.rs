@@ -524,6 +524,14 @@ impl RunReport {
                 }
             }
         }
+        self.write_findings_estimates_and_comparisons(&mut out);
+        self.write_disagreements(&mut out);
+        out
+    }
+
+    /// The terminal summary's STEF findings per variant, the judge's calibrated estimates and
+    /// the paired comparisons.
+    fn write_findings_estimates_and_comparisons(&self, out: &mut String) {
         if self.variants.values().any(|v| !v.findings.is_empty()) {
             let _ = writeln!(
                 out,
@@ -584,6 +592,11 @@ impl RunReport {
                 );
             }
         }
+    }
+
+    /// The terminal summary's EX disagreements, and the first `ts_ex` counterexamples that
+    /// refute an EX = 1.
+    fn write_disagreements(&self, out: &mut String) {
         let refuted = self
             .disagreements
             .iter()
@@ -620,7 +633,6 @@ impl RunReport {
                 );
             }
         }
-        out
     }
 }
 

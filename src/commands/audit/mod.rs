@@ -352,6 +352,101 @@ struct RunItem {
     ts_ex_suspect: Option<(String, String)>,
 }
 
+/// One run's EX over the audited items: plain, and corrected (the suspected items left out).
+fn system_ex(
+    run: &str,
+    items: &BTreeMap<String, BTreeMap<String, RunItem>>,
+    suspected: &BTreeSet<&str>,
+) -> SystemEx {
+    let (mut n_items, mut not_scored) = (0, 0);
+    let (mut k, mut n, mut ck, mut cn) = (0u64, 0u64, 0u64, 0u64);
+    for (event_id, by_run) in items {
+        let Some(item) = by_run.get(run).filter(|i| i.ex_status.is_some()) else {
+            continue;
+        };
+        n_items += 1;
+        let Some(verdict) = item.ex else {
+            not_scored += 1;
+            continue;
+        };
+        n += 1;
+        k += u64::from(verdict);
+        if !suspected.contains(event_id.as_str()) {
+            cn += 1;
+            ck += u64::from(verdict);
+        }
+    }
+    SystemEx {
+        run_id: run.to_string(),
+        items: n_items,
+        not_scored,
+        plain: Proportion::new(k, n),
+        corrected: Proportion::new(ck, cn),
+    }
+}
+
+impl RunItem {
+    /// Take what one of the run's rows says about the item (EX's result, FLEX's and ROSE's
+    /// doubts about the gold query, `ts_ex`'s suspect gold).
+    fn observe(&mut self, row: &StoredRow) {
+        let details = &row.details;
+        match row.metric.known() {
+            Some(Metric::Ex) => {
+                self.ex = row.verdict;
+                self.ex_status = Some(row.status.clone());
+                self.pred_digest = details
+                    .get("pred_digest")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.pred_rows = details.get("pred_rows").and_then(Value::as_u64);
+                let columns = |k: &str| details.get(k).and_then(Value::as_u64);
+                self.other_columns = columns("pred_columns")
+                    .zip(columns("gold_columns"))
+                    .is_some_and(|(p, g)| p != g);
+                self.gold_error = (row.status == "gold_error").then(|| {
+                    details
+                        .pointer("/gold_error/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("gold query failed")
+                        .to_string()
+                });
+            }
+            Some(Metric::Flex) => {
+                let flagged = details
+                    .get("fn_categories")
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| c.iter().any(|k| k.as_str() == Some(INCORRECT_GROUND_TRUTH)));
+                self.flex_gt = flagged.then(|| {
+                    details
+                        .pointer(&format!(
+                            "/fn_category_explanations/{INCORRECT_GROUND_TRUTH}"
+                        ))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                });
+            }
+            Some(Metric::TsEx) => {
+                self.ts_ex_suspect = details.get("gold_suspect").map(|s| {
+                    let text = |k: &str| {
+                        s.get(k)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string()
+                    };
+                    (text("kind"), text("reason"))
+                });
+            }
+            Some(Metric::Rose) => {
+                self.rose_gold_incorrect = details
+                    .get("gold_incorrect")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+            }
+            _ => {}
+        }
+    }
+}
+
 impl GoldAudit {
     /// Audit `rows` (run id → its rows); `texts` and `predictions` ((run, item) → SQL) only
     /// decorate the output.
@@ -370,63 +465,7 @@ impl GoldAudit {
                     .or_default()
                     .entry(run.clone())
                     .or_default();
-                let details = &row.details;
-                match row.metric.known() {
-                    Some(Metric::Ex) => {
-                        entry.ex = row.verdict;
-                        entry.ex_status = Some(row.status.clone());
-                        entry.pred_digest = details
-                            .get("pred_digest")
-                            .and_then(Value::as_str)
-                            .map(str::to_string);
-                        entry.pred_rows = details.get("pred_rows").and_then(Value::as_u64);
-                        let columns = |k: &str| details.get(k).and_then(Value::as_u64);
-                        entry.other_columns = columns("pred_columns")
-                            .zip(columns("gold_columns"))
-                            .is_some_and(|(p, g)| p != g);
-                        entry.gold_error = (row.status == "gold_error").then(|| {
-                            details
-                                .pointer("/gold_error/message")
-                                .and_then(Value::as_str)
-                                .unwrap_or("gold query failed")
-                                .to_string()
-                        });
-                    }
-                    Some(Metric::Flex) => {
-                        let flagged = details
-                            .get("fn_categories")
-                            .and_then(Value::as_array)
-                            .is_some_and(|c| {
-                                c.iter().any(|k| k.as_str() == Some(INCORRECT_GROUND_TRUTH))
-                            });
-                        entry.flex_gt = flagged.then(|| {
-                            details
-                                .pointer(&format!(
-                                    "/fn_category_explanations/{INCORRECT_GROUND_TRUTH}"
-                                ))
-                                .and_then(Value::as_str)
-                                .map(str::to_string)
-                        });
-                    }
-                    Some(Metric::TsEx) => {
-                        entry.ts_ex_suspect = details.get("gold_suspect").map(|s| {
-                            let text = |k: &str| {
-                                s.get(k)
-                                    .and_then(Value::as_str)
-                                    .unwrap_or_default()
-                                    .to_string()
-                            };
-                            (text("kind"), text("reason"))
-                        });
-                    }
-                    Some(Metric::Rose) => {
-                        entry.rose_gold_incorrect = details
-                            .get("gold_incorrect")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false);
-                    }
-                    _ => {}
-                }
+                entry.observe(row);
             }
         }
         let mut listed = Vec::new();
@@ -474,33 +513,7 @@ impl GoldAudit {
             .collect();
         let systems = runs
             .iter()
-            .map(|run| {
-                let (mut n_items, mut not_scored) = (0, 0);
-                let (mut k, mut n, mut ck, mut cn) = (0u64, 0u64, 0u64, 0u64);
-                for (event_id, by_run) in &items {
-                    let Some(item) = by_run.get(run).filter(|i| i.ex_status.is_some()) else {
-                        continue;
-                    };
-                    n_items += 1;
-                    let Some(verdict) = item.ex else {
-                        not_scored += 1;
-                        continue;
-                    };
-                    n += 1;
-                    k += u64::from(verdict);
-                    if !suspected.contains(event_id.as_str()) {
-                        cn += 1;
-                        ck += u64::from(verdict);
-                    }
-                }
-                SystemEx {
-                    run_id: run.clone(),
-                    items: n_items,
-                    not_scored,
-                    plain: Proportion::new(k, n),
-                    corrected: Proportion::new(ck, cn),
-                }
-            })
+            .map(|run| system_ex(run, &items, &suspected))
             .collect();
         GoldAudit {
             runs,

@@ -160,6 +160,135 @@ pub async fn migrate(
     migrate_to(settings, cluster, u32::MAX).await
 }
 
+/// Create the database, the first contact: a server (or a cluster's DDL queue) that is still
+/// starting may drop the connection, so this idempotent statement is retried a few times on
+/// transient failures.
+async fn create_database(
+    settings: &ClickHouseConfig,
+    on_cluster: &str,
+    url: &str,
+) -> Result<(), MigrateError> {
+    let server = super::server_client(settings);
+    let create_database = format!(
+        "CREATE DATABASE IF NOT EXISTS {}{on_cluster}",
+        settings.database
+    );
+    let mut backoff = super::Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
+    let mut attempts = 0;
+    loop {
+        match server.query(&create_database).execute().await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempts < 5 && super::classify(&e) == super::FailureKind::Transient => {
+                attempts += 1;
+                tracing::warn!(error = %e, attempts, "cannot create the database yet; retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            Err(source) => {
+                return Err(MigrateError::Bookkeeping {
+                    what: "create the database",
+                    url: url.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Run one migration's statements, each unless it already ran (a statement's own check) or,
+/// on a cluster, has nothing to do there.
+async fn apply_statements(
+    client: &clickhouse::Client,
+    m: &Migration,
+    cluster: Option<&ClusterLayout>,
+    names: &cluster::Names<'_>,
+    table_name: &impl Fn(&str) -> String,
+    url: &str,
+) -> Result<(), MigrateError> {
+    for (i, statement) in statements(m.sql).iter().enumerate() {
+        if let Some(check) = statement.skip_query(table_name) {
+            let present: u64 = client.query(&check).fetch_one().await.map_err(|source| {
+                MigrateError::Bookkeeping {
+                    what: "check whether a statement already ran",
+                    url: url.to_string(),
+                    source,
+                }
+            })?;
+            if present > 0 {
+                tracing::info!(
+                    migration = m.name,
+                    statement = i + 1,
+                    "already applied; skipped"
+                );
+                continue;
+            }
+        }
+        let failed = |source| MigrateError::Statement {
+            name: m.name.to_string(),
+            index: i + 1,
+            source,
+        };
+        match cluster {
+            None => client
+                .query(&statement.sql)
+                .execute()
+                .await
+                .map_err(failed)?,
+            Some(layout) => {
+                let Some(rewritten) = cluster::rewrite(&statement.sql, names, layout) else {
+                    tracing::info!(
+                        migration = m.name,
+                        statement = i + 1,
+                        "nothing to do on a cluster; skipped"
+                    );
+                    continue;
+                };
+                if rewritten.reads_distributed {
+                    sync_distributed(client, layout).await.map_err(|source| {
+                        MigrateError::Bookkeeping {
+                            what: "create the Distributed tables",
+                            url: url.to_string(),
+                            source,
+                        }
+                    })?;
+                }
+                client
+                    .query(&rewritten.sql)
+                    .with_setting("insert_distributed_sync", "1")
+                    .execute()
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Record an applied migration in the migrations table.
+async fn record_migration(
+    client: &clickhouse::Client,
+    m: &Migration,
+    checksum: String,
+    url: &str,
+) -> Result<(), MigrateError> {
+    let failed = |source| MigrateError::Bookkeeping {
+        what: "record a migration",
+        url: url.to_string(),
+        source,
+    };
+    let record = AppliedRecord {
+        version: m.version,
+        name: m.name.to_string(),
+        checksum,
+        applied_at: chrono::Utc::now().timestamp().clamp(0, i64::from(u32::MAX)) as u32,
+    };
+    let mut insert = client
+        .insert::<AppliedRecord>(MIGRATIONS_TABLE)
+        .await
+        .map_err(failed)?;
+    insert.write(&record).await.map_err(failed)?;
+    insert.end().await.map_err(failed)
+}
+
 /// [`migrate`], applying only the migrations up to version `last` (to stage an upgrade, or to
 /// set up the schema an older release had).
 pub async fn migrate_to(
@@ -182,26 +311,7 @@ pub async fn migrate_to(
         return Err(MigrateError::ClusterName(layout.name.clone()));
     }
     let on_cluster = cluster.map_or(String::new(), |c| format!(" ON CLUSTER {}", c.name));
-    let server = super::server_client(settings);
-    // The first contact: a server (or a cluster's DDL queue) that is still starting may drop the
-    // connection, so this idempotent statement is retried a few times on transient failures.
-    let create_database = format!(
-        "CREATE DATABASE IF NOT EXISTS {}{on_cluster}",
-        settings.database
-    );
-    let mut backoff = super::Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
-    let mut attempts = 0;
-    loop {
-        match server.query(&create_database).execute().await {
-            Ok(()) => break,
-            Err(e) if attempts < 5 && super::classify(&e) == super::FailureKind::Transient => {
-                attempts += 1;
-                tracing::warn!(error = %e, attempts, "cannot create the database yet; retrying");
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-            Err(e) => return Err(bookkeeping("create the database")(e)),
-        }
-    }
+    create_database(settings, &on_cluster, &url).await?;
     let client = super::client(settings);
     let create_history = cluster.map_or(
         CREATE_MIGRATIONS_TABLE.to_string(),
@@ -243,74 +353,8 @@ pub async fn migrate_to(
             report.already_applied.push(m.name.to_string());
             continue;
         }
-        for (i, statement) in statements(m.sql).iter().enumerate() {
-            if let Some(check) = statement.skip_query(table_name) {
-                let present: u64 = client
-                    .query(&check)
-                    .fetch_one()
-                    .await
-                    .map_err(bookkeeping("check whether a statement already ran"))?;
-                if present > 0 {
-                    tracing::info!(
-                        migration = m.name,
-                        statement = i + 1,
-                        "already applied; skipped"
-                    );
-                    continue;
-                }
-            }
-            let failed = |source| MigrateError::Statement {
-                name: m.name.to_string(),
-                index: i + 1,
-                source,
-            };
-            match cluster {
-                None => client
-                    .query(&statement.sql)
-                    .execute()
-                    .await
-                    .map_err(failed)?,
-                Some(layout) => {
-                    let Some(rewritten) = cluster::rewrite(&statement.sql, &names, layout) else {
-                        tracing::info!(
-                            migration = m.name,
-                            statement = i + 1,
-                            "nothing to do on a cluster; skipped"
-                        );
-                        continue;
-                    };
-                    if rewritten.reads_distributed {
-                        sync_distributed(&client, layout)
-                            .await
-                            .map_err(bookkeeping("create the Distributed tables"))?;
-                    }
-                    client
-                        .query(&rewritten.sql)
-                        .with_setting("insert_distributed_sync", "1")
-                        .execute()
-                        .await
-                        .map_err(failed)?;
-                }
-            }
-        }
-        let record = AppliedRecord {
-            version: m.version,
-            name: m.name.to_string(),
-            checksum: sum,
-            applied_at: chrono::Utc::now().timestamp().clamp(0, i64::from(u32::MAX)) as u32,
-        };
-        let mut insert = client
-            .insert::<AppliedRecord>(MIGRATIONS_TABLE)
-            .await
-            .map_err(bookkeeping("record a migration"))?;
-        insert
-            .write(&record)
-            .await
-            .map_err(bookkeeping("record a migration"))?;
-        insert
-            .end()
-            .await
-            .map_err(bookkeeping("record a migration"))?;
+        apply_statements(&client, m, cluster, &names, &table_name, &url).await?;
+        record_migration(&client, m, sum, &url).await?;
         tracing::info!(migration = m.name, database = %settings.database, "applied");
         report.applied.push(m.name.to_string());
     }

@@ -262,127 +262,195 @@ pub(super) fn estimate_notes(
         usize::try_from(n).unwrap_or(usize::MAX)
     };
     let recent_samples = samples(&recent);
+    let reading = Reading {
+        label_map,
+        series,
+        recent,
+        bounds: (lower, upper),
+        se,
+        recent_samples,
+        observations,
+        now,
+    };
     if rules.estimate_floor > 0.0 {
-        let floor = rules.estimate_floor;
-        let breach = upper < floor;
-        let calm = recent.mean >= floor;
-        if let Some(step) = detector.low.step(breach, calm, &rules) {
-            let p_value = if se > 0.0 {
-                1.0 - normal_cdf((floor - recent.mean) / se)
-            } else {
-                f64::from(u8::from(recent.mean >= floor))
-            };
-            let fingerprint =
-                fingerprint_parts(RuleKind::EstimateLow, "estimated_correct_share", &label_map);
-            let summary = format!(
-                "estimated share correct for {series}: {:.3}{} (floor {floor:.3}; {})",
-                recent.mean,
-                interval_text(Some((lower, upper))),
-                basis_text(detector.source, &recent),
-            );
-            let parts = NoteParts {
-                rule: RuleKind::EstimateLow,
-                metric: "estimated_correct_share".into(),
-                labels: label_map.clone(),
-                fingerprint,
-                comparison: Comparison {
-                    baseline_mean: floor,
-                    recent_mean: recent.mean,
-                    effect: floor - recent.mean,
-                    p_value,
-                },
-                recent_samples,
-                baseline_samples: 0,
-                observations,
-                observed_interval: Some((lower, upper)),
-                baseline_interval: None,
-                summary,
-            };
-            out.push(finish_note(
-                &mut detector.low,
-                step,
-                parts,
-                &rules.severity,
-                now,
-            ));
-        }
+        floor_note(detector, &rules, &reading, out);
     }
     if rules.estimate_drop {
-        let (breach, calm, comparison, baseline_interval, baseline_samples) = match &eval.baseline {
-            Some(base) => {
-                let (b_lo, b_hi) = (
-                    base.lower.unwrap_or(base.mean),
-                    base.upper.unwrap_or(base.mean),
-                );
-                let se_both = (se.powi(2) + standard_error(base).powi(2)).sqrt();
-                let p_value = if se_both > 0.0 {
-                    1.0 - normal_cdf((base.mean - recent.mean) / se_both)
-                } else {
-                    1.0
-                };
-                (
-                    upper < b_lo,
-                    recent.mean >= b_lo,
-                    Comparison {
-                        baseline_mean: base.mean,
-                        recent_mean: recent.mean,
-                        effect: base.mean - recent.mean,
-                        p_value,
-                    },
-                    Some((b_lo, b_hi)),
-                    samples(base),
-                )
-            }
-            None => return,
+        drop_note(detector, &rules, reading, eval, samples, out);
+    }
+}
+
+/// What both estimate rules read of one evaluation.
+struct Reading {
+    label_map: BTreeMap<String, String>,
+    series: String,
+    recent: Estimate,
+    /// The recent estimate's 95% interval (its mean where it has none).
+    bounds: (f64, f64),
+    /// Its standard error.
+    se: f64,
+    recent_samples: usize,
+    observations: u64,
+    now: DateTime<Utc>,
+}
+
+/// `estimate_low`: the recent estimate's interval lies under the floor.
+fn floor_note(
+    detector: &mut EstimateDetector,
+    rules: &RuleSet,
+    reading: &Reading,
+    out: &mut Vec<AlertNotification>,
+) {
+    let Reading {
+        label_map,
+        series,
+        recent,
+        bounds: (lower, upper),
+        se,
+        recent_samples,
+        observations,
+        now,
+    } = reading;
+    let (lower, upper, se, recent_samples, observations, now) =
+        (*lower, *upper, *se, *recent_samples, *observations, *now);
+    let floor = rules.estimate_floor;
+    let breach = upper < floor;
+    let calm = recent.mean >= floor;
+    if let Some(step) = detector.low.step(breach, calm, rules) {
+        let p_value = if se > 0.0 {
+            1.0 - normal_cdf((floor - recent.mean) / se)
+        } else {
+            f64::from(u8::from(recent.mean >= floor))
         };
-        if let Some(step) = detector.drop.step(breach, calm, &rules) {
-            detector.frozen_baseline = match step {
-                Step::Fire => eval.baseline_moments,
-                Step::Resolve(_) => None,
-            };
-            let fingerprint = fingerprint_parts(
-                RuleKind::EstimateDrop,
-                "estimated_correct_share",
-                &label_map,
+        let fingerprint =
+            fingerprint_parts(RuleKind::EstimateLow, "estimated_correct_share", label_map);
+        let summary = format!(
+            "estimated share correct for {series}: {:.3}{} (floor {floor:.3}; {})",
+            recent.mean,
+            interval_text(Some((lower, upper))),
+            basis_text(detector.source, recent),
+        );
+        let parts = NoteParts {
+            rule: RuleKind::EstimateLow,
+            metric: "estimated_correct_share".into(),
+            labels: label_map.clone(),
+            fingerprint,
+            comparison: Comparison {
+                baseline_mean: floor,
+                recent_mean: recent.mean,
+                effect: floor - recent.mean,
+                p_value,
+            },
+            recent_samples,
+            baseline_samples: 0,
+            observations,
+            observed_interval: Some((lower, upper)),
+            baseline_interval: None,
+            summary,
+        };
+        out.push(finish_note(
+            &mut detector.low,
+            step,
+            parts,
+            &rules.severity,
+            now,
+        ));
+    }
+}
+
+/// `estimate_drop`: the recent estimate's interval lies under the baseline's.
+fn drop_note(
+    detector: &mut EstimateDetector,
+    rules: &RuleSet,
+    reading: Reading,
+    eval: EstimateEvaluation,
+    samples: impl Fn(&Estimate) -> usize,
+    out: &mut Vec<AlertNotification>,
+) {
+    let Reading {
+        label_map,
+        series,
+        recent,
+        bounds: (lower, upper),
+        se,
+        recent_samples,
+        observations,
+        now,
+    } = reading;
+    let (breach, calm, comparison, baseline_interval, baseline_samples) = match &eval.baseline {
+        Some(base) => {
+            let (b_lo, b_hi) = (
+                base.lower.unwrap_or(base.mean),
+                base.upper.unwrap_or(base.mean),
             );
-            let summary = match detector.source {
-                EstimateSource::Judge => format!(
-                    "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} ({} judged uniform recently, {baseline_samples} before)",
-                    comparison.baseline_mean,
-                    interval_text(baseline_interval),
-                    recent.mean,
-                    interval_text(Some((lower, upper))),
-                    recent.judged
-                ),
-                EstimateSource::LineRate => format!(
-                    "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} (line rate: mean p_correct over {} events recently, {baseline_samples} before)",
-                    comparison.baseline_mean,
-                    interval_text(baseline_interval),
-                    recent.mean,
-                    interval_text(Some((lower, upper))),
-                    recent.events
-                ),
+            let se_both = (se.powi(2) + standard_error(base).powi(2)).sqrt();
+            let p_value = if se_both > 0.0 {
+                1.0 - normal_cdf((base.mean - recent.mean) / se_both)
+            } else {
+                1.0
             };
-            let parts = NoteParts {
-                rule: RuleKind::EstimateDrop,
-                metric: "estimated_correct_share".into(),
-                labels: label_map,
-                fingerprint,
-                comparison,
-                recent_samples,
-                baseline_samples,
-                observations,
-                observed_interval: Some((lower, upper)),
-                baseline_interval,
-                summary,
-            };
-            out.push(finish_note(
-                &mut detector.drop,
-                step,
-                parts,
-                &rules.severity,
-                now,
-            ));
+            (
+                upper < b_lo,
+                recent.mean >= b_lo,
+                Comparison {
+                    baseline_mean: base.mean,
+                    recent_mean: recent.mean,
+                    effect: base.mean - recent.mean,
+                    p_value,
+                },
+                Some((b_lo, b_hi)),
+                samples(base),
+            )
         }
+        None => return,
+    };
+    if let Some(step) = detector.drop.step(breach, calm, rules) {
+        detector.frozen_baseline = match step {
+            Step::Fire => eval.baseline_moments,
+            Step::Resolve(_) => None,
+        };
+        let fingerprint = fingerprint_parts(
+            RuleKind::EstimateDrop,
+            "estimated_correct_share",
+            &label_map,
+        );
+        let summary = match detector.source {
+            EstimateSource::Judge => format!(
+                "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} ({} judged uniform recently, {baseline_samples} before)",
+                comparison.baseline_mean,
+                interval_text(baseline_interval),
+                recent.mean,
+                interval_text(Some((lower, upper))),
+                recent.judged
+            ),
+            EstimateSource::LineRate => format!(
+                "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} (line rate: mean p_correct over {} events recently, {baseline_samples} before)",
+                comparison.baseline_mean,
+                interval_text(baseline_interval),
+                recent.mean,
+                interval_text(Some((lower, upper))),
+                recent.events
+            ),
+        };
+        let parts = NoteParts {
+            rule: RuleKind::EstimateDrop,
+            metric: "estimated_correct_share".into(),
+            labels: label_map,
+            fingerprint,
+            comparison,
+            recent_samples,
+            baseline_samples,
+            observations,
+            observed_interval: Some((lower, upper)),
+            baseline_interval,
+            summary,
+        };
+        out.push(finish_note(
+            &mut detector.drop,
+            step,
+            parts,
+            &rules.severity,
+            now,
+        ));
     }
 }

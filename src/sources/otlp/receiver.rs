@@ -414,6 +414,98 @@ fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The refusal of a request without the bearer token, when one is configured.
+fn unauthorized(shared: &Shared, headers: &HeaderMap, as_json: bool) -> Option<Response> {
+    let token = shared.token.as_ref()?;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    // Compared in constant time (`config::settings::same_secret`), as the review page's token.
+    if !given.is_some_and(|given| crate::config::settings::same_secret(given, token)) {
+        return Some(error_response(
+            shared,
+            StatusCode::UNAUTHORIZED,
+            as_json,
+            "a bearer token is required".into(),
+            None,
+        ));
+    }
+    None
+}
+
+/// The request's body, read within the size limit and the read timeout (the refusal
+/// otherwise).
+async fn read_body(shared: &Shared, body: axum::body::Body, json: bool) -> Result<Bytes, Response> {
+    let limit = shared.config.max_body_bytes;
+    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(_)) => Err(error_response(
+            shared,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json,
+            format!("the body is over {limit} bytes (or was cut off)"),
+            None,
+        )),
+        Err(_) => Err(error_response(
+            shared,
+            StatusCode::REQUEST_TIMEOUT,
+            json,
+            format!("the body did not arrive within {BODY_READ_TIMEOUT:?}"),
+            None,
+        )),
+    }
+}
+
+/// The body decompressed (gzip) and decoded within the request bounds, on the blocking pool
+/// (the refusal otherwise).
+async fn decode_body(
+    shared: &Shared,
+    body: Bytes,
+    json: bool,
+    gzip: bool,
+) -> Result<Decoded, Response> {
+    let limit = shared.config.max_body_bytes;
+    // Decompressing and decoding are CPU work: on the blocking pool, a few requests at a time.
+    let Ok(decoding_permit) = shared.decoding.acquire().await else {
+        return Err(shutting_down(shared, json));
+    };
+    let bounds = super::bounds::RequestBounds::of(&shared.config);
+    let decoded = tokio::task::spawn_blocking(move || {
+        let body = if gzip {
+            match gunzip(&body, limit) {
+                Ok(body) => Bytes::from(body),
+                Err(why) if why.contains("over") => {
+                    return Err((StatusCode::PAYLOAD_TOO_LARGE, why));
+                }
+                Err(why) => return Err((StatusCode::BAD_REQUEST, why)),
+            }
+        } else {
+            body
+        };
+        super::bounds::decode_within(&body, json, bounds).map_err(|refused| match refused {
+            super::bounds::Refused::OverBounds(why) => (StatusCode::PAYLOAD_TOO_LARGE, why),
+            malformed => (StatusCode::BAD_REQUEST, malformed.to_string()),
+        })
+    })
+    .await;
+    drop(decoding_permit);
+    match decoded {
+        Ok(Ok(decoded)) => Ok(decoded),
+        Ok(Err((status, why))) => Err(error_response(shared, status, json, why, None)),
+        Err(error) => {
+            tracing::error!(%error, "decoding an OTLP request failed");
+            Err(error_response(
+                shared,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json,
+                "the request could not be decoded".into(),
+                None,
+            ))
+        }
+    }
+}
+
 async fn traces(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -421,21 +513,8 @@ async fn traces(
 ) -> Response {
     let json = is_json(&headers);
     let as_json = json.unwrap_or(false);
-    if let Some(token) = &shared.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        // Compared in constant time (`config::settings::same_secret`), as the review page's token.
-        if !given.is_some_and(|given| crate::config::settings::same_secret(given, token)) {
-            return error_response(
-                &shared,
-                StatusCode::UNAUTHORIZED,
-                as_json,
-                "a bearer token is required".into(),
-                None,
-            );
-        }
+    if let Some(refused) = unauthorized(&shared, &headers, as_json) {
+        return refused;
     }
     let Some(json) = json else {
         return error_response(
@@ -459,70 +538,17 @@ async fn traces(
         );
     };
     // The body is read only now, under the permit: requests waiting for one hold no body.
-    let limit = shared.config.max_body_bytes;
-    let body =
-        match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(_)) => {
-                return error_response(
-                    &shared,
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    json,
-                    format!("the body is over {limit} bytes (or was cut off)"),
-                    None,
-                );
-            }
-            Err(_) => {
-                return error_response(
-                    &shared,
-                    StatusCode::REQUEST_TIMEOUT,
-                    json,
-                    format!("the body did not arrive within {BODY_READ_TIMEOUT:?}"),
-                    None,
-                );
-            }
-        };
+    let body = match read_body(&shared, body, json).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let gzip = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("gzip"));
-    // Decompressing and decoding are CPU work: on the blocking pool, a few requests at a time.
-    let Ok(decoding_permit) = shared.decoding.acquire().await else {
-        return shutting_down(&shared, json);
-    };
-    let bounds = super::bounds::RequestBounds::of(&shared.config);
-    let decoded = tokio::task::spawn_blocking(move || {
-        let body = if gzip {
-            match gunzip(&body, limit) {
-                Ok(body) => Bytes::from(body),
-                Err(why) if why.contains("over") => {
-                    return Err((StatusCode::PAYLOAD_TOO_LARGE, why));
-                }
-                Err(why) => return Err((StatusCode::BAD_REQUEST, why)),
-            }
-        } else {
-            body
-        };
-        super::bounds::decode_within(&body, json, bounds).map_err(|refused| match refused {
-            super::bounds::Refused::OverBounds(why) => (StatusCode::PAYLOAD_TOO_LARGE, why),
-            malformed => (StatusCode::BAD_REQUEST, malformed.to_string()),
-        })
-    })
-    .await;
-    drop(decoding_permit);
-    let mut decoded = match decoded {
-        Ok(Ok(decoded)) => decoded,
-        Ok(Err((status, why))) => return error_response(&shared, status, json, why, None),
-        Err(error) => {
-            tracing::error!(%error, "decoding an OTLP request failed");
-            return error_response(
-                &shared,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                json,
-                "the request could not be decoded".into(),
-                None,
-            );
-        }
+    let mut decoded = match decode_body(&shared, body, json, gzip).await {
+        Ok(decoded) => decoded,
+        Err(refused) => return refused,
     };
     shared.emitter.counters.spans.fetch_add(
         (decoded.spans.len() + decoded.rejected) as u64,

@@ -102,7 +102,51 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         config,
     };
     let metric = metric.as_deref();
-    use sqlgrade::commands::calibrate::{Label, read_labels, read_rows, reviewer_agreement};
+    use sqlgrade::commands::calibrate::reviewer_agreement;
+    use sqlgrade::stores::LABELS_FILE;
+    let (labels, rows) = read_labels_and_rows(&inputs).await?;
+    if let Some(options) = fit_options {
+        let source = match (&inputs.labels, &inputs.dir) {
+            (Some(path), _) => label_source(path)?,
+            (None, Some(dir)) => label_source(&dir.join(LABELS_FILE))?,
+            (None, None) => sqlgrade::stef::correctness::LabelSource {
+                name: "the store of --config".to_string(),
+                sha256: String::new(),
+                bytes: 0,
+                items: 0,
+                correct: 0,
+            },
+        };
+        return fit_model(&labels, &rows, &inputs, source, &options, write, json);
+    }
+    let metrics = metrics_to_calibrate(metric, &labels, &rows)?;
+    let config = match &inputs.config {
+        Some(path) => Some(load_config(Some(path))?),
+        None => None,
+    };
+    let reports: Vec<_> = metrics
+        .iter()
+        .map(|m| {
+            let prices = config
+                .as_ref()
+                .and_then(|c| sqlgrade::commands::calibrate::prices_for(c, *m));
+            sqlgrade::commands::calibrate::calibrate(&labels, &rows, *m, cutoff, prices)
+        })
+        .collect();
+    let agreement = reviewer_agreement(&labels);
+    print_calibration(&reports, &agreement, metric.is_some(), json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The labels and rows `calibrate` reads: files, a JSONL directory, or the store `--config`'s
+/// `[sink]` names (its rows of the labelled events only).
+async fn read_labels_and_rows(
+    inputs: &CalibrateInputs,
+) -> Result<(
+    Vec<sqlgrade::commands::calibrate::Label>,
+    Vec<sqlgrade::stores::StoredRow>,
+)> {
+    use sqlgrade::commands::calibrate::{Label, read_labels, read_rows};
     use sqlgrade::stores::LABELS_FILE;
     // `--config`: the labels and rows of the store its `[sink]` names (JSONL or ClickHouse).
     let store = match &inputs.config {
@@ -147,21 +191,16 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         }
         _ => bail!("calibrate needs --rows FILE, --dir DIR or --config FILE (its store)"),
     };
-    if let Some(options) = fit_options {
-        let source = match (&inputs.labels, &inputs.dir) {
-            (Some(path), _) => label_source(path)?,
-            (None, Some(dir)) => label_source(&dir.join(LABELS_FILE))?,
-            (None, None) => sqlgrade::stef::correctness::LabelSource {
-                name: "the store of --config".to_string(),
-                sha256: String::new(),
-                bytes: 0,
-                items: 0,
-                correct: 0,
-            },
-        };
-        return fit_model(&labels, &rows, &inputs, source, &options, write, json);
-    }
-    let metrics: Vec<sqlgrade::evaluation::Metric> = match metric {
+    Ok((labels, rows))
+}
+
+/// The metrics to calibrate: `--metric`, else every known metric of the labelled events' rows.
+fn metrics_to_calibrate(
+    metric: Option<&str>,
+    labels: &[sqlgrade::commands::calibrate::Label],
+    rows: &[sqlgrade::stores::StoredRow],
+) -> Result<Vec<sqlgrade::evaluation::Metric>> {
+    Ok(match metric {
         Some(name) => vec![
             serde_json::from_value(serde_json::Value::String(name.to_string()))
                 .with_context(|| format!("unknown metric {name:?}"))?,
@@ -180,23 +219,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
             found.dedup();
             found
         }
-    };
-    let config = match &inputs.config {
-        Some(path) => Some(load_config(Some(path))?),
-        None => None,
-    };
-    let reports: Vec<_> = metrics
-        .iter()
-        .map(|m| {
-            let prices = config
-                .as_ref()
-                .and_then(|c| sqlgrade::commands::calibrate::prices_for(c, *m));
-            sqlgrade::commands::calibrate::calibrate(&labels, &rows, *m, cutoff, prices)
-        })
-        .collect();
-    let agreement = reviewer_agreement(&labels);
-    print_calibration(&reports, &agreement, metric.is_some(), json)?;
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// A labels file as a label source of the model file: its name, SHA-256 and size.

@@ -77,6 +77,21 @@ impl From<FormatArg> for BackfillFormat {
     }
 }
 
+/// A progress bar on a terminal; a hidden one otherwise (logs and pipes get no bar).
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(total);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} events ({per_sec}, eta {eta})",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
 pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
     let BackfillArgs {
         input,
@@ -126,17 +141,7 @@ pub async fn execute(args: BackfillArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(plan.total());
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} events ({per_sec}, eta {eta})",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress_bar(plan.total());
     let progress: ProgressFn = {
         let bar = bar.clone();
         Arc::new(move |n| bar.inc(n))

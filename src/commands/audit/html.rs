@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Evidence, GoldAudit, Level};
+use super::{Evidence, GoldAudit, Level, SuspectedItem};
 use crate::commands::report::html::escape;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}\
@@ -60,65 +60,71 @@ pub fn render(audit: &GoldAudit) -> String {
     }
     out.push_str("</table><h2>Items with evidence</h2>");
     for item in &audit.items_with_evidence {
-        let _ = write!(
-            out,
-            "<div class=\"item\" id=\"item-{id}\"><h3>#{rank} item {id} <span class=\"{cls}\">{level}</span> (strength {strength:.2})</h3><ul>",
-            id = escape(&item.event_id),
-            rank = item.rank,
-            cls = level_class(item.level),
-            level = item.level.as_str(),
-            strength = item.strength,
-        );
-        for e in &item.evidence {
-            let _ = write!(out, "<li>{}", escape(&e.describe()));
-            if let Evidence::FlexIncorrectGroundTruth {
-                explanation: Some(x),
-                ..
-            } = e
-            {
-                let _ = write!(out, ": <i>{}</i>", escape(x));
-            }
-            out.push_str("</li>");
-        }
-        out.push_str("</ul><table>");
-        let text = &item.text;
-        for (label, value) in [
-            ("database", &text.db_id),
-            ("question", &text.question),
-            ("evidence", &text.evidence),
-        ] {
-            if let Some(v) = value {
-                let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", escape(v));
-            }
-        }
-        if let Some(gold) = &text.gold_sql {
-            let _ = write!(
-                out,
-                "<tr><th>gold SQL</th><td><pre>{}</pre></td></tr>",
-                escape(gold)
-            );
-        }
-        for (run, verdict) in &item.ex {
-            let ex = match verdict {
-                Some(true) => "EX 1",
-                Some(false) => "EX 0",
-                None => "not scored",
-            };
-            let sql = item
-                .predictions
-                .get(run)
-                .map(|s| format!("<pre>{}</pre>", escape(s)))
-                .unwrap_or_default();
-            let _ = write!(
-                out,
-                "<tr><th>{} ({ex})</th><td>{sql}</td></tr>",
-                escape(run)
-            );
-        }
-        out.push_str("</table></div>");
+        write_item(&mut out, item);
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// One item with evidence: its rank and level, the evidence, its texts and each run's SQL
+/// with its EX.
+fn write_item(out: &mut String, item: &SuspectedItem) {
+    let _ = write!(
+        out,
+        "<div class=\"item\" id=\"item-{id}\"><h3>#{rank} item {id} <span class=\"{cls}\">{level}</span> (strength {strength:.2})</h3><ul>",
+        id = escape(&item.event_id),
+        rank = item.rank,
+        cls = level_class(item.level),
+        level = item.level.as_str(),
+        strength = item.strength,
+    );
+    for e in &item.evidence {
+        let _ = write!(out, "<li>{}", escape(&e.describe()));
+        if let Evidence::FlexIncorrectGroundTruth {
+            explanation: Some(x),
+            ..
+        } = e
+        {
+            let _ = write!(out, ": <i>{}</i>", escape(x));
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ul><table>");
+    let text = &item.text;
+    for (label, value) in [
+        ("database", &text.db_id),
+        ("question", &text.question),
+        ("evidence", &text.evidence),
+    ] {
+        if let Some(v) = value {
+            let _ = write!(out, "<tr><th>{label}</th><td>{}</td></tr>", escape(v));
+        }
+    }
+    if let Some(gold) = &text.gold_sql {
+        let _ = write!(
+            out,
+            "<tr><th>gold SQL</th><td><pre>{}</pre></td></tr>",
+            escape(gold)
+        );
+    }
+    for (run, verdict) in &item.ex {
+        let ex = match verdict {
+            Some(true) => "EX 1",
+            Some(false) => "EX 0",
+            None => "not scored",
+        };
+        let sql = item
+            .predictions
+            .get(run)
+            .map(|s| format!("<pre>{}</pre>", escape(s)))
+            .unwrap_or_default();
+        let _ = write!(
+            out,
+            "<tr><th>{} ({ex})</th><td>{sql}</td></tr>",
+            escape(run)
+        );
+    }
+    out.push_str("</table></div>");
 }
 
 #[cfg(test)]

@@ -306,6 +306,22 @@ where
     }
 }
 
+/// The tables to prune: those named (each must be a partitioned table), else all of them.
+fn chosen_tables(tables: &[String]) -> Result<Vec<(&'static str, &'static str)>, PruneError> {
+    if tables.is_empty() {
+        Ok(PARTITIONED_TABLES.to_vec())
+    } else {
+        let mut chosen = Vec::new();
+        for t in tables {
+            match PARTITIONED_TABLES.iter().find(|(name, _)| name == t) {
+                Some(entry) => chosen.push(*entry),
+                None => return Err(PruneError::UnknownTable(t.clone())),
+            }
+        }
+        Ok(chosen)
+    }
+}
+
 /// Drop the monthly partitions of the chosen tables (all of [`PARTITIONED_TABLES`] when none
 /// are named) that are wholly older than `now − older_than`; with `dry_run`, only report what
 /// would go.
@@ -319,18 +335,7 @@ pub async fn prune(
     request: &PruneRequest,
     cluster: Option<&ClusterLayout>,
 ) -> Result<PruneReport, PruneError> {
-    let chosen: Vec<(&str, &str)> = if request.tables.is_empty() {
-        PARTITIONED_TABLES.to_vec()
-    } else {
-        let mut chosen = Vec::new();
-        for t in &request.tables {
-            match PARTITIONED_TABLES.iter().find(|(name, _)| name == t) {
-                Some(entry) => chosen.push(*entry),
-                None => return Err(PruneError::UnknownTable(t.clone())),
-            }
-        }
-        chosen
-    };
+    let chosen = chosen_tables(&request.tables)?;
     let older_than = request.older_than;
     let cut_off = chrono::Duration::from_std(older_than)
         .ok()

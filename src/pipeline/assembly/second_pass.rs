@@ -43,17 +43,7 @@ pub fn build_second_pass(
         firing,
         Arc::clone(&stats),
     ));
-    let ledger = BudgetLedger::new(
-        DailyCaps {
-            requests: budget.max_requests_per_day,
-            tokens: budget.max_tokens_per_day,
-            cost: budget.max_cost_per_day,
-        },
-        Prices {
-            input_per_1k: budget.price_input_per_1k,
-            output_per_1k: budget.price_output_per_1k,
-        },
-    );
+    let ledger = budget_ledger(budget);
     let census = mode == PlanMode::Census;
     let kafka_topic = budget
         .work_topic
@@ -122,6 +112,21 @@ pub fn build_second_pass(
         feeder,
         stats,
     }))
+}
+
+/// The second pass's daily caps and prices, from `judge.budget`.
+fn budget_ledger(budget: &crate::llm::config::JudgeBudgetConfig) -> BudgetLedger {
+    BudgetLedger::new(
+        DailyCaps {
+            requests: budget.max_requests_per_day,
+            tokens: budget.max_tokens_per_day,
+            cost: budget.max_cost_per_day,
+        },
+        Prices {
+            input_per_1k: budget.price_input_per_1k,
+            output_per_1k: budget.price_output_per_1k,
+        },
+    )
 }
 
 /// The judge stage's drain grace at shutdown: `judge.budget.drain_grace_ms`, capped at a third

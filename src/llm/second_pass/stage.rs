@@ -358,6 +358,19 @@ impl Judgment {
         self.ledger.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Settle the reservation of a judgment with what it cost (a cached answer cost nothing).
+    fn settle(&self, result: &Result<crate::judge::JudgeAssessment, JudgeError>) {
+        let mut ledger = self.ledger();
+        match result {
+            Ok(a) if a.cached => ledger.release(),
+            Ok(a) => ledger.settle(utc_day(), &a.usage),
+            // The request went out (and may have been retried): it counts, without
+            // tokens (a failed call reports none).
+            Err(_) => ledger.settle(utc_day(), &Default::default()),
+        }
+        self.stats.ledger(&ledger);
+    }
+
     async fn run(self, ready: Ready) -> Outcome {
         let Ready {
             queued: Queued { work, ack },
@@ -415,17 +428,7 @@ impl Judgment {
                     return Outcome::Done;
                 }
                 let result = self.judge.assess(request).await;
-                {
-                    let mut ledger = self.ledger();
-                    match &result {
-                        Ok(a) if a.cached => ledger.release(),
-                        Ok(a) => ledger.settle(utc_day(), &a.usage),
-                        // The request went out (and may have been retried): it counts, without
-                        // tokens (a failed call reports none).
-                        Err(_) => ledger.settle(utc_day(), &Default::default()),
-                    }
-                    self.stats.ledger(&ledger);
-                }
+                self.settle(&result);
                 if let Some(breaker) = &self.breaker {
                     match &result {
                         Err(error) if is_outage(error) => {

@@ -351,6 +351,39 @@ impl StopSignal {
     }
 }
 
+/// The commit task: commits what the sink has every `interval`, and watches the client for a
+/// fatal error (which reaches the source as a consumption error only while it polls).
+fn spawn_committer(
+    consumer: Arc<Consumer_>,
+    tracker: Arc<OffsetTracker>,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A fatal error reaches the source as a consumption error only while it polls;
+        // the client's own state tells it even while back-pressure holds the source.
+        let mut check = tokio::time::interval(FATAL_CHECK_INTERVAL);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let pending = tracker.pending_commits();
+                    if let Err(e) = commit_now(&consumer, &tracker, pending).await {
+                        tracing::warn!(error = %e, "periodic commit failed; retrying next interval");
+                    }
+                }
+                _ = check.tick() => {
+                    if let Some((code, reason)) = consumer.client().fatal_error() {
+                        consumer.context().record_fatal(format!("{code}: {reason}"));
+                        return;
+                    }
+                }
+            }
+        }
+    })
+}
+
 impl KafkaSource {
     /// Connect, subscribe and start the commit task for `[source]` (payloads larger than
     /// `pipeline.max_event_bytes` are dead-lettered unread by the pipeline's decode stage).
@@ -410,35 +443,11 @@ impl KafkaSource {
             None => None,
         };
         let consumer = Arc::new(consumer);
-        let committer = {
-            let consumer = consumer.clone();
-            let tracker = tracker.clone();
-            let interval = Duration::from_millis(settings.commit_interval_ms.max(10));
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(interval);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                // A fatal error reaches the source as a consumption error only while it polls;
-                // the client's own state tells it even while back-pressure holds the source.
-                let mut check = tokio::time::interval(FATAL_CHECK_INTERVAL);
-                check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {
-                            let pending = tracker.pending_commits();
-                            if let Err(e) = commit_now(&consumer, &tracker, pending).await {
-                                tracing::warn!(error = %e, "periodic commit failed; retrying next interval");
-                            }
-                        }
-                        _ = check.tick() => {
-                            if let Some((code, reason)) = consumer.client().fatal_error() {
-                                consumer.context().record_fatal(format!("{code}: {reason}"));
-                                return;
-                            }
-                        }
-                    }
-                }
-            })
-        };
+        let committer = spawn_committer(
+            Arc::clone(&consumer),
+            Arc::clone(&tracker),
+            Duration::from_millis(settings.commit_interval_ms.max(10)),
+        );
         if let Some(h) = &health {
             h.set("kafka", ComponentHealth::Ok);
         }

@@ -157,6 +157,45 @@ impl Default for RulesStore {
     }
 }
 
+/// Every candidate profile file of the directory (`<app>.toml` or `<app>.json`), read: its app,
+/// content hash and bytes. Content hashes (not mtimes, whose granularity can hide a quick edit)
+/// decide what changed; profiles are small, so this is cheap. A file that cannot be read is an
+/// error of the report.
+fn read_candidates(
+    entries: std::fs::ReadDir,
+    report: &mut ReloadReport,
+) -> HashMap<PathBuf, (String, String, Vec<u8>)> {
+    let mut seen: HashMap<PathBuf, (String, String, Vec<u8>)> = HashMap::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ext = path.extension().and_then(|e| e.to_str());
+        if !matches!(ext, Some("toml" | "json")) {
+            continue;
+        }
+        let Some(app) = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        if !entry.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let hash = content_version(&bytes);
+                seen.insert(path, (app, hash, bytes));
+            }
+            Err(err) => report.errors.push(RulesError::Io {
+                path: path.display().to_string(),
+                message: err.to_string(),
+            }),
+        }
+    }
+    seen
+}
+
 impl RulesStore {
     /// A store without a directory: every app gets the built-in default profile.
     pub fn empty() -> RulesStore {
@@ -256,36 +295,7 @@ impl RulesStore {
             path: dir.display().to_string(),
             message: e.to_string(),
         })?;
-        // Read every candidate file: content hashes (not mtimes, whose granularity can hide a
-        // quick edit) decide what changed. Profiles are small, so this is cheap.
-        let mut seen: HashMap<PathBuf, (String, String, Vec<u8>)> = HashMap::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let ext = path.extension().and_then(|e| e.to_str());
-            if !matches!(ext, Some("toml" | "json")) {
-                continue;
-            }
-            let Some(app) = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .map(str::to_string)
-            else {
-                continue;
-            };
-            if !entry.metadata().is_ok_and(|m| m.is_file()) {
-                continue;
-            }
-            match std::fs::read(&path) {
-                Ok(bytes) => {
-                    let hash = content_version(&bytes);
-                    seen.insert(path, (app, hash, bytes));
-                }
-                Err(err) => report.errors.push(RulesError::Io {
-                    path: path.display().to_string(),
-                    message: err.to_string(),
-                }),
-            }
-        }
+        let seen = read_candidates(entries, &mut report);
         let changed: Vec<PathBuf> = {
             let state = self.inner.state.read().map_err(|_| poisoned(dir))?;
             seen.iter()

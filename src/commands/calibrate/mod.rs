@@ -401,6 +401,34 @@ pub struct BestCutoff {
     pub accuracy: f64,
 }
 
+/// The cut-off of a continuous metric that agrees best with the labels (highest κ).
+fn best_cutoff(pairs: &[(f64, Option<bool>, bool, Option<&str>)]) -> Option<BestCutoff> {
+    let mut values: Vec<f64> = pairs
+        .iter()
+        .map(|p| p.0)
+        .filter(|v| v.is_finite())
+        .collect();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    let mut best: Option<BestCutoff> = None;
+    for c in values {
+        let mut m = Confusion::default();
+        for &(value, _, label, _) in pairs {
+            m.add(value >= c, label);
+        }
+        if let (Some(k), Some(a)) = (m.kappa(), m.accuracy())
+            && best.is_none_or(|b| k > b.kappa)
+        {
+            best = Some(BestCutoff {
+                cutoff: c,
+                kappa: k,
+                accuracy: a,
+            });
+        }
+    }
+    best
+}
+
 /// Calibrate `metric`'s rows against `labels`. `cutoff` overrides the rows' verdicts for
 /// continuous metrics (positive iff value ≥ cutoff).
 pub fn calibrate(
@@ -464,34 +492,7 @@ pub fn calibrate(
             accuracy: m.accuracy(),
         })
         .collect();
-    let best_cutoff = if continuous {
-        let mut values: Vec<f64> = pairs
-            .iter()
-            .map(|p| p.0)
-            .filter(|v| v.is_finite())
-            .collect();
-        values.sort_by(f64::total_cmp);
-        values.dedup();
-        let mut best: Option<BestCutoff> = None;
-        for c in values {
-            let mut m = Confusion::default();
-            for &(value, _, label, _) in &pairs {
-                m.add(value >= c, label);
-            }
-            if let (Some(k), Some(a)) = (m.kappa(), m.accuracy())
-                && best.is_none_or(|b| k > b.kappa)
-            {
-                best = Some(BestCutoff {
-                    cutoff: c,
-                    kappa: k,
-                    accuracy: a,
-                });
-            }
-        }
-        best
-    } else {
-        None
-    };
+    let best_cutoff = continuous.then(|| best_cutoff(&pairs)).flatten();
     CalibrationReport {
         metric,
         labels: labels.len(),

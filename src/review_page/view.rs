@@ -528,6 +528,27 @@ fn date_of(epoch: i64) -> String {
         .unwrap_or_default()
 }
 
+/// Judged and disagreeing events of a series, in all and per week.
+type DisagreementCounts = (u64, u64, BTreeMap<i64, (u64, u64)>);
+
+/// The judge disagreement per series, with its interval and weeks.
+fn disagreement_views(disagreement: BTreeMap<String, DisagreementCounts>) -> Vec<DisagreementView> {
+    disagreement
+        .into_iter()
+        .map(|(series, (judged, disagree, weeks))| DisagreementView {
+            series,
+            judged,
+            disagree,
+            share: (judged > 0).then(|| disagree as f64 / judged as f64),
+            interval: wilson_interval(disagree, judged),
+            weeks: weeks
+                .into_iter()
+                .map(|(w, (n, d))| (date_of(week_start(w)), n, d as f64 / n.max(1) as f64))
+                .collect(),
+        })
+        .collect()
+}
+
 /// Every judge identity per series with its agreement, and the judge disagreement per series.
 pub fn judges(
     rows: &[StoredRow],
@@ -544,9 +565,7 @@ pub fn judges(
     }
     let calibration = calibration_events(rows, sample);
     let mut seen: BTreeMap<AgreementKey, Seen> = BTreeMap::new();
-    /// Judged and disagreeing events of a series, in all and per week.
-    type Counts = (u64, u64, BTreeMap<i64, (u64, u64)>);
-    let mut disagreement: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut disagreement: BTreeMap<String, DisagreementCounts> = BTreeMap::new();
     for row in rows {
         if !is_stef_metric(row) {
             continue;
@@ -625,21 +644,7 @@ pub fn judges(
                 .collect(),
         })
         .collect();
-    let disagreement = disagreement
-        .into_iter()
-        .map(|(series, (judged, disagree, weeks))| DisagreementView {
-            series,
-            judged,
-            disagree,
-            share: (judged > 0).then(|| disagree as f64 / judged as f64),
-            interval: wilson_interval(disagree, judged),
-            weeks: weeks
-                .into_iter()
-                .map(|(w, (n, d))| (date_of(week_start(w)), n, d as f64 / n.max(1) as f64))
-                .collect(),
-        })
-        .collect();
-    (judges, disagreement)
+    (judges, disagreement_views(disagreement))
 }
 
 /// The judges and the disagreement as a terminal table (`report --labels`,

@@ -109,32 +109,8 @@ pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
         if let [only] = pk_cols.as_slice() {
             unique.insert(format!("{tl}.{}", only.to_lowercase()));
         }
-        {
-            let mut stmt = conn
-                .prepare(&format!("PRAGMA index_list(\"{quoted}\")"))
-                .map_err(err)?;
-            let idx: Vec<(String, i64)> = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
-                .map_err(err)?
-                .collect::<Result<_, _>>()
-                .map_err(err)?;
-            for (name, is_unique) in idx {
-                if is_unique == 0 {
-                    continue;
-                }
-                let q = name.replace('"', "\"\"");
-                let mut s = conn
-                    .prepare(&format!("PRAGMA index_info(\"{q}\")"))
-                    .map_err(err)?;
-                let members: Vec<Option<String>> = s
-                    .query_map([], |r| r.get::<_, Option<String>>(2))
-                    .map_err(err)?
-                    .collect::<Result<_, _>>()
-                    .map_err(err)?;
-                if let [Some(col)] = members.as_slice() {
-                    unique.insert(format!("{tl}.{}", col.to_lowercase()));
-                }
-            }
+        for col in unique_index_columns(&conn, &quoted).map_err(err)? {
+            unique.insert(format!("{tl}.{}", col.to_lowercase()));
         }
         {
             let mut stmt = conn
@@ -163,6 +139,33 @@ pub fn read_sqlite_facts(path: &Path) -> Result<IntrospectedDb, SchemaError> {
         not_null,
         unique,
     })
+}
+
+/// The columns of `quoted`'s single-column UNIQUE indexes (`quoted`: the table's name with its
+/// double quotes doubled).
+fn unique_index_columns(
+    conn: &rusqlite::Connection,
+    quoted: &str,
+) -> Result<Vec<String>, rusqlite::Error> {
+    let mut stmt = conn.prepare(&format!("PRAGMA index_list(\"{quoted}\")"))?;
+    let idx: Vec<(String, i64)> = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut columns = Vec::new();
+    for (name, is_unique) in idx {
+        if is_unique == 0 {
+            continue;
+        }
+        let q = name.replace('"', "\"\"");
+        let mut s = conn.prepare(&format!("PRAGMA index_info(\"{q}\")"))?;
+        let members: Vec<Option<String>> = s
+            .query_map([], |r| r.get::<_, Option<String>>(2))?
+            .collect::<Result<_, _>>()?;
+        if let [Some(col)] = members.as_slice() {
+            columns.push(col.clone());
+        }
+    }
+    Ok(columns)
 }
 
 /// The schemas of the gold metrics: `tables.json` files first, then, when given, the SQLite

@@ -965,3 +965,38 @@ fn files_naming_outside(pattern: &str, allowed: &[&str]) -> Vec<String> {
     offenders.sort();
     offenders
 }
+
+/// No source file is longer than 1,000 lines before its test module (ARCHITECTURE.md): a longer
+/// one is split along its seams. Test files (`tests.rs`, `*_tests.rs`) are not counted.
+#[test]
+fn no_source_file_passes_a_thousand_lines() {
+    let mut offenders = Vec::new();
+    let mut stack = vec![
+        repo().join("src"),
+        repo().join("crates/core/src"),
+        repo().join("crates/testkit/src"),
+    ];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a source directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !name.ends_with(".rs") || name == "tests.rs" || name.ends_with("_tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
+            let lines = code.lines().count();
+            if lines > 1000 {
+                offenders.push(format!("{} ({lines} lines)", path.display()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "files over 1,000 lines: {offenders:?}"
+    );
+}

@@ -938,61 +938,57 @@ fn the_judge_kind_is_matched_in_its_own_two_places() {
 /// end of a longer name: `LlmJudgeConfig::` is not `JudgeConfig::`).
 fn files_naming_outside(pattern: &str, allowed: &[&str]) -> Vec<String> {
     let mut offenders = Vec::new();
-    let mut stack = vec![repo().join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("a source directory") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let relative = path.strip_prefix(repo()).expect("under the repository");
-            if path.extension().is_none_or(|e| e != "rs")
-                || allowed.iter().any(|a| relative == Path::new(a))
-            {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            let named = code
-                .match_indices(pattern)
-                .any(|(at, _)| !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
-            if named {
-                offenders.push(relative.display().to_string());
-            }
+    for path in rust_files(&[repo().join("src")]) {
+        let relative = path.strip_prefix(repo()).expect("under the repository");
+        if allowed.iter().any(|a| relative == Path::new(a)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let named = code
+            .match_indices(pattern)
+            .any(|(at, _)| !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
+        if named {
+            offenders.push(relative.display().to_string());
         }
     }
     offenders.sort();
     offenders
 }
 
-/// No source file is longer than 1,000 lines before its test module (ARCHITECTURE.md): a longer
-/// one is split along its seams. Test files (`tests.rs`, `*_tests.rs`) are not counted.
-#[test]
-fn no_source_file_passes_a_thousand_lines() {
-    let mut offenders = Vec::new();
-    let mut stack = vec![
-        repo().join("src"),
-        repo().join("crates/core/src"),
-        repo().join("crates/testkit/src"),
-    ];
+/// Every `.rs` file under `roots`, recursively.
+fn rust_files(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = roots.to_vec();
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("a source directory") {
             let path = entry.expect("a directory entry").path();
             if path.is_dir() {
                 stack.push(path);
-                continue;
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
             }
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !name.ends_with(".rs") || name == "tests.rs" || name.ends_with("_tests.rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
-            let lines = code.lines().count();
-            if lines > 1000 {
-                offenders.push(format!("{} ({lines} lines)", path.display()));
-            }
+        }
+    }
+    files
+}
+
+/// No source file is longer than 1,000 lines before its test module (ARCHITECTURE.md): a longer
+/// one is split along its seams. Test files (`tests.rs`, `*_tests.rs`) are not counted.
+#[test]
+fn no_source_file_passes_a_thousand_lines() {
+    let roots = ["src", "crates/core/src", "crates/testkit/src"].map(|r| repo().join(r));
+    let mut offenders = Vec::new();
+    for path in rust_files(&roots) {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
+        let lines = code.lines().count();
+        if lines > 1000 {
+            offenders.push(format!("{} ({lines} lines)", path.display()));
         }
     }
     assert!(

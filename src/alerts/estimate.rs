@@ -294,6 +294,32 @@ struct Reading {
     now: DateTime<Utc>,
 }
 
+impl Reading {
+    /// A note of `rule` on this reading: its comparison, the baseline's samples and interval
+    /// (none for a floor), and the summary.
+    fn note_parts(
+        &self,
+        rule: RuleKind,
+        comparison: Comparison,
+        (baseline_samples, baseline_interval): (usize, Option<(f64, f64)>),
+        summary: String,
+    ) -> NoteParts {
+        NoteParts {
+            rule,
+            metric: "estimated_correct_share".into(),
+            labels: self.label_map.clone(),
+            fingerprint: fingerprint_parts(rule, "estimated_correct_share", &self.label_map),
+            comparison,
+            recent_samples: self.recent_samples,
+            baseline_samples,
+            observations: self.observations,
+            observed_interval: Some(self.bounds),
+            baseline_interval,
+            summary,
+        }
+    }
+}
+
 /// `estimate_low`: the recent estimate's interval lies under the floor.
 fn floor_note(
     detector: &mut EstimateDetector,
@@ -301,18 +327,7 @@ fn floor_note(
     reading: &Reading,
     out: &mut Vec<AlertNotification>,
 ) {
-    let Reading {
-        label_map,
-        series,
-        recent,
-        bounds: (lower, upper),
-        se,
-        recent_samples,
-        observations,
-        now,
-    } = reading;
-    let (lower, upper, se, recent_samples, observations, now) =
-        (*lower, *upper, *se, *recent_samples, *observations, *now);
+    let (recent, (_, upper), se) = (&reading.recent, reading.bounds, reading.se);
     let floor = rules.estimate_floor;
     let breach = upper < floor;
     let calm = recent.mean >= floor;
@@ -322,38 +337,26 @@ fn floor_note(
         } else {
             f64::from(u8::from(recent.mean >= floor))
         };
-        let fingerprint =
-            fingerprint_parts(RuleKind::EstimateLow, "estimated_correct_share", label_map);
         let summary = format!(
-            "estimated share correct for {series}: {:.3}{} (floor {floor:.3}; {})",
+            "estimated share correct for {}: {:.3}{} (floor {floor:.3}; {})",
+            reading.series,
             recent.mean,
-            interval_text(Some((lower, upper))),
+            interval_text(Some(reading.bounds)),
             basis_text(detector.source, recent),
         );
-        let parts = NoteParts {
-            rule: RuleKind::EstimateLow,
-            metric: "estimated_correct_share".into(),
-            labels: label_map.clone(),
-            fingerprint,
-            comparison: Comparison {
-                baseline_mean: floor,
-                recent_mean: recent.mean,
-                effect: floor - recent.mean,
-                p_value,
-            },
-            recent_samples,
-            baseline_samples: 0,
-            observations,
-            observed_interval: Some((lower, upper)),
-            baseline_interval: None,
-            summary,
+        let comparison = Comparison {
+            baseline_mean: floor,
+            recent_mean: recent.mean,
+            effect: floor - recent.mean,
+            p_value,
         };
+        let parts = reading.note_parts(RuleKind::EstimateLow, comparison, (0, None), summary);
         out.push(finish_note(
             &mut detector.low,
             step,
             parts,
             &rules.severity,
-            now,
+            reading.now,
         ));
     }
 }
@@ -367,90 +370,60 @@ fn drop_note(
     samples: impl Fn(&Estimate) -> usize,
     out: &mut Vec<AlertNotification>,
 ) {
-    let Reading {
-        label_map,
-        series,
-        recent,
-        bounds: (lower, upper),
-        se,
-        recent_samples,
-        observations,
-        now,
-    } = reading;
-    let (breach, calm, comparison, baseline_interval, baseline_samples) = match &eval.baseline {
-        Some(base) => {
-            let (b_lo, b_hi) = (
-                base.lower.unwrap_or(base.mean),
-                base.upper.unwrap_or(base.mean),
-            );
-            let se_both = (se.powi(2) + standard_error(base).powi(2)).sqrt();
-            let p_value = if se_both > 0.0 {
-                1.0 - normal_cdf((base.mean - recent.mean) / se_both)
-            } else {
-                1.0
-            };
-            (
-                upper < b_lo,
-                recent.mean >= b_lo,
-                Comparison {
-                    baseline_mean: base.mean,
-                    recent_mean: recent.mean,
-                    effect: base.mean - recent.mean,
-                    p_value,
-                },
-                Some((b_lo, b_hi)),
-                samples(base),
-            )
-        }
-        None => return,
+    let (recent, (_, upper), se) = (&reading.recent, reading.bounds, reading.se);
+    let Some(base) = &eval.baseline else {
+        return;
     };
+    let (b_lo, b_hi) = (
+        base.lower.unwrap_or(base.mean),
+        base.upper.unwrap_or(base.mean),
+    );
+    let se_both = (se.powi(2) + standard_error(base).powi(2)).sqrt();
+    let p_value = if se_both > 0.0 {
+        1.0 - normal_cdf((base.mean - recent.mean) / se_both)
+    } else {
+        1.0
+    };
+    let comparison = Comparison {
+        baseline_mean: base.mean,
+        recent_mean: recent.mean,
+        effect: base.mean - recent.mean,
+        p_value,
+    };
+    let (baseline_interval, baseline_samples) = (Some((b_lo, b_hi)), samples(base));
+    let (breach, calm) = (upper < b_lo, recent.mean >= b_lo);
     if let Some(step) = detector.drop.step(breach, calm, rules) {
         detector.frozen_baseline = match step {
             Step::Fire => eval.baseline_moments,
             Step::Resolve(_) => None,
         };
-        let fingerprint = fingerprint_parts(
-            RuleKind::EstimateDrop,
-            "estimated_correct_share",
-            &label_map,
-        );
-        let summary = match detector.source {
-            EstimateSource::Judge => format!(
-                "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} ({} judged uniform recently, {baseline_samples} before)",
-                comparison.baseline_mean,
-                interval_text(baseline_interval),
-                recent.mean,
-                interval_text(Some((lower, upper))),
-                recent.judged
-            ),
+        let basis = match detector.source {
+            EstimateSource::Judge => format!("{} judged uniform recently", recent.judged),
             EstimateSource::LineRate => format!(
-                "estimated share correct dropped for {series}: baseline {:.3}{} → recent {:.3}{} (line rate: mean p_correct over {} events recently, {baseline_samples} before)",
-                comparison.baseline_mean,
-                interval_text(baseline_interval),
-                recent.mean,
-                interval_text(Some((lower, upper))),
+                "line rate: mean p_correct over {} events recently",
                 recent.events
             ),
         };
-        let parts = NoteParts {
-            rule: RuleKind::EstimateDrop,
-            metric: "estimated_correct_share".into(),
-            labels: label_map,
-            fingerprint,
+        let summary = format!(
+            "estimated share correct dropped for {}: baseline {:.3}{} → recent {:.3}{} ({basis}, {baseline_samples} before)",
+            reading.series,
+            comparison.baseline_mean,
+            interval_text(baseline_interval),
+            recent.mean,
+            interval_text(Some(reading.bounds)),
+        );
+        let parts = reading.note_parts(
+            RuleKind::EstimateDrop,
             comparison,
-            recent_samples,
-            baseline_samples,
-            observations,
-            observed_interval: Some((lower, upper)),
-            baseline_interval,
+            (baseline_samples, baseline_interval),
             summary,
-        };
+        );
         out.push(finish_note(
             &mut detector.drop,
             step,
             parts,
             &rules.severity,
-            now,
+            reading.now,
         ));
     }
 }

@@ -795,7 +795,7 @@ mod tests {
         assert_eq!(serde_json::to_string(&newer).unwrap(), "\"bleu\"");
         assert_eq!(serde_json::to_string(&known).unwrap(), "\"ts_ex\"");
         // Ordered, compared and looked up by name, as the column is.
-        let mut all = vec![
+        let mut all: [StoredMetric; 4] = [
             known.clone(),
             newer.clone(),
             Metric::Esm.into(),

@@ -241,7 +241,7 @@ fn release_elsewhere<T: Send + 'static>(
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         // `cargo test --all-targets` runs bench binaries without `--bench`; the Kafka source's
-        // tests (`tests/daemon_kafka_source.rs`) cover correctness, so there is nothing to
+        // tests (`tests/daemon/kafka_source.rs`) cover correctness, so there is nothing to
         // measure here (it drained 100,000 messages three times in the test run before).
         println!("kafka_source: skipped outside `cargo bench`");
         return;

@@ -98,7 +98,7 @@ install_zookeeper() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq zookeeper >&2
 }
 
-# Headless Chromium renders the HTML report in tests/report_html.rs, and Chromium driven over
+# Headless Chromium renders the HTML report in tests/in_process/report_html.rs, and Chromium driven over
 # WebDriver by Debian's chromedriver runs the review page's browser test (tests/review_browser.rs).
 # Optional: without them those tests print a loud SKIPPED (outside CI), so a failed install only
 # warns.

@@ -1,6 +1,6 @@
 //! People's verdicts of `shared/data/labels` as scored line-rate rows: what the correctness
 //! model is fitted and measured on (`examples/verdict_model.rs`) and what the test of the
-//! shipped model refits (`tests/stef/verdict_model.rs`).
+//! shipped model refits (`tests/in_process/stef/verdict_model.rs`).
 //!
 //! Each labelled prediction of the two sources (NL2SQL-Bugs, ROSE-VEC) becomes an agent's
 //! event — question, enriched question = question + " " + evidence, SQL, dialect SQLite, its

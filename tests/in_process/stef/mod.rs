@@ -1,8 +1,5 @@
 //! STEF end to end: the paper's listings, the shared BIRD and Spider predictions, the checks
-//! and the rule profiles, one test binary (each file below was its own).
-
-#[path = "../support/mod.rs"]
-mod support;
+//! and the rule profiles (each file below was once its own test binary).
 
 mod bird;
 mod checks;

@@ -8,6 +8,7 @@ use support::Harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_mid_stream_loses_nothing() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_broker", 10_000, 0, false) else {
         return;
     };

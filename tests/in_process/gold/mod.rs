@@ -1,9 +1,7 @@
 //! The gold metrics against the shared benchmark data and the official evaluators' verdicts
-//! (EX, ESM, ESM+, ETM, ts_ex, the LLM-judged metrics, the gold scorer, the audit), one test
-//! binary: each file below was its own binary, and each binary linked the whole daemon.
-
-#[path = "../support/mod.rs"]
-mod support;
+//! (EX, ESM, ESM+, ETM, ts_ex, the LLM-judged metrics, the gold scorer, the audit). Each file
+//! below was once its own test binary, each linking the whole daemon; they are modules of the
+//! in-process binary now.
 
 mod audit;
 mod esm_plus_fixtures;

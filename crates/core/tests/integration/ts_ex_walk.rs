@@ -9,7 +9,7 @@
 //! which its `_ => {}` skipped: `SUBSTR(atom_id, 7, 2) = '45'` compared nothing it knew) and the
 //! conditions of subqueries joined in FROM (`JOIN (SELECT … WHERE bond_type = '=') AS T`).
 
-mod support;
+use crate::support;
 
 use sqlgrade_core::metrics::ts_ex::{Literal, literals, tables_read};
 use sqlparser::dialect::SQLiteDialect;

@@ -9,6 +9,7 @@ use support::Harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_in_one_group_share_the_work() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_group", 10_000, 0, false) else {
         return;
     };
@@ -63,6 +64,7 @@ fn rebalances(log: &str) -> usize {
 /// never got an assignment), so it cannot be run here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_killed_and_restarted_leaves_no_partition_unconsumed() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_group_restart", 10_000, 0, false) else {
         return;
     };

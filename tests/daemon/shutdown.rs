@@ -94,6 +94,7 @@ async fn sigterm_with_the_broker_gone(mut h: Harness, says: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_the_broker_and_its_judge_work_topic_gone_exits_within_the_limit() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_shutdown_broker", 2_000, 0, false) else {
         return;
     };
@@ -133,6 +134,7 @@ work_topic = "{WORK_TOPIC}"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_the_broker_gone_exits_non_zero_within_the_limit() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_shutdown_broker_only", 2_000, 0, false) else {
         return;
     };
@@ -181,16 +183,19 @@ async fn sigterm_with_clickhouse_gone(test: &str, broker_too: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_clickhouse_gone_exits_non_zero_within_the_limit() {
+    let _servers = crate::one_at_a_time().await;
     sigterm_with_clickhouse_gone("daemon_shutdown_clickhouse", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_the_broker_and_clickhouse_gone_exits_non_zero_within_the_limit() {
+    let _servers = crate::one_at_a_time().await;
     sigterm_with_clickhouse_gone("daemon_shutdown_both", true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_the_judge_endpoint_hanging_exits_cleanly_within_the_limit() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_shutdown_judge", 1_000, 0, false) else {
         return;
     };

@@ -2,10 +2,10 @@
 //! Spider dev gold + 3 Spider prediction files) goes through `sqlspec::extract` with the SQLite
 //! dialect: each yields a spec or a clean error status, never a panic.
 //!
-//! Run with `cargo test --test sqlspec_corpus -- --nocapture` to see the per-file table and the
+//! Run with `cargo test -p sqlgrade-core --test integration sqlspec_corpus -- --nocapture` to see the per-file table and the
 //! list of queries that do not yield a spec.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};

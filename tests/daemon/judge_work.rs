@@ -25,6 +25,7 @@ fn judged_ids(h: &Harness) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn judge_work_survives_a_crash_exactly_once() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_judge_work", 2_000, 0, false) else {
         return;
     };

@@ -3,7 +3,7 @@
 //! redaction and refusals (one table of invalid settings), `migrate`'s errors, and
 //! `benches/scaling-binary.sh` driving the built binary.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;

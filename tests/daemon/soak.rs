@@ -62,6 +62,7 @@ fn wait_progress(h: &Harness, daemon: &Daemon, rows: u64, judged_before: u64, af
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_a_clickhouse_and_a_judge_outage_neither_stop_the_daemon_nor_lose_events() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_soak", 4 * WAVE, 0, false) else {
         return;
     };

@@ -493,8 +493,9 @@ fn unit_path(name: &str) -> Vec<String> {
     name.split("::").map(str::to_string).collect()
 }
 
+/// The workspace root (this crate is `crates/architecture`).
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The layer tables of `ARCHITECTURE.md`, the one list: per crate source root (the heading
@@ -671,6 +672,16 @@ fn every_workspace_crate_is_checked() {
         "crates/testkit/src",
     ];
     for member in &members {
+        // A crate that exists for its tests (`crates/architecture`) has no modules to check.
+        let lib = repo().join(member).join("src/lib.rs");
+        if *member != "."
+            && std::fs::read_to_string(&lib).is_ok_and(|text| {
+                text.lines()
+                    .all(|line| line.is_empty() || line.starts_with("//!"))
+            })
+        {
+            continue;
+        }
         let root = if *member == "." {
             "src".to_string()
         } else {
@@ -878,29 +889,106 @@ fn module_files_with_children_keep_one_of_two_shapes() {
     }
 }
 
-/// The test groups (`tests/gold/`, `tests/stef/`: one binary each, whose tests run in parallel
-/// threads) hold no test that starts servers or a model (ARCHITECTURE.md, "Where to add … a
-/// test"): those stay one binary each, so `cargo test` runs them one after another and their
-/// waits never share the machine with another binary's servers.
+/// The integration test binaries (ARCHITECTURE.md, "Where to add … a test"): `tests/in_process/`
+/// (one binary, its tests in parallel threads) holds no test that starts a real server or a
+/// model; `tests/daemon/` (one binary of server tests) runs its tests one at a time, each holding
+/// `one_at_a_time()` for its whole life; any other test that starts servers, sets a process-wide
+/// setting or measures timing is a top-level `tests/*.rs` of its own, so `cargo test` runs it
+/// after the other binaries, never beside them.
 #[test]
 fn test_groups_start_no_servers() {
     let mut offenders = Vec::new();
-    for group in ["gold", "stef"] {
-        let dir = repo().join("tests").join(group);
-        let entries = std::fs::read_dir(&dir).expect("the group directory");
-        for entry in entries {
-            let path = entry.expect("a directory entry").path();
-            let text = std::fs::read_to_string(&path).expect("a test file");
-            for needle in ["servers::", "Harness::", "LlamaServer", "Servers::start"] {
-                if text.contains(needle) {
-                    offenders.push(format!("{} uses {needle}", path.display()));
-                }
+    for path in rust_files(&[repo().join("tests/in_process")]) {
+        let text = std::fs::read_to_string(&path).expect("a test file");
+        for needle in [
+            "Harness::",
+            "Servers::start",
+            "ClickHouse::start",
+            "ClickHouseCluster",
+            "Tansu::start",
+            "LlamaServer",
+            "chromedriver",
+            "set_var(",
+            "set_global_default",
+            ".init()",
+        ] {
+            if text.contains(needle) {
+                offenders.push(format!("{} uses {needle}", path.display()));
             }
         }
     }
     assert!(
         offenders.is_empty(),
-        "tests that start servers go in a top-level tests/*.rs of their own: {offenders:?}"
+        "tests that start servers, or set what the whole process shares, go in tests/daemon/ or \
+         a top-level tests/*.rs of their own: {offenders:?}"
+    );
+
+    let mut unlocked = Vec::new();
+    for path in rust_files(&[repo().join("tests/daemon")]) {
+        let text = std::fs::read_to_string(&path).expect("a test file");
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let line = line.trim_start();
+            if !(line.starts_with("#[test]") || line.starts_with("#[tokio::test")) {
+                continue;
+            }
+            // The signature, then the body's first statement.
+            let signature: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| !l.trim_end().ends_with('{'))
+                .collect();
+            let first = lines.next().unwrap_or("").trim();
+            if first != "let _servers = crate::one_at_a_time().await;" {
+                unlocked.push(format!("{}: {signature:?}", path.display()));
+            }
+        }
+    }
+    assert!(
+        unlocked.is_empty(),
+        "every test of tests/daemon/ starts with `let _servers = crate::one_at_a_time().await;`, so \
+         that no two of them run their servers at once: {unlocked:?}"
+    );
+}
+
+/// Integration test binaries stay few (issue 77: each one links its crate and every
+/// dependency again): a file `tests/*.rs` or a folder `tests/*/main.rs` of any workspace crate is
+/// one binary. A new test is a module of an existing binary unless it starts servers of its own
+/// or changes what the whole process shares (`test_groups_start_no_servers`).
+#[test]
+fn integration_test_binaries_stay_few() {
+    const MOST: usize = 25;
+    let mut binaries = Vec::new();
+    for tests in [
+        "tests",
+        "crates/core/tests",
+        "crates/testkit/tests",
+        "crates/architecture/tests",
+    ] {
+        let Ok(entries) = std::fs::read_dir(repo().join(tests)) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let binary = if path.is_dir() {
+                path.join("main.rs").is_file()
+            } else {
+                path.extension().is_some_and(|e| e == "rs")
+            };
+            if binary {
+                binaries.push(
+                    path.strip_prefix(repo())
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    binaries.sort();
+    assert!(
+        binaries.len() <= MOST,
+        "{} integration test binaries (at most {MOST}): {binaries:?}",
+        binaries.len()
     );
 }
 

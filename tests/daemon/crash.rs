@@ -10,6 +10,7 @@ use support::Harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_then_restart_loses_nothing() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_crash", 10_000, 200, false) else {
         return;
     };
@@ -60,6 +61,7 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
 /// dead-letters it with the reason; every other event is stored, none lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_is_dead_lettered_after_two_deaths_and_the_rest_is_stored() {
+    let _servers = crate::one_at_a_time().await;
     const MARK: &str = "POISON-EVENT-3f9a1c";
     let Some(mut h) = Harness::start("daemon_poison", 3_000, 0, false) else {
         return;

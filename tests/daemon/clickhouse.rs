@@ -182,6 +182,7 @@ fn stef_row(i: usize) -> EvaluationRow {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clickhouse_schema_sink_and_dashboard_queries() {
+    let _servers = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let mut ch = match ClickHouse::start_in(dir.path()) {
         Ok(ch) => ch,

@@ -3,7 +3,7 @@
 //! response-format fallback and the durable cache seam. (The request-rate limit has its own test
 //! binary, `judge_rate_limit.rs`, so that no other test competes with its timing.)
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

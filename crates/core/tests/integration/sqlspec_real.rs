@@ -16,11 +16,9 @@
 //! (SUBSTR, strftime, STRFTIME, BETWEEN a year, LIKE 'YYYY-%'), IS [NOT] NULL, HAVING, ORDER BY
 //! aliases, ORDER BY … LIMIT 1, backticks, double-quoted identifiers and double-quoted strings.
 
-#[path = "sqlspec_real/bird.rs"]
 mod bird;
-#[path = "sqlspec_real/spider.rs"]
 mod spider;
-mod support;
+use crate::support;
 
 use sqlgrade_core::sqlspec::{Clause, Filter, Projection, SqlSpec, extract};
 

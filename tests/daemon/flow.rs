@@ -13,6 +13,7 @@ use support::{DLQ_TOPIC, GROUP, Harness, PARTITIONS, TOPIC};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_events_and_two_hundred_dead_letters() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_flow", 10_000, 200, true) else {
         return;
     };

@@ -2,7 +2,7 @@
 //! or a stack overflow. Deep inputs run on threads with deliberately small stacks to show that
 //! the bounds hold without relying on the test harness's stack size.
 
-mod support;
+use crate::support;
 
 use sqlgrade_core::evaluation::RowStatus;
 use sqlgrade_core::sqlspec::{

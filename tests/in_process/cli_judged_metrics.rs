@@ -3,7 +3,7 @@
 //! predictions, real databases), `check-config`'s rules for the judged metrics, and a second
 //! backfill through the same scorer answered entirely from the in-process (moka) judge cache.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

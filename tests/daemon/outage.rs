@@ -9,6 +9,7 @@ use support::Harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clickhouse_outage_of_twenty_seconds_loses_nothing() {
+    let _servers = crate::one_at_a_time().await;
     let Some(mut h) = Harness::start("daemon_outage", 10_000, 0, false) else {
         return;
     };

@@ -23,6 +23,7 @@ async fn next_within(source: &mut KafkaSource, d: Duration) -> Option<SourceMess
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
+    let _servers = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let kafka = match Tansu::start_in(dir.path()) {
         Ok(k) => k,
@@ -172,6 +173,7 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
 /// rows collapse with the first delivery's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
+    let _servers = crate::one_at_a_time().await;
     use rdkafka::producer::FutureRecord;
     let dir = tempfile::tempdir().unwrap();
     let kafka = match Tansu::start_in(dir.path()) {
@@ -238,6 +240,7 @@ async fn kafka_message_timestamp_is_the_source_time_on_every_delivery() {
 /// the next start reads them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_waiting_in_a_received_batch_are_not_committed_past() {
+    let _servers = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let kafka = match Tansu::start_in(dir.path()) {
         Ok(k) => k,
@@ -314,6 +317,7 @@ async fn messages_waiting_in_a_received_batch_are_not_committed_past() {
 /// librdkafka's own test hook; the client then behaves as on the real error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
+    let _servers = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let kafka = match Tansu::start_in(dir.path()) {
         Ok(k) => k,
@@ -383,6 +387,7 @@ async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
 /// failed delivery was returned and ended `sqlgrade run`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn judge_work_waits_out_a_broker_outage() {
+    let _servers = crate::one_at_a_time().await;
     use std::sync::Arc;
 
     use sqlgrade::llm::second_pass::{JudgeWork, WorkSink};

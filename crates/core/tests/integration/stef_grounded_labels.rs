@@ -10,7 +10,7 @@
 //! every code that fired ten times or more; the exact figures are in `benches/README.md`, from
 //! `cargo run --release --example stef_labels`). Deterministic: no timing, no sampling.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -232,7 +232,7 @@ fn deterministic_stef_separates_spider_predictions_by_esm() {
     }
 }
 
-/// Development aid: `cargo test --release --test stef_bird -- --ignored dump` writes every
+/// Development aid: `cargo test --release --test in_process stef::bird -- --ignored dump` writes every
 /// scored event with its rationale to `$TMPDIR/stef_bird_<system>.jsonl` for inspection.
 #[test]
 #[ignore]

@@ -31,6 +31,23 @@ pub(super) struct Observers {
 }
 
 impl Observers {
+    /// Observers of a run that has seen no row yet.
+    pub(super) fn new(
+        metrics: Option<crate::telemetry::PipelineMetrics>,
+        alerts: Option<crate::alerts::AlertHandle>,
+        judge: Option<(Arc<crate::llm::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
+        evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
+    ) -> Observers {
+        Observers {
+            stats: RunStats::default(),
+            metrics,
+            alerts,
+            judge,
+            evaluations,
+            series: String::new(),
+        }
+    }
+
     /// One scored event's rows, or one judged row.
     pub(super) async fn rows(
         &mut self,
@@ -168,6 +185,48 @@ pub(super) async fn recv_opt<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T>
     }
 }
 
+/// Absorb `completed`, then what else is already waiting without going back through the
+/// batcher's select (and its flush timer) for every hand-over, until a batch went to the
+/// writer. Each one spends the task's cooperative budget as `recv` would, so the batcher still
+/// yields regularly to the tasks it feeds (the alert engine, the writer).
+async fn absorb_ready(
+    done_rx: &mut mpsc::Receiver<Vec<Completed>>,
+    pending: &mut PendingBatch,
+    observers: &mut Observers,
+    completed: Vec<Completed>,
+    batch_tx: &mpsc::Sender<PendingBatch>,
+    knobs: &Knobs,
+) -> Absorbed {
+    let mut absorbed = absorb_all(pending, observers, completed, batch_tx, knobs).await;
+    while absorbed == Absorbed::Pending {
+        match done_rx.try_recv() {
+            Ok(completed) => {
+                absorbed = absorb_all(pending, observers, completed, batch_tx, knobs).await;
+                tokio::task::consume_budget().await;
+            }
+            Err(_) => break,
+        }
+    }
+    absorbed
+}
+
+/// Add a judged row set of the second pass to the pending batch (opening it when empty).
+async fn absorb_judged(
+    pending: &mut PendingBatch,
+    observers: &mut Observers,
+    judged: JudgedOutput,
+) {
+    let JudgedOutput { rows, ack, trace } = judged;
+    if pending.opened_at.is_none() {
+        pending.opened_at = Some(tokio::time::Instant::now());
+    }
+    observers.rows(&rows, false, trace).await;
+    pending.entries += rows.len().max(1);
+    pending.bytes += rows.len() * ROW_BYTES_ESTIMATE;
+    pending.contents.add_rows(rows);
+    pending.acks.push(ack);
+}
+
 pub(super) async fn batch_stage(
     mut done_rx: mpsc::Receiver<Vec<Completed>>,
     mut judged_rx: Option<mpsc::Receiver<JudgedOutput>>,
@@ -184,14 +243,7 @@ pub(super) async fn batch_stage(
         judge,
         evaluations,
     } = options;
-    let mut observers = Observers {
-        stats: RunStats::default(),
-        metrics: metrics.clone(),
-        alerts,
-        judge,
-        evaluations,
-        series: String::new(),
-    };
+    let mut observers = Observers::new(metrics.clone(), alerts, judge, evaluations);
     let mut pending = PendingBatch::default();
     // The sink writes on its own task, so the next batch fills while the previous one is being
     // inserted; the one-slot channel keeps at most one batch writing and one waiting.
@@ -226,30 +278,15 @@ pub(super) async fn batch_stage(
             }
             received = done_rx.recv(), if line_open => match received {
                 Some(completed) => {
-                    let mut absorbed =
-                        absorb_all(&mut pending, &mut observers, completed, &batch_tx, &options)
-                            .await;
-                    // Take what else is already waiting without going back through the select
-                    // (and its flush timer) for every hand-over, until a batch went to the
-                    // writer. Each one spends the task's cooperative budget as `recv` would, so
-                    // the batcher still yields regularly to the tasks it feeds (the alert
-                    // engine, the writer).
-                    while absorbed == Absorbed::Pending {
-                        match done_rx.try_recv() {
-                            Ok(completed) => {
-                                absorbed = absorb_all(
-                                    &mut pending,
-                                    &mut observers,
-                                    completed,
-                                    &batch_tx,
-                                    &options,
-                                )
-                                .await;
-                                tokio::task::consume_budget().await;
-                            }
-                            Err(_) => break,
-                        }
-                    }
+                    let absorbed = absorb_ready(
+                        &mut done_rx,
+                        &mut pending,
+                        &mut observers,
+                        completed,
+                        &batch_tx,
+                        &options,
+                    )
+                    .await;
                     if absorbed == Absorbed::WriterStopped {
                         break;
                     }
@@ -267,16 +304,7 @@ pub(super) async fn batch_stage(
                 }
             },
             received = recv_opt(&mut judged_rx), if judged_open => match received {
-                Some(JudgedOutput { rows, ack, trace }) => {
-                    if pending.opened_at.is_none() {
-                        pending.opened_at = Some(tokio::time::Instant::now());
-                    }
-                    observers.rows(&rows, false, trace).await;
-                    pending.entries += rows.len().max(1);
-                    pending.bytes += rows.len() * ROW_BYTES_ESTIMATE;
-                    pending.contents.add_rows(rows);
-                    pending.acks.push(ack);
-                }
+                Some(judged) => absorb_judged(&mut pending, &mut observers, judged).await,
                 None => {
                     judged_open = false;
                     continue;

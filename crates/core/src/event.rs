@@ -232,47 +232,10 @@ impl QueryResult {
                 json_type_name(&value)
             ));
         };
-        let text = |v: Value, what: &str| -> Result<Option<String>, String> {
-            match v {
-                Value::Null => Ok(None),
-                Value::String(s) => Ok(Some(clip_text(&s))),
-                other => Err(format!(
-                    "{what}: expected a string, got {}",
-                    json_type_name(&other)
-                )),
-            }
-        };
-        let count = |v: Value, what: &str| -> Result<Option<u64>, String> {
-            match v {
-                Value::Null => Ok(None),
-                Value::Number(n) => n
-                    .as_u64()
-                    .map(Some)
-                    .ok_or_else(|| format!("{what}: expected a non-negative integer, got {n}")),
-                other => Err(format!(
-                    "{what}: expected a number, got {}",
-                    json_type_name(&other)
-                )),
-            }
-        };
-        let duration = |v: Value, what: &str| -> Result<Option<f64>, String> {
-            match v {
-                Value::Null => Ok(None),
-                Value::Number(n) => n
-                    .as_f64()
-                    .filter(|ms| ms.is_finite() && *ms >= 0.0)
-                    .map(Some)
-                    .ok_or_else(|| format!("{what}: expected a non-negative number, got {n}")),
-                other => Err(format!(
-                    "{what}: expected a number, got {}",
-                    json_type_name(&other)
-                )),
-            }
-        };
         let mut result = QueryResult {
-            error: text(obj.remove("error").unwrap_or(Value::Null), "error")?,
-            row_count: count(obj.remove("row_count").unwrap_or(Value::Null), "row_count")?,
-            elapsed_ms: duration(
+            error: optional_text(obj.remove("error").unwrap_or(Value::Null), "error")?,
+            row_count: optional_count(obj.remove("row_count").unwrap_or(Value::Null), "row_count")?,
+            elapsed_ms: optional_duration(
                 obj.remove("elapsed_ms").unwrap_or(Value::Null),
                 "elapsed_ms",
             )?,
@@ -349,6 +312,49 @@ impl QueryResult {
             ));
         }
         Ok(result)
+    }
+}
+
+/// A `result` member that may be null or a string (clipped); `what` names it in the error.
+fn optional_text(v: Value, what: &str) -> Result<Option<String>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(clip_text(&s))),
+        other => Err(format!(
+            "{what}: expected a string, got {}",
+            json_type_name(&other)
+        )),
+    }
+}
+
+/// A `result` member that may be null or a non-negative integer.
+fn optional_count(v: Value, what: &str) -> Result<Option<u64>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("{what}: expected a non-negative integer, got {n}")),
+        other => Err(format!(
+            "{what}: expected a number, got {}",
+            json_type_name(&other)
+        )),
+    }
+}
+
+/// A `result` member that may be null or a finite non-negative number (milliseconds).
+fn optional_duration(v: Value, what: &str) -> Result<Option<f64>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(Some)
+            .ok_or_else(|| format!("{what}: expected a non-negative number, got {n}")),
+        other => Err(format!(
+            "{what}: expected a number, got {}",
+            json_type_name(&other)
+        )),
     }
 }
 

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::Label;
 use crate::evaluation::Metric;
 use crate::sampling::verdict_fit::{
-    DEFAULT_L2, TrainingItem, fit, held_out_figures, held_out_figures_per_item,
+    DEFAULT_L2, Fitted, TrainingItem, fit, held_out_figures, held_out_figures_per_item,
     nested_cross_validate, threshold_for,
 };
 use crate::stef::correctness::{
@@ -262,60 +262,16 @@ pub fn fit_and_compare(
         format!("previous_model_{}_same_items", current.version()),
         current_figures,
     );
-    let model = ModelFile {
-        format: MODEL_FORMAT,
-        description: format!(
-            "refit by `sqlgrade calibrate --fit` on {} labelled events ({} correct) of {}",
-            items.len(),
-            n_correct,
-            source.name
-        ),
-        fitted: chrono::Utc::now().format("%Y-%m-%d").to_string(),
-        sqlgrade: crate::stef::assessment::SQLGRADE_VERSION.to_string(),
-        target_flag_rate: target,
+    let model = refit_model_file(
+        &fitted,
+        &source,
+        items.len(),
+        n_correct,
         threshold,
-        l2: options.l2,
-        intercept: fitted.intercept,
-        weights: feature_names()
-            .iter()
-            .zip(&fitted.weights)
-            .filter(|(_, w)| **w != 0.0)
-            .map(|(n, w)| (n.clone(), *w))
-            .collect(),
-        sources: vec![LabelSource {
-            items: items.len() as u64,
-            correct: n_correct as u64,
-            ..source
-        }],
         held_out,
-    };
-    let decision = if n_correct < options.min_per_class || n_wrong < options.min_per_class {
-        FitDecision::TooFewLabels {
-            correct: n_correct,
-            wrong: n_wrong,
-            needed: options.min_per_class,
-        }
-    } else {
-        let kappa = |f: &HeldOutFigures| f.kappa_at_target.unwrap_or(f64::NEG_INFINITY);
-        let brier = |f: &HeldOutFigures| f.brier.unwrap_or(f64::INFINITY);
-        if kappa(&new_figures) > kappa(&current_figures)
-            && brier(&new_figures) <= brier(&current_figures)
-        {
-            FitDecision::Better
-        } else {
-            FitDecision::NotBetter {
-                reason: format!(
-                    "κ at ≤ {:.0} % of correct flagged {:.3} against the current model's {:.3}, \
-                     Brier {:.3} against {:.3} (it must be higher in κ and no worse in Brier)",
-                    100.0 * target,
-                    kappa(&new_figures),
-                    kappa(&current_figures),
-                    brier(&new_figures),
-                    brier(&current_figures)
-                ),
-            }
-        }
-    };
+        options,
+    );
+    let decision = decide(&new_figures, &current_figures, n_correct, n_wrong, options);
     FitReport {
         used: items.len(),
         correct: n_correct,
@@ -327,6 +283,80 @@ pub fn fit_and_compare(
         current_fitted_on_these,
         model: Some(model),
         decision,
+    }
+}
+
+/// The model file a refit writes: its weights, the threshold for the target flag rate, the
+/// labels it was fitted on and its held-out figures.
+fn refit_model_file(
+    fitted: &Fitted,
+    source: &LabelSource,
+    used: usize,
+    correct: usize,
+    threshold: f64,
+    held_out: BTreeMap<String, HeldOutFigures>,
+    options: &FitOptions,
+) -> ModelFile {
+    ModelFile {
+        format: MODEL_FORMAT,
+        description: format!(
+            "refit by `sqlgrade calibrate --fit` on {} labelled events ({} correct) of {}",
+            used, correct, source.name
+        ),
+        fitted: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        sqlgrade: crate::stef::assessment::SQLGRADE_VERSION.to_string(),
+        target_flag_rate: options.target_flag_rate,
+        threshold,
+        l2: options.l2,
+        intercept: fitted.intercept,
+        weights: feature_names()
+            .iter()
+            .zip(&fitted.weights)
+            .filter(|(_, w)| **w != 0.0)
+            .map(|(n, w)| (n.clone(), *w))
+            .collect(),
+        sources: vec![LabelSource {
+            items: used as u64,
+            correct: correct as u64,
+            ..source.clone()
+        }],
+        held_out,
+    }
+}
+
+/// Whether the refit replaces the current model: enough labels of each class, then higher κ
+/// at the target flag rate and no worse Brier on the same held-out folds.
+fn decide(
+    new: &HeldOutFigures,
+    current: &HeldOutFigures,
+    n_correct: usize,
+    n_wrong: usize,
+    options: &FitOptions,
+) -> FitDecision {
+    if n_correct < options.min_per_class || n_wrong < options.min_per_class {
+        FitDecision::TooFewLabels {
+            correct: n_correct,
+            wrong: n_wrong,
+            needed: options.min_per_class,
+        }
+    } else {
+        let kappa = |f: &HeldOutFigures| f.kappa_at_target.unwrap_or(f64::NEG_INFINITY);
+        let brier = |f: &HeldOutFigures| f.brier.unwrap_or(f64::INFINITY);
+        if kappa(new) > kappa(current) && brier(new) <= brier(current) {
+            FitDecision::Better
+        } else {
+            FitDecision::NotBetter {
+                reason: format!(
+                    "κ at ≤ {:.0} % of correct flagged {:.3} against the current model's {:.3}, \
+                     Brier {:.3} against {:.3} (it must be higher in κ and no worse in Brier)",
+                    100.0 * options.target_flag_rate,
+                    kappa(new),
+                    kappa(current),
+                    brier(new),
+                    brier(current)
+                ),
+            }
+        }
     }
 }
 

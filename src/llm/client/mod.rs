@@ -670,27 +670,7 @@ impl LlmClient {
                 .await
             };
             match outcome {
-                Ok(reply) => {
-                    let usage = reply
-                        .usage
-                        .map(|u| TokenUsage {
-                            prompt_tokens: u.prompt_tokens,
-                            completion_tokens: u.completion_tokens,
-                        })
-                        .unwrap_or_default();
-                    let reasoning = reply.usage.map_or(0, |u| u.reasoning_tokens());
-                    let cut_off = reply.cut_off();
-                    self.stats.completed(usage, reasoning, cut_off);
-                    if let Some(model) = reply.model.as_deref() {
-                        self.note_served_model(model);
-                    }
-                    return Ok(Completion {
-                        content: reply.content().map(str::to_string),
-                        usage,
-                        cut_off,
-                        mode,
-                    });
-                }
+                Ok(reply) => return Ok(self.completed(&reply, mode)),
                 Err(AttemptError::FormatRejected(error)) => {
                     if self.mode_pinned {
                         return Err(error);
@@ -745,6 +725,30 @@ impl LlmClient {
                     tokio::time::sleep(delay).await;
                 }
             }
+        }
+    }
+
+    /// A reply the server gave: its usage and whether it was cut off counted, the model that
+    /// served it noted, its content taken.
+    fn completed(&self, reply: &ChatReply, mode: ResponseMode) -> Completion {
+        let usage = reply
+            .usage
+            .map(|u| TokenUsage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            })
+            .unwrap_or_default();
+        let reasoning = reply.usage.map_or(0, |u| u.reasoning_tokens());
+        let cut_off = reply.cut_off();
+        self.stats.completed(usage, reasoning, cut_off);
+        if let Some(model) = reply.model.as_deref() {
+            self.note_served_model(model);
+        }
+        Completion {
+            content: reply.content().map(str::to_string),
+            usage,
+            cut_off,
+            mode,
         }
     }
 

@@ -127,30 +127,7 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
         );
     }
     // Rule 3.
-    let mut rule3 = Vec::new();
-    if status == FilterStatus::PartiallyApplied {
-        rule3.push("partially applied filters".to_string());
-        rule3.extend(unmet_filters.iter().cloned());
-    }
-    push_listed(&mut rule3, "missing aggregations", &a.missing_aggregations);
-    rule3.extend(restriction.iter().cloned());
-    if matches!(
-        enrichment,
-        EnrichmentStatus::DropsConstraints | EnrichmentStatus::Drifted
-    ) {
-        rule3.push(format!(
-            "enrichment {} (dropped: {})",
-            enrichment.as_str(),
-            prepared.enrichment.dropped.join(", ")
-        ));
-    }
-    rule3.extend(
-        prepared
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Warning)
-            .map(|f| format!("{}: {}", f.code.as_str(), f.evidence)),
-    );
+    let rule3 = rule3_reasons(prepared, status, &unmet_filters, &restriction);
     if !rule3.is_empty() {
         return (
             Verdict::PotentiallyIncorrect,
@@ -179,6 +156,48 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
     }
     // Rule 5.
     let confidence = if checked >= 2 { MAX_CONFIDENCE } else { 0.70 };
+    (Verdict::Correct, confidence, rule5_rationale(a, checked))
+}
+
+/// Rule 3's reasons: partially applied filters, missing aggregations, a suspicious
+/// restriction, an enrichment that drops constraints or drifted, and the warnings.
+fn rule3_reasons(
+    prepared: &Prepared,
+    status: FilterStatus,
+    unmet_filters: &[String],
+    restriction: &[String],
+) -> Vec<String> {
+    let a = &prepared.alignment;
+    let enrichment = prepared.enrichment.status;
+    let mut rule3 = Vec::new();
+    if status == FilterStatus::PartiallyApplied {
+        rule3.push("partially applied filters".to_string());
+        rule3.extend(unmet_filters.iter().cloned());
+    }
+    push_listed(&mut rule3, "missing aggregations", &a.missing_aggregations);
+    rule3.extend(restriction.iter().cloned());
+    if matches!(
+        enrichment,
+        EnrichmentStatus::DropsConstraints | EnrichmentStatus::Drifted
+    ) {
+        rule3.push(format!(
+            "enrichment {} (dropped: {})",
+            enrichment.as_str(),
+            prepared.enrichment.dropped.join(", ")
+        ));
+    }
+    rule3.extend(
+        prepared
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .map(|f| format!("{}: {}", f.code.as_str(), f.evidence)),
+    );
+    rule3
+}
+
+/// Rule 5's rationale: how many aspects were checked, and the normalization rules that fired.
+fn rule5_rationale(a: &Alignment, checked: usize) -> String {
     let mut why = format!("rule 5: {checked} aspect(s) checked, all aligned");
     if !a.rules_fired.is_empty() {
         let fired: Vec<&str> = a.rules_fired.iter().map(|r| r.as_str()).collect();
@@ -187,7 +206,7 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
             fired.join(", ")
         ));
     }
-    (Verdict::Correct, confidence, why)
+    why
 }
 
 fn minor_differences(a: &Alignment) -> Vec<String> {

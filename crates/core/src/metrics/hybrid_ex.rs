@@ -724,13 +724,7 @@ pub async fn score_hybrid(
     let verdict_of = |s: f64| s >= options.cutoff;
     if avoidance && identical_tables(case.gold, pred) {
         counter.avoided(Metric::HybridEx, Avoidance::IdenticalResults);
-        return Outcome {
-            value: 1.0,
-            verdict: Some(verdict_of(1.0)),
-            status: RowStatus::Ok,
-            details: json!({"avoided": Avoidance::IdenticalResults.as_str(),
-                "alignment_source": "avoided", "cutoff": options.cutoff, "llm_calls": 0}),
-        };
+        return identical_results(options);
     }
     let vars = HybridVars {
         question: case.question,
@@ -764,31 +758,16 @@ pub async fn score_hybrid(
             json!({"judge_error": super::judge_case::judge_error_json(&e)}),
         ),
     };
-    let scored = if case.gold.rows.len().saturating_mul(pred.rows.len()) > INLINE_PAIR_LIMIT {
-        // Large tables: the greedy path is CPU-bound, keep it off the async workers.
-        let (gold, pred, meta, tolerance) = (
-            std::sync::Arc::clone(case.gold),
-            std::sync::Arc::clone(pred),
-            alignment.clone(),
-            options.tolerance,
-        );
-        match super::offload::offloaded(offload, move || {
-            score_tables(&gold, &pred, &meta, tolerance)
-        })
-        .await
-        {
-            Ok(scored) => scored,
-            Err(e) => {
-                return Outcome {
-                    value: 0.0,
-                    verdict: None,
-                    status: RowStatus::GoldUnavailable,
-                    details: json!({"error": format!("internal error in Hybrid-EX scoring: {e}")}),
-                };
-            }
+    let scored = match stage_two(offload, case.gold, pred, &alignment, options.tolerance).await {
+        Ok(scored) => scored,
+        Err(e) => {
+            return Outcome {
+                value: 0.0,
+                verdict: None,
+                status: RowStatus::GoldUnavailable,
+                details: json!({"error": format!("internal error in Hybrid-EX scoring: {e}")}),
+            };
         }
-    } else {
-        score_tables(case.gold, pred, &alignment, options.tolerance)
     };
     let coverage = if scored.path == ScorePath::Trivial {
         1.0
@@ -817,6 +796,42 @@ pub async fn score_hybrid(
         status,
         details,
     }
+}
+
+/// The outcome when the two results are identical: 1.0 without a call.
+fn identical_results(options: &HybridOptions) -> super::judge_case::Outcome {
+    use super::avoid::Avoidance;
+    super::judge_case::Outcome {
+        value: 1.0,
+        verdict: Some(1.0 >= options.cutoff),
+        status: crate::evaluation::RowStatus::Ok,
+        details: json!({"avoided": Avoidance::IdenticalResults.as_str(),
+            "alignment_source": "avoided", "cutoff": options.cutoff, "llm_calls": 0}),
+    }
+}
+
+/// Stage 2 under `alignment`: inline for small tables; above [`INLINE_PAIR_LIMIT`] pairs the
+/// greedy path is CPU-bound and runs on the offload, off the async workers (`Err`: the offload
+/// lost the job).
+async fn stage_two(
+    offload: &dyn super::offload::Offload,
+    gold: &std::sync::Arc<ResultSet>,
+    pred: &std::sync::Arc<ResultSet>,
+    alignment: &Alignment,
+    tolerance: f64,
+) -> Result<HybridScore, String> {
+    if gold.rows.len().saturating_mul(pred.rows.len()) <= INLINE_PAIR_LIMIT {
+        return Ok(score_tables(gold, pred, alignment, tolerance));
+    }
+    let (gold, pred, meta) = (
+        std::sync::Arc::clone(gold),
+        std::sync::Arc::clone(pred),
+        alignment.clone(),
+    );
+    super::offload::offloaded(offload, move || {
+        score_tables(&gold, &pred, &meta, tolerance)
+    })
+    .await
 }
 
 /// Prompt name of the Stage-1 alignment.

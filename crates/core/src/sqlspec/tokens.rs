@@ -164,33 +164,10 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
                     .map(|(end, value)| (end - i, Token::SingleQuotedString(value)))
             }
             b'"' | b'`' | b'[' if dialect.has(Some(c), DELIMITED_START) => {
-                let close = if c == b'[' { b']' } else { c };
-                quoted(sql, i, close, false).map(|(end, value)| {
-                    let word = Word {
-                        value,
-                        quote_style: Some(char::from(c)),
-                        keyword: Keyword::NoKeyword,
-                    };
-                    (end - i, Token::Word(word))
-                })
+                delimited_identifier(sql, i, c)
             }
             c if (c.is_ascii_alphabetic() || c == b'_') && dialect.has(Some(c), IDENT_START) => {
-                let mut end = i + 1;
-                while dialect.has(b.get(end).copied(), IDENT_PART) {
-                    end += 1;
-                }
-                // `X'…'`, `N'…'`, `b"…"`, `U&'…'`, `nq'…'` and friends: prefixed literals.
-                if matches!(b.get(end), Some(b'\'' | b'"' | b'&')) {
-                    None
-                } else {
-                    let text = &sql[i..end];
-                    let word = Word {
-                        value: text.to_string(),
-                        quote_style: None,
-                        keyword: keyword(text),
-                    };
-                    Some((end - i, Token::Word(word)))
-                }
+                word(sql, i, dialect)
             }
             _ => None,
         };
@@ -204,6 +181,42 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
         i += len;
     }
     true
+}
+
+/// A delimited identifier opened by `open` (`"…"`, `` `…` ``, `[…]`) at `i`: its length and
+/// token, or `None` when it is not closed.
+#[inline]
+fn delimited_identifier(sql: &str, i: usize, open: u8) -> Option<(usize, Token)> {
+    let close = if open == b'[' { b']' } else { open };
+    quoted(sql, i, close, false).map(|(end, value)| {
+        let word = Word {
+            value,
+            quote_style: Some(char::from(open)),
+            keyword: Keyword::NoKeyword,
+        };
+        (end - i, Token::Word(word))
+    })
+}
+
+/// A word (keyword or identifier) starting at `i`: its length and token, or `None` when it is a
+/// prefixed literal's prefix (`X'…'`, `N'…'`, `b"…"`, `U&'…'`, `nq'…'` and friends).
+#[inline]
+fn word(sql: &str, i: usize, dialect: &DialectChars) -> Option<(usize, Token)> {
+    let b = sql.as_bytes();
+    let mut end = i + 1;
+    while dialect.has(b.get(end).copied(), IDENT_PART) {
+        end += 1;
+    }
+    if matches!(b.get(end), Some(b'\'' | b'"' | b'&')) {
+        return None;
+    }
+    let text = &sql[i..end];
+    let word = Word {
+        value: text.to_string(),
+        quote_style: None,
+        keyword: keyword(text),
+    };
+    Some((end - i, Token::Word(word)))
 }
 
 /// End of a plain decimal number starting at `start` (`12`, `1.5`, `3.`), or `None` when what

@@ -414,6 +414,46 @@ fn projection_alignment(
     (unmatched, extra)
 }
 
+/// "the number of final tables" vs MAX(Final_Table_Made), ORDER BY Year_of_Work: a count
+/// whose term names a numeric column the SQL aggregates, orders or groups by.
+fn counted_by_a_numeric_column(qa: &super::QuestionAggregation, sql: &SqlSpec) -> bool {
+    qa.func == AggFunc::Count
+        && qa.column.as_deref().is_some_and(|c| {
+            let cw = name_words(c);
+            let numeric_uses = sql
+                .aggregations
+                .iter()
+                .filter(|a| a.func != AggFunc::Count)
+                .filter_map(|a| a.column.as_deref())
+                .chain(sql.order_by.iter().map(|o| o.expr.as_str()))
+                .chain(sql.group_by.iter().map(String::as_str));
+            numeric_uses.into_iter().any(|u| {
+                let uw = name_words(u);
+                cw.iter().any(|w| uw.iter().any(|x| words_match(w, x)))
+            })
+        })
+}
+
+/// "How many views / comments did it get?" answered by a stored count the SQL returns as is
+/// (`ViewCount`, `CommentCount`, `baseSetSize`, `views`): people accept it.
+fn answered_by_a_stored_count(qa: &super::QuestionAggregation, sql: &SqlSpec) -> bool {
+    qa.func == AggFunc::Count
+        && sql.aggregations.is_empty()
+        && sql.projections.iter().any(|p| {
+            !p.is_aggregate()
+                && p.columns.iter().any(|c| {
+                    let c = c.to_ascii_lowercase();
+                    ["count", "number", "size", "views", "total"]
+                        .iter()
+                        .any(|w| c.contains(w))
+                        || qa.column.as_deref().is_some_and(|term| {
+                            let term = crate::words::singular(term.trim());
+                            term.len() >= 4 && c.contains(term.as_ref())
+                        })
+                })
+        })
+}
+
 fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
     let has = |func: &AggFunc| sql.aggregations.iter().any(|a| &a.func == func);
     let ordered = |dir: SortDir| sql.order_by.iter().any(|o| o.dir == dir);
@@ -438,40 +478,8 @@ fn missing_aggregations(question: &QuestionSpec, sql: &SqlSpec) -> Vec<String> {
     };
     let mut missing = Vec::new();
     for qa in &question.aggregations {
-        // "the number of final tables" vs MAX(Final_Table_Made), ORDER BY Year_of_Work: a
-        // numeric column the SQL aggregates, orders or groups by.
-        let counted_column = qa.func == AggFunc::Count
-            && qa.column.as_deref().is_some_and(|c| {
-                let cw = name_words(c);
-                let numeric_uses = sql
-                    .aggregations
-                    .iter()
-                    .filter(|a| a.func != AggFunc::Count)
-                    .filter_map(|a| a.column.as_deref())
-                    .chain(sql.order_by.iter().map(|o| o.expr.as_str()))
-                    .chain(sql.group_by.iter().map(String::as_str));
-                numeric_uses.into_iter().any(|u| {
-                    let uw = name_words(u);
-                    cw.iter().any(|w| uw.iter().any(|x| words_match(w, x)))
-                })
-            });
-        // "How many views / comments did it get?" answered by a stored count the SQL returns
-        // as is (`ViewCount`, `CommentCount`, `baseSetSize`, `views`): people accept it.
-        let stored_count = qa.func == AggFunc::Count
-            && sql.aggregations.is_empty()
-            && sql.projections.iter().any(|p| {
-                !p.is_aggregate()
-                    && p.columns.iter().any(|c| {
-                        let c = c.to_ascii_lowercase();
-                        ["count", "number", "size", "views", "total"]
-                            .iter()
-                            .any(|w| c.contains(w))
-                            || qa.column.as_deref().is_some_and(|term| {
-                                let term = crate::words::singular(term.trim());
-                                term.len() >= 4 && c.contains(term.as_ref())
-                            })
-                    })
-            });
+        let counted_column = counted_by_a_numeric_column(qa, sql);
+        let stored_count = answered_by_a_stored_count(qa, sql);
         let named = counted_column
             || stored_count
             || match &qa.func {

@@ -291,23 +291,8 @@ impl SuiteChecker {
             let Rule::KeyLabel { key, label, pairs } = &constraint.rule else {
                 continue;
             };
-            // Pairs holding a literal, then a few others: the suite needs the pairs the gold
-            // query names, and small tables.
-            let names_literal = |(k, l): &&(SqlValue, SqlValue)| {
-                planted
-                    .iter()
-                    .any(|p| p.key() == k.key() || p.key() == l.key())
-            };
-            let mut chosen: Vec<(SqlValue, SqlValue)> = pairs
-                .iter()
-                .filter(names_literal)
-                .take(6)
-                .cloned()
-                .collect();
-            for pair in pairs.iter().filter(|p| !names_literal(p)).take(6) {
-                chosen.push(pair.clone());
-            }
-            out.pairs.insert((*key, *label), chosen);
+            out.pairs
+                .insert((*key, *label), pairs_to_draw(pairs, &planted));
         }
         for &t in tables {
             let Some(table) = db.tables.get(t) else {
@@ -338,28 +323,7 @@ impl SuiteChecker {
                     if let Ok(rs) = real.execute(&db.db_id, &sql) {
                         pool.extend(rs.rows.iter().filter_map(|r| r.first().cloned()));
                     }
-                    // A referenced column also offers the values its referrers really use
-                    // (a zip code members live in, not just the first codes of the table).
-                    for from in referrers(constraints, c) {
-                        let (Some(fcol), Some(ftable)) = (
-                            db.columns.get(from),
-                            db.columns.get(from).and_then(|f| db.tables.get(f.table)),
-                        ) else {
-                            continue;
-                        };
-                        let sql = format!(
-                            "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL LIMIT 6",
-                            quote_identifier(ftable),
-                            name = quote_identifier(&fcol.name)
-                        );
-                        if let Ok(rs) = real.execute(&db.db_id, &sql) {
-                            for v in rs.rows.iter().filter_map(|r| r.first()) {
-                                if !pool.iter().any(|p: &SqlValue| p.key() == v.key()) {
-                                    pool.push(v.clone());
-                                }
-                            }
-                        }
-                    }
+                    referrer_values(real, db, constraints, c, &mut pool);
                     pool.retain(|v| constraints.admits(c, v, &numbers));
                 }
                 // A literal outside the column's shape is completed to it from a real value
@@ -716,5 +680,61 @@ impl SuiteChecker {
             });
         }
         Ok(outcome)
+    }
+}
+
+/// A key ↔ label constraint's pairs to draw from: those holding a literal of the gold query
+/// (`planted`), then a few others — the suite needs the pairs the gold query names, and small
+/// tables.
+fn pairs_to_draw(
+    pairs: &[(SqlValue, SqlValue)],
+    planted: &[SqlValue],
+) -> Vec<(SqlValue, SqlValue)> {
+    let names_literal = |(k, l): &&(SqlValue, SqlValue)| {
+        planted
+            .iter()
+            .any(|p| p.key() == k.key() || p.key() == l.key())
+    };
+    let mut chosen: Vec<(SqlValue, SqlValue)> = pairs
+        .iter()
+        .filter(names_literal)
+        .take(6)
+        .cloned()
+        .collect();
+    for pair in pairs.iter().filter(|p| !names_literal(p)).take(6) {
+        chosen.push(pair.clone());
+    }
+    chosen
+}
+
+/// A referenced column also offers the values its referrers really use (a zip code members
+/// live in, not just the first codes of the table): up to 6 per referrer from the real
+/// database, added to `pool` when new.
+fn referrer_values(
+    real: &SqliteExecutor,
+    db: &DbSchema,
+    constraints: &DbConstraints,
+    c: usize,
+    pool: &mut Vec<SqlValue>,
+) {
+    for from in referrers(constraints, c) {
+        let (Some(fcol), Some(ftable)) = (
+            db.columns.get(from),
+            db.columns.get(from).and_then(|f| db.tables.get(f.table)),
+        ) else {
+            continue;
+        };
+        let sql = format!(
+            "SELECT DISTINCT {name} FROM {} WHERE {name} IS NOT NULL LIMIT 6",
+            quote_identifier(ftable),
+            name = quote_identifier(&fcol.name)
+        );
+        if let Ok(rs) = real.execute(&db.db_id, &sql) {
+            for v in rs.rows.iter().filter_map(|r| r.first()) {
+                if !pool.iter().any(|p: &SqlValue| p.key() == v.key()) {
+                    pool.push(v.clone());
+                }
+            }
+        }
     }
 }

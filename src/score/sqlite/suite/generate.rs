@@ -267,27 +267,8 @@ pub(super) fn generate(
                 Some((kp, lp, pairs))
             })
             .collect();
-        let together: Vec<Vec<usize>> = constraints
-            .constraints
-            .iter()
-            .filter_map(|k| match &k.rule {
-                Rule::UniqueTogether { columns } => columns
-                    .iter()
-                    .map(|c| cols.iter().position(|x| x == c))
-                    .collect::<Option<Vec<usize>>>(),
-                _ => None,
-            })
-            .collect();
-        let once: Vec<(usize, &SqlValue)> = local
-            .constraints
-            .iter()
-            .filter_map(|k| match &k.rule {
-                Rule::AtMostOnce { column, value } => {
-                    Some((cols.iter().position(|c| c == column)?, value))
-                }
-                _ => None,
-            })
-            .collect();
+        let together = unique_together_positions(constraints, &cols);
+        let once = at_most_once_positions(local, &cols);
         let may_be_empty = !constraints
             .constraints
             .iter()
@@ -342,6 +323,39 @@ pub(super) fn generate(
         out.rows.push((t, rows));
     }
     out
+}
+
+/// Each `UniqueTogether` constraint whose columns are all in `cols`, as their positions there.
+fn unique_together_positions(constraints: &DbConstraints, cols: &[usize]) -> Vec<Vec<usize>> {
+    constraints
+        .constraints
+        .iter()
+        .filter_map(|k| match &k.rule {
+            Rule::UniqueTogether { columns } => columns
+                .iter()
+                .map(|c| cols.iter().position(|x| x == c))
+                .collect::<Option<Vec<usize>>>(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Each `AtMostOnce` constraint on a column of `cols`: its position there and the value that
+/// may appear at most once.
+fn at_most_once_positions<'a>(
+    local: &'a DbConstraints,
+    cols: &[usize],
+) -> Vec<(usize, &'a SqlValue)> {
+    local
+        .constraints
+        .iter()
+        .filter_map(|k| match &k.rule {
+            Rule::AtMostOnce { column, value } => {
+                Some((cols.iter().position(|c| c == column)?, value))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// A key ↔ label constraint's positions in a row `(key, label)` and the real pairs to draw.

@@ -401,6 +401,12 @@ fn set_operation_rules(mut newtree: V, schema: &EtmSchema) -> Step<V> {
         }
         newtree = merged;
     }
+    except_as_not_in(newtree, schema)
+}
+
+/// Rule 5: `q EXCEPT q'` selecting one unique NOT NULL column is `q WHERE c NOT IN (q')`
+/// (and the WHERE `q` had).
+fn except_as_not_in(mut newtree: V, schema: &EtmSchema) -> Step<V> {
     if newtree.is("Except") {
         let outer = newtree.get("this")?.clone();
         let inner = newtree.get("expression")?.clone();

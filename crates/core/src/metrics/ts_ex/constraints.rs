@@ -331,15 +331,7 @@ impl Constraint {
             }
             Rule::Range { column, min, max } => {
                 let (t, c) = col(*column)?;
-                let admitted = if planted.is_empty() {
-                    String::new()
-                } else {
-                    let list: Vec<String> = planted.iter().map(|x| format!("{x:?}")).collect();
-                    format!(" AND {c} NOT IN ({})", list.join(", "))
-                };
-                format!(
-                    "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?}){admitted}"
-                )
+                range_violation_sql(&t, &c, *min, *max, planted)
             }
             Rule::Determines { from, to } => {
                 let ((t, f), (_, d)) = (col(*from)?, col(*to)?);
@@ -388,20 +380,40 @@ impl Constraint {
             Rule::PathsAgree { table, left, right } => paths_sql(db, *table, left, right, true)?,
             Rule::KeyLabel { key, label, pairs } => {
                 let ((t, k), (_, l)) = (col(*key)?, col(*label)?);
-                if pairs.is_empty() {
-                    format!("SELECT COUNT(*) FROM {t}")
-                } else {
-                    let values: Vec<String> = pairs
-                        .iter()
-                        .map(|(a, b)| format!("({}, {})", sql_literal(a), sql_literal(b)))
-                        .collect();
-                    format!(
-                        "SELECT COUNT(*) FROM {t} WHERE ({k}, {l}) NOT IN (VALUES {})",
-                        values.join(", ")
-                    )
-                }
+                key_label_violation_sql(&t, &k, &l, pairs)
             }
         })
+    }
+}
+
+/// [`Rule::Range`]'s violations in table `t`, column `c` (both quoted): non-numbers and
+/// numbers outside `min..=max`, except the `planted` numbers.
+fn range_violation_sql(t: &str, c: &str, min: f64, max: f64, planted: &[f64]) -> String {
+    let admitted = if planted.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = planted.iter().map(|x| format!("{x:?}")).collect();
+        format!(" AND {c} NOT IN ({})", list.join(", "))
+    };
+    format!(
+        "SELECT COUNT(*) FROM {t} WHERE {c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < {min:?} OR {c} > {max:?}){admitted}"
+    )
+}
+
+/// [`Rule::KeyLabel`]'s violations in table `t` (key column `k`, label column `l`, quoted):
+/// rows whose pair is not one of `pairs` (every row when there are none).
+fn key_label_violation_sql(t: &str, k: &str, l: &str, pairs: &[(SqlValue, SqlValue)]) -> String {
+    if pairs.is_empty() {
+        format!("SELECT COUNT(*) FROM {t}")
+    } else {
+        let values: Vec<String> = pairs
+            .iter()
+            .map(|(a, b)| format!("({}, {})", sql_literal(a), sql_literal(b)))
+            .collect();
+        format!(
+            "SELECT COUNT(*) FROM {t} WHERE ({k}, {l}) NOT IN (VALUES {})",
+            values.join(", ")
+        )
     }
 }
 

@@ -109,13 +109,10 @@ impl Walker {
         self.leave();
     }
 
-    pub(super) fn walk_select(&mut self, select: &Select, depth: u32, role: Role) {
-        // Filters of a UNION branch, or of a subquery inside an OR, are alternatives.
-        let disj = self.in_alternative;
-        for table in &select.from {
-            self.walk_table_with_joins(table, depth, disj);
-        }
-
+    /// The SELECT list: each item's columns and aggregates scanned, its projection recorded
+    /// (when `role` keeps projections), and the aliases that name another expression, which the
+    /// clauses after it may use.
+    fn walk_projection(&mut self, select: &Select, depth: u32, role: Role) -> Vec<AliasEntry> {
         let mut aliases: Vec<AliasEntry> = Vec::new();
         for item in &select.projection {
             let (expr, alias) = match item {
@@ -161,6 +158,17 @@ impl Walker {
                 });
             }
         }
+        aliases
+    }
+
+    pub(super) fn walk_select(&mut self, select: &Select, depth: u32, role: Role) {
+        // Filters of a UNION branch, or of a subquery inside an OR, are alternatives.
+        let disj = self.in_alternative;
+        for table in &select.from {
+            self.walk_table_with_joins(table, depth, disj);
+        }
+
+        let aliases = self.walk_projection(select, depth, role);
 
         if role.projections {
             self.spec.distinct = matches!(

@@ -349,23 +349,7 @@ fn unused_join_tables(
             if mine.is_empty() || mine.iter().any(|i| !in_join.contains(i)) {
                 continue;
             }
-            // Its join partners: the other sides of its equalities.
-            let mut partners: Vec<(usize, usize)> = Vec::new(); // (my ref, other ref)
-            for &(a, b) in &refs.equalities {
-                for (me, other) in [(a, b), (b, a)] {
-                    if mine.contains(&me) {
-                        partners.push((me, other));
-                    }
-                }
-            }
-            let partner_sources: HashSet<Option<(usize, usize)>> = partners
-                .iter()
-                .map(|&(_, o)| sources.get(o).copied().flatten())
-                .collect();
-            if partner_sources.len() != 1 || partner_sources.contains(&None) {
-                continue;
-            }
-            let Some(&(me, other)) = partners.first() else {
+            let Some((me, other)) = sole_join_partner(refs, &sources, &mine) else {
                 continue;
             };
             let column = |i: usize| -> Option<usize> {
@@ -410,6 +394,33 @@ fn unused_join_tables(
             );
         }
     }
+}
+
+/// The first equality joining one of `mine` (a table's references) to another reference,
+/// as (my reference, the other), when every such equality joins the table to one and the same
+/// placed source; `None` when it is joined to several sources or to an unplaced one.
+fn sole_join_partner(
+    refs: &QueryReferences,
+    sources: &[Option<(usize, usize)>],
+    mine: &[usize],
+) -> Option<(usize, usize)> {
+    // Its join partners: the other sides of its equalities.
+    let mut partners: Vec<(usize, usize)> = Vec::new(); // (my ref, other ref)
+    for &(a, b) in &refs.equalities {
+        for (me, other) in [(a, b), (b, a)] {
+            if mine.contains(&me) {
+                partners.push((me, other));
+            }
+        }
+    }
+    let partner_sources: HashSet<Option<(usize, usize)>> = partners
+        .iter()
+        .map(|&(_, o)| sources.get(o).copied().flatten())
+        .collect();
+    if partner_sources.len() != 1 || partner_sources.contains(&None) {
+        return None;
+    }
+    partners.first().copied()
 }
 
 /// `id_instead_of_name`, the code form: the SQL returns a code column (`EdOpsCode`,

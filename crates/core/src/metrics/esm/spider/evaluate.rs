@@ -304,30 +304,50 @@ pub fn partial_match(pred: &Sql, gold: &Sql) -> Vec<(&'static str, Component)> {
             matched: m,
         },
     ));
-    // and/or
+    out.push(("and/or", and_or_component(pred, gold)));
+    out.push(("IUEN", iuen_component(pred, gold)));
+    // keywords
+    let pk = keywords(pred);
+    let gk = keywords(gold);
+    let m = pk.iter().filter(|k| gk.contains(k)).count();
+    out.push((
+        "keywords",
+        Component {
+            gold_total: gk.len(),
+            pred_total: pk.len(),
+            matched: m,
+        },
+    ));
+    out
+}
+
+/// evaluation.py's `eval_and_or`: the sets of WHERE connectives agree (1 of 1), or not (0, the
+/// totals crossed as evaluation.py returns them).
+fn and_or_component(pred: &Sql, gold: &Sql) -> Component {
     let mut pa: Vec<&str> = conns(&pred.where_).collect();
     let mut ga: Vec<&str> = conns(&gold.where_).collect();
     pa.sort_unstable();
     pa.dedup();
     ga.sort_unstable();
     ga.dedup();
-    out.push((
-        "and/or",
-        if pa == ga {
-            Component {
-                gold_total: 1,
-                pred_total: 1,
-                matched: 1,
-            }
-        } else {
-            Component {
-                gold_total: pa.len(),
-                pred_total: ga.len(),
-                matched: 0,
-            }
-        },
-    ));
-    // IUEN
+    if pa == ga {
+        Component {
+            gold_total: 1,
+            pred_total: 1,
+            matched: 1,
+        }
+    } else {
+        Component {
+            gold_total: pa.len(),
+            pred_total: ga.len(),
+            matched: 0,
+        }
+    }
+}
+
+/// evaluation.py's `eval_IUEN`: INTERSECT, EXCEPT and UNION present on each side, and those on
+/// both that match exactly.
+fn iuen_component(pred: &Sql, gold: &Sql) -> Component {
     let mut comp = Component {
         gold_total: 0,
         pred_total: 0,
@@ -344,20 +364,7 @@ pub fn partial_match(pred: &Sql, gold: &Sql) -> Vec<(&'static str, Component)> {
             comp.matched += usize::from(exact_match(p, g));
         }
     }
-    out.push(("IUEN", comp));
-    // keywords
-    let pk = keywords(pred);
-    let gk = keywords(gold);
-    let m = pk.iter().filter(|k| gk.contains(k)).count();
-    out.push((
-        "keywords",
-        Component {
-            gold_total: gk.len(),
-            pred_total: pk.len(),
-            matched: m,
-        },
-    ));
-    out
+    comp
 }
 
 fn sorted_tables(units: &[TableUnit]) -> Vec<&TableUnit> {

@@ -351,41 +351,49 @@ fn only_key_used(tree: &Node, pk_table: &str, pk_col: &str) -> Step<bool> {
     go(tree, pk_table, pk_col)
 }
 
-/// Rule 15: `SUBSTR(c, 1, n) = x AND SUBSTR(c, n + 1, m) <op> y` is `c <op> 'xy'`.
-pub fn rule15(tree: &mut Node) -> Step<()> {
-    fn extract_ands(node: &V) -> Vec<V> {
-        let mut out = Vec::new();
-        let mut stack = vec![node.clone()];
-        while let Some(current) = stack.pop() {
-            if let V::N(n) = &current {
-                for (_, v) in &n.args {
-                    if v.is("And") {
-                        stack.push(v.clone());
-                    } else if v.is_node() {
-                        out.push(v.clone());
-                    }
+/// Rule 15: the operands of a tree of `And`s (the non-`And` nodes below it).
+fn extract_ands(node: &V) -> Vec<V> {
+    let mut out = Vec::new();
+    let mut stack = vec![node.clone()];
+    while let Some(current) = stack.pop() {
+        if let V::N(n) = &current {
+            for (_, v) in &n.args {
+                if v.is("And") {
+                    stack.push(v.clone());
+                } else if v.is_node() {
+                    out.push(v.clone());
                 }
             }
         }
-        out
     }
-    fn substr_parts(s: &V) -> Step<(V, V, V)> {
-        Ok((
-            s.get("this")?.clone(),
-            s.get("start")?.clone(),
-            s.get("length")?.clone(),
-        ))
-    }
-    fn float_of(v: &V) -> Step<f64> {
-        let text = v.get("this")?;
-        text.as_str()
-            .and_then(python_float_str)
-            .and_then(|t| t.parse::<f64>().ok())
-            .ok_or_else(|| Abort("float() of a non-number".into()))
-    }
-    fn strip_point_zero(text: &str) -> String {
-        text.strip_suffix(".0").unwrap_or(text).to_string()
-    }
+    out
+}
+
+/// Rule 15: a `Substring`'s column, start and length.
+fn substr_parts(s: &V) -> Step<(V, V, V)> {
+    Ok((
+        s.get("this")?.clone(),
+        s.get("start")?.clone(),
+        s.get("length")?.clone(),
+    ))
+}
+
+/// Rule 15: Python's `float()` of a literal's text.
+fn float_of(v: &V) -> Step<f64> {
+    let text = v.get("this")?;
+    text.as_str()
+        .and_then(python_float_str)
+        .and_then(|t| t.parse::<f64>().ok())
+        .ok_or_else(|| Abort("float() of a non-number".into()))
+}
+
+/// Rule 15: a number's text without a trailing `.0`.
+fn strip_point_zero(text: &str) -> String {
+    text.strip_suffix(".0").unwrap_or(text).to_string()
+}
+
+/// Rule 15: `SUBSTR(c, 1, n) = x AND SUBSTR(c, n + 1, m) <op> y` is `c <op> 'xy'`.
+pub fn rule15(tree: &mut Node) -> Step<()> {
     walk(tree, &mut |v, slot| {
         if slot.in_list || !v.is("And") {
             return Ok(false);

@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Its modules sit in layers (a module imports only from lower layers); the one list of them
-//! is the table under "### `src`" in `ARCHITECTURE.md`, which `crates/architecture/tests/architecture.rs` reads
-//! and checks against the code. The command line is the binary `src/bin/sqlgrade/`, one module
+//! is the table under "### `src`" in `ARCHITECTURE.md`, which
+//! `crates/architecture/tests/architecture.rs` reads and checks against the code. The command line is the binary `src/bin/sqlgrade/`, one module
 //! per command.
 
 pub use sqlgrade_core::{

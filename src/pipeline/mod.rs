@@ -41,6 +41,7 @@ mod topology;
 mod types;
 mod writing;
 
+pub use read::decode_payload;
 pub use topology::Pipeline;
 pub use types::{EventTransform, PipelineError, ProgressFn, SecondPass};
 #[doc(hidden)]

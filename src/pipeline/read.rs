@@ -159,11 +159,7 @@ impl Decoder {
         } = message;
         let decoded = match quarantine {
             Some(reason) => Err(reason),
-            None => {
-                abort_if_marked(&payload);
-                Event::decode_with_limit(&payload, self.max_event_bytes)
-                    .map_err(|error| error.to_string())
-            }
+            None => decode_payload(&payload, self.max_event_bytes),
         };
         match decoded {
             Ok(mut event) => {
@@ -198,6 +194,14 @@ impl Decoder {
             }
         }
     }
+}
+
+/// One payload to an event, or the reason it is a dead letter: what [`Decoder`] does with every
+/// message of a run, and `sqlgrade score` with its one payload, so the two cannot disagree.
+#[inline]
+pub fn decode_payload(payload: &[u8], max_event_bytes: usize) -> Result<Event, String> {
+    abort_if_marked(payload);
+    Event::decode_with_limit(payload, max_event_bytes).map_err(|error| error.to_string())
 }
 
 /// Environment variable of the crash hook ([`abort_if_marked`]).

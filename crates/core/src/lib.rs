@@ -9,7 +9,8 @@
 //! Its modules sit in layers (a module imports only from lower layers): the input and output
 //! contracts, SQL analysis and schema catalogues, STEF, the judge seams, execution, the gold
 //! metrics, sampling. The one list of them is the table under "### `crates/core/src`" in
-//! `ARCHITECTURE.md`, which `crates/architecture/tests/architecture.rs` reads and checks against the code.
+//! `ARCHITECTURE.md`, which `crates/architecture/tests/architecture.rs` reads and checks against
+//! the code.
 
 pub mod catalogue;
 pub mod evaluation;

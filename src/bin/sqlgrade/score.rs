@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 
 use sqlgrade::evaluation::DeadLetter;
-use sqlgrade::event::Event;
 use sqlgrade::pipeline::assembly::build_scorer;
+use sqlgrade::pipeline::decode_payload;
 
 use crate::config_file::load_config;
 
@@ -36,7 +36,7 @@ pub async fn execute(args: ScoreArgs) -> Result<ExitCode> {
         .read_to_end(&mut payload)
         .context("reading the event from stdin")?;
     let mut out = std::io::stdout().lock();
-    match Event::decode_with_limit(&payload, limit) {
+    match decode_payload(&payload, limit) {
         Ok(event) => {
             let rows = scorer.score_both_passes(&event).await;
             scorer.flush().await;
@@ -47,8 +47,8 @@ pub async fn execute(args: ScoreArgs) -> Result<ExitCode> {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(error) => {
-            let dead_letter = DeadLetter::new("stdin", error.to_string(), &payload);
+        Err(reason) => {
+            let dead_letter = DeadLetter::new("stdin", reason, &payload);
             serde_json::to_writer(&mut out, &dead_letter)?;
             out.write_all(b"\n")?;
             out.flush()?;

@@ -2,8 +2,8 @@
 //! Spider dev gold + 3 Spider prediction files) goes through `sqlspec::extract` with the SQLite
 //! dialect: each yields a spec or a clean error status, never a panic.
 //!
-//! Run with `cargo test -p sqlgrade-core --test integration sqlspec_corpus -- --nocapture` to see the per-file table and the
-//! list of queries that do not yield a spec.
+//! Run with `cargo test -p sqlgrade-core --test integration sqlspec_corpus -- --nocapture` to
+//! see the per-file table and the list of queries that do not yield a spec.
 
 use crate::support;
 

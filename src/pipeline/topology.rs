@@ -170,17 +170,7 @@ impl Pipeline {
             options.store_inputs,
             planner,
         ));
-        let (judged_tx, judged_rx) = match &stage {
-            Some(_) => {
-                let (tx, rx) = mpsc::channel::<JudgedOutput>(capacity);
-                (Some(tx), Some(rx))
-            }
-            None => (None, None),
-        };
-        let stage_task = match (stage, judged_tx) {
-            (Some(stage), Some(tx)) => Some(tokio::spawn(stage.run(tx))),
-            _ => None,
-        };
+        let (stage_task, judged_rx) = spawn_judge_stage(stage, capacity);
         let batch_task = tokio::spawn(batch_stage(
             done_rx,
             judged_rx,
@@ -237,5 +227,23 @@ impl Pipeline {
         summary.probes = usage_scorer.probe_usage().since(&probes_before);
         summary.elapsed = started.elapsed();
         Ok(summary)
+    }
+}
+
+/// The second pass's judge stage on a task of its own, and the channel its judged rows come
+/// back to the batcher on (neither without a second pass).
+fn spawn_judge_stage(
+    stage: Option<crate::llm::second_pass::JudgeStage>,
+    capacity: usize,
+) -> (
+    Option<tokio::task::JoinHandle<()>>,
+    Option<mpsc::Receiver<JudgedOutput>>,
+) {
+    match stage {
+        Some(stage) => {
+            let (tx, rx) = mpsc::channel::<JudgedOutput>(capacity);
+            (Some(tokio::spawn(stage.run(tx))), Some(rx))
+        }
+        None => (None, None),
     }
 }

@@ -243,30 +243,7 @@ impl JudgeStage {
             });
         };
         if timed_out {
-            let mut left: Vec<Queued> = ready.drain(..).map(|r| r.queued).collect();
-            left.extend(self.queue.drain());
-            let n = left.len() as u64;
-            self.leave(left);
-            // Judgments still in flight get until their own timeouts, but no longer than the
-            // grace period again.
-            let grace = self.drain_grace.unwrap_or_default();
-            let finish = async { while tasks.join_next().await.is_some() {} };
-            if tokio::time::timeout(grace, finish).await.is_err() {
-                let aborted = tasks.len() as u64;
-                tasks.abort_all();
-                match self.leftover {
-                    Leftover::Shed => self.stats.shed(ShedReason::Shutdown, aborted),
-                    Leftover::Keep => self.stats.left_in_topic(aborted),
-                }
-            }
-            // Work the last judgments put back (the judge unreachable to the end).
-            let put_back = self.queue.drain();
-            let n = n + put_back.len() as u64;
-            self.leave(put_back);
-            tracing::warn!(
-                left = n,
-                "judge stage: the drain grace period ended with work still waiting"
-            );
+            self.drain_after_grace(ready, &mut tasks).await;
         } else {
             while tasks.join_next().await.is_some() {}
         }
@@ -276,6 +253,36 @@ impl JudgeStage {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         self.stats.ledger(&ledger);
+    }
+
+    /// The drain grace period ended with work waiting: what was prepared and queued is left
+    /// (shed or kept in the topic), the judgments in flight get the grace period once more and
+    /// are aborted after it, and what they put back is left too.
+    async fn drain_after_grace(&self, ready: VecDeque<Ready>, tasks: &mut JoinSet<()>) {
+        let mut left: Vec<Queued> = ready.into_iter().map(|r| r.queued).collect();
+        left.extend(self.queue.drain());
+        let n = left.len() as u64;
+        self.leave(left);
+        // Judgments still in flight get until their own timeouts, but no longer than the
+        // grace period again.
+        let grace = self.drain_grace.unwrap_or_default();
+        let finish = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, finish).await.is_err() {
+            let aborted = tasks.len() as u64;
+            tasks.abort_all();
+            match self.leftover {
+                Leftover::Shed => self.stats.shed(ShedReason::Shutdown, aborted),
+                Leftover::Keep => self.stats.left_in_topic(aborted),
+            }
+        }
+        // Work the last judgments put back (the judge unreachable to the end).
+        let put_back = self.queue.drain();
+        let n = n + put_back.len() as u64;
+        self.leave(put_back);
+        tracing::warn!(
+            left = n,
+            "judge stage: the drain grace period ended with work still waiting"
+        );
     }
 
     /// Work not judged when the drain grace ended: shed (in-process) or left in the topic.

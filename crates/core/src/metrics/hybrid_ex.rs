@@ -28,6 +28,13 @@ pub struct HybridOptions {
     pub tolerance: f64,
 }
 
+impl HybridOptions {
+    /// The verdict for `score`: it passes iff `score ≥ cutoff`.
+    pub fn passes(&self, score: f64) -> bool {
+        score >= self.cutoff
+    }
+}
+
 impl Default for HybridOptions {
     fn default() -> Self {
         HybridOptions {
@@ -721,7 +728,6 @@ pub async fn score_hybrid(
             return super::flex::exec_failure(e, json!({"match_category": "no_match"}));
         }
     };
-    let verdict_of = |s: f64| s >= options.cutoff;
     if avoidance && identical_tables(case.gold, pred) {
         counter.avoided(Metric::HybridEx, Avoidance::IdenticalResults);
         return identical_results(options);
@@ -792,7 +798,7 @@ pub async fn score_hybrid(
     }
     Outcome {
         value: scored.score,
-        verdict: Some(verdict_of(scored.score)),
+        verdict: Some(options.passes(scored.score)),
         status,
         details,
     }
@@ -803,7 +809,7 @@ fn identical_results(options: &HybridOptions) -> super::judge_case::Outcome {
     use super::avoid::Avoidance;
     super::judge_case::Outcome {
         value: 1.0,
-        verdict: Some(1.0 >= options.cutoff),
+        verdict: Some(options.passes(1.0)),
         status: crate::evaluation::RowStatus::Ok,
         details: json!({"avoided": Avoidance::IdenticalResults.as_str(),
             "alignment_source": "avoided", "cutoff": options.cutoff, "llm_calls": 0}),

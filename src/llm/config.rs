@@ -1,12 +1,13 @@
 //! `[judge]` (and `[gold.judge]`): who supplies verdicts — the deterministic judge or an
 //! OpenAI-compatible endpoint — with the client's limits, caching and the second pass's budget.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::settings::Secret;
+use crate::config::settings::{
+    KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
+};
 
 /// The smallest `judge.max_tokens` accepted: below it no reply schema fits (tests of the cut-off
 /// path use the smallest value).
@@ -351,12 +352,13 @@ impl LlmJudgeConfig {
 /// `[judge]`: who supplies the STEF verdicts beyond the line-rate row — nobody else (the
 /// deterministic judge, no keys of its own) or an LLM endpoint with its settings.
 ///
-/// In the file the section is flat (`kind = "llm"` beside `base_url = "…"`); it is read through
-/// [`JudgeSection`]. With `kind = "deterministic"`, keys of the LLM kind are a leftover (a file
-/// written for an LLM judge, the kind switched from the environment): dropped with a warning
-/// naming them. A key of no kind, or a value of the wrong type, is refused as before.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
-#[serde(try_from = "JudgeSection")]
+/// In the file the section is flat (`kind = "llm"` beside `base_url = "…"`); it is read by
+/// [`WrittenSection`]. With `kind = "deterministic"`, keys of the LLM kind are a leftover (a
+/// file written for an LLM judge, the kind switched from the environment): dropped with a
+/// warning naming them. A key of no kind, or a value of the wrong type, is refused whatever the
+/// kind.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum JudgeConfig {
     /// The built-in deterministic judge (no network, no second pass).
     #[default]
@@ -410,87 +412,42 @@ impl JudgeConfig {
     }
 }
 
-/// `judge.kind` (and `gold.judge.kind`) as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum JudgeKindName {
-    #[default]
-    Deterministic,
-    Llm,
-}
+impl KindedSettings for JudgeConfig {
+    const KINDS: &'static [&'static str] = &["deterministic", "llm"];
 
-/// `[judge]` or `[gold.judge]` as written: the kind, and every other key as read (the
-/// environment's values are still text here), to be read as [`LlmJudgeConfig`] — with its
-/// coercions and its refusal of unknown keys — once the kind is known.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct JudgeSection {
-    kind: JudgeKindName,
-    #[serde(flatten)]
-    keys: BTreeMap<String, config::Value>,
-}
+    fn keys_of_kind(kind: &str) -> &'static [&'static str] {
+        match kind {
+            "llm" => keys_of::<LlmJudgeConfig>(),
+            _ => &[],
+        }
+    }
 
-/// Why a judge section cannot be read (the message serde reports, naming the section).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct JudgeSectionError(String);
-
-impl JudgeSection {
-    /// The keys other than `kind`, read as an LLM judge's settings (`section` names the section
-    /// in the message).
-    fn llm(self, section: &str) -> Result<LlmJudgeConfig, JudgeSectionError> {
-        let table: config::Map<String, config::Value> = self.keys.into_iter().collect();
-        config::Value::new(None, config::ValueKind::Table(table))
-            .try_deserialize()
-            .map_err(|e| JudgeSectionError(format!("[{section}]: {e}")))
+    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
+        Ok(match kind {
+            "llm" => JudgeConfig::from(keys.read::<LlmJudgeConfig>()?),
+            _ => JudgeConfig::Deterministic,
+        })
     }
 }
 
-impl TryFrom<JudgeSection> for JudgeConfig {
-    type Error = JudgeSectionError;
+impl ReadSection for JudgeConfig {
+    const SECTION: &'static str = "judge";
 
-    fn try_from(section: JudgeSection) -> Result<Self, Self::Error> {
-        match section.kind {
-            JudgeKindName::Llm => section.llm("judge").map(JudgeConfig::from),
-            JudgeKindName::Deterministic => {
-                let left_over: Vec<String> =
-                    section.keys.keys().map(|k| format!("judge.{k}")).collect();
-                // Read anyway: a typo or a malformed value is refused whatever the kind.
-                section.llm("judge")?;
-                if !left_over.is_empty() {
-                    tracing::warn!(
-                        keys = %left_over.join(", "),
-                        "keys of judge.kind = \"llm\", not of judge.kind = \"deterministic\": ignored"
-                    );
-                }
-                Ok(JudgeConfig::Deterministic)
-            }
-        }
+    /// The kind's keys; a message names the section (`[judge]: …`).
+    fn read_parts(written: &mut WrittenSection) -> Result<Self, SectionError> {
+        written.kind().map_err(|e| e.in_section(Self::SECTION))
+    }
+
+    fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
+        let judge = Self::read_parts(written)?;
+        written.finish().map_err(|e| e.in_section(Self::SECTION))?;
+        Ok(judge)
     }
 }
 
-/// The judge section as written back (`check-config`, a round trip): `kind`, then the LLM
-/// kind's keys when it is one.
-#[derive(Serialize)]
-struct WrittenJudge<'a> {
-    kind: JudgeKindName,
-    #[serde(flatten)]
-    llm: Option<&'a LlmJudgeConfig>,
-}
-
-impl Serialize for JudgeConfig {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            JudgeConfig::Deterministic => WrittenJudge {
-                kind: JudgeKindName::Deterministic,
-                llm: None,
-            },
-            JudgeConfig::Llm(llm) => WrittenJudge {
-                kind: JudgeKindName::Llm,
-                llm: Some(&**llm),
-            },
-        }
-        .serialize(serializer)
+impl<'de> Deserialize<'de> for JudgeConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        JudgeConfig::deserialize_section(deserializer)
     }
 }
 
@@ -503,19 +460,60 @@ pub mod gold_judge {
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<LlmJudgeConfig>, D::Error> {
-        let Some(section) = Option::<JudgeSection>::deserialize(deserializer)? else {
+        let Some(GoldJudge(judge)) = Option::<GoldJudge>::deserialize(deserializer)? else {
             return Ok(None);
         };
-        if section.kind != JudgeKindName::Llm {
-            return Err(serde::de::Error::custom(
-                "gold.judge.kind must be \"llm\" ([gold.judge] is the LLM endpoint of flex, \
-                 rose and hybrid_ex)",
-            ));
+        Ok(Some(judge))
+    }
+
+    /// `[gold.judge]` when present: an LLM judge.
+    pub struct GoldJudge(pub LlmJudgeConfig);
+
+    impl ReadSection for GoldJudge {
+        const SECTION: &'static str = "gold.judge";
+
+        /// The LLM kind's keys (the kind must say so); a message names the section.
+        fn read_parts(written: &mut WrittenSection) -> Result<Self, SectionError> {
+            let kind = written
+                .kind_name::<JudgeConfig>()
+                .map_err(|e| e.in_section(Self::SECTION))?;
+            match kind {
+                "llm" => match written.kind().map_err(|e| e.in_section(Self::SECTION))? {
+                    JudgeConfig::Llm(llm) => Ok(GoldJudge(*llm)),
+                    JudgeConfig::Deterministic => Err(not_llm()),
+                },
+                _ => Err(not_llm()),
+            }
         }
-        section
-            .llm("gold.judge")
-            .map(Some)
-            .map_err(serde::de::Error::custom)
+
+        fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
+            let judge = Self::read_parts(written)?;
+            written.finish().map_err(|e| e.in_section(Self::SECTION))?;
+            Ok(judge)
+        }
+    }
+
+    /// Why `[gold.judge]` with another kind is refused.
+    fn not_llm() -> SectionError {
+        SectionError::Key {
+            message: "gold.judge.kind must be \"llm\" ([gold.judge] is the LLM endpoint of flex, \
+                      rose and hybrid_ex)"
+                .to_string(),
+            key: "gold.judge.kind".to_string(),
+        }
+    }
+
+    impl<'de> Deserialize<'de> for GoldJudge {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            GoldJudge::deserialize_section(deserializer)
+        }
+    }
+
+    /// `[gold.judge]` as written back: `kind = "llm"`, then its keys.
+    #[derive(Serialize)]
+    #[serde(tag = "kind", rename_all = "lowercase")]
+    enum WrittenGoldJudge<'a> {
+        Llm(&'a LlmJudgeConfig),
     }
 
     /// Writes `[gold.judge]` with its `kind = "llm"`.
@@ -525,10 +523,7 @@ pub mod gold_judge {
     ) -> Result<S::Ok, S::Error> {
         judge
             .as_ref()
-            .map(|llm| WrittenJudge {
-                kind: JudgeKindName::Llm,
-                llm: Some(llm),
-            })
+            .map(WrittenGoldJudge::Llm)
             .serialize(serializer)
     }
 }

@@ -1,5 +1,10 @@
-//! `[source]`: where events come from (a file, stdin, or Kafka topics through a consumer
-//! group) — its keys, defaults and redaction.
+//! `[source]`: where events come from (a file, stdin, Kafka topics through a consumer group, or
+//! an OTLP/HTTP receiver) — its keys, defaults and redaction.
+//!
+//! Each kind's keys are a derived struct beside its defaults and `problems()`
+//! ([`FileSourceConfig`], [`KafkaSourceConfig`]); the section is read by
+//! [`WrittenSection`](crate::config::settings::WrittenSection), which drops another kind's keys
+//! with a warning and refuses unknown ones, and written back by the derive.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,10 +12,14 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::config::settings::{REDACTED, is_shown_kafka_property, string_or_list};
+use crate::config::settings::{
+    KindedSettings, REDACTED, ReadSection, SectionError, SectionKeys, WrittenSection,
+    is_shown_kafka_property, keys_of, string_or_list,
+};
 
 /// Where events come from, with what only that kind needs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum SourceKind {
     /// A JSONL file (optionally tailed).
     File(FileSourceConfig),
@@ -49,8 +58,30 @@ impl SourceKind {
     }
 }
 
+impl KindedSettings for SourceKind {
+    const KINDS: &'static [&'static str] = &["file", "kafka", "stdin", "otlp"];
+
+    fn keys_of_kind(kind: &str) -> &'static [&'static str] {
+        match kind {
+            "file" => keys_of::<FileSourceConfig>(),
+            "kafka" => keys_of::<KafkaSourceConfig>(),
+            _ => &[],
+        }
+    }
+
+    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
+        Ok(match kind {
+            "file" => SourceKind::File(keys.read()?),
+            "kafka" => SourceKind::Kafka(keys.read()?),
+            "stdin" => SourceKind::Stdin,
+            _ => SourceKind::Otlp,
+        })
+    }
+}
+
 /// `[source] kind = "file"`: its own keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct FileSourceConfig {
     /// The JSONL file.
     pub path: PathBuf,
@@ -69,11 +100,14 @@ impl Default for FileSourceConfig {
 
 /// `[source] kind = "kafka"`: its own keys. Its `Debug` redacts secret-looking
 /// `kafka_properties` (SASL passwords).
-#[derive(Clone, PartialEq)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct KafkaSourceConfig {
     /// Bootstrap servers (`host:port,host:port`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub brokers: Option<String>,
     /// Topics to consume (a list, or a comma-separated string from the environment).
+    #[serde(deserialize_with = "string_or_list")]
     pub topics: Vec<String>,
     /// Consumer group.
     pub group_id: String,
@@ -82,11 +116,14 @@ pub struct KafkaSourceConfig {
     /// the same id within the session timeout takes its own partitions back without a
     /// rebalance of the others. Unique per process: a second process with the same id fences
     /// the first (a fatal error; that process stops consuming and exits non-zero).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub group_instance_id: Option<String>,
     /// Topic for dead letters (when unset, dead letters go to the sink).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_letter_topic: Option<String>,
     /// Extra librdkafka properties passed through verbatim (`"security.protocol" = "SSL"`).
     /// Underscores in keys are read as dots, so they can be set from the environment too.
+    #[serde(deserialize_with = "kafka_properties")]
     pub kafka_properties: BTreeMap<String, String>,
     /// Messages handed out and not yet written by the sink, at most (back-pressure).
     pub max_in_flight: usize,
@@ -207,10 +244,10 @@ pub enum SourceFormat {
 }
 
 /// `[source]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "SourceSection", into = "SourceSection")]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceConfig {
     /// `file` | `kafka` | `stdin` | `otlp`, with that kind's keys.
+    #[serde(flatten)]
     pub kind: SourceKind,
     /// What the messages or lines hold: `event` | `otlp_proto` | `otlp_json` (traces,
     /// assembled and mapped as for `kind = "otlp"`, with `[source.otlp]`'s window and bounds).
@@ -423,177 +460,51 @@ impl Default for SourceConfig {
     }
 }
 
-/// `[source]` as written in a file or the environment: every kind's keys side by side. Read
-/// into [`SourceConfig`], which keeps the chosen kind's keys; another kind's are dropped with a
-/// warning (a leftover, not a typo: unknown keys are still refused).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// `[source]`'s keys every kind shares.
+#[derive(Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct SourceSection {
-    kind: SourceKindName,
+struct SharedSourceKeys {
     format: SourceFormat,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    path: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    follow: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    brokers: Option<String>,
-    #[serde(
-        deserialize_with = "some_list",
-        skip_serializing_if = "Option::is_none"
-    )]
-    topics: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group_instance_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dead_letter_topic: Option<String>,
-    #[serde(
-        deserialize_with = "some_properties",
-        skip_serializing_if = "Option::is_none"
-    )]
-    kafka_properties: Option<BTreeMap<String, String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_in_flight: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    commit_interval_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    poison: Option<PoisonConfig>,
     otlp: OtlpConfig,
     otlp_mapping: crate::spans::SpanMapping,
 }
 
-/// `source.kind` as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum SourceKindName {
-    #[default]
-    File,
-    Kafka,
-    Stdin,
-    Otlp,
+impl Default for SharedSourceKeys {
+    fn default() -> Self {
+        let SourceConfig {
+            format,
+            otlp,
+            otlp_mapping,
+            ..
+        } = SourceConfig::default();
+        SharedSourceKeys {
+            format,
+            otlp,
+            otlp_mapping,
+        }
+    }
 }
 
-impl From<SourceSection> for SourceConfig {
-    fn from(section: SourceSection) -> Self {
-        let file_keys = [
-            ("path", section.path.is_some()),
-            ("follow", section.follow.is_some()),
-        ];
-        let kafka_keys = [
-            ("brokers", section.brokers.is_some()),
-            ("topics", section.topics.is_some()),
-            ("group_id", section.group_id.is_some()),
-            ("group_instance_id", section.group_instance_id.is_some()),
-            ("dead_letter_topic", section.dead_letter_topic.is_some()),
-            ("kafka_properties", section.kafka_properties.is_some()),
-            ("max_in_flight", section.max_in_flight.is_some()),
-            ("commit_interval_ms", section.commit_interval_ms.is_some()),
-            ("poison", section.poison.is_some()),
-        ];
-        let kind = match section.kind {
-            SourceKindName::File => {
-                let defaults = FileSourceConfig::default();
-                SourceKind::File(FileSourceConfig {
-                    path: section.path.unwrap_or(defaults.path),
-                    follow: section.follow.unwrap_or(defaults.follow),
-                })
-            }
-            SourceKindName::Kafka => {
-                let defaults = KafkaSourceConfig::default();
-                SourceKind::Kafka(KafkaSourceConfig {
-                    brokers: section.brokers,
-                    topics: section.topics.unwrap_or(defaults.topics),
-                    group_id: section.group_id.unwrap_or(defaults.group_id),
-                    group_instance_id: section.group_instance_id,
-                    dead_letter_topic: section.dead_letter_topic,
-                    kafka_properties: section
-                        .kafka_properties
-                        .unwrap_or(defaults.kafka_properties),
-                    max_in_flight: section.max_in_flight.unwrap_or(defaults.max_in_flight),
-                    commit_interval_ms: section
-                        .commit_interval_ms
-                        .unwrap_or(defaults.commit_interval_ms),
-                    poison: section.poison.unwrap_or(defaults.poison),
-                })
-            }
-            SourceKindName::Stdin => SourceKind::Stdin,
-            SourceKindName::Otlp => SourceKind::Otlp,
-        };
-        let mut left_over = Vec::new();
-        if !matches!(kind, SourceKind::File(_)) {
-            left_over.extend(given(&file_keys));
-        }
-        if !matches!(kind, SourceKind::Kafka(_)) {
-            left_over.extend(given(&kafka_keys));
-        }
-        if !left_over.is_empty() {
-            // A leftover of another kind (a file's settings with the kind overridden from the
-            // environment, say) costs nothing: say so, go on.
-            tracing::warn!(
-                keys = %left_over.join(", "),
-                "[source] keys of another kind than source.kind = \"{}\": ignored",
-                kind.name()
-            );
-        }
-        SourceConfig {
+impl ReadSection for SourceConfig {
+    const SECTION: &'static str = "source";
+
+    /// The chosen kind's keys and the shared ones.
+    fn read_parts(written: &mut WrittenSection) -> Result<Self, SectionError> {
+        let kind = written.kind()?;
+        let shared: SharedSourceKeys = written.part()?;
+        Ok(SourceConfig {
             kind,
-            format: section.format,
-            otlp: section.otlp,
-            otlp_mapping: section.otlp_mapping,
-        }
+            format: shared.format,
+            otlp: shared.otlp,
+            otlp_mapping: shared.otlp_mapping,
+        })
     }
 }
 
-/// The names of the keys given.
-fn given<'a>(keys: &[(&'a str, bool)]) -> Vec<&'a str> {
-    keys.iter()
-        .filter(|(_, set)| *set)
-        .map(|(name, _)| *name)
-        .collect()
-}
-
-impl From<SourceConfig> for SourceSection {
-    fn from(config: SourceConfig) -> Self {
-        let mut section = SourceSection {
-            format: config.format,
-            otlp: config.otlp,
-            otlp_mapping: config.otlp_mapping,
-            ..SourceSection::default()
-        };
-        match config.kind {
-            SourceKind::File(file) => {
-                section.kind = SourceKindName::File;
-                section.path = Some(file.path);
-                section.follow = Some(file.follow);
-            }
-            SourceKind::Kafka(kafka) => {
-                section.kind = SourceKindName::Kafka;
-                section.brokers = kafka.brokers;
-                section.topics = Some(kafka.topics);
-                section.group_id = Some(kafka.group_id);
-                section.group_instance_id = kafka.group_instance_id;
-                section.dead_letter_topic = kafka.dead_letter_topic;
-                section.kafka_properties = Some(kafka.kafka_properties);
-                section.max_in_flight = Some(kafka.max_in_flight);
-                section.commit_interval_ms = Some(kafka.commit_interval_ms);
-                section.poison = Some(kafka.poison);
-            }
-            SourceKind::Stdin => section.kind = SourceKindName::Stdin,
-            SourceKind::Otlp => section.kind = SourceKindName::Otlp,
-        }
-        section
+impl<'de> Deserialize<'de> for SourceConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        SourceConfig::deserialize_section(deserializer)
     }
-}
-
-fn some_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    string_or_list(d).map(Some)
-}
-
-fn some_properties<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-    kafka_properties(d).map(Some)
 }
 
 fn kafka_properties<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {

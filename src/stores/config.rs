@@ -3,22 +3,25 @@
 //! (their defaults are the kind's own: ClickHouse merges every insert again and gains from
 //! batches twice as large as an append needs, [`SinkKind::default_batch`]).
 //!
-//! The section is an enum of per-kind settings ([`SinkKind`]) in Rust and flat in the file
-//! (`kind = "jsonl"` and `dir = "…"` side by side): it is read through [`SinkSection`], which
-//! drops a key of another kind with a warning (`dir` with `kind = "clickhouse"`: a leftover, not
-//! a typo — unknown keys are still refused) and keeps the ClickHouse connection keys older
-//! configs wrote here for `Config::load` to move to `[clickhouse]`.
-
-use std::path::PathBuf;
-
-use serde::{Deserialize, Serialize};
+//! The section is an enum of per-kind settings ([`SinkKind`], each kind's keys a derived struct)
+//! in Rust and flat in the file (`kind = "jsonl"` and `dir = "…"` side by side): it is read by
+//! [`WrittenSection`], which drops a key of another kind with a warning (`dir` with
+//! `kind = "clickhouse"`: a leftover, not a typo — unknown keys are still refused), and keeps
+//! the ClickHouse connection keys older configs wrote here ([`ClickHouseKeys`]) for
+//! `Config::load` to move to `[clickhouse]`.
 
 use std::fmt;
+use std::path::PathBuf;
 
-use crate::config::settings::Secret;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::config::settings::{
+    KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
+};
 
 /// Where rows go, with what only that kind needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum SinkKind {
     /// `evaluations.jsonl` + `dead_letters.jsonl` (+ `inputs.jsonl`) in a directory.
     Jsonl(JsonlSinkConfig),
@@ -71,8 +74,28 @@ impl SinkKind {
     }
 }
 
+impl KindedSettings for SinkKind {
+    const KINDS: &'static [&'static str] = &["jsonl", "clickhouse", "stdout"];
+
+    fn keys_of_kind(kind: &str) -> &'static [&'static str] {
+        match kind {
+            "jsonl" => keys_of::<JsonlSinkConfig>(),
+            _ => &[],
+        }
+    }
+
+    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
+        Ok(match kind {
+            "jsonl" => SinkKind::Jsonl(keys.read()?),
+            "clickhouse" => SinkKind::Clickhouse,
+            _ => SinkKind::Stdout,
+        })
+    }
+}
+
 /// `[sink] kind = "jsonl"`: its own key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct JsonlSinkConfig {
     /// Output directory.
     pub dir: PathBuf,
@@ -101,10 +124,10 @@ impl JsonlSinkConfig {
 pub const DEFAULT_DIR: &str = "sqlgrade-out";
 
 /// `[sink]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "SinkSection", into = "SinkSection")]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SinkConfig {
     /// `jsonl` | `clickhouse` | `stdout`, with that kind's keys.
+    #[serde(flatten)]
     pub kind: SinkKind,
     /// A batch is written once it holds this many rows plus dead letters (by default the
     /// kind's: [`SinkKind::default_batch`]).
@@ -122,7 +145,65 @@ pub struct SinkConfig {
     /// can show them. Turn off when the inputs must not be kept.
     pub store_inputs: bool,
     /// `[clickhouse]` keys written here by an older config; `Config::load` moves them.
+    #[serde(flatten)]
     pub clickhouse_keys: ClickHouseKeys,
+}
+
+/// `[sink]`'s writer keys, shared by every kind; a batch key not given is the kind's
+/// ([`SinkKind::default_batch`]).
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct WriterKeys {
+    batch_rows: Option<usize>,
+    batch_bytes: Option<usize>,
+    flush_interval_ms: u64,
+    inflight_batches: usize,
+    store_inputs: bool,
+}
+
+impl Default for WriterKeys {
+    fn default() -> Self {
+        WriterKeys {
+            batch_rows: None,
+            batch_bytes: None,
+            flush_interval_ms: 1000,
+            inflight_batches: 2,
+            store_inputs: true,
+        }
+    }
+}
+
+impl WriterKeys {
+    /// A sink of `kind` written with these keys.
+    fn with_kind(self, kind: SinkKind, clickhouse_keys: ClickHouseKeys) -> SinkConfig {
+        let (batch_rows, batch_bytes) = kind.default_batch();
+        SinkConfig {
+            kind,
+            batch_rows: self.batch_rows.unwrap_or(batch_rows),
+            batch_bytes: self.batch_bytes.unwrap_or(batch_bytes),
+            flush_interval_ms: self.flush_interval_ms,
+            inflight_batches: self.inflight_batches,
+            store_inputs: self.store_inputs,
+            clickhouse_keys,
+        }
+    }
+}
+
+impl ReadSection for SinkConfig {
+    const SECTION: &'static str = "sink";
+
+    /// The chosen kind's keys, the writer's and the older `[clickhouse]` ones.
+    fn read_parts(written: &mut WrittenSection) -> Result<Self, SectionError> {
+        let kind = written.kind()?;
+        let writer: WriterKeys = written.part()?;
+        Ok(writer.with_kind(kind, written.part()?))
+    }
+}
+
+impl<'de> Deserialize<'de> for SinkConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        SinkConfig::deserialize_section(deserializer)
+    }
 }
 
 impl Default for SinkConfig {
@@ -136,16 +217,7 @@ impl SinkConfig {
     /// A sink of `kind` with every other key at its default; the batch is the kind's own
     /// ([`SinkKind::default_batch`]).
     pub fn of_kind(kind: SinkKind) -> SinkConfig {
-        let (batch_rows, batch_bytes) = kind.default_batch();
-        SinkConfig {
-            kind,
-            batch_rows,
-            batch_bytes,
-            flush_interval_ms: 1000,
-            inflight_batches: 2,
-            store_inputs: true,
-            clickhouse_keys: ClickHouseKeys::default(),
-        }
+        WriterKeys::default().with_kind(kind, ClickHouseKeys::default())
     }
 
     /// The JSONL directory, when rows go to one.
@@ -176,68 +248,39 @@ impl SinkConfig {
     }
 }
 
-/// `[sink]` as written in a file or the environment: every kind's keys side by side, and the
-/// older place of the `[clickhouse]` keys. Read into [`SinkConfig`], which keeps the chosen
-/// kind's keys (another kind's are dropped with a warning).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SinkSection {
-    kind: SinkKindName,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dir: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batch_rows: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batch_bytes: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    flush_interval_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    inflight_batches: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    store_inputs: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    database: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    password: Option<Secret>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    request_timeout_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_initial_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_max_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_give_up_ms: Option<u64>,
-    #[serde(skip_serializing)]
-    cluster: Option<config::Value>,
-}
-
 /// The `[clickhouse]` keys as an older config wrote them under `[sink]` (`sink.url`,
 /// `[sink.cluster]`, …): each `None` unless written there. Its `Debug` names the keys given,
 /// never their values.
-#[derive(Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClickHouseKeys {
     /// `sink.url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// `sink.database`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
     /// `sink.user`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// `sink.password`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub password: Option<Secret>,
     /// `sink.request_timeout_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout_ms: Option<u64>,
     /// `sink.retry_initial_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_initial_ms: Option<u64>,
     /// `sink.retry_max_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_max_ms: Option<u64>,
     /// `sink.retry_give_up_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_give_up_ms: Option<u64>,
     /// `[sink.cluster]`, as written (`[clickhouse.cluster]`'s type lives with ClickHouse, a
     /// layer above this one; `ClickHouseConfig::adopt_sink_keys` reads it).
+    #[serde(skip_serializing)]
     pub cluster: Option<config::Value>,
 }
 
@@ -265,90 +308,6 @@ impl ClickHouseKeys {
     /// Whether none is set.
     pub fn is_empty(&self) -> bool {
         *self == ClickHouseKeys::default()
-    }
-}
-
-/// `sink.kind` as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum SinkKindName {
-    #[default]
-    Jsonl,
-    Clickhouse,
-    Stdout,
-}
-
-impl From<SinkSection> for SinkConfig {
-    fn from(section: SinkSection) -> Self {
-        let dir_given = section.dir.is_some();
-        let kind = match section.kind {
-            SinkKindName::Jsonl => SinkKind::Jsonl(JsonlSinkConfig {
-                dir: section.dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
-            }),
-            SinkKindName::Clickhouse => SinkKind::Clickhouse,
-            SinkKindName::Stdout => SinkKind::Stdout,
-        };
-        let defaults = SinkConfig::of_kind(kind.clone());
-        if dir_given && !matches!(kind, SinkKind::Jsonl(_)) {
-            // A leftover of another kind (a file's jsonl settings with the kind overridden
-            // from the environment, say) costs nothing: say so, go on.
-            tracing::warn!(
-                "sink.dir is a key of sink.kind = \"jsonl\", not of sink.kind = \"{}\": ignored",
-                kind.name()
-            );
-        }
-        SinkConfig {
-            kind,
-            batch_rows: section.batch_rows.unwrap_or(defaults.batch_rows),
-            batch_bytes: section.batch_bytes.unwrap_or(defaults.batch_bytes),
-            flush_interval_ms: section
-                .flush_interval_ms
-                .unwrap_or(defaults.flush_interval_ms),
-            inflight_batches: section
-                .inflight_batches
-                .unwrap_or(defaults.inflight_batches),
-            store_inputs: section.store_inputs.unwrap_or(defaults.store_inputs),
-            clickhouse_keys: ClickHouseKeys {
-                url: section.url,
-                database: section.database,
-                user: section.user,
-                password: section.password,
-                request_timeout_ms: section.request_timeout_ms,
-                retry_initial_ms: section.retry_initial_ms,
-                retry_max_ms: section.retry_max_ms,
-                retry_give_up_ms: section.retry_give_up_ms,
-                cluster: section.cluster,
-            },
-        }
-    }
-}
-
-impl From<SinkConfig> for SinkSection {
-    fn from(config: SinkConfig) -> Self {
-        let (kind, dir) = match config.kind {
-            SinkKind::Jsonl(jsonl) => (SinkKindName::Jsonl, Some(jsonl.dir)),
-            SinkKind::Clickhouse => (SinkKindName::Clickhouse, None),
-            SinkKind::Stdout => (SinkKindName::Stdout, None),
-        };
-        let keys = config.clickhouse_keys;
-        SinkSection {
-            kind,
-            dir,
-            batch_rows: Some(config.batch_rows),
-            batch_bytes: Some(config.batch_bytes),
-            flush_interval_ms: Some(config.flush_interval_ms),
-            inflight_batches: Some(config.inflight_batches),
-            store_inputs: Some(config.store_inputs),
-            url: keys.url,
-            database: keys.database,
-            user: keys.user,
-            password: keys.password,
-            request_timeout_ms: keys.request_timeout_ms,
-            retry_initial_ms: keys.retry_initial_ms,
-            retry_max_ms: keys.retry_max_ms,
-            retry_give_up_ms: keys.retry_give_up_ms,
-            cluster: keys.cluster,
-        }
     }
 }
 

@@ -1,14 +1,19 @@
 //! The building blocks every component's config section uses: [`Secret`] (a value whose
-//! `Debug` and `Display` never show it), redaction of URLs and secret-looking keys, and the
-//! reader of a list that the environment gives as a comma-separated string.
+//! `Debug` and `Display` never show it), redaction of URLs and secret-looking keys, the reader
+//! of a list that the environment gives as a comma-separated string, and the reader of a section
+//! whose `kind` chooses its settings ([`WrittenSection`], [`KindedSettings`], [`take_section`]).
 //!
 //! The sections themselves live with their components (`sources::config`, `stores::config`,
 //! `llm::config`, …); `crate::config` assembles them.
 
+mod kinded;
 mod secret;
 
 use serde::{Deserialize, Deserializer};
 
+pub use kinded::{
+    KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of, take_section,
+};
 pub use secret::{
     REDACTED, Secret, is_secret_key, is_shown_kafka_property, redact, redact_url, same_secret,
 };

@@ -303,7 +303,7 @@ impl Default for PoisonConfig {
 /// optionally gzip). A request is answered once every event its spans made is written or
 /// dead-lettered (so nothing acknowledged is lost); spans of one trace are held until its root
 /// span arrives or `assembly_window_ms` passes.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OtlpConfig {
     /// Address to listen on (the OTLP/HTTP port; localhost unless told otherwise).
@@ -335,27 +335,6 @@ pub struct OtlpConfig {
     /// `[sink] flush_interval_ms`: a request is answered once its rows are written, and an
     /// exporter sends its next request only then.
     pub batch_linger_ms: u64,
-}
-
-impl fmt::Debug for OtlpConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtlpConfig")
-            .field("listen", &self.listen)
-            .field("token_env", &self.token_env)
-            .field("max_body_bytes", &self.max_body_bytes)
-            .field("assembly_window_ms", &self.assembly_window_ms)
-            .field("max_pending_traces", &self.max_pending_traces)
-            .field("max_pending_bytes", &self.max_pending_bytes)
-            .field("max_concurrent_requests", &self.max_concurrent_requests)
-            .field("max_spans_per_request", &self.max_spans_per_request)
-            .field(
-                "max_attributes_per_request",
-                &self.max_attributes_per_request,
-            )
-            .field("request_timeout_ms", &self.request_timeout_ms)
-            .field("batch_linger_ms", &self.batch_linger_ms)
-            .finish()
-    }
 }
 
 impl Default for OtlpConfig {

@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// A config file holding `text`, in a folder removed when the first value is dropped.
+fn config_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
     Some(
         pairs
@@ -114,10 +122,7 @@ fn defaults_need_no_file() {
 
 #[test]
 fn file_then_env_override() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.toml");
-    std::fs::write(
-        &path,
+    let (_dir, path) = config_file(
         r#"
         [source]
         kind = "kafka"
@@ -132,8 +137,7 @@ fn file_then_env_override() {
         [judge]
         max_requests_per_second = 2.5
         "#,
-    )
-    .unwrap();
+    );
     let c = Config::load_with_env(
         Some(&path),
         env(&[
@@ -211,13 +215,7 @@ fn unknown_keys_and_bad_kinds_are_rejected() {
 
 #[test]
 fn a_kinded_sections_messages_name_the_key_in_full_and_its_origin() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.toml");
-    std::fs::write(
-        &path,
-        "[source]\nkind = \"kafka\"\nbrokers = \"k\"\ntopics = \"t\"\n",
-    )
-    .unwrap();
+    let (_dir, path) = config_file("[source]\nkind = \"kafka\"\nbrokers = \"k\"\ntopics = \"t\"\n");
     let message =
         |file: Option<&Path>, pairs: &[(&str, &str)]| match Config::load_with_env(file, env(pairs))
         {
@@ -339,13 +337,9 @@ fn both_judge_sections_get_the_same_rules() {
 
 #[test]
 fn older_sink_keys_conflicting_with_clickhouse_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.toml");
-    std::fs::write(
-        &path,
+    let (_dir, path) = config_file(
         "[sink]\nkind = \"clickhouse\"\nurl = \"http://a:8123\"\n[clickhouse]\nurl = \"http://b:8123\"\n",
-    )
-    .unwrap();
+    );
     let error = Config::load_with_env(Some(&path), env(&[]))
         .unwrap_err()
         .to_string();

@@ -1,21 +1,22 @@
 //! `[source]`: where events come from (a file, stdin, Kafka topics through a consumer group, or
 //! an OTLP/HTTP receiver) — its keys, defaults and redaction.
 //!
-//! Each kind's keys are a derived struct beside its defaults and `problems()`
-//! ([`FileSourceConfig`], [`KafkaSourceConfig`]); the section is read by
+//! Each kind's keys are a derived struct beside the source that uses them, with its defaults and
+//! `problems()` ([`FileSourceConfig`] in `sources::file`, [`KafkaSourceConfig`] in
+//! `sources::kafka::config`); the keys every kind shares (`format`, `[source.otlp]`,
+//! `[source.otlp_mapping]`) are here. The section is read by
 //! [`WrittenSection`](crate::config::settings::WrittenSection), which drops another kind's keys
 //! with a warning and refuses unknown ones, and written back by the derive.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::settings::{
-    KindedSettings, REDACTED, ReadSection, SectionError, SectionKeys, WrittenSection,
-    is_shown_kafka_property, keys_of, string_or_list,
+    KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of,
 };
+pub use crate::sources::file::FileSourceConfig;
+pub use crate::sources::kafka::config::{KafkaSourceConfig, PoisonConfig};
 
 /// Where events come from, with what only that kind needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -79,155 +80,6 @@ impl KindedSettings for SourceKind {
     }
 }
 
-/// `[source] kind = "file"`: its own keys.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FileSourceConfig {
-    /// The JSONL file.
-    pub path: PathBuf,
-    /// Keep tailing the file after EOF (like `tail -f`).
-    pub follow: bool,
-}
-
-impl Default for FileSourceConfig {
-    fn default() -> Self {
-        FileSourceConfig {
-            path: PathBuf::from("examples/events.jsonl"),
-            follow: false,
-        }
-    }
-}
-
-/// `[source] kind = "kafka"`: its own keys. Its `Debug` redacts secret-looking
-/// `kafka_properties` (SASL passwords).
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct KafkaSourceConfig {
-    /// Bootstrap servers (`host:port,host:port`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub brokers: Option<String>,
-    /// Topics to consume (a list, or a comma-separated string from the environment).
-    #[serde(deserialize_with = "string_or_list")]
-    pub topics: Vec<String>,
-    /// Consumer group.
-    pub group_id: String,
-    /// Static group membership (librdkafka `group.instance.id`, KIP-345): a stable name for
-    /// this member (in Kubernetes, the StatefulSet pod's name). A member that restarts with
-    /// the same id within the session timeout takes its own partitions back without a
-    /// rebalance of the others. Unique per process: a second process with the same id fences
-    /// the first (a fatal error; that process stops consuming and exits non-zero).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub group_instance_id: Option<String>,
-    /// Topic for dead letters (when unset, dead letters go to the sink).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dead_letter_topic: Option<String>,
-    /// Extra librdkafka properties passed through verbatim (`"security.protocol" = "SSL"`).
-    /// Underscores in keys are read as dots, so they can be set from the environment too.
-    #[serde(deserialize_with = "kafka_properties")]
-    pub kafka_properties: BTreeMap<String, String>,
-    /// Messages handed out and not yet written by the sink, at most (back-pressure).
-    pub max_in_flight: usize,
-    /// How often completed offsets are committed.
-    pub commit_interval_ms: u64,
-    /// `[source.poison]`: a message in flight at this many deaths of the process is
-    /// dead-lettered instead of scored again (`sources::kafka::poison`).
-    pub poison: PoisonConfig,
-}
-
-impl Default for KafkaSourceConfig {
-    fn default() -> Self {
-        KafkaSourceConfig {
-            brokers: None,
-            topics: Vec::new(),
-            group_id: "sqlgrade".into(),
-            group_instance_id: None,
-            dead_letter_topic: None,
-            kafka_properties: BTreeMap::new(),
-            // Twice the ClickHouse sink's default `sink.batch_rows`, so a batch fills while the
-            // one before it is written (with as many as `sink.batch_rows` in flight, the consumer
-            // stopped while a 64 MiB batch was inserted, and the larger batches gained nothing:
-            // benches/README.md, "Batches of 64 MiB").
-            max_in_flight: 100_000,
-            commit_interval_ms: 1_000,
-            poison: PoisonConfig::default(),
-        }
-    }
-}
-
-impl fmt::Debug for KafkaSourceConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let properties: BTreeMap<&str, &str> = self
-            .kafka_properties
-            .iter()
-            .map(|(k, v)| {
-                let shown = if is_shown_kafka_property(k) {
-                    v.as_str()
-                } else {
-                    REDACTED
-                };
-                (k.as_str(), shown)
-            })
-            .collect();
-        f.debug_struct("KafkaSourceConfig")
-            .field("brokers", &self.brokers)
-            .field("topics", &self.topics)
-            .field("group_id", &self.group_id)
-            .field("group_instance_id", &self.group_instance_id)
-            .field("dead_letter_topic", &self.dead_letter_topic)
-            .field("kafka_properties", &properties)
-            .field("max_in_flight", &self.max_in_flight)
-            .field("commit_interval_ms", &self.commit_interval_ms)
-            .field("poison", &self.poison)
-            .finish()
-    }
-}
-
-impl KafkaSourceConfig {
-    /// What is wrong with these keys (each a sentence naming the key).
-    pub fn problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        if self.brokers.as_deref().is_none_or(|b| b.trim().is_empty()) {
-            problems.push("source.brokers is required for source.kind = \"kafka\"".to_string());
-        }
-        if self.topics.iter().all(|t| t.trim().is_empty()) {
-            problems.push(
-                "source.topics must name at least one topic for source.kind = \"kafka\""
-                    .to_string(),
-            );
-        }
-        if self.group_id.trim().is_empty() {
-            problems.push("source.group_id must not be empty".to_string());
-        }
-        if let Some(id) = &self.group_instance_id {
-            if id.trim().is_empty() {
-                problems.push(
-                    "source.group_instance_id must not be empty when set (unset it for dynamic \
-                     membership)"
-                        .to_string(),
-                );
-            }
-            if self
-                .kafka_properties
-                .get("group.instance.id")
-                .is_some_and(|given| given != id)
-            {
-                problems.push(
-                    "source.group_instance_id and [source.kafka_properties] \
-                     \"group.instance.id\" disagree: set only one"
-                        .to_string(),
-                );
-            }
-        }
-        if self.max_in_flight == 0 {
-            problems.push("source.max_in_flight must be at least 1".to_string());
-        }
-        if self.commit_interval_ms == 0 {
-            problems.push("source.commit_interval_ms must be at least 1".to_string());
-        }
-        problems
-    }
-}
-
 /// What each message (Kafka) or line (file, stdin) of a source holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -273,28 +125,6 @@ impl SourceConfig {
         match &self.kind {
             SourceKind::File(file) => Some(file),
             _ => None,
-        }
-    }
-}
-
-/// `[source.poison]`: when a message is dead-lettered for killing the process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PoisonConfig {
-    /// Deaths with a message in flight after which it is dead-lettered instead of scored
-    /// again; 0 turns the guard off (a poison event then stops the stream).
-    pub after_deaths: u32,
-    /// Folder of the markers (one folder per consumer group inside). Unset: `sqlgrade-poison`
-    /// in the system's temporary folder. In Kubernetes, a volume that outlives the container
-    /// (`emptyDir`): the deployment's manifests mount one.
-    pub dir: Option<PathBuf>,
-}
-
-impl Default for PoisonConfig {
-    fn default() -> Self {
-        PoisonConfig {
-            after_deaths: 2,
-            dir: None,
         }
     }
 }
@@ -401,9 +231,7 @@ impl SourceConfig {
     /// What is wrong with this section alone (each a sentence naming the key).
     pub fn problems(&self) -> Vec<String> {
         let mut problems = match &self.kind {
-            SourceKind::File(file) if file.path.as_os_str().is_empty() => {
-                vec!["source.path is required for source.kind = \"file\"".to_string()]
-            }
+            SourceKind::File(file) => file.problems(),
             SourceKind::Kafka(kafka) => kafka.problems(),
             _ => Vec::new(),
         };
@@ -486,17 +314,10 @@ impl<'de> Deserialize<'de> for SourceConfig {
     }
 }
 
-fn kafka_properties<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    let raw = BTreeMap::<String, String>::deserialize(d)?;
-    Ok(raw
-        .into_iter()
-        .map(|(k, v)| (k.replace('_', "."), v))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn read(text: &str) -> SourceConfig {
         toml::from_str(text).unwrap()

@@ -5,17 +5,49 @@
 //! the limit never grows memory without bound: only its first `max_line_bytes + 1` bytes are kept
 //! (enough for the decoder to reject it as too large) and the origin records the full length. A
 //! partial last line (no trailing newline) is a line at EOF; when following, it is held back until
-//! the writer finishes it.
+//! the writer finishes it. `[source] kind = "file"`'s keys ([`FileSourceConfig`]) are declared
+//! here, beside the source that uses them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::{AckCounter, Source, SourceError, SourceMessage};
 use crate::sources::{AckToken, Acknowledge, Position};
+
+/// `[source] kind = "file"`: its own keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileSourceConfig {
+    /// The JSONL file.
+    pub path: PathBuf,
+    /// Keep tailing the file after EOF (like `tail -f`).
+    pub follow: bool,
+}
+
+impl Default for FileSourceConfig {
+    fn default() -> Self {
+        FileSourceConfig {
+            path: PathBuf::from("examples/events.jsonl"),
+            follow: false,
+        }
+    }
+}
+
+impl FileSourceConfig {
+    /// What is wrong with these keys (each a sentence naming the key).
+    pub fn problems(&self) -> Vec<String> {
+        if self.path.as_os_str().is_empty() {
+            vec!["source.path is required for source.kind = \"file\"".to_string()]
+        } else {
+            Vec::new()
+        }
+    }
+}
 
 /// Read buffer size of line sources.
 const READ_BUFFER_BYTES: usize = 256 * 1024;

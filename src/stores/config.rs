@@ -15,6 +15,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use crate::stores::jsonl::config::{DEFAULT_DIR, JsonlSinkConfig};
+
 use crate::config::settings::{
     KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
 };
@@ -92,36 +94,6 @@ impl KindedSettings for SinkKind {
         })
     }
 }
-
-/// `[sink] kind = "jsonl"`: its own key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct JsonlSinkConfig {
-    /// Output directory.
-    pub dir: PathBuf,
-}
-
-impl Default for JsonlSinkConfig {
-    fn default() -> Self {
-        JsonlSinkConfig {
-            dir: PathBuf::from(DEFAULT_DIR),
-        }
-    }
-}
-
-impl JsonlSinkConfig {
-    /// What is wrong with these keys.
-    pub fn problems(&self) -> Vec<String> {
-        if self.dir.as_os_str().is_empty() {
-            vec!["sink.dir is required for sink.kind = \"jsonl\"".to_string()]
-        } else {
-            Vec::new()
-        }
-    }
-}
-
-/// The JSONL sink's directory when `sink.dir` is not given.
-pub const DEFAULT_DIR: &str = "sqlgrade-out";
 
 /// `[sink]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,7 +6,7 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::producer::FutureProducer;
 
 use crate::sources::SourceError;
-use crate::sources::config::KafkaSourceConfig;
+use crate::sources::kafka::config::KafkaSourceConfig;
 
 /// Properties sqlgrade sets itself and never lets configuration override (they carry the
 /// at-least-once guarantee).

@@ -69,7 +69,7 @@ use super::lag::{LagTable, PartitionLag};
 use super::lock;
 use super::offsets::{CommitPosition, OffsetTracker};
 use super::poison::PoisonGuard;
-use crate::sources::config::KafkaSourceConfig;
+use crate::sources::kafka::config::KafkaSourceConfig;
 use crate::sources::{
     AckToken, Acknowledge, DeadLetterRoute, Position, Source, SourceError, SourceMessage,
 };

@@ -5,6 +5,7 @@
 //! message ([`poison`]) and the judge-work topic ([`work`]).
 
 pub mod client;
+pub mod config;
 pub mod consumer;
 pub mod dead_letter;
 pub mod lag;

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::lock;
-pub use crate::sources::config::PoisonConfig;
+pub use crate::sources::kafka::config::PoisonConfig;
 
 /// The markers' folder for consumer group `group`.
 pub fn group_dir(config: &PoisonConfig, group: &str) -> PathBuf {

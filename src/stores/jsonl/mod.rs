@@ -3,6 +3,7 @@
 //! `evaluations.jsonl` ([`rows`]) and the store's reader of the whole directory ([`reader`]:
 //! rows, a run's rows, an event's inputs, alerts and labels).
 
+pub mod config;
 pub mod reader;
 pub mod rows;
 pub mod writer;

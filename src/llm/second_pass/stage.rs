@@ -37,7 +37,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::evaluation::{EvaluationRow, JudgedColumns};
@@ -48,7 +48,7 @@ use crate::sources::AckToken;
 use crate::sqlspec::SpecError;
 use crate::stef::{Prepared, RuleProfile};
 
-use super::breaker::{Breaker, is_outage};
+use super::breaker::{Breaker, ProbeClaim, is_outage};
 use super::work::{Queued, WorkQueue};
 use crate::telemetry::stats::judge_pass::JudgeStats;
 
@@ -213,34 +213,7 @@ impl JudgeStage {
             let Some(next) = ready.pop_front() else {
                 continue;
             };
-            let job = Judgment {
-                scorer: Arc::clone(&self.scorer),
-                judge: Arc::clone(&self.judge),
-                ledger: Arc::clone(&self.ledger),
-                stats: Arc::clone(&self.stats),
-                max_wait_ms: self.max_wait_ms,
-                breaker: self.breaker.clone(),
-            };
-            let out = out.clone();
-            let queue = Arc::clone(&self.queue);
-            tasks.spawn(async move {
-                // Held until the judgment ends (see `ProbeClaim`).
-                let _probe = probe;
-                match job.run(next).await {
-                    // A closed channel means the batcher failed; it reports the error. The
-                    // permit is held until the batcher takes the row (back-pressure).
-                    Outcome::Row(output) => {
-                        // Judged: the source may hand out the next message now (a source
-                        // scoring one message at a time after a crash waits for this, not
-                        // for the batch to be stored).
-                        output.ack.scored();
-                        let _ = out.send(output).await;
-                    }
-                    Outcome::PutBack(queued) => queue.put_back(*queued),
-                    Outcome::Done => {}
-                }
-                drop(permit);
-            });
+            self.spawn_judgment(&mut tasks, next, probe, permit, &out);
         };
         if timed_out {
             self.drain_after_grace(ready, &mut tasks).await;
@@ -253,6 +226,47 @@ impl JudgeStage {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         self.stats.ledger(&ledger);
+    }
+
+    /// Starts judging `next` on `tasks`: its row goes to `out` (acknowledged as scored first), or
+    /// its work back to the queue; the permit and the breaker's probe claim are held until the
+    /// judgment ends.
+    fn spawn_judgment(
+        &self,
+        tasks: &mut JoinSet<()>,
+        next: Ready,
+        probe: Option<ProbeClaim>,
+        permit: OwnedSemaphorePermit,
+        out: &mpsc::Sender<JudgedOutput>,
+    ) {
+        let job = Judgment {
+            scorer: Arc::clone(&self.scorer),
+            judge: Arc::clone(&self.judge),
+            ledger: Arc::clone(&self.ledger),
+            stats: Arc::clone(&self.stats),
+            max_wait_ms: self.max_wait_ms,
+            breaker: self.breaker.clone(),
+        };
+        let out = out.clone();
+        let queue = Arc::clone(&self.queue);
+        tasks.spawn(async move {
+            // Held until the judgment ends (see `ProbeClaim`).
+            let _probe = probe;
+            match job.run(next).await {
+                // A closed channel means the batcher failed; it reports the error. The
+                // permit is held until the batcher takes the row (back-pressure).
+                Outcome::Row(output) => {
+                    // Judged: the source may hand out the next message now (a source
+                    // scoring one message at a time after a crash waits for this, not
+                    // for the batch to be stored).
+                    output.ack.scored();
+                    let _ = out.send(output).await;
+                }
+                Outcome::PutBack(queued) => queue.put_back(*queued),
+                Outcome::Done => {}
+            }
+            drop(permit);
+        });
     }
 
     /// The drain grace period ended with work waiting: what was prepared and queued is left

@@ -89,11 +89,6 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
     let mut i = 0usize;
     while let Some(&c) = b.get(i) {
         let at = |k: usize| b.get(i + k).copied();
-        // A binary operator that sqlparser extends with custom-operator characters: defer when
-        // the next character would extend it.
-        let operator = |len: usize, token: Token| {
-            (!dialect.has(at(len), CUSTOM_OPERATOR_PART)).then_some((len, token))
-        };
         let next = match c {
             b' ' => Some((1, Token::Whitespace(Whitespace::Space))),
             b'\t' => Some((1, Token::Whitespace(Whitespace::Tab))),
@@ -108,55 +103,9 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
             b';' => Some((1, Token::SemiColon)),
             b'+' => Some((1, Token::Plus)),
             b'*' => Some((1, Token::Mul)),
-            b'=' => match at(1) {
-                Some(b'>') => Some((2, Token::RArrow)),
-                Some(b'=') => Some((2, Token::DoubleEq)),
-                _ => Some((1, Token::Eq)),
-            },
-            b'!' if at(1) == Some(b'=') => Some((2, Token::Neq)),
-            b'<' => match at(1) {
-                Some(b'=') => match at(2) {
-                    Some(b'>') => None,
-                    Some(b'+' | b'-') => Some((2, Token::LtEq)),
-                    _ => operator(2, Token::LtEq),
-                },
-                Some(b'>') => operator(2, Token::Neq),
-                Some(b'+') => Some((1, Token::Lt)),
-                Some(b'|' | b'<' | b'-' | b'^' | b'@') => None,
-                _ => operator(1, Token::Lt),
-            },
-            b'>' => match at(1) {
-                Some(b'=') => operator(2, Token::GtEq),
-                Some(b'>' | b'^') => None,
-                _ => operator(1, Token::Gt),
-            },
-            b'-' => match at(1) {
-                Some(b'-' | b'>') => None,
-                _ => operator(1, Token::Minus),
-            },
-            b'/' => match at(1) {
-                Some(b'*' | b'/') => None,
-                _ => Some((1, Token::Div)),
-            },
-            b'%' => match at(1) {
-                Some(n) if n.is_ascii_whitespace() || n == 0x0b => Some((1, Token::Mod)),
-                Some(_) if dialect.has(Some(b'%'), IDENT_START) => None,
-                _ => operator(1, Token::Mod),
-            },
-            b'|' => match (at(1), at(2)) {
-                (Some(b'|'), Some(b'/')) => None,
-                (Some(b'|'), _) => operator(2, Token::StringConcat),
-                _ => None,
-            },
-            b':' => match at(1) {
-                Some(b':') => Some((2, Token::DoubleColon)),
-                Some(b'=') => Some((2, Token::Assignment)),
-                _ => Some((1, Token::Colon)),
-            },
-            b'.' => match at(1) {
-                Some(n) if n.is_ascii_digit() || n == b'_' => None,
-                _ => Some((1, Token::Period)),
-            },
+            b'=' | b'!' | b'<' | b'>' | b'-' | b'/' | b'%' | b'|' | b':' | b'.' => {
+                operator_at(b, i, dialect)
+            }
             b'0'..=b'9' => number(b, i, dialect)
                 .map(|end| (end - i, Token::Number(sql[i..end].to_string(), false))),
             b'\'' if !dialect.triple_quoted_strings => {
@@ -181,6 +130,71 @@ pub fn tokenize(sql: &str, dialect: &DialectChars, out: &mut Vec<TokenWithSpan>)
         i += len;
     }
     true
+}
+
+/// The token of the operator or punctuation character at `i` (`=`, `!`, `<`, `>`, `-`, `/`, `%`,
+/// `|`, `:`, `.`): its length and token, or `None` when sqlparser must decide (a comment, a
+/// custom operator, a number starting with `.`).
+#[inline]
+fn operator_at(b: &[u8], i: usize, dialect: &DialectChars) -> Option<(usize, Token)> {
+    let at = |k: usize| b.get(i + k).copied();
+    // A binary operator that sqlparser extends with custom-operator characters: defer when
+    // the next character would extend it.
+    let operator = |len: usize, token: Token| {
+        (!dialect.has(at(len), CUSTOM_OPERATOR_PART)).then_some((len, token))
+    };
+    match at(0)? {
+        b'=' => match at(1) {
+            Some(b'>') => Some((2, Token::RArrow)),
+            Some(b'=') => Some((2, Token::DoubleEq)),
+            _ => Some((1, Token::Eq)),
+        },
+        b'!' if at(1) == Some(b'=') => Some((2, Token::Neq)),
+        b'<' => match at(1) {
+            Some(b'=') => match at(2) {
+                Some(b'>') => None,
+                Some(b'+' | b'-') => Some((2, Token::LtEq)),
+                _ => operator(2, Token::LtEq),
+            },
+            Some(b'>') => operator(2, Token::Neq),
+            Some(b'+') => Some((1, Token::Lt)),
+            Some(b'|' | b'<' | b'-' | b'^' | b'@') => None,
+            _ => operator(1, Token::Lt),
+        },
+        b'>' => match at(1) {
+            Some(b'=') => operator(2, Token::GtEq),
+            Some(b'>' | b'^') => None,
+            _ => operator(1, Token::Gt),
+        },
+        b'-' => match at(1) {
+            Some(b'-' | b'>') => None,
+            _ => operator(1, Token::Minus),
+        },
+        b'/' => match at(1) {
+            Some(b'*' | b'/') => None,
+            _ => Some((1, Token::Div)),
+        },
+        b'%' => match at(1) {
+            Some(n) if n.is_ascii_whitespace() || n == 0x0b => Some((1, Token::Mod)),
+            Some(_) if dialect.has(Some(b'%'), IDENT_START) => None,
+            _ => operator(1, Token::Mod),
+        },
+        b'|' => match (at(1), at(2)) {
+            (Some(b'|'), Some(b'/')) => None,
+            (Some(b'|'), _) => operator(2, Token::StringConcat),
+            _ => None,
+        },
+        b':' => match at(1) {
+            Some(b':') => Some((2, Token::DoubleColon)),
+            Some(b'=') => Some((2, Token::Assignment)),
+            _ => Some((1, Token::Colon)),
+        },
+        b'.' => match at(1) {
+            Some(n) if n.is_ascii_digit() || n == b'_' => None,
+            _ => Some((1, Token::Period)),
+        },
+        _ => None,
+    }
 }
 
 /// A delimited identifier opened by `open` (`"…"`, `` `…` ``, `[…]`) at `i`: its length and

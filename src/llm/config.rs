@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::settings::{
     KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
+    read_all_parts,
 };
 
 /// The smallest `judge.max_tokens` accepted: below it no reply schema fits (tests of the cut-off
@@ -433,15 +434,14 @@ impl KindedSettings for JudgeConfig {
 impl ReadSection for JudgeConfig {
     const SECTION: &'static str = "judge";
 
-    /// The kind's keys; a message names the section (`[judge]: …`).
+    /// The kind's keys.
     fn read_parts(written: &mut WrittenSection) -> Result<Self, SectionError> {
-        written.kind().map_err(|e| e.in_section(Self::SECTION))
+        written.kind()
     }
 
-    fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
-        let judge = Self::read_parts(written)?;
-        written.finish().map_err(|e| e.in_section(Self::SECTION))?;
-        Ok(judge)
+    /// A message names the section (`[judge]: …`).
+    fn in_messages(error: SectionError) -> SectionError {
+        error.in_section(Self::SECTION)
     }
 }
 
@@ -472,24 +472,30 @@ pub mod gold_judge {
     impl ReadSection for GoldJudge {
         const SECTION: &'static str = "gold.judge";
 
-        /// The LLM kind's keys (the kind must say so); a message names the section.
+        /// The LLM kind's keys.
         fn read_parts(written: &mut WrittenSection) -> Result<Self, SectionError> {
-            let kind = written
-                .kind_name::<JudgeConfig>()
-                .map_err(|e| e.in_section(Self::SECTION))?;
-            match kind {
-                "llm" => match written.kind().map_err(|e| e.in_section(Self::SECTION))? {
-                    JudgeConfig::Llm(llm) => Ok(GoldJudge(*llm)),
-                    JudgeConfig::Deterministic => Err(not_llm()),
-                },
-                _ => Err(not_llm()),
+            match written.kind()? {
+                JudgeConfig::Llm(llm) => Ok(GoldJudge(*llm)),
+                JudgeConfig::Deterministic => Err(not_llm()),
             }
         }
 
+        /// A message names the section (`[gold.judge]: …`).
+        fn in_messages(error: SectionError) -> SectionError {
+            error.in_section(Self::SECTION)
+        }
+
+        /// The kind first: a section that is not an LLM judge is refused in its own words,
+        /// before its keys are read (so no leftover is warned about).
         fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
-            let judge = Self::read_parts(written)?;
-            written.finish().map_err(|e| e.in_section(Self::SECTION))?;
-            Ok(judge)
+            if written
+                .kind_name::<JudgeConfig>()
+                .map_err(Self::in_messages)?
+                != "llm"
+            {
+                return Err(not_llm());
+            }
+            read_all_parts(written)
         }
     }
 

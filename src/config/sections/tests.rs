@@ -11,6 +11,18 @@ fn config_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// A Kafka source whose properties hold a SASL password (`kpw`) and a shown protocol.
+fn kafka_with_a_password() -> KafkaSourceConfig {
+    let mut kafka = KafkaSourceConfig::default();
+    kafka
+        .kafka_properties
+        .insert("sasl.password".into(), "kpw".into());
+    kafka
+        .kafka_properties
+        .insert("security.protocol".into(), "SASL_SSL".into());
+    kafka
+}
+
 fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
     Some(
         pairs
@@ -365,13 +377,7 @@ fn redaction_hides_every_secret() {
         api_key: Some(Secret::new("sk-live-abc")),
         ..LlmJudgeConfig::default()
     });
-    let mut kafka = KafkaSourceConfig::default();
-    kafka
-        .kafka_properties
-        .insert("sasl.password".into(), "kpw".into());
-    kafka
-        .kafka_properties
-        .insert("security.protocol".into(), "SASL_SSL".into());
+    let kafka = kafka_with_a_password();
     c.source.kind = SourceKind::Kafka(kafka);
     let text = c.to_redacted_toml().unwrap();
     for secret in ["hunter2", "s3cr3t", "sk-live-abc", "kpw"] {
@@ -489,13 +495,7 @@ fn secrets_are_not_in_debug_output() {
         !shown.contains("s3cret") && !shown.contains("hunter2"),
         "{shown}"
     );
-    let mut kafka = KafkaSourceConfig::default();
-    kafka
-        .kafka_properties
-        .insert("sasl.password".into(), "kpw".into());
-    kafka
-        .kafka_properties
-        .insert("security.protocol".into(), "SASL_SSL".into());
+    let kafka = kafka_with_a_password();
     let source = SourceConfig {
         kind: SourceKind::Kafka(kafka),
         ..SourceConfig::default()

@@ -55,12 +55,24 @@ pub trait ReadSection: Sized {
         Self::read_all(&mut written).map_err(|e| de::Error::custom(e.message()))
     }
 
-    /// The parts, then the refusal of any key no part took.
-    fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
-        let section = Self::read_parts(written)?;
-        written.finish()?;
-        Ok(section)
+    /// How the section's errors are worded: as they are, unless a section says otherwise (the
+    /// judge sections put `[judge]: ` first).
+    fn in_messages(error: SectionError) -> SectionError {
+        error
     }
+
+    /// The parts, then the refusal of any key no part took ([`read_all_parts`]).
+    fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
+        read_all_parts(written)
+    }
+}
+
+/// `S`'s parts, then the refusal of any key no part took, worded by `S::in_messages`: what
+/// [`ReadSection::read_all`] does, for an override that checks something first.
+pub fn read_all_parts<S: ReadSection>(written: &mut WrittenSection) -> Result<S, SectionError> {
+    S::read_parts(written)
+        .and_then(|section| written.finish().map(|()| section))
+        .map_err(S::in_messages)
 }
 
 /// Why a kinded section cannot be read.

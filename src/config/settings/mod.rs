@@ -12,7 +12,8 @@ mod secret;
 use serde::{Deserialize, Deserializer};
 
 pub use kinded::{
-    KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of, take_section,
+    KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of,
+    read_all_parts, take_section,
 };
 pub use secret::{
     REDACTED, Secret, is_secret_key, is_shown_kafka_property, redact, redact_url, same_secret,

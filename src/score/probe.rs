@@ -21,7 +21,9 @@ use sqlgrade_core::catalogue::DbSchema;
 use sqlgrade_core::event::{Event, QueryResult};
 use sqlgrade_core::exec::{ExecError, SqlValue};
 use sqlgrade_core::stef::Prepared;
-use sqlgrade_core::stef::checks::{Probe, ProbeAnswer, plan_probes, probe_findings};
+use sqlgrade_core::stef::checks::{
+    Probe, ProbeAnswer, confirmation_probes, plan_probes, probe_findings,
+};
 use sqlgrade_core::stef::result_checks::{self, ResultCheckInput, ResultSource};
 use sqlgrade_core::stef::text::QuestionTexts;
 
@@ -92,6 +94,14 @@ impl Prober {
         prepared.evidence.probe = true;
         let sql = event.sql.as_str();
         let mut plan = plan_probes(&prepared.sql_spec, schema);
+        // What one more bounded query settles (a count that may repeat its keys).
+        let question = sqlgrade_core::stef::text::lower_collapsed(&event.question);
+        plan.extend(confirmation_probes(
+            sql,
+            &question,
+            &prepared.sql_spec,
+            schema,
+        ));
         // The event's own result (the result checks already read it) wins over a probe run.
         if event.result.is_some() {
             plan.retain(|p| *p != Probe::QueryRows);

@@ -27,3 +27,6 @@ pub fn config(base_url: &str) -> LlmJudgeConfig {
         ..LlmJudgeConfig::default()
     }
 }
+
+/// Scoring people's verdicts on a database we have, with the data (the result, the probe).
+pub mod data_labels;

@@ -7,6 +7,14 @@
 //! `db_id` — scored by the deterministic line-rate path twice: without a schema (`none`) and
 //! with BIRD's `tables.json` as the catalogue (`catalogue`). The SQLite files of these
 //! databases are not shared, so neither an agent's `result` nor the probe is part of it.
+//!
+//! The third source, NL2SQL-Bugs on toxicology ([`DATA_SOURCE`]), comes with its database:
+//! its items are scored in [`DATA_SETTINGS`] — without a schema, with the catalogue, with the
+//! catalogue and what the query returned on the database (the agent's `result`), and with all
+//! that and the read-only probe. Running a query and probing need the daemon's read-only
+//! executor, which this crate cannot link: the caller hands them in ([`DataHooks`]). A fixed
+//! half of its items ([`held_back`], by a hash of the id) is kept out of every fit and every
+//! tuning: the figures on data are measured there.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +38,35 @@ pub const SOURCES: [&str; 2] = ["nl2sql-bugs-dev", "rose-vec-bird-dev"];
 
 /// The schema settings each item is scored in.
 pub const SETTINGS: [&str; 2] = ["none", "catalogue"];
+
+/// The label file whose database is shared (`shared/data/bird/databases/toxicology`).
+pub const DATA_SOURCE: &str = "nl2sql-bugs-toxicology";
+
+/// The settings an item of [`DATA_SOURCE`] is scored in: no schema; the catalogue; the
+/// catalogue and the query's result on the database (as an agent's trace carries it); all that
+/// and the read-only probe.
+pub const DATA_SETTINGS: [&str; 4] = ["none", "catalogue", "result", "probe"];
+
+/// Whether item `id` of [`DATA_SOURCE`] is in the held-back half: kept out of every fit and
+/// every tuning, where the figures on data are measured. A hash of the id (SHA-256 of
+/// `held-back/<id>`, its first byte's low bit), so the halves are the same on every machine.
+pub fn held_back(id: u64) -> bool {
+    Sha256::digest(format!("held-back/{id}").as_bytes())[0] & 1 == 1
+}
+
+/// The probe as [`DataHooks`] hands it in: probe the event's database and add the findings.
+pub type ProbeHook<'a> =
+    &'a dyn Fn(&Event, &sqlgrade_core::catalogue::DbSchema, &mut stef::Prepared);
+
+/// What scoring with data needs from the daemon: the query's result on the item's database
+/// (`None`: the run was cut short by a limit and says nothing), and the probe, which adds its
+/// findings to a prepared outcome.
+pub struct DataHooks<'a> {
+    /// The query's result on its database.
+    pub run: &'a dyn Fn(&Event) -> Option<sqlgrade_core::event::QueryResult>,
+    /// Probe the event's database and add the findings to `prepared`.
+    pub probe: ProbeHook<'a>,
+}
 
 /// One labelled prediction scored in one setting.
 #[derive(Debug, Clone)]
@@ -125,30 +162,8 @@ pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
                     "catalogue" => event.db_id.as_deref().and_then(|db| catalogue.get(db)),
                     _ => None,
                 };
-                let options = stef::PrepareOptions {
-                    max_sql_bytes: sqlgrade_core::sqlspec::DEFAULT_MAX_SQL_BYTES,
-                    catalogue: schema.map_or(
-                        stef::CatalogueSelection::None,
-                        stef::CatalogueSelection::Schema,
-                    ),
-                };
-                let (row, features, scorable) = match stef::prepare_with(&event, &profile, &options)
-                {
-                    Ok(prepared) => {
-                        let assessment = DeterministicJudge.assess_prepared(&prepared);
-                        let outcome = stef::finish(&prepared, assessment, &profile);
-                        let features = outcome.feature_input().features();
-                        (outcome.to_row(&event, "", &profile, 0), features, true)
-                    }
-                    Err(e) => (
-                        stef::non_scorable_row(&event, "", &e, &profile),
-                        [0.0; sqlgrade_core::stef::correctness::FEATURE_COUNT],
-                        false,
-                    ),
-                };
-                let semantic_correct = row.stef.as_ref().is_some_and(|s| {
-                    matches!(s.semantic_verdict.as_str(), "correct" | "likely_correct")
-                });
+                let (row, features, scorable) = score_event(&event, schema, &profile, None);
+                let semantic_correct = semantic_correct(&row);
                 items.push(LabelledItem {
                     source,
                     id,
@@ -168,14 +183,132 @@ pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
     items
 }
 
-/// The items as training items: each setting of an item weighs ½, so an item counts once.
+/// The four-point verdict of a row is `correct` or `likely_correct`.
+fn semantic_correct(row: &EvaluationRow) -> bool {
+    row.stef
+        .as_ref()
+        .is_some_and(|s| matches!(s.semantic_verdict.as_str(), "correct" | "likely_correct"))
+}
+
+/// One event scored by the line-rate path: with `schema` as its catalogue entry (if any), and
+/// `probe` run between preparing and finishing (if given). The row, its features (zero for SQL
+/// that could not be scored) and whether it was scored normally.
+fn score_event(
+    event: &Event,
+    schema: Option<&sqlgrade_core::catalogue::DbSchema>,
+    profile: &RuleProfile,
+    probe: Option<ProbeHook<'_>>,
+) -> (EvaluationRow, Features, bool) {
+    let options = stef::PrepareOptions {
+        max_sql_bytes: sqlgrade_core::sqlspec::DEFAULT_MAX_SQL_BYTES,
+        catalogue: schema.map_or(
+            stef::CatalogueSelection::None,
+            stef::CatalogueSelection::Schema,
+        ),
+    };
+    match stef::prepare_with(event, profile, &options) {
+        Ok(mut prepared) => {
+            if let (Some(probe), Some(schema)) = (probe, schema) {
+                probe(event, schema, &mut prepared);
+            }
+            let assessment = DeterministicJudge.assess_prepared(&prepared);
+            let outcome = stef::finish(&prepared, assessment, profile);
+            let features = outcome.feature_input().features();
+            (outcome.to_row(event, "", profile, 0), features, true)
+        }
+        Err(e) => (
+            stef::non_scorable_row(event, "", &e, profile),
+            [0.0; sqlgrade_core::stef::correctness::FEATURE_COUNT],
+            false,
+        ),
+    }
+}
+
+/// Every item of [`DATA_SOURCE`], scored in each of [`DATA_SETTINGS`] (the catalogue:
+/// `catalogue`'s entry for toxicology, BIRD's `tables.json`). An item whose run on the database
+/// was cut short by a limit is scored without a result in the `result` and `probe` settings.
+pub fn data_items(catalogue: &SchemaCatalog, hooks: &DataHooks<'_>) -> Vec<LabelledItem> {
+    let profile = RuleProfile::default();
+    let path = data_dir()
+        .join("labels")
+        .join(format!("{DATA_SOURCE}.jsonl"));
+    let mut items = Vec::new();
+    for v in read_jsonl(&path) {
+        let (Some(event), Some(correct), Some(id)) = (
+            label_event(DATA_SOURCE, &v),
+            v["label"].as_bool(),
+            v["id"].as_u64(),
+        ) else {
+            panic!(
+                "{}: a label line without question, sql, label or id",
+                path.display()
+            );
+        };
+        let schema = event.db_id.as_deref().and_then(|db| catalogue.get(db));
+        let result = (hooks.run)(&event);
+        for setting in DATA_SETTINGS {
+            let mut event = event.clone();
+            if matches!(setting, "result" | "probe") {
+                event.result = result.clone();
+            }
+            let (schema, probe) = match setting {
+                "none" => (None, None),
+                "probe" => (schema, Some(hooks.probe)),
+                _ => (schema, None),
+            };
+            let (row, features, scorable) = score_event(&event, schema, &profile, probe);
+            items.push(LabelledItem {
+                source: DATA_SOURCE,
+                id,
+                db_id: event.db_id.clone().unwrap_or_default(),
+                setting,
+                correct,
+                semantic_correct: semantic_correct(&row),
+                phi: row.value,
+                event,
+                row,
+                features,
+                scorable,
+            });
+        }
+    }
+    items
+}
+
+/// How many settings an item of `source` is scored in.
+fn settings_of(source: &str) -> usize {
+    if source == DATA_SOURCE {
+        DATA_SETTINGS.len()
+    } else {
+        SETTINGS.len()
+    }
+}
+
+/// How much one item of [`DATA_SOURCE`] weighs in the shipped fit against one item of the
+/// files without data: the only labels whose findings on the data (the result, the probe) can
+/// be learned, 109 items against 1,728 (chosen on the fitting half alone:
+/// `examples/verdict_model.rs --tune`).
+pub const DATA_ITEM_WEIGHT: f64 = 1.0;
+
+/// The items as training items: the settings of an item share its weight (½ each for the
+/// files without data, ¼ each for [`DATA_SOURCE`]), and an item of [`DATA_SOURCE`] weighs
+/// [`DATA_ITEM_WEIGHT`] items.
 pub fn training(items: &[&LabelledItem]) -> Vec<TrainingItem> {
+    training_with(items, DATA_ITEM_WEIGHT)
+}
+
+/// [`training`] with an item of [`DATA_SOURCE`] weighing `data_item_weight` items.
+pub fn training_with(items: &[&LabelledItem], data_item_weight: f64) -> Vec<TrainingItem> {
     items
         .iter()
         .map(|i| TrainingItem {
             features: i.features,
             correct: i.correct,
-            weight: 1.0 / SETTINGS.len() as f64,
+            weight: if i.source == DATA_SOURCE {
+                data_item_weight
+            } else {
+                1.0
+            } / settings_of(i.source) as f64,
         })
         .collect()
 }
@@ -229,15 +362,20 @@ pub fn shipped_fit(
     Ok((fitted, threshold))
 }
 
-/// What the label files are: name, SHA-256, size, items and how many people called correct.
+/// What the label files are: name, SHA-256, size, items fitted on and how many of them people
+/// called correct ([`DATA_SOURCE`]: its fitting half only, the held-back half is not).
 pub fn label_sources() -> Vec<LabelSource> {
     SOURCES
         .iter()
+        .chain(&[DATA_SOURCE])
         .map(|source| {
             let name = format!("{source}.jsonl");
             let path = data_dir().join("labels").join(&name);
             let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let lines = read_jsonl(&path);
+            let lines: Vec<serde_json::Value> = read_jsonl(&path)
+                .into_iter()
+                .filter(|v| *source != DATA_SOURCE || !v["id"].as_u64().is_some_and(held_back))
+                .collect();
             LabelSource {
                 name,
                 sha256: hex::encode(Sha256::digest(&bytes)),
@@ -268,10 +406,13 @@ pub fn model_file(
         .collect();
     ModelFile {
         format: MODEL_FORMAT,
-        description: "sqlgrade's shipped correctness model: logistic regression on both label \
-                      files of shared/data/labels (each item without a schema and with BIRD's \
-                      tables.json, each setting weighing one half); refit with `cargo run \
-                      --release --example verdict_model -- --write crates/core/models/p_correct.json`"
+        description: "sqlgrade's shipped correctness model: logistic regression on the label \
+                      files of shared/data/labels — NL2SQL-Bugs and ROSE-VEC, each item without a \
+                      schema and with BIRD's tables.json (½ each), and the fitting half of \
+                      NL2SQL-Bugs on toxicology, each item without a schema, with the catalogue, \
+                      with its result on the database and with the probe too (¼ each); an item \
+                      counts once. Refit with `cargo run --release --example verdict_model -- \
+                      --write crates/core/models/p_correct.json`"
             .into(),
         fitted: String::new(),
         sqlgrade: sqlgrade_core::stef::assessment::SQLGRADE_VERSION.into(),

@@ -54,9 +54,14 @@ pub struct CalibrateArgs {
     /// With --fit: labels of each kind (correct, wrong) needed to write a model.
     #[arg(long, default_value_t = 100, requires = "fit")]
     min_per_class: usize,
-    /// With --fit: the L2 penalty of the logistic regression.
+    /// With --fit: the L2 penalty of the logistic regression (on the distance from the model
+    /// in use, or from zero with --from-zero).
     #[arg(long, default_value_t = sqlgrade::sampling::verdict_fit::DEFAULT_L2, requires = "fit")]
     l2: f64,
+    /// With --fit: fit from nothing (the penalty pulls the weights toward zero) instead of
+    /// anchoring the refit on the model in use; for many thousands of labels of one's own.
+    #[arg(long, requires = "fit")]
+    from_zero: bool,
 }
 
 /// Where `calibrate` reads labels and rows.
@@ -82,6 +87,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         folds,
         min_per_class,
         l2,
+        from_zero,
     } = args;
     if !(flag_rate.is_finite() && (0.0..1.0).contains(&flag_rate)) {
         bail!("--flag-rate must be a share in [0, 1), not {flag_rate}");
@@ -94,6 +100,7 @@ pub async fn execute(args: CalibrateArgs) -> Result<ExitCode> {
         l2,
         folds: folds.max(2),
         min_per_class,
+        anchored: !from_zero,
     });
     let inputs = CalibrateInputs {
         labels,

@@ -6,6 +6,11 @@
 //!   out), beside its line-rate `stef` row scored normally (`ok`, `judge_fallback`); its
 //!   features are read back from the stored row (`stef::correctness::StoredFeatureInput`),
 //!   exactly those it was scored with.
+//! - The refit is **anchored on the model in use**: its penalty pulls the weights toward that
+//!   model's, not toward zero (`verdict_fit::fit_toward`), and every fold's fit too. A few
+//!   hundred labels cannot rebuild a hundred weights from nothing; anchored, they move the
+//!   intercept (the deployment's share correct: calibration) and the weights of what their
+//!   events show, and keep the rest. `--from-zero` fits from nothing instead.
 //! - Folds are drawn by a hash of the event id (`folds`, default 5): the same on every run.
 //!   The new model's figures are cross-validated (each fold predicted by a fit on the others,
 //!   its threshold chosen by an inner cross-validation on the others: nothing is measured on
@@ -14,7 +19,7 @@
 //!   labels (its `sources` say).
 //! - A model is written only when asked (`--write`), with at least `min_per_class` labels of
 //!   each kind (default 100), and only when it beats the current one on the held-out folds:
-//!   a higher κ at the target flag rate and a Brier score no worse.
+//!   better in κ at the target flag rate or in Brier score, and worse in neither.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,8 +28,8 @@ use serde::Serialize;
 use super::Label;
 use crate::evaluation::Metric;
 use crate::sampling::verdict_fit::{
-    DEFAULT_L2, Fitted, TrainingItem, fit, held_out_figures, held_out_figures_per_item,
-    nested_cross_validate, threshold_for,
+    DEFAULT_L2, Fitted, TrainingItem, fit_toward, held_out_figures, held_out_figures_per_item,
+    nested_cross_validate_toward, threshold_for,
 };
 use crate::stef::correctness::{
     Features, HeldOutFigures, LabelSource, MODEL_FORMAT, ModelFile, StoredFeatureInput,
@@ -43,6 +48,8 @@ pub struct FitOptions {
     pub folds: usize,
     /// Labels of each kind (correct, wrong) needed to write a model (`--min-per-class`).
     pub min_per_class: usize,
+    /// The penalty pulls toward the current model's weights (not `--from-zero`).
+    pub anchored: bool,
 }
 
 impl Default for FitOptions {
@@ -52,6 +59,7 @@ impl Default for FitOptions {
             l2: DEFAULT_L2,
             folds: 5,
             min_per_class: 100,
+            anchored: true,
         }
     }
 }
@@ -233,7 +241,13 @@ pub fn fit_and_compare(
     let fold_ids: Vec<usize> = items.iter().map(|i| fold_of(&i.event_id, folds)).collect();
     let groups = vec!["labels"; items.len()];
     let refs: Vec<&TrainingItem> = training.iter().collect();
-    let fitted = match fit(&refs, options.l2) {
+    let prior = options.anchored.then(|| Fitted {
+        intercept: current.file().intercept,
+        weights: *current.weights(),
+        iterations: 0,
+    });
+    let prior = prior.as_ref();
+    let fitted = match fit_toward(&refs, options.l2, prior) {
         Ok(fitted) => fitted,
         Err(e) => {
             return FitReport {
@@ -253,7 +267,7 @@ pub fn fit_and_compare(
         }
     };
     let (predictions, thresholds) =
-        nested_cross_validate(&training, &fold_ids, &groups, options.l2, target);
+        nested_cross_validate_toward(&training, &fold_ids, &groups, options.l2, target, prior);
     let new_figures = held_out_figures_per_item(&predictions, &correct, &thresholds, target);
     let threshold = threshold_for(&predictions, &correct, &groups, target);
     let mut held_out = BTreeMap::new();
@@ -300,8 +314,15 @@ fn refit_model_file(
     ModelFile {
         format: MODEL_FORMAT,
         description: format!(
-            "refit by `sqlgrade calibrate --fit` on {} labelled events ({} correct) of {}",
-            used, correct, source.name
+            "refit by `sqlgrade calibrate --fit` on {} labelled events ({} correct) of {}{}",
+            used,
+            correct,
+            source.name,
+            if options.anchored {
+                ", anchored on the model in use"
+            } else {
+                ", from zero"
+            }
         ),
         fitted: chrono::Utc::now().format("%Y-%m-%d").to_string(),
         sqlgrade: crate::stef::assessment::SQLGRADE_VERSION.to_string(),
@@ -324,8 +345,9 @@ fn refit_model_file(
     }
 }
 
-/// Whether the refit replaces the current model: enough labels of each class, then higher κ
-/// at the target flag rate and no worse Brier on the same held-out folds.
+/// Whether the refit replaces the current model: enough labels of each class, then, on the same
+/// held-out folds, better in κ at the target flag rate or in Brier score (calibration and
+/// ranking together) and worse in neither.
 fn decide(
     new: &HeldOutFigures,
     current: &HeldOutFigures,
@@ -342,13 +364,14 @@ fn decide(
     } else {
         let kappa = |f: &HeldOutFigures| f.kappa_at_target.unwrap_or(f64::NEG_INFINITY);
         let brier = |f: &HeldOutFigures| f.brier.unwrap_or(f64::INFINITY);
-        if kappa(new) > kappa(current) && brier(new) <= brier(current) {
+        let (k_new, k_old, b_new, b_old) = (kappa(new), kappa(current), brier(new), brier(current));
+        if k_new >= k_old && b_new <= b_old && (k_new > k_old || b_new < b_old) {
             FitDecision::Better
         } else {
             FitDecision::NotBetter {
                 reason: format!(
                     "κ at ≤ {:.0} % of correct flagged {:.3} against the current model's {:.3}, \
-                     Brier {:.3} against {:.3} (it must be higher in κ and no worse in Brier)",
+                     Brier {:.3} against {:.3} (it must be better in one and worse in neither)",
                     100.0 * options.target_flag_rate,
                     kappa(new),
                     kappa(current),

@@ -766,3 +766,75 @@ fn results_from_the_event_and_from_the_probe_are_evidence() {
         "{summary}"
     );
 }
+
+/// What a count over a join means, settled by the data: `COUNT(key)` without DISTINCT over a
+/// join is asked of the replica — `COUNT(x)` against `COUNT(DISTINCT x)` under the query's own
+/// joins and filters. Carbon atoms counted over their connections repeat (an atom has several
+/// bonds): the catalogue's suspicion (`info`) becomes a warning, `confirmed_by: probe`, and the
+/// verdict drops. Chlorine atoms each have one connection on this data: the suspicion is
+/// withdrawn. A molecule counted once per chlorine atom (NL2SQL-Bugs toxicology 288, judged
+/// wrong) raises no suspicion without the data — a filter reads the joined table — and is
+/// caught with it.
+#[test]
+fn the_probe_confirms_a_fan_out_or_withdraws_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bird = data_dir().join("bird");
+    let catalogue = format!(
+        "[stef]\ncatalogues = [\"{}\"]\n",
+        bird.join("tables.json").display()
+    );
+    let probed = format!(
+        "{catalogue}probe_databases = \"{}\"\n",
+        bird.join("databases").display()
+    );
+    let atoms = |element: &str| {
+        format!(
+            "SELECT COUNT(atom.atom_id) FROM atom INNER JOIN connected ON connected.atom_id = atom.atom_id WHERE atom.element = '{element}'"
+        )
+    };
+    let molecules = "select count(molecule.molecule_id) from molecule inner join atom on molecule.molecule_id = atom.molecule_id where atom.element = 'cl' and molecule.label = '-'";
+    let events = [
+        event("repeats", Some("toxicology"), "bird", &atoms("c")),
+        event("one-per-key", Some("toxicology"), "bird", &atoms("cl")),
+        event("filtered-join", Some("toxicology"), "bird", molecules),
+    ];
+    let finding = |rows: &HashMap<String, Value>, id: &str| -> Option<Value> {
+        rows[id]["details"]["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|f| f["code"] == "count_fan_out")
+            .cloned()
+    };
+    for sub in ["catalogue", "probe"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    let (rows, _) = run_with_summary(&dir.path().join("catalogue"), &catalogue, &events);
+    for id in ["repeats", "one-per-key"] {
+        let f = finding(&rows, id).unwrap_or_else(|| panic!("{id}: {:?}", rows[id]["details"]));
+        assert_eq!(f["severity"], "info", "{id}: a suspicion without the data");
+        assert!(f.get("confirmed_by").is_none(), "{f}");
+    }
+    assert!(finding(&rows, "filtered-join").is_none());
+
+    let (rows, _) = run_with_summary(&dir.path().join("probe"), &probed, &events);
+    for id in ["repeats", "filtered-join"] {
+        let confirmed =
+            finding(&rows, id).unwrap_or_else(|| panic!("{id}: {:?}", rows[id]["details"]));
+        assert_eq!(confirmed["severity"], "warning", "{id}: {confirmed}");
+        assert_eq!(confirmed["confirmed_by"], "probe", "{id}: {confirmed}");
+        assert!(
+            confirmed["evidence"]
+                .as_str()
+                .unwrap()
+                .contains("more than once on the data"),
+            "{confirmed}"
+        );
+        assert_ne!(rows[id]["semantic_verdict"], "correct", "{id}");
+    }
+    assert!(
+        finding(&rows, "one-per-key").is_none(),
+        "{:?}",
+        rows["one-per-key"]["details"]
+    );
+}

@@ -6,6 +6,10 @@
 //!   weight per item (an item scored in two settings counts half in each). The problem is
 //!   small (≈ 100 features, thousands of labels) and convex, so Newton converges in a few
 //!   steps and the result is the same on every machine: a refit reproduces the shipped file.
+//! - [`fit_toward`]: the same with the penalty pulling toward a known model's weights
+//!   (`λ/2·|β − β₀|²`, the fit starting from β₀) instead of toward zero: a refit on a few
+//!   hundred of a deployment's labels then moves what those labels show and keeps what the
+//!   known model learned on thousands (a Gaussian prior centred on it, in Bayesian terms).
 //! - [`cross_validate`]: held-out predictions, each item predicted by a model fitted without
 //!   its fold (the caller assigns folds: by database for the shipped model, so no question of
 //!   a database is seen in fitting; by event for a deployment's labels).
@@ -89,6 +93,16 @@ const D: usize = FEATURE_COUNT + 1;
 
 /// Fit `items` with penalty `l2` (λ > 0).
 pub fn fit(items: &[&TrainingItem], l2: f64) -> Result<Fitted, FitError> {
+    fit_toward(items, l2, None)
+}
+
+/// Fit `items` with penalty `l2` (λ > 0) on the distance from `prior`'s weights (from zero
+/// without one); Newton starts from `prior` (its intercept included, which is not penalised).
+pub fn fit_toward(
+    items: &[&TrainingItem],
+    l2: f64,
+    prior: Option<&Fitted>,
+) -> Result<Fitted, FitError> {
     let correct = items.iter().filter(|i| i.correct).count();
     if correct == 0 || correct == items.len() {
         return Err(FitError::OneClass {
@@ -112,7 +126,13 @@ pub fn fit(items: &[&TrainingItem], l2: f64) -> Result<Fitted, FitError> {
                 .collect()
         })
         .collect();
-    let mut beta = vec![0.0; D];
+    let center: Vec<f64> = match prior {
+        Some(p) => std::iter::once(p.intercept)
+            .chain(p.weights.iter().copied())
+            .collect(),
+        None => vec![0.0; D],
+    };
+    let mut beta = center.clone();
     for iteration in 1..=100 {
         let mut gradient = vec![0.0; D];
         let mut hessian = vec![0.0; D * D];
@@ -139,7 +159,7 @@ pub fn fit(items: &[&TrainingItem], l2: f64) -> Result<Fitted, FitError> {
         // The penalty (not on the intercept, which gets a negligible ridge for stability).
         hessian[0] += 1e-9;
         for i in 1..D {
-            gradient[i] += l2 * beta[i];
+            gradient[i] += l2 * (beta[i] - center[i]);
             hessian[i * D + i] += l2;
         }
         let step = solve_cholesky(&mut hessian, &gradient).ok_or(FitError::NoConvergence)?;
@@ -207,6 +227,16 @@ fn solve_cholesky(a: &mut [f64], b: &[f64]) -> Option<Vec<f64>> {
 /// (`folds[i]` is its fold). A fold whose complement has one class only leaves its items at
 /// `None`.
 pub fn cross_validate(items: &[TrainingItem], folds: &[usize], l2: f64) -> Vec<Option<f64>> {
+    cross_validate_toward(items, folds, l2, None)
+}
+
+/// [`cross_validate`] with each fold's fit pulled toward `prior` ([`fit_toward`]).
+pub fn cross_validate_toward(
+    items: &[TrainingItem],
+    folds: &[usize],
+    l2: f64,
+    prior: Option<&Fitted>,
+) -> Vec<Option<f64>> {
     let mut predictions = vec![None; items.len()];
     let mut fold_ids: Vec<usize> = folds.to_vec();
     fold_ids.sort_unstable();
@@ -218,7 +248,7 @@ pub fn cross_validate(items: &[TrainingItem], folds: &[usize], l2: f64) -> Vec<O
             .filter(|(_, f)| **f != fold)
             .map(|(item, _)| item)
             .collect();
-        let Ok(fitted) = fit(&training, l2) else {
+        let Ok(fitted) = fit_toward(&training, l2, prior) else {
             continue;
         };
         for (i, item) in items.iter().enumerate() {
@@ -241,7 +271,19 @@ pub fn nested_cross_validate(
     l2: f64,
     target: f64,
 ) -> (Vec<Option<f64>>, Vec<f64>) {
-    let predictions = cross_validate(items, folds, l2);
+    nested_cross_validate_toward(items, folds, groups, l2, target, None)
+}
+
+/// [`nested_cross_validate`] with every fit pulled toward `prior` ([`fit_toward`]).
+pub fn nested_cross_validate_toward(
+    items: &[TrainingItem],
+    folds: &[usize],
+    groups: &[&str],
+    l2: f64,
+    target: f64,
+    prior: Option<&Fitted>,
+) -> (Vec<Option<f64>>, Vec<f64>) {
+    let predictions = cross_validate_toward(items, folds, l2, prior);
     let mut fold_ids: Vec<usize> = folds.to_vec();
     fold_ids.sort_unstable();
     fold_ids.dedup();
@@ -250,7 +292,7 @@ pub fn nested_cross_validate(
         let inner: Vec<usize> = (0..items.len()).filter(|i| folds[*i] != fold).collect();
         let inner_items: Vec<TrainingItem> = inner.iter().map(|i| items[*i].clone()).collect();
         let inner_folds: Vec<usize> = inner.iter().map(|i| folds[*i]).collect();
-        let inner_p = cross_validate(&inner_items, &inner_folds, l2);
+        let inner_p = cross_validate_toward(&inner_items, &inner_folds, l2, prior);
         let correct: Vec<bool> = inner_items.iter().map(|i| i.correct).collect();
         let inner_groups: Vec<&str> = inner.iter().map(|i| groups[*i]).collect();
         let t = threshold_for(&inner_p, &correct, &inner_groups, target);
@@ -481,6 +523,43 @@ mod tests {
                 wrong: 0
             })
         );
+    }
+
+    /// Anchored on a prior, a few labels move the weights they show something about and the
+    /// intercept (calibration), and leave the rest where the prior put them; from zero, the
+    /// same few labels lose what the prior knew.
+    #[test]
+    fn a_fit_toward_a_prior_keeps_what_the_labels_do_not_show() {
+        let mut prior = Fitted {
+            intercept: 0.0,
+            weights: [0.0; FEATURE_COUNT],
+            iterations: 0,
+        };
+        prior.weights[0] = -2.0;
+        prior.weights[1] = -1.5;
+        // 40 labels, 75 % correct where feature 0 is off; feature 1 never fires in them.
+        let mut items = Vec::new();
+        for i in 0..20 {
+            items.push(item(&[(0, 1.0)], i % 5 == 0));
+            items.push(item(&[], i % 4 != 0));
+        }
+        let refs: Vec<&TrainingItem> = items.iter().collect();
+        let anchored = fit_toward(&refs, 10.0, Some(&prior)).expect("fits");
+        let from_zero = fit(&refs, 10.0).expect("fits");
+        // Feature 1 is untouched by the labels: the anchored fit keeps the prior's weight.
+        assert!(
+            (anchored.weights[1] + 1.5).abs() < 1e-9,
+            "{}",
+            anchored.weights[1]
+        );
+        assert_eq!(from_zero.weights[1], 0.0);
+        // Feature 0 stays near the prior; the intercept moves to the labels' base rate.
+        assert!(anchored.weights[0] < -1.0, "{}", anchored.weights[0]);
+        assert!(anchored.weights[0] < from_zero.weights[0]);
+        let off = anchored.p(&items[1].features);
+        assert!((off - 0.75).abs() < 0.1, "{off}");
+        // Without a prior, fit_toward is fit.
+        assert_eq!(fit_toward(&refs, 10.0, None), Ok(from_zero));
     }
 
     #[test]

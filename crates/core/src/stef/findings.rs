@@ -1,5 +1,5 @@
 //! The findings registry: one entry per [`FindingCode`] — its stored name, severity, error
-//! category, what it needs and when it fires — from which the stored name comes
+//! category, what it needs, when it fires and what confirms it — from which the stored name comes
 //! ([`FindingCode::as_str`]) and against which the README's findings table is checked (a unit
 //! test here: every row's code, severity, category, needs and "fires when" are the entry's, in
 //! any order; the precision column is the README's own, measured on people's labels).
@@ -102,6 +102,16 @@ pub enum FindingCode {
     TextComparedWithNumber,
     /// `a AND b OR c`: AND and OR mixed without parentheses (AND binds first).
     AndOrPrecedence,
+    /// A list of things asked for; every output is an aggregate.
+    AggregateForList,
+    /// The most or least numerous asked for; the SQL orders by something and counts nothing.
+    OrderByNotCount,
+    /// ORDER BY … LIMIT over one aggregated row.
+    LimitOverAggregate,
+    /// A percentage asked for; the one number returned is above 100 or below 0.
+    PercentageOutOfRange,
+    /// The things a table holds asked for; the SQL returns another attribute of that table.
+    AttributeForEntity,
 }
 
 /// One finding's entry in [`FINDINGS`].
@@ -120,17 +130,21 @@ pub struct FindingEntry {
     pub needs: &'static str,
     /// When it fires (the README's "fires when" column).
     pub fires_when: &'static str,
+    /// What settles it when it fires (`details.findings[].confirmed_by`): `catalogue`,
+    /// `probe`, `result / probe`, or `—` for a suspicion read from the question and the SQL.
+    pub confirmed_by: &'static str,
 }
 
 /// Every finding, one entry each, in the enum's order (a unit test holds it there and to serde's
 /// names).
-pub const FINDINGS: [FindingEntry; 38] = [
+pub const FINDINGS: [FindingEntry; 43] = [
     FindingEntry {
         code: FindingCode::EvidenceValueMismatch,
         name: "evidence_value_mismatch",
         severity: "error",
         category: "value",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a definition in the enriched question says `col = 'v'` (its subject in the question's words); the SQL compares `col` only with other values"#,
     },
     FindingEntry {
@@ -139,6 +153,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "info",
         category: "value",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"the SQL writes `'V'` where the definition says `'v'` (comparisons are case-sensitive; definitions are often not spelled as the data is — information only; with a probe, `value_not_in_column` says whether the literal is stored)"#,
     },
     FindingEntry {
@@ -147,6 +162,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "attribute",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a definition maps the term to a column (`name refers to superhero_name`) the SQL never names; with a catalogue also a column of the database that a definition about the question writes in a formula or condition (`` `Enrollment (K-12)` ``, `DOC = 52`, `AVG(points)`), other than a table's single-column key"#,
     },
     FindingEntry {
@@ -155,6 +171,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "function",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a formula of the evidence about the question (`percentage = DIVIDE(…)`, `SUBTRACT(…)`, `a / b`) that the SQL does not compute at all (no division — AVG counts — or no subtraction)"#,
     },
     FindingEntry {
@@ -163,6 +180,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "attribute",
         needs: "yes",
+        confirmed_by: "—",
         fires_when: r#"the question uses a term the rule profile's `column_mappings` map to a column the catalogue has; the SQL never names that column"#,
     },
     FindingEntry {
@@ -171,6 +189,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "function",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"integer-valued operands (COUNT, SUM of 0/1 cases, integer literals) divided without a REAL cast or decimal literal, in SQLite, PostgreSQL, SQL Server, Redshift or ANSI"#,
     },
     FindingEntry {
@@ -179,6 +198,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "function",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a percentage is asked for; the SQL divides and never multiplies by 100"#,
     },
     FindingEntry {
@@ -187,6 +207,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "clause",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#""distinct / different / unique" asked for (not "different from", "unique id"); no DISTINCT, GROUP BY or set operation"#,
     },
     FindingEntry {
@@ -195,6 +216,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "clause",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a ranking (superlative) asked for; LIMIT without ORDER BY"#,
     },
     FindingEntry {
@@ -203,6 +225,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "value",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a filter compares a column with a string literal (3+ characters, with a letter; not `yes`/`true`/`false`) that neither the question nor the enriched question contains, not even as a spacing, plural or stem variant — a misspelt id (`'TR_000_2_5'` for "TR000_2_5"), an invented category; numbers and dates are left alone, and so are the profile's benign and ignored filters"#,
     },
     FindingEntry {
@@ -211,6 +234,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "condition",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"a filter compares a column with a number (`<`, `>`, `<=`, `>=`, or `=`/`<>` other than 0 and 1) that neither the question nor the enriched question states — as digits (`1,000`, `$40`), a number word ("two", "once", "a single"), a percentage's fraction ("80%" is 0.8), a decade's bounds ("the 1990s") or, for an ordering, an integer neighbour ("at least 3" is `> 2`): an invented threshold (`height_cm > 0` under an average) or a magic id (`eye_colour_id = 7`)"#,
     },
     FindingEntry {
@@ -219,6 +243,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "function",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"decimal places or a rounded value asked for ("with three decimal places"); the SQL has no ROUND, PRINTF, FORMAT, TO_CHAR, TRUNC or DECIMAL/NUMERIC cast"#,
     },
     FindingEntry {
@@ -227,6 +252,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "table",
         needs: "yes",
+        confirmed_by: "catalogue",
         fires_when: r#"a table the database does not have"#,
     },
     FindingEntry {
@@ -235,6 +261,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "attribute",
         needs: "yes",
+        confirmed_by: "catalogue",
         fires_when: r#"an unqualified column no table in scope has (aliases, CTE and derived-table columns, `rowid` and double-quoted strings are understood)"#,
     },
     FindingEntry {
@@ -243,6 +270,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "attribute",
         needs: "yes",
+        confirmed_by: "catalogue",
         fires_when: r#"`X.col` where `X`'s table has no such column"#,
     },
     FindingEntry {
@@ -251,6 +279,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "table",
         needs: "yes",
+        confirmed_by: "catalogue",
         fires_when: r#"`X.col` with no table or alias `X` in scope"#,
     },
     FindingEntry {
@@ -259,6 +288,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "attribute",
         needs: "yes",
+        confirmed_by: "catalogue",
         fires_when: r#"an unqualified column two tables of the scope have"#,
     },
     FindingEntry {
@@ -267,6 +297,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "table",
         needs: "yes",
+        confirmed_by: "—",
         fires_when: r#"a declared foreign key joined to another column than the one it references; or two tables' own single-column keys equated (`client.client_id = card.card_id`) while no foreign key relates the two tables"#,
     },
     FindingEntry {
@@ -275,6 +306,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "table",
         needs: "yes",
+        confirmed_by: "—",
         fires_when: r#"two tables joined through the parent both reference (`client.district_id = account.district_id`) while a third table has foreign keys to both and so says which rows belong together (`disp`)"#,
     },
     FindingEntry {
@@ -283,6 +315,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning (info in SQLite, MySQL)",
         category: "condition",
         needs: "yes",
+        confirmed_by: "—",
         fires_when: r#"text compared with a number in a join"#,
     },
     FindingEntry {
@@ -291,6 +324,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning (info in SQLite, MySQL)",
         category: "function",
         needs: "yes",
+        confirmed_by: "—",
         fires_when: r#"SUM or AVG over a text column"#,
     },
     FindingEntry {
@@ -299,15 +333,17 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "value",
         needs: "yes",
+        confirmed_by: "catalogue",
         fires_when: r#"a number column against a non-numeric string; a date column against a string that is not an ISO date"#,
     },
     FindingEntry {
         code: FindingCode::CountFanOut,
         name: "count_fan_out",
-        severity: "info",
+        severity: "info / warning",
         category: "function",
-        needs: "yes",
-        fires_when: r#"COUNT(key) without DISTINCT over a join to a table that references it, and no filter reads that table (a condition on it usually keeps one row per counted row, and people accept the count then)"#,
+        needs: "yes / probe",
+        confirmed_by: "probe (the warning)",
+        fires_when: r#"COUNT(key) without DISTINCT over a join to a table that references it, and no filter reads that table (info: a suspicion). With the probe, asked of the data whenever a table's key is counted over a join (a filter on the other table or not), or a foreign key where "how many" names the table it references: `COUNT(x)` against `COUNT(DISTINCT x)` under the query's own joins, filters and grouping — a warning confirmed by the probe where they differ, withdrawn where they never do"#,
     },
     FindingEntry {
         code: FindingCode::IdInsteadOfName,
@@ -315,7 +351,8 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "attribute",
         needs: "yes",
-        fires_when: r#"names asked for (and not ids); only `…id` columns returned while the table has a name column; or a code column returned (`EdOpsCode`) whose table has what it stands for (`EdOpsName`, `…Type`, `…Description`, `…Title`) while the question asks for no code, id or number"#,
+        confirmed_by: "—",
+        fires_when: r#"names asked for (and not ids); only `…id` columns returned while the table has a name column; or a code column returned (`EdOpsCode`) whose table has what it stands for (`EdOpsName`, `…Type`, `…Description`, `…Title`; not a `…Type` beside the table's own key: a bond's id is the bond) while the question asks for no code, id or number"#,
     },
     FindingEntry {
         code: FindingCode::NamedColumnUnused,
@@ -323,6 +360,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "attribute",
         needs: "yes",
+        confirmed_by: "—",
         fires_when: r#"the question says a column's name — two words or more, its natural-language name ("mailing street address" for `MailStrAbr`, the catalogue's `description` / `tables.json`'s `column_names`) or its written name split into words ("border color" for `borderColor`) — and the SQL reads the column's table but never names it, nor any column whose own name holds the phrase"#,
     },
     FindingEntry {
@@ -331,7 +369,8 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "table",
         needs: "yes",
-        fires_when: r#"a table joined to exactly one other table, used for nothing but that join, and not the parent the other side's foreign key references (a joined child repeats rows, an unrelated table restricts them); never when the query returns `*`"#,
+        confirmed_by: "—",
+        fires_when: r#"a table joined to exactly one other table, used for nothing but that join, and not the parent the other side's foreign key references (a joined child repeats rows, an unrelated table restricts them), nor a child whose rows the query's `COUNT(*)` counts; never when the query returns `*`"#,
     },
     FindingEntry {
         code: FindingCode::QueryFails,
@@ -339,6 +378,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "other",
         needs: "probe / result",
+        confirmed_by: "result / probe",
         fires_when: r#"the replica rejects the query (no such column, a syntax error, …); or the event's `result` carries an `error` (the agent's own run failed)"#,
     },
     FindingEntry {
@@ -347,6 +387,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "condition",
         needs: "result / probe",
+        confirmed_by: "result / probe",
         fires_when: r#"the event's `result` (or the probe's run) has no rows"#,
     },
     FindingEntry {
@@ -355,6 +396,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error / warning",
         category: "value",
         needs: "probe",
+        confirmed_by: "probe",
         fires_when: r#"`col = 'v'` where `v` is not a value of the column: an error when a case or spacing variant is (named in the evidence), a warning when none is"#,
     },
     FindingEntry {
@@ -363,6 +405,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "error",
         category: "attribute / table",
         needs: "probe",
+        confirmed_by: "probe",
         fires_when: r#"`col = 'v'` where neither `v` nor a case or spacing variant is a value of the column, but another text column holds it (named in the evidence) — of the same table, another table the query reads (category attribute) or a table a foreign key relates to the column's table (category table); ≤ 12 columns searched, in that order, and only for literals of 3+ characters with a letter"#,
     },
     FindingEntry {
@@ -371,6 +414,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "info",
         category: "other",
         needs: "probe",
+        confirmed_by: "—",
         fires_when: r#"a probe timed out or found no database: nothing concluded"#,
     },
     FindingEntry {
@@ -379,6 +423,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "function",
         needs: "result / probe",
+        confirmed_by: "result / probe",
         fires_when: r#"every returned cell is NULL (an aggregate over no rows)"#,
     },
     FindingEntry {
@@ -387,23 +432,26 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "clause",
         needs: "result / probe",
+        confirmed_by: "result / probe",
         fires_when: r#"one answer asked for ("how many …", "what is the percentage / ratio / average / total …", a singular superlative; not "each", "per", "list", "all") and several different rows returned; or a top *k* asked for and more than *k* rows returned"#,
     },
     FindingEntry {
         code: FindingCode::RatioNotPercentage,
         name: "ratio_not_percentage",
-        severity: "warning",
+        severity: "info",
         category: "function",
         needs: "result / probe",
+        confirmed_by: "result / probe",
         fires_when: r#"a percentage asked for and the single row's only number lies strictly between −1 and 1"#,
     },
     FindingEntry {
         code: FindingCode::DuplicateRows,
         name: "duplicate_rows",
-        severity: "warning",
+        severity: "info",
         category: "clause",
         needs: "result / probe",
-        fires_when: r#""different / distinct / unique" things asked for and the (complete) sample repeats rows"#,
+        confirmed_by: "result / probe",
+        fires_when: r#""different / distinct / unique" things asked for, or a list of things ("which …", "list …", "what are …", no quantity) returned as identifiers (every column an `…id`), and the (complete) sample repeats rows"#,
     },
     FindingEntry {
         code: FindingCode::ZeroCount,
@@ -411,6 +459,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "warning",
         category: "condition",
         needs: "result / probe",
+        confirmed_by: "result / probe",
         fires_when: r#""how many …" (one answer) and the one row's only number is 0"#,
     },
     FindingEntry {
@@ -419,6 +468,7 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "info",
         category: "value",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"in SQLite, a text-valued expression — a text function's result (`strftime`, `substr`, `date`, `upper`, …), a concatenation, a cast to text — compared with a number (`strftime('%Y', birthday) = 1996`, `BETWEEN 1990 AND 2000`, `IN (10, 11)`): SQLite converts neither side and every number sorts before every text, so `=` is never true (arithmetic, casts to a number and columns convert, and are left alone). Info: it weighs through `p_correct`, not Φ"#,
     },
     FindingEntry {
@@ -427,14 +477,60 @@ pub const FINDINGS: [FindingEntry; 38] = [
         severity: "info",
         category: "operator",
         needs: "no",
+        confirmed_by: "—",
         fires_when: r#"an OR among whose operands is an AND without parentheses (`a AND b OR c`): AND binds first, so the OR's other branch drops the AND's conditions. Info: it weighs through `p_correct`, not Φ"#,
+    },
+    FindingEntry {
+        code: FindingCode::AggregateForList,
+        name: "aggregate_for_list",
+        severity: "info",
+        category: "attribute",
+        needs: "no",
+        confirmed_by: "—",
+        fires_when: r#"a list of things asked for ("which …", "list …", "name …", "what are …") and no quantity (how many, number, count, total, average, percentage, ratio, …); every output of the SQL is an aggregate ("which molecules …" answered by `COUNT(…)`)"#,
+    },
+    FindingEntry {
+        code: FindingCode::OrderByNotCount,
+        name: "order_by_not_count",
+        severity: "info",
+        category: "function",
+        needs: "no",
+        confirmed_by: "—",
+        fires_when: r#"the most or least numerous / common / frequent asked for (or the evidence writes `MAX(COUNT(…))` / `MIN(COUNT(…))`); the SQL orders by something and counts nothing (`ORDER BY element LIMIT 1` for "the least numerous element")"#,
+    },
+    FindingEntry {
+        code: FindingCode::LimitOverAggregate,
+        name: "limit_over_aggregate",
+        severity: "info",
+        category: "clause",
+        needs: "no",
+        confirmed_by: "—",
+        fires_when: r#"every output is an aggregate and there is no GROUP BY (one row), yet the SQL has ORDER BY with LIMIT: a ranking written over a single total"#,
+    },
+    FindingEntry {
+        code: FindingCode::PercentageOutOfRange,
+        name: "percentage_out_of_range",
+        severity: "warning",
+        category: "function",
+        needs: "result / probe",
+        confirmed_by: "result / probe",
+        fires_when: r#"a percentage asked for (not a change, increase, decrease or difference) and the single row's only number is above 100 or below 0 (a ratio over the wrong denominator: 476.9 %)"#,
+    },
+    FindingEntry {
+        code: FindingCode::AttributeForEntity,
+        name: "attribute_for_entity",
+        severity: "info",
+        category: "attribute",
+        needs: "yes",
+        confirmed_by: "—",
+        fires_when: r#"the question asks for the things a table holds (its first word after "which / what / list / name …" is the table's one-word name: "what atoms comprise TR186?") and the SQL returns only other columns of that table — not its key, a name, title, id or code, a column named after the table, or one the question names"#,
     },
 ];
 
 impl FindingCode {
     /// Every code, in declaration order (`ALL[c as usize] == c`).
-    pub const ALL: [FindingCode; 38] = {
-        let mut all = [FindingCode::EvidenceValueMismatch; 38];
+    pub const ALL: [FindingCode; 43] = {
+        let mut all = [FindingCode::EvidenceValueMismatch; 43];
         let mut i = 0;
         while i < all.len() {
             all[i] = FINDINGS[i].code;
@@ -471,15 +567,15 @@ mod tests {
         assert_eq!(FindingCode::ALL.len(), FINDINGS.len());
     }
 
-    /// The README's findings table, as the registry writes it: its first five columns (the
-    /// sixth, precision on people's labels, is measured and kept in the README).
+    /// The README's findings table, as the registry writes it: its first six columns (the
+    /// seventh, precision on people's labels, is measured and kept in the README).
     fn expected_rows() -> Vec<String> {
         FINDINGS
             .iter()
             .map(|e| {
                 format!(
-                    "| `{}` | {} | {} | {} | {} |",
-                    e.name, e.severity, e.category, e.needs, e.fires_when
+                    "| `{}` | {} | {} | {} | {} | {} |",
+                    e.name, e.severity, e.category, e.needs, e.fires_when, e.confirmed_by
                 )
             })
             .collect()

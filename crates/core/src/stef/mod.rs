@@ -339,6 +339,22 @@ pub struct Finding {
     pub category: ErrorCategory,
     /// What in the question and the SQL made it fire, for people.
     pub evidence: String,
+    /// What settled it, when data did: the agent's `result`, the read-only probe, or the
+    /// catalogue's facts; absent for a suspicion read from the question and the SQL alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_by: Option<ConfirmedBy>,
+}
+
+/// What settled a finding (`details.findings[].confirmed_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfirmedBy {
+    /// What the query returned, as the event carried it (the agent's own run).
+    Result,
+    /// The read-only probe's run on a replica of the event's database.
+    Probe,
+    /// The schema catalogue's facts (keys, types, names).
+    Catalogue,
 }
 
 /// How much a finding weighs.

@@ -111,6 +111,15 @@ pub(super) fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     }
 }
 
+/// Whether the SQL writes `value` somewhere (in a comparison the filters did not read): quoted
+/// as a literal; a value of three characters or more also bare. A short value's bare letters
+/// are in every SQL (`'c'` in `select`).
+fn sql_writes_value(sql: &str, value: &str) -> bool {
+    sql.contains(&format!("'{value}'"))
+        || sql.contains(&format!("\"{value}\""))
+        || (value.trim().chars().count() >= 3 && sql.contains(value))
+}
+
 fn value_checks(
     input: &CheckInput<'_>,
     defined: &[(DefinedValue<'_>, &str)],
@@ -133,7 +142,7 @@ fn value_checks(
             .collect();
         if !eq_values.is_empty()
             && !eq_values.iter().any(|v| all_for_column.contains(v))
-            && !input.sql.contains(dv.value)
+            && !sql_writes_value(input.sql, dv.value)
         {
             push(
                 out,

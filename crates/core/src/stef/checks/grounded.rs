@@ -61,9 +61,112 @@ pub(super) fn grounded_checks(
         named_columns(schema, grounding, &named, &tables_read, out);
     }
     if refs.scopes.iter().any(|s| s.sources.len() > 1) && !selects_everything(input) {
-        unused_join_tables(schema, refs, question_words, input.texts.evidence, out);
+        // `COUNT(*)` counts the joined rows themselves: a child joined for that is used.
+        let counts_rows = input
+            .spec
+            .projections
+            .iter()
+            .any(|p| p.is_aggregate() && p.expr.replace(' ', "").contains("count(*)"));
+        unused_join_tables(
+            schema,
+            refs,
+            question_words,
+            input.texts.evidence,
+            counts_rows,
+            out,
+        );
     }
     code_instead_of_name(input, schema, refs, question_words, out);
+    attribute_for_entity(input, schema, refs, question_words, out);
+}
+
+/// `attribute_for_entity`: the question asks for the things a table holds — its first content
+/// word after "which / what / list / name …" is the table's own one-word name ("what atoms
+/// comprise TR186?", "which molecules …") — and the SQL returns only other columns of that
+/// table: not its key, not a name, title or id, not a column whose name carries the table's
+/// word, and none the question itself names ("what atoms" answered by `atom.element`).
+fn attribute_for_entity(
+    input: &CheckInput<'_>,
+    schema: &DbSchema,
+    refs: &QueryReferences,
+    question_words: &[String],
+    out: &mut Vec<Finding>,
+) {
+    const OPENINGS: [&str; 9] = [
+        "which ",
+        "what ",
+        "list ",
+        "name ",
+        "identify ",
+        "give ",
+        "show ",
+        "find ",
+        "enumerate ",
+    ];
+    let q = input.texts.question_lower.as_str();
+    let Some(rest) = OPENINGS.iter().find_map(|o| q.strip_prefix(o)) else {
+        return;
+    };
+    let spec = input.spec;
+    if spec.projections.is_empty()
+        || spec
+            .projections
+            .iter()
+            .any(|p| p.is_aggregate() || p.columns.len() != 1 || p.expr.contains('('))
+    {
+        return;
+    }
+    let rest_words = text_words(rest);
+    let Some(target) = rest_words.first() else {
+        return;
+    };
+    let Some(top) = refs.scopes.first() else {
+        return;
+    };
+    let words = schema.words();
+    let table = top.sources.iter().find_map(|src| {
+        let RefSourceKind::Table(name) = &src.kind else {
+            return None;
+        };
+        let t = schema.table_index(name)?;
+        (words.tables.get(t)?.as_slice() == std::slice::from_ref(target)).then_some(t)
+    });
+    let Some(t) = table else {
+        return;
+    };
+    let mut returned = Vec::new();
+    for p in &spec.projections {
+        let Some(c) = p
+            .columns
+            .first()
+            .and_then(|name| column_of(schema, t, name))
+        else {
+            // A column of another table: the query returns more than this table's attributes.
+            return;
+        };
+        let written = words.written.get(c).map(Vec::as_slice).unwrap_or_default();
+        let identifies = schema.is_primary_key_column(c)
+            || written.iter().any(|w| {
+                w == target || matches!(w.as_str(), "name" | "title" | "id" | "code" | "number")
+            });
+        let asked = !written.is_empty() && written.iter().all(|w| question_words.contains(w));
+        if identifies || asked {
+            return;
+        }
+        returned.push(schema.columns.get(c).map_or("?", |c| c.name.as_str()));
+    }
+    push(
+        out,
+        FindingCode::AttributeForEntity,
+        Severity::Info,
+        ErrorCategory::Attribute,
+        format!(
+            "the question asks for {} themselves; the SQL returns only {}.{}",
+            schema.tables.get(t).map_or("?", String::as_str),
+            schema.tables.get(t).map_or("?", String::as_str),
+            returned.join(", ")
+        ),
+    );
 }
 
 /// `evidence_column_unused`, with the catalogue: a relevant definition writes a column of the
@@ -309,12 +412,14 @@ fn source_of(
 /// only in that join — unless it is the parent the other table's foreign key references (a join
 /// to the referenced row only drops orphans). A joined child repeats the other table's rows;
 /// a joined table that is neither only restricts the rows, which the question rarely asks for
-/// without saying so.
+/// without saying so. With `counts_rows` (the query returns `COUNT(*)`) a joined child is what
+/// is counted, and is left alone.
 fn unused_join_tables(
     schema: &DbSchema,
     refs: &QueryReferences,
     question_words: &[String],
     evidence: Option<&str>,
+    counts_rows: bool,
     out: &mut Vec<Finding>,
 ) {
     let evidence_words = std::cell::OnceCell::new();
@@ -363,6 +468,10 @@ fn unused_join_tables(
             let single_key = |c: usize| is_single_key(schema, c);
             // The parent the other side's key references: joining it only drops orphans.
             if single_key(mc) && !single_key(oc) {
+                continue;
+            }
+            // A child whose rows `COUNT(*)` counts.
+            if counts_rows && single_key(oc) && !single_key(mc) {
                 continue;
             }
             // A table the question or its evidence names is asked for ("students who have
@@ -433,9 +542,12 @@ fn code_instead_of_name(
     q: &[String],
     out: &mut Vec<Finding>,
 ) {
-    if q.iter()
-        .any(|w| matches!(w.as_str(), "code" | "id" | "number" | "no" | "identifier"))
-    {
+    if q.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "code" | "id" | "ids" | "number" | "no" | "identifier"
+        )
+    }) {
         return;
     }
     let words = schema.words();
@@ -494,6 +606,19 @@ fn code_instead_of_name(
                         })
                 })
             });
+            // A table's own key beside its type: the id is the thing itself (a bond's id
+            // is the bond; its type is an attribute, not what the id stands for).
+            let own_key_beside_type = schema.is_primary_key_column(c)
+                && sibling.is_some_and(|(i, _)| {
+                    words
+                        .written
+                        .get(i)
+                        .and_then(|w| w.last())
+                        .is_some_and(|l| l == "type")
+                });
+            if own_key_beside_type {
+                continue;
+            }
             if let Some((_, sibling)) = sibling {
                 push(
                     out,

@@ -77,7 +77,11 @@
 //! | `text_compared_with_number` | in SQLite, a text-valued expression (a text function's result, a concatenation, a cast to text) compared with a number: SQLite converts neither side, so `=` is never true | info |
 //! | `and_or_precedence` | an OR among whose operands is an AND without parentheses (`a AND b OR c`) | info |
 //!
-//! One file per family: [`evidence`], [`shape`], [`catalogue`], [`grounded`], [`probe`], and
+//! Intent checks (no schema: the kind of answer asked for against the kind the SQL gives; all
+//! `info`; file [`intent`]): `aggregate_for_list`, `order_by_not_count`,
+//! `limit_over_aggregate`.
+//!
+//! One file per family: [`evidence`], [`shape`], [`intent`], [`catalogue`], [`grounded`], [`probe`], and
 //! [`entry`] (which runs them);
 //! this file holds their input and what they share.
 
@@ -85,6 +89,7 @@ mod catalogue;
 mod entry;
 mod evidence;
 mod grounded;
+pub(crate) mod intent;
 mod probe;
 mod shape;
 #[cfg(test)]
@@ -137,6 +142,7 @@ fn push(
         severity,
         category,
         evidence,
+        confirmed_by: None,
     });
 }
 

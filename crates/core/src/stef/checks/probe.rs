@@ -12,7 +12,7 @@ use crate::sqlspec::{FilterOp, SqlSpec};
 
 use super::catalogue::{Resolved, Resolver};
 use super::*;
-use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
+use crate::stef::{ConfirmedBy, ErrorCategory, Finding, FindingCode, Severity};
 
 /// Most value probes planned for one event (the first comparisons of the query).
 pub const MAX_VALUE_PROBES: usize = 8;
@@ -59,6 +59,14 @@ pub enum Probe {
         literal: String,
         /// The columns searched, in order (at most [`MAX_ELSEWHERE_COLUMNS`]).
         candidates: Vec<(String, String)>,
+    },
+    /// Does `COUNT(column)` differ from `COUNT(DISTINCT column)` under the query's FROM, WHERE
+    /// and GROUP BY (a row when it does, in some group)?
+    CountFanOut {
+        /// The counted column, as the SQL writes it.
+        column: String,
+        /// The probe's SQL, built from the query ([`fan_out_sql`]).
+        sql: String,
     },
 }
 
@@ -112,8 +120,141 @@ impl Probe {
                     .collect();
                 format!("{} LIMIT 1", arms.join(" UNION ALL "))
             }
+            Probe::CountFanOut { sql, .. } => sql.clone(),
         }
     }
+}
+
+/// The probes that settle what the SQL alone leaves open: whether a `COUNT(x)` without DISTINCT
+/// counts some `x` more than once on the data ([`Probe::CountFanOut`]) — asked when `x` is its
+/// table's single-column key and the query joins (the chlorine atoms of a molecule repeat it,
+/// a filter on the other table or not), or when `x` is a foreign key and the question asks
+/// "how many <the referenced table's things>" (`COUNT(molecule_id) FROM bond` for "how many
+/// molecules"). One probe at most, for the first such count of the outer SELECT. `query` is
+/// the event's SQL; `question_lower` its question, lowercased.
+pub fn confirmation_probes(
+    query: &str,
+    question_lower: &str,
+    spec: &SqlSpec,
+    schema: &DbSchema,
+) -> Vec<Probe> {
+    let Some(refs) = spec.references.as_ref() else {
+        return Vec::new();
+    };
+    if spec.set_operations {
+        return Vec::new();
+    }
+    let resolver = Resolver { schema, refs };
+    let mut scratch = Vec::new();
+    let words = schema.words();
+    let asked_things = question_lower
+        .strip_prefix("how many ")
+        .map(crate::words::text_words)
+        .and_then(|w| w.into_iter().next());
+    for (func, col, distinct) in &refs.aggregates {
+        if *func != crate::sqlspec::AggFunc::Count || *distinct {
+            continue;
+        }
+        let Resolved::Column(_, c) = resolver.resolve(*col, &mut scratch) else {
+            continue;
+        };
+        let Some(reference) = refs.columns.get(*col) else {
+            continue;
+        };
+        let joined = refs
+            .scopes
+            .get(reference.scope)
+            .is_some_and(|s| s.sources.len() >= 2);
+        let key_over_join = joined && super::is_single_key(schema, c);
+        let counts_referenced_things = schema.foreign_keys.iter().any(|&(from, to)| {
+            from == c
+                && schema.columns.get(to).is_some_and(|r| {
+                    words.tables.get(r.table).map(Vec::as_slice)
+                        == asked_things.as_ref().map(std::slice::from_ref)
+                })
+        });
+        if !(key_over_join || counts_referenced_things) {
+            continue;
+        }
+        if let Some((column, sql)) = fan_out_sql(query, &reference.name) {
+            return vec![Probe::CountFanOut { column, sql }];
+        }
+    }
+    Vec::new()
+}
+
+/// `SELECT 1 FROM (SELECT COUNT(x) AS n, COUNT(DISTINCT x) AS d FROM … WHERE … GROUP BY …)
+/// WHERE n <> d LIMIT 1` for the first `COUNT(x)` without DISTINCT, `x` a column called
+/// `column` (any qualifier, any case), in the projection of `query`'s outer SELECT, with the
+/// query's own CTEs, FROM, WHERE and GROUP BY; `None` for anything else (a set operation, no
+/// such count, SQL that does not parse).
+pub fn fan_out_sql(query: &str, column: &str) -> Option<(String, String)> {
+    use sqlparser::ast::{
+        DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
+        SetExpr, Statement, Visit, Visitor,
+    };
+    use std::ops::ControlFlow;
+
+    struct FirstCount<'c>(&'c str, Option<Expr>);
+    impl Visitor for FirstCount<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            if let Expr::Function(f) = expr
+                && f.name.to_string().eq_ignore_ascii_case("count")
+                && let FunctionArguments::List(list) = &f.args
+                && list.duplicate_treatment != Some(DuplicateTreatment::Distinct)
+                && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))] = list.args.as_slice()
+            {
+                let name = match arg {
+                    Expr::Identifier(i) => Some(i),
+                    Expr::CompoundIdentifier(parts) => parts.last(),
+                    _ => None,
+                };
+                if name.is_some_and(|n| n.value.eq_ignore_ascii_case(self.0)) {
+                    self.1 = Some(arg.clone());
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let dialect = sqlparser::dialect::SQLiteDialect {};
+    let statements = sqlparser::parser::Parser::parse_sql(&dialect, query).ok()?;
+    let [Statement::Query(q)] = statements.as_slice() else {
+        return None;
+    };
+    let SetExpr::Select(select) = q.body.as_ref() else {
+        return None;
+    };
+    let mut first = FirstCount(column, None);
+    let _ = select.projection.visit(&mut first);
+    let counted = first.1?;
+    if select.from.is_empty() {
+        return None;
+    }
+    let from: Vec<String> = select.from.iter().map(ToString::to_string).collect();
+    let mut sql = String::new();
+    if let Some(with) = &q.with {
+        sql.push_str(&format!("{with} "));
+    }
+    sql.push_str(&format!(
+        "SELECT COUNT({counted}) AS n, COUNT(DISTINCT {counted}) AS d FROM {}",
+        from.join(", ")
+    ));
+    if let Some(selection) = &select.selection {
+        sql.push_str(&format!(" WHERE {selection}"));
+    }
+    if let GroupByExpr::Expressions(exprs, _) = &select.group_by
+        && !exprs.is_empty()
+    {
+        let exprs: Vec<String> = exprs.iter().map(ToString::to_string).collect();
+        sql.push_str(&format!(" GROUP BY {}", exprs.join(", ")));
+    }
+    Some((
+        counted.to_string(),
+        format!("SELECT 1 FROM ({sql}) WHERE n <> d LIMIT 1"),
+    ))
 }
 
 /// Whether a literal is worth looking for in other columns: three characters or more with a
@@ -344,6 +485,23 @@ pub fn probe_findings(
                     ),
                 ),
             },
+            (Probe::CountFanOut { column, .. }, ProbeAnswer::Row(_)) => {
+                let evidence = format!(
+                    "COUNT({column}) without DISTINCT counts some {column} more than once on the data (under the query's own joins and filters)"
+                );
+                findings.retain(|f| f.code != FindingCode::CountFanOut);
+                findings.push(Finding {
+                    code: FindingCode::CountFanOut,
+                    severity: Severity::Warning,
+                    category: ErrorCategory::Function,
+                    evidence,
+                    confirmed_by: Some(ConfirmedBy::Probe),
+                });
+            }
+            (Probe::CountFanOut { .. }, ProbeAnswer::Empty) => {
+                // The filter keeps one row per key: the count is right.
+                findings.retain(|f| f.code != FindingCode::CountFanOut);
+            }
             _ => {}
         }
     }
@@ -364,6 +522,19 @@ pub fn probe_findings(
                 clip(&inconclusive.join("; "), 200)
             ),
         );
+    }
+    // What the probe's answers said, the data said.
+    for f in findings.iter_mut().filter(|f| {
+        f.confirmed_by.is_none()
+            && matches!(
+                f.code,
+                FindingCode::EmptyResult
+                    | FindingCode::QueryFails
+                    | FindingCode::ValueNotInColumn
+                    | FindingCode::ValueInOtherColumn
+            )
+    }) {
+        f.confirmed_by = Some(ConfirmedBy::Probe);
     }
     follow_up
 }
@@ -603,5 +774,112 @@ mod tests {
         };
         assert_eq!(candidates.len(), MAX_ELSEWHERE_COLUMNS);
         assert_eq!(candidates[0], ("t".to_string(), "c1".to_string()));
+    }
+
+    #[test]
+    fn a_fan_out_is_asked_of_the_data_under_the_querys_own_joins_filters_and_groups() {
+        let (column, sql) = fan_out_sql(
+            "select count(molecule.molecule_id) from molecule inner join atom on molecule.molecule_id = atom.molecule_id where atom.element = 'cl' and molecule.label = '-'",
+            "molecule_id",
+        )
+        .expect("a plain SELECT");
+        assert_eq!(column, "molecule.molecule_id");
+        assert_eq!(
+            sql,
+            "SELECT 1 FROM (SELECT COUNT(molecule.molecule_id) AS n, COUNT(DISTINCT molecule.molecule_id) AS d FROM molecule INNER JOIN atom ON molecule.molecule_id = atom.molecule_id WHERE atom.element = 'cl' AND molecule.label = '-') WHERE n <> d LIMIT 1"
+        );
+        // Inside an expression, with GROUP BY and a CTE.
+        let (_, sql) = fan_out_sql(
+            "WITH m AS (SELECT * FROM molecule) SELECT label, CAST(COUNT(T1.atom_id) AS REAL) * 100 FROM atom T1 JOIN m ON m.molecule_id = T1.molecule_id GROUP BY label ORDER BY 2 LIMIT 1",
+            "ATOM_ID",
+        )
+        .expect("a plain SELECT");
+        assert!(
+            sql.starts_with(
+                "SELECT 1 FROM (WITH m AS (SELECT * FROM molecule) SELECT COUNT(T1.atom_id) AS n"
+            ),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with("GROUP BY label) WHERE n <> d LIMIT 1"),
+            "{sql}"
+        );
+        // Nothing to ask: DISTINCT already, COUNT(*), a set operation, no SQL.
+        assert!(
+            fan_out_sql("SELECT COUNT(DISTINCT a.x) FROM a JOIN b ON a.x = b.x", "x").is_none()
+        );
+        assert!(fan_out_sql("SELECT COUNT(*) FROM a JOIN b ON a.x = b.x", "x").is_none());
+        assert!(fan_out_sql("SELECT COUNT(a.y) FROM a JOIN b ON a.x = b.x", "x").is_none());
+        assert!(fan_out_sql("SELECT COUNT(x) FROM a UNION SELECT 1", "x").is_none());
+        assert!(fan_out_sql("not sql", "x").is_none());
+    }
+
+    #[test]
+    fn a_fan_out_the_data_shows_is_a_warning_and_one_it_does_not_is_withdrawn() {
+        let catalogue = club();
+        let schema = catalogue.get("club").expect("schema");
+        // A major's key counted over its members (whatever the filter).
+        let sql = "SELECT COUNT(major.major_id) FROM major JOIN member ON member.link_to_major = major.major_id WHERE member.zip = 1";
+        let one_spec_fn = spec;
+        let spec = one_spec_fn(sql);
+        let probes = confirmation_probes(sql, "how many majors?", &spec, schema);
+        let [probe @ Probe::CountFanOut { .. }] = probes.as_slice() else {
+            panic!("{probes:?}")
+        };
+        // No join, no key: nothing to ask. A foreign key counted for "how many <its table>".
+        let one_table = "SELECT COUNT(link_to_major) FROM member";
+        let one_spec = one_spec_fn(one_table);
+        assert!(confirmation_probes(one_table, "how many members?", &one_spec, schema).is_empty());
+        assert_eq!(
+            confirmation_probes(
+                one_table,
+                "how many majors have members?",
+                &one_spec,
+                schema
+            )
+            .len(),
+            1
+        );
+        let suspicion = Finding {
+            code: FindingCode::CountFanOut,
+            severity: Severity::Info,
+            category: ErrorCategory::Function,
+            evidence: "COUNT(major.major_id) without DISTINCT".into(),
+            confirmed_by: None,
+        };
+        for before in [vec![], vec![suspicion.clone()]] {
+            let mut confirmed = before;
+            probe_findings(
+                &[(probe.clone(), ProbeAnswer::Row(Some("1".into())))],
+                &spec,
+                schema,
+                &mut confirmed,
+            );
+            let [f] = confirmed.as_slice() else {
+                panic!("{confirmed:?}")
+            };
+            assert_eq!(
+                (f.code, f.severity),
+                (FindingCode::CountFanOut, Severity::Warning)
+            );
+            assert_eq!(f.confirmed_by, Some(ConfirmedBy::Probe));
+        }
+        let mut withdrawn = vec![suspicion.clone()];
+        probe_findings(
+            &[(probe.clone(), ProbeAnswer::Empty)],
+            &spec,
+            schema,
+            &mut withdrawn,
+        );
+        assert!(withdrawn.is_empty());
+        // No answer: the suspicion stays as it was.
+        let mut kept = vec![suspicion.clone()];
+        probe_findings(
+            &[(probe.clone(), ProbeAnswer::Failed("no such column".into()))],
+            &spec,
+            schema,
+            &mut kept,
+        );
+        assert_eq!(kept, [suspicion]);
     }
 }

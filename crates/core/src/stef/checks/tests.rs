@@ -68,6 +68,92 @@ fn codes_for(question: &str, enriched: Option<&str>, sql: &str) -> Vec<FindingCo
 }
 
 #[test]
+fn the_kind_of_answer_asked_for_against_the_kind_the_sql_gives() {
+    let fires = |code: FindingCode, q: &str, e: Option<&str>, sql: &str| {
+        codes_for(q, e, sql).contains(&code)
+    };
+    use FindingCode::{AggregateForList, LimitOverAggregate, OrderByNotCount};
+    // A list asked for, a count given; a count asked for, a number given.
+    let which = "Which non-carcinogenic molecules consisted more than 5 atoms?";
+    assert!(fires(
+        AggregateForList,
+        which,
+        None,
+        "SELECT COUNT(molecule_id) FROM atom GROUP BY molecule_id HAVING COUNT(atom_id) > 5"
+    ));
+    assert!(!fires(
+        AggregateForList,
+        which,
+        None,
+        "SELECT molecule_id FROM atom GROUP BY molecule_id HAVING COUNT(atom_id) > 5"
+    ));
+    assert!(!fires(
+        AggregateForList,
+        "Which county has the highest number of schools?",
+        None,
+        "SELECT MAX(n) FROM t"
+    ));
+    // The least numerous answered by the attribute's own order.
+    let least = "Which element is the least numerous in non-carcinogenic molecules?";
+    assert!(fires(
+        OrderByNotCount,
+        least,
+        None,
+        "SELECT element FROM atom ORDER BY element ASC LIMIT 1"
+    ));
+    assert!(!fires(
+        OrderByNotCount,
+        least,
+        None,
+        "SELECT element FROM atom GROUP BY element ORDER BY COUNT(element) LIMIT 1"
+    ));
+    assert!(fires(
+        OrderByNotCount,
+        "Which element?",
+        Some("Which element? least numerous refers to MIN(COUNT(element))"),
+        "SELECT element FROM atom ORDER BY element LIMIT 1"
+    ));
+    // A ranking over one aggregated row.
+    assert!(fires(
+        LimitOverAggregate,
+        "What is the most common bond type?",
+        None,
+        "SELECT COUNT(bond_type) FROM bond ORDER BY bond_type DESC LIMIT 1"
+    ));
+    assert!(!fires(
+        LimitOverAggregate,
+        "What is the most common bond type?",
+        None,
+        "SELECT bond_type, COUNT(*) FROM bond GROUP BY bond_type ORDER BY 2 DESC LIMIT 1"
+    ));
+}
+
+#[test]
+fn a_defined_one_letter_value_is_not_found_in_the_sqls_other_words() {
+    // "carbon refers to element = 'c'": `select` has a c, the SQL compares with 'si'.
+    let q = "Identify by their ID the molecules in which there is carbon.";
+    let e = format!("{q} carbon refers to element = 'c';");
+    let codes = codes_for(
+        q,
+        Some(&e),
+        "SELECT DISTINCT molecule_id FROM atom WHERE element = 'si'",
+    );
+    assert!(
+        codes.contains(&FindingCode::EvidenceValueMismatch),
+        "{codes:?}"
+    );
+    let codes = codes_for(
+        q,
+        Some(&e),
+        "SELECT DISTINCT molecule_id FROM atom WHERE element = 'c'",
+    );
+    assert!(
+        !codes.contains(&FindingCode::EvidenceValueMismatch),
+        "{codes:?}"
+    );
+}
+
+#[test]
 fn literals_must_come_from_the_question_or_its_enrichment() {
     let fires = |q: &str, e: Option<&str>, sql: &str| {
         codes_for(q, e, sql).contains(&FindingCode::LiteralNotInQuestion)

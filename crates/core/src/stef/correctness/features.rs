@@ -19,13 +19,13 @@ use serde_json::Value;
 
 use super::super::summary::SqlSummary;
 use super::super::{
-    Alignment, EnrichmentStatus, ErrorCategory, Evidence, FilterStatus, Finding, FindingCode,
-    NormalizationRule, Severity, Verdict,
+    Alignment, ConfirmedBy, EnrichmentStatus, ErrorCategory, Evidence, FilterStatus, Finding,
+    FindingCode, NormalizationRule, Severity, Verdict,
 };
 
 /// The fixed features (everything but the per-code and per-category ones), in vector order.
 /// Each: its name and what it counts (with its cap).
-pub const BASE_FEATURES: [(&str, &str); 58] = [
+pub const BASE_FEATURES: [(&str, &str); 59] = [
     (
         "filter_status:fully_applied_with_extras",
         "every required filter matched, with extras",
@@ -171,6 +171,10 @@ pub const BASE_FEATURES: [(&str, &str); 58] = [
     (
         "findings.distinct_codes",
         "different finding codes that fired (≤ 4)",
+    ),
+    (
+        "findings.confirmed",
+        "findings of severity warning or error that the data confirmed (the result or the probe; ≤ 3)",
     ),
 ];
 
@@ -336,6 +340,19 @@ impl FeatureInput<'_> {
             count(severity(Severity::Error), 3),
             count(severity(Severity::Info), 3),
             count(codes.iter().filter(|c| **c).count(), 4),
+            count(
+                self.findings
+                    .iter()
+                    .filter(|x| {
+                        x.severity != Severity::Info
+                            && matches!(
+                                x.confirmed_by,
+                                Some(ConfirmedBy::Result | ConfirmedBy::Probe)
+                            )
+                    })
+                    .count(),
+                3,
+            ),
         ];
         f[..CODES_AT].copy_from_slice(&base);
         for (i, fired) in codes.iter().enumerate() {

@@ -236,6 +236,12 @@ impl VerdictModel {
         &self.file
     }
 
+    /// The weights, in [`feature_names`](super::feature_names)' order (0 where the file
+    /// names none).
+    pub fn weights(&self) -> &Features {
+        &self.weights
+    }
+
     /// `p_correct ≥` this is a correct verdict.
     pub fn threshold(&self) -> f64 {
         self.file.threshold

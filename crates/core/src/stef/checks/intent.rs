@@ -1,0 +1,123 @@
+//! Intent checks: the kind of answer the question asks for — a list of things, a count, the
+//! most or least numerous — against the kind the SQL gives. No schema, no data: the question's
+//! opening words and the SQL's outer SELECT. Each is `info` until people's labels show it right
+//! often enough to change the verdict (README's findings table); as `info` it weighs through
+//! the correctness model only.
+//!
+//! | code | fires when |
+//! |---|---|
+//! | `aggregate_for_list` | a list of things is asked ("which …", "list …", "name …", "what are …") and no quantity (how many, number, count, total, average, sum, percentage, ratio, …); every output of the SQL is an aggregate |
+//! | `order_by_not_count` | the most or least numerous / common / frequent is asked (or the evidence writes `MAX(COUNT(…))` / `MIN(COUNT(…))`); the SQL orders by something and counts nothing |
+//! | `limit_over_aggregate` | every output is an aggregate, without GROUP BY (one row), and the SQL still has ORDER BY with LIMIT: a ranking written over a single total |
+
+use super::{CheckInput, contains_word, push};
+use crate::sqlspec::AggFunc;
+use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
+
+/// Words that ask for a quantity: a question with one of them wants a number, not a list.
+const QUANTITY_WORDS: [&str; 17] = [
+    "how many",
+    "how much",
+    "number",
+    "count",
+    "total",
+    "average",
+    "avg",
+    "sum",
+    "percentage",
+    "percent",
+    "ratio",
+    "proportion",
+    "rate",
+    "amount",
+    "difference",
+    "times",
+    "mean",
+];
+
+/// Openings of a question that asks for a list of things.
+const LIST_OPENINGS: [&str; 9] = [
+    "which ",
+    "list ",
+    "name ",
+    "what are ",
+    "give the ",
+    "show ",
+    "identify ",
+    "find the ",
+    "enumerate ",
+];
+
+/// Whether a lowercased question asks for a list of things: it opens like one ("which …",
+/// "list …", "what are …") and asks for no quantity.
+pub(crate) fn asks_list(q: &str) -> bool {
+    LIST_OPENINGS.iter().any(|o| q.starts_with(o))
+        && !QUANTITY_WORDS.iter().any(|w| contains_word(q, w))
+}
+
+/// Run the intent checks.
+pub fn intent_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
+    let q = input.texts.question_lower.as_str();
+    let spec = input.spec;
+    let outputs_all_aggregates =
+        !spec.projections.is_empty() && spec.projections.iter().all(|p| p.is_aggregate());
+    if asks_list(q) && outputs_all_aggregates {
+        push(
+            out,
+            FindingCode::AggregateForList,
+            Severity::Info,
+            ErrorCategory::Attribute,
+            format!(
+                "a list is asked for; the SQL returns only {}",
+                spec.projections
+                    .iter()
+                    .map(|p| p.expr.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    let evidence = input.texts.enriched_lower.as_deref().unwrap_or_default();
+    let asks_numerous = ["most", "least", "fewest"].iter().any(|m| {
+        [
+            "numerous", "common", "frequent", "popular", "often", "times",
+        ]
+        .iter()
+        .any(|w| q.contains(&format!("{m} {w}")))
+    }) || {
+        let compact: String = evidence.chars().filter(|c| !c.is_whitespace()).collect();
+        compact.contains("max(count(") || compact.contains("min(count(")
+    };
+    let counts = spec.aggregations.iter().any(|a| a.func == AggFunc::Count);
+    if asks_numerous && !spec.order_by.is_empty() && !counts {
+        push(
+            out,
+            FindingCode::OrderByNotCount,
+            Severity::Info,
+            ErrorCategory::Function,
+            format!(
+                "the most or least numerous is asked for; the SQL orders by {} and counts nothing",
+                spec.order_by
+                    .iter()
+                    .map(|o| o.expr.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    if outputs_all_aggregates
+        && spec.group_by.is_empty()
+        && !spec.order_by.is_empty()
+        && spec.limit.is_some()
+        && !spec.set_operations
+    {
+        push(
+            out,
+            FindingCode::LimitOverAggregate,
+            Severity::Info,
+            ErrorCategory::Clause,
+            "ORDER BY … LIMIT over one aggregated row (no GROUP BY): the ranking does nothing"
+                .into(),
+        );
+    }
+}

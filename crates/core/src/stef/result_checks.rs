@@ -183,15 +183,15 @@ fn shape_findings(input: &ResultCheckInput<'_>) -> Vec<Finding> {
     let distinct = asks_distinct(question);
     // A list of things whose rows are identifiers: the same thing listed twice. (A list of
     // attributes — the elements of a molecule's atoms — repeats values by nature.)
-    let listed_ids = super::checks::intent::asks_list(question)
-        && !result.columns.is_empty()
+    let listed_ids = !result.columns.is_empty()
         && result.columns.iter().all(|c| {
             let c = c.to_ascii_lowercase();
             c == "id"
                 || c.ends_with("_id")
                 || c.ends_with(".id")
                 || c.ends_with("id") && c.len() > 4
-        });
+        })
+        && super::checks::intent::asks_list(question);
     if (distinct || listed_ids) && !result.truncated {
         let mut seen = std::collections::HashSet::new();
         let repeated = result.rows.iter().filter(|row| !seen.insert(*row)).count();

@@ -116,24 +116,44 @@ fn attribute_for_entity(
     {
         return;
     }
-    let rest_words = text_words(rest);
-    let Some(target) = rest_words.first() else {
-        return;
-    };
     let Some(top) = refs.scopes.first() else {
         return;
     };
     let words = schema.words();
-    let table = top.sources.iter().find_map(|src| {
-        let RefSourceKind::Table(name) = &src.kind else {
-            return None;
-        };
-        let t = schema.table_index(name)?;
-        (words.tables.get(t)?.as_slice() == std::slice::from_ref(target)).then_some(t)
-    });
-    let Some(t) = table else {
+    // The tables of the outer query whose name is one word: without one, nothing to compare.
+    let one_word_tables: Vec<(usize, &String)> = top
+        .sources
+        .iter()
+        .filter_map(|src| {
+            let RefSourceKind::Table(name) = &src.kind else {
+                return None;
+            };
+            let t = schema.table_index(name)?;
+            match words.tables.get(t)?.as_slice() {
+                [word] => Some((t, word)),
+                _ => None,
+            }
+        })
+        .collect();
+    if one_word_tables.is_empty() {
+        return;
+    }
+    // The first content word after the opening (function words dropped, plural folded).
+    let Some(target) = rest
+        .split_whitespace()
+        .take(4)
+        .find_map(|token| text_words(token).into_iter().next())
+    else {
         return;
     };
+    let Some(t) = one_word_tables
+        .iter()
+        .find(|(_, word)| **word == target)
+        .map(|(t, _)| *t)
+    else {
+        return;
+    };
+    let target = &target;
     let mut returned = Vec::new();
     for p in &spec.projections {
         let Some(c) = p

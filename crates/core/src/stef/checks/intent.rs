@@ -55,13 +55,35 @@ pub(crate) fn asks_list(q: &str) -> bool {
         && !QUANTITY_WORDS.iter().any(|w| contains_word(q, w))
 }
 
-/// Run the intent checks.
+/// Whether a lowercased question asks for the most or least numerous / common / frequent
+/// thing, or its evidence writes `MAX(COUNT(…))` / `MIN(COUNT(…))`. Cheap first: most
+/// questions have no "most" or "least" at all.
+fn asks_numerous(q: &str, evidence: Option<&str>) -> bool {
+    const WHICH: [&str; 6] = [
+        "numerous", "common", "frequent", "popular", "often", "times",
+    ];
+    let in_question = ["most ", "least ", "fewest "].iter().any(|m| {
+        q.match_indices(m)
+            .any(|(at, _)| WHICH.iter().any(|w| q[at + m.len()..].starts_with(w)))
+    });
+    in_question
+        || evidence.is_some_and(|e| {
+            e.contains("count")
+                && e.split_whitespace()
+                    .collect::<String>()
+                    .split("(count(")
+                    .next()
+                    .is_some_and(|before| before.ends_with("max") || before.ends_with("min"))
+        })
+}
+
+/// Run the intent checks. The SQL's shape is looked at first: the question's words are read
+/// only for a query whose shape could contradict them.
 pub fn intent_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
-    let q = input.texts.question_lower.as_str();
     let spec = input.spec;
     let outputs_all_aggregates =
         !spec.projections.is_empty() && spec.projections.iter().all(|p| p.is_aggregate());
-    if asks_list(q) && outputs_all_aggregates {
+    if outputs_all_aggregates && asks_list(&input.texts.question_lower) {
         push(
             out,
             FindingCode::AggregateForList,
@@ -77,19 +99,13 @@ pub fn intent_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
             ),
         );
     }
-    let evidence = input.texts.enriched_lower.as_deref().unwrap_or_default();
-    let asks_numerous = ["most", "least", "fewest"].iter().any(|m| {
-        [
-            "numerous", "common", "frequent", "popular", "often", "times",
-        ]
-        .iter()
-        .any(|w| q.contains(&format!("{m} {w}")))
-    }) || {
-        let compact: String = evidence.chars().filter(|c| !c.is_whitespace()).collect();
-        compact.contains("max(count(") || compact.contains("min(count(")
-    };
-    let counts = spec.aggregations.iter().any(|a| a.func == AggFunc::Count);
-    if asks_numerous && !spec.order_by.is_empty() && !counts {
+    if !spec.order_by.is_empty()
+        && !spec.aggregations.iter().any(|a| a.func == AggFunc::Count)
+        && asks_numerous(
+            &input.texts.question_lower,
+            input.texts.enriched_lower.as_deref(),
+        )
+    {
         push(
             out,
             FindingCode::OrderByNotCount,

@@ -50,6 +50,7 @@
 //! | `unused_join_table` | a table joined to exactly one other table whose columns the query uses only in that join, unless it is the parent the other side's foreign key references (a child repeats rows; an unrelated table only restricts them); not when the query returns `*` | warning |
 //! | `evidence_column_unused` | (the catalogue form, above) | warning |
 //! | `id_instead_of_name` | (the code form, above) | warning |
+//! | `attribute_for_entity` | the question asks for the things a table holds (its first word after "which / what / list …" is the table's one-word name) and the SQL returns only other columns of that table (not its key, a name, title, id or code, nor one the question names) | info |
 //!
 //! Each was kept because it is right on people's labels far more often than wrong (≥ 90 % at
 //! error severity, ≥ 75 % at warning); the measured precision and how often each fired are in the
@@ -78,8 +79,13 @@
 //! | `and_or_precedence` | an OR among whose operands is an AND without parentheses (`a AND b OR c`) | info |
 //!
 //! Intent checks (no schema: the kind of answer asked for against the kind the SQL gives; all
-//! `info`; file [`intent`]): `aggregate_for_list`, `order_by_not_count`,
-//! `limit_over_aggregate`.
+//! `info` until people's labels show them right often enough; file [`intent`]):
+//!
+//! | code | fires when | severity |
+//! |---|---|---|
+//! | `aggregate_for_list` | a list of things is asked ("which …", "list …", "what are …") and no quantity; every output of the SQL is an aggregate | info |
+//! | `order_by_not_count` | the most or least numerous / common / frequent is asked (or the evidence writes `MAX(COUNT(…))`); the SQL orders by something and counts nothing | info |
+//! | `limit_over_aggregate` | every output is an aggregate, no GROUP BY, and yet ORDER BY with LIMIT | info |
 //!
 //! One file per family: [`evidence`], [`shape`], [`intent`], [`catalogue`], [`grounded`], [`probe`], and
 //! [`entry`] (which runs them);

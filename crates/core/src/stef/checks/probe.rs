@@ -812,6 +812,13 @@ mod tests {
         assert!(fan_out_sql("SELECT COUNT(a.y) FROM a JOIN b ON a.x = b.x", "x").is_none());
         assert!(fan_out_sql("SELECT COUNT(x) FROM a UNION SELECT 1", "x").is_none());
         assert!(fan_out_sql("not sql", "x").is_none());
+        // Hostile SQL: nesting past sqlparser's recursion limit is refused, not a crash.
+        let deep = format!(
+            "SELECT COUNT(x) FROM a JOIN b ON a.x = b.x WHERE {}1{}",
+            "(".repeat(5_000),
+            ")".repeat(5_000)
+        );
+        assert!(fan_out_sql(&deep, "x").is_none());
     }
 
     #[test]

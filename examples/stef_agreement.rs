@@ -83,26 +83,13 @@ fn score_rows(
         };
         let mut event = event.clone();
         if let Results::Executed { executor, with } = results {
-            use sqlgrade::exec::{ExecError, Executor as _};
+            use sqlgrade::exec::Executor as _;
             let Some(db) = event.db_id.clone().filter(|db| executor.has_database(db)) else {
                 continue;
             };
-            let result = match executor.execute(&db, &event.sql) {
-                Ok(rows) => rows.to_query_result(),
-                // A run the limits cut short says nothing about the query.
-                Err(
-                    ExecError::Timeout(_)
-                    | ExecError::RowLimit(_)
-                    | ExecError::ValueLimit(_)
-                    | ExecError::Unavailable(_)
-                    | ExecError::Open(_),
-                ) => {
-                    continue;
-                }
-                Err(e) => sqlgrade::event::QueryResult {
-                    error: Some(e.to_string()),
-                    ..Default::default()
-                },
+            // A run the limits cut short says nothing about the query.
+            let Some(result) = executor.result_sample(&db, &event.sql) else {
+                continue;
             };
             if with {
                 event.result = Some(result);

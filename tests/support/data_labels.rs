@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use sqlgrade::catalogue::SchemaCatalog;
 use sqlgrade::event::{Event, QueryResult};
-use sqlgrade::exec::{ExecError, Executor as _};
 use sqlgrade::score::probe::Prober;
 use sqlgrade::score::sqlite::{ExecLimits, SqliteExecutor};
 use sqlgrade_testkit::data::data_dir;
@@ -41,22 +40,7 @@ pub fn scored_data_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
         .build()
         .expect("a tokio runtime");
     let run = |event: &Event| -> Option<QueryResult> {
-        let db = event.db_id.as_deref()?;
-        match executor.execute(db, &event.sql) {
-            Ok(rows) => Some(rows.to_query_result()),
-            // A run a limit cut short says nothing about the query.
-            Err(
-                ExecError::Timeout(_)
-                | ExecError::RowLimit(_)
-                | ExecError::ValueLimit(_)
-                | ExecError::Unavailable(_)
-                | ExecError::Open(_),
-            ) => None,
-            Err(e) => Some(QueryResult {
-                error: Some(e.to_string()),
-                ..Default::default()
-            }),
-        }
+        executor.result_sample(event.db_id.as_deref()?, &event.sql)
     };
     let probe = |event: &Event,
                  schema: &sqlgrade::catalogue::DbSchema,

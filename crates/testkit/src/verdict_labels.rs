@@ -139,16 +139,15 @@ pub fn label_event(source: &str, v: &serde_json::Value) -> Option<Event> {
     })
 }
 
-/// Every labelled item of both sources, scored in both settings (`catalogue`: BIRD's
-/// `tables.json`).
-pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
-    let profile = RuleProfile::default();
-    let mut items = Vec::new();
-    for source in SOURCES {
-        let path = data_dir().join("labels").join(format!("{source}.jsonl"));
-        for v in read_jsonl(&path) {
+/// Each line of label file `source` (its stem) as its event, its label and its id; a line
+/// without question, SQL, label or id is a broken data file (a panic naming it).
+fn labelled_events(source: &str) -> Vec<(Event, bool, u64)> {
+    let path = data_dir().join("labels").join(format!("{source}.jsonl"));
+    read_jsonl(&path)
+        .iter()
+        .map(|v| {
             let (Some(event), Some(correct), Some(id)) = (
-                label_event(source, &v),
+                label_event(source, v),
                 v["label"].as_bool(),
                 v["id"].as_u64(),
             ) else {
@@ -157,6 +156,18 @@ pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
                     path.display()
                 );
             };
+            (event, correct, id)
+        })
+        .collect()
+}
+
+/// Every labelled item of both sources, scored in both settings (`catalogue`: BIRD's
+/// `tables.json`).
+pub fn label_items(catalogue: &SchemaCatalog) -> Vec<LabelledItem> {
+    let profile = RuleProfile::default();
+    let mut items = Vec::new();
+    for source in SOURCES {
+        for (event, correct, id) in labelled_events(source) {
             for setting in SETTINGS {
                 let schema = match setting {
                     "catalogue" => event.db_id.as_deref().and_then(|db| catalogue.get(db)),
@@ -229,21 +240,8 @@ fn score_event(
 /// was cut short by a limit is scored without a result in the `result` and `probe` settings.
 pub fn data_items(catalogue: &SchemaCatalog, hooks: &DataHooks<'_>) -> Vec<LabelledItem> {
     let profile = RuleProfile::default();
-    let path = data_dir()
-        .join("labels")
-        .join(format!("{DATA_SOURCE}.jsonl"));
     let mut items = Vec::new();
-    for v in read_jsonl(&path) {
-        let (Some(event), Some(correct), Some(id)) = (
-            label_event(DATA_SOURCE, &v),
-            v["label"].as_bool(),
-            v["id"].as_u64(),
-        ) else {
-            panic!(
-                "{}: a label line without question, sql, label or id",
-                path.display()
-            );
-        };
+    for (event, correct, id) in labelled_events(DATA_SOURCE) {
         let schema = event.db_id.as_deref().and_then(|db| catalogue.get(db));
         let result = (hooks.run)(&event);
         for setting in DATA_SETTINGS {

@@ -294,6 +294,27 @@ impl SqliteExecutor {
             .unwrap_or_else(|e| Err(ExecError::Unavailable(format!("query task failed: {e}"))))
     }
 
+    /// What an agent's trace would carry of running `sql` on `db_id`: the result's sample
+    /// (columns, first rows, row count), or the database's error; `None` when the run says
+    /// nothing about the query — a limit cut it short (time, rows, size) or the database is not
+    /// there.
+    pub fn result_sample(&self, db_id: &str, sql: &str) -> Option<crate::event::QueryResult> {
+        match self.execute(db_id, sql) {
+            Ok(rows) => Some(rows.to_query_result()),
+            Err(
+                ExecError::Timeout(_)
+                | ExecError::RowLimit(_)
+                | ExecError::ValueLimit(_)
+                | ExecError::Unavailable(_)
+                | ExecError::Open(_),
+            ) => None,
+            Err(e) => Some(crate::event::QueryResult {
+                error: Some(e.to_string()),
+                ..Default::default()
+            }),
+        }
+    }
+
     /// Refuse further queries and close idle connections.
     pub fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Relaxed);

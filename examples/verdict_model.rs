@@ -368,6 +368,20 @@ fn show(items: &[LabelledItem], code: &str) {
     }
 }
 
+/// The shipped fit (weights and threshold) on every item but those of `source`.
+fn fitted_without(all: &[&LabelledItem], source: &str, args: &Args) -> VerdictModel {
+    let rest: Vec<&LabelledItem> = all.iter().copied().filter(|i| i.source != source).collect();
+    let (fitted, threshold) = shipped_fit(&rest, args.l2, args.target).expect("fits");
+    VerdictModel::from_file(sqlgrade_testkit::verdict_labels::model_file(
+        &fitted,
+        threshold,
+        args.target,
+        args.l2,
+        BTreeMap::new(),
+    ))
+    .expect("a valid model")
+}
+
 /// `--tune`: how much a toxicology item should weigh, chosen on the **fitting half** alone —
 /// it in two parts by a hash of the id; fit on every other item and one part, measured on the
 /// other part (and the other way round), per data setting, for several weights. The held-back
@@ -558,20 +572,7 @@ fn main() {
     }
     // A database the shipped model never saw (the usual deployment): the same, from a model
     // fitted on the two files without data only.
-    let without: Vec<&LabelledItem> = all
-        .iter()
-        .copied()
-        .filter(|i| i.source != DATA_SOURCE)
-        .collect();
-    let (fitted_without, threshold_without) = shipped_fit(&without, args.l2, target).expect("fits");
-    let unseen = VerdictModel::from_file(sqlgrade_testkit::verdict_labels::model_file(
-        &fitted_without,
-        threshold_without,
-        target,
-        args.l2,
-        BTreeMap::new(),
-    ))
-    .expect("a valid model");
+    let unseen = fitted_without(&all, DATA_SOURCE, &args);
     println!();
     println!(
         "### The same from a model fitted without any toxicology item ({}): a database it never saw",
@@ -585,20 +586,7 @@ fn main() {
     }
     // Another style of labels the model never saw: ROSE-VEC (65 % correct; other annotators,
     // other agents) as a deployment's reviewed events, against a model fitted without it.
-    let without_rose: Vec<&LabelledItem> = all
-        .iter()
-        .copied()
-        .filter(|i| i.source != SOURCES[1])
-        .collect();
-    let (fitted_nr, threshold_nr) = shipped_fit(&without_rose, args.l2, target).expect("fits");
-    let no_rose = VerdictModel::from_file(sqlgrade_testkit::verdict_labels::model_file(
-        &fitted_nr,
-        threshold_nr,
-        target,
-        args.l2,
-        BTreeMap::new(),
-    ))
-    .expect("a valid model");
+    let no_rose = fitted_without(&all, SOURCES[1], &args);
     let rose: Vec<LabelledItem> = all
         .iter()
         .filter(|i| i.source == SOURCES[1])

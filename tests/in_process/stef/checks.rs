@@ -783,8 +783,10 @@ fn the_probe_confirms_a_fan_out_or_withdraws_it() {
         "[stef]\ncatalogues = [\"{}\"]\n",
         bird.join("tables.json").display()
     );
+    // The probes' time limit well above what they take (a few ms; the default 200 ms could
+    // expire on a loaded machine, and an unanswered probe leaves the suspicion as it was).
     let probed = format!(
-        "{catalogue}probe_databases = \"{}\"\n",
+        "{catalogue}probe_databases = \"{}\"\nprobe_timeout_ms = 10000\n",
         bird.join("databases").display()
     );
     let atoms = |element: &str| {

@@ -77,6 +77,11 @@ fn asks_numerous(q: &str, evidence: Option<&str>) -> bool {
         })
 }
 
+/// SQL expressions as a finding's evidence writes them: `a, b`.
+fn comma_list<'a>(exprs: impl Iterator<Item = &'a str>) -> String {
+    exprs.collect::<Vec<_>>().join(", ")
+}
+
 /// Run the intent checks. The SQL's shape is looked at first: the question's words are read
 /// only for a query whose shape could contradict them.
 pub fn intent_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
@@ -91,11 +96,7 @@ pub fn intent_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
             ErrorCategory::Attribute,
             format!(
                 "a list is asked for; the SQL returns only {}",
-                spec.projections
-                    .iter()
-                    .map(|p| p.expr.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                comma_list(spec.projections.iter().map(|p| p.expr.as_str()))
             ),
         );
     }
@@ -113,11 +114,7 @@ pub fn intent_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
             ErrorCategory::Function,
             format!(
                 "the most or least numerous is asked for; the SQL orders by {} and counts nothing",
-                spec.order_by
-                    .iter()
-                    .map(|o| o.expr.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                comma_list(spec.order_by.iter().map(|o| o.expr.as_str()))
             ),
         );
     }

@@ -2,7 +2,8 @@
 //! the event's database — what the query returns (its first [`PROBE_RESULT_ROWS`] rows, which
 //! the result checks read as they read an event's own `result`; skipped when the event carries
 //! one), does each literal it compares a column with occur there (and if not, does a case or
-//! spacing variant) — answered through the
+//! spacing variant), does a counted key repeat under the query's joins, and, for a query that
+//! returns nothing, which of its conditions matches no row on its own — answered through the
 //! read-only executor ([`SqliteExecutor`]: read-only connections, an authorizer, a per-query
 //! time limit, a row cap, bounded concurrency, a result cache), on tokio's blocking pool so the
 //! scoring task only awaits.
@@ -22,7 +23,7 @@ use sqlgrade_core::event::{Event, QueryResult};
 use sqlgrade_core::exec::{ExecError, SqlValue};
 use sqlgrade_core::stef::Prepared;
 use sqlgrade_core::stef::checks::{
-    Probe, ProbeAnswer, confirmation_probes, plan_probes, probe_findings,
+    Probe, ProbeAnswer, confirmation_probes, plan_probes, predicate_probes, probe_findings,
 };
 use sqlgrade_core::stef::result_checks::{self, ResultCheckInput, ResultSource};
 use sqlgrade_core::stef::text::QuestionTexts;
@@ -102,11 +103,16 @@ impl Prober {
             &prepared.sql_spec,
             schema,
         ));
-        // The event's own result (the result checks already read it) wins over a probe run.
-        if event.result.is_some() {
+        // The event's own result (the result checks already read it) wins over a probe run; an
+        // empty one asks at once which of the query's conditions matches nothing.
+        if let Some(result) = &event.result {
             plan.retain(|p| *p != Probe::QueryRows);
+            if result.error.is_none() && result.total_rows() == Some(0) {
+                plan.extend(predicate_probes(sql));
+            }
         }
-        // Two rounds at most: the planned probes, then the variant probes they call for.
+        // Two rounds at most: the planned probes, then the follow-ups their answers call for
+        // (variants of a missing literal; an empty run's conditions one by one).
         for _ in 0..2 {
             if plan.is_empty() {
                 break;
@@ -121,6 +127,9 @@ impl Prober {
                 answers.push((probe, answer));
             }
             plan = probe_findings(&answers, &prepared.sql_spec, schema, &mut prepared.findings);
+            if answers.contains(&(Probe::QueryRows, ProbeAnswer::Empty)) {
+                plan.extend(predicate_probes(sql));
+            }
         }
     }
 

@@ -840,3 +840,72 @@ fn the_probe_confirms_a_fan_out_or_withdraws_it() {
         rows["one-per-key"]["details"]
     );
 }
+
+/// Why a query returns nothing, asked of the data: each condition of an empty query's WHERE is
+/// asked alone of its table. A condition no row satisfies (`strftime('%m', …)` of a text id is
+/// NULL) is named — `predicate_matches_nothing`, a warning confirmed by the probe — whether the
+/// probe ran the query or the event's own `result` was empty; conditions that each match
+/// something, empty only together, name none (the run's `empty_result` says it all).
+#[test]
+fn an_empty_querys_condition_that_matches_nothing_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bird = data_dir().join("bird");
+    let config = format!(
+        "[stef]\ncatalogues = [\"{}\"]\nprobe_databases = \"{}\"\nprobe_timeout_ms = 10000\n",
+        bird.join("tables.json").display(),
+        bird.join("databases").display()
+    );
+    let nothing = "SELECT T1.atom_id FROM atom AS T1 INNER JOIN molecule AS T2 ON T1.molecule_id = T2.molecule_id WHERE T2.label LIKE '+' AND strftime('%m', T2.molecule_id) = '9'";
+    let together =
+        "SELECT atom_id FROM atom WHERE atom_id LIKE 'TR000%' AND molecule_id LIKE 'TR001%'";
+    let mut own_result = event("own-result", Some("toxicology"), "bird", nothing);
+    own_result["result"] = serde_json::json!({"columns": ["atom_id"], "rows": []});
+    let events = [
+        event("probed", Some("toxicology"), "bird", nothing),
+        own_result,
+        event("together", Some("toxicology"), "bird", together),
+    ];
+    let (rows, _) = run_with_summary(dir.path(), &config, &events);
+    let codes = |id: &str| -> Vec<Value> {
+        rows[id]["details"]["findings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    for id in ["probed", "own-result"] {
+        let findings = codes(id);
+        let named = findings
+            .iter()
+            .find(|f| f["code"] == "predicate_matches_nothing")
+            .unwrap_or_else(|| panic!("{id}: {findings:?}"));
+        assert_eq!(named["severity"], "warning", "{named}");
+        assert_eq!(named["confirmed_by"], "probe", "{named}");
+        assert_eq!(
+            named["evidence"],
+            "no row of molecule AS T2 satisfies strftime('%m', T2.molecule_id) = '9' on its own"
+        );
+        assert!(
+            findings.iter().any(|f| f["code"] == "empty_result"),
+            "{id}: {findings:?}"
+        );
+        assert_eq!(
+            findings
+                .iter()
+                .filter(|f| f["code"] == "predicate_matches_nothing")
+                .count(),
+            1,
+            "`label LIKE '+'` matches rows: {findings:?}"
+        );
+    }
+    let findings = codes("together");
+    assert!(
+        findings.iter().any(|f| f["code"] == "empty_result"),
+        "{findings:?}"
+    );
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["code"] == "predicate_matches_nothing"),
+        "{findings:?}"
+    );
+}

@@ -188,6 +188,11 @@ pub struct Division {
     /// Whether both sides are integer-valued as written: COUNT, SUM of 0/1 cases, integer
     /// literals.
     pub both_integer: bool,
+    /// The column references of the left operand (the numerator), as indices into
+    /// [`QueryReferences::columns`].
+    pub numerator_columns: std::ops::Range<usize>,
+    /// The column references of the right operand (the denominator), likewise.
+    pub denominator_columns: std::ops::Range<usize>,
 }
 
 /// One output expression of the outermost SELECT.

@@ -23,6 +23,10 @@ pub enum FindingCode {
     EvidenceColumnUnused,
     /// A definition computes a division or a difference the SQL does not compute.
     FormulaShapeMismatch,
+    /// A definition's `DIVIDE(numerator, denominator)` whose denominator counts other columns
+    /// than the SQL's division, or whose summed condition reads a column the SQL's numerator
+    /// does not.
+    FormulaOperandMismatch,
     /// The question uses a term the rule profile maps to a catalogue column the SQL never
     /// names.
     QuestionColumnUnused,
@@ -79,6 +83,9 @@ pub enum FindingCode {
     QueryFails,
     /// The query returns no rows on the probe database.
     EmptyResult,
+    /// A condition of an empty query that no row of its table satisfies on its own
+    /// (`strftime('%m', d) = '9'`, a range no value falls in).
+    PredicateMatchesNothing,
     /// A literal the SQL compares a column with is not a value of that column.
     ValueNotInColumn,
     /// A literal the SQL compares a column with is not a value of that column but is one of
@@ -137,7 +144,7 @@ pub struct FindingEntry {
 
 /// Every finding, one entry each, in the enum's order (a unit test holds it there and to serde's
 /// names).
-pub const FINDINGS: [FindingEntry; 43] = [
+pub const FINDINGS: [FindingEntry; 45] = [
     FindingEntry {
         code: FindingCode::EvidenceValueMismatch,
         name: "evidence_value_mismatch",
@@ -173,6 +180,15 @@ pub const FINDINGS: [FindingEntry; 43] = [
         needs: "no",
         confirmed_by: "—",
         fires_when: r#"a formula of the evidence about the question (`percentage = DIVIDE(…)`, `SUBTRACT(…)`, `a / b`) that the SQL does not compute at all (no division — AVG counts — or no subtraction)"#,
+    },
+    FindingEntry {
+        code: FindingCode::FormulaOperandMismatch,
+        name: "formula_operand_mismatch",
+        severity: "info",
+        category: "function",
+        needs: "no",
+        confirmed_by: "—",
+        fires_when: r#"a formula of the evidence about the question `DIVIDE(numerator, denominator)` and the SQL's first division: the denominator's columns are none of the SQL denominator's (`COUNT(atom_id)` defined, `COUNT(bond_id)` divided by), or a numerator defined as `SUM(<condition>)` reads a column the SQL's numerator does not; only the formula's snake_case or camelCase words, or words the SQL also writes, count as columns"#,
     },
     FindingEntry {
         code: FindingCode::QuestionColumnUnused,
@@ -391,6 +407,15 @@ pub const FINDINGS: [FindingEntry; 43] = [
         fires_when: r#"the event's `result` (or the probe's run) has no rows"#,
     },
     FindingEntry {
+        code: FindingCode::PredicateMatchesNothing,
+        name: "predicate_matches_nothing",
+        severity: "warning",
+        category: "condition",
+        needs: "probe",
+        confirmed_by: "probe",
+        fires_when: r#"the query returns no rows (its `result`, or the probe's run) and one of its outer WHERE's AND-ed conditions — on one table of the FROM, no subquery, not `column = 'text'` (the value probes ask that) — matches no row of that table on its own (`strftime('%m', d) = '9'`, `age > 200`); at most 4 conditions asked"#,
+    },
+    FindingEntry {
         code: FindingCode::ValueNotInColumn,
         name: "value_not_in_column",
         severity: "error / warning",
@@ -529,8 +554,8 @@ pub const FINDINGS: [FindingEntry; 43] = [
 
 impl FindingCode {
     /// Every code, in declaration order (`ALL[c as usize] == c`).
-    pub const ALL: [FindingCode; 43] = {
-        let mut all = [FindingCode::EvidenceValueMismatch; 43];
+    pub const ALL: [FindingCode; FINDINGS.len()] = {
+        let mut all = [FindingCode::EvidenceValueMismatch; FINDINGS.len()];
         let mut i = 0;
         while i < all.len() {
             all[i] = FINDINGS[i].code;

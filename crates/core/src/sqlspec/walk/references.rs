@@ -262,6 +262,11 @@ impl RefWalker {
                 if *op == BinaryOperator::Divide {
                     let both_integer = integer_valued(left, 0) && integer_valued(right, 0);
                     let forces_real = forces_real(left) || forces_real(right);
+                    // Pushed before the operands are walked (an outer division before the
+                    // divisions inside it); the operands are walked here, in order, so that
+                    // each side's column references are a range of `columns`.
+                    let at = self.refs.divisions.len();
+                    let start = self.refs.columns.len();
                     self.refs.divisions.push(Division {
                         // Only a division that will be reported is rendered.
                         text: if both_integer && !forces_real {
@@ -271,7 +276,17 @@ impl RefWalker {
                         },
                         forces_real,
                         both_integer,
+                        numerator_columns: start..start,
+                        denominator_columns: start..start,
                     });
+                    self.expr(left, scope);
+                    let middle = self.refs.columns.len();
+                    self.expr(right, scope);
+                    if let Some(d) = self.refs.divisions.get_mut(at) {
+                        d.numerator_columns = start..middle;
+                        d.denominator_columns = middle..self.refs.columns.len();
+                    }
+                    return;
                 }
                 if let Some(fop) = comparison_op(op) {
                     match (l, r) {

@@ -15,6 +15,7 @@
 //! | `integer_division` | `COUNT(…) / COUNT(…)` (or other integer-valued operands) with no REAL cast or decimal literal, in a dialect where integer division truncates | error |
 //! | `percentage_not_scaled` | a percentage is asked for, the SQL divides, and no `100` appears | warning |
 //! | `formula_shape_mismatch` | a definition computes a division (`DIVIDE(…)`, `/`) or a difference (`SUBTRACT(…)`); the SQL computes none (AVG counts as a division) | warning |
+//! | `formula_operand_mismatch` | a definition's `DIVIDE(numerator, denominator)`: its denominator's columns are none of the SQL's first division's denominator's, or a numerator defined as `SUM(<condition>)` reads a column the SQL's numerator does not (only snake_case / camelCase words, or words the SQL also writes, count as columns) | info |
 //! | `question_column_unused` | with a catalogue: the question uses a term the rule profile maps to a column the catalogue has; the SQL never names that column | warning |
 //! | `distinct_missing` | "distinct / different / unique" is asked for; no DISTINCT, GROUP BY or set operation | warning |
 //! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |
@@ -63,6 +64,7 @@
 //! |---|---|---|
 //! | `query_fails` | the probe database rejects the query (no such column, a syntax error, …) | error |
 //! | `empty_result` | the query returns no rows | warning |
+//! | `predicate_matches_nothing` | the query returns no rows, and one of its outer WHERE's AND-ed conditions (on one plain table of the FROM, no subquery, not `col = 'text'`) matches no row of that table on its own (`strftime('%m', d) = '9'`); ≤ 4 asked, after the run (or at once for an event whose `result` is empty) | warning |
 //! | `value_not_in_column` | `col = 'v'` where `v` is not a value of the column: error when a case or spacing variant is (named in the evidence), warning when none is | error / warning |
 //! | `value_in_other_column` | `col = 'v'` where neither `v` nor a case or spacing variant is a value of the column, but another text column holds it — of the same table, another table the query reads, or a table a foreign key relates (≤ 12 columns searched; `v` of 3+ characters with a letter): the wrong column, or a missing table | error |
 //! | `probe_inconclusive` | a probe timed out or the database was unavailable (nothing concluded) | info |

@@ -17,6 +17,9 @@ use crate::stef::{ConfirmedBy, ErrorCategory, Finding, FindingCode, Severity};
 /// Most value probes planned for one event (the first comparisons of the query).
 pub const MAX_VALUE_PROBES: usize = 8;
 
+/// Most conditions of an empty query asked about one by one ([`predicate_probes`]).
+pub const MAX_PREDICATE_PROBES: usize = 4;
+
 /// Most columns one [`Probe::ValueElsewhere`] searches (each a scan of its table, bounded by
 /// the probe's time limit like every probe).
 pub const MAX_ELSEWHERE_COLUMNS: usize = 12;
@@ -59,6 +62,17 @@ pub enum Probe {
         literal: String,
         /// The columns searched, in order (at most [`MAX_ELSEWHERE_COLUMNS`]).
         candidates: Vec<(String, String)>,
+    },
+    /// Does any row of the table a condition of the query reads satisfy that condition on its
+    /// own? Asked for a query that returns no rows ([`predicate_probes`]).
+    PredicateRows {
+        /// The table, as the query's FROM names it (`atom AS T1`).
+        table: String,
+        /// The condition, as the query writes it.
+        condition: String,
+        /// The probe's SQL: `SELECT 1 FROM <the table as the query names it> WHERE <condition>
+        /// LIMIT 1`.
+        sql: String,
     },
     /// Does `COUNT(column)` differ from `COUNT(DISTINCT column)` under the query's FROM, WHERE
     /// and GROUP BY (a row when it does, in some group)?
@@ -120,7 +134,7 @@ impl Probe {
                     .collect();
                 format!("{} LIMIT 1", arms.join(" UNION ALL "))
             }
-            Probe::CountFanOut { sql, .. } => sql.clone(),
+            Probe::CountFanOut { sql, .. } | Probe::PredicateRows { sql, .. } => sql.clone(),
         }
     }
 }
@@ -255,6 +269,165 @@ pub fn fan_out_sql(query: &str, column: &str) -> Option<(String, String)> {
         counted.to_string(),
         format!("SELECT 1 FROM ({sql}) WHERE n <> d LIMIT 1"),
     ))
+}
+
+/// For a query that returns no rows: which of its outer WHERE's conditions (the operands of its
+/// top-level ANDs) no row satisfies on its own — one [`Probe::PredicateRows`] per condition that
+/// reads columns of one plain table of the FROM (by its alias or name; unqualified columns only
+/// when the FROM has one table), has no subquery, and is not `column = 'text'` (the value probes
+/// ask that one). At most [`MAX_PREDICATE_PROBES`]; none for SQL that does not parse, a set
+/// operation or a query with CTEs.
+pub fn predicate_probes(query: &str) -> Vec<Probe> {
+    use sqlparser::ast::{
+        BinaryOperator, Expr, ObjectNamePart, SetExpr, Statement, TableFactor, Value, Visit,
+        Visitor,
+    };
+    use std::ops::ControlFlow;
+
+    /// The qualifiers a condition's columns carry (`None` for an unqualified one), and whether
+    /// it holds a subquery.
+    #[derive(Default)]
+    struct Reads {
+        qualifiers: Vec<Option<String>>,
+        subquery: bool,
+    }
+    impl Visitor for Reads {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            match expr {
+                Expr::Identifier(_) => self.qualifiers.push(None),
+                Expr::CompoundIdentifier(parts) if parts.len() >= 2 => self.qualifiers.push(
+                    parts
+                        .get(parts.len() - 2)
+                        .map(|q| q.value.to_ascii_lowercase()),
+                ),
+                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {
+                    self.subquery = true;
+                    return ControlFlow::Break(());
+                }
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn conjuncts<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
+        match expr {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                conjuncts(left, out);
+                conjuncts(right, out);
+            }
+            Expr::Nested(inner)
+                if matches!(
+                    inner.as_ref(),
+                    Expr::BinaryOp {
+                        op: BinaryOperator::And,
+                        ..
+                    }
+                ) =>
+            {
+                conjuncts(inner, out)
+            }
+            other => out.push(other),
+        }
+    }
+
+    let dialect = sqlparser::dialect::SQLiteDialect {};
+    let Ok(statements) = sqlparser::parser::Parser::parse_sql(&dialect, query) else {
+        return Vec::new();
+    };
+    let [Statement::Query(q)] = statements.as_slice() else {
+        return Vec::new();
+    };
+    let (SetExpr::Select(select), None) = (q.body.as_ref(), &q.with) else {
+        return Vec::new();
+    };
+    let Some(selection) = &select.selection else {
+        return Vec::new();
+    };
+    // The plain tables of the FROM: (what a column's qualifier calls it, how the FROM names it).
+    let mut tables: Vec<(String, String)> = Vec::new();
+    let mut relations = 0usize;
+    for from in &select.from {
+        for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        {
+            relations += 1;
+            if let TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } = factor
+            {
+                let binding = match alias {
+                    Some(alias) => alias.name.value.to_ascii_lowercase(),
+                    None => match name.0.last() {
+                        Some(ObjectNamePart::Identifier(i)) => i.value.to_ascii_lowercase(),
+                        _ => continue,
+                    },
+                };
+                tables.push((binding, factor.to_string()));
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    conjuncts(selection, &mut parts);
+    let mut out = Vec::new();
+    for condition in parts {
+        if out.len() >= MAX_PREDICATE_PROBES {
+            break;
+        }
+        if let Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } = condition
+            && [left, right].iter().any(|side| {
+                matches!(side.as_ref(), Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)))
+            })
+            && [left, right].iter().any(|side| {
+                matches!(side.as_ref(), Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+            })
+        {
+            continue;
+        }
+        let mut reads = Reads::default();
+        let _ = condition.visit(&mut reads);
+        if reads.subquery || reads.qualifiers.is_empty() {
+            continue;
+        }
+        let table = if reads.qualifiers.iter().all(Option::is_none) {
+            match tables.as_slice() {
+                [only] if relations == 1 => Some(only),
+                _ => None,
+            }
+        } else {
+            let first = reads.qualifiers.first().cloned().flatten();
+            if reads.qualifiers.iter().all(|q| *q == first) {
+                tables
+                    .iter()
+                    .find(|(binding, _)| Some(binding) == first.as_ref())
+            } else {
+                None
+            }
+        };
+        let Some((_, from)) = table else {
+            continue;
+        };
+        let probe = Probe::PredicateRows {
+            table: from.clone(),
+            condition: condition.to_string(),
+            sql: format!("SELECT 1 FROM {from} WHERE {condition} LIMIT 1"),
+        };
+        if !out.contains(&probe) {
+            out.push(probe);
+        }
+    }
+    out
 }
 
 /// Whether a literal is worth looking for in other columns: three characters or more with a
@@ -495,6 +668,23 @@ pub fn probe_findings(
                     severity: Severity::Warning,
                     category: ErrorCategory::Function,
                     evidence,
+                    confirmed_by: Some(ConfirmedBy::Probe),
+                });
+            }
+            (
+                Probe::PredicateRows {
+                    table, condition, ..
+                },
+                ProbeAnswer::Empty,
+            ) => {
+                findings.push(Finding {
+                    code: FindingCode::PredicateMatchesNothing,
+                    severity: Severity::Warning,
+                    category: ErrorCategory::Condition,
+                    evidence: format!(
+                        "no row of {table} satisfies {} on its own",
+                        clip(condition, 160)
+                    ),
                     confirmed_by: Some(ConfirmedBy::Probe),
                 });
             }
@@ -888,5 +1078,56 @@ mod tests {
             &mut kept,
         );
         assert_eq!(kept, [suspicion]);
+    }
+
+    #[test]
+    fn an_empty_querys_conditions_are_asked_one_by_one() {
+        let probes = predicate_probes(
+            "SELECT COUNT(*) FROM atom AS T1 JOIN molecule AS T2 ON T1.molecule_id = T2.molecule_id \
+             WHERE strftime('%m', T2.d) = '9' AND T1.element = 'cl' AND (T2.w > 5 AND T1.x < T2.y) \
+             AND T1.z IN (SELECT 1)",
+        );
+        let sqls: Vec<String> = probes.iter().map(|p| p.sql("")).collect();
+        assert_eq!(
+            sqls,
+            vec![
+                "SELECT 1 FROM molecule AS T2 WHERE strftime('%m', T2.d) = '9' LIMIT 1",
+                "SELECT 1 FROM molecule AS T2 WHERE T2.w > 5 LIMIT 1",
+            ],
+            "`col = 'text'` is the value probes', two tables' and subqueries' are not asked"
+        );
+        assert_eq!(
+            predicate_probes("SELECT a FROM t WHERE b > 3 AND c LIKE 'x%'")
+                .iter()
+                .map(|p| p.sql(""))
+                .collect::<Vec<_>>(),
+            vec![
+                "SELECT 1 FROM t WHERE b > 3 LIMIT 1",
+                "SELECT 1 FROM t WHERE c LIKE 'x%' LIMIT 1"
+            ]
+        );
+        assert!(predicate_probes("SELECT a FROM t JOIN u ON t.k = u.k WHERE b > 3").is_empty());
+        assert!(predicate_probes("WITH c AS (SELECT 1) SELECT * FROM c WHERE x > 1").is_empty());
+        assert!(predicate_probes("not sql").is_empty());
+
+        // No row: a warning that names the condition, confirmed by the probe.
+        let spec =
+            crate::sqlspec::extract("SELECT a FROM t WHERE b > 3", Some("sqlite")).expect("parses");
+        let catalog = club();
+        let schema = catalog.get("club").expect("club");
+        let mut findings = Vec::new();
+        let answers: Vec<(Probe, ProbeAnswer)> = predicate_probes("SELECT a FROM t WHERE b > 3")
+            .into_iter()
+            .map(|p| (p, ProbeAnswer::Empty))
+            .collect();
+        assert!(probe_findings(&answers, &spec, schema, &mut findings).is_empty());
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].code, FindingCode::PredicateMatchesNothing);
+        assert_eq!(findings[0].severity, Severity::Warning);
+        assert_eq!(findings[0].confirmed_by, Some(ConfirmedBy::Probe));
+        assert_eq!(
+            findings[0].evidence,
+            "no row of t satisfies b > 3 on its own"
+        );
     }
 }

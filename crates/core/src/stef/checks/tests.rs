@@ -48,9 +48,14 @@ fn words_are_matched_whole() {
     assert!(!contains_word("", "x"));
 }
 
-/// The codes `run` finds for a question, enriched question and SQLite query (no catalogue).
+/// The codes `run` finds for a question, enriched question and SQLite query (no catalogue;
+/// references collected when the daemon collects them without one: a division, a quoted
+/// definition).
 fn codes_for(question: &str, enriched: Option<&str>, sql: &str) -> Vec<FindingCode> {
-    let spec = crate::sqlspec::extract(sql, Some("sqlite")).expect("test SQL parses");
+    let mut options = crate::sqlspec::ExtractOptions::for_dialect(Some("sqlite"));
+    options.collect_references =
+        sql.contains('/') || enriched.is_some_and(|e| e.contains(['\'', '"']));
+    let spec = crate::sqlspec::extract_with(sql, &options).expect("test SQL parses");
     let question_spec = QuestionSpec::default();
     let profile = RuleProfile::default();
     run(&CheckInput {
@@ -317,4 +322,57 @@ fn requested_rounding_needs_a_rounding_function() {
         .contains(&FindingCode::RoundingMissing),
         "no precision asked for"
     );
+}
+
+#[test]
+fn a_formulas_operands_are_compared_with_the_sqls_division() {
+    let fires = |e: &str, sql: &str| {
+        codes_for(
+            "What is the percentage of carbon in double-bond molecules?",
+            Some(e),
+            sql,
+        )
+        .contains(&FindingCode::FormulaOperandMismatch)
+    };
+    let evidence =
+        "carbon refers to element = 'c'; percentage = DIVIDE(SUM(element = 'c'), COUNT(atom_id))";
+    // The formula followed: silent, whatever the aliases and the scaling.
+    assert!(!fires(
+        evidence,
+        "SELECT CAST(SUM(CASE WHEN T1.element = 'c' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(T1.atom_id) FROM atom AS T1"
+    ));
+    // Another denominator: bonds counted where atoms are defined.
+    assert!(fires(
+        evidence,
+        "SELECT CAST(SUM(CASE WHEN atom.element = 'c' THEN 1 ELSE 0 END) AS REAL) / COUNT(bond.bond_id) FROM atom JOIN bond ON atom.molecule_id = bond.molecule_id"
+    ));
+    // A summed condition the numerator leaves out.
+    let two = "percentage = DIVIDE(SUM(label = '+' and element = 'h'), COUNT(molecule_id)) * 100.0";
+    assert!(fires(
+        two,
+        "SELECT CAST(SUM(CASE WHEN molecule.label = '+' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(molecule.molecule_id) FROM atom JOIN molecule ON atom.molecule_id = molecule.molecule_id WHERE atom.element = 'h'"
+    ));
+    assert!(!fires(
+        two,
+        "SELECT CAST(SUM(CASE WHEN molecule.label = '+' AND atom.element = 'h' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(molecule.molecule_id) FROM atom JOIN molecule ON atom.molecule_id = molecule.molecule_id"
+    ));
+    // Prose in the formula names no column; a COUNT(x where …) numerator is not a summed
+    // condition.
+    assert!(!fires(
+        "percentage = DIVIDE(COUNT(male clients), COUNT(clients))",
+        "SELECT CAST(SUM(IIF(gender = 'M', 1, 0)) AS REAL) * 100 / COUNT(gender) FROM client"
+    ));
+    assert!(!fires(
+        "percentage = Divide(Count(UserId where Age BETWEEN 13 AND 18), Count(UserId))",
+        "SELECT CAST(SUM(CASE WHEN age BETWEEN 13 AND 18 THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(userid) FROM users"
+    ));
+    assert_eq!(
+        divide_operands("x = DIVIDE(SUM(a = 'p,q'), COUNT(b)) * 100"),
+        Some(("SUM(a = 'p,q')", " COUNT(b)"))
+    );
+    assert_eq!(
+        divide_operands("DIVIDE(SUM(a); COUNT(b))"),
+        Some(("SUM(a)", " COUNT(b)"))
+    );
+    assert_eq!(divide_operands("DIVIDE(SUM(a)"), None);
 }

@@ -25,6 +25,7 @@ use sqlgrade_core::stef::Prepared;
 use sqlgrade_core::stef::checks::{
     Probe, ProbeAnswer, confirmation_probes, plan_probes, predicate_probes, probe_findings,
 };
+use sqlgrade_core::stef::elements::{QueryNames, name_findings};
 use sqlgrade_core::stef::result_checks::{self, ResultCheckInput, ResultSource};
 use sqlgrade_core::stef::text::QuestionTexts;
 
@@ -131,6 +132,9 @@ impl Prober {
                 plan.extend(predicate_probes(sql));
             }
         }
+        // The probe's findings name their schema elements as the checks' do.
+        let names = QueryNames::of(&prepared.sql_spec, Some(schema));
+        name_findings(&mut prepared.findings, &names);
     }
 
     /// The query's first rows: the answer to [`Probe::QueryRows`], and, when there are rows,

@@ -9,6 +9,7 @@
 //! The writing side's seam (`stores::Sink`) and the read model (`stores::StoredRow`) sit lower,
 //! because the ClickHouse writer and reader (`crate::stores::clickhouse`) build on them.
 
+pub mod breakdown;
 pub mod clickhouse;
 pub mod config;
 pub mod jsonl;

@@ -14,6 +14,7 @@ pub mod align;
 pub mod assessment;
 pub mod checks;
 pub mod correctness;
+pub mod elements;
 pub mod enrichment;
 pub mod findings;
 pub mod grounding;
@@ -243,6 +244,25 @@ pub struct Prepared {
     /// events an LLM judges ([`add_schema_context`]), never at line rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_context: Option<SchemaContext>,
+    /// What the event is about ([`elements`]): the tables, columns and joins the SQL reads,
+    /// the question's type and the query's shape.
+    #[serde(default)]
+    pub about: About,
+}
+
+/// What an event is about (`details.reads`, `details.question_type`, `details.query_shape`):
+/// the dimensions the breakdowns count by ([`elements`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct About {
+    /// The tables, columns and join edges the SQL reads.
+    #[serde(default)]
+    pub reads: Elements,
+    /// The question's type, from the question alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_type: Option<elements::QuestionType>,
+    /// The query's shape.
+    #[serde(default)]
+    pub query_shape: String,
 }
 
 /// The part of the catalogue an LLM judge is shown for one event: the tables the SQL reads and
@@ -343,6 +363,42 @@ pub struct Finding {
     /// catalogue's facts; absent for a suspicion read from the question and the SQL alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmed_by: Option<ConfirmedBy>,
+    /// The schema elements it is about ([`elements::name_findings`]): the tables, columns,
+    /// join edges and literal values of the query that its evidence names; absent when it
+    /// names none.
+    #[serde(default, skip_serializing_if = "Elements::is_empty")]
+    pub elements: Elements,
+}
+
+/// Schema elements: tables, `table.column`s, join edges (`a.x = b.y`, the two sides in order)
+/// and literal values — canonical through the catalogue when the event has one (its spelling),
+/// as the SQL writes them otherwise (lowercased). What a finding is about
+/// ([`Finding::elements`]) and what a query reads (`details.reads`), the keys the breakdowns
+/// count by.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Elements {
+    /// Tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
+    /// Columns, `table.column` (a bare `column` where the SQL leaves its table unknown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<String>,
+    /// Join edges, `a.x = b.y` with the two sides in sorted order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joins: Vec<String>,
+    /// Literal values the SQL compares with, as written (findings only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl Elements {
+    /// Whether it names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+            && self.columns.is_empty()
+            && self.joins.is_empty()
+            && self.values.is_empty()
+    }
 }
 
 /// What settled a finding (`details.findings[].confirmed_by`).

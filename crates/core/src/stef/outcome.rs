@@ -162,6 +162,14 @@ fn prepare_checked(
             },
         ));
     }
+    let names = super::elements::QueryNames::of(&sql_spec, schema);
+    super::elements::name_findings(&mut findings, &names);
+    let reads = names.reads();
+    let about = super::About {
+        question_type: Some(super::elements::question_type(&event.question, schema)),
+        query_shape: super::elements::query_shape(&sql_spec, &reads),
+        reads,
+    };
     Prepared {
         sql_spec,
         question_spec,
@@ -171,6 +179,7 @@ fn prepare_checked(
         catalogue: None,
         evidence,
         schema_context: None,
+        about,
     }
 }
 
@@ -242,6 +251,9 @@ pub struct StefOutcome {
     /// The event's result and the probe (the prepared event's).
     #[serde(default, skip_serializing_if = "Evidence::is_empty")]
     pub evidence: Evidence,
+    /// What the event is about (the prepared event's).
+    #[serde(default)]
+    pub about: super::About,
 }
 
 /// The question spec as stored in `details`: aggregations and filters rendered as readable
@@ -305,6 +317,11 @@ struct StefDetails<'a> {
     #[serde(skip_serializing_if = "Evidence::is_empty")]
     evidence: Evidence,
     components: Components,
+    /// What the event is about (last, so the keys before keep their place).
+    reads: &'a super::Elements,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question_type: Option<&'a super::elements::QuestionType>,
+    query_shape: &'a str,
 }
 
 /// Φ's components in `details.components`.
@@ -359,6 +376,7 @@ pub fn finish(
         findings: prepared.findings.clone(),
         catalogue: prepared.catalogue.clone(),
         evidence: prepared.evidence,
+        about: prepared.about.clone(),
     }
 }
 
@@ -448,6 +466,9 @@ impl StefOutcome {
                 confidence: s.confidence,
                 multiplier: s.multiplier,
             },
+            reads: &self.about.reads,
+            question_type: self.about.question_type.as_ref(),
+            query_shape: &self.about.query_shape,
         });
         row.stef = Some(crate::evaluation::StefColumns {
             quality_tier: CompactString::const_new(s.quality_tier.as_str()),

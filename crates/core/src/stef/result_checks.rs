@@ -321,6 +321,7 @@ fn finding(
         category,
         evidence,
         confirmed_by: None,
+        elements: Default::default(),
     }
 }
 

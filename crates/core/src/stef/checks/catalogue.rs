@@ -9,7 +9,7 @@ use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// What a column reference resolved to.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Resolved {
+pub(crate) enum Resolved {
     /// A column of the database: (table index, column index).
     Column(usize, usize),
     /// Something the catalogue cannot check (a derived column, an alias, `rowid`, a string).
@@ -21,9 +21,9 @@ pub(super) enum Resolved {
 /// Implicit columns every SQLite table has.
 const IMPLICIT_COLUMNS: [&str; 3] = ["rowid", "oid", "_rowid_"];
 
-pub(super) struct Resolver<'a> {
-    pub(super) schema: &'a DbSchema,
-    pub(super) refs: &'a QueryReferences,
+pub(crate) struct Resolver<'a> {
+    pub(crate) schema: &'a DbSchema,
+    pub(crate) refs: &'a QueryReferences,
 }
 
 impl Resolver<'_> {
@@ -41,7 +41,7 @@ impl Resolver<'_> {
         out
     }
 
-    pub(super) fn resolve(&self, idx: usize, out: &mut Vec<Finding>) -> Resolved {
+    pub(crate) fn resolve(&self, idx: usize, out: &mut Vec<Finding>) -> Resolved {
         let Some(c) = self.refs.columns.get(idx) else {
             return Resolved::Opaque;
         };

@@ -103,6 +103,7 @@ mod shape;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use catalogue::{Resolved, Resolver};
 pub use entry::run;
 pub use probe::*;
 
@@ -151,6 +152,7 @@ fn push(
         category,
         evidence,
         confirmed_by: None,
+        elements: Default::default(),
     });
 }
 

@@ -669,6 +669,7 @@ pub fn probe_findings(
                     category: ErrorCategory::Function,
                     evidence,
                     confirmed_by: Some(ConfirmedBy::Probe),
+                    elements: Default::default(),
                 });
             }
             (
@@ -686,6 +687,7 @@ pub fn probe_findings(
                         clip(condition, 160)
                     ),
                     confirmed_by: Some(ConfirmedBy::Probe),
+                    elements: Default::default(),
                 });
             }
             (Probe::CountFanOut { .. }, ProbeAnswer::Empty) => {
@@ -1043,6 +1045,7 @@ mod tests {
             category: ErrorCategory::Function,
             evidence: "COUNT(major.major_id) without DISTINCT".into(),
             confirmed_by: None,
+            elements: Default::default(),
         };
         for before in [vec![], vec![suspicion.clone()]] {
             let mut confirmed = before;

@@ -486,6 +486,10 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
     if let Some(store) = &clickhouse_store {
         let rolled_up = store.monitor().await.unwrap();
         assert_same_monitor(&from_rows, &rolled_up);
+        // The breakdowns' rollups (migration 018) hold the rows' cells too.
+        let from_rows = jsonl.breakdown().await.unwrap();
+        assert!(!from_rows.cells.is_empty() && !from_rows.findings.is_empty());
+        assert_same_breakdown(&from_rows, &store.breakdown().await.unwrap());
     }
 
     let (driver, client) = start_browser(&chromium, &chromedriver, dir.path()).await;
@@ -534,6 +538,63 @@ async fn monitor_in_chromium_on_jsonl_and_clickhouse() {
     }
     client.close().await.unwrap();
     drop(driver);
+}
+
+/// The ClickHouse breakdown rollups' cells and finding counts equal the JSONL rows' (sums to
+/// rounding).
+fn assert_same_breakdown(
+    rows: &sqlgrade::stores::breakdown::BreakdownData,
+    rollup: &sqlgrade::stores::breakdown::BreakdownData,
+) {
+    let key = |c: &sqlgrade::stores::breakdown::BreakdownCell| {
+        (
+            c.hour,
+            c.app.clone(),
+            c.agent.clone(),
+            c.version.clone(),
+            c.dimension.clone(),
+            c.element.clone(),
+        )
+    };
+    let mut a: Vec<_> = rows.cells.iter().collect();
+    let mut b: Vec<_> = rollup.cells.iter().collect();
+    a.sort_by_key(|c| key(c));
+    b.sort_by_key(|c| key(c));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(key(x), key(y));
+        assert_eq!(
+            (x.events, x.scored, x.flagged, &x.label),
+            (y.events, y.scored, y.flagged, &y.label),
+            "{x:?}"
+        );
+        assert!((x.p_sum - y.p_sum).abs() < 1e-6, "{x:?} {y:?}");
+    }
+    let sorted = |f: &[sqlgrade::stores::breakdown::BreakdownFinding]| {
+        let mut f = f.to_vec();
+        f.sort_by(|p, q| {
+            (
+                p.hour,
+                &p.app,
+                &p.agent,
+                &p.version,
+                &p.dimension,
+                &p.element,
+                &p.code,
+            )
+                .cmp(&(
+                    q.hour,
+                    &q.app,
+                    &q.agent,
+                    &q.version,
+                    &q.dimension,
+                    &q.element,
+                    &q.code,
+                ))
+        });
+        f
+    };
+    assert_eq!(sorted(&rows.findings), sorted(&rollup.findings));
 }
 
 /// The ClickHouse rollup's cells equal the JSONL rows' (sums to rounding).

@@ -20,6 +20,7 @@
 //! credentials).
 
 pub mod agreement;
+pub mod breakdown;
 pub mod config;
 pub mod monitor;
 pub mod pages;

@@ -97,6 +97,27 @@ const OVERVIEW: &str = r##"{% extends "layout.html" %}
 </table>
 {% else %}<p>No app has an agent with more than one version{% if filtered %} under these filters{% endif %}.</p>{% endfor %}
 </div>
+<h2>Where it goes wrong</h2>
+<p class="muted">The last 7 days of the data against the 7 before: the tables, columns and question types (read from the question alone) of the events the line-rate verdict flags, ranked by the rise in flagged events. An event that reads three tables counts under each; the share flagged is over scored events, with its 95% interval; "new" marks what nothing read in the days before. The line is the daily share flagged over 14 days. Same numbers as <code>sqlgrade breakdown --since 7d</code>.</p>
+<div id="where">
+{% for t in where_wrong %}
+<table class="where" data-by="{{ t.by }}">
+<tr><th colspan="7">{{ t.title }}</th></tr>
+<tr><th>{{ t.by }}</th><th>events</th><th>flagged [95%]</th><th>14 days</th><th>flagged before</th><th>change [95%]</th><th>top findings</th></tr>
+{% for r in t.rows %}
+<tr class="where-row" data-element="{{ r.element }}">
+<td><a href="/queue?{{ r.queue }}">{{ r.label }}</a>{% if r.new %} <span class="changed new">new</span>{% endif %}</td>
+<td>{{ r.events }}</td>
+<td>{{ r.flagged }} · {{ r.share }}{% if r.interval %} <span class="muted">[{{ r.interval }}]</span>{% endif %}</td>
+<td><svg class="sparkline" width="96" height="18" viewBox="0 0 96 18" role="img" aria-label="daily share flagged"><path d="{{ r.sparkline }}" fill="none" stroke="#b42318" stroke-width="1.5"/></svg></td>
+<td>{{ r.flagged_before }}</td>
+<td>{{ r.change or "—" }}</td>
+<td>{{ r.findings or "—" }}</td>
+</tr>
+{% else %}<tr><td colspan="7">Nothing flagged{% if filtered %} under these filters{% endif %}.</td></tr>{% endfor %}
+</table>
+{% endfor %}
+</div>
 <h2>Series</h2>
 <table id="series">
 <tr><th>app</th><th>agent</th><th>version</th><th>events</th><th>scored</th><th>mean Φ</th><th>Φ distribution (0–100)</th><th>tiers (excellent / good / marginal / poor)</th><th>flagged</th><th>correct, line rate + people [95%]</th><th>correct, LLM + people [95%]</th><th>labelled</th><th>alerts</th><th></th></tr>

@@ -309,6 +309,10 @@ async fn overview(
         Err(e) => return store_error(&e),
     };
     let monitor = super::monitor::monitor(&data, &alerts, &filter);
+    let where_wrong = match state.store.breakdown().await {
+        Ok(data) => super::breakdown::where_wrong(&data, &filter),
+        Err(e) => return store_error(&e),
+    };
     let filtered = filter.is_set();
     let series: Vec<_> = super::view::overview(&rows, &alerts, &labels, &state.calibration)
         .into_iter()
@@ -338,7 +342,7 @@ async fn overview(
         "overview.html",
         minijinja::context! {
             series, alerts, judges, disagreement, calibration_per_week, reliability, monitor,
-            filter, filtered, plot => super::monitor::PLOT,
+            where_wrong, filter, filtered, plot => super::monitor::PLOT,
         },
     )
 }
@@ -355,6 +359,8 @@ struct QueueQuery {
     reviewer: String,
     /// `calibration`: the calibration sample's unlabelled events only.
     slice: String,
+    /// `<dimension>:<element>` (`table:superhero`): only events whose line-rate row reads it.
+    element: String,
 }
 
 impl QueueQuery {
@@ -368,6 +374,7 @@ impl QueueQuery {
             alert: some(&self.alert),
             reviewer: some(&self.reviewer),
             calibration: (self.slice.trim() == "calibration").then(|| sample.clone()),
+            element: some(&self.element),
         }
     }
 
@@ -381,6 +388,7 @@ impl QueueQuery {
             ("alert", &self.alert),
             ("reviewer", &self.reviewer),
             ("slice", &self.slice),
+            ("element", &self.element),
         ]
         .into_iter()
         .filter(|(_, v)| !v.is_empty())

@@ -767,6 +767,9 @@ pub struct QueueFilter {
     /// Only the calibration sample's events nobody labelled yet (then `calibration` says
     /// which sample).
     pub calibration: Option<CalibrationSample>,
+    /// Only events whose line-rate row reads this element, `<dimension>:<element>`
+    /// (`table:superhero`, `question_type:count:molecule`; `stores::breakdown`).
+    pub element: Option<String>,
 }
 
 /// One entry of the review queue.
@@ -876,6 +879,11 @@ pub fn queue(
                 .as_deref()
                 .is_some_and(|m| !rows.iter().any(|r| r.metric.as_str() == m))
             || only.is_some_and(|ids| !ids.contains(id))
+            || filter.element.as_deref().is_some_and(|e| {
+                !rows.iter().any(|r| {
+                    r.metric == Metric::Stef && crate::stores::breakdown::row_has_element(r, e)
+                })
+            })
             || mine.contains(id)
             || calibration
                 .as_ref()

@@ -130,7 +130,7 @@ pub struct BreakdownData {
 }
 
 /// The strings of `value[key]`, when it is an array.
-fn strings<'v>(value: Option<&'v Value>) -> impl Iterator<Item = &'v str> {
+fn strings(value: Option<&Value>) -> impl Iterator<Item = &str> {
     value
         .and_then(Value::as_array)
         .into_iter()
@@ -160,6 +160,16 @@ fn row_elements(row: &StoredRow, dimension: Dimension) -> Vec<(String, String)> 
             }
         }
     }
+}
+
+/// Whether a line-rate row reads `spec`, `<dimension>:<element>` (`table:superhero`,
+/// `question_type:count:molecule`): what the review queue's `element` filter keeps.
+pub fn row_has_element(row: &StoredRow, spec: &str) -> bool {
+    let Some((dimension, element)) = spec.split_once(':') else {
+        return false;
+    };
+    Dimension::parse(dimension)
+        .is_some_and(|d| row_elements(row, d).iter().any(|(e, _)| e == element))
 }
 
 /// The line-rate rows folded into hourly cells and finding counts (the JSONL store; ClickHouse
@@ -238,7 +248,7 @@ pub fn breakdown_from_rows(rows: &[StoredRow]) -> BreakdownData {
         findings: findings
             .into_iter()
             .map(
-                |((((hour, app, agent, version, dimension, element)), code), events)| {
+                |(((hour, app, agent, version, dimension, element), code), events)| {
                     BreakdownFinding {
                         hour,
                         app,

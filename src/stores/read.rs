@@ -189,6 +189,10 @@ pub trait ReviewStore: Send + Sync {
     /// The monitor's hourly cells and finding counts (`review_page::monitor`): a JSONL directory folds
     /// its rows; ClickHouse reads its `stef_monitor_hourly` rollup and one aggregate query.
     async fn monitor(&self) -> Result<crate::stores::monitor::MonitorData, StoreError>;
+    /// The breakdowns' hourly cells per element and question type (`stores::breakdown`): a
+    /// JSONL directory folds its rows; ClickHouse reads its `stef_breakdown_hourly` and
+    /// `stef_breakdown_findings_hourly` rollups.
+    async fn breakdown(&self) -> Result<crate::stores::breakdown::BreakdownData, StoreError>;
     /// Where the data comes from, for the page footer (no credentials).
     fn describe(&self) -> String;
 }

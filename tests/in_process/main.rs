@@ -12,6 +12,7 @@ mod support;
 mod alert_backfill;
 mod alert_replay;
 mod alert_webhook;
+mod breakdown;
 mod calibrate_kappa;
 mod cli_commands;
 mod cli_judged_metrics;

@@ -3,10 +3,11 @@
 //!
 //! Commands and flags are public interface (README "CLI reference", `ARCHITECTURE.md`): `run`,
 //! `score`, `backfill`, `migrate`, `prune`, `check-config`, `report`, `audit`, `serve`,
-//! `import-labels`, `calibrate`.
+//! `import-labels`, `calibrate`, `breakdown`.
 
 mod audit;
 mod backfill;
+mod breakdown;
 mod calibrate;
 mod check_config;
 mod config_file;
@@ -93,6 +94,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Validate the configuration and print it with secrets redacted.
     CheckConfig(check_config::CheckConfigArgs),
+    /// Where the agent goes wrong: line-rate events per table, column, join edge or question
+    /// type — flagged, share flagged, mean p_correct, top findings — against the window before
+    /// and another version, from a JSONL directory or the ClickHouse of --config.
+    Breakdown(breakdown::BreakdownArgs),
 }
 
 fn main() -> ExitCode {
@@ -162,5 +167,6 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Prune(args) => prune::execute(args).await,
         Command::Serve(args) => serve::execute(args).await,
         Command::CheckConfig(args) => check_config::execute(args),
+        Command::Breakdown(args) => breakdown::execute(args).await,
     }
 }

@@ -436,6 +436,8 @@ mod tests {
                 "judge_cache",
                 "judge_identities",
                 "labels",
+                "stef_breakdown_findings_hourly",
+                "stef_breakdown_hourly",
                 "stef_monitor_hourly",
             ]
         );

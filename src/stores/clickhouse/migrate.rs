@@ -60,6 +60,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(15, "015_judge_identity.sql"),
     migration!(16, "016_p_correct.sql"),
     migration!(17, "017_stef_monitor.sql"),
+    migration!(18, "018_stef_breakdown.sql"),
 ];
 
 /// Name of the bookkeeping table.

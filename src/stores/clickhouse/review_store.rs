@@ -200,6 +200,38 @@ impl ReviewStore for ClickHouseStore {
         })
     }
 
+    async fn breakdown(&self) -> Result<crate::stores::breakdown::BreakdownData, StoreError> {
+        // The newest MONITOR_DAYS of the rollups, merged per hour, series and element.
+        let cells = fetch_json(
+            "read the breakdown rollup",
+            self.reader.client().query(&format!(
+                "SELECT toUInt32(hour) AS hour, app_id AS app, agent_id AS agent, \
+                 agent_version AS version, dimension, element, anyMerge(label) AS label, \
+                 toUInt32(uniqMerge(events)) AS events, toUInt32(uniqIfMerge(scored)) AS scored, \
+                 toUInt32(uniqIfMerge(flagged)) AS flagged, sumIfMerge(p_sum) AS p_sum \
+                 FROM stef_breakdown_hourly \
+                 WHERE hour >= (SELECT max(hour) FROM stef_breakdown_hourly) - {MONITOR_DAYS} * 86400 \
+                 GROUP BY hour, app_id, agent_id, agent_version, dimension, element \
+                 LIMIT {MONITOR_CELLS}"
+            )),
+        )
+        .await?;
+        let findings = fetch_json(
+            "read the breakdown findings rollup",
+            self.reader.client().query(&format!(
+                "SELECT toUInt32(hour) AS hour, app_id AS app, agent_id AS agent, \
+                 agent_version AS version, dimension, element, code, \
+                 toUInt32(uniqMerge(events)) AS events \
+                 FROM stef_breakdown_findings_hourly \
+                 WHERE hour >= (SELECT max(hour) FROM stef_breakdown_findings_hourly) - {MONITOR_DAYS} * 86400 \
+                 GROUP BY hour, app_id, agent_id, agent_version, dimension, element, code \
+                 LIMIT {MONITOR_CELLS}"
+            )),
+        )
+        .await?;
+        Ok(crate::stores::breakdown::BreakdownData { cells, findings })
+    }
+
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {
         let all = fetch_json(
             "read alerts",

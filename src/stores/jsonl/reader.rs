@@ -208,6 +208,11 @@ impl ReviewStore for JsonlStore {
         Ok(crate::stores::monitor::monitor_from_rows(&rows))
     }
 
+    async fn breakdown(&self) -> Result<crate::stores::breakdown::BreakdownData, StoreError> {
+        let rows = self.rows().await?;
+        Ok(crate::stores::breakdown::breakdown_from_rows(&rows))
+    }
+
     async fn alerts(&self) -> Result<Vec<AlertView>, StoreError> {
         let path = self.dir.join(ALERTS_FILE);
         blocking(path.clone(), move || {

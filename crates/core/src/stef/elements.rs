@@ -26,9 +26,11 @@ use crate::sqlspec::{Clause, RefSourceKind, SqlSpec};
 use crate::words::{find_phrase, text_words};
 
 /// The tables, columns, join edges and compared literals of one query, with the names its
-/// evidence texts may use for them (what [`name_findings`] matches).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QueryNames {
+/// evidence texts may use for them (what [`name_findings`] matches), and the catalogue the
+/// evidence may name other columns of.
+#[derive(Debug, Clone, Default)]
+pub struct QueryNames<'s> {
+    schema: Option<&'s DbSchema>,
     tables: Vec<NamedTable>,
     columns: Vec<NamedColumn>,
     /// Join edges: the canonical text and the two columns (indices into `columns`).
@@ -55,12 +57,15 @@ struct NamedColumn {
     name: String,
 }
 
-impl QueryNames {
+impl<'s> QueryNames<'s> {
     /// The names of `spec`'s query: from its references when the extraction collected them
     /// (resolved through `schema` when there is one, scope by scope otherwise), else from the
     /// spec's tables and bare column names.
-    pub fn of(spec: &SqlSpec, schema: Option<&DbSchema>) -> QueryNames {
-        let mut names = QueryNames::default();
+    pub fn of(spec: &SqlSpec, schema: Option<&'s DbSchema>) -> QueryNames<'s> {
+        let mut names = QueryNames {
+            schema,
+            ..QueryNames::default()
+        };
         match spec.references.as_deref() {
             Some(refs) => names.add_references(refs, schema),
             None => names.add_spec(spec),
@@ -287,6 +292,27 @@ impl QueryNames {
                 columns.push(i);
             }
         }
+        // Columns of the tables the query reads that the evidence names although the query
+        // does not read them (`superhero.superhero_name` for a name it never returns).
+        let mut unread: Vec<String> = Vec::new();
+        if let Some(schema) = self.schema {
+            for table in &self.tables {
+                let Some(t) = schema.table_index(&table.canonical) else {
+                    continue;
+                };
+                for (_, c) in schema.columns_of(t) {
+                    let lower = c.name.to_ascii_lowercase();
+                    let canonical = format!("{}.{}", table.canonical, c.name);
+                    if contains_word(&text, &lower)
+                        && !self.columns.iter().any(|q| q.canonical == canonical)
+                        && (self.columns.iter().all(|q| q.name != lower)
+                            || text.contains(&format!("{}.{lower}", table.name)))
+                    {
+                        unread.push(canonical);
+                    }
+                }
+            }
+        }
         let mut tables: Vec<usize> = (0..self.tables.len()).filter(|&t| table_named[t]).collect();
         for &c in &columns {
             if let Some(t) = self.columns[c].table
@@ -321,17 +347,20 @@ impl QueryNames {
             .filter(|v| text.contains(&format!("'{}'", v.to_ascii_lowercase())))
             .cloned()
             .collect();
-        tables.sort_unstable();
+        let mut columns: Vec<String> = columns
+            .iter()
+            .map(|&c| self.columns[c].canonical.clone())
+            .chain(unread)
+            .collect();
         columns.sort_unstable();
+        let mut tables: Vec<String> = tables
+            .iter()
+            .map(|&t| self.tables[t].canonical.clone())
+            .collect();
+        tables.sort_unstable();
         Elements {
-            tables: tables
-                .iter()
-                .map(|&t| self.tables[t].canonical.clone())
-                .collect(),
-            columns: columns
-                .iter()
-                .map(|&c| self.columns[c].canonical.clone())
-                .collect(),
+            tables,
+            columns,
             joins,
             values,
         }
@@ -503,7 +532,7 @@ pub fn question_type(question: &str, schema: Option<&DbSchema>) -> QuestionType 
                 .filter(|&t| {
                     table_words
                         .get(t)
-                        .is_some_and(|w| !w.is_empty() && find_phrase(&words, w).is_some())
+                        .is_some_and(|w| !w.is_empty() && names_phrase(&words, w))
                 })
                 .collect();
             let texts = QuestionTexts::new(question, None);
@@ -553,6 +582,20 @@ pub fn question_type(question: &str, schema: Option<&DbSchema>) -> QuestionType 
         key: format!("{intent}:{}", subjects.join("+")),
         label: format!("{} · {}", intent.replace('_', " "), subjects.join(", ")),
     }
+}
+
+/// Whether `phrase` (a table's name as words) occurs in `words` as a contiguous run, a word
+/// also matching its `-oes` plural as [`text_words`] leaves it (`superheroes` → `superheroe`).
+fn names_phrase(words: &[String], phrase: &[String]) -> bool {
+    if find_phrase(words, phrase).is_some() {
+        return true;
+    }
+    let same = |w: &String, p: &String| {
+        w == p || (w.ends_with("oe") && w.strip_suffix('e') == Some(p.as_str()))
+    };
+    words
+        .windows(phrase.len())
+        .any(|run| run.iter().zip(phrase).all(|(w, p)| same(w, p)))
 }
 
 /// The query's shape (`details.query_shape`): what it selects, the tables it reads (sorted,
@@ -694,8 +737,8 @@ mod tests {
         name_findings(&mut findings, &names);
         assert_eq!(
             findings[0].elements.columns,
-            vec!["superhero.id"],
-            "not colour.id"
+            vec!["superhero.id", "superhero.superhero_name"],
+            "not colour.id; the name it does not read, through the catalogue"
         );
         assert_eq!(findings[0].elements.tables, vec!["superhero"]);
         assert_eq!(findings[1].elements.columns, vec!["colour.colour"]);

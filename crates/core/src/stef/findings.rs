@@ -188,7 +188,7 @@ pub const FINDINGS: [FindingEntry; 45] = [
         category: "function",
         needs: "no",
         confirmed_by: "—",
-        fires_when: r#"a formula of the evidence about the question `DIVIDE(numerator, denominator)` and the SQL's first division: the denominator's columns are none of the SQL denominator's (`COUNT(atom_id)` defined, `COUNT(bond_id)` divided by), or a numerator defined as `SUM(<condition>)` reads a column the SQL's numerator does not; only the formula's snake_case or camelCase words, or words the SQL also writes, count as columns"#,
+        fires_when: r#"a formula of the evidence about the question `DIVIDE(numerator, denominator)` and the SQL's first division: a denominator defined as a plain count of a column (`COUNT(atom_id)`, not a conditional count) while the SQL divides by a count of another entity's columns (with a catalogue: no table of the SQL's denominator has the defined column; without one: both are keys, `id` / `…_id`), or a numerator defined as `SUM(<condition>)` whose condition (before any `WHERE` it writes) reads a column the SQL's numerator does not; only the formula's snake_case or camelCase words, or words the SQL also writes, count as columns"#,
     },
     FindingEntry {
         code: FindingCode::QuestionColumnUnused,

@@ -589,12 +589,21 @@ fn id_instead_of_name(
             })
     });
     if let Some(name_column) = name_column {
+        let returned: Vec<&str> = input
+            .spec
+            .projections
+            .iter()
+            .map(|p| p.expr.as_str())
+            .collect();
         push(
             out,
             FindingCode::IdInsteadOfName,
             Severity::Warning,
             ErrorCategory::Attribute,
-            format!("the question asks for names; the SQL returns only ids ({name_column} exists)"),
+            format!(
+                "the question asks for names; the SQL returns only ids ({}) where {name_column} exists",
+                returned.join(", ")
+            ),
         );
     }
 }

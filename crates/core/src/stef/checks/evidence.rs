@@ -625,13 +625,19 @@ fn formula_shape(input: &CheckInput<'_>, subject: &str, definition: &str, out: &
     }
 }
 
-/// The evidence's `DIVIDE(numerator, denominator)` against the SQL's first division: the
-/// denominator counts other columns than the formula's (`COUNT(atom_id)` defined, `COUNT(bond_id)`
-/// divided by), or a numerator defined as `SUM(<condition>)` whose condition reads a column the
-/// SQL's numerator does not (`SUM(label = '+' AND element = 'h')` computed as
-/// `SUM(CASE WHEN label = '+' …)`). Only the formula's words that look like columns count: a
-/// snake_case or camelCase identifier, or a word the SQL also writes (`COUNT(male clients)` is
-/// prose). Information only (83 % precise pooled on people's labels, 76 % on one file).
+/// The evidence's `DIVIDE(numerator, denominator)` against the SQL's first division:
+///
+/// - a denominator defined as a plain count of a column (`COUNT(atom_id)`; not a conditional
+///   count, `COUNT(gender = 'Female')`, which a WHERE may carry instead) while the SQL divides by
+///   a count of columns of another entity (`COUNT(bond.bond_id)`): with a catalogue, no table of
+///   the SQL's denominator has the defined column (counting any column of the same table counts
+///   the same rows); without one, both are keys (`id`, `…_id`);
+/// - a numerator defined as `SUM(<condition>)` whose condition (before any `WHERE` it writes)
+///   reads a column the SQL's numerator does not (`SUM(label = '+' AND element = 'h')` computed
+///   as `SUM(CASE WHEN label = '+' …)`).
+///
+/// Only the formula's words that look like columns count: a snake_case or camelCase identifier,
+/// or a word the SQL also writes (`COUNT(male clients)` is prose). Information only.
 fn formula_operands(
     input: &CheckInput<'_>,
     sql_lower: &str,
@@ -661,11 +667,26 @@ fn formula_operands(
         sql_columns(&division.denominator_columns),
     );
     let defined_denominator = formula_columns(denominator, sql_lower);
+    let is_key = |c: &String| c == "id" || c.ends_with("_id") || (c.len() > 4 && c.ends_with("id"));
+    let same_entity = || match input.schema {
+        Some(schema) => {
+            let resolver = super::catalogue::Resolver { schema, refs };
+            let mut scratch = Vec::new();
+            division.denominator_columns.clone().any(|i| {
+                matches!(resolver.resolve(i, &mut scratch),
+                    super::catalogue::Resolved::Column(t, _)
+                        if defined_denominator.iter().any(|d| schema.column_index(t, d).is_some()))
+            })
+        }
+        None => !(defined_denominator.iter().all(is_key) && sql_denominator.iter().all(is_key)),
+    };
     if !defined_denominator.is_empty()
         && !sql_denominator.is_empty()
+        && !has_comparison(&unquoted(denominator).to_ascii_lowercase())
         && !defined_denominator
             .iter()
             .any(|c| sql_denominator.contains(c))
+        && !same_entity()
     {
         push(
             out,
@@ -681,15 +702,22 @@ fn formula_operands(
             ),
         );
     }
-    let sums_a_condition = numerator
-        .trim_start()
-        .get(..4)
-        .is_some_and(|head| head.eq_ignore_ascii_case("sum("));
-    let defined_numerator = formula_columns(numerator, sql_lower);
-    if sums_a_condition
+    // The summed condition, before any WHERE the formula writes (a filter the SQL may carry in
+    // its own WHERE), as written: `formula_columns` reads camelCase.
+    let numerator_text = unquoted(numerator);
+    let numerator_lower = numerator_text.to_ascii_lowercase();
+    let condition = numerator_text
+        .get(
+            ..numerator_lower
+                .find(" where ")
+                .unwrap_or(numerator_text.len()),
+        )
+        .unwrap_or_default();
+    if numerator_lower.trim_start().starts_with("sum(")
+        && has_comparison(&condition.to_ascii_lowercase())
         && !sql_numerator.is_empty()
-        && let Some(missing) = defined_numerator
-            .iter()
+        && let Some(missing) = formula_columns(condition, sql_lower)
+            .into_iter()
             .find(|c| !sql_numerator.contains(c))
     {
         push(
@@ -704,6 +732,14 @@ fn formula_operands(
             ),
         );
     }
+}
+
+/// Whether an unquoted, lowercased formula text compares (`=`, `<`, `>`, LIKE, IN, BETWEEN).
+fn has_comparison(text: &str) -> bool {
+    text.contains(['=', '<', '>'])
+        || [" like ", " in ", " in(", " between "]
+            .iter()
+            .any(|w| text.contains(w))
 }
 
 /// The two arguments of a formula's first `DIVIDE(…)` (split at its top-level comma or

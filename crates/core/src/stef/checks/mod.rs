@@ -15,7 +15,7 @@
 //! | `integer_division` | `COUNT(…) / COUNT(…)` (or other integer-valued operands) with no REAL cast or decimal literal, in a dialect where integer division truncates | error |
 //! | `percentage_not_scaled` | a percentage is asked for, the SQL divides, and no `100` appears | warning |
 //! | `formula_shape_mismatch` | a definition computes a division (`DIVIDE(…)`, `/`) or a difference (`SUBTRACT(…)`); the SQL computes none (AVG counts as a division) | warning |
-//! | `formula_operand_mismatch` | a definition's `DIVIDE(numerator, denominator)`: its denominator's columns are none of the SQL's first division's denominator's, or a numerator defined as `SUM(<condition>)` reads a column the SQL's numerator does not (only snake_case / camelCase words, or words the SQL also writes, count as columns) | info |
+//! | `formula_operand_mismatch` | a definition's `DIVIDE(numerator, denominator)`: a denominator defined as a plain count of a column while the SQL's first division counts another entity's (with a catalogue: no table of the SQL's denominator has the column; without: both are keys), or a numerator defined as `SUM(<condition>)` whose condition (before a `WHERE`) reads a column the SQL's numerator does not | info |
 //! | `question_column_unused` | with a catalogue: the question uses a term the rule profile maps to a column the catalogue has; the SQL never names that column | warning |
 //! | `distinct_missing` | "distinct / different / unique" is asked for; no DISTINCT, GROUP BY or set operation | warning |
 //! | `unordered_limit` | an ordering (a superlative) is asked for; the SQL has LIMIT without ORDER BY (a bare "list five X" is not an ordering) | error |

@@ -366,6 +366,16 @@ fn a_formulas_operands_are_compared_with_the_sqls_division() {
         "percentage = Divide(Count(UserId where Age BETWEEN 13 AND 18), Count(UserId))",
         "SELECT CAST(SUM(CASE WHEN age BETWEEN 13 AND 18 THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(userid) FROM users"
     ));
+    // Counting any column of one entity counts the same rows; a conditional count's condition
+    // may be the SQL's WHERE; a filter the formula writes after WHERE may be too.
+    let sql = "SELECT CAST(SUM(CASE WHEN T1.colour = 'Blue' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(T1.id) FROM superhero AS T1 WHERE T1.gender = 'Female'";
+    for e in [
+        "percentage = DIVIDE(SUM(colour = 'Blue'), COUNT(superhero_name))",
+        "percentage = DIVIDE(SUM(colour = 'Blue'), COUNT(gender = 'Female'))",
+        "percentage = DIVIDE(SUM(colour = 'Blue' WHERE gender = 'Female'), COUNT(id))",
+    ] {
+        assert!(!fires(e, sql), "{e}");
+    }
     assert_eq!(
         divide_operands("x = DIVIDE(SUM(a = 'p,q'), COUNT(b)) * 100"),
         Some(("SUM(a = 'p,q')", " COUNT(b)"))

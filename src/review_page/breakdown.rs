@@ -108,10 +108,8 @@ fn row(
     filter: &MonitorFilter,
 ) -> WhereRow {
     let pct = |v: f64| format!("{:.1} %", v * 100.0);
-    let mut queue: Vec<(&str, String)> = vec![(
-        "element",
-        format!("{}:{}", query.by.as_str(), line.element),
-    )];
+    let mut queue: Vec<(&str, String)> =
+        vec![("element", format!("{}:{}", query.by.as_str(), line.element))];
     for (key, value) in [
         ("app", &filter.app),
         ("agent", &filter.agent),
@@ -205,7 +203,6 @@ mod tests {
             version: "1".into(),
             dimension: "table".into(),
             element: element.into(),
-            label: element.into(),
             events: scored,
             scored,
             flagged,
@@ -230,15 +227,28 @@ mod tests {
         let tables = where_wrong(&data, &MonitorFilter::default());
         assert_eq!(tables.len(), 3);
         let rows = &tables[0].rows;
-        assert_eq!(rows.len(), 2, "an element never flagged, before or now, is left out");
+        assert_eq!(
+            rows.len(),
+            2,
+            "an element never flagged, before or now, is left out"
+        );
         assert_eq!(rows[0].element, "hero");
         assert_eq!((rows[0].flagged, rows[0].flagged_before), (6, 1));
-        assert!(rows[0].change.starts_with("+50.0 pts"), "{}", rows[0].change);
+        assert!(
+            rows[0].change.starts_with("+50.0 pts"),
+            "{}",
+            rows[0].change
+        );
         assert!(!rows[0].new);
         assert!(rows[1].new, "power: nothing read it before");
         assert_eq!(rows[0].queue, "element=table%3Ahero");
         // Two days drawn for hero, apart: two moves, no line between them.
-        assert_eq!(rows[0].sparkline.matches('M').count(), 2, "{}", rows[0].sparkline);
+        assert_eq!(
+            rows[0].sparkline.matches('M').count(),
+            2,
+            "{}",
+            rows[0].sparkline
+        );
         assert!(tables[1].rows.is_empty() && tables[2].rows.is_empty());
     }
 }

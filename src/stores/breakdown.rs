@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::evaluation::Metric;
 use crate::sampling::estimate::wilson_interval;
+use crate::stef::elements::question_type_label;
 use crate::stores::StoredRow;
 use crate::stores::monitor::HOUR;
 
@@ -86,8 +87,6 @@ pub struct BreakdownCell {
     pub dimension: String,
     /// The element (`superhero`, `superhero.id`, `count:superhero`).
     pub element: String,
-    /// Readable label (the question type's; the element itself otherwise).
-    pub label: String,
     /// Events with a line-rate row reading the element.
     pub events: u64,
     /// Of those, scored.
@@ -98,8 +97,9 @@ pub struct BreakdownCell {
     pub p_sum: f64,
 }
 
-/// Events of one series in one hour whose finding of `code` names the element (for a question
-/// type: every finding of its events).
+/// Events of one series in one hour whose finding of `code` names the element — whether or not
+/// the query reads it (`superhero.superhero_name` for a name never returned) — or, for a
+/// question type, every finding of its events.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakdownFinding {
     /// Start of the hour.
@@ -138,27 +138,25 @@ fn strings(value: Option<&Value>) -> impl Iterator<Item = &str> {
         .filter_map(Value::as_str)
 }
 
-/// The elements of one dimension a line-rate row reads, with their labels.
-fn row_elements(row: &StoredRow, dimension: Dimension) -> Vec<(String, String)> {
+/// The elements of one dimension a line-rate row reads.
+fn row_elements(row: &StoredRow, dimension: Dimension) -> Vec<&str> {
     match dimension.reads_key() {
-        Some(key) => strings(row.details.get("reads").and_then(|r| r.get(key)))
-            .map(|e| (e.to_string(), e.to_string()))
+        Some(key) => strings(row.details.get("reads").and_then(|r| r.get(key))).collect(),
+        None => row
+            .details
+            .get("question_type")
+            .and_then(Value::as_str)
+            .filter(|k| !k.is_empty())
+            .into_iter()
             .collect(),
-        None => {
-            let Some(qt) = row.details.get("question_type") else {
-                return Vec::new();
-            };
-            match qt.get("key").and_then(Value::as_str) {
-                Some(key) if !key.is_empty() => vec![(
-                    key.to_string(),
-                    qt.get("label")
-                        .and_then(Value::as_str)
-                        .unwrap_or(key)
-                        .to_string(),
-                )],
-                _ => Vec::new(),
-            }
-        }
+    }
+}
+
+/// An element's readable label: a question type's ([`question_type_label`]), else the element.
+pub fn label_of(dimension: Dimension, element: &str) -> String {
+    match dimension {
+        Dimension::QuestionType => question_type_label(element),
+        _ => element.to_string(),
     }
 }
 
@@ -168,8 +166,7 @@ pub fn row_has_element(row: &StoredRow, spec: &str) -> bool {
     let Some((dimension, element)) = spec.split_once(':') else {
         return false;
     };
-    Dimension::parse(dimension)
-        .is_some_and(|d| row_elements(row, d).iter().any(|(e, _)| e == element))
+    Dimension::parse(dimension).is_some_and(|d| row_elements(row, d).contains(&element))
 }
 
 /// The line-rate rows folded into hourly cells and finding counts (the JSONL store; ClickHouse
@@ -191,41 +188,42 @@ pub fn breakdown_from_rows(rows: &[StoredRow]) -> BreakdownData {
             .and_then(Value::as_array)
             .map(|a| a.iter().collect())
             .unwrap_or_default();
+        let key = |dimension: Dimension, element: &str| -> Key {
+            (
+                hour,
+                series.0.clone(),
+                series.1.clone(),
+                series.2.clone(),
+                dimension.as_str(),
+                element.to_string(),
+            )
+        };
         for dimension in Dimension::ALL {
-            for (element, label) in row_elements(row, dimension) {
-                let key: Key = (
-                    hour,
-                    series.0.clone(),
-                    series.1.clone(),
-                    series.2.clone(),
-                    dimension.as_str(),
-                    element.clone(),
-                );
-                let cell = cells.entry(key.clone()).or_insert_with(|| BreakdownCell {
-                    label,
-                    ..BreakdownCell::default()
-                });
+            let read = row_elements(row, dimension);
+            for element in &read {
+                let cell = cells.entry(key(dimension, element)).or_default();
                 cell.events += 1;
                 if row.is_scored() {
                     cell.scored += 1;
                     cell.flagged += u64::from(!row.verdict_correct());
                     cell.p_sum += row.line_rate_p();
                 }
-                for finding in &row_findings {
-                    let Some(code) = finding.get("code").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    let names = match dimension.reads_key() {
-                        Some(k) => strings(finding.get("elements").and_then(|e| e.get(k)))
-                            .any(|e| e == element),
-                        None => true,
-                    };
-                    if names {
-                        findings
-                            .entry((key.clone(), code.to_string()))
-                            .or_default()
-                            .insert(row.event_id.as_str());
-                    }
+            }
+            // What each finding names (a column the query should have read, too); for a
+            // question type, every finding of the event.
+            for finding in &row_findings {
+                let Some(code) = finding.get("code").and_then(Value::as_str) else {
+                    continue;
+                };
+                let named: Vec<&str> = match dimension.reads_key() {
+                    Some(k) => strings(finding.get("elements").and_then(|e| e.get(k))).collect(),
+                    None => read.clone(),
+                };
+                for element in named {
+                    findings
+                        .entry((key(dimension, element), code.to_string()))
+                        .or_default()
+                        .insert(row.event_id.as_str());
                 }
             }
         }
@@ -370,7 +368,6 @@ pub const TOP_FINDINGS: usize = 3;
 
 #[derive(Default)]
 struct Tally {
-    label: String,
     events: u64,
     scored: u64,
     flagged: u64,
@@ -379,9 +376,6 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, cell: &BreakdownCell) {
-        if self.label.is_empty() {
-            self.label.clone_from(&cell.label);
-        }
         self.events += cell.events;
         self.scored += cell.scored;
         self.flagged += cell.flagged;
@@ -489,7 +483,7 @@ pub fn breakdown(data: &BreakdownData, query: &BreakdownQuery) -> Vec<BreakdownL
             BreakdownLine {
                 by: query.by,
                 element: element.to_string(),
-                label: tally.label.clone(),
+                label: label_of(query.by, element),
                 events: tally.events,
                 scored: tally.scored,
                 flagged: tally.flagged,

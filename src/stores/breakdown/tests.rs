@@ -33,7 +33,7 @@ fn row(
         "details": {
             "findings": findings,
             "reads": {"tables": tables, "columns": tables.iter().map(|t| format!("{t}.id")).collect::<Vec<_>>()},
-            "question_type": {"key": "count:hero", "label": "count · hero"},
+            "question_type": "count:hero",
         },
     }))
     .expect("a stored row")

@@ -206,7 +206,7 @@ impl ReviewStore for ClickHouseStore {
             "read the breakdown rollup",
             self.reader.client().query(&format!(
                 "SELECT toUInt32(hour) AS hour, app_id AS app, agent_id AS agent, \
-                 agent_version AS version, dimension, element, anyMerge(label) AS label, \
+                 agent_version AS version, dimension, element, \
                  toUInt32(uniqMerge(events)) AS events, toUInt32(uniqIfMerge(scored)) AS scored, \
                  toUInt32(uniqIfMerge(flagged)) AS flagged, sumIfMerge(p_sum) AS p_sum \
                  FROM stef_breakdown_hourly \

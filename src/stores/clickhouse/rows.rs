@@ -89,11 +89,15 @@ impl RowReader {
     }
 
     /// The `max_rows` most recent rows, newest first, without `details` except on `ts_ex`
-    /// rows (the overview and the queue need only their counterexamples).
+    /// rows (the overview and the queue need only their counterexamples) and, on line-rate
+    /// `stef` rows, `reads` and `question_type` (the queue's `element` filter).
     pub async fn recent(&self, max_rows: usize) -> Result<Vec<StoredRow>, ReadError> {
         let columns = ROW_COLUMNS.replace(
             "status, details,",
-            "status, if(metric = 'ts_ex', details, '{}') AS details,",
+            "status, multiIf(metric = 'ts_ex', details, metric = 'stef', \
+             concat('{', arrayStringConcat(arrayFilter(x -> x != '', \
+             [extract(details, '\"reads\":\\\\{[^}]*\\\\}'), \
+             extract(details, '\"question_type\":\"[^\"]*\"')]), ','), '}'), '{}') AS details,",
         );
         let sql =
             format!("SELECT {columns} FROM evaluations FINAL ORDER BY ts DESC LIMIT {max_rows}");

@@ -23,7 +23,7 @@ use super::text::QuestionTexts;
 use super::{Elements, Finding, FindingCode};
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{Clause, RefSourceKind, SqlSpec};
-use crate::words::{find_phrase, text_words};
+use crate::words::find_phrase;
 
 /// The tables, columns, join edges and compared literals of one query, with the names its
 /// evidence texts may use for them (what [`name_findings`] matches), and the catalogue the
@@ -443,53 +443,68 @@ impl QuestionIntent {
     }
 }
 
-/// The intent of a lowercased question.
+/// The intent of a lowercased question, in one pass over its words (module docs: the first of
+/// ratio, count, comparison, aggregate, top k, list that its words say; lookup otherwise).
 pub fn question_intent(question_lower: &str) -> QuestionIntent {
-    let any = |words: &[&str]| words.iter().any(|w| contains_word(question_lower, w));
-    if any(&[
-        "percentage",
-        "percent",
-        "ratio",
-        "proportion",
-        "fraction",
-        "rate",
-    ]) {
+    const RATIO: u16 = 1;
+    const COUNT: u16 = 1 << 1;
+    const COMPARE: u16 = 1 << 2;
+    const AGGREGATE: u16 = 1 << 3;
+    const TOP: u16 = 1 << 4;
+    const LIST: u16 = 1 << 5;
+    const WHICH: u16 = 1 << 6;
+    const OR: u16 = 1 << 7;
+    const COMPARATIVE: u16 = 1 << 8;
+    let mut seen = 0u16;
+    for word in question_lower
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+    {
+        seen |= match word {
+            "percentage" | "percent" | "ratio" | "proportion" | "fraction" | "rate" => RATIO,
+            "count" => COUNT,
+            "difference" | "compare" | "compared" | "versus" | "vs" => COMPARE,
+            "average" | "mean" | "total" | "sum" | "maximum" | "minimum" => AGGREGATE,
+            "most" | "least" | "highest" | "lowest" | "top" | "largest" | "smallest" | "best"
+            | "worst" | "oldest" | "youngest" | "latest" | "earliest" | "first" | "last" => TOP,
+            "list" | "all" => LIST,
+            "which" => WHICH,
+            "or" => OR,
+            "more" | "less" | "higher" | "lower" | "larger" | "smaller" => COMPARATIVE,
+            _ => 0,
+        };
+    }
+    let has = |bits: u16| seen & bits == bits;
+    if has(RATIO) {
         QuestionIntent::Ratio
-    } else if question_lower.starts_with("how many") || any(&["number of", "count"]) {
+    } else if has(COUNT)
+        || question_lower.starts_with("how many")
+        || question_lower.contains("number of")
+    {
         QuestionIntent::Count
-    } else if any(&[
-        "difference",
-        "compare",
-        "compared",
-        "versus",
-        "vs",
-        "how much more",
-        "how much less",
-    ]) || (contains_word(question_lower, "which")
-        && any(&["more", "less", "higher", "lower", "larger", "smaller"])
-        && contains_word(question_lower, "or"))
+    } else if has(COMPARE)
+        || has(WHICH | OR | COMPARATIVE)
+        || question_lower.contains("how much more")
+        || question_lower.contains("how much less")
     {
         QuestionIntent::Comparison
-    } else if any(&["average", "mean", "total", "sum", "maximum", "minimum"]) {
+    } else if has(AGGREGATE) {
         QuestionIntent::Aggregate
-    } else if any(&[
-        "most", "least", "highest", "lowest", "top", "largest", "smallest", "best", "worst",
-        "oldest", "youngest", "latest", "earliest", "first", "last",
-    ]) {
+    } else if has(TOP) {
         QuestionIntent::TopK
-    } else if [
-        "list",
-        "which",
-        "name ",
-        "what are",
-        "give",
-        "show",
-        "provide",
-        "state the",
-    ]
-    .iter()
-    .any(|p| question_lower.starts_with(p))
-        || any(&["list", "all"])
+    } else if has(LIST)
+        || [
+            "list",
+            "which",
+            "name ",
+            "what are",
+            "give",
+            "show",
+            "provide",
+            "state the",
+        ]
+        .iter()
+        .any(|p| question_lower.starts_with(p))
     {
         QuestionIntent::List
     } else {
@@ -506,37 +521,41 @@ const QUESTION_WORDS: [&str; 14] = [
 /// Most subjects a question type names.
 pub const MAX_SUBJECTS: usize = 3;
 
-/// A question's type (`details.question_type`): its intent and what it is about — the tables
-/// its words name through the catalogue (a table's name, or a column's natural or written name
-/// of two words or more), else its first key nouns — as a short stable key
-/// (`count:molecule`) and a readable label (`count · molecule`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuestionType {
-    /// `intent:subject+subject` (subjects sorted), `intent` alone when none is found.
-    pub key: String,
-    /// `intent · subject, subject`.
-    pub label: String,
+/// The readable label of a question type's key (`count:colour+superhero` →
+/// `count · colour, superhero`): derived, never stored.
+pub fn question_type_label(key: &str) -> String {
+    match key.split_once(':') {
+        Some((intent, subjects)) => format!(
+            "{} · {}",
+            intent.replace('_', " "),
+            subjects.replace('+', ", ")
+        ),
+        None => key.replace('_', " "),
+    }
 }
 
-/// The question type of `question` (the user's question only), grounded in `schema` when the
-/// event has one.
-pub fn question_type(question: &str, schema: Option<&DbSchema>) -> QuestionType {
-    let lower = super::text::lower_collapsed(question);
-    let intent = question_intent(&lower);
-    let words = text_words(question);
+/// The question type of the event's question (`details.question_type`; the user's question
+/// only, `texts.question`): its intent and what it is about — the tables its words name through
+/// the catalogue (a table's name, or a column's natural or written name of two words or more;
+/// its words split once per event, [`QuestionTexts::words`], shared with the grounded checks),
+/// else its first two key nouns — as a short stable key, `intent:subject+subject` (subjects
+/// sorted; `intent` alone when none is found). [`question_type_label`] reads it.
+pub fn question_type(texts: &QuestionTexts<'_>, schema: Option<&DbSchema>) -> String {
+    let lower = texts.question_lower.as_str();
+    let intent = question_intent(lower);
     let mut subjects: Vec<String> = Vec::new();
     match schema {
         Some(schema) => {
+            let words = texts.words();
             let table_words = &schema.words().tables;
             let mut tables: Vec<usize> = (0..schema.tables.len())
                 .filter(|&t| {
                     table_words
                         .get(t)
-                        .is_some_and(|w| !w.is_empty() && names_phrase(&words, w))
+                        .is_some_and(|w| !w.is_empty() && names_phrase(words, w))
                 })
                 .collect();
-            let texts = QuestionTexts::new(question, None);
-            for link in super::grounding::ground_words(&texts, &words, schema).columns {
+            for link in super::grounding::question_links(words, schema) {
                 if let Some(c) = schema.columns.get(link.column)
                     && c.table < schema.tables.len()
                     && !tables.contains(&c.table)
@@ -554,18 +573,26 @@ pub fn question_type(question: &str, schema: Option<&DbSchema>) -> QuestionType 
             subjects.sort_unstable();
         }
         None => {
-            for word in &words {
+            // Its first two key nouns: words of three letters or more that neither ask, nor
+            // say the intent, nor are function words or numbers, in the singular.
+            for word in lower
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.len() > 2)
+            {
                 if subjects.len() >= 2 {
                     break;
                 }
-                if word.len() > 2
-                    && !QUESTION_WORDS.contains(&word.as_str())
-                    && !word.bytes().any(|b| b.is_ascii_digit())
-                    && !intent.words().contains(&word.as_str())
-                    && !QuestionIntent::TopK.words().contains(&word.as_str())
-                    && !subjects.contains(word)
+                if word.bytes().any(|b| b.is_ascii_digit())
+                    || QUESTION_WORDS.contains(&word)
+                    || intent.words().contains(&word)
+                    || QuestionIntent::TopK.words().contains(&word)
+                    || crate::words::STOP_WORDS.contains(&word)
                 {
-                    subjects.push(word.clone());
+                    continue;
+                }
+                let word = crate::words::singular(word).into_owned();
+                if !subjects.contains(&word) {
+                    subjects.push(word);
                 }
             }
             subjects.sort_unstable();
@@ -573,19 +600,21 @@ pub fn question_type(question: &str, schema: Option<&DbSchema>) -> QuestionType 
     }
     let intent = intent.as_str();
     if subjects.is_empty() {
-        return QuestionType {
-            key: intent.to_string(),
-            label: intent.replace('_', " "),
-        };
+        return intent.to_string();
     }
-    QuestionType {
-        key: format!("{intent}:{}", subjects.join("+")),
-        label: format!("{} · {}", intent.replace('_', " "), subjects.join(", ")),
+    let mut key = String::with_capacity(
+        intent.len() + 1 + subjects.iter().map(|s| s.len() + 1).sum::<usize>(),
+    );
+    key.push_str(intent);
+    for (i, subject) in subjects.iter().enumerate() {
+        key.push(if i == 0 { ':' } else { '+' });
+        key.push_str(subject);
     }
+    key
 }
 
 /// Whether `phrase` (a table's name as words) occurs in `words` as a contiguous run, a word
-/// also matching its `-oes` plural as [`text_words`] leaves it (`superheroes` → `superheroe`).
+/// also matching its `-oes` plural as `words::text_words` leaves it (`superheroes` → `superheroe`).
 fn names_phrase(words: &[String], phrase: &[String]) -> bool {
     if find_phrase(words, phrase).is_some() {
         return true;
@@ -615,9 +644,11 @@ pub fn query_shape(spec: &SqlSpec, reads: &Elements) -> String {
     }
     tables.sort_unstable();
     tables.dedup();
-    let mut parts: Vec<String> = vec![select.to_string()];
-    if !tables.is_empty() {
-        parts.push(tables.join(" ⋈ "));
+    let mut shape = String::with_capacity(64);
+    shape.push_str(select);
+    for (i, table) in tables.iter().enumerate() {
+        shape.push_str(if i == 0 { " · " } else { " ⋈ " });
+        shape.push_str(table);
     }
     let clause = |c: Clause| spec.filters.iter().any(|f| f.clause == c);
     for (present, name) in [
@@ -631,10 +662,11 @@ pub fn query_shape(spec: &SqlSpec, reads: &Elements) -> String {
         (spec.window_functions, "window"),
     ] {
         if present {
-            parts.push(name.to_string());
+            shape.push_str(" · ");
+            shape.push_str(name);
         }
     }
-    parts.join(" · ")
+    shape
 }
 
 #[cfg(test)]
@@ -759,20 +791,33 @@ mod tests {
     fn a_question_type_is_read_from_the_question_alone() {
         let catalog = heroes();
         let schema = catalog.get("heroes");
-        let t = question_type("How many colours does each superhero have?", schema);
-        assert_eq!(t.key, "count:colour+superhero");
-        assert_eq!(t.label, "count · colour, superhero");
+        let t = question_type(
+            &QuestionTexts::new("How many colours does each superhero have?", None),
+            schema,
+        );
+        assert_eq!(t, "count:colour+superhero");
+        assert_eq!(question_type_label(&t), "count · colour, superhero");
+        assert_eq!(question_type_label("top_k"), "top k");
         assert_eq!(
-            question_type("What is the eye colour id of 3-D Man?", schema).key,
+            question_type(
+                &QuestionTexts::new("What is the eye colour id of 3-D Man?", None),
+                schema
+            ),
             "lookup:colour+superhero"
         );
         assert_eq!(
-            question_type("What percentage of the colours are blue?", schema).key,
+            question_type(
+                &QuestionTexts::new("What percentage of the colours are blue?", None),
+                schema
+            ),
             "ratio:colour"
         );
         // Without a catalogue: its first key nouns.
         assert_eq!(
-            question_type("What is the most common bond type?", None).key,
+            question_type(
+                &QuestionTexts::new("What is the most common bond type?", None),
+                None
+            ),
             "top_k:bond+type"
         );
         for (q, intent) in [

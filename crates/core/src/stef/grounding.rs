@@ -71,7 +71,38 @@ pub fn ground_words(
     schema: &DbSchema,
 ) -> Grounding {
     let words = schema.words();
-    let mut columns = Vec::new();
+    let mut columns = question_links(question, schema);
+    if texts.evidence.is_some() {
+        for (subject, definition) in relevant_definitions(texts) {
+            for name in written_identifiers(definition) {
+                let Some(found) = words.by_name.get(&name.to_lowercase()) else {
+                    continue;
+                };
+                for &column in found {
+                    if !columns
+                        .iter()
+                        .any(|l| l.column == column && l.via == LinkVia::Evidence)
+                    {
+                        columns.push(ColumnLink {
+                            column,
+                            via: LinkVia::Evidence,
+                            phrase: subject.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    columns.sort_by_key(|l| l.column);
+    Grounding { columns }
+}
+
+/// The columns whose natural or written name (two words or more) the question's words say
+/// (`question`: [`text_words`] of the question), in order found — the question-only part of
+/// [`ground_words`].
+pub fn question_links(question: &[String], schema: &DbSchema) -> Vec<ColumnLink> {
+    let words = schema.words();
+    let mut columns: Vec<ColumnLink> = Vec::new();
     for (at, word) in question.iter().enumerate() {
         let Some(candidates) = words.phrases.get(word) else {
             continue;
@@ -104,29 +135,7 @@ pub fn ground_words(
             }
         }
     }
-    if texts.evidence.is_some() {
-        for (subject, definition) in relevant_definitions(texts) {
-            for name in written_identifiers(definition) {
-                let Some(found) = words.by_name.get(&name.to_lowercase()) else {
-                    continue;
-                };
-                for &column in found {
-                    if !columns
-                        .iter()
-                        .any(|l| l.column == column && l.via == LinkVia::Evidence)
-                    {
-                        columns.push(ColumnLink {
-                            column,
-                            via: LinkVia::Evidence,
-                            phrase: subject.to_string(),
-                        });
-                    }
-                }
-            }
-        }
-    }
-    columns.sort_by_key(|l| l.column);
-    Grounding { columns }
+    columns
 }
 
 /// The names a definition writes as identifiers (module docs): backquoted spans, identifier-

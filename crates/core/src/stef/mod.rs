@@ -257,9 +257,9 @@ pub struct About {
     /// The tables, columns and join edges the SQL reads.
     #[serde(default)]
     pub reads: Elements,
-    /// The question's type, from the question alone.
+    /// The question's type, from the question alone (its key, [`elements::question_type`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub question_type: Option<elements::QuestionType>,
+    pub question_type: Option<String>,
     /// The query's shape.
     #[serde(default)]
     pub query_shape: String,

@@ -166,7 +166,7 @@ fn prepare_checked(
     super::elements::name_findings(&mut findings, &names);
     let reads = names.reads();
     let about = super::About {
-        question_type: Some(super::elements::question_type(&event.question, schema)),
+        question_type: Some(super::elements::question_type(&texts, schema)),
         query_shape: super::elements::query_shape(&sql_spec, &reads),
         reads,
     };
@@ -320,7 +320,7 @@ struct StefDetails<'a> {
     /// What the event is about (last, so the keys before keep their place).
     reads: &'a super::Elements,
     #[serde(skip_serializing_if = "Option::is_none")]
-    question_type: Option<&'a super::elements::QuestionType>,
+    question_type: Option<&'a str>,
     query_shape: &'a str,
 }
 
@@ -467,7 +467,7 @@ impl StefOutcome {
                 multiplier: s.multiplier,
             },
             reads: &self.about.reads,
-            question_type: self.about.question_type.as_ref(),
+            question_type: self.about.question_type.as_deref(),
             query_shape: &self.about.query_shape,
         });
         row.stef = Some(crate::evaluation::StefColumns {

@@ -80,6 +80,8 @@ pub struct QuestionTexts<'a> {
     pub question_included: bool,
     /// The evidence's clauses, split once when first needed (`question::evidence_clauses`).
     pub evidence_clauses: std::cell::OnceCell<Vec<&'a str>>,
+    /// `words::text_words(question)`, split once when first needed ([`QuestionTexts::words`]).
+    pub comparable_words: std::cell::OnceCell<Vec<String>>,
 }
 
 impl<'a> QuestionTexts<'a> {
@@ -101,7 +103,14 @@ impl<'a> QuestionTexts<'a> {
             question_tokens: tokenize(question),
             question_ascii_lower: question.to_ascii_lowercase(),
             question_words: std::cell::OnceCell::new(),
+            comparable_words: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The question's words in the comparable form (`words::text_words`), split once.
+    pub fn words(&self) -> &[String] {
+        self.comparable_words
+            .get_or_init(|| crate::words::text_words(self.question))
     }
 }
 

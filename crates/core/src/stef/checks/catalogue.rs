@@ -489,8 +489,7 @@ fn skipped_link(
     // A question about the parent itself ("atoms in double-bonded molecules") means the join
     // through it.
     let parent = table_of(pa)?;
-    let question = crate::words::text_words(input.texts.question);
-    if super::grounded::names_table(schema, parent, &question) {
+    if super::grounded::names_table(schema, parent, input.texts.words()) {
         return None;
     }
     Some(format!(

@@ -9,7 +9,6 @@ use super::intent::intent_checks;
 use super::shape::shape_checks;
 use crate::stef::grounding::ground_words;
 use crate::stef::{ConfirmedBy, Finding, FindingCode};
-use crate::words::text_words;
 
 /// Run every check that applies; findings in check order.
 pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
@@ -19,9 +18,9 @@ pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
     intent_checks(input, &mut out);
     if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
         catalogue_checks(input, schema, refs, &mut out);
-        let question_words = text_words(input.texts.question);
-        let grounding = ground_words(input.texts, &question_words, schema);
-        grounded_checks(input, schema, refs, &grounding, &question_words, &mut out);
+        let question_words = input.texts.words();
+        let grounding = ground_words(input.texts, question_words, schema);
+        grounded_checks(input, schema, refs, &grounding, question_words, &mut out);
         // What the schema itself settles: a name it does not have, a literal its type cannot
         // hold.
         for f in out.iter_mut().filter(|f| {

@@ -73,27 +73,57 @@ impl<'s> QueryNames<'s> {
         names
     }
 
-    fn table(&mut self, canonical: &str) -> usize {
-        if let Some(i) = self.tables.iter().position(|t| t.canonical == canonical) {
+    /// The table named `name` — spelled as given when `exact` (the catalogue's spelling),
+    /// lowercased otherwise — added when new (nothing is allocated for one already there).
+    fn table(&mut self, name: &str, exact: bool) -> usize {
+        let same = |t: &NamedTable| {
+            if exact {
+                t.canonical == name
+            } else {
+                t.canonical.eq_ignore_ascii_case(name)
+            }
+        };
+        if let Some(i) = self.tables.iter().position(same) {
             return i;
         }
+        let canonical = if exact {
+            name.to_string()
+        } else {
+            name.to_ascii_lowercase()
+        };
         self.tables.push(NamedTable {
-            canonical: canonical.to_string(),
             name: canonical.to_ascii_lowercase(),
+            canonical,
             aliases: Vec::new(),
         });
         self.tables.len() - 1
     }
 
-    fn column(&mut self, table: Option<usize>, name: &str) -> usize {
-        let lower = name.to_ascii_lowercase();
-        let canonical = match table.and_then(|t| self.tables.get(t)) {
-            Some(t) => format!("{}.{name}", t.canonical),
-            None => lower.clone(),
-        };
-        if let Some(i) = self.columns.iter().position(|c| c.canonical == canonical) {
+    /// The column `name` of `table` (spelled as given when `exact`, lowercased otherwise),
+    /// added when new (nothing is allocated for one already there).
+    fn column(&mut self, table: Option<usize>, name: &str, exact: bool) -> usize {
+        if let Some(i) = self.columns.iter().position(|c| {
+            c.table == table
+                && if exact {
+                    c.canonical.ends_with(name) && c.name.len() == name.len()
+                } else {
+                    c.name.eq_ignore_ascii_case(name)
+                }
+        }) {
             return i;
         }
+        let lower = name.to_ascii_lowercase();
+        let written = if exact { name } else { lower.as_str() };
+        let canonical = match table.and_then(|t| self.tables.get(t)) {
+            Some(t) => {
+                let mut c = String::with_capacity(t.canonical.len() + 1 + written.len());
+                c.push_str(&t.canonical);
+                c.push('.');
+                c.push_str(written);
+                c
+            }
+            None => lower.clone(),
+        };
         self.columns.push(NamedColumn {
             canonical,
             table,
@@ -112,14 +142,18 @@ impl<'s> QueryNames<'s> {
             let RefSourceKind::Table(name) = &source.kind else {
                 continue;
             };
-            let canonical = match schema.and_then(|s| Some((s, s.table_index(name)?))) {
-                Some((s, t)) => s.tables[t].clone(),
-                None => name.to_ascii_lowercase(),
+            let t = match schema.and_then(|s| Some((s, s.table_index(name)?))) {
+                Some((s, t)) => self.table(&s.tables[t], true),
+                None => self.table(name, false),
             };
-            let t = self.table(&canonical);
-            let binding = source.binding.to_ascii_lowercase();
-            if binding != self.tables[t].name && !self.tables[t].aliases.contains(&binding) {
-                self.tables[t].aliases.push(binding);
+            let table = &mut self.tables[t];
+            if !source.binding.eq_ignore_ascii_case(&table.name)
+                && !table
+                    .aliases
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(&source.binding))
+            {
+                table.aliases.push(source.binding.to_ascii_lowercase());
             }
         }
         // Each reference, resolved; `None` for what is no column of a table (an alias of the
@@ -130,9 +164,8 @@ impl<'s> QueryNames<'s> {
             let at = match schema {
                 Some(schema) => match (Resolver { schema, refs }).resolve(i, &mut scratch) {
                     Resolved::Column(t, col) => {
-                        let table = self.table(&schema.tables[t]);
-                        let name = schema.columns[col].name.clone();
-                        Some(self.column(Some(table), &name))
+                        let table = self.table(&schema.tables[t], true);
+                        Some(self.column(Some(table), &schema.columns[col].name, true))
                     }
                     _ => None,
                 },
@@ -188,8 +221,8 @@ impl<'s> QueryNames<'s> {
                     {
                         return match &source.kind {
                             RefSourceKind::Table(name) => {
-                                let t = self.table(&name.to_ascii_lowercase());
-                                Some(self.column(Some(t), &c.name.to_ascii_lowercase()))
+                                let t = self.table(name, false);
+                                Some(self.column(Some(t), &c.name, false))
                             }
                             RefSourceKind::Derived(_) => None,
                         };
@@ -202,13 +235,13 @@ impl<'s> QueryNames<'s> {
                     return match s.sources.as_slice() {
                         [only] => match &only.kind {
                             RefSourceKind::Table(name) => {
-                                let t = self.table(&name.to_ascii_lowercase());
-                                Some(self.column(Some(t), &c.name.to_ascii_lowercase()))
+                                let t = self.table(name, false);
+                                Some(self.column(Some(t), &c.name, false))
                             }
                             RefSourceKind::Derived(_) => None,
                         },
                         _ if c.double_quoted => None,
-                        _ => Some(self.column(None, &c.name.to_ascii_lowercase())),
+                        _ => Some(self.column(None, &c.name, false)),
                     };
                 }
             }
@@ -225,7 +258,7 @@ impl<'s> QueryNames<'s> {
     /// aggregations, grouping and filters use (qualified when the query reads one table).
     fn add_spec(&mut self, spec: &SqlSpec) {
         for table in &spec.tables {
-            self.table(&table.to_ascii_lowercase());
+            self.table(table, false);
         }
         let only = (self.tables.len() == 1).then_some(0);
         let identifier =
@@ -246,7 +279,7 @@ impl<'s> QueryNames<'s> {
             .collect();
         for name in bare {
             if identifier(name) && !aliases.contains(&name) && name != "*" {
-                self.column(only, &name.to_ascii_lowercase());
+                self.column(only, name, false);
             }
         }
     }
@@ -274,7 +307,10 @@ impl<'s> QueryNames<'s> {
             .iter()
             .map(|t| {
                 contains_word(&text, &t.name)
-                    || t.aliases.iter().any(|a| text.contains(&format!("{a}.")))
+                    || t.aliases.iter().any(|a| {
+                        text.match_indices(a.as_str())
+                            .any(|(at, _)| text.as_bytes().get(at + a.len()) == Some(&b'.'))
+                    })
             })
             .collect();
         let mut columns: Vec<usize> = Vec::new();
@@ -301,10 +337,16 @@ impl<'s> QueryNames<'s> {
                     continue;
                 };
                 for (_, c) in schema.columns_of(t) {
+                    // Cheap test first: the evidence writes the name at all.
+                    if !ascii_contains_ignore_case(&text, &c.name) {
+                        continue;
+                    }
                     let lower = c.name.to_ascii_lowercase();
+                    if !contains_word(&text, &lower) {
+                        continue;
+                    }
                     let canonical = format!("{}.{}", table.canonical, c.name);
-                    if contains_word(&text, &lower)
-                        && !self.columns.iter().any(|q| q.canonical == canonical)
+                    if !self.columns.iter().any(|q| q.canonical == canonical)
                         && (self.columns.iter().all(|q| q.name != lower)
                             || text.contains(&format!("{}.{lower}", table.name)))
                     {
@@ -365,6 +407,12 @@ impl<'s> QueryNames<'s> {
             values,
         }
     }
+}
+
+/// Whether `text` (lowercase) contains `needle` up to ASCII case, without allocating.
+fn ascii_contains_ignore_case(text: &str, needle: &str) -> bool {
+    let (t, n) = (text.as_bytes(), needle.as_bytes());
+    !n.is_empty() && t.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 /// Fill in the elements of the findings that name none yet (idempotent: the probe's findings,
@@ -540,7 +588,14 @@ pub fn question_type_label(key: &str) -> String {
 /// its words split once per event, [`QuestionTexts::words`], shared with the grounded checks),
 /// else its first two key nouns — as a short stable key, `intent:subject+subject` (subjects
 /// sorted; `intent` alone when none is found). [`question_type_label`] reads it.
-pub fn question_type(texts: &QuestionTexts<'_>, schema: Option<&DbSchema>) -> String {
+///
+/// `grounding`: the question's grounding in `schema` when the checks computed one (its links
+/// through the question's own words are used; the evidence's are not).
+pub fn question_type(
+    texts: &QuestionTexts<'_>,
+    schema: Option<&DbSchema>,
+    grounding: Option<&super::grounding::Grounding>,
+) -> String {
     let lower = texts.question_lower.as_str();
     let intent = question_intent(lower);
     let mut subjects: Vec<String> = Vec::new();
@@ -555,7 +610,18 @@ pub fn question_type(texts: &QuestionTexts<'_>, schema: Option<&DbSchema>) -> St
                         .is_some_and(|w| !w.is_empty() && names_phrase(words, w))
                 })
                 .collect();
-            for link in super::grounding::question_links(words, schema) {
+            let computed;
+            let links: &[super::grounding::ColumnLink] = match grounding {
+                Some(g) => &g.columns,
+                None => {
+                    computed = super::grounding::question_links(words, schema);
+                    &computed
+                }
+            };
+            for link in links
+                .iter()
+                .filter(|l| l.via != super::grounding::LinkVia::Evidence)
+            {
                 if let Some(c) = schema.columns.get(link.column)
                     && c.table < schema.tables.len()
                     && !tables.contains(&c.table)
@@ -794,6 +860,7 @@ mod tests {
         let t = question_type(
             &QuestionTexts::new("How many colours does each superhero have?", None),
             schema,
+            None,
         );
         assert_eq!(t, "count:colour+superhero");
         assert_eq!(question_type_label(&t), "count · colour, superhero");
@@ -801,14 +868,16 @@ mod tests {
         assert_eq!(
             question_type(
                 &QuestionTexts::new("What is the eye colour id of 3-D Man?", None),
-                schema
+                schema,
+                None
             ),
             "lookup:colour+superhero"
         );
         assert_eq!(
             question_type(
                 &QuestionTexts::new("What percentage of the colours are blue?", None),
-                schema
+                schema,
+                None
             ),
             "ratio:colour"
         );
@@ -816,6 +885,7 @@ mod tests {
         assert_eq!(
             question_type(
                 &QuestionTexts::new("What is the most common bond type?", None),
+                None,
                 None
             ),
             "top_k:bond+type"

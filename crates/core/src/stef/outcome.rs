@@ -139,7 +139,7 @@ fn prepare_checked(
     let question_spec = question::extract_texts(&texts, Some(&sql_spec), profile);
     let enrichment = enrichment::validate_texts(&texts, profile);
     let alignment = align::align(&question_spec, &sql_spec, profile);
-    let mut findings = checks::run(&checks::CheckInput {
+    let (mut findings, grounding) = checks::run_grounded(&checks::CheckInput {
         texts: &texts,
         sql: &event.sql,
         spec: &sql_spec,
@@ -166,7 +166,11 @@ fn prepare_checked(
     super::elements::name_findings(&mut findings, &names);
     let reads = names.reads();
     let about = super::About {
-        question_type: Some(super::elements::question_type(&texts, schema)),
+        question_type: Some(super::elements::question_type(
+            &texts,
+            schema,
+            grounding.as_ref(),
+        )),
         query_shape: super::elements::query_shape(&sql_spec, &reads),
         reads,
     };

@@ -7,12 +7,19 @@ use super::evidence::evidence_checks;
 use super::grounded::grounded_checks;
 use super::intent::intent_checks;
 use super::shape::shape_checks;
-use crate::stef::grounding::ground_words;
+use crate::stef::grounding::{Grounding, ground_words};
 use crate::stef::{ConfirmedBy, Finding, FindingCode};
 
 /// Run every check that applies; findings in check order.
 pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
+    run_grounded(input).0
+}
+
+/// [`run`], and the question's grounding in the schema when the grounded checks computed one
+/// (what the question type reuses instead of grounding the question again).
+pub fn run_grounded(input: &CheckInput<'_>) -> (Vec<Finding>, Option<Grounding>) {
     let mut out = Vec::new();
+    let mut grounded = None;
     evidence_checks(input, &mut out);
     shape_checks(input, &mut out);
     intent_checks(input, &mut out);
@@ -21,6 +28,7 @@ pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
         let question_words = input.texts.words();
         let grounding = ground_words(input.texts, question_words, schema);
         grounded_checks(input, schema, refs, &grounding, question_words, &mut out);
+        grounded = Some(grounding);
         // What the schema itself settles: a name it does not have, a literal its type cannot
         // hold.
         for f in out.iter_mut().filter(|f| {
@@ -37,5 +45,5 @@ pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
             f.confirmed_by = Some(ConfirmedBy::Catalogue);
         }
     }
-    out
+    (out, grounded)
 }

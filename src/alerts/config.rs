@@ -179,6 +179,10 @@ pub struct RuleSet {
     /// Minimum rise of the share of LLM-judged events whose verdict (correct or not) differs
     /// from the line-rate verdict it revises (0–1); 0 disables the rule (`judge_disagreement`).
     pub judge_disagreement_min_increase: f64,
+    /// Minimum rise of the share flagged by the line-rate verdict among the events whose SQL
+    /// reads one table (`details.reads.tables`), per series and table (`table_flagged`, metric
+    /// `flagged_share:<table>`); 0 disables the rule (the default).
+    pub table_flagged_min_increase: f64,
     /// Estimate rules: line-rate STEF rows per block. The calibrated estimate of the share
     /// correct (PPI: line rate plus the LLM correction on the uniform slice) is kept per block
     /// and compared block by block, when each block closes.
@@ -228,6 +232,7 @@ impl Default for RuleSet {
             judge_fallback_min_increase: 0.10,
             dead_letter_min_increase: 0.05,
             judge_disagreement_min_increase: 0.15,
+            table_flagged_min_increase: 0.0,
             estimate_block: 100,
             estimate_recent_blocks: 5,
             estimate_baseline_blocks: 20,
@@ -337,6 +342,7 @@ pub struct RuleOverrides {
     pub judge_fallback_min_increase: Option<f64>,
     pub dead_letter_min_increase: Option<f64>,
     pub judge_disagreement_min_increase: Option<f64>,
+    pub table_flagged_min_increase: Option<f64>,
     pub estimate_block: Option<usize>,
     pub estimate_recent_blocks: Option<usize>,
     pub estimate_baseline_blocks: Option<usize>,
@@ -375,6 +381,7 @@ impl RuleOverrides {
             judge_fallback_min_increase,
             dead_letter_min_increase,
             judge_disagreement_min_increase,
+            table_flagged_min_increase,
             estimate_block,
             estimate_recent_blocks,
             estimate_baseline_blocks,

@@ -236,6 +236,13 @@ pub(super) fn summary_line(
             "share of events where the LLM judge and the line-rate verdict disagree rose"
                 .to_string()
         }
+        RuleKind::TableFlagged => format!(
+            "share flagged by the line-rate verdict rose among the events reading {} \
+             (sqlgrade breakdown --by table)",
+            key.metric
+                .strip_prefix("flagged_share:")
+                .unwrap_or(&key.metric)
+        ),
         RuleKind::EstimateLow | RuleKind::EstimateDrop | RuleKind::JudgeAgreement => {
             format!("{} changed", key.metric)
         }

@@ -11,8 +11,10 @@
 //! Rules: `score_drop` (mean of a metric's value falls; STEF Φ and gold metrics), `poor_share`
 //! (share of `poor`-tier STEF rows rises), `judge_fallback` (share of STEF rows with status
 //! `judge_fallback` rises), `judge_disagreement` (share of LLM-judged events whose verdict
-//! differs from the line-rate verdict rises) and `dead_letters` (share of dead-lettered messages
-//! rises; one global series, since a dead letter has no labels).
+//! differs from the line-rate verdict rises), `table_flagged` (per table the SQL reads,
+//! `details.reads.tables`: the share of those events the line-rate verdict flags rises; off
+//! unless `table_flagged_min_increase` is set) and `dead_letters` (share of dead-lettered
+//! messages rises; one global series, since a dead letter has no labels).
 //!
 //! Two more kinds of rule watch **estimates that carry their own uncertainty** rather than raw
 //! values, and fire on their intervals:
@@ -66,6 +68,25 @@ pub struct EngineStats {
     pub ignored_over_max_series: u64,
     /// Alerts currently firing.
     pub firing: usize,
+}
+
+/// The tables a line-rate row's SQL reads (`details.reads.tables`), read from its rendered
+/// details without parsing the rest (at most 16).
+fn tables_read(row: &EvaluationRow) -> Vec<String> {
+    let text: std::borrow::Cow<'_, str> = match &row.details {
+        crate::evaluation::Details::Rendered(raw) => raw.get().into(),
+        crate::evaluation::Details::Tree(value) => value.to_string().into(),
+    };
+    let Some(at) = text.find("\"reads\":{\"tables\":[") else {
+        return Vec::new();
+    };
+    let rest = &text[at + "\"reads\":{\"tables\":[".len()..];
+    let list = rest.split(']').next().unwrap_or_default();
+    serde_json::from_str::<Vec<String>>(&format!("[{list}]"))
+        .unwrap_or_default()
+        .into_iter()
+        .take(16)
+        .collect()
 }
 
 /// Score-drop detection over all series (pure, synchronous; see the module docs).
@@ -233,6 +254,24 @@ impl AlertEngine {
                 now,
                 out,
             );
+        }
+        if rules.table_flagged_min_increase > 0.0 && scored {
+            let flagged = f64::from(u8::from(row.verdict != Some(true)));
+            for table in tables_read(row) {
+                self.feed(
+                    DetectorKey {
+                        rule: RuleKind::TableFlagged,
+                        metric: format!("flagged_share:{table}"),
+                        labels: labels.clone(),
+                    },
+                    Direction::Increase,
+                    rules.table_flagged_min_increase,
+                    &rules,
+                    flagged,
+                    now,
+                    out,
+                );
+            }
         }
         if rules.judge_fallback_min_increase > 0.0 {
             let fallback = row.status == RowStatus::JudgeFallback;
@@ -590,6 +629,63 @@ mod tests {
         assert!(fired.iter().any(|n| n.rule == RuleKind::EstimateLow));
         assert!(run(EstimateSource::LineRate, 10_000).is_empty());
         assert!(run(EstimateSource::Judge, 300).is_empty());
+    }
+
+    /// `table_flagged`: per table the SQL reads (`details.reads.tables`), the share the
+    /// line-rate verdict flags among its events. The hero table's events turning bad fire it,
+    /// named by the table, while the other table the same events read only half the time stays
+    /// quiet; a replay without the change fires nothing, and the rule is off by default.
+    #[test]
+    fn a_tables_share_flagged_rising_fires_for_that_table() {
+        let mut config = small_rules();
+        config.defaults.stef_min_drop = 1000.0;
+        config.defaults.table_flagged_min_increase = 0.3;
+        let row = |tables: &str, flagged: bool| {
+            let mut row = stef_row("v1", 80.0);
+            row.verdict = Some(!flagged);
+            row.details = crate::evaluation::Details::rendered(&serde_json::json!({
+                "sql": {}, "reads": {"tables": tables.split(',').collect::<Vec<_>>()},
+            }));
+            row
+        };
+        let now = Utc::now();
+        let run = |config: &AlertsConfig, change_at: usize| {
+            let mut engine = AlertEngine::new(config.clone());
+            let mut notes = Vec::new();
+            for i in 0..400 {
+                // Every tenth event flagged; from `change_at` on, hero's events flagged.
+                let bad = i >= change_at;
+                let r = if i % 2 == 0 {
+                    row("hero", bad || i % 10 == 0)
+                } else {
+                    row("power", i % 10 == 1)
+                };
+                notes.extend(engine.observe(&AlertInput::Rows(vec![r]), now));
+            }
+            notes
+        };
+        let notes = run(&config, 250);
+        let fired: Vec<_> = notes
+            .iter()
+            .filter(|n| n.state == AlertState::Firing)
+            .collect();
+        assert_eq!(fired.len(), 1, "{notes:#?}");
+        assert_eq!(fired[0].rule, RuleKind::TableFlagged);
+        assert_eq!(fired[0].metric, "flagged_share:hero");
+        assert!(
+            fired[0].summary.contains("reading hero"),
+            "{}",
+            fired[0].summary
+        );
+        assert!(
+            run(&config, 10_000).is_empty(),
+            "a replay without the change"
+        );
+        assert!(
+            run(&small_rules(), 250)
+                .iter()
+                .all(|n| n.rule != RuleKind::TableFlagged)
+        );
     }
 
     #[test]

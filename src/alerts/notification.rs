@@ -37,6 +37,8 @@ pub enum RuleKind {
     DeadLetters,
     /// The share of LLM-judged events whose verdict differs from the line-rate verdict rose.
     JudgeDisagreement,
+    /// The share flagged by the line-rate verdict rose among the events reading one table.
+    TableFlagged,
     /// The calibrated share correct is below the floor (its whole interval).
     EstimateLow,
     /// The calibrated share correct dropped: its interval lies below the baseline's.
@@ -54,6 +56,7 @@ impl RuleKind {
             RuleKind::JudgeFallback => "judge_fallback",
             RuleKind::DeadLetters => "dead_letters",
             RuleKind::JudgeDisagreement => "judge_disagreement",
+            RuleKind::TableFlagged => "table_flagged",
             RuleKind::EstimateLow => "estimate_low",
             RuleKind::EstimateDrop => "estimate_drop",
             RuleKind::JudgeAgreement => "judge_agreement",

@@ -183,6 +183,10 @@ pub struct RuleSet {
     /// reads one table (`details.reads.tables`), per series and table (`table_flagged`, metric
     /// `flagged_share:<table>`); 0 disables the rule (the default).
     pub table_flagged_min_increase: f64,
+    /// Share of the recent window a question type must take, having taken under a quarter of
+    /// that share of the baseline, to fire `question_mix` (what users ask changed); 0 disables
+    /// the rule (the default).
+    pub new_question_type_min_share: f64,
     /// Estimate rules: line-rate STEF rows per block. The calibrated estimate of the share
     /// correct (PPI: line rate plus the LLM correction on the uniform slice) is kept per block
     /// and compared block by block, when each block closes.
@@ -233,6 +237,7 @@ impl Default for RuleSet {
             dead_letter_min_increase: 0.05,
             judge_disagreement_min_increase: 0.15,
             table_flagged_min_increase: 0.0,
+            new_question_type_min_share: 0.0,
             estimate_block: 100,
             estimate_recent_blocks: 5,
             estimate_baseline_blocks: 20,
@@ -343,6 +348,7 @@ pub struct RuleOverrides {
     pub dead_letter_min_increase: Option<f64>,
     pub judge_disagreement_min_increase: Option<f64>,
     pub table_flagged_min_increase: Option<f64>,
+    pub new_question_type_min_share: Option<f64>,
     pub estimate_block: Option<usize>,
     pub estimate_recent_blocks: Option<usize>,
     pub estimate_baseline_blocks: Option<usize>,
@@ -382,6 +388,7 @@ impl RuleOverrides {
             dead_letter_min_increase,
             judge_disagreement_min_increase,
             table_flagged_min_increase,
+            new_question_type_min_share,
             estimate_block,
             estimate_recent_blocks,
             estimate_baseline_blocks,

@@ -243,7 +243,10 @@ pub(super) fn summary_line(
                 .strip_prefix("flagged_share:")
                 .unwrap_or(&key.metric)
         ),
-        RuleKind::EstimateLow | RuleKind::EstimateDrop | RuleKind::JudgeAgreement => {
+        RuleKind::EstimateLow
+        | RuleKind::EstimateDrop
+        | RuleKind::JudgeAgreement
+        | RuleKind::QuestionMix => {
             format!("{} changed", key.metric)
         }
     };

@@ -13,8 +13,10 @@
 //! `judge_fallback` rises), `judge_disagreement` (share of LLM-judged events whose verdict
 //! differs from the line-rate verdict rises), `table_flagged` (per table the SQL reads,
 //! `details.reads.tables`: the share of those events the line-rate verdict flags rises; off
-//! unless `table_flagged_min_increase` is set) and `dead_letters` (share of dead-lettered
-//! messages rises; one global series, since a dead letter has no labels).
+//! unless `table_flagged_min_increase` is set), `question_mix` (a new question type takes a share
+//! of the recent window, [`super::mix`]; off unless `new_question_type_min_share` is set) and
+//! `dead_letters` (share of dead-lettered messages rises; one global series, since a dead letter
+//! has no labels).
 //!
 //! Two more kinds of rule watch **estimates that carry their own uncertainty** rather than raw
 //! values, and fire on their intervals:
@@ -97,6 +99,7 @@ pub struct AlertEngine {
     estimates: HashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
+    mixes: HashMap<Vec<(SeriesLabel, String)>, super::mix::MixTracker>,
     stats: EngineStats,
     estimate_source: EstimateSource,
 }
@@ -111,6 +114,7 @@ impl AlertEngine {
             estimates: HashMap::new(),
             agreement: AgreementTracker::new(window),
             agreement_states: HashMap::new(),
+            mixes: HashMap::new(),
             stats: EngineStats::default(),
             estimate_source: EstimateSource::Judge,
         }
@@ -135,6 +139,11 @@ impl AlertEngine {
                 .values()
                 .map(|e| usize::from(e.low.firing.is_some()) + usize::from(e.drop.firing.is_some()))
                 .sum::<usize>()
+            + self
+                .mixes
+                .values()
+                .filter(|m| m.hysteresis.firing.is_some())
+                .count()
             + self
                 .agreement_states
                 .values()
@@ -255,6 +264,9 @@ impl AlertEngine {
                 out,
             );
         }
+        if rules.new_question_type_min_share > 0.0 {
+            self.observe_mix(row, &labels, &rules, now, out);
+        }
         if rules.table_flagged_min_increase > 0.0 && scored {
             let flagged = f64::from(u8::from(row.verdict != Some(true)));
             for table in tables_read(row) {
@@ -289,6 +301,67 @@ impl AlertEngine {
                 out,
             );
         }
+    }
+
+    /// A line-rate row's question type into its series' mix (`question_mix`).
+    fn observe_mix(
+        &mut self,
+        row: &EvaluationRow,
+        labels: &[(SeriesLabel, String)],
+        rules: &RuleSet,
+        now: DateTime<Utc>,
+        out: &mut Vec<AlertNotification>,
+    ) {
+        let Some(question_type) = super::mix::question_type(&row.details) else {
+            return;
+        };
+        if !self.mixes.contains_key(labels) && self.mixes.len() >= self.config.max_series {
+            self.stats.ignored_over_max_series += 1;
+            return;
+        }
+        let tracker = self.mixes.entry(labels.to_vec()).or_default();
+        let Some((step, found)) = tracker.observe(&question_type, rules) else {
+            return;
+        };
+        let label_map = super::mix::label_map(labels);
+        let metric = format!("question_type_share:{}", found.question_type);
+        let what = match step {
+            super::detector::Step::Fire => "what users ask changed",
+            super::detector::Step::Resolve(_) => "no longer new to the baseline",
+        };
+        let summary = format!(
+            "question type {} takes {:.1} % of the last {} questions of {} ({:.1} % of the {} before): {what} (sqlgrade breakdown --by question_type)",
+            found.question_type,
+            found.comparison.recent_mean * 100.0,
+            found.recent_samples,
+            series_text(&label_map),
+            found.comparison.baseline_mean * 100.0,
+            found.baseline_samples,
+        );
+        let parts = NoteParts {
+            rule: RuleKind::QuestionMix,
+            fingerprint: fingerprint_parts(
+                RuleKind::QuestionMix,
+                "question_type_share",
+                &label_map,
+            ),
+            metric,
+            labels: label_map,
+            comparison: found.comparison,
+            recent_samples: found.recent_samples,
+            baseline_samples: found.baseline_samples,
+            observations: tracker.observations,
+            observed_interval: None,
+            baseline_interval: None,
+            summary,
+        };
+        out.push(finish_note(
+            &mut tracker.hysteresis,
+            step,
+            parts,
+            &rules.severity,
+            now,
+        ));
     }
 
     /// A `stef_judged` row: the judge-disagreement share, and (uniform slice) the estimate's
@@ -686,6 +759,67 @@ mod tests {
                 .iter()
                 .all(|n| n.rule != RuleKind::TableFlagged)
         );
+    }
+
+    /// `question_mix`: a question type nobody asked before taking a tenth of the recent window
+    /// fires, named; a replay without it stays quiet, and the rule is off by default.
+    #[test]
+    fn a_new_question_type_taking_a_tenth_of_the_window_fires() {
+        let mut config = small_rules();
+        config.defaults.stef_min_drop = 1000.0;
+        config.defaults.new_question_type_min_share = 0.10;
+        let row = |question_type: &str| {
+            let mut row = stef_row("v1", 80.0);
+            row.details = crate::evaluation::Details::rendered(&serde_json::json!({
+                "sql": {}, "question_type": question_type,
+            }));
+            row
+        };
+        let now = Utc::now();
+        let run = |config: &AlertsConfig, new_from: usize| {
+            let mut engine = AlertEngine::new(config.clone());
+            let mut notes = Vec::new();
+            for i in 0..400 {
+                // Three steady types; from `new_from` on, one event in five is a new type.
+                let t = if i >= new_from && i % 5 == 0 {
+                    "ratio:budget"
+                } else {
+                    ["count:member", "list:event", "lookup:member"][i % 3]
+                };
+                notes.extend(engine.observe(&AlertInput::Rows(vec![row(t)]), now));
+            }
+            (notes, engine.stats().firing)
+        };
+        let (notes, _) = run(&config, 250);
+        let n = &notes[0];
+        assert_eq!(
+            (n.rule, n.state),
+            (RuleKind::QuestionMix, AlertState::Firing)
+        );
+        assert_eq!(n.metric, "question_type_share:ratio:budget");
+        assert!(n.observed >= 0.10 && n.baseline == 0.0, "{n:#?}");
+        assert!(
+            n.summary.contains("question type ratio:budget"),
+            "{}",
+            n.summary
+        );
+        // Once the baseline holds it, it is no longer new: the same alert resolves.
+        assert_eq!(notes.len(), 2, "{notes:#?}");
+        assert_eq!(notes[1].state, AlertState::Resolved);
+        assert_eq!(notes[1].alert_id, n.alert_id);
+        assert!(
+            notes[1].summary.contains("no longer new"),
+            "{}",
+            notes[1].summary
+        );
+        let (notes, firing) = run(&config, 345);
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        assert_eq!(firing, 1, "still firing at the end of the run");
+        assert!(
+            run(&config, 10_000).0.is_empty(),
+            "a replay without a new type"
+        );
+        assert!(run(&small_rules(), 250).0.is_empty(), "off by default");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod detector;
 pub mod engine;
 mod estimate;
 pub mod firing;
+mod mix;
 pub mod notification;
 pub mod stats;
 

@@ -39,6 +39,8 @@ pub enum RuleKind {
     JudgeDisagreement,
     /// The share flagged by the line-rate verdict rose among the events reading one table.
     TableFlagged,
+    /// A new question type took a share of the recent window that it lacked before.
+    QuestionMix,
     /// The calibrated share correct is below the floor (its whole interval).
     EstimateLow,
     /// The calibrated share correct dropped: its interval lies below the baseline's.
@@ -57,6 +59,7 @@ impl RuleKind {
             RuleKind::DeadLetters => "dead_letters",
             RuleKind::JudgeDisagreement => "judge_disagreement",
             RuleKind::TableFlagged => "table_flagged",
+            RuleKind::QuestionMix => "question_mix",
             RuleKind::EstimateLow => "estimate_low",
             RuleKind::EstimateDrop => "estimate_drop",
             RuleKind::JudgeAgreement => "judge_agreement",

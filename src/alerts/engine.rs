@@ -75,10 +75,7 @@ pub struct EngineStats {
 /// The tables a line-rate row's SQL reads (`details.reads.tables`), read from its rendered
 /// details without parsing the rest (at most 16).
 fn tables_read(row: &EvaluationRow) -> Vec<String> {
-    let text: std::borrow::Cow<'_, str> = match &row.details {
-        crate::evaluation::Details::Rendered(raw) => raw.get().into(),
-        crate::evaluation::Details::Tree(value) => value.to_string().into(),
-    };
+    let text = row.details.json_text();
     let Some(at) = text.find("\"reads\":{\"tables\":[") else {
         return Vec::new();
     };
@@ -323,7 +320,7 @@ impl AlertEngine {
         let Some((step, found)) = tracker.observe(&question_type, rules) else {
             return;
         };
-        let label_map = super::mix::label_map(labels);
+        let label_map = label_map(labels);
         let metric = format!("question_type_share:{}", found.question_type);
         let what = match step {
             super::detector::Step::Fire => "what users ask changed",
@@ -575,11 +572,7 @@ impl AlertEngine {
                 (AlertState::Resolved, comparison, firing, Some(now))
             }
         };
-        let labels: BTreeMap<String, String> = key
-            .labels
-            .iter()
-            .map(|(l, v)| (l.as_str().to_string(), v.clone()))
-            .collect();
+        let labels = label_map(&key.labels);
         let summary = summary_line(state, &key, &labels, &comparison);
         out.push(AlertNotification {
             alert_id: firing.alert_id,

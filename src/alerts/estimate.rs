@@ -242,10 +242,7 @@ pub(super) fn estimate_notes(
 ) {
     let rules = detector.rules.clone();
     let observations = detector.observations;
-    let label_map: BTreeMap<String, String> = labels
-        .iter()
-        .map(|(l, v)| (l.as_str().to_string(), v.clone()))
-        .collect();
+    let label_map = label_map(labels);
     let series = series_text(&label_map);
     let recent = eval.recent;
     let (lower, upper) = (

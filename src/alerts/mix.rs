@@ -7,7 +7,7 @@
 //! and resolves it; the notification names the type and points at
 //! `sqlgrade breakdown --by question_type`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use super::config::RuleSet;
 use super::detector::{Hysteresis, Step};
@@ -138,23 +138,10 @@ impl MixTracker {
 /// The question type of a line-rate row (`details.question_type`), read from its rendered
 /// details without parsing the rest.
 pub(super) fn question_type(details: &crate::evaluation::Details) -> Option<String> {
-    let text: std::borrow::Cow<'_, str> = match details {
-        crate::evaluation::Details::Rendered(raw) => raw.get().into(),
-        crate::evaluation::Details::Tree(value) => value.to_string().into(),
-    };
+    let text = details.json_text();
     const KEY: &str = "\"question_type\":\"";
     let at = text.find(KEY)? + KEY.len();
     let rest = text.get(at..)?;
     let end = rest.find('"')?;
     Some(rest[..end].to_string()).filter(|k| !k.is_empty())
-}
-
-/// `labels` as the notification's label map.
-pub(super) fn label_map(
-    labels: &[(super::config::SeriesLabel, String)],
-) -> BTreeMap<String, String> {
-    labels
-        .iter()
-        .map(|(l, v)| (l.as_str().to_string(), v.clone()))
-        .collect()
 }

@@ -170,6 +170,16 @@ pub(super) struct NoteParts {
     pub(super) summary: String,
 }
 
+/// A series' labels as a notification's label map.
+pub(super) fn label_map(
+    labels: &[(super::config::SeriesLabel, String)],
+) -> BTreeMap<String, String> {
+    labels
+        .iter()
+        .map(|(l, v)| (l.as_str().to_string(), v.clone()))
+        .collect()
+}
+
 /// `key=value …` of a series (`all traffic` without labels).
 pub(super) fn series_text(labels: &BTreeMap<String, String>) -> String {
     if labels.is_empty() {

@@ -102,14 +102,11 @@ impl<'s> QueryNames<'s> {
     /// The column `name` of `table` (spelled as given when `exact`, lowercased otherwise),
     /// added when new (nothing is allocated for one already there).
     fn column(&mut self, table: Option<usize>, name: &str, exact: bool) -> usize {
-        if let Some(i) = self.columns.iter().position(|c| {
-            c.table == table
-                && if exact {
-                    c.canonical.ends_with(name) && c.name.len() == name.len()
-                } else {
-                    c.name.eq_ignore_ascii_case(name)
-                }
-        }) {
+        if let Some(i) = self
+            .columns
+            .iter()
+            .position(|c| c.table == table && c.name.eq_ignore_ascii_case(name))
+        {
             return i;
         }
         let lower = name.to_ascii_lowercase();

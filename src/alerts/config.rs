@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::settings::Secret;
 use crate::evaluation::{Metric, MetricKind};
+use crate::stores::breakdown::Dimension;
 
 /// A label that can be part of a series key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -179,14 +180,22 @@ pub struct RuleSet {
     /// Minimum rise of the share of LLM-judged events whose verdict (correct or not) differs
     /// from the line-rate verdict it revises (0–1); 0 disables the rule (`judge_disagreement`).
     pub judge_disagreement_min_increase: f64,
-    /// Minimum rise of the share flagged by the line-rate verdict among the events whose SQL
-    /// reads one table (`details.reads.tables`), per series and table (`table_flagged`, metric
-    /// `flagged_share:<table>`); 0 disables the rule (the default).
-    pub table_flagged_min_increase: f64,
-    /// Share of the recent window a question type must take, having taken under a quarter of
-    /// that share of the baseline, to fire `question_mix` (what users ask changed); 0 disables
-    /// the rule (the default).
+    /// Minimum rise of the share flagged by the line-rate verdict among the events of one
+    /// element — a table, column or join edge the SQL reads (`details.reads`), or a question
+    /// type —, per series and element (`element_flagged`, metric
+    /// `flagged_share:<dimension>:<element>`); 0 disables the rule (the default).
+    pub element_flagged_min_increase: f64,
+    /// The dimensions `element_flagged` watches: `table`, `column`, `join`, `question_type`.
+    pub element_flagged_by: Vec<Dimension>,
+    /// Share of the recent window a question type (or a table questions ground to) must take,
+    /// having taken under a quarter of that share of the baseline, to fire `question_mix`
+    /// (`question_tables_mix`): what users ask changed; 0 disables this test (the default).
     pub new_question_type_min_share: f64,
+    /// Jensen–Shannon divergence (bits, 0–1) between the recent and the baseline mix of
+    /// question types (of the tables questions ground to) at which `question_mix`
+    /// (`question_tables_mix`) breaches, with the G-test's `p < alpha`; 0 disables this test
+    /// (the default).
+    pub question_mix_divergence: f64,
     /// Estimate rules: line-rate STEF rows per block. The calibrated estimate of the share
     /// correct (PPI: line rate plus the LLM correction on the uniform slice) is kept per block
     /// and compared block by block, when each block closes.
@@ -236,8 +245,10 @@ impl Default for RuleSet {
             judge_fallback_min_increase: 0.10,
             dead_letter_min_increase: 0.05,
             judge_disagreement_min_increase: 0.15,
-            table_flagged_min_increase: 0.0,
+            element_flagged_min_increase: 0.0,
+            element_flagged_by: Dimension::ALL.to_vec(),
             new_question_type_min_share: 0.0,
+            question_mix_divergence: 0.0,
             estimate_block: 100,
             estimate_recent_blocks: 5,
             estimate_baseline_blocks: 20,
@@ -283,6 +294,14 @@ impl RuleSet {
         {
             problems.push(format!(
                 "{at}: estimate_block, estimate_recent_blocks and estimate_baseline_blocks must be ≥ 1"
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.question_mix_divergence) {
+            problems.push(format!("{at}: question_mix_divergence must be in [0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&self.new_question_type_min_share) {
+            problems.push(format!(
+                "{at}: new_question_type_min_share must be in [0, 1]"
             ));
         }
         if !(0.0..1.0).contains(&self.estimate_floor) {
@@ -347,8 +366,10 @@ pub struct RuleOverrides {
     pub judge_fallback_min_increase: Option<f64>,
     pub dead_letter_min_increase: Option<f64>,
     pub judge_disagreement_min_increase: Option<f64>,
-    pub table_flagged_min_increase: Option<f64>,
+    pub element_flagged_min_increase: Option<f64>,
+    pub element_flagged_by: Option<Vec<Dimension>>,
     pub new_question_type_min_share: Option<f64>,
+    pub question_mix_divergence: Option<f64>,
     pub estimate_block: Option<usize>,
     pub estimate_recent_blocks: Option<usize>,
     pub estimate_baseline_blocks: Option<usize>,
@@ -387,8 +408,10 @@ impl RuleOverrides {
             judge_fallback_min_increase,
             dead_letter_min_increase,
             judge_disagreement_min_increase,
-            table_flagged_min_increase,
+            element_flagged_min_increase,
+            element_flagged_by,
             new_question_type_min_share,
+            question_mix_divergence,
             estimate_block,
             estimate_recent_blocks,
             estimate_baseline_blocks,

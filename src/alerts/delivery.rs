@@ -438,10 +438,26 @@ async fn deliver_jsonl(dir: &std::path::Path, note: &AlertNotification) {
 /// Where the people paged review an alert: its events in the queue, or for `judge_agreement`
 /// (a judge, not a series, is at fault) the calibration slice, whose labels measure the judge
 /// on unbiased data.
+///
+/// An alert about one element (`element_flagged`, or a new question type) narrows the queue to
+/// the events of that element (`element=<dimension>:<element>`).
 fn review_link(base: &str, note: &AlertNotification) -> String {
-    match note.rule {
-        super::RuleKind::JudgeAgreement => format!("{base}/queue?slice=calibration"),
-        _ => crate::review::alert_queue_url(base, &note.alert_id),
+    let queue = crate::review::alert_queue_url(base, &note.alert_id);
+    let element = match note.rule {
+        super::RuleKind::JudgeAgreement => return format!("{base}/queue?slice=calibration"),
+        super::RuleKind::ElementFlagged => note
+            .metric
+            .strip_prefix("flagged_share:")
+            .map(str::to_string),
+        super::RuleKind::QuestionMix => note
+            .metric
+            .strip_prefix("question_type_share:")
+            .map(|t| format!("question_type:{t}")),
+        _ => None,
+    };
+    match element {
+        Some(element) => format!("{queue}&element={}", crate::review::url_component(&element)),
+        None => queue,
     }
 }
 
@@ -603,6 +619,7 @@ pub fn webhook_body(notes: &[AlertNotification], review_url: Option<&str>) -> Va
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alerts::{AlertState, RuleKind};
 
     #[test]
     fn slack_text_shows_markup_in_labels_as_text() {
@@ -643,6 +660,57 @@ mod tests {
         assert_eq!(counters.inputs_queued.load(Ordering::Relaxed), 500);
         assert_eq!(counters.inputs_dropped.load(Ordering::Relaxed), 0);
         assert!(notes.is_empty(), "a constant stream raises nothing");
+    }
+
+    #[test]
+    fn an_alert_about_one_element_links_to_that_elements_events() {
+        let note = |rule: RuleKind, metric: &str| AlertNotification {
+            alert_id: "f00d-1".into(),
+            fingerprint: "f00d".into(),
+            state: AlertState::Firing,
+            rule,
+            metric: metric.into(),
+            labels: Default::default(),
+            severity: "warning".into(),
+            started_at: chrono::Utc::now(),
+            ended_at: None,
+            baseline: 0.1,
+            observed: 0.5,
+            effect: 0.4,
+            p_value: 0.0,
+            recent_samples: 100,
+            baseline_samples: 500,
+            observations: 600,
+            observed_interval: None,
+            baseline_interval: None,
+            summary: String::new(),
+        };
+        let base = "http://review";
+        assert_eq!(
+            review_link(
+                base,
+                &note(RuleKind::ElementFlagged, "flagged_share:column:hero.id")
+            ),
+            "http://review/queue?alert=f00d-1&element=column%3Ahero.id"
+        );
+        assert_eq!(
+            review_link(
+                base,
+                &note(RuleKind::QuestionMix, "question_type_share:count:atom")
+            ),
+            "http://review/queue?alert=f00d-1&element=question_type%3Acount%3Aatom"
+        );
+        assert_eq!(
+            review_link(
+                base,
+                &note(RuleKind::QuestionMix, "question_type_divergence")
+            ),
+            "http://review/queue?alert=f00d-1"
+        );
+        assert_eq!(
+            review_link(base, &note(RuleKind::ScoreDrop, "stef")),
+            "http://review/queue?alert=f00d-1"
+        );
     }
 
     #[test]

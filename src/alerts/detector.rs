@@ -236,17 +236,27 @@ pub(super) fn summary_line(
             "share of events where the LLM judge and the line-rate verdict disagree rose"
                 .to_string()
         }
-        RuleKind::TableFlagged => format!(
-            "share flagged by the line-rate verdict rose among the events reading {} \
-             (sqlgrade breakdown --by table)",
-            key.metric
+        RuleKind::ElementFlagged => {
+            let element = key
+                .metric
                 .strip_prefix("flagged_share:")
-                .unwrap_or(&key.metric)
-        ),
+                .unwrap_or(&key.metric);
+            let (dimension, element) = element.split_once(':').unwrap_or(("table", element));
+            let events = match dimension {
+                "question_type" => "questions of type",
+                "join" => "events whose SQL joins",
+                _ => "events whose SQL reads",
+            };
+            format!(
+                "share flagged by the line-rate verdict rose among the {events} {element} \
+                 (sqlgrade breakdown --by {dimension})"
+            )
+        }
         RuleKind::EstimateLow
         | RuleKind::EstimateDrop
         | RuleKind::JudgeAgreement
-        | RuleKind::QuestionMix => {
+        | RuleKind::QuestionMix
+        | RuleKind::QuestionTablesMix => {
             format!("{} changed", key.metric)
         }
     };

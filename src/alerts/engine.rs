@@ -11,10 +11,12 @@
 //! Rules: `score_drop` (mean of a metric's value falls; STEF Φ and gold metrics), `poor_share`
 //! (share of `poor`-tier STEF rows rises), `judge_fallback` (share of STEF rows with status
 //! `judge_fallback` rises), `judge_disagreement` (share of LLM-judged events whose verdict
-//! differs from the line-rate verdict rises), `table_flagged` (per table the SQL reads,
-//! `details.reads.tables`: the share of those events the line-rate verdict flags rises; off
-//! unless `table_flagged_min_increase` is set), `question_mix` (a new question type takes a share
-//! of the recent window, [`super::mix`]; off unless `new_question_type_min_share` is set) and
+//! differs from the line-rate verdict rises), `element_flagged` (per table, column and join edge
+//! the SQL reads, `details.reads`, and per question type: the share of those events the
+//! line-rate verdict flags rises; off unless `element_flagged_min_increase` is set),
+//! `question_mix` and `question_tables_mix` (a new question type, or table questions ground to,
+//! takes a share of the recent window, or the whole mix diverges from the baseline's,
+//! [`super::mix`]; off unless `new_question_type_min_share` or `question_mix_divergence` is set) and
 //! `dead_letters` (share of dead-lettered messages rises; one global series, since a dead letter
 //! has no labels).
 //!
@@ -46,11 +48,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::config::{AlertsConfig, RuleSet, SeriesLabel};
+use super::mix::{MixKind, MixTracker};
 use super::stats::{Comparison, Direction, normal_cdf};
 use crate::evaluation::{EvaluationRow, Metric, RowStatus};
 use crate::sampling::agreement::{AgreementKey, AgreementPair, AgreementTracker, PairChange};
 use crate::sampling::estimate::Z_95;
 use crate::sampling::select::verdict_is_correct;
+use crate::stef::Elements;
+use crate::stores::breakdown::Dimension;
 
 use super::detector::*;
 use super::estimate::*;
@@ -72,20 +77,34 @@ pub struct EngineStats {
     pub firing: usize,
 }
 
-/// The tables a line-rate row's SQL reads (`details.reads.tables`), read from its rendered
-/// details without parsing the rest (at most 16).
-fn tables_read(row: &EvaluationRow) -> Vec<String> {
+/// The elements of one dimension a line-rate row is about — the tables, columns or join edges
+/// its SQL reads (`details.reads`), or its question type —, read from its rendered details
+/// without parsing the rest (at most 16 per dimension).
+fn row_elements(row: &EvaluationRow, dimension: Dimension) -> Vec<String> {
+    const MAX: usize = 16;
+    let key = match dimension {
+        Dimension::QuestionType => {
+            return super::mix::question_type(&row.details)
+                .into_iter()
+                .collect();
+        }
+        Dimension::Table => |e: Elements| e.tables,
+        Dimension::Column => |e: Elements| e.columns,
+        Dimension::Join => |e: Elements| e.joins,
+    };
     let text = row.details.json_text();
-    let Some(at) = text.find("\"reads\":{\"tables\":[") else {
+    // `reads` is written after the findings, whose `elements` have no `reads` key.
+    let Some(at) = text.rfind("\"reads\":") else {
         return Vec::new();
     };
-    let rest = &text[at + "\"reads\":{\"tables\":[".len()..];
-    let list = rest.split(']').next().unwrap_or_default();
-    serde_json::from_str::<Vec<String>>(&format!("[{list}]"))
-        .unwrap_or_default()
-        .into_iter()
-        .take(16)
-        .collect()
+    let rest = &text[at + "\"reads\":".len()..];
+    match serde_json::Deserializer::from_str(rest)
+        .into_iter::<Elements>()
+        .next()
+    {
+        Some(Ok(elements)) => key(elements).into_iter().take(MAX).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Score-drop detection over all series (pure, synchronous; see the module docs).
@@ -96,7 +115,7 @@ pub struct AlertEngine {
     estimates: HashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
-    mixes: HashMap<Vec<(SeriesLabel, String)>, super::mix::MixTracker>,
+    mixes: HashMap<(MixKind, Vec<(SeriesLabel, String)>), MixTracker>,
     stats: EngineStats,
     estimate_source: EstimateSource,
 }
@@ -261,25 +280,27 @@ impl AlertEngine {
                 out,
             );
         }
-        if rules.new_question_type_min_share > 0.0 {
+        if rules.new_question_type_min_share > 0.0 || rules.question_mix_divergence > 0.0 {
             self.observe_mix(row, &labels, &rules, now, out);
         }
-        if rules.table_flagged_min_increase > 0.0 && scored {
+        if rules.element_flagged_min_increase > 0.0 && scored {
             let flagged = f64::from(u8::from(row.verdict != Some(true)));
-            for table in tables_read(row) {
-                self.feed(
-                    DetectorKey {
-                        rule: RuleKind::TableFlagged,
-                        metric: format!("flagged_share:{table}"),
-                        labels: labels.clone(),
-                    },
-                    Direction::Increase,
-                    rules.table_flagged_min_increase,
-                    &rules,
-                    flagged,
-                    now,
-                    out,
-                );
+            for &dimension in &rules.element_flagged_by {
+                for element in row_elements(row, dimension) {
+                    self.feed(
+                        DetectorKey {
+                            rule: RuleKind::ElementFlagged,
+                            metric: format!("flagged_share:{}:{element}", dimension.as_str()),
+                            labels: labels.clone(),
+                        },
+                        Direction::Increase,
+                        rules.element_flagged_min_increase,
+                        &rules,
+                        flagged,
+                        now,
+                        out,
+                    );
+                }
             }
         }
         if rules.judge_fallback_min_increase > 0.0 {
@@ -300,7 +321,8 @@ impl AlertEngine {
         }
     }
 
-    /// A line-rate row's question type into its series' mix (`question_mix`).
+    /// A line-rate row's question type into its series' mixes (`question_mix`,
+    /// `question_tables_mix`).
     fn observe_mix(
         &mut self,
         row: &EvaluationRow,
@@ -312,53 +334,76 @@ impl AlertEngine {
         let Some(question_type) = super::mix::question_type(&row.details) else {
             return;
         };
-        if !self.mixes.contains_key(labels) && self.mixes.len() >= self.config.max_series {
-            self.stats.ignored_over_max_series += 1;
-            return;
+        for kind in MixKind::ALL {
+            let key = (kind, labels.to_vec());
+            if !self.mixes.contains_key(&key) && self.mixes.len() >= self.config.max_series {
+                self.stats.ignored_over_max_series += 1;
+                continue;
+            }
+            let tracker = self
+                .mixes
+                .entry(key)
+                .or_insert_with(|| MixTracker::new(kind));
+            let Some((step, found)) = tracker.observe(&question_type, rules) else {
+                continue;
+            };
+            let label_map = label_map(labels);
+            let series = series_text(&label_map);
+            let resolved = matches!(step, super::detector::Step::Resolve(_));
+            let noun = kind.item_noun();
+            let (metric, summary) = match found.divergence {
+                None => (
+                    format!("{}:{}", kind.share_metric(), found.item),
+                    format!(
+                        "{noun} {} takes {:.1} % of the last {} questions of {series} ({:.1} % of the {} before): {} ({})",
+                        found.item,
+                        found.comparison.recent_mean * 100.0,
+                        found.recent_samples,
+                        found.comparison.baseline_mean * 100.0,
+                        found.baseline_samples,
+                        if resolved {
+                            "no longer new to the baseline"
+                        } else {
+                            "what users ask changed"
+                        },
+                        kind.breakdown(),
+                    ),
+                ),
+                Some(divergence) => (
+                    kind.divergence_metric().to_string(),
+                    format!(
+                        "the mix of {noun}s of {series} {}: Jensen–Shannon divergence {divergence:.3} bits between the last {} questions and the {} before (most moved: {} {:.1} % → {:.1} %) ({})",
+                        if resolved { "settled" } else { "moved" },
+                        found.recent_samples,
+                        found.baseline_samples,
+                        found.item,
+                        found.comparison.baseline_mean * 100.0,
+                        found.comparison.recent_mean * 100.0,
+                        kind.breakdown(),
+                    ),
+                ),
+            };
+            let parts = NoteParts {
+                rule: kind.rule(),
+                fingerprint: fingerprint_parts(kind.rule(), kind.share_metric(), &label_map),
+                metric,
+                labels: label_map,
+                comparison: found.comparison,
+                recent_samples: found.recent_samples,
+                baseline_samples: found.baseline_samples,
+                observations: tracker.observations,
+                observed_interval: None,
+                baseline_interval: None,
+                summary,
+            };
+            out.push(finish_note(
+                &mut tracker.hysteresis,
+                step,
+                parts,
+                &rules.severity,
+                now,
+            ));
         }
-        let tracker = self.mixes.entry(labels.to_vec()).or_default();
-        let Some((step, found)) = tracker.observe(&question_type, rules) else {
-            return;
-        };
-        let label_map = label_map(labels);
-        let metric = format!("question_type_share:{}", found.question_type);
-        let what = match step {
-            super::detector::Step::Fire => "what users ask changed",
-            super::detector::Step::Resolve(_) => "no longer new to the baseline",
-        };
-        let summary = format!(
-            "question type {} takes {:.1} % of the last {} questions of {} ({:.1} % of the {} before): {what} (sqlgrade breakdown --by question_type)",
-            found.question_type,
-            found.comparison.recent_mean * 100.0,
-            found.recent_samples,
-            series_text(&label_map),
-            found.comparison.baseline_mean * 100.0,
-            found.baseline_samples,
-        );
-        let parts = NoteParts {
-            rule: RuleKind::QuestionMix,
-            fingerprint: fingerprint_parts(
-                RuleKind::QuestionMix,
-                "question_type_share",
-                &label_map,
-            ),
-            metric,
-            labels: label_map,
-            comparison: found.comparison,
-            recent_samples: found.recent_samples,
-            baseline_samples: found.baseline_samples,
-            observations: tracker.observations,
-            observed_interval: None,
-            baseline_interval: None,
-            summary,
-        };
-        out.push(finish_note(
-            &mut tracker.hysteresis,
-            step,
-            parts,
-            &rules.severity,
-            now,
-        ));
     }
 
     /// A `stef_judged` row: the judge-disagreement share, and (uniform slice) the estimate's
@@ -697,20 +742,29 @@ mod tests {
         assert!(run(EstimateSource::Judge, 300).is_empty());
     }
 
-    /// `table_flagged`: per table the SQL reads (`details.reads.tables`), the share the
-    /// line-rate verdict flags among its events. The hero table's events turning bad fire it,
-    /// named by the table, while the other table the same events read only half the time stays
-    /// quiet; a replay without the change fires nothing, and the rule is off by default.
+    /// `element_flagged`: per table, column and join edge the SQL reads (`details.reads`) and
+    /// per question type, the share the line-rate verdict flags among its events. The hero
+    /// events turning bad fire it for the hero table, its column, its join and its question
+    /// type, each named, while the other events stay quiet; `element_flagged_by` narrows it to
+    /// the dimensions asked; a replay without the change fires nothing, and the rule is off by
+    /// default.
     #[test]
-    fn a_tables_share_flagged_rising_fires_for_that_table() {
+    fn an_elements_share_flagged_rising_fires_for_that_element() {
         let mut config = small_rules();
         config.defaults.stef_min_drop = 1000.0;
-        config.defaults.table_flagged_min_increase = 0.3;
-        let row = |tables: &str, flagged: bool| {
+        config.defaults.element_flagged_min_increase = 0.3;
+        let row = |table: &str, flagged: bool| {
             let mut row = stef_row("v1", 80.0);
             row.verdict = Some(!flagged);
             row.details = crate::evaluation::Details::rendered(&serde_json::json!({
-                "sql": {}, "reads": {"tables": tables.split(',').collect::<Vec<_>>()},
+                "sql": {},
+                "findings": [{"code": "x", "elements": {"tables": ["decoy"]}}],
+                "reads": {
+                    "tables": [table],
+                    "columns": [format!("{table}.id")],
+                    "joins": [format!("{table}.team_id = team.id")],
+                },
+                "question_type": format!("list:{table}"),
             }));
             row
         };
@@ -731,18 +785,40 @@ mod tests {
             notes
         };
         let notes = run(&config, 250);
-        let fired: Vec<_> = notes
+        let mut fired: Vec<&str> = notes
             .iter()
             .filter(|n| n.state == AlertState::Firing)
+            .inspect(|n| assert_eq!(n.rule, RuleKind::ElementFlagged))
+            .map(|n| n.metric.as_str())
             .collect();
-        assert_eq!(fired.len(), 1, "{notes:#?}");
-        assert_eq!(fired[0].rule, RuleKind::TableFlagged);
-        assert_eq!(fired[0].metric, "flagged_share:hero");
-        assert!(
-            fired[0].summary.contains("reading hero"),
-            "{}",
-            fired[0].summary
+        fired.sort_unstable();
+        assert_eq!(
+            fired,
+            [
+                "flagged_share:column:hero.id",
+                "flagged_share:join:hero.team_id = team.id",
+                "flagged_share:question_type:list:hero",
+                "flagged_share:table:hero",
+            ],
+            "{notes:#?}"
         );
+        let column = notes
+            .iter()
+            .find(|n| n.metric == "flagged_share:column:hero.id")
+            .map(|n| n.summary.as_str())
+            .unwrap_or_default();
+        assert!(
+            column.contains("events whose SQL reads hero.id (sqlgrade breakdown --by column)"),
+            "{column}"
+        );
+        let mut columns_only = config.clone();
+        columns_only.defaults.element_flagged_by = vec![Dimension::Column];
+        let only: Vec<_> = run(&columns_only, 250)
+            .into_iter()
+            .filter(|n| n.state == AlertState::Firing)
+            .map(|n| n.metric)
+            .collect();
+        assert_eq!(only, ["flagged_share:column:hero.id"]);
         assert!(
             run(&config, 10_000).is_empty(),
             "a replay without the change"
@@ -750,7 +826,7 @@ mod tests {
         assert!(
             run(&small_rules(), 250)
                 .iter()
-                .all(|n| n.rule != RuleKind::TableFlagged)
+                .all(|n| n.rule != RuleKind::ElementFlagged)
         );
     }
 
@@ -784,6 +860,26 @@ mod tests {
             (notes, engine.stats().firing)
         };
         let (notes, _) = run(&config, 250);
+        // The new type's table is new too: `question_tables_mix` names it.
+        let tables: Vec<_> = notes
+            .iter()
+            .filter(|n| n.rule == RuleKind::QuestionTablesMix && n.state == AlertState::Firing)
+            .map(|n| {
+                (
+                    n.metric.as_str(),
+                    n.summary.contains("table questions ground to budget"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            tables,
+            [("question_table_share:budget", true)],
+            "{notes:#?}"
+        );
+        let notes: Vec<_> = notes
+            .into_iter()
+            .filter(|n| n.rule == RuleKind::QuestionMix)
+            .collect();
         let n = &notes[0];
         assert_eq!(
             (n.rule, n.state),
@@ -806,8 +902,8 @@ mod tests {
             notes[1].summary
         );
         let (notes, firing) = run(&config, 345);
-        assert_eq!(notes.len(), 1, "{notes:#?}");
-        assert_eq!(firing, 1, "still firing at the end of the run");
+        assert_eq!(notes.len(), 2, "{notes:#?}");
+        assert_eq!(firing, 2, "both mixes still firing at the end of the run");
         assert!(
             run(&config, 10_000).0.is_empty(),
             "a replay without a new type"

@@ -37,10 +37,14 @@ pub enum RuleKind {
     DeadLetters,
     /// The share of LLM-judged events whose verdict differs from the line-rate verdict rose.
     JudgeDisagreement,
-    /// The share flagged by the line-rate verdict rose among the events reading one table.
-    TableFlagged,
-    /// A new question type took a share of the recent window that it lacked before.
+    /// The share flagged by the line-rate verdict rose among the events of one element (a
+    /// table, column or join edge the SQL reads, or a question type).
+    ElementFlagged,
+    /// The mix of question types moved: a new type took a share of the recent window, or the
+    /// whole mix diverged from the baseline's.
     QuestionMix,
+    /// The mix of the tables questions ground to moved (a new one, or the whole mix).
+    QuestionTablesMix,
     /// The calibrated share correct is below the floor (its whole interval).
     EstimateLow,
     /// The calibrated share correct dropped: its interval lies below the baseline's.
@@ -58,8 +62,9 @@ impl RuleKind {
             RuleKind::JudgeFallback => "judge_fallback",
             RuleKind::DeadLetters => "dead_letters",
             RuleKind::JudgeDisagreement => "judge_disagreement",
-            RuleKind::TableFlagged => "table_flagged",
+            RuleKind::ElementFlagged => "element_flagged",
             RuleKind::QuestionMix => "question_mix",
+            RuleKind::QuestionTablesMix => "question_tables_mix",
             RuleKind::EstimateLow => "estimate_low",
             RuleKind::EstimateDrop => "estimate_drop",
             RuleKind::JudgeAgreement => "judge_agreement",

@@ -23,7 +23,6 @@ use super::text::QuestionTexts;
 use super::{Elements, Finding, FindingCode};
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{Clause, RefSourceKind, SqlSpec};
-use crate::words::find_phrase;
 
 /// The tables, columns, join edges and compared literals of one query, with the names its
 /// evidence texts may use for them (what [`name_findings`] matches), and the catalogue the
@@ -62,12 +61,22 @@ impl<'s> QueryNames<'s> {
     /// (resolved through `schema` when there is one, scope by scope otherwise), else from the
     /// spec's tables and bare column names.
     pub fn of(spec: &SqlSpec, schema: Option<&'s DbSchema>) -> QueryNames<'s> {
+        QueryNames::resolved(spec, schema, None)
+    }
+
+    /// [`QueryNames::of`] with the references already resolved through `schema` (index by
+    /// index, as the catalogue checks resolve them), so nothing is resolved twice.
+    pub(crate) fn resolved(
+        spec: &SqlSpec,
+        schema: Option<&'s DbSchema>,
+        resolved: Option<&[Resolved]>,
+    ) -> QueryNames<'s> {
         let mut names = QueryNames {
             schema,
             ..QueryNames::default()
         };
         match spec.references.as_deref() {
-            Some(refs) => names.add_references(refs, schema),
+            Some(refs) => names.add_references(refs, schema, resolved),
             None => names.add_spec(spec),
         }
         names
@@ -133,6 +142,7 @@ impl<'s> QueryNames<'s> {
         &mut self,
         refs: &crate::sqlspec::QueryReferences,
         schema: Option<&DbSchema>,
+        already: Option<&[Resolved]>,
     ) {
         // Every scope's table sources, with their aliases.
         for source in refs.scopes.iter().flat_map(|s| &s.sources) {
@@ -159,7 +169,10 @@ impl<'s> QueryNames<'s> {
         let mut resolved: Vec<Option<usize>> = Vec::with_capacity(refs.columns.len());
         for (i, c) in refs.columns.iter().enumerate() {
             let at = match schema {
-                Some(schema) => match (Resolver { schema, refs }).resolve(i, &mut scratch) {
+                Some(schema) => match already
+                    .and_then(|r| r.get(i).copied())
+                    .unwrap_or_else(|| (Resolver { schema, refs }).resolve(i, &mut scratch))
+                {
                     Resolved::Column(t, col) => {
                         let table = self.table(&schema.tables[t], true);
                         Some(self.column(Some(table), &schema.columns[col].name, true))
@@ -299,11 +312,31 @@ impl<'s> QueryNames<'s> {
     /// The elements one evidence text names (module docs).
     fn named_in(&self, code: FindingCode, evidence: &str) -> Elements {
         let text = evidence.to_ascii_lowercase();
+        // The evidence's words, sorted: a name of identifier characters is written as a word
+        // exactly when it is one of them (what `contains_word` tests, without a scan per name).
+        let mut words: Vec<&str> = text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        words.sort_unstable();
+        words.dedup();
+        let writes = |name: &str| {
+            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                words
+                    .binary_search_by(|w| {
+                        w.bytes()
+                            .cmp(name.bytes().map(|b| b.to_ascii_lowercase()))
+                    })
+                    .is_ok()
+            } else {
+                contains_word(&text, &name.to_ascii_lowercase())
+            }
+        };
         let table_named: Vec<bool> = self
             .tables
             .iter()
             .map(|t| {
-                contains_word(&text, &t.name)
+                writes(&t.name)
                     || t.aliases.iter().any(|a| {
                         text.match_indices(a.as_str())
                             .any(|(at, _)| text.as_bytes().get(at + a.len()) == Some(&b'.'))
@@ -312,7 +345,7 @@ impl<'s> QueryNames<'s> {
             .collect();
         let mut columns: Vec<usize> = Vec::new();
         for (i, c) in self.columns.iter().enumerate() {
-            if !contains_word(&text, &c.name) {
+            if !writes(&c.name) {
                 continue;
             }
             let namesakes = self.columns.iter().filter(|o| o.name == c.name).count();
@@ -334,14 +367,10 @@ impl<'s> QueryNames<'s> {
                     continue;
                 };
                 for (_, c) in schema.columns_of(t) {
-                    // Cheap test first: the evidence writes the name at all.
-                    if !ascii_contains_ignore_case(&text, &c.name) {
+                    if !writes(&c.name) {
                         continue;
                     }
                     let lower = c.name.to_ascii_lowercase();
-                    if !contains_word(&text, &lower) {
-                        continue;
-                    }
                     let canonical = format!("{}.{}", table.canonical, c.name);
                     if !self.columns.iter().any(|q| q.canonical == canonical)
                         && (self.columns.iter().all(|q| q.name != lower)
@@ -404,12 +433,6 @@ impl<'s> QueryNames<'s> {
             values,
         }
     }
-}
-
-/// Whether `text` (lowercase) contains `needle` up to ASCII case, without allocating.
-fn ascii_contains_ignore_case(text: &str, needle: &str) -> bool {
-    let (t, n) = (text.as_bytes(), needle.as_bytes());
-    !n.is_empty() && t.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 /// Fill in the elements of the findings that name none yet (idempotent: the probe's findings,
@@ -501,21 +524,24 @@ pub fn question_intent(question_lower: &str) -> QuestionIntent {
     const OR: u16 = 1 << 7;
     const COMPARATIVE: u16 = 1 << 8;
     let mut seen = 0u16;
+    // Split on bytes: a non-ASCII character's bytes are separators, as the character is.
     for word in question_lower
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
+        .as_bytes()
+        .split(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))
+        .filter(|w| (2..=10).contains(&w.len()))
     {
         seen |= match word {
-            "percentage" | "percent" | "ratio" | "proportion" | "fraction" | "rate" => RATIO,
-            "count" => COUNT,
-            "difference" | "compare" | "compared" | "versus" | "vs" => COMPARE,
-            "average" | "mean" | "total" | "sum" | "maximum" | "minimum" => AGGREGATE,
-            "most" | "least" | "highest" | "lowest" | "top" | "largest" | "smallest" | "best"
-            | "worst" | "oldest" | "youngest" | "latest" | "earliest" | "first" | "last" => TOP,
-            "list" | "all" => LIST,
-            "which" => WHICH,
-            "or" => OR,
-            "more" | "less" | "higher" | "lower" | "larger" | "smaller" => COMPARATIVE,
+            b"percentage" | b"percent" | b"ratio" | b"proportion" | b"fraction" | b"rate" => RATIO,
+            b"count" => COUNT,
+            b"difference" | b"compare" | b"compared" | b"versus" | b"vs" => COMPARE,
+            b"average" | b"mean" | b"total" | b"sum" | b"maximum" | b"minimum" => AGGREGATE,
+            b"most" | b"least" | b"highest" | b"lowest" | b"top" | b"largest" | b"smallest"
+            | b"best" | b"worst" | b"oldest" | b"youngest" | b"latest" | b"earliest" | b"first"
+            | b"last" => TOP,
+            b"list" | b"all" => LIST,
+            b"which" => WHICH,
+            b"or" => OR,
+            b"more" | b"less" | b"higher" | b"lower" | b"larger" | b"smaller" => COMPARATIVE,
             _ => 0,
         };
     }
@@ -679,15 +705,14 @@ pub fn question_type(
 /// Whether `phrase` (a table's name as words) occurs in `words` as a contiguous run, a word
 /// also matching its `-oes` plural as `words::text_words` leaves it (`superheroes` → `superheroe`).
 fn names_phrase(words: &[String], phrase: &[String]) -> bool {
-    if find_phrase(words, phrase).is_some() {
-        return true;
-    }
     let same = |w: &String, p: &String| {
         w == p || (w.ends_with("oe") && w.strip_suffix('e') == Some(p.as_str()))
     };
-    words
-        .windows(phrase.len())
-        .any(|run| run.iter().zip(phrase).all(|(w, p)| same(w, p)))
+    !phrase.is_empty()
+        && phrase.len() <= words.len()
+        && words
+            .windows(phrase.len())
+            .any(|run| run.iter().zip(phrase).all(|(w, p)| same(w, p)))
 }
 
 /// The query's shape (`details.query_shape`): what it selects, the tables it reads (sorted,

@@ -139,7 +139,11 @@ fn prepare_checked(
     let question_spec = question::extract_texts(&texts, Some(&sql_spec), profile);
     let enrichment = enrichment::validate_texts(&texts, profile);
     let alignment = align::align(&question_spec, &sql_spec, profile);
-    let (mut findings, grounding) = checks::run_grounded(&checks::CheckInput {
+    let checks::CheckRun {
+        mut findings,
+        grounding,
+        resolved,
+    } = checks::run_grounded(&checks::CheckInput {
         texts: &texts,
         sql: &event.sql,
         spec: &sql_spec,
@@ -162,7 +166,7 @@ fn prepare_checked(
             },
         ));
     }
-    let names = super::elements::QueryNames::of(&sql_spec, schema);
+    let names = super::elements::QueryNames::resolved(&sql_spec, schema, resolved.as_deref());
     super::elements::name_findings(&mut findings, &names);
     let reads = names.reads();
     let about = super::About {

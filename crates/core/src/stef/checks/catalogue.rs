@@ -210,12 +210,14 @@ impl Resolver<'_> {
     }
 }
 
+///
+/// Returns each reference resolved (index by index), which naming the query's elements reuses.
 pub(super) fn catalogue_checks(
     input: &CheckInput<'_>,
     schema: &DbSchema,
     refs: &QueryReferences,
     out: &mut Vec<Finding>,
-) {
+) -> Vec<Resolved> {
     for scope in &refs.scopes {
         for src in &scope.sources {
             if let RefSourceKind::Table(name) = &src.kind
@@ -403,6 +405,7 @@ pub(super) fn catalogue_checks(
     }
 
     id_instead_of_name(input, schema, refs, out);
+    resolved
 }
 
 /// `a.key = b.key`: each side is its own table's single-column primary key, the catalogue

@@ -12,19 +12,32 @@ use crate::stef::{ConfirmedBy, Finding, FindingCode};
 
 /// Run every check that applies; findings in check order.
 pub fn run(input: &CheckInput<'_>) -> Vec<Finding> {
-    run_grounded(input).0
+    run_grounded(input).findings
 }
 
-/// [`run`], and the question's grounding in the schema when the grounded checks computed one
-/// (what the question type reuses instead of grounding the question again).
-pub fn run_grounded(input: &CheckInput<'_>) -> (Vec<Finding>, Option<Grounding>) {
+/// What [`run_grounded`] found, with what the checks computed on the way that naming the
+/// event's elements reuses instead of computing it again.
+#[derive(Debug, Default)]
+pub struct CheckRun {
+    /// The findings, in check order.
+    pub findings: Vec<Finding>,
+    /// The question's grounding in the schema, when the grounded checks computed one.
+    pub grounding: Option<Grounding>,
+    /// Each of the SQL's references resolved through the catalogue, when the catalogue checks
+    /// ran.
+    pub(crate) resolved: Option<Vec<super::Resolved>>,
+}
+
+/// [`run`], and what the checks computed that the question type and the query's names reuse.
+pub fn run_grounded(input: &CheckInput<'_>) -> CheckRun {
     let mut out = Vec::new();
     let mut grounded = None;
+    let mut resolved = None;
     evidence_checks(input, &mut out);
     shape_checks(input, &mut out);
     intent_checks(input, &mut out);
     if let (Some(schema), Some(refs)) = (input.schema, input.spec.references.as_ref()) {
-        catalogue_checks(input, schema, refs, &mut out);
+        resolved = Some(catalogue_checks(input, schema, refs, &mut out));
         let question_words = input.texts.words();
         let grounding = ground_words(input.texts, question_words, schema);
         grounded_checks(input, schema, refs, &grounding, question_words, &mut out);
@@ -45,5 +58,9 @@ pub fn run_grounded(input: &CheckInput<'_>) -> (Vec<Finding>, Option<Grounding>)
             f.confirmed_by = Some(ConfirmedBy::Catalogue);
         }
     }
-    (out, grounded)
+    CheckRun {
+        findings: out,
+        grounding: grounded,
+        resolved,
+    }
 }

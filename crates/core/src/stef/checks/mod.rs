@@ -104,7 +104,7 @@ mod shape;
 mod tests;
 
 pub(crate) use catalogue::{Resolved, Resolver};
-pub use entry::{run, run_grounded};
+pub use entry::{CheckRun, run, run_grounded};
 pub use probe::*;
 
 use std::sync::LazyLock;

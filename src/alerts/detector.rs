@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use chrono::{DateTime, Utc};
 
 use super::config::{RuleSet, SeriesLabel};
-use super::stats::{Comparison, Direction, compare};
+use super::stats::{Comparison, Direction, RankCounts};
 
 use super::notification::*;
 
@@ -33,6 +33,8 @@ pub(super) struct Detector {
     pub(super) rules: RuleSet,
     pub(super) recent: VecDeque<f64>,
     pub(super) baseline: VecDeque<f64>,
+    /// Both windows counted per distinct value (the ranks the test needs, never re-sorted).
+    ranks: RankCounts,
     pub(super) observations: u64,
     pub(super) since_evaluation: usize,
     pub(super) breaches: usize,
@@ -54,6 +56,7 @@ impl Detector {
             recent: VecDeque::with_capacity(rules.recent_window + 1),
             baseline: VecDeque::with_capacity(rules.baseline_window + 1),
             rules,
+            ranks: RankCounts::default(),
             observations: 0,
             since_evaluation: 0,
             breaches: 0,
@@ -67,14 +70,20 @@ impl Detector {
             return None;
         }
         self.recent.push_back(value);
+        self.ranks.add(value, true);
         if self.recent.len() > self.rules.recent_window
             && let Some(old) = self.recent.pop_front()
-            && self.firing.is_none()
         {
+            self.ranks.remove(old, true);
             // Frozen while firing: the regression must not become the baseline.
-            self.baseline.push_back(old);
-            if self.baseline.len() > self.rules.baseline_window {
-                self.baseline.pop_front();
+            if self.firing.is_none() {
+                self.baseline.push_back(old);
+                self.ranks.add(old, false);
+                if self.baseline.len() > self.rules.baseline_window
+                    && let Some(gone) = self.baseline.pop_front()
+                {
+                    self.ranks.remove(gone, false);
+                }
             }
         }
         self.observations += 1;
@@ -88,11 +97,23 @@ impl Detector {
         {
             return None;
         }
-        let (baseline, recent) = (
-            self.baseline.make_contiguous().to_vec(),
-            self.recent.make_contiguous(),
-        );
-        let comparison = compare(&baseline, recent, self.direction);
+        let mean = |window: &VecDeque<f64>| {
+            if window.is_empty() {
+                0.0
+            } else {
+                window.iter().sum::<f64>() / window.len() as f64
+            }
+        };
+        let (baseline_mean, recent_mean) = (mean(&self.baseline), mean(&self.recent));
+        let comparison = Comparison {
+            baseline_mean,
+            recent_mean,
+            effect: match self.direction {
+                Direction::Decrease => baseline_mean - recent_mean,
+                Direction::Increase => recent_mean - baseline_mean,
+            },
+            p_value: self.ranks.mann_whitney_p(self.direction),
+        };
         match &self.firing {
             Some(_) => {
                 if comparison.effect < self.rules.resolve_ratio * self.min_effect {

@@ -4,6 +4,14 @@
 //! Mann–Whitney is used rather than a t-test because STEF Φ is bounded, discrete and far from
 //! normal (a few spikes at the tier values), and gold metrics and rule indicators are 0/1, where
 //! the tie-corrected U test is equivalent to the two-proportion χ² test.
+//!
+//! The ranks come from [`RankCounts`]: per distinct value, how many observations of each window
+//! hold it, kept in value order and updated as observations enter and leave the windows — a
+//! detector never sorts its windows (Φ and the metrics take few distinct values, the shares
+//! two). The test walks the distinct values once, with the same arithmetic in the same order as
+//! a sort of the pooled sample would give, so its p-values are the same to the bit.
+
+use std::collections::BTreeMap;
 
 /// Which way a shift has to go to count as a regression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,49 +65,103 @@ pub fn compare(baseline: &[f64], recent: &[f64], direction: Direction) -> Compar
 /// One-sided p-value that `recent` is stochastically smaller ([`Direction::Decrease`]) or larger
 /// ([`Direction::Increase`]) than `baseline`.
 pub fn mann_whitney_p(baseline: &[f64], recent: &[f64], direction: Direction) -> f64 {
-    let n1 = recent.len();
-    let n2 = baseline.len();
-    if n1 == 0 || n2 == 0 {
-        return 1.0;
+    let mut counts = RankCounts::default();
+    for &v in recent {
+        counts.add(v, true);
     }
-    // (value, is_recent), sorted; NaN never reaches here (callers filter non-finite values).
-    let mut all: Vec<(f64, bool)> = recent
-        .iter()
-        .map(|&v| (v, true))
-        .chain(baseline.iter().map(|&v| (v, false)))
-        .collect();
-    all.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = all.len();
-    let mut rank_sum_recent = 0.0;
-    let mut tie_term = 0.0;
-    let mut start = 0;
-    while start < total {
-        let value = all.get(start).map_or(0.0, |p| p.0);
-        let mut end = start;
-        while all.get(end).is_some_and(|p| p.0 == value) {
-            end += 1;
+    for &v in baseline {
+        counts.add(v, false);
+    }
+    counts.mann_whitney_p(direction)
+}
+
+/// Two windows' observations counted per distinct value, in value order (module docs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RankCounts {
+    /// The value's order key ([`order_key`]) → (in the recent window, in the baseline).
+    groups: BTreeMap<u64, (u32, u32)>,
+    recent: u64,
+    baseline: u64,
+}
+
+/// A finite value's key in `f64::total_cmp` order, with −0 and +0 one value (as `==` has them).
+fn order_key(value: f64) -> u64 {
+    let value = if value == 0.0 { 0.0 } else { value };
+    let bits = value.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+impl RankCounts {
+    /// One observation enters the recent window (`recent`) or the baseline. NaN never reaches
+    /// here (callers filter non-finite values).
+    pub fn add(&mut self, value: f64, recent: bool) {
+        let group = self.groups.entry(order_key(value)).or_default();
+        if recent {
+            group.0 += 1;
+            self.recent += 1;
+        } else {
+            group.1 += 1;
+            self.baseline += 1;
         }
-        // Ranks start+1 ..= end share their mid-rank.
-        let mid_rank = (start + 1 + end) as f64 / 2.0;
-        let tied = (end - start) as f64;
-        let recent_in_group = all
-            .get(start..end)
-            .map_or(0, |g| g.iter().filter(|p| p.1).count());
-        rank_sum_recent += mid_rank * recent_in_group as f64;
-        tie_term += tied * tied * tied - tied;
-        start = end;
     }
-    let (n1f, n2f, nf) = (n1 as f64, n2 as f64, total as f64);
-    let u = rank_sum_recent - n1f * (n1f + 1.0) / 2.0;
-    let mean_u = n1f * n2f / 2.0;
-    let variance = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
-    if variance <= 0.0 || !variance.is_finite() {
-        return 1.0;
+
+    /// One observation leaves the recent window (`recent`) or the baseline.
+    pub fn remove(&mut self, value: f64, recent: bool) {
+        let key = order_key(value);
+        let Some(group) = self.groups.get_mut(&key) else {
+            return;
+        };
+        let count = if recent { &mut group.0 } else { &mut group.1 };
+        if *count == 0 {
+            return;
+        }
+        *count -= 1;
+        if recent {
+            self.recent -= 1;
+        } else {
+            self.baseline -= 1;
+        }
+        if *group == (0, 0) {
+            self.groups.remove(&key);
+        }
     }
-    let sd = variance.sqrt();
-    match direction {
-        Direction::Decrease => normal_cdf((u - mean_u + 0.5) / sd),
-        Direction::Increase => 1.0 - normal_cdf((u - mean_u - 0.5) / sd),
+
+    /// The one-sided Mann–Whitney p-value of the recent window against the baseline (tie and
+    /// continuity corrected; 1 for an empty window or no variance at all).
+    pub fn mann_whitney_p(&self, direction: Direction) -> f64 {
+        let (n1, n2) = (self.recent as usize, self.baseline as usize);
+        if n1 == 0 || n2 == 0 {
+            return 1.0;
+        }
+        let total = n1 + n2;
+        let mut rank_sum_recent = 0.0;
+        let mut tie_term = 0.0;
+        let mut start = 0usize;
+        for &(in_recent, in_baseline) in self.groups.values() {
+            let end = start + in_recent as usize + in_baseline as usize;
+            // Ranks start+1 ..= end share their mid-rank.
+            let mid_rank = (start + 1 + end) as f64 / 2.0;
+            let tied = (end - start) as f64;
+            rank_sum_recent += mid_rank * in_recent as f64;
+            tie_term += tied * tied * tied - tied;
+            start = end;
+        }
+        let (n1f, n2f, nf) = (n1 as f64, n2 as f64, total as f64);
+        let u = rank_sum_recent - n1f * (n1f + 1.0) / 2.0;
+        let mean_u = n1f * n2f / 2.0;
+        let variance = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+        if variance <= 0.0 || !variance.is_finite() {
+            return 1.0;
+        }
+        let sd = variance.sqrt();
+        match direction {
+            Direction::Decrease => normal_cdf((u - mean_u + 0.5) / sd),
+            Direction::Increase => 1.0 - normal_cdf((u - mean_u - 0.5) / sd),
+        }
     }
 }
 
@@ -150,6 +212,98 @@ mod tests {
         assert!((p - 0.013_9).abs() < 2e-4, "{p}");
         let p_up = mann_whitney_p(&baseline, &recent, Direction::Increase);
         assert!(p_up > 0.95, "{p_up}");
+    }
+
+    /// The sort of the pooled sample the counts replace, kept as the reference.
+    fn sorted_p(baseline: &[f64], recent: &[f64], direction: Direction) -> f64 {
+        let (n1, n2) = (recent.len(), baseline.len());
+        if n1 == 0 || n2 == 0 {
+            return 1.0;
+        }
+        let mut all: Vec<(f64, bool)> = recent
+            .iter()
+            .map(|&v| (v, true))
+            .chain(baseline.iter().map(|&v| (v, false)))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let total = all.len();
+        let (mut rank_sum_recent, mut tie_term, mut start) = (0.0, 0.0, 0);
+        while start < total {
+            let value = all[start].0;
+            let mut end = start;
+            while end < total && all[end].0 == value {
+                end += 1;
+            }
+            let mid_rank = (start + 1 + end) as f64 / 2.0;
+            let tied = (end - start) as f64;
+            let recent_in_group = all[start..end].iter().filter(|p| p.1).count();
+            rank_sum_recent += mid_rank * recent_in_group as f64;
+            tie_term += tied * tied * tied - tied;
+            start = end;
+        }
+        let (n1f, n2f, nf) = (n1 as f64, n2 as f64, total as f64);
+        let u = rank_sum_recent - n1f * (n1f + 1.0) / 2.0;
+        let mean_u = n1f * n2f / 2.0;
+        let variance = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+        if variance <= 0.0 || !variance.is_finite() {
+            return 1.0;
+        }
+        let sd = variance.sqrt();
+        match direction {
+            Direction::Decrease => normal_cdf((u - mean_u + 0.5) / sd),
+            Direction::Increase => 1.0 - normal_cdf((u - mean_u - 0.5) / sd),
+        }
+    }
+
+    /// Counts kept across sliding windows give the sort's p-value to the bit: Φ-like values
+    /// (a grid with ties, negative and signed zeros), shares, and continuous values.
+    #[test]
+    fn rolling_counts_equal_the_sort_to_the_bit() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for kind in 0..3 {
+            let draw = |rng: &mut rand::rngs::StdRng| -> f64 {
+                match kind {
+                    0 => [0.0, -0.0, 25.0, 50.0, 62.5, 87.5, 100.0, -3.0][rng.random_range(0..8)],
+                    1 => f64::from(rng.random_bool(0.3)),
+                    _ => rng.random_range(-1.0..1.0),
+                }
+            };
+            let (recent_size, baseline_size) = (40, 120);
+            let mut recent: std::collections::VecDeque<f64> = Default::default();
+            let mut baseline: std::collections::VecDeque<f64> = Default::default();
+            let mut counts = RankCounts::default();
+            for step in 0..2000 {
+                let v = draw(&mut rng);
+                recent.push_back(v);
+                counts.add(v, true);
+                if recent.len() > recent_size
+                    && let Some(old) = recent.pop_front()
+                {
+                    counts.remove(old, true);
+                    baseline.push_back(old);
+                    counts.add(old, false);
+                    if baseline.len() > baseline_size
+                        && let Some(gone) = baseline.pop_front()
+                    {
+                        counts.remove(gone, false);
+                    }
+                }
+                if step % 7 == 0 {
+                    let (b, r) = (
+                        baseline.iter().copied().collect::<Vec<_>>(),
+                        recent.iter().copied().collect::<Vec<_>>(),
+                    );
+                    for direction in [Direction::Decrease, Direction::Increase] {
+                        assert_eq!(
+                            counts.mann_whitney_p(direction).to_bits(),
+                            sorted_p(&b, &r, direction).to_bits(),
+                            "kind {kind}, step {step}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -25,7 +25,19 @@ use crate::evaluation::{Metric, MetricKind};
 use crate::stores::breakdown::Dimension;
 
 /// A label that can be part of a series key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SeriesLabel {
     /// The event's `app_id`.
@@ -54,7 +66,7 @@ impl SeriesLabel {
 }
 
 /// `[alerts]`: whether the engine runs, how series are keyed, where alerts go, and the rules.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AlertsConfig {
     /// Run the alert engine.
@@ -144,7 +156,7 @@ impl AlertsConfig {
 
 /// The thresholds of every detector. Windows count observations (rows of that metric), so a
 /// replay behaves exactly like live traffic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RuleSet {
     /// Observations in the recent window.
@@ -347,7 +359,7 @@ impl RuleSet {
 }
 
 /// Per-app overrides: every key of [`RuleSet`], optional.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct RuleOverrides {

@@ -61,8 +61,72 @@ pub enum ConfigError {
     Render(#[source] toml::ser::Error),
 }
 
+/// The JSON Schema of `sqlgrade.toml` (draft 2020-12), generated from [`Config`]'s types and
+/// their doc comments: what `check-config --schema` prints for editors and what the
+/// configuration reference (`docs/reference/configuration.md`) is generated from.
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<Config>();
+    let mut schema = schema.to_value();
+    default_kinds_optional(&mut schema);
+    schema
+}
+
+/// A kinded section's `kind` may be left out for its default kind (`[source]` without `kind`
+/// reads a file): that kind's branch does not require it. And a key that neither the shared
+/// keys nor the chosen kind's take is flagged (`unevaluatedProperties`: the reader refuses a
+/// key of no kind and warns about another kind's).
+fn default_kinds_optional(schema: &mut serde_json::Value) {
+    if let Some(defs) = schema
+        .get_mut("$defs")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for def in defs.values_mut() {
+            if def.get("oneOf").is_some()
+                && def.get("properties").is_some()
+                && let Some(def) = def.as_object_mut()
+            {
+                def.insert("unevaluatedProperties".into(), false.into());
+            }
+        }
+    }
+    let kinds: Vec<(String, String)> = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, section)| {
+            let def = section.get("$ref")?.as_str()?.strip_prefix("#/$defs/")?;
+            let kind = section.get("default")?.get("kind")?.as_str()?;
+            Some((def.to_string(), kind.to_string()))
+        })
+        .collect();
+    for (def, kind) in kinds {
+        let Some(branches) = schema
+            .pointer_mut(&format!("/$defs/{def}/oneOf"))
+            .and_then(serde_json::Value::as_array_mut)
+        else {
+            continue;
+        };
+        for branch in branches {
+            let is_default = branch
+                .pointer("/properties/kind/const")
+                .and_then(serde_json::Value::as_str)
+                == Some(kind.as_str());
+            if is_default
+                && let Some(required) = branch
+                    .get_mut("required")
+                    .and_then(serde_json::Value::as_array_mut)
+            {
+                required.retain(|r| r != "kind");
+            }
+        }
+    }
+}
+
 /// The whole configuration.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where events come from.

@@ -15,7 +15,9 @@ use crate::config::settings::{
 pub const MIN_JUDGE_MAX_TOKENS: u32 = 8;
 
 /// `[judge] response_mode`: how structured output is requested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ResponseModeSetting {
     /// Start with `json_schema`, step down on rejection, remember per endpoint.
@@ -30,7 +32,9 @@ pub enum ResponseModeSetting {
 }
 
 /// `[judge] system_prompt`: where the prompt's instructions go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SystemPromptSetting {
     /// A `system` message, then the `user` message with the data.
@@ -43,7 +47,9 @@ pub enum SystemPromptSetting {
 }
 
 /// Where the LLM judge keeps verdicts beyond its in-memory cache (`judge.durable_cache`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum DurableCacheMode {
     /// ClickHouse `judge_cache` when the sink is ClickHouse (the server is already there and
@@ -58,7 +64,7 @@ pub enum DurableCacheMode {
 
 /// `[judge] kind = "llm"` (and `[gold.judge]`): an OpenAI-compatible endpoint, the client's
 /// limits and caches, and the second pass's budget.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmJudgeConfig {
     /// Base URL of the OpenAI-compatible endpoint (`…/v1`).
@@ -144,7 +150,7 @@ pub struct LlmJudgeConfig {
 /// the priority slices. The budget is per process: with R replicas give each `1/R` of the quota
 /// and of the daily caps (the uniform slice needs no division: each replica applies the same
 /// rate to its own share of the traffic).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct JudgeBudgetConfig {
     /// Share of events in the uniform slice, in [0, 1] (decided by a hash of `event_id` and
@@ -358,7 +364,7 @@ impl LlmJudgeConfig {
 /// file written for an LLM judge, the kind switched from the environment): dropped with a
 /// warning naming them. A key of no kind, or a value of the wrong type, is refused whatever the
 /// kind.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum JudgeConfig {
     /// The built-in deterministic judge (no network, no second pass).
@@ -516,7 +522,7 @@ pub mod gold_judge {
     }
 
     /// `[gold.judge]` as written back: `kind = "llm"`, then its keys.
-    #[derive(Serialize)]
+    #[derive(Serialize, schemars::JsonSchema)]
     #[serde(tag = "kind", rename_all = "lowercase")]
     enum WrittenGoldJudge<'a> {
         Llm(&'a LlmJudgeConfig),

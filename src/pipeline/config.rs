@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `[pipeline]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineConfig {
     /// Events scored concurrently (default: the number of CPUs).

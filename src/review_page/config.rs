@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::settings::Secret;
 
 /// `[server]` settings of the HTTP endpoint (health, and the review page when `review`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
     /// Address to listen on (e.g. `127.0.0.1:9464`, `0.0.0.0:9464` in a container); empty (the

@@ -12,7 +12,7 @@ use crate::llm::config::LlmJudgeConfig;
 use crate::metrics::ex::ExConvention;
 
 /// `[rules]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RulesConfig {
     /// Directory of `<app_id>.toml` rule profiles.
@@ -31,7 +31,7 @@ impl Default for RulesConfig {
 }
 
 /// `[stef]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StefConfig {
     /// Schema catalogues for every app (an app's `catalogue` in its rule profile comes first):
@@ -130,7 +130,7 @@ impl StefConfig {
 }
 
 /// `[gold]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct GoldConfig {
     /// Directory laid out as `<db_id>/<db_id>.sqlite`; unset = gold metrics off (unless a
@@ -142,6 +142,7 @@ pub struct GoldConfig {
     /// EX convention: `bird` (set equality) or `spider` (test-suite: multiset, column
     /// permutations, order only when the gold orders).
     #[serde(with = "ex_convention_name")]
+    #[schemars(with = "String")]
     pub ex_convention: ExConvention,
     /// Which gold metrics to compute (`ex`, `esm`, `esm_plus`, `etm`, `ts_ex`, `ts_ex_strict`, and the LLM-judged `flex`,
     /// `rose`, `hybrid_ex`); a list, or a comma-separated string from the environment.
@@ -170,6 +171,7 @@ pub struct GoldConfig {
     /// `kind = "llm"`). Unset: they use `[judge]`, which must then be an LLM judge; the client
     /// (cache, limits) is shared with STEF whenever both name the same endpoint and model.
     #[serde(with = "crate::llm::config::gold_judge")]
+    #[schemars(with = "Option<LlmJudgeConfig>")]
     pub judge: Option<LlmJudgeConfig>,
 }
 

@@ -19,7 +19,7 @@ pub use crate::sources::file::FileSourceConfig;
 pub use crate::sources::kafka::config::{KafkaSourceConfig, PoisonConfig};
 
 /// Where events come from, with what only that kind needs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum SourceKind {
     /// A JSONL file (optionally tailed).
@@ -81,7 +81,9 @@ impl KindedSettings for SourceKind {
 }
 
 /// What each message (Kafka) or line (file, stdin) of a source holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceFormat {
     /// One sqlgrade event (JSON).
@@ -96,7 +98,9 @@ pub enum SourceFormat {
 }
 
 /// `[source]`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+// Every key has a default (what the schema says; reading is `ReadSection`'s).
+#[serde(default)]
 pub struct SourceConfig {
     /// `file` | `kafka` | `stdin` | `otlp`, with that kind's keys.
     #[serde(flatten)]
@@ -133,7 +137,7 @@ impl SourceConfig {
 /// optionally gzip). A request is answered once every event its spans made is written or
 /// dead-lettered (so nothing acknowledged is lost); spans of one trace are held until its root
 /// span arrives or `assembly_window_ms` passes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OtlpConfig {
     /// Address to listen on (the OTLP/HTTP port; localhost unless told otherwise).
@@ -268,7 +272,7 @@ impl Default for SourceConfig {
 }
 
 /// `[source]`'s keys every kind shares.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 struct SharedSourceKeys {
     format: SourceFormat,

@@ -20,7 +20,7 @@ use super::{AckCounter, Source, SourceError, SourceMessage};
 use crate::sources::{AckToken, Acknowledge, Position};
 
 /// `[source] kind = "file"`: its own keys.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FileSourceConfig {
     /// The JSONL file.

@@ -22,7 +22,7 @@ use crate::config::settings::{
 };
 
 /// Where rows go, with what only that kind needs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum SinkKind {
     /// `evaluations.jsonl` + `dead_letters.jsonl` (+ `inputs.jsonl`) in a directory.
@@ -96,7 +96,9 @@ impl KindedSettings for SinkKind {
 }
 
 /// `[sink]`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+// Every key has a default (what the schema says; reading is `ReadSection`'s).
+#[serde(default)]
 pub struct SinkConfig {
     /// `jsonl` | `clickhouse` | `stdout`, with that kind's keys.
     #[serde(flatten)]
@@ -123,7 +125,7 @@ pub struct SinkConfig {
 
 /// `[sink]`'s writer keys, shared by every kind; a batch key not given is the kind's
 /// ([`SinkKind::default_batch`]).
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 struct WriterKeys {
     batch_rows: Option<usize>,
@@ -223,7 +225,7 @@ impl SinkConfig {
 /// The `[clickhouse]` keys as an older config wrote them under `[sink]` (`sink.url`,
 /// `[sink.cluster]`, …): each `None` unless written there. Its `Debug` names the keys given,
 /// never their values.
-#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClickHouseKeys {
     /// `sink.url`.
@@ -253,6 +255,7 @@ pub struct ClickHouseKeys {
     /// `[sink.cluster]`, as written (`[clickhouse.cluster]`'s type lives with ClickHouse, a
     /// layer above this one; `ClickHouseConfig::adopt_sink_keys` reads it).
     #[serde(skip_serializing)]
+    #[schemars(with = "Option<std::collections::BTreeMap<String, serde_json::Value>>")]
     pub cluster: Option<config::Value>,
 }
 

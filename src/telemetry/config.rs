@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `[telemetry]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// Export metrics (and spans, see `traces`).

@@ -7,7 +7,7 @@
 //! - `ARCHITECTURE.md` is the one layer list: its table for each crate names every top-level
 //!   module exactly once (read from the document here, not copied), and every import between
 //!   top-level modules goes down that order;
-//! - the findings tables (README's, and the check modules' docs) name every `FindingCode`,
+//! - the findings tables (`docs/reference/findings.md`, and the check modules' docs) name every `FindingCode`,
 //!   read from its definition, and no other.
 //!
 //! Imports are read with `syn`: `use` trees and every `crate::`/`super::`/`self::` path (and
@@ -789,25 +789,21 @@ fn table_codes(text: &str, prefix: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The findings are listed in two places for two readers — the README's findings table (for
+/// The findings are listed in two places for two readers — the findings reference (for
 /// users, with each check's measured precision) and the check modules' docs (for developers) —
 /// and both must name every code the core can emit, and nothing else.
 #[test]
 fn the_findings_tables_name_every_finding_code() {
     let codes = finding_codes();
     assert!(codes.len() > 30, "{codes:?}");
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = readme
-        .split_once("### STEF findings")
-        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
-        .expect("README: ### STEF findings");
+    let section = std::fs::read_to_string(repo().join("docs/reference/findings.md")).unwrap();
     let mut module_docs = String::new();
     for file in ["stef/checks/mod.rs", "stef/result_checks.rs"] {
         module_docs
             .push_str(&std::fs::read_to_string(repo().join("crates/core/src").join(file)).unwrap());
     }
     for (place, listed) in [
-        ("README.md's STEF findings", table_codes(section, "")),
+        ("docs/reference/findings.md", table_codes(&section, "")),
         (
             "the docs of stef/checks/mod.rs and stef/result_checks.rs",
             table_codes(&module_docs, "//! "),

@@ -5,7 +5,7 @@
 //! Two readers share them: the gold metrics ESM and ESM+, and the STEF catalogue checks (unknown
 //! tables and columns, joins off the declared keys, aggregates over text, …). Sources: Spider/BIRD
 //! `tables.json` ([`SchemaCatalog::parse_tables_json`]), a SQLite file
-//! ([`SchemaCatalog::merge_introspected`]), and the small documented form of the README
+//! ([`SchemaCatalog::merge_introspected`]), and the small documented form of `docs/reference/output.md`
 //! ([`SchemaCatalog::parse_simple`], JSON or TOML).
 //!
 //! Reading files happens at the edge (the daemon reads files and introspects SQLite databases
@@ -508,7 +508,7 @@ impl SchemaCatalog {
         Ok(SchemaCatalog { dbs })
     }
 
-    /// Parse the small catalogue form (README, "Schema catalogues"), as JSON (`json = true`) or
+    /// Parse the small catalogue form (`docs/reference/output.md`, "Schema catalogues"), as JSON (`json = true`) or
     /// TOML: one database (`db_id`, `tables`) or several (`databases = [...]`), each table with
     /// `name`, `columns` (`name`, optional `type`, `references = "table.column"`, `not_null`,
     /// `unique`) and an optional `primary_key` list. Unknown keys, duplicate names and

@@ -1,6 +1,6 @@
 //! The output contract: one [`EvaluationRow`] per (event, metric), and [`DeadLetter`]s for
 //! payloads that could not be decoded. These names are public interface (dashboards and scripts
-//! depend on them); see the README's output reference.
+//! depend on them); see the output reference, `docs/reference/output.md`.
 //!
 //! A row's short texts (ids, time, labels, tiers, statuses) are `CompactString`s: up to 24 bytes
 //! live inside the row and fixed names are static references, so a row waiting in a batch owns
@@ -16,6 +16,7 @@ use crate::event::Event;
 
 /// Which metric a row carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Schema-free production score, 0–100: the line-rate row every event gets, from the

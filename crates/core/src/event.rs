@@ -1,5 +1,5 @@
-//! The input contract: one JSON object per Kafka message or JSONL line (README "Input
-//! contract").
+//! The input contract: one JSON object per Kafka message or JSONL line
+//! (`docs/reference/input.md`).
 //!
 //! Decoding never panics: every byte string either becomes a validated [`Event`] or a
 //! [`DecodeError`] whose message is the dead-letter reason.

@@ -136,6 +136,7 @@ impl Span {
 /// order; the defaults follow the OpenTelemetry semantic conventions (DB client spans, GenAI)
 /// and OpenInference.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct SpanMapping {
     /// The SQL on a database client span: a span carrying one of these is an event.

@@ -1,4 +1,5 @@
-//! `sqlgrade check-config`: validate, warn, and print the effective configuration redacted.
+//! `sqlgrade check-config`: validate, warn, and print the effective configuration redacted;
+//! with `--schema`, the JSON Schema of the file instead.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -16,9 +17,23 @@ pub struct CheckConfigArgs {
     /// TOML config file.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Print the JSON Schema of sqlgrade.toml instead (every key, its type, default and doc;
+    /// for editors: Taplo / Even Better TOML) and exit.
+    #[arg(long, conflicts_with = "config")]
+    schema: bool,
 }
 
 pub fn execute(args: CheckConfigArgs) -> Result<ExitCode> {
+    if args.schema {
+        let text = serde_json::to_string_pretty(&sqlgrade::config::json_schema())
+            .context("rendering the JSON Schema")?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush())
+            .context("writing to stdout")?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let config = load_config(args.config.as_ref())?;
     // A model `run` would refuse is refused here too, with the same reason.
     let model = config.stef.verdict_model()?;

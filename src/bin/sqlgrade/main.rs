@@ -1,7 +1,7 @@
 //! sqlgrade command line: parses the arguments, starts logging and the async runtime, and hands
 //! each command to its module (one per command; everything they do lives in the library).
 //!
-//! Commands and flags are public interface (README "CLI reference", `ARCHITECTURE.md`): `run`,
+//! Commands and flags are public interface (`docs/reference/cli.md`, generated from this definition; `ARCHITECTURE.md`): `run`,
 //! `score`, `backfill`, `migrate`, `prune`, `check-config`, `report`, `audit`, `serve`,
 //! `import-labels`, `calibrate`, `breakdown`.
 
@@ -10,6 +10,8 @@ mod backfill;
 mod breakdown;
 mod calibrate;
 mod check_config;
+#[cfg(test)]
+mod cli_reference;
 mod config_file;
 mod import_labels;
 mod migrate;

@@ -358,7 +358,7 @@ fn findings_table(report: &RunReport) -> String {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table><p>Rows of the line-rate STEF metric that raised each code; a row counts once per code. README, <i>STEF findings</i>, says what each means and how often it is right.</p>");
+    out.push_str("</table><p>Rows of the line-rate STEF metric that raised each code; a row counts once per code. docs/reference/findings.md says what each means and how often it is right.</p>");
     out
 }
 

@@ -14,6 +14,24 @@ pub const REDACTED: &str = "<redacted>";
 #[serde(transparent)]
 pub struct Secret(String);
 
+/// A secret is written as a string (best given through the environment, never logged).
+impl schemars::JsonSchema for Secret {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A secret: best given through the environment (SQLGRADE__SECTION__KEY); never logged, printed redacted."
+        })
+    }
+}
+
 impl Secret {
     /// Wrap a secret value.
     pub fn new(value: impl Into<String>) -> Secret {

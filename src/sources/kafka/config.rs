@@ -13,7 +13,7 @@ use crate::config::settings::{REDACTED, is_shown_kafka_property, string_or_list}
 
 /// `[source] kind = "kafka"`: its own keys. Its `Debug` redacts secret-looking
 /// `kafka_properties` (SASL passwords).
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaSourceConfig {
     /// Bootstrap servers (`host:port,host:port`).
@@ -142,7 +142,7 @@ impl KafkaSourceConfig {
 }
 
 /// `[source.poison]`: when a message is dead-lettered for killing the process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PoisonConfig {
     /// Deaths with a message in flight after which it is dead-lettered instead of scored

@@ -15,7 +15,7 @@ use crate::config::settings::{Secret, redact_url};
 use crate::stores::config::ClickHouseKeys;
 
 /// `[clickhouse]`. Its `Debug` hides the password and a password inside the URLs.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClickHouseConfig {
     /// HTTP URL of the server (`DEFAULT_URL` when unset).
@@ -210,7 +210,7 @@ impl Adoption {
 
 /// `[clickhouse.cluster]`: the daemon writes and reads through `Distributed` tables named like the
 /// single-server ones (`sqlgrade migrate --cluster NAME` creates them; `deploy/clickhouse/README.md`).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// The cluster's name in the servers' `remote_servers`; unset = a single server.
@@ -254,7 +254,9 @@ impl fmt::Debug for ClusterConfig {
 }
 
 /// `[clickhouse.cluster] write`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ClusterWrite {
     /// Insert into the `Distributed` tables of `clickhouse.url`: the server routes rows to the shards

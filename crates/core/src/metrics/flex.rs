@@ -43,6 +43,7 @@ use super::judge_case::{GoldCase, Outcome, judge_error_json, lenient_bool};
 
 /// How execution results are rendered in prompts (flex.md §2.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RenderPreset {
     /// The paper's rule: header, > 100 rows → first 50 + last 50, strings cut at 50 chars.

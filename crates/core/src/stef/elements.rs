@@ -324,8 +324,7 @@ impl<'s> QueryNames<'s> {
             if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 words
                     .binary_search_by(|w| {
-                        w.bytes()
-                            .cmp(name.bytes().map(|b| b.to_ascii_lowercase()))
+                        w.bytes().cmp(name.bytes().map(|b| b.to_ascii_lowercase()))
                     })
                     .is_ok()
             } else {

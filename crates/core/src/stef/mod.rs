@@ -351,7 +351,7 @@ pub enum CatalogueStatus {
 /// One thing a deterministic check found wrong (or suspicious) in the SQL, explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
-    /// What was checked (stable name; the README lists every code).
+    /// What was checked (stable name; `docs/reference/findings.md` lists every code).
     pub code: FindingCode,
     /// How much it weighs in the verdict (the rule table of `judge::deterministic`).
     pub severity: Severity,

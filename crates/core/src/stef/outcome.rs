@@ -301,7 +301,7 @@ impl Serialize for QuestionSummary<'_> {
 }
 
 /// The line-rate row's `details`, serialised once straight to JSON text (see
-/// [`Details::Rendered`](crate::evaluation::Details::Rendered)); the README's output reference
+/// [`Details::Rendered`](crate::evaluation::Details::Rendered)); the output reference (`docs/reference/output.md`)
 /// documents the keys.
 #[derive(Serialize)]
 struct StefDetails<'a> {

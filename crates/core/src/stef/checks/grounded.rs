@@ -3,7 +3,7 @@
 //! the SQL never reads, a column a definition writes and the SQL never uses, a joined table that
 //! contributes nothing but repeated rows, a code returned where its name is at hand. Each was
 //! kept because people's verdicts say it is right far more often than wrong
-//! (`examples/stef_labels.rs`; its measured precision is in the README's findings table).
+//! (`examples/stef_labels.rs`; its measured precision is in the findings reference, `docs/reference/findings.md`).
 
 use std::collections::HashSet;
 

@@ -1,7 +1,7 @@
 //! Intent checks: the kind of answer the question asks for — a list of things, a count, the
 //! most or least numerous — against the kind the SQL gives. No schema, no data: the question's
 //! opening words and the SQL's outer SELECT. Each is `info` until people's labels show it right
-//! often enough to change the verdict (README's findings table); as `info` it weighs through
+//! often enough to change the verdict (the findings reference); as `info` it weighs through
 //! the correctness model only.
 //!
 //! | code | fires when |

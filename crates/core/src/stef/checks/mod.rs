@@ -55,7 +55,7 @@
 //!
 //! Each was kept because it is right on people's labels far more often than wrong (≥ 90 % at
 //! error severity, ≥ 75 % at warning); the measured precision and how often each fired are in the
-//! README's findings table (`cargo run --release --example stef_labels`).
+//! findings reference (`docs/reference/findings.md`) (`cargo run --release --example stef_labels`).
 //!
 //! Probes (with `[stef] probe_databases`: a read-only replica, queried through the daemon's
 //! read-only executor with tight limits; [`plan_probes`] → answers → [`probe_findings`]):

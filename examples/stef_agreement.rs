@@ -7,7 +7,7 @@
 //! the share of EX-correct predictions flagged (the false-alarm rate), the share of EX-wrong ones
 //! flagged (what the line-rate score catches), and κ at the best Φ cut-off. Then a table per
 //! finding code (`details.findings`): how often it fires on EX-correct and EX-wrong items and its
-//! precision as an error signal. `benches/README.md` keeps the latest output.
+//! precision as an error signal. `CHANGELOG.md` keeps the latest output.
 //!
 //! EX is a proxy, not a human label: its own false positives and negatives are in these numbers.
 //!

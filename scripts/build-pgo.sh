@@ -10,7 +10,7 @@
 #      (target/<profile>/sqlgrade, where `cargo build --profile <profile>` puts it).
 #
 # Outputs are the same as without PGO (only how the code is laid out and inlined changes;
-# benches/README.md, "Profile-guided optimisation", has the measurements).
+# CHANGELOG.md, "Profile-guided optimisation", has the measurements).
 #
 # `llvm-profdata` must come from the same LLVM major version as rustc (`rustc -vV`): rustup's
 # `llvm-tools` component (`rustup component add llvm-tools`), or the distribution's

@@ -31,7 +31,7 @@ log() { echo "services.sh: $*" >&2; }
 # tansu is built with SQLite storage (the tests: topics that survive a broker restart) and
 # with `dynostore`, whose `memory://` storage the throughput benches use by default (a broker
 # that keeps its topics in memory costs next to no CPU on the cores the daemon is measured on;
-# benches/README.md). `dynostore` adds no crate to tansu's build (object_store is already in it),
+# CHANGELOG.md). `dynostore` adds no crate to tansu's build (object_store is already in it),
 # so it costs the install next to nothing. A tansu built without it is rebuilt.
 TANSU_FEATURES=libsql,dynostore
 

@@ -41,7 +41,8 @@ if [ "${free_kib:-0}" -lt $((4 * 1024 * 1024)) ]; then
 fi
 
 cargo fmt --all --check
+cargo clippy --workspace --all-targets --features test-hooks -- -D warnings
 cargo clippy --workspace --all-targets -- -D warnings
 
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets --features test-hooks
 cargo test --workspace --doc

@@ -13,7 +13,7 @@
 //! two (24, 40, 48 … bytes — most of a parse tree's nodes and strings) is over-allocated by
 //! `alignment - 1` bytes in the next size class, and that class's page, not its own, is
 //! refilled. It was ~50 instructions per allocation and 8 % of a line-rate event's
-//! instructions (`benches/README.md`, "Plain blocks from the allocator").
+//! instructions (`CHANGELOG.md`, "Plain blocks from the allocator").
 //!
 //! The rule: mimalloc rounds every block of 16 bytes or more to a multiple of 16 and starts
 //! each page's blocks 16-aligned (`MI_MAX_ALIGN_SIZE`, and the assertion in `alloc.c`'s

@@ -210,7 +210,9 @@ pub const ABORT_ON_ENV: &str = "SQLGRADE_TEST_ABORT_ON";
 /// A test hook for the poison-event guard (`sources::kafka::poison`): with `SQLGRADE_TEST_ABORT_ON` set
 /// to a non-empty text, a payload containing it aborts the process as it is decoded — a
 /// stand-in for whatever might one day kill the daemon on one event (a bug, a limit missed).
-/// Unset, as in production, it costs one read of an initialised `OnceLock` per message.
+/// Only in builds with the `test-hooks` feature (the test script's); the build users install
+/// has no hook at all.
+#[cfg(feature = "test-hooks")]
 fn abort_if_marked(payload: &[u8]) {
     static MARK: std::sync::OnceLock<Option<memchr::memmem::Finder<'static>>> =
         std::sync::OnceLock::new();
@@ -227,6 +229,11 @@ fn abort_if_marked(payload: &[u8]) {
         std::process::abort();
     }
 }
+
+/// Without the `test-hooks` feature: nothing.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+fn abort_if_marked(_: &[u8]) {}
 
 #[cfg(test)]
 mod tests {

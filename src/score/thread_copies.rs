@@ -4,7 +4,7 @@
 //! Every event reads them, from every scoring thread. Read through a lock, or by cloning a
 //! shared `Arc`, each read writes a cache line all those threads share (the lock's count, the
 //! reference count), and with many workers that line moving between cores costs more than the
-//! lookup (two threads: ~0.39 µs against 0.04 µs per lookup, see `benches/README.md`). So a
+//! lookup (two threads: ~0.39 µs against 0.04 µs per lookup, see `CHANGELOG.md`). So a
 //! store carries a [`Stamp`] — an id unique in the process and a generation it bumps after every
 //! change — and [`read`] gives the caller this thread's copy of the store, taken again only when
 //! the generation moved. A read then touches one shared atomic that no one writes between

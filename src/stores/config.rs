@@ -66,7 +66,7 @@ impl SinkKind {
     /// `flush_interval_ms` below ~46,000 events/s) by another 25-35 %, for ~40-60 MiB more
     /// resident memory. JSONL and stdout: 25,000 rows or 32 MiB. An append costs the same per
     /// row whatever the batch, and 64 MiB batches only held more (file → JSONL at the same
-    /// speed, peak RSS 155-172 → 270-280 MiB). benches/README.md, "Batches of 10,000 rows",
+    /// speed, peak RSS 155-172 → 270-280 MiB). CHANGELOG.md, "Batches of 10,000 rows",
     /// "Batches of 25,000 rows" and "Batches of 64 MiB".
     pub fn default_batch(&self) -> (usize, usize) {
         match self {

@@ -95,7 +95,7 @@ pub const MIN_ITEMS_PER_ENCODER: usize = 256;
 
 /// Cores below which [`encode_json_lines_owned`] encodes on the calling thread: on 2 cores the
 /// scorer pool already keeps every core busy and handing chunks to other threads cost ~10 % of
-/// the events/s (measured, `benches/README.md`, "Scaling"); the writer becomes the limit only
+/// the events/s (measured, `CHANGELOG.md`, "Scaling"); the writer becomes the limit only
 /// with many scoring workers.
 pub const MIN_CORES_FOR_PARALLEL_ENCODING: usize = 4;
 

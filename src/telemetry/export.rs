@@ -212,7 +212,7 @@ pub const EVENT_SPAN: &str = "score_event";
 ///
 /// A text or JSON log layer formats the fields of every span it sees when the span starts,
 /// whether or not anything is logged inside it: for [`EVENT_SPAN`] that was ~3 % of the
-/// daemon's instructions (`benches/README.md`, the scaling issue). What scoring logs carries
+/// daemon's instructions (`CHANGELOG.md`, the scaling issue). What scoring logs carries
 /// the event's id itself (e.g. the judge's fallback warning), so the log lines lose nothing;
 /// the span still goes to OTLP when traces are on.
 pub fn without_event_spans() -> FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {

@@ -59,6 +59,7 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
 /// A message that kills the process every time it is scored (issue 78): through real Kafka, the
 /// daemon dies on it, restarts, dies on it again while scoring it alone, and on the third start
 /// dead-letters it with the reason; every other event is stored, none lost.
+#[cfg(feature = "test-hooks")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_is_dead_lettered_after_two_deaths_and_the_rest_is_stored() {
     let _servers = crate::one_at_a_time().await;

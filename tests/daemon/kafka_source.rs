@@ -315,6 +315,7 @@ async fn messages_waiting_in_a_received_batch_are_not_committed_past() {
 /// more messages, reports the error naming the id (so `run` exits non-zero), fails liveness, and
 /// commits nothing on finish. tansu 0.6 does not fence, so the fatal error is raised through
 /// librdkafka's own test hook; the client then behaves as on the real error.
+#[cfg(feature = "test-hooks")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_static_member_stops_consuming_and_fails_loudly() {
     let _servers = crate::one_at_a_time().await;

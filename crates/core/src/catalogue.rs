@@ -260,7 +260,7 @@ impl SchemaWords {
         words
     }
 
-    /// Heap bytes held (for the memory figure per 100 tables in `benches/README.md`).
+    /// Heap bytes held (for the memory figure per 100 tables in `CHANGELOG.md`).
     pub fn heap_bytes(&self) -> usize {
         let list = |l: &Vec<Vec<String>>| {
             l.capacity() * std::mem::size_of::<Vec<String>>()

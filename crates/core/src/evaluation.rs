@@ -4,7 +4,7 @@
 //!
 //! A row's short texts (ids, time, labels, tiers, statuses) are `CompactString`s: up to 24 bytes
 //! live inside the row and fixed names are static references, so a row waiting in a batch owns
-//! a few heap blocks instead of ~18 (benches/README, "Short texts inline"). They serialize as
+//! a few heap blocks instead of ~18 (CHANGELOG.md, "Short texts inline"). They serialize as
 //! plain strings.
 
 use base64::Engine as _;

@@ -34,7 +34,7 @@ use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc malloc: scoring workers allocate rows that the sink task frees, and
 /// glibc's arenas spent a quarter of the daemon's CPU in malloc/free (perf); with mimalloc the
-/// daemon used 74–79 instead of 80–106 µs CPU per event (`benches/README.md`, "daemon
+/// daemon used 74–79 instead of 80–106 µs CPU per event (`CHANGELOG.md`, "daemon
 /// throughput"). Built without asking for transparent huge pages (`no_thp` in `Cargo.toml`):
 /// zeroing them on first touch cost short runs up to a quarter of their CPU. Plain blocks where
 /// they are aligned enough: `sqlgrade::pipeline::allocator`.

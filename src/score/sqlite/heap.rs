@@ -4,7 +4,7 @@
 //! `sqlite3_hard_heap_limit64` is enforced only with `SQLITE_CONFIG_MEMSTATUS` on, which takes
 //! one process-wide mutex around every allocation and free: on a backfill with the probe and
 //! the gold metrics over 2 workers that cost +26 % user CPU, 16× the system time (the mutex's
-//! futex) and +48 % wall time (benches/README.md). Here SQLite's own allocator is wrapped
+//! futex) and +48 % wall time (CHANGELOG.md). Here SQLite's own allocator is wrapped
 //! instead (`SQLITE_CONFIG_MALLOC`): each allocation, reallocation and free adds to or takes
 //! from one atomic counter of the bytes held, and an allocation that would pass the limit
 //! fails — SQLite reports `SQLITE_NOMEM` for the query that asked, which the executor turns

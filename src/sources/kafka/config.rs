@@ -59,7 +59,7 @@ impl Default for KafkaSourceConfig {
             // Twice the ClickHouse sink's default `sink.batch_rows`, so a batch fills while the
             // one before it is written (with as many as `sink.batch_rows` in flight, the consumer
             // stopped while a 64 MiB batch was inserted, and the larger batches gained nothing:
-            // benches/README.md, "Batches of 64 MiB").
+            // CHANGELOG.md, "Batches of 64 MiB").
             max_in_flight: 100_000,
             commit_interval_ms: 1_000,
             poison: PoisonConfig::default(),

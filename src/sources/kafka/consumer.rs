@@ -825,7 +825,8 @@ impl KafkaSource {
     /// Raise a fatal error in the client exactly as the broker fencing this static member would
     /// (`FENCED_INSTANCE_ID`), through librdkafka's own test hook (`rd_kafka_test_fatal_error`):
     /// no broker we can run in tests fences (tansu 0.6 does not), so this is how the source's
-    /// reaction to fencing is tested. Not for production use.
+    /// reaction to fencing is tested. Only in builds with the `test-hooks` feature.
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn simulate_fencing(&self) {
         let reason = c"simulated: static consumer fenced by another consumer with the same group.instance.id";

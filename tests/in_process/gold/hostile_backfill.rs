@@ -1,7 +1,7 @@
 //! Hostile predictions through the daemon's own `backfill`, with the read-only probe and the
 //! gold metrics both on, on copies of the shared BIRD databases: every event gets its rows, the
 //! databases stay byte-identical, no file appears, and the whole process's peak resident memory
-//! stays under the budget `benches/README.md` documents (issue 78).
+//! stays under the budget `CHANGELOG.md` documents (issue 78).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -25,7 +25,7 @@ use crate::stef::correctness::{FEATURE_COUNT, Features, HeldOutFigures};
 use super::agreement::Confusion;
 
 /// The L2 penalty λ of the shipped fit and of `calibrate --fit` unless told otherwise (chosen on
-/// the label sources' held-out figures: benches/README.md, "The live verdict, learned").
+/// the label sources' held-out figures: CHANGELOG.md, "The live verdict, learned").
 pub const DEFAULT_L2: f64 = 10.0;
 
 /// One labelled item's features.

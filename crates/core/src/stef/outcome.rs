@@ -661,7 +661,7 @@ mod tests {
 
     /// A row's short texts (ids, time, tiers, statuses) live inside the row: a batch holds
     /// thousands of rows for about a second, and every text with a block of its own was a cold
-    /// allocation for the scoring thread that reused it (benches/README, "Short texts inline").
+    /// allocation for the scoring thread that reused it (CHANGELOG.md, "Short texts inline").
     #[test]
     fn a_rows_short_texts_have_no_allocation_of_their_own() {
         let profile = RuleProfile::default();

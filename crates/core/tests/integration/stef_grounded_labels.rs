@@ -7,7 +7,7 @@
 //! widens it is seen), and a correct query of the same question where it stays silent. Then the
 //! precision bar of the brief, over every label: a finding that changes the verdict must be right
 //! on people's labels at least 90% of the time at error severity and 80% at warning (checked for
-//! every code that fired ten times or more; the exact figures are in `benches/README.md`, from
+//! every code that fired ten times or more; the exact figures are in `CHANGELOG.md`, from
 //! `cargo run --release --example stef_labels`). Deterministic: no timing, no sampling.
 
 use crate::support;

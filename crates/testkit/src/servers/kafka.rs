@@ -15,7 +15,7 @@ use super::process::*;
 pub enum BrokerStorage {
     /// `sqlite://tansu.db` in the broker's directory: what the tests use, as it survives
     /// [`Tansu::restart`] and [`Tansu::kill`]. tansu stores and re-reads every record in SQLite,
-    /// ~35–40 µs of CPU per event on the 2-core VM (benches/README.md).
+    /// ~35–40 µs of CPU per event on the 2-core VM (CHANGELOG.md).
     #[default]
     Sqlite,
     /// `memory://tansu/`: gone when the broker stops, and needs a tansu built with its

@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use super::config::{RuleSet, SeriesLabel};
 use super::stats::{Comparison, Direction, RankCounts};
 
-use super::notification::*;
+use super::notification::{
+    AlertNotification, AlertState, NoteParts, RuleKind, fingerprint_of, series_text,
+};
 
 /// Identity of one detector.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -57,12 +57,14 @@ use crate::sampling::select::verdict_is_correct;
 use crate::stef::Elements;
 use crate::stores::breakdown::Dimension;
 
-use super::detector::*;
-use super::estimate::*;
-use super::notification::*;
+use super::detector::{
+    Detector, DetectorKey, Firing, Hysteresis, Transition, fingerprint, finish_note, summary_line,
+};
+use super::estimate::{EstimateDetector, EstimateSource, estimate_notes};
 pub use super::notification::{
     AlertInput, AlertNotification, AlertState, RuleKind, render_notifications,
 };
+use super::notification::{NoteParts, fingerprint_parts, interval_text, label_map, series_text};
 
 /// Counters describing the engine's own health.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -9,8 +9,11 @@ use super::config::{RuleSet, SeriesLabel};
 use super::stats::{Comparison, normal_cdf};
 use crate::sampling::estimate::{Estimate, SeriesEstimate, Z_95};
 
-use super::detector::*;
-use super::notification::*;
+use super::detector::{Hysteresis, Step, finish_note};
+use super::notification::{
+    AlertNotification, NoteParts, RuleKind, fingerprint_parts, interval_text, label_map,
+    series_text,
+};
 
 /// Where the estimate alerts (`estimate_drop`, `estimate_low`) take the share correct from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -460,7 +460,10 @@ impl<'de> Deserialize<'de> for JudgeConfig {
 /// `[gold.judge]`: an LLM judge's settings, the same keys as `[judge]` with `kind = "llm"`
 /// required (the section exists to name the endpoint of `flex`, `rose` and `hybrid_ex`).
 pub mod gold_judge {
-    use super::*;
+    use super::{
+        Deserialize, JudgeConfig, LlmJudgeConfig, ReadSection, SectionError, Serialize,
+        WrittenSection, read_all_parts,
+    };
 
     /// Reads `[gold.judge]` when present.
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(

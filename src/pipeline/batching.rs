@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::types::*;
-use super::writing::*;
+use super::types::{
+    Completed, Knobs, PendingBatch, PipelineError, ProgressFn, ROW_BYTES_ESTIMATE, join,
+};
+use super::writing::write_stage;
 use crate::alerts::config::SeriesLabel;
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::llm::second_pass::{JudgedOutput, WorkSink};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::types::*;
+use super::types::{Completed, EventTransform, SourceOutcome, Work};
 use crate::evaluation::DeadLetter;
 use crate::event::Event;
 use crate::score::now_rfc3339;

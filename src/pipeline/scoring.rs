@@ -13,7 +13,7 @@ use futures::FutureExt;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::read::{Decoded, Decoder};
-use super::types::*;
+use super::types::{Completed, PipelineError, Work};
 use crate::evaluation::DeadLetter;
 use crate::llm::second_pass::Planner;
 use crate::review::EventInputs;

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use super::batching::*;
-use super::read::*;
-use super::scoring::*;
-use super::types::*;
+use super::batching::{BatchOptions, batch_stage};
+use super::read::{Decoder, source_stage};
+use super::scoring::score_stage;
+use super::types::{Completed, EventTransform, Knobs, PipelineError, ProgressFn, SecondPass, join};
 use crate::llm::second_pass::JudgedOutput;
 use crate::pipeline::config::PipelineConfig;
 use crate::score::Scorer;

@@ -250,7 +250,7 @@ impl Default for GoldConfig {
 
 /// `gold.ex_convention` as the config names it: `bird` or `spider`.
 mod ex_convention_name {
-    use super::*;
+    use super::{Deserialize, Deserializer, ExConvention, Serializer};
 
     pub fn serialize<S: Serializer>(value: &ExConvention, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(match value {

@@ -10,7 +10,7 @@ use crate::config::{
 use crate::sources::otlp::{OtlpEncoding, OtlpMessages};
 use crate::stores::clickhouse::judge_cache::{ClickHouseJudgeCache, ClickHouseJudgeCacheOptions};
 
-use super::error::*;
+use super::error::BuildError;
 use crate::judge::deterministic::DeterministicJudge;
 use crate::judge::{Judge, StructuredJudge};
 use crate::llm::{DurableCache, LlmClient, LlmJudge};

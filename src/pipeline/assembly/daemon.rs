@@ -7,9 +7,12 @@ use std::time::Duration;
 use crate::config::Config;
 use tokio::sync::watch;
 
-use super::components::*;
-use super::error::*;
-use super::pipeline::*;
+use super::components::{build_scorer, build_source_with_health};
+use super::error::BuildError;
+use super::pipeline::{
+    AssembledPipeline, RunMode, TELEMETRY_GRACE, assemble_pipeline, finish_evaluations,
+    finish_telemetry,
+};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::stores::ReviewStore;
 use crate::telemetry::health::{ComponentHealth, Health, Phase};
@@ -366,6 +369,7 @@ pub(super) const ALERT_GRACE: Duration = Duration::from_secs(30);
 mod tests {
     use super::*;
     use crate::config::{DurableCacheMode, JudgeConfig, LlmJudgeConfig, SinkKind};
+    use crate::pipeline::assembly::{build_durable_cache, build_judge};
 
     fn llm_config(sink: SinkKind, mode: DurableCacheMode) -> Config {
         let mut config = Config {

@@ -14,7 +14,7 @@ use crate::pipeline::SecondPass;
 use crate::sampling::{BudgetLedger, DailyCaps, Prices};
 use crate::sources::kafka::work::{KafkaWorkSink, spawn_kafka_feeder};
 
-use super::error::*;
+use super::error::BuildError;
 use crate::score::Scorer;
 use crate::sources::kafka::KafkaSource;
 

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::process::*;
+use super::process::{
+    find_binary, free_port, http_request_to, http_request_within, log_queries, stop_child,
+    wait_for_start,
+};
 
 /// How long a ClickHouse server may take to answer `/ping` after its start.
 const CLICKHOUSE_START: Duration = Duration::from_secs(120);
@@ -215,6 +218,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::servers::process::skip;
 
     /// A server that cannot bind its port fails at once, in its own words — not after the
     /// start timeout with "did not answer".

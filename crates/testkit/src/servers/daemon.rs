@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::process::*;
+use super::process::{http_get, signal, strip_ansi};
 
 /// A running `sqlgrade run` process.
 pub struct Daemon {

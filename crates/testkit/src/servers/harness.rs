@@ -10,10 +10,13 @@ use rdkafka::producer::FutureProducer;
 
 use super::clickhouse::ClickHouse;
 use super::cluster::{self};
-use super::corpus::*;
+use super::corpus::{corpus_events, malformed};
 use super::daemon::Daemon;
-use super::kafka::*;
-use super::process::*;
+use super::kafka::{
+    BrokerStorage, DLQ_TOPIC, GROUP, PARTITIONS, SESSION_TIMEOUT, TOPIC, Tansu, committed,
+    produce_all, producer,
+};
+use super::process::{attempts, eventually, free_port, skip, state_dir};
 
 /// ClickHouse + tansu for one test, in one temp dir. With a cluster
 /// ([`Servers::start_cluster`]), `clickhouse` is the node of shard 1, replica 1 and `cluster`

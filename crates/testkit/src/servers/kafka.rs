@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use super::process::*;
+use super::process::{find_binary, free_port, port_open, stop_child, wait_for_start};
 
 /// Where a [`Tansu`] broker keeps its topics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -10,8 +10,11 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rusqlite::Connection;
 
-use super::config::*;
-use super::generate::*;
+use super::config::SuiteConfig;
+use super::generate::{
+    Draw, FOREIGN_KEYS, GeneratedDb, Links, NO_FOREIGN_KEYS, Pools, admitted_values, columns,
+    fallback, fits, generate, number_value, referrers, tables_to_fill, to_sqlite,
+};
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::exec::{ExecError, Executor, ResultSet, SqlValue};
 use crate::metrics::ex::{ExConvention, results_match};

@@ -4,7 +4,11 @@
 
 use sqlparser::ast::{BinaryOperator, Expr, UnaryOperator, Value};
 
-use super::ast::*;
+use super::ast::{
+    comparison_op, flatten_chain, flip, ident_name, is_literal, is_number, is_numeric_type,
+    is_upper_year_bound, lower_year_bound, negate, number_value, string_value, strip_date_wrappers,
+    strip_wrappers, substr_year_arg, text_valued, value_year, year_arg, year_value,
+};
 use super::walker::{AliasEntry, BoolCtx, Lhs, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::normalize::{as_year, canonical_number, normalize_text_value};
 use crate::sqlspec::{Clause, Filter, FilterOp, FilterValue};

@@ -6,7 +6,10 @@ use sqlparser::ast::{
     SelectItem, SetExpr, SetOperator, TableFactor, TableWithJoins, TopQuantity,
 };
 
-use super::ast::*;
+use super::ast::{
+    aggregate_func, dedup_in_place, ident_name, join_constraint, leftmost_select, limit_of,
+    literal_u64, object_name, projection_ref, sort_dir, visit_children,
+};
 use super::walker::{AliasEntry, BoolCtx, Role, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::normalize::lowercase;
 use crate::sqlspec::{Aggregation, Clause, OrderItem, Projection};

@@ -7,7 +7,10 @@ use sqlparser::ast::{
     SelectItem, SetExpr, TableFactor, UnaryOperator, WindowType,
 };
 
-use super::ast::*;
+use super::ast::{
+    is_atomic, limit_of, push_binary_op, push_object_name, render_fallback, render_fallback_text,
+    render_value, year_arg,
+};
 use super::walker::{ELLIPSIS, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::normalize::push_lowercase;
 

@@ -3,7 +3,7 @@
 
 use sqlparser::ast::{DuplicateTreatment, Expr, Function, FunctionArguments, WindowType};
 
-use super::ast::*;
+use super::ast::{aggregate_func, column_of, function_arg_expr, ident_name, visit_children};
 use super::walker::{Role, STACK_RED_ZONE, STACK_SEGMENT, Walker};
 use crate::sqlspec::{AggFunc, Aggregation};
 

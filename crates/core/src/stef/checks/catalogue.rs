@@ -4,7 +4,7 @@
 use crate::catalogue::{ColumnType, DbSchema};
 use crate::sqlspec::{AggFunc, FilterOp, QueryReferences, RefSourceKind};
 
-use super::*;
+use super::{CheckInput, contains_word, is_single_key, lenient_types, push};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// What a column reference resolved to.

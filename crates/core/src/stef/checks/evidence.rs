@@ -6,7 +6,7 @@ use std::cell::OnceCell;
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
 
-use super::*;
+use super::{CheckInput, asks_distinct, clip, contains_word, push, truncating_dialect};
 use crate::stef::question::{definition_parts, evidence_clauses, relevant_definitions};
 use crate::stef::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};

@@ -12,7 +12,10 @@ use crate::sqlspec::{QueryReferences, RefSourceKind};
 use crate::stef::grounding::{Grounding, LinkVia};
 use crate::words::text_words;
 
-use super::*;
+use super::{
+    CheckInput, ErrorCategory, Finding, FindingCode, Severity, clip, contains_word, is_single_key,
+    push, tables_read,
+};
 
 /// Column names the SQL references, lowercased, and the SQL (a name the reference walk cannot
 /// see — inside a construct it leaves opaque — still counts when the text has it; the text is

@@ -11,7 +11,7 @@ use crate::catalogue::{ColumnType, DbSchema};
 use crate::sqlspec::{FilterOp, SqlSpec};
 
 use super::catalogue::{Resolved, Resolver};
-use super::*;
+use super::{clip, push, tables_read};
 use crate::stef::{ConfirmedBy, ErrorCategory, Finding, FindingCode, Severity};
 
 /// Most value probes planned for one event (the first comparisons of the query).

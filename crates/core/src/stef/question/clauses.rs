@@ -8,8 +8,8 @@ use memchr::memmem::Finder;
 
 use crate::stef::text::{QuestionTexts, TokenKind, lower_collapsed, tokenize};
 
-use super::doc::*;
-use super::lexicon::*;
+use super::doc::{Doc, stem, word_set};
+use super::lexicon::{ENTITY_STOP, PHRASE_STOP, SUBJECT_STOP, is_in};
 
 /// The part of Qe that states requirements: every clause that is not a definition, plus the
 /// constraint side of definitions whose subject is (mostly) made of Qu's words. Glossary

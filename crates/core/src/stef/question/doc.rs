@@ -4,7 +4,7 @@ use crate::stef::text::{
     QuestionTexts, Token, TokenKind, canonical_number, singular, strip_possessive,
 };
 
-use super::lexicon::*;
+use super::lexicon::number_word;
 
 /// Lowercase singular words of Qu's word tokens (hyphenated words kept whole).
 pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {

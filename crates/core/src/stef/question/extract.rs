@@ -5,11 +5,14 @@ use crate::sqlspec::{AggFunc, SqlSpec};
 use crate::stef::text::{MAX_TEXT_BYTES, QuestionTexts, clip, contains_phrase, name_key, tokenize};
 use crate::stef::{QuestionSpec, RuleProfile};
 
-use super::clauses::*;
-use super::doc::*;
-use super::filters::*;
-use super::lexicon::*;
-use super::structure::*;
+use super::clauses::required_text;
+use super::doc::Doc;
+use super::filters::{
+    apply_mappings, asks_whether, dedup_filters, drop_schema_terms, phrase_in, sql_literal_filters,
+    text_filters,
+};
+use super::lexicon::{DISTINCT_WORDS, is_in};
+use super::structure::{outputs, redefine_structure, structure};
 
 /// Extract the question spec of one event.
 ///

@@ -9,9 +9,9 @@ use crate::stef::text::{
 };
 use crate::stef::{QuestionFilter, QuestionSpec, RuleProfile};
 
-use super::doc::*;
-use super::lexicon::*;
-use super::structure::*;
+use super::doc::Doc;
+use super::lexicon::{ENTITY_STOP, LESS_WORDS, PHRASE_STOP, is_in};
+use super::structure::mark;
 
 /// A capitalised "entity" that names a table or column of the SQL ("TV Channel", "Package
 /// Option") is schema vocabulary, not a value.

@@ -5,8 +5,12 @@ use crate::sqlspec::AggFunc;
 use crate::stef::text::{TokenKind, contains_phrase, singular, strip_possessive, tokenize};
 use crate::stef::{QuestionAggregation, QuestionSpec};
 
-use super::doc::*;
-use super::lexicon::*;
+use super::doc::Doc;
+use super::lexicon::{
+    AVG_WORDS, COLUMN_SKIP, COMPUTED_WORDS, DISTINCT_WORDS, LIST_VERBS, MAX_WORDS, MIN_WORDS,
+    NOT_SUPERLATIVE, NUMBER_ATTRIBUTES, ORDER_SUPERLATIVES, ORDER_WORDS, PARTICIPLE_BY,
+    PHRASE_STOP, is_in, lex,
+};
 
 /// Name of the computed-expression aggregation family (percentage, ratio, difference, …).
 pub const COMPUTED: &str = "computed";

@@ -13,7 +13,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
-use super::tree::*;
+use super::tree::{CmpOp, Expr, FromItem, JoinKind, OrderKey, PlusSchema, Pred, Query, SetOp};
 use crate::sqlspec::syntax::last_identifier;
 
 /// Why an ESM+ query could not be built.

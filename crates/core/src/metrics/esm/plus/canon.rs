@@ -1,8 +1,8 @@
 //! Canonical forms: literals stripped (as ESM does), comparisons turned one way, predicates
 //! and lists ordered.
 
-use super::options::*;
-use super::walk::*;
+use super::options::EsmPlusOptions;
+use super::walk::for_each_child_query;
 use crate::metrics::esm::ir::{CmpOp, Expr, Pred, Query};
 
 pub(super) fn canon_query(q: &mut Query, opts: EsmPlusOptions) {

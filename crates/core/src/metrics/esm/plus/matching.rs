@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::canon::*;
-use super::options::*;
-use super::rules::*;
+use super::canon::canon_query;
+use super::options::{EsmPlusOptions, EsmPlusOutcome, SkippedRule};
+use super::rules::{RuleCx, pass};
 use crate::metrics::esm::ir::{self, LowerCtx, PlusSchema, Query};
 
 /// ESM+ of `pred` against `gold`. `Err` when the gold query cannot be parsed.

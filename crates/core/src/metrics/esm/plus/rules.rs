@@ -3,9 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::canon::*;
-use super::options::*;
-use super::walk::*;
+use super::canon::canon_query;
+use super::options::{EsmPlusOptions, SkippedRule};
+use super::walk::{
+    all_columns, conjuncts, for_each_child_query, from_conjuncts, has_agg, is_simple,
+    own_exprs_mut, table_of,
+};
 use crate::metrics::esm::ir::{
     CmpOp, Expr, FromItem, JoinKind, OrderKey, PlusSchema, Pred, Query, SetOp,
 };

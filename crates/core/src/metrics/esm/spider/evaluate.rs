@@ -6,7 +6,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::*;
+use super::{
+    ColUnit, CondItem, CondUnit, SpiderSchema, Sql, TableUnit, Val, ValUnit, conns, units,
+};
 
 /// Options of the official evaluator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,11 @@
 
 use std::collections::HashMap;
 
-use super::*;
+use super::{
+    AGG_OPS, CLAUSE_KEYWORDS, ColUnit, CondItem, CondUnit, JOIN_KEYWORDS, PResult, ParseError,
+    SQL_OPS, SelectList, SpiderSchema, Sql, TableUnit, UNIT_OPS, Val, ValUnit, WHERE_OPS, perr,
+    tokenize,
+};
 
 struct Parser<'a> {
     toks: Vec<String>,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::*;
+use super::{PResult, perr};
 
 /// process_sql.tokenize: quoted literals kept verbatim (single quotes made double), everything
 /// else lowercased and split like `nltk.word_tokenize`, then `! =`, `> =`, `< =` merged.

@@ -1,6 +1,6 @@
 //! ESM+'s schema-checked equivalences 1–12 (the script's rules 1–12).
 
-use super::*;
+use super::{EtmSchema, Walk, eq_sides, from_this, list_of, listed, replace_everywhere, walk};
 use crate::metrics::etm::tree::{Abort, Node, Step, V, py_eq, python_float_str};
 
 /// Rule 1: `WHERE c = (SELECT MIN/MAX(c) FROM t)` on a unique `c` is `ORDER BY c ASC/DESC

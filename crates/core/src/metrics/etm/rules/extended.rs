@@ -1,7 +1,7 @@
 //! ETM's own rules 21–26 (BETWEEN, negated comparisons, IIF, anti joins, CTEs) and the final
 //! clean-up of `TRUE` conditions.
 
-use super::*;
+use super::{NO_SKIP, Walk, eq_sides, from_this, list_of, replace_values};
 use crate::metrics::etm::tree::{Abort, Node, Step, V, py_eq};
 
 /// Rule 22: `a BETWEEN x AND y` is `a >= x AND a <= y`.

@@ -1,7 +1,10 @@
 //! ESM+'s equivalences 13–20: keys and joins (IN-subqueries as joins, redundant joins, join
 //! equalities carried through, …).
 
-use super::*;
+use super::{
+    EtmSchema, EtmTable, Walk, eq_sides, from_this, list_of, listed, replace_everywhere,
+    replace_values, tables_of, walk,
+};
 use crate::metrics::etm::tree::{Abort, Node, Step, V, py_eq, python_float_str};
 
 /// Rule 13: `WHERE fk IN (SELECT pk FROM t [WHERE d])` is a join on the key (for `=`, only

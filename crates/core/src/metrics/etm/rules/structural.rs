@@ -1,7 +1,7 @@
 //! The structural rules 100–108 of the released script: case, qualification, SELECT order,
 //! table aliases, join order, operand order, column aliases, parentheses, quoting.
 
-use super::*;
+use super::{EtmSchema, NO_SKIP, Walk, from_this, list_of, listed, tables_of, walk};
 use crate::metrics::etm::tree::{Abort, Node, Step, V, py_eq, sort_values};
 
 /// Rule 100: lowercase every string argument except inside literals.

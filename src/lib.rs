@@ -24,6 +24,7 @@ pub mod llm;
 pub mod pipeline;
 pub mod review_page;
 pub mod score;
+pub mod settings;
 pub mod sources;
 pub mod stores;
 pub mod telemetry;

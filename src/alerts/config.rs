@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::settings::Secret;
 use crate::evaluation::{Metric, MetricKind};
+use crate::settings::Secret;
 use crate::stores::breakdown::Dimension;
 
 /// A label that can be part of a series key.

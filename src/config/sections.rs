@@ -21,8 +21,6 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use crate::alerts::config::{self as alerts, AlertsConfig, SeriesLabel};
-pub use crate::config::settings::{REDACTED, Secret, is_secret_key, redact_url};
-use crate::config::settings::{redact, take_section};
 use crate::llm::config::gold_judge::GoldJudge;
 pub use crate::llm::config::{
     DurableCacheMode, JudgeBudgetConfig, JudgeConfig, LlmJudgeConfig, MIN_JUDGE_MAX_TOKENS,
@@ -31,6 +29,8 @@ pub use crate::llm::config::{
 pub use crate::pipeline::config::PipelineConfig;
 pub use crate::review_page::config::ServerSettings;
 pub use crate::score::config::{GoldConfig, RulesConfig, StefConfig};
+pub use crate::settings::{REDACTED, Secret, is_secret_key, redact_url};
+use crate::settings::{redact, take_section};
 pub use crate::sources::config::{
     FileSourceConfig, KafkaSourceConfig, OtlpConfig, SourceConfig, SourceFormat, SourceKind,
 };
@@ -192,7 +192,7 @@ impl Config {
 
     /// The loaded layers read: the sections whose `kind` chooses their keys first, straight
     /// from the tree (so a message names the key in full and where its value came from:
-    /// `config::settings::take_section`), then the rest through serde.
+    /// `settings::take_section`), then the rest through serde.
     fn read(loaded: config::Config) -> Result<Config, config::ConfigError> {
         let mut tree = config::Source::collect(&loaded)?;
         let source = take_section::<SourceConfig>(&mut tree)?;

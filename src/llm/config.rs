@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::settings::{
+use crate::settings::{
     KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
     read_all_parts,
 };

@@ -288,13 +288,13 @@ pub fn endpoint_url(base_url: &str) -> Result<reqwest::Url, String> {
     let mut url = reqwest::Url::parse(base_url.trim()).map_err(|e| {
         format!(
             "judge.base_url {:?} is not a URL: {e}",
-            crate::config::settings::redact_url(base_url)
+            crate::settings::redact_url(base_url)
         )
     })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
             "judge.base_url {:?} must be http or https",
-            crate::config::settings::redact_url(base_url)
+            crate::settings::redact_url(base_url)
         ));
     }
     let path = url.path().trim_end_matches('/').to_string();

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::settings::Secret;
+use crate::settings::Secret;
 
 /// `[server]` settings of the HTTP endpoint (health, and the review page when `review`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -106,7 +106,7 @@ pub fn is_loopback(listen: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::settings::Secret;
+    use crate::settings::Secret;
 
     #[test]
     fn a_review_page_beyond_localhost_needs_a_token() {

@@ -14,9 +14,9 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::view::QueueFilter;
-use crate::config::settings::Secret;
 use crate::evaluation::Metric;
 use crate::review::{ERROR_CATEGORIES, HumanLabel, url_component};
+use crate::settings::Secret;
 use crate::stores::{ReviewStore, StoreError};
 
 /// How many events a queue page lists.
@@ -217,14 +217,14 @@ fn authorised(headers: &HeaderMap, token: &str) -> bool {
         return false;
     };
     if let Some(bearer) = value.strip_prefix("Bearer ") {
-        return crate::config::settings::same_secret(bearer.trim(), token);
+        return crate::settings::same_secret(bearer.trim(), token);
     }
     if let Some(basic) = value.strip_prefix("Basic ")
         && let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(basic.trim())
         && let Ok(text) = String::from_utf8(decoded)
         && let Some((_, password)) = text.split_once(':')
     {
-        return crate::config::settings::same_secret(password, token);
+        return crate::settings::same_secret(password, token);
     }
     false
 }

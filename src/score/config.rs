@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::settings::string_or_list;
 use crate::evaluation::{Metric, MetricKind};
 use crate::llm::config::LlmJudgeConfig;
 use crate::metrics::ex::ExConvention;
+use crate::settings::string_or_list;
 
 /// `[rules]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

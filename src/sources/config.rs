@@ -5,14 +5,14 @@
 //! `problems()` ([`FileSourceConfig`] in `sources::file`, [`KafkaSourceConfig`] in
 //! `sources::kafka::config`); the keys every kind shares (`format`, `[source.otlp]`,
 //! `[source.otlp_mapping]`) are here. The section is read by
-//! [`WrittenSection`](crate::config::settings::WrittenSection), which drops another kind's keys
+//! [`WrittenSection`](crate::settings::WrittenSection), which drops another kind's keys
 //! with a warning and refuses unknown ones, and written back by the derive.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::config::settings::{
+use crate::settings::{
     KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of,
 };
 pub use crate::sources::file::FileSourceConfig;

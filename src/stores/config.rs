@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::stores::jsonl::config::{DEFAULT_DIR, JsonlSinkConfig};
 
-use crate::config::settings::{
+use crate::settings::{
     KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
 };
 

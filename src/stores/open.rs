@@ -128,9 +128,7 @@ impl Store {
             SinkKind::Stdout => "stdout".to_string(),
             SinkKind::Clickhouse => format!(
                 "ClickHouse {} / {}",
-                crate::config::settings::redact_url(crate::stores::clickhouse::url(
-                    &self.clickhouse
-                )),
+                crate::settings::redact_url(crate::stores::clickhouse::url(&self.clickhouse)),
                 self.clickhouse.database
             ),
         }

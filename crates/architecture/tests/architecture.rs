@@ -1020,7 +1020,7 @@ fn the_judge_kind_is_matched_in_its_own_two_places() {
 
 /// Config sections are read by serde per kind (issue 77): no section is converted from or into a
 /// hand-kept "as written" struct (`#[serde(from = …)]`, `into`, `try_from`) — a section whose
-/// `kind` chooses its keys implements `config::settings::KindedSettings` instead.
+/// `kind` chooses its keys implements `settings::KindedSettings` instead.
 #[test]
 fn config_sections_are_not_converted_by_hand() {
     let mut offenders = Vec::new();
@@ -1029,7 +1029,7 @@ fn config_sections_are_not_converted_by_hand() {
     }
     assert!(
         offenders.is_empty(),
-        "read the section per kind (config::settings::WrittenSection), not through a \
+        "read the section per kind (settings::WrittenSection), not through a \
          conversion: {offenders:?}"
     );
 }

@@ -38,13 +38,13 @@ use super::wire::{
     ChatMessage, ChatReply, ChatRequest, ModeMemory, ResponseMode, endpoint_url, response_format,
     retry_after, truncate,
 };
-use crate::config::settings::Secret;
 use crate::judge::structured::{
     ErasedCall, ErasedOutcome, ReplyDecoder, ReplySchema, StructuredCall, StructuredOutcome,
     StructuredReply, json_in_text,
 };
 use crate::judge::{JudgeError, JudgeTotals, StructuredJudge, TokenUsage};
 use crate::llm::config::{LlmJudgeConfig, ResponseModeSetting, SystemPromptSetting};
+use crate::settings::Secret;
 
 /// How long a durable-cache miss seen by a cache-only lookup stands in for the next lookup of
 /// the same key (module documentation).

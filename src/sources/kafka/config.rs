@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::config::settings::{REDACTED, is_shown_kafka_property, string_or_list};
+use crate::settings::{REDACTED, is_shown_kafka_property, string_or_list};
 
 /// `[source] kind = "kafka"`: its own keys. Its `Debug` redacts secret-looking
 /// `kafka_properties` (SASL passwords).

@@ -421,8 +421,8 @@ fn unauthorized(shared: &Shared, headers: &HeaderMap, as_json: bool) -> Option<R
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    // Compared in constant time (`config::settings::same_secret`), as the review page's token.
-    if !given.is_some_and(|given| crate::config::settings::same_secret(given, token)) {
+    // Compared in constant time (`settings::same_secret`), as the review page's token.
+    if !given.is_some_and(|given| crate::settings::same_secret(given, token)) {
         return Some(error_response(
             shared,
             StatusCode::UNAUTHORIZED,

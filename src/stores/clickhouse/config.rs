@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::settings::{Secret, redact_url};
+use crate::settings::{Secret, redact_url};
 use crate::stores::config::ClickHouseKeys;
 
 /// `[clickhouse]`. Its `Debug` hides the password and a password inside the URLs.

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::cluster::{self, ClusterLayout};
 use super::ddl::valid_identifier;
 pub use super::ddl::{Statement, skip_if, split_statements, statements};
-use crate::config::settings::redact_url;
+use crate::settings::redact_url;
 use crate::stores::clickhouse::config::ClickHouseConfig;
 
 /// One versioned DDL file.

@@ -5,7 +5,7 @@
 //!
 //! Client schema validation is off (`with_validation(false)`) so that the crate works with
 //! ClickHouse 18.16 as well as current servers. The password stays a
-//! [`Secret`](crate::config::settings::Secret) until it is handed to the client; neither it nor a URL's
+//! [`Secret`](crate::settings::Secret) until it is handed to the client; neither it nor a URL's
 //! userinfo is ever logged.
 
 pub mod cluster;

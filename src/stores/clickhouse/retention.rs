@@ -31,7 +31,7 @@ use std::time::Duration;
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 
 use super::cluster::ClusterLayout;
-use crate::config::settings::redact_url;
+use crate::settings::redact_url;
 use crate::stores::clickhouse::config::ClickHouseConfig;
 
 /// The tables partitioned by month, with the column they are partitioned on.

@@ -297,7 +297,7 @@ impl ReviewStore for ClickHouseStore {
     fn describe(&self) -> String {
         format!(
             "ClickHouse {} / {} (the {} most recent rows)",
-            crate::config::settings::redact_url(crate::stores::clickhouse::url(&self.settings)),
+            crate::settings::redact_url(crate::stores::clickhouse::url(&self.settings)),
             self.settings.database,
             self.max_rows
         )

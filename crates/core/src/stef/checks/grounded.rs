@@ -12,10 +12,8 @@ use crate::sqlspec::{QueryReferences, RefSourceKind};
 use crate::stef::grounding::{Grounding, LinkVia};
 use crate::words::text_words;
 
-use super::{
-    CheckInput, ErrorCategory, Finding, FindingCode, Severity, clip, contains_word, is_single_key,
-    push, tables_read,
-};
+use super::{CheckInput, clip, contains_word, is_single_key, push, tables_read};
+use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// Column names the SQL references, lowercased, and the SQL (a name the reference walk cannot
 /// see — inside a construct it leaves opaque — still counts when the text has it; the text is

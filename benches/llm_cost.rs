@@ -23,11 +23,11 @@ use std::time::Instant;
 
 use openai_mock::{MockServer, Recorded, Scripted};
 use serde_json::json;
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::commands::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
 use sqlgrade::config::{Config, LlmJudgeConfig, SinkKind};
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::MetricCalls;
-use sqlgrade::pipeline::assembly::build_scorer;
 use sqlgrade::score::Scorer;
 use sqlgrade::telemetry::summary::Summary;
 

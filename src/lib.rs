@@ -14,16 +14,19 @@
 //! per command.
 
 pub use sqlgrade_core::{
-    catalogue, evaluation, event, exec, judge, metrics, review, sampling, spans, sqlspec, stef,
+    catalogue, errors, evaluation, event, exec, judge, metrics, review, sampling, spans, sqlspec,
+    stef,
 };
 
 pub mod alerts;
+pub mod assembly;
 pub mod commands;
 pub mod config;
 pub mod llm;
 pub mod pipeline;
 pub mod review_page;
 pub mod score;
+pub mod second_pass;
 pub mod settings;
 pub mod sources;
 pub mod stores;

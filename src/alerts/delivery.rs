@@ -365,7 +365,7 @@ impl Delivery {
                 }
                 Ok(response) => format!("HTTP {}", response.status()),
                 // reqwest's text names the URL: for Slack, the URL is the secret.
-                Err(e) => crate::llm::client::error_chain(&e.without_url()),
+                Err(e) => crate::errors::error_chain(&e.without_url()),
             };
             self.counters
                 .webhook_failed_attempts

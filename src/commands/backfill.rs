@@ -25,15 +25,15 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::alerts::AlertNotification;
-use crate::config::Config;
-use crate::event::{Event, Gold};
-pub use crate::llm::second_pass::planner::PlanMode;
-use crate::pipeline::assembly::{
+use crate::assembly::{
     AssembledPipeline, BuildError, RunMode, TELEMETRY_GRACE, assemble_pipeline, build_scorer,
     finish_evaluations, finish_telemetry,
 };
+use crate::config::Config;
+use crate::event::{Event, Gold};
 use crate::pipeline::{EventTransform, PipelineError, ProgressFn};
 use crate::score::Scorer;
+pub use crate::second_pass::planner::PlanMode;
 use crate::sources::{FileSource, MemorySource, Source};
 use crate::telemetry::summary::Summary;
 

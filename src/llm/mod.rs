@@ -20,7 +20,6 @@ pub mod client;
 pub mod config;
 pub mod limits;
 pub mod prompt;
-pub mod second_pass;
 pub mod stats;
 pub mod stef;
 pub mod wire;

@@ -12,7 +12,7 @@ use super::types::{
 use super::writing::write_stage;
 use crate::alerts::config::SeriesLabel;
 use crate::evaluation::{DeadLetter, EvaluationRow};
-use crate::llm::second_pass::{JudgedOutput, WorkSink};
+use crate::second_pass::{JudgedOutput, WorkSink};
 use crate::stores::Sink;
 use crate::telemetry::stats::RunStats;
 use crate::telemetry::summary::Summary;
@@ -25,7 +25,7 @@ pub(super) struct Observers {
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
     pub(super) alerts: Option<crate::alerts::AlertHandle>,
     /// The second pass's counters and estimates, and the series key of the estimates.
-    pub(super) judge: Option<(Arc<crate::llm::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
+    pub(super) judge: Option<(Arc<crate::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
     /// Every row as an evaluation event (`[telemetry] evaluations`).
     pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
     /// The series text of the row being observed (one buffer for the run, not one per row).
@@ -37,7 +37,7 @@ impl Observers {
     pub(super) fn new(
         metrics: Option<crate::telemetry::PipelineMetrics>,
         alerts: Option<crate::alerts::AlertHandle>,
-        judge: Option<(Arc<crate::llm::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
+        judge: Option<(Arc<crate::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
         evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
     ) -> Observers {
         Observers {
@@ -74,7 +74,7 @@ impl Observers {
         for row in rows {
             self.stats.observe_row(row);
             if let Some((stats, key)) = &self.judge {
-                crate::llm::second_pass::planner::write_series(row, key, &mut self.series);
+                crate::second_pass::planner::write_series(row, key, &mut self.series);
                 stats.observe_estimate(row, &self.series);
             }
         }
@@ -175,7 +175,7 @@ pub(super) struct BatchOptions {
     pub(super) alerts: Option<crate::alerts::AlertHandle>,
     pub(super) metrics: Option<crate::telemetry::PipelineMetrics>,
     pub(super) work_sink: Option<Arc<dyn WorkSink>>,
-    pub(super) judge: Option<(Arc<crate::llm::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
+    pub(super) judge: Option<(Arc<crate::second_pass::JudgeStats>, Vec<SeriesLabel>)>,
     pub(super) evaluations: Option<crate::telemetry::evaluations::EvaluationSender>,
 }
 

@@ -12,7 +12,7 @@
 //!                                               ▲ work queue / Kafka work topic ◀─ selected ──┘
 //! ```
 //!
-//! With a second pass ([`crate::llm::second_pass`]), the scorer's planner selects events for the LLM
+//! With a second pass ([`crate::second_pass`]), the scorer's planner selects events for the LLM
 //! judge; the writer hands their work over once their line-rate rows are written (the offsets
 //! of those events are acknowledged after that hand-over), and the judge stage's `stef_judged`
 //! rows come back to the batcher on their own channel. The line-rate pass never waits for the
@@ -32,7 +32,6 @@
 //! [`topology`] joining them; [`types`] holds what they pass each other.
 
 pub mod allocator;
-pub mod assembly;
 mod batching;
 pub mod config;
 mod read;

@@ -15,9 +15,9 @@ use tokio::sync::{Semaphore, mpsc};
 use super::read::{Decoded, Decoder};
 use super::types::{Completed, PipelineError, Work};
 use crate::evaluation::DeadLetter;
-use crate::llm::second_pass::Planner;
 use crate::review::EventInputs;
 use crate::score::Scorer;
+use crate::second_pass::Planner;
 use crate::sources::SourceMessage;
 
 /// Most events one scoring task takes at once.

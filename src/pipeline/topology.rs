@@ -10,9 +10,9 @@ use super::batching::{BatchOptions, batch_stage};
 use super::read::{Decoder, source_stage};
 use super::scoring::score_stage;
 use super::types::{Completed, EventTransform, Knobs, PipelineError, ProgressFn, SecondPass, join};
-use crate::llm::second_pass::JudgedOutput;
 use crate::pipeline::config::PipelineConfig;
 use crate::score::Scorer;
+use crate::second_pass::JudgedOutput;
 use crate::sources::{Source, SourceMessage};
 use crate::stores::Sink;
 use crate::stores::config::SinkConfig;
@@ -233,7 +233,7 @@ impl Pipeline {
 /// The second pass's judge stage on a task of its own, and the channel its judged rows come
 /// back to the batcher on (neither without a second pass).
 fn spawn_judge_stage(
-    stage: Option<crate::llm::second_pass::JudgeStage>,
+    stage: Option<crate::second_pass::JudgeStage>,
     capacity: usize,
 ) -> (
     Option<tokio::task::JoinHandle<()>>,

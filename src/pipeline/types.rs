@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crate::evaluation::{DeadLetter, EvaluationRow};
 use crate::event::Event;
-use crate::llm::second_pass::{JudgeStage, JudgeWork, Planner, WorkError, WorkSink};
 use crate::pipeline::config::PipelineConfig;
 use crate::review::EventInputs;
+use crate::second_pass::{JudgeStage, JudgeWork, Planner, WorkError, WorkSink};
 use crate::sources::{AckToken, Source, SourceError};
 use crate::stores::config::SinkConfig;
 use crate::stores::{Batch, SinkError};
@@ -97,7 +97,7 @@ pub type EventTransform = Arc<dyn Fn(&mut Event) + Send + Sync>;
 /// Told how many messages were completed (written and acknowledged) after each batch.
 pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
 
-/// The second, LLM-judged pass of a run (see [`crate::llm::second_pass`]).
+/// The second, LLM-judged pass of a run (see [`crate::second_pass`]).
 pub struct SecondPass {
     /// Selects events right after scoring.
     pub planner: Arc<Planner>,
@@ -108,7 +108,7 @@ pub struct SecondPass {
     /// Kafka: the consumer task feeding the stage's queue from the work topic.
     pub feeder: Option<tokio::task::JoinHandle<Box<dyn Source>>>,
     /// The pass's counters (for the summary).
-    pub stats: Arc<crate::llm::second_pass::JudgeStats>,
+    pub stats: Arc<crate::second_pass::JudgeStats>,
 }
 
 /// A decoded event on its way to the scorer.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::types::{PendingBatch, PipelineError, ProgressFn};
-use crate::llm::second_pass::{JudgeWork, WorkSink};
+use crate::second_pass::{JudgeWork, WorkSink};
 use crate::sources::AckToken;
 use crate::stores::Sink;
 

@@ -4,7 +4,7 @@
 //! whose `kind` chooses its settings ([`WrittenSection`], [`KindedSettings`], [`take_section`]).
 //!
 //! The sections themselves live with their components (`sources::config`, `stores::config`,
-//! `llm::config`, …); `crate::config` assembles them.
+//! `llm::config`, …); the assembly of them, `Config`, is the folder at the top, `config`.
 
 mod kinded;
 mod secret;

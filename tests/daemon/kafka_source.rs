@@ -391,9 +391,9 @@ async fn judge_work_waits_out_a_broker_outage() {
     let _servers = crate::one_at_a_time().await;
     use std::sync::Arc;
 
-    use sqlgrade::llm::second_pass::{JudgeWork, WorkSink};
     use sqlgrade::sampling::{LineRate, Selection};
-    use sqlgrade::sources::kafka::work::{HEALTH_COMPONENT, KafkaWorkSink};
+    use sqlgrade::second_pass::kafka_work::{HEALTH_COMPONENT, KafkaWorkSink};
+    use sqlgrade::second_pass::{JudgeWork, WorkSink};
     use sqlgrade::telemetry::health::{ComponentHealth, Health};
 
     let dir = tempfile::tempdir().unwrap();

@@ -11,11 +11,11 @@ use std::process::Output;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::commands::backfill::{BackfillFormat, BackfillPlan, BackfillRequest};
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::Metric;
 use sqlgrade::metrics::avoid::Avoidance;
-use sqlgrade::pipeline::assembly::build_scorer;
 use sqlgrade::telemetry::summary::MetricStats;
 use sqlgrade_testkit::data::data_dir;
 use support::cli::sqlgrade;

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::config::Config;
 use sqlgrade::evaluation::{DeadLetter, EvaluationRow, Metric, RowStatus};
 use sqlgrade::pipeline::Pipeline;
-use sqlgrade::pipeline::assembly::build_scorer;
 use sqlgrade::sources::{FileSource, MemorySource};
 use sqlgrade::stores::JsonlSink;
 use sqlgrade::stores::jsonl::writer::{DEAD_LETTERS_FILE, EVALUATIONS_FILE};

@@ -84,15 +84,9 @@ async fn run_pipeline(
         )
         .with_judged_pass(Arc::new(KnownJudge)),
     );
-    let second = sqlgrade::pipeline::assembly::build_second_pass(
-        config,
-        &scorer,
-        mode,
-        Arc::default(),
-        None,
-    )
-    .unwrap()
-    .unwrap();
+    let second = sqlgrade::assembly::build_second_pass(config, &scorer, mode, Arc::default(), None)
+        .unwrap()
+        .unwrap();
     let pipeline = Pipeline::new(
         Box::new(FileSource::new(input, false, 1 << 20)),
         Box::new(JsonlSink::open(dir.join(out)).await.unwrap()),

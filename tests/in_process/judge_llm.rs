@@ -823,7 +823,7 @@ async fn daemon_config_builds_the_llm_judge() {
     .unwrap();
     let config =
         sqlgrade::config::Config::load_with_env(Some(&file), Some(HashMap::new())).unwrap();
-    let scorer = sqlgrade::pipeline::assembly::build_scorer(&config).unwrap();
+    let scorer = sqlgrade::assembly::build_scorer(&config).unwrap();
     // The LLM judges the second pass; the line-rate row stays deterministic.
     assert_eq!(scorer.judge_kind(), "deterministic");
     assert_eq!(
@@ -846,9 +846,7 @@ async fn daemon_config_builds_the_llm_judge() {
     let mut broken = config.clone();
     broken.judge.llm_mut().expect("an LLM judge").api_key_env =
         "SQLGRADE_TEST_SURELY_UNSET_KEY".into();
-    let err = sqlgrade::pipeline::assembly::build_scorer(&broken)
-        .err()
-        .unwrap();
+    let err = sqlgrade::assembly::build_scorer(&broken).err().unwrap();
     // The error names the section; its source (kept, not flattened) names the variable.
     assert_eq!(err.to_string(), "cannot set up the LLM judge of [judge]");
     let source = std::error::Error::source(&err).map(ToString::to_string);

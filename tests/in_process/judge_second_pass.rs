@@ -76,9 +76,7 @@ fn llm(config: &mut Config) -> &mut LlmJudgeConfig {
 
 async fn run(config: &Config) -> Summary {
     config.validate().unwrap();
-    let daemon = sqlgrade::pipeline::assembly::Daemon::build(config)
-        .await
-        .unwrap();
+    let daemon = sqlgrade::assembly::Daemon::build(config).await.unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     daemon.run(shutdown).await.unwrap()
 }

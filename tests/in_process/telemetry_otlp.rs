@@ -94,7 +94,7 @@ async fn pipeline_metrics_reach_an_otlp_http_receiver() {
     assert!(resource.iter().any(|kv| kv.key == "service.name"));
 }
 
-/// `backfill` builds its pipeline with `run`'s builder (`pipeline::assembly::assemble_pipeline`, a mode
+/// `backfill` builds its pipeline with `run`'s builder (`assembly::assemble_pipeline`, a mode
 /// not a copy), so `[telemetry]` covers a backfill too: a BIRD backfill's events reach the
 /// receiver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

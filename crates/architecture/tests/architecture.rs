@@ -712,6 +712,45 @@ fn daemon_library_keeps_its_layers() {
     check_crate("sqlgrade", "src", &["bin"]);
 }
 
+/// Folders are layers too: no two folders of `src/` import each other (one may import the
+/// other; a folder's files may import one another). A pair is reported with one import each way.
+#[test]
+fn no_two_folders_of_the_daemon_import_each_other() {
+    let root = repo().join("src");
+    let krate = Crate::load_without(&root, &["bin"]);
+    let folder = |m: &ModPath| -> Option<String> {
+        let first = m.first()?;
+        root.join(first).is_dir().then(|| first.clone())
+    };
+    let mut arrows: BTreeMap<(String, String), String> = BTreeMap::new();
+    for (from, tos) in krate.edges() {
+        let Some(a) = folder(&from) else { continue };
+        for (to, example) in tos {
+            if let Some(b) = folder(&to)
+                && a != b
+            {
+                arrows
+                    .entry((a.clone(), b))
+                    .or_insert_with(|| format!("{} -> {} ({example})", name(&from), name(&to)));
+            }
+        }
+    }
+    let pairs: Vec<String> = arrows
+        .iter()
+        .filter(|((a, b), _)| a < b && arrows.contains_key(&(b.clone(), a.clone())))
+        .map(|((a, b), one)| format!("{a} <-> {b}: {one}; {}", arrows[&(b.clone(), a.clone())]))
+        .collect();
+    assert!(
+        arrows.len() > 10,
+        "the folders' imports were read: {arrows:?}"
+    );
+    assert!(
+        pairs.is_empty(),
+        "folders of src/ that import each other:\n{}",
+        pairs.join("\n")
+    );
+}
+
 #[test]
 fn daemon_binary_keeps_its_layers() {
     check_crate("sqlgrade (binary)", "src/bin/sqlgrade", &[]);
@@ -1010,11 +1049,11 @@ fn the_store_kind_is_matched_in_its_own_two_places() {
 fn the_judge_kind_is_matched_in_its_own_two_places() {
     let offenders = files_naming_outside(
         "JudgeConfig::",
-        &["src/llm/config.rs", "src/pipeline/assembly/components.rs"],
+        &["src/llm/config.rs", "src/assembly/components.rs"],
     );
     assert!(
         offenders.is_empty(),
-        "match the judge's kind in src/pipeline/assembly/components.rs (build_judge), not in {offenders:?}"
+        "match the judge's kind in src/assembly/components.rs (build_judge), not in {offenders:?}"
     );
 }
 

@@ -13,6 +13,7 @@
 //! the code.
 
 pub mod catalogue;
+pub mod errors;
 pub mod evaluation;
 pub mod event;
 pub mod exec;

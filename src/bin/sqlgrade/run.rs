@@ -1,4 +1,4 @@
-//! `sqlgrade run`: the daemon (`sqlgrade::pipeline::assembly::Daemon`) until EOF or a signal, then its
+//! `sqlgrade run`: the daemon (`sqlgrade::assembly::Daemon`) until EOF or a signal, then its
 //! summary.
 
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ pub async fn execute(args: RunArgs) -> Result<ExitCode> {
             );
         }
     }
-    let daemon = sqlgrade::pipeline::assembly::Daemon::build(&config).await?;
+    let daemon = sqlgrade::assembly::Daemon::build(&config).await?;
     let limit = Duration::from_millis(config.pipeline.shutdown_timeout_ms.max(1));
     let summary = match daemon.run(shutdown_signal(Some(limit))).await {
         Ok(summary) => summary,

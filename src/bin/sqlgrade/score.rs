@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
+use sqlgrade::assembly::build_scorer;
 use sqlgrade::evaluation::DeadLetter;
-use sqlgrade::pipeline::assembly::build_scorer;
 use sqlgrade::pipeline::decode_payload;
 
 use crate::config_file::load_config;

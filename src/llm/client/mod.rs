@@ -825,12 +825,12 @@ fn classify(error: reqwest::Error, timeout: Duration) -> AttemptError {
     // reqwest's text names the URL, which may carry a key in its query.
     let error = error.without_url();
     if error.is_builder() {
-        return AttemptError::Fatal(JudgeError::Transport(error_chain(&error)));
+        return AttemptError::Fatal(JudgeError::Transport(crate::errors::error_chain(&error)));
     }
     let error = if error.is_timeout() {
         JudgeError::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
     } else {
-        JudgeError::Transport(error_chain(&error))
+        JudgeError::Transport(crate::errors::error_chain(&error))
     };
     AttemptError::Transient {
         error,
@@ -891,22 +891,6 @@ fn gave_up(error: JudgeError, attempts: u32) -> JudgeError {
         }
         other => other,
     }
-}
-
-/// An error and its sources, `: `-separated, each part once (reqwest's own message is terse;
-/// the ClickHouse sink's errors carry text only).
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 #[async_trait]

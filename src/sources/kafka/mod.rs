@@ -11,7 +11,6 @@ pub mod dead_letter;
 pub mod lag;
 pub mod offsets;
 pub mod poison;
-pub mod work;
 
 pub use client::producer;
 pub use consumer::{KafkaSource, StopSignal};

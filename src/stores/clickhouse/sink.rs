@@ -241,7 +241,7 @@ pub const WAVE_ROWS_PER_THREAD: usize = 1_024;
 /// The client's error for a row the sink could not encode: its text only, so the whole cause
 /// chain goes into it.
 fn encoding_failed(table: &str, error: &rowbinary::RowBinaryError) -> clickhouse::error::Error {
-    let chain = crate::llm::client::error_chain(error);
+    let chain = crate::errors::error_chain(error);
     clickhouse::error::Error::Custom(format!("{table}: {chain}"))
 }
 

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use crate::alerts::FiringSeries;
 use crate::config::{Config, KafkaSourceConfig};
-use crate::llm::second_pass::planner::PlanMode;
-use crate::llm::second_pass::stage::Leftover;
-use crate::llm::second_pass::work::QueueMode;
-use crate::llm::second_pass::{JudgeStage, JudgeStats, Planner, WorkQueue, WorkSink};
 use crate::pipeline::SecondPass;
 use crate::sampling::{BudgetLedger, DailyCaps, Prices};
-use crate::sources::kafka::work::{KafkaWorkSink, spawn_kafka_feeder};
+use crate::second_pass::kafka_work::{KafkaWorkSink, spawn_kafka_feeder};
+use crate::second_pass::planner::PlanMode;
+use crate::second_pass::stage::Leftover;
+use crate::second_pass::work::QueueMode;
+use crate::second_pass::{JudgeStage, JudgeStats, Planner, WorkQueue, WorkSink};
 
 use super::error::BuildError;
 use crate::score::Scorer;

@@ -11,7 +11,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::Notify;
 
-use crate::llm::second_pass::work::{JudgeWork, WorkError, WorkQueue, WorkSink};
+use crate::second_pass::work::{JudgeWork, WorkError, WorkQueue, WorkSink};
 use crate::sources::Source;
 use crate::telemetry::health::{ComponentHealth, Health};
 

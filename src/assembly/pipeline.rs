@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::alerts::delivery::{AlertHandle, AlertService, Destinations};
 use crate::config::Config;
-use crate::llm::second_pass::planner::PlanMode;
 use crate::pipeline::Pipeline;
 use crate::score::Scorer;
+use crate::second_pass::planner::PlanMode;
 use crate::sources::Source;
 use crate::stores::Store;
 

@@ -1,7 +1,7 @@
 //! Judge work and how it travels: [`JudgeWork`] (the event, why it was selected, the line-rate
 //! row it revises), the [`WorkQueue`] the judge stage takes it from (most important first), and
 //! the [`WorkSink`]s the pipeline hands it to once the line-rate rows are written — the queue
-//! itself in-process, or a Kafka topic (`sources::kafka::work`) that a consumer of the judge group reads
+//! itself in-process, or a Kafka topic (`second_pass::kafka_work`) that a consumer of the judge group reads
 //! back into the queue.
 //!
 //! Live (`QueueMode::Shed`): a full queue sheds its least important work (`queue_full`). A census

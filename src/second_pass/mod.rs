@@ -10,6 +10,7 @@
 //! can judge, the least important work is shed and counted by reason — never a row.
 
 pub mod breaker;
+pub mod kafka_work;
 pub mod planner;
 pub mod stage;
 pub mod work;

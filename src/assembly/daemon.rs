@@ -368,8 +368,8 @@ pub(super) const ALERT_GRACE: Duration = Duration::from_secs(30);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assembly::{build_durable_cache, build_judge};
     use crate::config::{DurableCacheMode, JudgeConfig, LlmJudgeConfig, SinkKind};
-    use crate::pipeline::assembly::{build_durable_cache, build_judge};
 
     fn llm_config(sink: SinkKind, mode: DurableCacheMode) -> Config {
         let mut config = Config {

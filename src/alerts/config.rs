@@ -129,10 +129,10 @@ impl Default for AlertsConfig {
 
 impl AlertsConfig {
     /// The rules that apply to `app_id` (defaults with the app's overrides applied).
-    pub fn rules_for(&self, app_id: Option<&str>) -> RuleSet {
+    pub fn rules_for(&self, app_id: Option<&str>) -> std::borrow::Cow<'_, RuleSet> {
         match app_id.and_then(|a| self.apps.get(a)) {
-            Some(overrides) => overrides.apply(&self.defaults),
-            None => self.defaults.clone(),
+            Some(overrides) => std::borrow::Cow::Owned(overrides.apply(&self.defaults)),
+            None => std::borrow::Cow::Borrowed(&self.defaults),
         }
     }
 

@@ -45,6 +45,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::config::{AlertsConfig, RuleSet, SeriesLabel};
@@ -112,8 +113,11 @@ fn row_elements(row: &EvaluationRow, dimension: Dimension) -> Vec<String> {
 /// Score-drop detection over all series (pure, synchronous; see the module docs).
 #[derive(Debug)]
 pub struct AlertEngine {
-    config: AlertsConfig,
-    detectors: HashMap<DetectorKey, Detector>,
+    /// Shared so that a row's rules are borrowed, not cloned, while the detectors change.
+    config: std::sync::Arc<AlertsConfig>,
+    /// Keyed with the Fx hash: a row updates several detectors, and SipHash over each key's
+    /// labels was most of the engine's cost per row once the ranks stopped being sorted.
+    detectors: FxHashMap<DetectorKey, Detector>,
     estimates: HashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
@@ -127,8 +131,8 @@ impl AlertEngine {
     pub fn new(config: AlertsConfig) -> AlertEngine {
         let window = config.defaults.agreement_window;
         AlertEngine {
-            config,
-            detectors: HashMap::new(),
+            config: std::sync::Arc::new(config),
+            detectors: FxHashMap::default(),
             estimates: HashMap::new(),
             agreement: AgreementTracker::new(window),
             agreement_states: HashMap::new(),
@@ -220,7 +224,8 @@ impl AlertEngine {
         now: DateTime<Utc>,
         out: &mut Vec<AlertNotification>,
     ) {
-        let rules = self.config.rules_for(row.app_id.as_deref());
+        let config = std::sync::Arc::clone(&self.config);
+        let rules = config.rules_for(row.app_id.as_deref());
         let labels: Vec<(SeriesLabel, String)> = self
             .config
             .series_key

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::types::{Completed, EventTransform, SourceOutcome, Work};
 use crate::evaluation::DeadLetter;
-use crate::event::Event;
+use crate::event::{DecodeError, Event};
 use crate::score::now_rfc3339;
 use crate::sources::{Source, SourceMessage, SourceTime};
 
@@ -158,8 +158,8 @@ impl Decoder {
             quarantine,
         } = message;
         let decoded = match quarantine {
-            Some(reason) => Err(reason),
-            None => decode_payload(&payload, self.max_event_bytes),
+            Some(reason) => Err(Rejection::Quarantined(reason)),
+            None => decode_payload(&payload, self.max_event_bytes).map_err(Rejection::Decode),
         };
         match decoded {
             Ok(mut event) => {
@@ -182,8 +182,9 @@ impl Decoder {
                     ack,
                 })
             }
-            Err(reason) => {
-                tracing::debug!(%origin, %reason, "dead letter");
+            Err(rejection) => {
+                tracing::debug!(%origin, reason = %rejection, "dead letter");
+                let reason = rejection.to_string();
                 ack.scored();
                 if let Some(route) = &self.dead_letter_route {
                     route.send(payload, origin, reason, ack);
@@ -196,12 +197,24 @@ impl Decoder {
     }
 }
 
-/// One payload to an event, or the reason it is a dead letter: what [`Decoder`] does with every
-/// message of a run, and `sqlgrade score` with its one payload, so the two cannot disagree.
+/// Why a message becomes a dead letter instead of an event; its text is the dead letter's
+/// reason (the typed error is kept until the dead letter is written).
+#[derive(Debug, thiserror::Error)]
+enum Rejection {
+    /// The poison-event guard set it aside, with its reason.
+    #[error("{0}")]
+    Quarantined(String),
+    /// The payload is no event.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// One payload to an event, or why it is none: what [`Decoder`] does with every message of a
+/// run, and `sqlgrade score` with its one payload, so the two cannot disagree.
 #[inline]
-pub fn decode_payload(payload: &[u8], max_event_bytes: usize) -> Result<Event, String> {
+pub fn decode_payload(payload: &[u8], max_event_bytes: usize) -> Result<Event, DecodeError> {
     abort_if_marked(payload);
-    Event::decode_with_limit(payload, max_event_bytes).map_err(|error| error.to_string())
+    Event::decode_with_limit(payload, max_event_bytes)
 }
 
 /// Environment variable of the crash hook ([`abort_if_marked`]).

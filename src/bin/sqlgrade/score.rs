@@ -47,8 +47,8 @@ pub async fn execute(args: ScoreArgs) -> Result<ExitCode> {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(reason) => {
-            let dead_letter = DeadLetter::new("stdin", reason, &payload);
+        Err(error) => {
+            let dead_letter = DeadLetter::new("stdin", error.to_string(), &payload);
             serde_json::to_writer(&mut out, &dead_letter)?;
             out.write_all(b"\n")?;
             out.flush()?;

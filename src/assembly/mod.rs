@@ -17,8 +17,14 @@ mod error;
 mod pipeline;
 mod second_pass;
 
-pub use components::*;
-pub use daemon::*;
-pub use error::*;
-pub use pipeline::*;
-pub use second_pass::*;
+pub use components::{
+    build_durable_cache, build_judge, build_llm_client_for, build_profiles, build_scorer,
+    build_source, build_source_with_health,
+};
+pub use daemon::Daemon;
+pub use error::BuildError;
+pub use pipeline::{
+    AssembledPipeline, MAX_RECORDED_ALERTS, RunMode, TELEMETRY_GRACE, assemble_pipeline,
+    finish_evaluations, finish_telemetry,
+};
+pub use second_pass::build_second_pass;

@@ -8,4 +8,12 @@
 pub mod reference;
 pub mod sections;
 
-pub use sections::*;
+pub use sections::{
+    AlertsConfig, ClickHouseConfig, ClusterConfig, ClusterWrite, Config, ConfigError,
+    DEFAULT_MAX_SQL_BYTES, DurableCacheMode, ENV_PREFIX, ENV_SEPARATOR, FileSourceConfig,
+    GoldConfig, JsonlSinkConfig, JudgeBudgetConfig, JudgeConfig, KafkaSourceConfig, LlmJudgeConfig,
+    MIN_JUDGE_MAX_TOKENS, OtlpConfig, PipelineConfig, REDACTED, ResponseModeSetting, RulesConfig,
+    Secret, SeriesLabel, ServerSettings, SinkConfig, SinkKind, SourceConfig, SourceFormat,
+    SourceKind, StefConfig, SystemPromptSetting, TelemetryConfig, alerts, is_secret_key,
+    json_schema, redact_url,
+};

@@ -27,4 +27,4 @@ pub mod pages;
 mod routes;
 pub mod view;
 
-pub use routes::*;
+pub use routes::{QUEUE_LIMIT, ReviewServer, ReviewState, router, serve};

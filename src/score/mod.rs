@@ -21,4 +21,4 @@ pub use catalogues::{CatalogueStore, CatalogueWatcher, SelectedSchema};
 pub use profiles::{ProfileLookup, SingleProfile, WatchedRules};
 mod scorer;
 
-pub use scorer::*;
+pub use scorer::{GoldMetrics, Scorer, ScorerOptions, now_rfc3339};

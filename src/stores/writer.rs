@@ -135,6 +135,7 @@ pub fn encode_json_lines_in_chunks<T: serde::Serialize + Send>(
     chunks: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), SinkError> {
+    // rayon's prelude: the parallel-iterator traits, by the crate's own convention.
     use rayon::prelude::*;
     let per_thread = items.len().div_ceil(chunks.max(1)).max(1);
     let parts: Vec<Result<Vec<u8>, SinkError>> = items

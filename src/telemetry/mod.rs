@@ -34,4 +34,6 @@ pub mod health;
 pub mod stats;
 pub mod summary;
 
-pub use export::*;
+pub use export::{
+    EVENT_SPAN, PipelineMetrics, Telemetry, TelemetryError, span_export_layer, without_event_spans,
+};

@@ -8,4 +8,8 @@ pub mod html;
 pub mod paired;
 mod run;
 
-pub use run::*;
+use run::share;
+pub use run::{
+    Comparison, Disagreement, EventSql, PHI_BINS, ReportError, RunReport, TIERS, VariantStats,
+    format_p, sql_from_events,
+};

@@ -21,4 +21,9 @@ pub mod rowbinary;
 pub mod rows;
 pub mod sink;
 
-pub use connection::*;
+pub(crate) use connection::{Backoff, epoch_seconds, now_seconds};
+pub use connection::{
+    DEAD_LETTERS_TABLE, DEFAULT_URL, EVALUATIONS_TABLE, EVENT_INPUTS_TABLE, FailureKind,
+    INSERT_COMPRESSION, LABELS_TABLE, classify, client, cluster_layout, exception_code,
+    request_timeout, server_client, url,
+};

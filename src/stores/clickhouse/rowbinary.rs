@@ -91,6 +91,7 @@ where
     if !parallel || threads <= 1 {
         return encode_serial(items, compression, &mut new_state(), &encode);
     }
+    // rayon's prelude: the parallel-iterator traits, by the crate's own convention.
     use rayon::prelude::*;
     let per_thread = items.len().div_ceil(threads);
     let parts: Vec<Result<Vec<Chunk>, RowBinaryError>> = items

@@ -685,6 +685,7 @@ impl ClickHouseSink {
     fn release<T: Send + 'static>(&self, items: Vec<T>) {
         if self.parallel_encoding && items.len() >= rowbinary::MIN_ROWS_PER_ENCODER {
             rayon::spawn(move || {
+                // rayon's prelude: the parallel-iterator traits, by the crate's own convention.
                 use rayon::prelude::*;
                 items.into_par_iter().for_each(drop);
             });

@@ -233,6 +233,7 @@ fn prefixed(text: &str, head: &str, tail: &str) -> bool {
 
 /// Whether an SQL filter satisfies a required filter's op and value.
 fn compatible(q: &QuestionFilter, f: &Filter) -> bool {
+    // The operators' variants, matched by name in this function only.
     use FilterOp::*;
     match q.op {
         IsNull | IsNotNull => f.op == q.op,

@@ -273,6 +273,7 @@ fn same_constraint(a: &QuestionFilter, b: &QuestionFilter) -> bool {
 }
 
 fn op_class(op: FilterOp) -> u8 {
+    // The operators' variants, matched by name in this function only.
     use FilterOp::*;
     match op {
         Eq | Contains | StartsWith | EndsWith | Like | In => 0,

@@ -21,4 +21,7 @@ mod sql_text;
 pub mod suspect;
 mod syntax;
 
-pub use check::*;
+pub use check::{
+    Counterexample, Literal, SHOWN_ROWS, ShownResult, SuiteCheck, SuiteMode, TsError, TsOutcome,
+    literal_numbers, literals, mutants, tables_read,
+};

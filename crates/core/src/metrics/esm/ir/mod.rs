@@ -10,5 +10,5 @@
 mod lower;
 mod tree;
 
-pub use lower::*;
-pub use tree::*;
+pub use lower::{LowerCtx, LowerError, MAX_DEPTH, canon_number, numeric_string, parse};
+pub use tree::{CmpOp, Expr, FromItem, JoinKind, OrderKey, PlusSchema, Pred, Query, SetOp};

@@ -22,6 +22,6 @@ mod options;
 mod rules;
 mod walk;
 
-pub use matching::*;
-pub use options::*;
+pub use matching::{canonical, compare, esm_plus};
+pub use options::{EsmPlusOptions, EsmPlusOutcome, SkippedRule};
 pub use rules::rule_names;

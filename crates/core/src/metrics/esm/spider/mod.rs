@@ -24,10 +24,13 @@ mod parse;
 mod schema;
 mod tokenize;
 
-pub use evaluate::*;
-pub use parse::*;
-pub use schema::*;
-pub use tokenize::*;
+pub use evaluate::{
+    Component, SpiderEvalOptions, exact_match, hardness, partial_match, rebuild, rebuild_sql_val,
+    valid_col_prefixes,
+};
+pub use parse::{get_sql, python_float};
+pub use schema::SpiderSchema;
+pub use tokenize::tokenize;
 
 use serde::Serialize;
 

@@ -20,10 +20,12 @@ mod extended;
 mod joins;
 mod structural;
 
-pub use equivalences::*;
-pub use extended::*;
-pub use joins::*;
-pub use structural::*;
+pub use equivalences::{rule1, rule2, rule4, rule6, rule7, rule8, rule9, rule10, rule11, rule12};
+pub use extended::{clean_trues, rule22, rule23, rule24, rule25};
+pub use joins::{rule13, rule14, rule15, rule16, rule17, rule18, rule19, rule20};
+pub use structural::{
+    rule100, rule101, rule102, rule103, rule104, rule105, rule106, rule107, rule108,
+};
 
 use std::collections::BTreeMap;
 

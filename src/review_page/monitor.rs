@@ -325,7 +325,11 @@ pub fn monitor(data: &MonitorData, alerts: &[AlertView], filter: &MonitorFilter)
             continue;
         }
         series
-            .entry((cell.app.clone(), cell.agent.clone(), cell.version.clone()))
+            .entry(SeriesKey {
+                app: cell.app.clone(),
+                agent: cell.agent.clone(),
+                version: cell.version.clone(),
+            })
             .or_default()
             .entry(bucket)
             .or_default()
@@ -404,9 +408,9 @@ impl MonitorFilter {
 /// Whether an alert concerns the series `key` (an alert on a wider series — no agent, say —
 /// concerns every series under it).
 pub fn alert_matches(alert: &AlertView, key: &SeriesKey) -> bool {
-    (alert.app_id.is_empty() || alert.app_id == key.0)
-        && (alert.agent_id.is_empty() || alert.agent_id == key.1)
-        && (alert.agent_version.is_empty() || alert.agent_version == key.2)
+    (alert.app_id.is_empty() || alert.app_id == key.app)
+        && (alert.agent_id.is_empty() || alert.agent_id == key.agent)
+        && (alert.agent_version.is_empty() || alert.agent_version == key.version)
 }
 
 /// An alert's series as people read it (`app / agent / version / model`, absent parts left out).
@@ -443,7 +447,7 @@ fn round(v: f64) -> f64 {
 }
 
 fn label(key: &SeriesKey) -> String {
-    [&key.0, &key.1, &key.2]
+    [&key.app, &key.agent, &key.version]
         .iter()
         .map(|s| if s.is_empty() { "—" } else { s.as_str() })
         .collect::<Vec<_>>()
@@ -662,7 +666,11 @@ fn comparisons(data: &MonitorData, filter: &MonitorFilter) -> Vec<Comparison> {
     let mut codes: BTreeMap<SeriesKey, BTreeMap<&str, u64>> = BTreeMap::new();
     for f in &data.findings {
         *codes
-            .entry((f.app.clone(), f.agent.clone(), f.version.clone()))
+            .entry(SeriesKey {
+                app: f.app.clone(),
+                agent: f.agent.clone(),
+                version: f.version.clone(),
+            })
             .or_default()
             .entry(f.code.as_str())
             .or_default() += f.events;
@@ -687,7 +695,11 @@ fn comparisons(data: &MonitorData, filter: &MonitorFilter) -> Vec<Comparison> {
                 flagged: flagged.zip(before.flagged).map(|(a, b)| a.minus(&b)),
                 correct: correct.zip(before.correct).map(|(a, b)| a.minus(&b)),
             });
-            let key = (app.clone(), agent.clone(), version.clone());
+            let key = SeriesKey {
+                app: app.clone(),
+                agent: agent.clone(),
+                version: version.clone(),
+            };
             let these = codes.get(&key).cloned().unwrap_or_default();
             let findings = finding_changes(&these, cell.events, previous.take());
             previous = Some((these, cell.events));

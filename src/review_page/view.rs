@@ -26,15 +26,7 @@ use crate::sampling::agreement::{
 use crate::sampling::estimate::{Estimate, SeriesEstimate, wilson_interval};
 use crate::stores::AlertView;
 use crate::stores::StoredRow;
-
-/// The series key of a row: (app, agent, agent version), '' for absent labels.
-pub fn series_of(row: &StoredRow) -> (String, String, String) {
-    (
-        row.app_id.clone().unwrap_or_default(),
-        row.agent_id.clone().unwrap_or_default(),
-        row.agent_version.clone().unwrap_or_default(),
-    )
-}
+use crate::stores::monitor::SeriesKey;
 
 /// Whether a stored status is scored ([`RowStatus::is_scored`]): rows that are not stay out of
 /// means, as in the summary and `report`.
@@ -109,7 +101,7 @@ pub fn line_rate_estimates(
     rows: &[StoredRow],
     labels: &[HumanLabel],
     sample: &CalibrationSample,
-) -> BTreeMap<(String, String, String), LineRateEstimate> {
+) -> BTreeMap<SeriesKey, LineRateEstimate> {
     use crate::sampling::estimate::Moments;
     let truth = human_truth(labels);
     let line_rows: Vec<&StoredRow> = rows
@@ -118,10 +110,10 @@ pub fn line_rate_estimates(
         .collect();
     let uniform = sample_events(line_rows.iter().copied(), sample);
     type Acc<'r> = (Moments, Vec<(&'r str, f64)>);
-    let mut by_series: BTreeMap<(String, String, String), Acc<'_>> = BTreeMap::new();
+    let mut by_series: BTreeMap<SeriesKey, Acc<'_>> = BTreeMap::new();
     for row in &line_rows {
         let p = row.p_correct.unwrap_or_default();
-        let (all, events) = by_series.entry(series_of(row)).or_default();
+        let (all, events) = by_series.entry(SeriesKey::of(row)).or_default();
         all.add(p);
         events.push((row.event_id.as_str(), p));
     }
@@ -257,13 +249,13 @@ pub fn overview(
     let truth = human_truth(labels);
     let mut people = line_rate_estimates(rows, labels, sample);
     let labelled: HashSet<&str> = labels.iter().map(|l| l.event_id.as_str()).collect();
-    let mut series: BTreeMap<(String, String, String), (SeriesView, SeriesEstimate)> =
+    let mut series: BTreeMap<SeriesKey, (SeriesView, SeriesEstimate)> =
         BTreeMap::new();
-    let mut tiers: BTreeMap<(String, String, String), BTreeMap<String, usize>> = BTreeMap::new();
-    let mut correct_counts: BTreeMap<(String, String, String), (usize, usize)> = BTreeMap::new();
+    let mut tiers: BTreeMap<SeriesKey, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut correct_counts: BTreeMap<SeriesKey, (usize, usize)> = BTreeMap::new();
     let mut seen_labelled: HashSet<&str> = HashSet::new();
     for row in rows {
-        let key = series_of(row);
+        let key = SeriesKey::of(row);
         let (view, estimate) = series.entry(key.clone()).or_default();
         match row.metric.known() {
             Some(Metric::Stef) => {
@@ -312,9 +304,9 @@ pub fn overview(
     series
         .into_iter()
         .map(|(key, (mut view, estimate))| {
-            view.app = key.0.clone();
-            view.agent = key.1.clone();
-            view.version = key.2.clone();
+            view.app = key.app.clone();
+            view.agent = key.agent.clone();
+            view.version = key.version.clone();
             let phi = &estimate.phi;
             view.phi_mean = phi.mean();
             view.phi_histogram_max = view.phi_histogram.iter().copied().max().unwrap_or(0);
@@ -372,7 +364,7 @@ fn is_judge_row(row: &StoredRow) -> bool {
 
 /// The series text of a row for agreement (`app/agent/version`).
 pub fn series_text(row: &StoredRow) -> String {
-    let (app, agent, version) = series_of(row);
+    let SeriesKey { app, agent, version } = SeriesKey::of(row);
     format!("{app}/{agent}/{version}")
 }
 
@@ -714,14 +706,14 @@ pub fn judges_text(judges: &[JudgeView], disagreement: &[DisagreementView]) -> S
 
 /// The line-rate estimates of the share correct ([`line_rate_estimates`]) as a terminal table
 /// (`report --labels`).
-pub fn line_rate_text(estimates: &BTreeMap<(String, String, String), LineRateEstimate>) -> String {
+pub fn line_rate_text(estimates: &BTreeMap<SeriesKey, LineRateEstimate>) -> String {
     use std::fmt::Write as _;
     let mut out = String::from(
         "share correct from the line rate and people's labels (mean p_correct + the mean \
          label − p_correct on the labelled calibration slice, or on every event when all are \
          labelled; 95% interval)\n",
     );
-    for ((app, agent, version), e) in estimates {
+    for (SeriesKey { app, agent, version }, e) in estimates {
         let series = format!("{app}/{agent}/{version}");
         let mean_p = e
             .mean_p
@@ -894,7 +886,7 @@ pub fn queue(
         let signals = signals_of(&rows, firing.contains(id));
         let (priority, reasons) = queue_priority(&signals);
         let line = rows.iter().find(|r| r.metric == Metric::Stef);
-        let (app, agent, version) = series_of(first);
+        let SeriesKey { app, agent, version } = SeriesKey::of(first);
         items.push((
             first.epoch(),
             QueueItem {
@@ -1010,7 +1002,11 @@ mod tests {
             HumanLabel::validated(id, "ana", verdict, "", "", "2026-01-08T00:00:00Z".into())
                 .unwrap()
         };
-        let key = ("shop".to_string(), "a".to_string(), "v1".to_string());
+        let key = SeriesKey {
+            app: "shop".into(),
+            agent: "a".into(),
+            version: "v1".into(),
+        };
         let alone = line_rate_estimates(&rows, &[], &sample);
         assert_eq!(alone[&key].mean_p, Some(0.5));
         assert_eq!(alone[&key].labelled, 0);

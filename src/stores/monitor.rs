@@ -75,8 +75,28 @@ pub struct MonitorData {
     pub findings: Vec<FindingCount>,
 }
 
-/// (app, agent, version).
-pub type SeriesKey = (String, String, String);
+/// A series: the app, the agent and its version a row carries ('' for an absent label); ordered
+/// by app, then agent, then version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SeriesKey {
+    /// `app_id`.
+    pub app: String,
+    /// `agent_id`.
+    pub agent: String,
+    /// `agent_version`.
+    pub version: String,
+}
+
+impl SeriesKey {
+    /// The series of a stored row.
+    pub fn of(row: &StoredRow) -> SeriesKey {
+        SeriesKey {
+            app: row.app_id.clone().unwrap_or_default(),
+            agent: row.agent_id.clone().unwrap_or_default(),
+            version: row.agent_version.clone().unwrap_or_default(),
+        }
+    }
+}
 
 /// The line-rate and uniform-slice rows folded into hourly cells and finding counts (the JSONL
 /// store; ClickHouse computes the same in the database).
@@ -92,11 +112,7 @@ pub fn monitor_from_rows(rows: &[StoredRow]) -> MonitorData {
             continue;
         }
         let hour = row.epoch().div_euclid(HOUR) * HOUR;
-        let key = (
-            row.app_id.clone().unwrap_or_default(),
-            row.agent_id.clone().unwrap_or_default(),
-            row.agent_version.clone().unwrap_or_default(),
-        );
+        let key = SeriesKey::of(row);
         let cell = cells.entry((hour, key.clone())).or_default();
         if is_line {
             cell.events += 1;
@@ -128,7 +144,7 @@ pub fn monitor_from_rows(rows: &[StoredRow]) -> MonitorData {
     MonitorData {
         cells: cells
             .into_iter()
-            .map(|((hour, (app, agent, version)), mut cell)| {
+            .map(|((hour, SeriesKey { app, agent, version }), mut cell)| {
                 cell.hour = hour;
                 cell.app = app;
                 cell.agent = agent;
@@ -138,7 +154,7 @@ pub fn monitor_from_rows(rows: &[StoredRow]) -> MonitorData {
             .collect(),
         findings: findings
             .into_iter()
-            .map(|(((app, agent, version), code), events)| FindingCount {
+            .map(|((SeriesKey { app, agent, version }, code), events)| FindingCount {
                 app,
                 agent,
                 version,

@@ -272,7 +272,10 @@ impl AlertEngine {
             self.observe_estimate_line(&labels, &rules, line_p, event_time(row), now, out);
         }
         if rules.poor_share_min_increase > 0.0 {
-            let poor = row.stef.as_ref().is_some_and(|s| s.quality_tier == "poor");
+            let poor = row
+                .stef
+                .as_ref()
+                .is_some_and(|s| s.quality_tier == crate::stef::QualityTier::Poor.as_str());
             self.feed(
                 DetectorKey {
                     rule: RuleKind::PoorShare,

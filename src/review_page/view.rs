@@ -237,7 +237,7 @@ pub fn human_truth(labels: &[HumanLabel]) -> HashMap<&str, bool> {
         .collect()
 }
 
-const TIER_ORDER: [&str; 4] = ["excellent", "good", "marginal", "poor"];
+const TIER_ORDER: [&str; 4] = crate::stef::QualityTier::NAMES;
 
 /// The overview: one [`SeriesView`] per (app, agent, version), ordered by name.
 pub fn overview(
@@ -249,8 +249,7 @@ pub fn overview(
     let truth = human_truth(labels);
     let mut people = line_rate_estimates(rows, labels, sample);
     let labelled: HashSet<&str> = labels.iter().map(|l| l.event_id.as_str()).collect();
-    let mut series: BTreeMap<SeriesKey, (SeriesView, SeriesEstimate)> =
-        BTreeMap::new();
+    let mut series: BTreeMap<SeriesKey, (SeriesView, SeriesEstimate)> = BTreeMap::new();
     let mut tiers: BTreeMap<SeriesKey, BTreeMap<String, usize>> = BTreeMap::new();
     let mut correct_counts: BTreeMap<SeriesKey, (usize, usize)> = BTreeMap::new();
     let mut seen_labelled: HashSet<&str> = HashSet::new();
@@ -364,7 +363,11 @@ fn is_judge_row(row: &StoredRow) -> bool {
 
 /// The series text of a row for agreement (`app/agent/version`).
 pub fn series_text(row: &StoredRow) -> String {
-    let SeriesKey { app, agent, version } = SeriesKey::of(row);
+    let SeriesKey {
+        app,
+        agent,
+        version,
+    } = SeriesKey::of(row);
     format!("{app}/{agent}/{version}")
 }
 
@@ -713,7 +716,15 @@ pub fn line_rate_text(estimates: &BTreeMap<SeriesKey, LineRateEstimate>) -> Stri
          label − p_correct on the labelled calibration slice, or on every event when all are \
          labelled; 95% interval)\n",
     );
-    for (SeriesKey { app, agent, version }, e) in estimates {
+    for (
+        SeriesKey {
+            app,
+            agent,
+            version,
+        },
+        e,
+    ) in estimates
+    {
         let series = format!("{app}/{agent}/{version}");
         let mean_p = e
             .mean_p
@@ -886,7 +897,11 @@ pub fn queue(
         let signals = signals_of(&rows, firing.contains(id));
         let (priority, reasons) = queue_priority(&signals);
         let line = rows.iter().find(|r| r.metric == Metric::Stef);
-        let SeriesKey { app, agent, version } = SeriesKey::of(first);
+        let SeriesKey {
+            app,
+            agent,
+            version,
+        } = SeriesKey::of(first);
         items.push((
             first.epoch(),
             QueueItem {

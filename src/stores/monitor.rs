@@ -144,23 +144,47 @@ pub fn monitor_from_rows(rows: &[StoredRow]) -> MonitorData {
     MonitorData {
         cells: cells
             .into_iter()
-            .map(|((hour, SeriesKey { app, agent, version }), mut cell)| {
-                cell.hour = hour;
-                cell.app = app;
-                cell.agent = agent;
-                cell.version = version;
-                cell
-            })
+            .map(
+                |(
+                    (
+                        hour,
+                        SeriesKey {
+                            app,
+                            agent,
+                            version,
+                        },
+                    ),
+                    mut cell,
+                )| {
+                    cell.hour = hour;
+                    cell.app = app;
+                    cell.agent = agent;
+                    cell.version = version;
+                    cell
+                },
+            )
             .collect(),
         findings: findings
             .into_iter()
-            .map(|((SeriesKey { app, agent, version }, code), events)| FindingCount {
-                app,
-                agent,
-                version,
-                code,
-                events: events.len() as u64,
-            })
+            .map(
+                |(
+                    (
+                        SeriesKey {
+                            app,
+                            agent,
+                            version,
+                        },
+                        code,
+                    ),
+                    events,
+                )| FindingCount {
+                    app,
+                    agent,
+                    version,
+                    code,
+                    events: events.len() as u64,
+                },
+            )
             .collect(),
     }
 }

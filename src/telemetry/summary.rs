@@ -109,11 +109,7 @@ impl RunStats {
                 out,
                 "  {:<18}{}",
                 "quality tier",
-                shares(
-                    &stef.tiers,
-                    &["excellent", "good", "marginal", "poor"],
-                    stef.count
-                )
+                shares(&stef.tiers, &crate::stef::QualityTier::NAMES, stef.count)
             );
             let _ = writeln!(
                 out,

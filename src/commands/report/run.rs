@@ -31,7 +31,7 @@ pub enum ReportError {
 pub const PHI_BINS: usize = 10;
 
 /// Tiers in display order.
-pub const TIERS: [&str; 4] = ["excellent", "good", "marginal", "poor"];
+pub const TIERS: [&str; 4] = crate::stef::QualityTier::NAMES;
 
 /// One variant's numbers.
 #[derive(Debug, Clone, Default, PartialEq)]

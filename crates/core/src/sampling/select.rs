@@ -223,7 +223,7 @@ impl SelectionPolicy {
         if self.not_correct && !line.correct() {
             reasons.push(SelectionReason::NotCorrect);
         }
-        if self.poor_tier && line.quality_tier == "poor" {
+        if self.poor_tier && line.quality_tier == crate::stef::QualityTier::Poor.as_str() {
             reasons.push(SelectionReason::PoorTier);
         }
         if self.low_confidence && line.confidence_tier == "low" {

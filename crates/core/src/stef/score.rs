@@ -71,6 +71,17 @@ pub enum QualityTier {
 }
 
 impl QualityTier {
+    /// Every tier, best first (the order every table of tiers shows).
+    pub const ALL: [QualityTier; 4] = [
+        QualityTier::Excellent,
+        QualityTier::Good,
+        QualityTier::Marginal,
+        QualityTier::Poor,
+    ];
+
+    /// Every tier's stored name, best first.
+    pub const NAMES: [&'static str; 4] = ["excellent", "good", "marginal", "poor"];
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -201,6 +212,14 @@ fn round2(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_tier_names_are_the_tiers_stored_names() {
+        assert_eq!(
+            super::QualityTier::ALL.map(super::QualityTier::as_str),
+            super::QualityTier::NAMES
+        );
+    }
     use super::*;
 
     const STATUSES: [FilterStatus; 4] = [

@@ -383,7 +383,8 @@ pub fn queue_priority(signals: &EventSignals) -> (u32, Vec<QueueReason>) {
     if signals.in_firing_alert {
         reasons.push(QueueReason::FiringAlert);
     }
-    if signals.quality_tier.as_deref() == Some(crate::stef::QualityTier::Poor.as_str()) {
+    // The stored name of `stef::QualityTier::Poor` (the review contract sits below `stef`).
+    if signals.quality_tier.as_deref() == Some("poor") {
         reasons.push(QueueReason::PoorTier);
     }
     reasons.sort_by_key(|r| std::cmp::Reverse(r.weight()));

@@ -80,33 +80,43 @@ pub struct EngineStats {
     pub firing: usize,
 }
 
-/// The elements of one dimension a line-rate row is about — the tables, columns or join edges
-/// its SQL reads (`details.reads`), or its question type —, read from its rendered details
-/// without parsing the rest (at most 16 per dimension).
-fn row_elements(row: &EvaluationRow, dimension: Dimension) -> Vec<String> {
-    const MAX: usize = 16;
-    let key = match dimension {
-        Dimension::QuestionType => {
-            return super::mix::question_type(&row.details)
-                .into_iter()
-                .collect();
+/// What a line-rate row is about — the tables, columns and join edges its SQL reads
+/// (`details.reads`) and its question type —, read once from its rendered details without
+/// parsing the rest.
+struct RowElements {
+    reads: Elements,
+    question_type: Option<String>,
+}
+
+impl RowElements {
+    fn of(row: &EvaluationRow) -> RowElements {
+        let text = row.details.json_text();
+        // `reads` is written after the findings, whose `elements` have no `reads` key.
+        let reads = text
+            .rfind("\"reads\":")
+            .and_then(|at| {
+                serde_json::Deserializer::from_str(&text[at + "\"reads\":".len()..])
+                    .into_iter::<Elements>()
+                    .next()
+            })
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        RowElements {
+            reads,
+            question_type: super::mix::question_type(&row.details),
         }
-        Dimension::Table => |e: Elements| e.tables,
-        Dimension::Column => |e: Elements| e.columns,
-        Dimension::Join => |e: Elements| e.joins,
-    };
-    let text = row.details.json_text();
-    // `reads` is written after the findings, whose `elements` have no `reads` key.
-    let Some(at) = text.rfind("\"reads\":") else {
-        return Vec::new();
-    };
-    let rest = &text[at + "\"reads\":".len()..];
-    match serde_json::Deserializer::from_str(rest)
-        .into_iter::<Elements>()
-        .next()
-    {
-        Some(Ok(elements)) => key(elements).into_iter().take(MAX).collect(),
-        _ => Vec::new(),
+    }
+
+    /// The elements of one dimension (at most 16).
+    fn of_dimension(&self, dimension: Dimension) -> &[String] {
+        const MAX: usize = 16;
+        let all: &[String] = match dimension {
+            Dimension::Table => &self.reads.tables,
+            Dimension::Column => &self.reads.columns,
+            Dimension::Join => &self.reads.joins,
+            Dimension::QuestionType => self.question_type.as_slice(),
+        };
+        &all[..all.len().min(MAX)]
     }
 }
 
@@ -295,8 +305,9 @@ impl AlertEngine {
         }
         if rules.element_flagged_min_increase > 0.0 && scored {
             let flagged = f64::from(u8::from(row.verdict != Some(true)));
+            let elements = RowElements::of(row);
             for &dimension in &rules.element_flagged_by {
-                for element in row_elements(row, dimension) {
+                for element in elements.of_dimension(dimension) {
                     self.feed(
                         DetectorKey {
                             rule: RuleKind::ElementFlagged,

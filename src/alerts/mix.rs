@@ -312,7 +312,11 @@ impl MixTracker {
                 }
             }
             Cause::Divergence => {
-                let (divergence, p_value) = divergence_and_p(&self.recent, &self.baseline);
+                let (divergence, p_value) = if threshold > 0.0 {
+                    (divergence, g_p)
+                } else {
+                    divergence_and_p(&self.recent, &self.baseline)
+                };
                 // The item whose share moved most (ties: the lower id, the older item).
                 let moved_most = self
                     .recent

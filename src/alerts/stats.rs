@@ -137,7 +137,6 @@ impl RankCounts {
         if n1 == 0 || n2 == 0 {
             return 1.0;
         }
-        let total = n1 + n2;
         let mut rank_sum_recent = 0.0;
         let mut tie_term = 0.0;
         let mut start = 0usize;
@@ -150,18 +149,30 @@ impl RankCounts {
             tie_term += tied * tied * tied - tied;
             start = end;
         }
-        let (n1f, n2f, nf) = (n1 as f64, n2 as f64, total as f64);
-        let u = rank_sum_recent - n1f * (n1f + 1.0) / 2.0;
-        let mean_u = n1f * n2f / 2.0;
-        let variance = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
-        if variance <= 0.0 || !variance.is_finite() {
-            return 1.0;
-        }
-        let sd = variance.sqrt();
-        match direction {
-            Direction::Decrease => normal_cdf((u - mean_u + 0.5) / sd),
-            Direction::Increase => 1.0 - normal_cdf((u - mean_u - 0.5) / sd),
-        }
+        p_from_ranks(rank_sum_recent, tie_term, n1, n2, direction)
+    }
+}
+
+/// The one-sided p-value from the recent window's rank sum and the tie term (normal
+/// approximation, tie and continuity corrected; 1 without variance).
+fn p_from_ranks(
+    rank_sum_recent: f64,
+    tie_term: f64,
+    n1: usize,
+    n2: usize,
+    direction: Direction,
+) -> f64 {
+    let (n1f, n2f, nf) = (n1 as f64, n2 as f64, (n1 + n2) as f64);
+    let u = rank_sum_recent - n1f * (n1f + 1.0) / 2.0;
+    let mean_u = n1f * n2f / 2.0;
+    let variance = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+    if variance <= 0.0 || !variance.is_finite() {
+        return 1.0;
+    }
+    let sd = variance.sqrt();
+    match direction {
+        Direction::Decrease => normal_cdf((u - mean_u + 0.5) / sd),
+        Direction::Increase => 1.0 - normal_cdf((u - mean_u - 0.5) / sd),
     }
 }
 
@@ -241,18 +252,7 @@ mod tests {
             tie_term += tied * tied * tied - tied;
             start = end;
         }
-        let (n1f, n2f, nf) = (n1 as f64, n2 as f64, total as f64);
-        let u = rank_sum_recent - n1f * (n1f + 1.0) / 2.0;
-        let mean_u = n1f * n2f / 2.0;
-        let variance = n1f * n2f / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
-        if variance <= 0.0 || !variance.is_finite() {
-            return 1.0;
-        }
-        let sd = variance.sqrt();
-        match direction {
-            Direction::Decrease => normal_cdf((u - mean_u + 0.5) / sd),
-            Direction::Increase => 1.0 - normal_cdf((u - mean_u - 0.5) / sd),
-        }
+        p_from_ranks(rank_sum_recent, tie_term, n1, n2, direction)
     }
 
     /// Counts kept across sliding windows give the sort's p-value to the bit: Φ-like values

@@ -77,7 +77,7 @@ fn write_section(
         if kinded {
             out.push_str("Keys every kind takes:\n\n");
         }
-        key_table(out, name, properties, defaults, defs, &mut nested);
+        key_table(out, properties, defaults, defs, &mut nested);
     }
     if let Some(kinds) = section.get("oneOf").and_then(Value::as_array) {
         for kind in kinds {
@@ -104,7 +104,7 @@ fn write_section(
             if own.is_empty() {
                 out.push_str("No keys of its own.\n");
             } else {
-                key_table(out, name, &own, defaults, defs, &mut nested);
+                key_table(out, &own, defaults, defs, &mut nested);
             }
         }
     }
@@ -117,7 +117,6 @@ fn write_section(
 /// kept for a section of their own.
 fn key_table(
     out: &mut String,
-    section: &str,
     properties: &Map<String, Value>,
     defaults: Option<&Value>,
     defs: Option<&Map<String, Value>>,
@@ -157,7 +156,6 @@ fn key_table(
         out.push_str(&row);
         out.push('\n');
     }
-    let _ = section;
 }
 
 /// A node's doc comment as one paragraph, rustdoc links as code.

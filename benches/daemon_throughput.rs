@@ -356,7 +356,7 @@ async fn run(args: &Args, llm: bool, variant: Option<&Variant>) -> Option<Run> {
     let shipped = shipped_config();
     h.batch = (shipped.sink.batch_rows, shipped.sink.flush_interval_ms);
     if let Some(kafka) = shipped.source.kafka() {
-        h.max_in_flight = kafka.max_in_flight;
+        h.max_in_flight = kafka.max_in_flight.get();
     }
     h.sink_config = support::keys_with_defaults(
         variant.map_or("", |v| v.sink_config.as_str()),

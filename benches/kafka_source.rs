@@ -123,7 +123,7 @@ fn settings(brokers: &str, group: &str, messages: usize) -> KafkaSourceConfig {
         brokers: Some(brokers.to_string()),
         topics: vec![TOPIC.into()],
         group_id: group.into(),
-        max_in_flight: messages + 1,
+        max_in_flight: std::num::NonZeroUsize::MIN.saturating_add(messages),
         // Room for the whole backlog in librdkafka's queue (the source's default bounds it at
         // 16 MiB), so that it can be fetched before the clock starts.
         kafka_properties: [(

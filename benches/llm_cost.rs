@@ -84,7 +84,7 @@ fn config(server: &MockServer, out: &Path, avoidance: bool, categories: bool) ->
     config.sink.kind = SinkKind::jsonl(out.to_path_buf());
     config.rules.dir = out.join("no-rules");
     config.rules.reload_interval_ms = 0;
-    config.pipeline.workers = 16;
+    config.pipeline.workers = std::num::NonZeroUsize::new(16).unwrap();
     config.gold.databases = Some(bird.join("databases"));
     config.gold.tables = vec![bird.join("tables.json")];
     config.gold.metrics = sqlgrade::evaluation::Metric::gold().collect();

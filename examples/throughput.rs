@@ -53,14 +53,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or(100_000);
-    let workers: usize = args
+    let workers: std::num::NonZeroUsize = args
         .next()
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            std::thread::available_parallelism().unwrap_or(std::num::NonZeroUsize::MIN)
         });
     let base = corpus()?;
     if base.is_empty() {

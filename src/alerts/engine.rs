@@ -285,7 +285,7 @@ impl AlertEngine {
             let poor = row
                 .stef
                 .as_ref()
-                .is_some_and(|s| s.quality_tier == crate::stef::QualityTier::Poor.as_str());
+                .is_some_and(|s| s.quality_tier == crate::stef::QualityTier::Poor);
             self.feed(
                 DetectorKey {
                     rule: RuleKind::PoorShare,
@@ -711,11 +711,11 @@ mod tests {
             let mut row = stef_row("v1", 80.0);
             row.ts = format!("2026-01-01T00:{:02}:{:02}Z", (i / 60) % 60, i % 60).into();
             let columns = crate::evaluation::StefColumns {
-                quality_tier: "good".into(),
+                quality_tier: crate::stef::QualityTier::Good,
                 filter_status: "fully_applied".into(),
                 semantic_verdict: "correct".into(),
                 confidence: 0.8,
-                confidence_tier: "moderate".into(),
+                confidence_tier: crate::stef::ConfidenceTier::Moderate,
                 sigma_filters: 5,
                 sigma_verdict: 5,
                 leniency: 0,

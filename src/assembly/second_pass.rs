@@ -54,7 +54,11 @@ pub fn build_second_pass(
         Some((topic, kafka)) => {
             // The judge stage reads the work topic in its own group; its queue holds what the
             // consumer has in flight (bounded by the same capacity), most important first.
-            let queue = WorkQueue::new(budget.queue_capacity, QueueMode::Block, Arc::clone(&stats));
+            let queue = WorkQueue::new(
+                budget.queue_capacity.get(),
+                QueueMode::Block,
+                Arc::clone(&stats),
+            );
             let consumer = KafkaSourceConfig {
                 topics: vec![topic.to_string()],
                 group_id: format!("{}-judge", kafka.group_id),
@@ -81,7 +85,7 @@ pub fn build_second_pass(
             } else {
                 QueueMode::Shed
             };
-            let queue = WorkQueue::new(budget.queue_capacity, mode, Arc::clone(&stats));
+            let queue = WorkQueue::new(budget.queue_capacity.get(), mode, Arc::clone(&stats));
             let sink = Arc::clone(&queue) as Arc<dyn WorkSink>;
             (queue, sink, None, Leftover::Shed)
         }

@@ -235,7 +235,12 @@ fn type_of(node: &Value, defs: Option<&Map<String, Value>>) -> String {
                 format!("list of {item}")
             }
             "object" => "table".to_string(),
-            "integer" => "integer".to_string(),
+            // A count that cannot be 0 (`NonZeroUsize`) says so; unsigned integers' own
+            // minimum of 0 goes without saying.
+            "integer" => match node.get("minimum").and_then(Value::as_u64) {
+                Some(least) if least > 0 => format!("integer ≥ {least}"),
+                _ => "integer".to_string(),
+            },
             "number" => "number".to_string(),
             other => other.to_string(),
         })

@@ -213,7 +213,7 @@ impl Config {
     pub fn advice(&self) -> Vec<String> {
         let mut advice = Vec::new();
         if let Some(kafka) = self.source.kafka()
-            && kafka.max_in_flight < self.sink.batch_rows
+            && kafka.max_in_flight.get() < self.sink.batch_rows
         {
             advice.push(format!(
                 "source.max_in_flight ({}) is below sink.batch_rows ({}): the consumer stops \

@@ -30,12 +30,19 @@ pub struct KeyParts<'a, K: Serialize + ?Sized> {
     pub identity: &'a K,
 }
 
+/// A call's cache identity could not be written as JSON (a map with non-string keys, a
+/// serializer's own error).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode the cache identity: {0}")]
+pub struct IdentityEncodeError(#[source] serde_json::Error);
+
 /// SHA-256 (hex) over length-prefixed key parts and the canonical JSON of the identity. Stable
 /// across processes and releases (as long as the identity serializes the same), so it can key
 /// the durable cache too.
-pub fn cache_key<K: Serialize + ?Sized>(parts: &KeyParts<'_, K>) -> Result<String, String> {
-    let identity = serde_json::to_vec(parts.identity)
-        .map_err(|e| format!("cannot encode the cache identity: {e}"))?;
+pub fn cache_key<K: Serialize + ?Sized>(
+    parts: &KeyParts<'_, K>,
+) -> Result<String, IdentityEncodeError> {
+    let identity = serde_json::to_vec(parts.identity).map_err(IdentityEncodeError)?;
     let mut hasher = Sha256::new();
     for part in [
         parts.prompt.as_bytes(),

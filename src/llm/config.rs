@@ -5,10 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::{
-    KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
-    read_all_parts,
-};
+use crate::settings::{ReadSection, Secret, SectionError, WrittenSection, read_all_parts};
 
 /// The smallest `judge.max_tokens` accepted: below it no reply schema fits (tests of the cut-off
 /// path use the smallest value).
@@ -187,7 +184,7 @@ pub struct JudgeBudgetConfig {
     pub price_output_per_1k: f64,
     /// Work waiting for the judge, at most (in-process queue); beyond it the least important is
     /// shed.
-    pub queue_capacity: usize,
+    pub queue_capacity: std::num::NonZeroUsize,
     /// Work older than this is shed (`stale`) instead of judged late.
     pub max_wait_ms: u64,
     /// At shutdown, how long the judge stage may still work through its queue; what is left is
@@ -216,7 +213,8 @@ impl Default for JudgeBudgetConfig {
             max_cost_per_day: 0.0,
             price_input_per_1k: 0.0,
             price_output_per_1k: 0.0,
-            queue_capacity: 10_000,
+            queue_capacity: std::num::NonZeroUsize::new(10_000)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
             max_wait_ms: 600_000,
             drain_grace_ms: 8_000,
             work_topic: None,
@@ -252,9 +250,6 @@ impl JudgeBudgetConfig {
                 "{prefix}.max_cost_per_day needs prices ({prefix}.price_input_per_1k, \
                  price_output_per_1k): without them every call costs 0"
             ));
-        }
-        if self.queue_capacity == 0 {
-            problems.push(format!("{prefix}.queue_capacity must be at least 1"));
         }
         if self.max_wait_ms == 0 {
             problems.push(format!("{prefix}.max_wait_ms must be at least 1"));
@@ -381,14 +376,6 @@ impl From<LlmJudgeConfig> for JudgeConfig {
 }
 
 impl JudgeConfig {
-    /// The kind's name in the config (`deterministic`, `llm`).
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            JudgeConfig::Deterministic => "deterministic",
-            JudgeConfig::Llm(_) => "llm",
-        }
-    }
-
     /// The LLM judge's settings, when the judge is one.
     pub fn llm(&self) -> Option<&LlmJudgeConfig> {
         match self {
@@ -419,23 +406,10 @@ impl JudgeConfig {
     }
 }
 
-impl KindedSettings for JudgeConfig {
-    const KINDS: &'static [&'static str] = &["deterministic", "llm"];
-
-    fn keys_of_kind(kind: &str) -> &'static [&'static str] {
-        match kind {
-            "llm" => keys_of::<LlmJudgeConfig>(),
-            _ => &[],
-        }
-    }
-
-    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
-        Ok(match kind {
-            "llm" => JudgeConfig::from(keys.read::<LlmJudgeConfig>()?),
-            _ => JudgeConfig::Deterministic,
-        })
-    }
-}
+crate::kinded_settings!(JudgeConfig {
+    Deterministic = "deterministic",
+    Llm(Box<LlmJudgeConfig>) = "llm",
+});
 
 impl ReadSection for JudgeConfig {
     const SECTION: &'static str = "judge";
@@ -498,8 +472,9 @@ pub mod gold_judge {
         /// before its keys are read (so no leftover is warned about).
         fn read_all(written: &mut WrittenSection) -> Result<Self, SectionError> {
             if written
-                .kind_name::<JudgeConfig>()
+                .chosen_kind::<JudgeConfig>()
                 .map_err(Self::in_messages)?
+                .name
                 != "llm"
             {
                 return Err(not_llm());

@@ -20,7 +20,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::json;
 
 use super::client::{LlmClient, LlmSetupError};
-use crate::judge::structured::{ReplySchema, StructuredCall, StructuredReply};
+use crate::judge::structured::{ReplyCheck, ReplySchema, StructuredCall, StructuredReply};
 use crate::judge::{
     Judge, JudgeAssessment, JudgeError, JudgeRequest, JudgeTotals, StructuredJudge,
 };
@@ -265,21 +265,25 @@ fn stef_schema(enrichment_statuses: &[&str]) -> ReplySchema {
     )
 }
 
-fn check_list(field: &str, items: &[String]) -> Result<(), String> {
+fn check_list(field: &str, items: &[String]) -> Result<(), ReplyCheck> {
     if items.len() > MAX_LIST {
-        return Err(format!(
-            "{field} has {} entries (at most {MAX_LIST})",
-            items.len()
+        return Err(ReplyCheck::new(
+            field,
+            format!("has {} entries (at most {MAX_LIST})", items.len()),
         ));
     }
     check_texts(field, items.iter().map(String::as_str))
 }
 
-fn check_texts<'a>(field: &str, items: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+fn check_texts<'a>(
+    field: &str,
+    items: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ReplyCheck> {
     for item in items {
         if item.chars().count() > MAX_TEXT {
-            return Err(format!(
-                "{field} has an entry longer than {MAX_TEXT} characters"
+            return Err(ReplyCheck::new(
+                field,
+                format!("has an entry longer than {MAX_TEXT} characters"),
             ));
         }
     }
@@ -292,19 +296,20 @@ impl StructuredReply for StefReply {
         SCHEMA.get_or_init(|| stef_schema(ENRICHMENT_STATUSES))
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ReplyCheck> {
         if !self.confidence.is_finite() || !(0.0..=1.0).contains(&self.confidence) {
-            return Err(format!(
-                "confidence must be a number between 0 and 1, got {}",
-                self.confidence
+            return Err(ReplyCheck::new(
+                "confidence",
+                format!("must be a number between 0 and 1, got {}", self.confidence),
             ));
         }
         if self.rationale.trim().is_empty() {
-            return Err("rationale must not be empty".into());
+            return Err(ReplyCheck::new("rationale", "must not be empty"));
         }
         if self.rationale.chars().count() > MAX_RATIONALE {
-            return Err(format!(
-                "rationale is longer than {MAX_RATIONALE} characters"
+            return Err(ReplyCheck::new(
+                "rationale",
+                format!("is longer than {MAX_RATIONALE} characters"),
             ));
         }
         let q = &self.question_spec;
@@ -313,8 +318,9 @@ impl StructuredReply for StefReply {
         check_list("enrichment.added", &self.enrichment.added)?;
         check_list("enrichment.dropped", &self.enrichment.dropped)?;
         if q.aggregations.len() > MAX_LIST || q.filters.len() > MAX_LIST {
-            return Err(format!(
-                "question_spec lists at most {MAX_LIST} aggregations and filters"
+            return Err(ReplyCheck::new(
+                "question_spec",
+                format!("lists at most {MAX_LIST} aggregations and filters"),
             ));
         }
         check_texts(
@@ -328,7 +334,10 @@ impl StructuredReply for StefReply {
                 .flat_map(|f| [f.lhs.as_deref().unwrap_or(""), f.value.as_str()]),
         )?;
         if q.top_k == Some(0) {
-            return Err("question_spec.top_k must be at least 1 or null".into());
+            return Err(ReplyCheck::new(
+                "question_spec.top_k",
+                "must be at least 1 or null",
+            ));
         }
         Ok(())
     }
@@ -636,12 +645,13 @@ impl LlmJudge {
 }
 
 /// A reply must not call the enrichment `absent` when there is an enriched question.
-fn enrichment_check(has_enriched: bool) -> impl Fn(&StefReply) -> Result<(), String> + Sync {
+fn enrichment_check(has_enriched: bool) -> impl Fn(&StefReply) -> Result<(), ReplyCheck> + Sync {
     move |reply: &StefReply| {
         if has_enriched && reply.enrichment.status == EnrichmentStatus::Absent {
-            return Err(
-                "enrichment.status is \"absent\" but an enriched question was given".into(),
-            );
+            return Err(ReplyCheck::new(
+                "enrichment.status",
+                "is \"absent\" but an enriched question was given",
+            ));
         }
         Ok(())
     }
@@ -848,7 +858,9 @@ columns = [{ name = "id", type = "integer" }, { name = "country", type = "text",
     fn strictness() {
         let mut missing = valid();
         missing.as_object_mut().unwrap().remove("verdict");
-        let err = parse_reply::<StefReply>(&missing.to_string()).unwrap_err();
+        let err = parse_reply::<StefReply>(&missing.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing field `verdict`"), "{err}");
 
         let mut missing_nullable = valid();
@@ -856,7 +868,9 @@ columns = [{ name = "id", type = "integer" }, { name = "country", type = "text",
             .as_object_mut()
             .unwrap()
             .remove("top_k");
-        let err = parse_reply::<StefReply>(&missing_nullable.to_string()).unwrap_err();
+        let err = parse_reply::<StefReply>(&missing_nullable.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("top_k"), "{err}");
 
         let mut extra = valid();
@@ -864,6 +878,7 @@ columns = [{ name = "id", type = "integer" }, { name = "country", type = "text",
         assert!(
             parse_reply::<StefReply>(&extra.to_string())
                 .unwrap_err()
+                .to_string()
                 .contains("unknown field")
         );
 
@@ -878,7 +893,9 @@ columns = [{ name = "id", type = "integer" }, { name = "country", type = "text",
         for c in [1.5, -0.1] {
             let mut out_of_range = valid();
             out_of_range["confidence"] = json!(c);
-            let err = parse_reply::<StefReply>(&out_of_range.to_string()).unwrap_err();
+            let err = parse_reply::<StefReply>(&out_of_range.to_string())
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("between 0 and 1"), "{err}");
         }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::judge::structured::ReplySchema;
+use crate::judge::structured::{ReplyError, ReplySchema};
 
 /// How structured output is requested. Servers differ (OpenAI, vLLM, Ollama, gateways), so the
 /// client starts with the strictest mode and steps down when a server rejects it.
@@ -250,19 +250,22 @@ impl ChatReply {
 
     /// The first choice's text without reasoning (`<think>…</think>` blocks; a separate
     /// `reasoning_content` field is never read as the answer), or why there is none.
-    pub fn content(&self) -> Result<&str, String> {
+    pub fn content(&self) -> Result<&str, ReplyError> {
         let choice = self
             .choices
             .first()
-            .ok_or_else(|| "reply has no choices".to_string())?;
+            .ok_or_else(|| ReplyError::NoText("reply has no choices".to_string()))?;
         let answer = choice.message.content.as_deref().map(strip_reasoning);
         match (answer, &choice.message.refusal) {
             (Some(text), _) if !text.trim().is_empty() => Ok(text),
-            (_, Some(refusal)) => Err(format!("model refused: {}", truncate(refusal, 300))),
-            _ => Err(format!(
+            (_, Some(refusal)) => Err(ReplyError::NoText(format!(
+                "model refused: {}",
+                truncate(refusal, 300)
+            ))),
+            _ => Err(ReplyError::NoText(format!(
                 "reply has no message content (finish_reason: {})",
                 choice.finish_reason.as_deref().unwrap_or("none")
-            )),
+            ))),
         }
     }
 }
@@ -283,19 +286,31 @@ pub fn strip_reasoning(text: &str) -> &str {
     }
 }
 
+/// Why `judge.base_url` cannot be the chat-completions endpoint (the URL shown redacted).
+#[derive(Debug, thiserror::Error)]
+pub enum BaseUrlError {
+    /// Not a URL at all.
+    #[error("judge.base_url {url:?} is not a URL: {source}")]
+    NotAUrl {
+        /// The setting, credentials redacted.
+        url: String,
+        /// The URL parser's reason.
+        #[source]
+        source: url::ParseError,
+    },
+    /// A URL of another scheme than http or https.
+    #[error("judge.base_url {0:?} must be http or https")]
+    Scheme(String),
+}
+
 /// The chat-completions URL for a configured base URL (`judge.base_url`).
-pub fn endpoint_url(base_url: &str) -> Result<reqwest::Url, String> {
-    let mut url = reqwest::Url::parse(base_url.trim()).map_err(|e| {
-        format!(
-            "judge.base_url {:?} is not a URL: {e}",
-            crate::settings::redact_url(base_url)
-        )
+pub fn endpoint_url(base_url: &str) -> Result<reqwest::Url, BaseUrlError> {
+    let mut url = reqwest::Url::parse(base_url.trim()).map_err(|source| BaseUrlError::NotAUrl {
+        url: crate::settings::redact_url(base_url),
+        source,
     })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "judge.base_url {:?} must be http or https",
-            crate::settings::redact_url(base_url)
-        ));
+        return Err(BaseUrlError::Scheme(crate::settings::redact_url(base_url)));
     }
     let path = url.path().trim_end_matches('/').to_string();
     let full = if path.ends_with("/chat/completions") {
@@ -413,18 +428,23 @@ mod tests {
         )
         .unwrap();
         assert!(r.cut_off());
-        assert!(r.content().unwrap_err().contains("finish_reason: length"));
+        assert!(
+            r.content()
+                .unwrap_err()
+                .to_string()
+                .contains("finish_reason: length")
+        );
     }
 
     #[test]
     fn reply_content_reasons() {
         let r: ChatReply = serde_json::from_str(r#"{"choices":[]}"#).unwrap();
-        assert!(r.content().unwrap_err().contains("no choices"));
+        assert!(r.content().unwrap_err().to_string().contains("no choices"));
         let r: ChatReply = serde_json::from_str(
             r#"{"choices":[{"message":{"content":null,"refusal":"no"},"finish_reason":"stop"}]}"#,
         )
         .unwrap();
-        assert!(r.content().unwrap_err().contains("refused"));
+        assert!(r.content().unwrap_err().to_string().contains("refused"));
         let r: ChatReply = serde_json::from_str(
             r#"{"choices":[{"message":{"content":"{}"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#,
         )

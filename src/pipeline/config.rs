@@ -1,6 +1,8 @@
 //! `[pipeline]`: the topology's knobs (workers, channel capacity, size limits, the shutdown
 //! deadline).
 
+use std::num::NonZeroUsize;
+
 use serde::{Deserialize, Serialize};
 
 /// `[pipeline]`.
@@ -8,9 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineConfig {
     /// Events scored concurrently (default: the number of CPUs).
-    pub workers: usize,
+    pub workers: NonZeroUsize,
     /// Capacity of each bounded channel between stages.
-    pub channel_capacity: usize,
+    pub channel_capacity: NonZeroUsize,
     /// Larger payloads are dead-lettered unread.
     pub max_event_bytes: usize,
     /// Larger SQL is not parsed (status `sql_too_large`).
@@ -25,10 +27,8 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            workers: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
-            channel_capacity: 1024,
+            workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+            channel_capacity: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
             max_event_bytes: crate::event::DEFAULT_MAX_EVENT_BYTES,
             max_sql_bytes: crate::sqlspec::DEFAULT_MAX_SQL_BYTES,
             shutdown_timeout_ms: 25_000,
@@ -40,8 +40,6 @@ impl PipelineConfig {
     /// What is wrong with this section alone.
     pub fn problems(&self) -> Vec<String> {
         [
-            ("workers", self.workers),
-            ("channel_capacity", self.channel_capacity),
             ("max_event_bytes", self.max_event_bytes),
             ("max_sql_bytes", self.max_sql_bytes),
         ]

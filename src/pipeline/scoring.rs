@@ -57,9 +57,7 @@ pub(super) async fn score_stage(
         let permit = Arc::clone(&permits)
             .acquire_owned()
             .await
-            .map_err(|_closed| {
-                PipelineError::Task("scorer pool: its permits were closed".into())
-            })?;
+            .map_err(PipelineError::ScorerPool)?;
         let run = take_run(&mut work_rx, first, workers);
         let scorer = Arc::clone(&scorer);
         let done_tx = done_tx.clone();
@@ -194,28 +192,38 @@ pub(super) async fn score_one(
     }
 }
 
-/// Polls a future and turns a panic into `Err(message)`.
+/// A panic caught while scoring one event, with the panic's message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(super) struct ScoringPanic {
+    message: String,
+}
+
+impl ScoringPanic {
+    fn of(panic: &(dyn std::any::Any + Send)) -> ScoringPanic {
+        let message = if let Some(s) = panic.downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = panic.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "unknown panic".into()
+        };
+        ScoringPanic { message }
+    }
+}
+
+/// Polls a future and turns a panic into [`ScoringPanic`].
 pub(super) struct CatchUnwind<'a, T>(Pin<Box<dyn Future<Output = T> + Send + 'a>>);
 
 impl<T> Future for CatchUnwind<'_, T> {
-    type Output = Result<T, String>;
+    type Output = Result<T, ScoringPanic>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let inner = self.0.as_mut();
         match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
             Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
             Ok(Poll::Pending) => Poll::Pending,
-            Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
+            Err(panic) => Poll::Ready(Err(ScoringPanic::of(panic.as_ref()))),
         }
-    }
-}
-
-pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
     }
 }

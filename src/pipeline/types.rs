@@ -41,8 +41,8 @@ pub(super) struct Knobs {
 impl Knobs {
     pub(super) fn new(pipeline: &PipelineConfig, sink: &SinkConfig) -> Knobs {
         Knobs {
-            workers: pipeline.workers.max(1),
-            channel_capacity: pipeline.channel_capacity.max(1),
+            workers: pipeline.workers.get(),
+            channel_capacity: pipeline.channel_capacity.get(),
             max_event_bytes: pipeline.max_event_bytes,
             batch_rows: sink.batch_rows.max(1),
             batch_bytes: sink.batch_bytes.max(1),
@@ -65,9 +65,13 @@ pub enum PipelineError {
     /// The sink failed.
     #[error(transparent)]
     Sink(#[from] SinkError),
-    /// A pipeline task ended abnormally.
+    /// A stage's own invariant broke (a writer missing from its pool): a bug, reported
+    /// rather than a panic.
     #[error("pipeline task failed: {0}")]
-    Task(String),
+    Task(&'static str),
+    /// The scorer pool's permits were closed under work still waiting for one.
+    #[error("pipeline task failed: scorer pool: its permits were closed")]
+    ScorerPool(#[source] tokio::sync::AcquireError),
     /// A pipeline task panicked or was cancelled.
     #[error("pipeline task failed: {task}: {source}")]
     Joined {

@@ -58,7 +58,7 @@ pub(super) async fn write_stage(
                         in_flight.push_back(joined(AbortOnDropHandle::new(write)));
                     }
                     // Not reachable: the branch runs only with an idle writer.
-                    None => return Err(PipelineError::Task("no sink writer is free".into())),
+                    None => return Err(PipelineError::Task("no sink writer is free")),
                 },
                 None => open = false,
             },
@@ -68,7 +68,7 @@ pub(super) async fn write_stage(
     // flush now.
     let mut writers = idle.into_iter();
     let Some(sink) = writers.next() else {
-        return Err(PipelineError::Task("the sink writer was lost".into()));
+        return Err(PipelineError::Task("the sink writer was lost"));
     };
     for mut other in writers {
         other.flush().await?;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use sqlgrade_core::catalogue::{DbSchema, SchemaCatalog};
+use sqlgrade_core::catalogue::{DbSchema, SchemaCatalog, SchemaError};
 use sqlgrade_core::event::Event;
 use sqlgrade_core::stef::{CatalogueSelection, RuleProfile};
 
@@ -40,7 +40,7 @@ type Fingerprint = (u64, Option<SystemTime>);
 #[derive(Clone)]
 struct Entry {
     fingerprint: Option<Fingerprint>,
-    loaded: Result<Arc<SchemaCatalog>, String>,
+    loaded: Result<Arc<SchemaCatalog>, Arc<SchemaError>>,
 }
 
 struct Inner {
@@ -70,7 +70,7 @@ impl std::ops::Deref for CatalogHandle {
 }
 
 /// A thread's copy of the loaded files.
-type LocalFiles = HashMap<PathBuf, Result<CatalogHandle, String>>;
+type LocalFiles = HashMap<PathBuf, Result<CatalogHandle, Arc<SchemaError>>>;
 
 /// The catalogues of a run; cheap to clone.
 #[derive(Clone)]
@@ -180,7 +180,7 @@ impl CatalogueStore {
 
     /// The file's catalogue (or why there is none) from this thread's copy; from the shared map
     /// when the copy does not have the file yet (its first use: the copy is taken again after).
-    fn loaded(&self, path: &Path) -> Result<CatalogHandle, String> {
+    fn loaded(&self, path: &Path) -> Result<CatalogHandle, Arc<SchemaError>> {
         let local = thread_copies::read(
             &self.inner.stamp,
             || self.copy(),
@@ -376,9 +376,7 @@ fn fingerprint(path: &Path) -> Option<Fingerprint> {
 
 fn read_entry(path: &Path) -> Entry {
     let fingerprint = fingerprint(path);
-    let loaded = load_catalogue_file(path)
-        .map(Arc::new)
-        .map_err(|e| e.to_string());
+    let loaded = load_catalogue_file(path).map(Arc::new).map_err(Arc::new);
     Entry {
         fingerprint,
         loaded,

@@ -2,6 +2,7 @@
 //! the line-rate score) and `[gold]` (gold-metric databases, conventions and their judge): the
 //! scorer's sections.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -153,7 +154,7 @@ pub struct GoldConfig {
     /// Largest result a query may return, in rows.
     pub max_rows: usize,
     /// Queries executed at the same time (default: the number of CPUs).
-    pub workers: usize,
+    pub workers: NonZeroUsize,
     /// LLM-judged metrics: skip the judge where deterministic evidence decides (ESM+-equivalent
     /// prediction, prediction that fails to execute, identical result tables) and record why.
     pub avoidance: bool,
@@ -234,9 +235,7 @@ impl Default for GoldConfig {
             metrics: Metric::gold().filter(|m| m.entry().on_by_default).collect(),
             timeout_ms: 30_000,
             max_rows: 1_000_000,
-            workers: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
+            workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             avoidance: true,
             flex_render: crate::metrics::flex::RenderPreset::Paper,
             flex_error_categories: false,

@@ -22,7 +22,7 @@ use crate::metrics::gold::{Evidence, GoldEvaluation, GoldExecution, GoldOptions,
 use crate::metrics::judged::{
     HybridOptions, JudgedInput, JudgedOptions, JudgedScorer, TableDdl, event_schema, load_schema,
 };
-use crate::metrics::offload::Offload;
+use crate::metrics::offload::{Offload, OffloadError};
 use crate::metrics::rose::RoseOptions;
 use crate::score::GoldMetrics;
 use crate::score::config::GoldConfig;
@@ -89,11 +89,11 @@ impl Offload for BlockingPool {
     fn offload(
         &self,
         job: Box<dyn FnOnce() + Send + 'static>,
-    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+    ) -> futures::future::BoxFuture<'static, Result<(), OffloadError>> {
         Box::pin(async move {
             tokio::task::spawn_blocking(job)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| OffloadError::Pool(Box::new(e)))
         })
     }
 }
@@ -115,7 +115,7 @@ impl SqliteGoldMetrics {
         let limits = ExecLimits {
             timeout: Duration::from_millis(config.timeout_ms.max(1)),
             max_rows: config.max_rows.max(1),
-            workers: config.workers.max(1),
+            workers: config.workers.get(),
             ..ExecLimits::default()
         };
         let executor = SqliteExecutor::new(databases.clone(), limits);

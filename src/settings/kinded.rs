@@ -27,18 +27,66 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 
+/// One kind of a kinded section: its name, the keys it takes and how they are read. A table of
+/// them is declared once per section by [`kinded_settings!`](crate::kinded_settings).
+pub struct Kind<K> {
+    /// The name, as written in `kind`.
+    pub name: &'static str,
+    /// The keys it takes (its settings struct's fields, by [`keys_of`]; none for a kind without
+    /// settings).
+    pub keys: fn() -> &'static [&'static str],
+    /// Its settings read from `keys` (only keys of that kind are in it).
+    pub read: fn(SectionKeys) -> Result<K, config::ConfigError>,
+}
+
 /// The typed settings of a kinded section: which kinds there are, the keys each takes and how
-/// they are read.
-pub trait KindedSettings: Sized {
-    /// Every kind's name, as written in `kind`; the first is the default.
-    const KINDS: &'static [&'static str];
+/// they are read. Implemented by [`kinded_settings!`](crate::kinded_settings), from one table.
+pub trait KindedSettings: Sized + 'static {
+    /// Every kind; the first is the default.
+    const KINDS: &'static [Kind<Self>];
+}
 
-    /// The keys kind `kind` takes (its settings struct's fields, by [`keys_of`]; none for a kind
-    /// without settings).
-    fn keys_of_kind(kind: &str) -> &'static [&'static str];
+/// Declares a kinded section's kinds once: each variant of the enum, the settings struct it
+/// holds (if any) and its name in `kind`. Implements [`KindedSettings`] (the table of names,
+/// keys and readers the section reader looks kinds up in) and an exhaustive `kind_name` (a
+/// variant left out of the table does not compile).
+///
+/// ```ignore
+/// kinded_settings!(SinkKind {
+///     Jsonl(JsonlSinkConfig) = "jsonl",
+///     Clickhouse = "clickhouse",
+/// });
+/// ```
+#[macro_export]
+macro_rules! kinded_settings {
+    ($kinds:ident { $($variant:ident $(($settings:ty))? = $name:literal),+ $(,)? }) => {
+        impl $crate::settings::KindedSettings for $kinds {
+            const KINDS: &'static [$crate::settings::Kind<Self>] = &[$(
+                $crate::settings::Kind {
+                    name: $name,
+                    keys: $crate::kinded_settings!(@keys $($settings)?),
+                    read: $crate::kinded_settings!(@read $kinds $variant $($settings)?),
+                },
+            )+];
+        }
 
-    /// Kind `kind`'s settings read from `keys` (only keys of that kind are in it).
-    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError>;
+        impl $kinds {
+            /// This kind's name, as written in `kind`.
+            pub fn kind_name(&self) -> &'static str {
+                match self {
+                    $($crate::kinded_settings!(@pattern $kinds $variant $($settings)?) => $name,)+
+                }
+            }
+        }
+    };
+    (@keys $settings:ty) => { $crate::settings::keys_of::<$settings> };
+    (@keys) => { || &[] };
+    (@read $kinds:ident $variant:ident $settings:ty) => {
+        |keys| Ok($kinds::$variant(keys.read::<$settings>()?))
+    };
+    (@read $kinds:ident $variant:ident) => { |_| Ok($kinds::$variant) };
+    (@pattern $kinds:ident $variant:ident $settings:ty) => { $kinds::$variant(_) };
+    (@pattern $kinds:ident $variant:ident) => { $kinds::$variant };
 }
 
 /// A section read from what was written, however it was loaded.
@@ -193,18 +241,23 @@ impl WrittenSection {
     }
 
     /// The kind named by `kind` (`K::KINDS[0]` when absent), unread.
-    pub fn kind_name<K: KindedSettings>(&self) -> Result<&'static str, SectionError> {
+    pub fn chosen_kind<K: KindedSettings>(&self) -> Result<&'static Kind<K>, SectionError> {
         let Some(value) = self.keys.get("kind") else {
-            return Ok(K::KINDS[0]);
+            return K::KINDS.first().ok_or_else(|| SectionError::Key {
+                message: "the section declares no kind".into(),
+                key: format!("{}.kind", self.section),
+            });
         };
         let key = format!("{}.kind", self.section);
         let name = value.clone().into_string().map_err(|e| at_key(e, &key))?;
         K::KINDS
             .iter()
-            .find(|kind| **kind == name)
-            .copied()
+            .find(|kind| kind.name == name)
             .ok_or_else(|| SectionError::Key {
-                message: format!("unknown variant `{name}`, expected {}", one_of(K::KINDS)),
+                message: format!(
+                    "unknown variant `{name}`, expected {}",
+                    one_of(K::KINDS.iter().map(|kind| kind.name))
+                ),
                 key,
             })
     }
@@ -213,14 +266,14 @@ impl WrittenSection {
     /// that kind's (so a malformed value is refused whatever the kind), then dropped with one
     /// warning per kind naming them.
     pub fn kind<K: KindedSettings>(&mut self) -> Result<K, SectionError> {
-        let chosen = self.kind_name::<K>()?;
+        let chosen = self.chosen_kind::<K>()?;
         self.keys.remove("kind");
         self.known.push("kind");
-        let own = self.take(K::keys_of_kind(chosen));
+        let own = self.take((chosen.keys)());
         for kind in K::KINDS {
-            let keys = K::keys_of_kind(kind);
+            let keys = (kind.keys)();
             self.known.extend(keys.iter().copied());
-            if *kind == chosen {
+            if kind.name == chosen.name {
                 continue;
             }
             let left_over = self.take(keys);
@@ -232,7 +285,7 @@ impl WrittenSection {
                 .iter()
                 .map(|(key, _)| format!("{}.{key}", self.section))
                 .collect();
-            K::read_kind(kind, left_over)?;
+            (kind.read)(left_over)?;
             // A leftover of another kind (a file written for one kind, the kind switched from
             // the environment) costs nothing: say so, go on.
             let (is, a_key) = if names.len() == 1 {
@@ -245,9 +298,11 @@ impl WrittenSection {
                  \"{chosen}\": ignored",
                 names.join(", "),
                 section = self.section,
+                kind = kind.name,
+                chosen = chosen.name,
             );
         }
-        Ok(K::read_kind(chosen, own)?)
+        Ok((chosen.read)(own)?)
     }
 
     /// A part every kind shares (`T`'s keys, by [`keys_of`]), read from its keys.
@@ -264,7 +319,10 @@ impl WrittenSection {
         match left.first() {
             None => Ok(()),
             Some(key) => Err(SectionError::Key {
-                message: format!("unknown field `{key}`, expected {}", one_of(&self.known)),
+                message: format!(
+                    "unknown field `{key}`, expected {}",
+                    one_of(self.known.iter().copied())
+                ),
                 key: self.section.to_string(),
             }),
         }
@@ -318,8 +376,8 @@ fn at_key(error: config::ConfigError, key: &str) -> config::ConfigError {
 }
 
 /// `one of `a`, `b`` as serde words its list of expected names.
-fn one_of(names: &[&str]) -> String {
-    let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+fn one_of<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = names.into_iter().map(|name| format!("`{name}`")).collect();
     match quoted.as_slice() {
         [] => "nothing".to_string(),
         [one] => one.clone(),
@@ -407,23 +465,10 @@ mod tests {
         Dot,
     }
 
-    impl KindedSettings for Shape {
-        const KINDS: &'static [&'static str] = &["wide", "dot"];
-
-        fn keys_of_kind(kind: &str) -> &'static [&'static str] {
-            match kind {
-                "wide" => keys_of::<Wide>(),
-                _ => &[],
-            }
-        }
-
-        fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
-            Ok(match kind {
-                "wide" => Shape::Wide(keys.read()?),
-                _ => Shape::Dot,
-            })
-        }
-    }
+    crate::kinded_settings!(Shape {
+        Wide(Wide) = "wide",
+        Dot = "dot",
+    });
 
     /// `[shape]`: a kind and a shared key.
     #[derive(Debug, PartialEq)]
@@ -474,6 +519,16 @@ mod tests {
     fn a_derived_struct_names_its_keys() {
         assert_eq!(keys_of::<Wide>(), ["width", "deep"]);
         assert_eq!(keys_of::<String>(), [] as [&str; 0]);
+    }
+
+    #[test]
+    fn the_table_names_every_kind_in_order_and_each_value_its_own() {
+        let names: Vec<&str> = Shape::KINDS.iter().map(|kind| kind.name).collect();
+        assert_eq!(names, ["wide", "dot"]);
+        assert_eq!(Shape::Wide(Wide::default()).kind_name(), "wide");
+        assert_eq!(Shape::Dot.kind_name(), "dot");
+        assert_eq!((Shape::KINDS[0].keys)(), keys_of::<Wide>());
+        assert_eq!((Shape::KINDS[1].keys)(), [] as [&str; 0]);
     }
 
     #[test]

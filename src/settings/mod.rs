@@ -12,7 +12,7 @@ mod secret;
 use serde::{Deserialize, Deserializer};
 
 pub use kinded::{
-    KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of,
+    Kind, KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of,
     read_all_parts, take_section,
 };
 pub use secret::{

@@ -12,9 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::settings::{
-    KindedSettings, ReadSection, SectionError, SectionKeys, WrittenSection, keys_of,
-};
+use crate::settings::{ReadSection, SectionError, WrittenSection};
 pub use crate::sources::file::FileSourceConfig;
 pub use crate::sources::kafka::config::{KafkaSourceConfig, PoisonConfig};
 
@@ -40,16 +38,6 @@ impl Default for SourceKind {
 }
 
 impl SourceKind {
-    /// The kind's name in the config (`file`, `kafka`, `stdin`, `otlp`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            SourceKind::File(_) => "file",
-            SourceKind::Kafka(_) => "kafka",
-            SourceKind::Stdin => "stdin",
-            SourceKind::Otlp => "otlp",
-        }
-    }
-
     /// A file source reading `path` once (not tailed).
     pub fn file(path: impl Into<PathBuf>) -> SourceKind {
         SourceKind::File(FileSourceConfig {
@@ -59,26 +47,12 @@ impl SourceKind {
     }
 }
 
-impl KindedSettings for SourceKind {
-    const KINDS: &'static [&'static str] = &["file", "kafka", "stdin", "otlp"];
-
-    fn keys_of_kind(kind: &str) -> &'static [&'static str] {
-        match kind {
-            "file" => keys_of::<FileSourceConfig>(),
-            "kafka" => keys_of::<KafkaSourceConfig>(),
-            _ => &[],
-        }
-    }
-
-    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
-        Ok(match kind {
-            "file" => SourceKind::File(keys.read()?),
-            "kafka" => SourceKind::Kafka(keys.read()?),
-            "stdin" => SourceKind::Stdin,
-            _ => SourceKind::Otlp,
-        })
-    }
-}
+crate::kinded_settings!(SourceKind {
+    File(FileSourceConfig) = "file",
+    Kafka(KafkaSourceConfig) = "kafka",
+    Stdin = "stdin",
+    Otlp = "otlp",
+});
 
 /// What each message (Kafka) or line (file, stdin) of a source holds.
 #[derive(
@@ -368,7 +342,7 @@ mod tests {
             let source = read(&format!(
                 "kind = \"{kind}\"\npath = \"x\"\ntopics = [\"t\"]"
             ));
-            assert_eq!(source.kind.name(), kind);
+            assert_eq!(source.kind.kind_name(), kind);
         }
     }
 
@@ -402,7 +376,6 @@ mod tests {
         let source = SourceConfig {
             kind: SourceKind::Kafka(KafkaSourceConfig {
                 group_instance_id: Some(" ".into()),
-                max_in_flight: 0,
                 ..KafkaSourceConfig::default()
             }),
             ..SourceConfig::default()
@@ -412,10 +385,19 @@ mod tests {
             "source.brokers",
             "source.topics",
             "source.group_instance_id",
-            "source.max_in_flight",
         ] {
             assert!(problems.contains(key), "{key}: {problems}");
         }
+        // 0 in flight is no setting at all: refused as it is read, naming the key.
+        let zero = toml::from_str::<SourceConfig>(
+            "kind = \"kafka\"\nbrokers = \"b:9092\"\ntopics = [\"t\"]\nmax_in_flight = 0",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            zero.contains("max_in_flight") && zero.contains("nonzero"),
+            "{zero}"
+        );
         let otlp_proto_file = SourceConfig {
             format: SourceFormat::OtlpProto,
             ..SourceConfig::default()

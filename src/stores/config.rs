@@ -17,9 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::stores::jsonl::config::{DEFAULT_DIR, JsonlSinkConfig};
 
-use crate::settings::{
-    KindedSettings, ReadSection, Secret, SectionError, SectionKeys, WrittenSection, keys_of,
-};
+use crate::settings::{ReadSection, Secret, SectionError, WrittenSection};
 
 /// Where rows go, with what only that kind needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -40,15 +38,6 @@ impl Default for SinkKind {
 }
 
 impl SinkKind {
-    /// The kind's name in the config (`jsonl`, `clickhouse`, `stdout`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            SinkKind::Jsonl(_) => "jsonl",
-            SinkKind::Clickhouse => "clickhouse",
-            SinkKind::Stdout => "stdout",
-        }
-    }
-
     /// A JSONL directory sink at `dir`.
     pub fn jsonl(dir: impl Into<PathBuf>) -> SinkKind {
         SinkKind::Jsonl(JsonlSinkConfig { dir: dir.into() })
@@ -76,24 +65,11 @@ impl SinkKind {
     }
 }
 
-impl KindedSettings for SinkKind {
-    const KINDS: &'static [&'static str] = &["jsonl", "clickhouse", "stdout"];
-
-    fn keys_of_kind(kind: &str) -> &'static [&'static str] {
-        match kind {
-            "jsonl" => keys_of::<JsonlSinkConfig>(),
-            _ => &[],
-        }
-    }
-
-    fn read_kind(kind: &str, keys: SectionKeys) -> Result<Self, config::ConfigError> {
-        Ok(match kind {
-            "jsonl" => SinkKind::Jsonl(keys.read()?),
-            "clickhouse" => SinkKind::Clickhouse,
-            _ => SinkKind::Stdout,
-        })
-    }
-}
+crate::kinded_settings!(SinkKind {
+    Jsonl(JsonlSinkConfig) = "jsonl",
+    Clickhouse = "clickhouse",
+    Stdout = "stdout",
+});
 
 /// `[sink]`.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]

@@ -408,9 +408,7 @@ pub fn log_record(
     attributes.push(text_kv("sqlgrade.event_id", &row.event_id));
     if let Some(stef) = &row.stef {
         attributes.push(text_kv("sqlgrade.judge_identity", &stef.judge_identity));
-        if !stef.quality_tier.is_empty() {
-            attributes.push(text_kv("sqlgrade.quality_tier", &stef.quality_tier));
-        }
+        attributes.push(text_kv("sqlgrade.quality_tier", stef.quality_tier.as_str()));
         if let Some(p) = stef.p_correct.filter(|p| p.is_finite()) {
             attributes.push(kv("sqlgrade.p_correct", any_value::Value::DoubleValue(p)));
         }

@@ -492,11 +492,11 @@ mod tests {
         let mut row = EvaluationRow::for_event(&e, "2026-01-01T00:00:00Z", Metric::Stef);
         row.value = phi;
         row.stef = Some(StefColumns {
-            quality_tier: tier.into(),
+            quality_tier: tier.parse().expect("a tier name"),
             filter_status: "fully_applied".into(),
             semantic_verdict: "correct".into(),
             confidence: 0.7,
-            confidence_tier: "moderate".into(),
+            confidence_tier: crate::stef::ConfidenceTier::Moderate,
             sigma_filters: 5,
             sigma_verdict: 5,
             leniency: 0,

@@ -157,11 +157,11 @@ fn stef_row(i: usize) -> EvaluationRow {
         sqlgrade::evaluation::Details::rendered(&serde_json::json!({"i": i}))
     };
     row.stef = Some(StefColumns {
-        quality_tier: ["excellent", "good", "marginal", "poor"][i % 4].into(),
+        quality_tier: sqlgrade::stef::QualityTier::ALL[i % 4],
         filter_status: "fully_applied".into(),
         semantic_verdict: "correct".into(),
         confidence: 0.9,
-        confidence_tier: "high".into(),
+        confidence_tier: sqlgrade::stef::ConfidenceTier::High,
         sigma_filters: 5,
         sigma_verdict: 5,
         leniency: 0,

@@ -57,7 +57,7 @@ async fn kafka_source_commits_contiguous_prefix_and_dead_letters() {
         topics: vec!["events".into()],
         group_id: "g1".into(),
         dead_letter_topic: Some("events-dlq".into()),
-        max_in_flight: 100,
+        max_in_flight: std::num::NonZeroUsize::new(100).unwrap(),
         commit_interval_ms: 200,
         ..KafkaSourceConfig::default()
     };
@@ -434,8 +434,8 @@ async fn judge_work_waits_out_a_broker_outage() {
             LineRate {
                 phi: 80.0,
                 verdict: "correct".into(),
-                quality_tier: "good".into(),
-                confidence_tier: "moderate".into(),
+                quality_tier: sqlgrade::stef::QualityTier::Good,
+                confidence_tier: sqlgrade::stef::ConfidenceTier::Moderate,
                 status: "ok".into(),
                 correct: Some(true),
                 p_correct: Some(0.8),

@@ -52,7 +52,7 @@ fn base_config(dir: &Path, input: &Path, out: &str) -> Config {
     config.source.kind = sqlgrade::config::SourceKind::file(input);
     config.sink.kind = sqlgrade::config::SinkKind::jsonl(dir.join(out));
     config.rules.reload_interval_ms = 0;
-    config.pipeline.workers = 2;
+    config.pipeline.workers = std::num::NonZeroUsize::new(2).unwrap();
     config
 }
 

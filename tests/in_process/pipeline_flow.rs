@@ -97,8 +97,8 @@ struct Options {
 fn options(workers: usize, batch_rows: usize) -> Options {
     Options {
         pipeline: PipelineConfig {
-            workers,
-            channel_capacity: 16,
+            workers: std::num::NonZeroUsize::new(workers).expect("at least one worker"),
+            channel_capacity: std::num::NonZeroUsize::new(16).unwrap(),
             ..PipelineConfig::default()
         },
         sink: SinkConfig {

@@ -515,11 +515,117 @@ impl JudgedColumns {
     }
 }
 
+/// Confidence band of γ (STEF's thresholds set it; its multiplier Γ is `stef::score`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfidenceTier {
+    /// γ ≥ high threshold (default 0.85): Γ = 1.0.
+    High,
+    /// moderate ≤ γ < high (default 0.65–0.85): Γ = 0.8.
+    Moderate,
+    /// γ < moderate threshold: Γ = 0.5.
+    Low,
+}
+
+impl ConfidenceTier {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfidenceTier::High => "high",
+            ConfidenceTier::Moderate => "moderate",
+            ConfidenceTier::Low => "low",
+        }
+    }
+}
+
+/// Quality tier of Φ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QualityTier {
+    /// 90 ≤ Φ ≤ 100 by default.
+    Excellent,
+    /// 75 ≤ Φ < 90.
+    Good,
+    /// 50 ≤ Φ < 75.
+    Marginal,
+    /// Φ < 50.
+    Poor,
+}
+
+impl QualityTier {
+    /// Every tier, best first (the order every table of tiers shows).
+    pub const ALL: [QualityTier; 4] = [
+        QualityTier::Excellent,
+        QualityTier::Good,
+        QualityTier::Marginal,
+        QualityTier::Poor,
+    ];
+
+    /// Every tier's stored name, best first.
+    pub const NAMES: [&'static str; 4] = ["excellent", "good", "marginal", "poor"];
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QualityTier::Excellent => "excellent",
+            QualityTier::Good => "good",
+            QualityTier::Marginal => "marginal",
+            QualityTier::Poor => "poor",
+        }
+    }
+}
+
+/// A name that is not a tier's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} is not a {what} (expected one of {expected})")]
+pub struct UnknownTier {
+    /// The name given.
+    pub name: String,
+    /// Which kind of tier was asked for.
+    pub what: &'static str,
+    /// The names there are.
+    pub expected: &'static str,
+}
+
+impl std::str::FromStr for QualityTier {
+    type Err = UnknownTier;
+
+    fn from_str(name: &str) -> Result<QualityTier, UnknownTier> {
+        QualityTier::ALL
+            .into_iter()
+            .find(|tier| tier.as_str() == name)
+            .ok_or_else(|| UnknownTier {
+                name: name.to_string(),
+                what: "quality tier",
+                expected: "excellent, good, marginal, poor",
+            })
+    }
+}
+
+impl std::str::FromStr for ConfidenceTier {
+    type Err = UnknownTier;
+
+    fn from_str(name: &str) -> Result<ConfidenceTier, UnknownTier> {
+        [
+            ConfidenceTier::High,
+            ConfidenceTier::Moderate,
+            ConfidenceTier::Low,
+        ]
+        .into_iter()
+        .find(|tier| tier.as_str() == name)
+        .ok_or_else(|| UnknownTier {
+            name: name.to_string(),
+            what: "confidence tier",
+            expected: "high, moderate, low",
+        })
+    }
+}
+
 /// The extra columns a `stef` row carries (flattened into the row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StefColumns {
     /// `excellent` | `good` | `marginal` | `poor`.
-    pub quality_tier: CompactString,
+    pub quality_tier: QualityTier,
     /// `fully_applied` | `fully_applied_with_extras` | `partially_applied` | `not_applied`.
     pub filter_status: CompactString,
     /// `correct` | `likely_correct` | `potentially_incorrect` | `incorrect`.
@@ -527,7 +633,7 @@ pub struct StefColumns {
     /// Judge confidence γ ∈ [0, 1].
     pub confidence: f64,
     /// `high` | `moderate` | `low`.
-    pub confidence_tier: CompactString,
+    pub confidence_tier: ConfidenceTier,
     /// σ_filters ∈ {0, 3, 4, 5}.
     pub sigma_filters: u8,
     /// σ_verdict ∈ {0, 2, 3, 5}.

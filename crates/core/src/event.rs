@@ -217,6 +217,47 @@ fn whole_as_integer<S: serde::Serializer>(value: &Option<f64>, s: S) -> Result<S
     }
 }
 
+/// Why an event's `result` member was set aside (the event is still scored, without it; the
+/// reason is kept as `result_ignored`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResultShapeError {
+    /// The member is not a JSON object.
+    #[error("expected an object, got {0}")]
+    NotAnObject(&'static str),
+    /// A field of it has the wrong JSON type or range.
+    #[error("{field}: expected {expected}, got {got}")]
+    WrongType {
+        /// The field (`rows[3]`, `row_count`).
+        field: std::borrow::Cow<'static, str>,
+        /// What it must be (`an array`).
+        expected: &'static str,
+        /// What it is (a JSON type's name, or the number given).
+        got: std::borrow::Cow<'static, str>,
+    },
+    /// `row_count` is below the rows sampled.
+    #[error("row_count {row_count} is less than the {sample_rows} sample rows")]
+    CountBelowSample {
+        /// The total the event gave.
+        row_count: u64,
+        /// The rows it sampled.
+        sample_rows: usize,
+    },
+}
+
+impl ResultShapeError {
+    fn wrong_type(
+        field: impl Into<std::borrow::Cow<'static, str>>,
+        expected: &'static str,
+        got: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> ResultShapeError {
+        ResultShapeError::WrongType {
+            field: field.into(),
+            expected,
+            got: got.into(),
+        }
+    }
+}
+
 impl QueryResult {
     /// Rows in all: `row_count` when given, else the sample's size when it is the whole result.
     pub fn total_rows(&self) -> Option<u64> {
@@ -225,12 +266,9 @@ impl QueryResult {
     }
 
     /// Decode the `result` member (module documentation: caps, cells), or say what is wrong.
-    fn from_value(value: Value) -> Result<QueryResult, String> {
+    fn from_value(value: Value) -> Result<QueryResult, ResultShapeError> {
         let Value::Object(mut obj) = value else {
-            return Err(format!(
-                "expected an object, got {}",
-                json_type_name(&value)
-            ));
+            return Err(ResultShapeError::NotAnObject(json_type_name(&value)));
         };
         let mut result = QueryResult {
             error: optional_text(obj.remove("error").unwrap_or(Value::Null), "error")?,
@@ -245,9 +283,10 @@ impl QueryResult {
             None | Some(Value::Null) => {}
             Some(Value::Bool(b)) => result.truncated = b,
             Some(other) => {
-                return Err(format!(
-                    "truncated: expected a boolean, got {}",
-                    json_type_name(&other)
+                return Err(ResultShapeError::wrong_type(
+                    "truncated",
+                    "a boolean",
+                    json_type_name(&other),
                 ));
             }
         }
@@ -265,9 +304,10 @@ impl QueryResult {
                 }
             }
             Some(other) => {
-                return Err(format!(
-                    "columns: expected an array, got {}",
-                    json_type_name(&other)
+                return Err(ResultShapeError::wrong_type(
+                    "columns",
+                    "an array",
+                    json_type_name(&other),
                 ));
             }
         }
@@ -279,9 +319,10 @@ impl QueryResult {
                 }
                 for (i, row) in rows.into_iter().take(MAX_RESULT_ROWS).enumerate() {
                     let Value::Array(cells) = row else {
-                        return Err(format!(
-                            "rows[{i}]: expected an array of cells, got {}",
-                            json_type_name(&row)
+                        return Err(ResultShapeError::wrong_type(
+                            format!("rows[{i}]"),
+                            "an array of cells",
+                            json_type_name(&row),
                         ));
                     };
                     if cells.len() > MAX_RESULT_COLUMNS {
@@ -297,63 +338,68 @@ impl QueryResult {
                 }
             }
             Some(other) => {
-                return Err(format!(
-                    "rows: expected an array, got {}",
-                    json_type_name(&other)
+                return Err(ResultShapeError::wrong_type(
+                    "rows",
+                    "an array",
+                    json_type_name(&other),
                 ));
             }
         }
         if let Some(n) = result.row_count
             && (n as usize) < result.rows.len()
         {
-            return Err(format!(
-                "row_count {n} is less than the {} sample rows",
-                result.rows.len()
-            ));
+            return Err(ResultShapeError::CountBelowSample {
+                row_count: n,
+                sample_rows: result.rows.len(),
+            });
         }
         Ok(result)
     }
 }
 
 /// A `result` member that may be null or a string (clipped); `what` names it in the error.
-fn optional_text(v: Value, what: &str) -> Result<Option<String>, String> {
+fn optional_text(v: Value, what: &'static str) -> Result<Option<String>, ResultShapeError> {
     match v {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(clip_text(&s))),
-        other => Err(format!(
-            "{what}: expected a string, got {}",
-            json_type_name(&other)
+        other => Err(ResultShapeError::wrong_type(
+            what,
+            "a string",
+            json_type_name(&other),
         )),
     }
 }
 
 /// A `result` member that may be null or a non-negative integer.
-fn optional_count(v: Value, what: &str) -> Result<Option<u64>, String> {
+fn optional_count(v: Value, what: &'static str) -> Result<Option<u64>, ResultShapeError> {
     match v {
         Value::Null => Ok(None),
-        Value::Number(n) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("{what}: expected a non-negative integer, got {n}")),
-        other => Err(format!(
-            "{what}: expected a number, got {}",
-            json_type_name(&other)
+        Value::Number(n) => n.as_u64().map(Some).ok_or_else(|| {
+            ResultShapeError::wrong_type(what, "a non-negative integer", n.to_string())
+        }),
+        other => Err(ResultShapeError::wrong_type(
+            what,
+            "a number",
+            json_type_name(&other),
         )),
     }
 }
 
 /// A `result` member that may be null or a finite non-negative number (milliseconds).
-fn optional_duration(v: Value, what: &str) -> Result<Option<f64>, String> {
+fn optional_duration(v: Value, what: &'static str) -> Result<Option<f64>, ResultShapeError> {
     match v {
         Value::Null => Ok(None),
         Value::Number(n) => n
             .as_f64()
             .filter(|ms| ms.is_finite() && *ms >= 0.0)
             .map(Some)
-            .ok_or_else(|| format!("{what}: expected a non-negative number, got {n}")),
-        other => Err(format!(
-            "{what}: expected a number, got {}",
-            json_type_name(&other)
+            .ok_or_else(|| {
+                ResultShapeError::wrong_type(what, "a non-negative number", n.to_string())
+            }),
+        other => Err(ResultShapeError::wrong_type(
+            what,
+            "a number",
+            json_type_name(&other),
         )),
     }
 }
@@ -564,7 +610,7 @@ impl Event {
             None | Some(Value::Null) => {}
             Some(v) => match QueryResult::from_value(v) {
                 Ok(result) => event.result = Some(result),
-                Err(reason) => event.result_ignored = Some(reason),
+                Err(reason) => event.result_ignored = Some(reason.to_string()),
             },
         }
         if let Some(ts) = &event.ts {

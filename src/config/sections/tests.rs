@@ -38,7 +38,7 @@ fn the_shipped_production_config_loads_and_lets_batches_fill() {
     let c = Config::load_with_env(Some(&path), env(&[])).expect("production.toml loads");
     assert!(c.advice().is_empty(), "{:?}", c.advice());
     let kafka = c.source.kafka().expect("a Kafka source");
-    assert!(kafka.max_in_flight > c.sink.batch_rows);
+    assert!(kafka.max_in_flight.get() > c.sink.batch_rows);
     assert_eq!(c.sink.kind, SinkKind::Clickhouse);
     // Its batching is the built-in default's: a config that leaves it out behaves the same.
     let defaults = SinkConfig::of_kind(SinkKind::Clickhouse);
@@ -62,7 +62,7 @@ fn a_consumer_that_stops_before_a_batch_fills_is_advised_against() {
     assert!(c.advice().is_empty());
     c.source.kind = SourceKind::Kafka(KafkaSourceConfig {
         brokers: Some("localhost:9092".into()),
-        max_in_flight: 500,
+        max_in_flight: std::num::NonZeroUsize::new(500).unwrap(),
         ..KafkaSourceConfig::default()
     });
     c.sink.batch_rows = 1000;
@@ -79,7 +79,7 @@ fn a_consumer_that_stops_before_a_batch_fills_is_advised_against() {
 #[test]
 fn each_section_checks_itself_and_validate_adds_the_cross_section_rules() {
     let mut c = Config::default();
-    c.pipeline.workers = 0;
+    c.pipeline.max_sql_bytes = 0;
     c.stef.probe_workers = 0;
     c.source.kind = SourceKind::Kafka(KafkaSourceConfig::default());
     c.gold.hybrid_cutoff = 2.0;
@@ -91,7 +91,7 @@ fn each_section_checks_itself_and_validate_adds_the_cross_section_rules() {
     c.judge = JudgeConfig::from(llm.clone());
     assert_eq!(
         c.pipeline.problems(),
-        ["pipeline.workers must be at least 1"]
+        ["pipeline.max_sql_bytes must be at least 1"]
     );
     assert_eq!(c.stef.problems(), ["stef.probe_workers must be at least 1"]);
     assert!(c.source.problems()[0].contains("source.brokers is required"));
@@ -109,7 +109,7 @@ fn each_section_checks_itself_and_validate_adds_the_cross_section_rules() {
         panic!("invalid");
     };
     for expected in [
-        "pipeline.workers",
+        "pipeline.max_sql_bytes",
         "stef.probe_workers",
         "gold.hybrid_cutoff",
         "judge.max_concurrency",
@@ -129,7 +129,7 @@ fn defaults_need_no_file() {
     assert_eq!(c.sink.kind, SinkKind::jsonl("sqlgrade-out"));
     assert_eq!(c.sink.dir(), Some(std::path::Path::new("sqlgrade-out")));
     assert_eq!(c.judge, JudgeConfig::Deterministic);
-    assert!(c.pipeline.workers >= 1);
+    assert!(c.pipeline.workers.get() >= 1);
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn file_then_env_override() {
     assert_eq!(judge.max_requests_per_second, 2.5);
     assert_eq!(judge.max_concurrency, 16);
     assert_eq!(judge.budget.uniform_rate, 0.25);
-    assert_eq!(c.pipeline.workers, 7);
+    assert_eq!(c.pipeline.workers.get(), 7);
     // An older config's [sink] url and password, moved to [clickhouse].
     assert_eq!(c.clickhouse.url.as_deref(), Some("http://ch:8123"));
     assert!(c.sink.clickhouse_keys.is_empty());
@@ -290,7 +290,7 @@ fn validation_lists_all_problems() {
         None,
         env(&[
             ("SQLGRADE__SOURCE__KIND", "kafka"),
-            ("SQLGRADE__PIPELINE__WORKERS", "0"),
+            ("SQLGRADE__PIPELINE__MAX_SQL_BYTES", "0"),
         ]),
     )
     .unwrap_err();
@@ -298,10 +298,22 @@ fn validation_lists_all_problems() {
         ConfigError::Invalid(p) => {
             assert!(p.iter().any(|m| m.contains("source.brokers")), "{p:?}");
             assert!(p.iter().any(|m| m.contains("source.topics")), "{p:?}");
-            assert!(p.iter().any(|m| m.contains("pipeline.workers")), "{p:?}");
+            assert!(
+                p.iter().any(|m| m.contains("pipeline.max_sql_bytes")),
+                "{p:?}"
+            );
         }
         other => panic!("unexpected {other}"),
     }
+    // A count that cannot be 0 (workers, max_in_flight) is refused as it is read, naming the
+    // key and where it came from.
+    let zero =
+        Config::load_with_env(None, env(&[("SQLGRADE__PIPELINE__WORKERS", "0")])).unwrap_err();
+    let text = sqlgrade_core::errors::error_chain(&zero);
+    assert!(
+        text.contains("pipeline.workers") && text.contains("nonzero"),
+        "{text}"
+    );
 }
 
 /// `[judge]` and `[gold.judge]` are checked by one set of rules

@@ -35,12 +35,12 @@ use super::limits::{Limits, estimate_tokens};
 use super::prompt::{PromptError, PromptLibrary, RenderedPrompt};
 use super::stats::{CallStats, Counter};
 use super::wire::{
-    ChatMessage, ChatReply, ChatRequest, ModeMemory, ResponseMode, endpoint_url, response_format,
-    retry_after, truncate,
+    BaseUrlError, ChatMessage, ChatReply, ChatRequest, ModeMemory, ResponseMode, endpoint_url,
+    response_format, retry_after, truncate,
 };
 use crate::judge::structured::{
-    ErasedCall, ErasedOutcome, ReplyDecoder, ReplySchema, StructuredCall, StructuredOutcome,
-    StructuredReply, json_in_text,
+    ErasedCall, ErasedOutcome, ReplyCheckFn, ReplyDecoder, ReplyError, ReplySchema, StructuredCall,
+    StructuredOutcome, StructuredReply, json_in_text,
 };
 use crate::judge::{JudgeError, JudgeTotals, StructuredJudge, TokenUsage};
 use crate::llm::config::{LlmJudgeConfig, ResponseModeSetting, SystemPromptSetting};
@@ -67,9 +67,12 @@ const ERROR_BODY_CHARS: usize = 500;
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmSetupError {
-    /// A setting is invalid.
+    /// Settings are invalid (the config check's problems, joined).
     #[error("invalid judge config: {0}")]
     Config(String),
+    /// `judge.base_url` is not an http(s) URL.
+    #[error("invalid judge config: {0}")]
+    BaseUrl(#[from] BaseUrlError),
     /// `api_key_env` names a variable that is not set.
     #[error("judge.api_key_env names {0:?}, but that environment variable is not set")]
     MissingApiKey(String),
@@ -83,7 +86,7 @@ pub enum LlmSetupError {
 
 /// A completed chat call: the text (or why there is none) and the tokens it used.
 struct Completion {
-    content: Result<String, String>,
+    content: Result<String, ReplyError>,
     usage: TokenUsage,
     /// The server stopped at the token cap (`finish_reason = "length"`).
     cut_off: bool,
@@ -163,8 +166,11 @@ impl LlmClient {
     }
 
     fn build(config: LlmJudgeConfig, api_key: Option<Secret>) -> Result<LlmClient, LlmSetupError> {
-        validate(&config).map_err(LlmSetupError::Config)?;
-        let url = endpoint_url(&config.base_url).map_err(LlmSetupError::Config)?;
+        let problems = config.problems("judge");
+        if !problems.is_empty() {
+            return Err(LlmSetupError::Config(problems.join("; ")));
+        }
+        let url = endpoint_url(&config.base_url)?;
         let prompts = match &config.prompts_dir {
             Some(dir) => PromptLibrary::with_overrides(dir)?,
             None => PromptLibrary::builtin()?,
@@ -292,7 +298,7 @@ impl LlmClient {
     pub async fn call_structured<T, V, K>(
         &self,
         call: StructuredCall<'_, V, K>,
-        check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+        check: &ReplyCheckFn<'_, T>,
     ) -> Result<StructuredOutcome<T>, JudgeError>
     where
         T: StructuredReply,
@@ -363,7 +369,7 @@ impl LlmClient {
     pub async fn lookup_structured<T, V, K>(
         &self,
         call: StructuredCall<'_, V, K>,
-        check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+        check: &ReplyCheckFn<'_, T>,
     ) -> Option<StructuredOutcome<T>>
     where
         T: StructuredReply,
@@ -443,7 +449,7 @@ impl LlmClient {
             schema_hash: &schema.hash,
             identity: call.identity,
         })
-        .map_err(JudgeError::Prompt)?;
+        .map_err(|e| JudgeError::Prompt(e.to_string()))?;
         let (reply, fresh) = match &self.memory {
             Some(memory) => match memory.get(&key).await {
                 // Fast path: a plain lookup, without building the fill future.
@@ -497,7 +503,7 @@ impl LlmClient {
         match lookup {
             Ok(Some(entry)) => {
                 let parsed = serde_json::from_str::<Value>(&entry.reply)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| ReplyError::Schema(Arc::new(e)))
                     .and_then(|value| call.reply.decode(value));
                 match parsed {
                     Ok((typed, _)) => {
@@ -590,10 +596,10 @@ impl LlmClient {
                 .and_then(|text| reply.decode(json_in_text(text)?));
             checked.map_err(|e| {
                 if completion.cut_off {
-                    format!(
-                        "the reply was cut off at {} (finish_reason = length): {e}",
-                        cap_origin()
-                    )
+                    ReplyError::CutOff {
+                        cap: cap_origin(),
+                        error: Box::new(e),
+                    }
                 } else {
                     e
                 }
@@ -610,7 +616,7 @@ impl LlmClient {
         self.stats.bump(Counter::Repair);
         let repair = self
             .prompts
-            .render_repair(&first_error)
+            .render_repair(&first_error.to_string())
             .map_err(|e| JudgeError::Prompt(e.to_string()))?;
         messages.push(ChatMessage::new(
             "assistant",
@@ -920,18 +926,6 @@ impl StructuredJudge for LlmClient {
         if let Err(error) = self.flush_durable_cache().await {
             warn!(%error, "durable judge cache: queued verdicts not written");
         }
-    }
-}
-
-/// Reject settings the client cannot work with, with messages naming the keys: the same rules
-/// as the config check ([`LlmJudgeConfig::problems`]), so a client built by hand refuses what
-/// `check-config` would.
-fn validate(config: &LlmJudgeConfig) -> Result<(), String> {
-    let problems = config.problems("judge");
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
     }
 }
 

@@ -13,7 +13,7 @@ use rusqlite::Connection;
 use rusqlite::limits::Limit;
 
 use crate::catalogue::DbSchema;
-use crate::metrics::etm::PlanCheck;
+use crate::metrics::etm::{PlanCheck, PlanError};
 
 /// `CREATE TABLE` statements for a schema: declared types, the primary key, and the foreign
 /// keys in file order. Duplicate column names (case-insensitive) keep their first occurrence.
@@ -109,31 +109,31 @@ impl SchemaPlanner {
         SchemaPlanner::default()
     }
 
-    fn database(&self, db: &DbSchema) -> Result<Arc<Mutex<Connection>>, String> {
+    fn database(&self, db: &DbSchema) -> Result<Arc<Mutex<Connection>>, PlanError> {
         let mut map = self
             .databases
             .lock()
-            .map_err(|_| "schema database cache poisoned".to_string())?;
+            .map_err(|_| PlanError::new("schema database cache poisoned"))?;
         if let Some(conn) = map.get(&db.db_id) {
             return Ok(Arc::clone(conn));
         }
-        let conn = Arc::new(Mutex::new(open_schema_db(db).map_err(|e| e.to_string())?));
+        let conn = Arc::new(Mutex::new(open_schema_db(db).map_err(PlanError::new)?));
         map.insert(db.db_id.clone(), Arc::clone(&conn));
         Ok(conn)
     }
 }
 
 impl PlanCheck for SchemaPlanner {
-    fn plan(&self, schema: &DbSchema, sql: &str) -> Result<(), String> {
+    fn plan(&self, schema: &DbSchema, sql: &str) -> Result<(), PlanError> {
         let conn = self.database(schema)?;
         let conn = conn
             .lock()
-            .map_err(|_| "schema database poisoned".to_string())?;
+            .map_err(|_| PlanError::new("schema database poisoned"))?;
         let mut stmt = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .map_err(|e| e.to_string())?;
-        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
-        rows.next().map_err(|e| e.to_string())?;
+            .map_err(PlanError::new)?;
+        let mut rows = stmt.query([]).map_err(PlanError::new)?;
+        rows.next().map_err(PlanError::new)?;
         Ok(())
     }
 }
@@ -165,7 +165,10 @@ mod tests {
                 "SELECT c.name FROM customer AS c JOIN orders AS o ON c.id = o.customer_id",
             )
             .unwrap();
-        let missing = planner.plan(db, "SELECT nope FROM customer").unwrap_err();
+        let missing = planner
+            .plan(db, "SELECT nope FROM customer")
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("no such column"), "{missing}");
         assert!(planner.plan(db, "SELECT 1; SELECT 2").is_err());
         // Writes, DDL and ATTACH are refused; the planner's database stays empty.

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -39,7 +40,7 @@ pub struct KafkaSourceConfig {
     #[serde(deserialize_with = "kafka_properties")]
     pub kafka_properties: BTreeMap<String, String>,
     /// Messages handed out and not yet written by the sink, at most (back-pressure).
-    pub max_in_flight: usize,
+    pub max_in_flight: NonZeroUsize,
     /// How often completed offsets are committed.
     pub commit_interval_ms: u64,
     /// `[source.poison]`: a message in flight at this many deaths of the process is
@@ -60,7 +61,7 @@ impl Default for KafkaSourceConfig {
             // one before it is written (with as many as `sink.batch_rows` in flight, the consumer
             // stopped while a 64 MiB batch was inserted, and the larger batches gained nothing:
             // CHANGELOG.md, "Batches of 64 MiB").
-            max_in_flight: 100_000,
+            max_in_flight: NonZeroUsize::new(100_000).unwrap_or(NonZeroUsize::MIN),
             commit_interval_ms: 1_000,
             poison: PoisonConfig::default(),
         }
@@ -130,9 +131,6 @@ impl KafkaSourceConfig {
                         .to_string(),
                 );
             }
-        }
-        if self.max_in_flight == 0 {
-            problems.push("source.max_in_flight must be at least 1".to_string());
         }
         if self.commit_interval_ms == 0 {
             problems.push("source.commit_interval_ms must be at least 1".to_string());

@@ -684,7 +684,7 @@ impl Source for KafkaSource {
             if let Some(message) = self.ready.pop_front() {
                 return Ok(Some(message));
             }
-            let limit = self.settings.max_in_flight.max(1);
+            let limit = self.settings.max_in_flight.get();
             let in_flight = self.tracker.in_flight();
             if in_flight >= limit {
                 tokio::select! {

@@ -401,15 +401,26 @@ fn shutting_down(shared: &Shared, json: bool) -> Response {
     )
 }
 
+/// Why a gzip body was refused.
+#[derive(Debug, thiserror::Error)]
+enum GunzipError {
+    /// Not gzip, or cut short.
+    #[error("the gzip body cannot be read: {0}")]
+    Unreadable(#[source] std::io::Error),
+    /// Larger than the receiver accepts once decompressed.
+    #[error("the body is over {0} bytes once decompressed")]
+    TooLarge(usize),
+}
+
 /// Decompress a gzip body, refusing more than `limit` bytes.
-fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, GunzipError> {
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(body)
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("the gzip body cannot be read: {e}"))?;
+        .map_err(GunzipError::Unreadable)?;
     if out.len() > limit {
-        return Err(format!("the body is over {limit} bytes once decompressed"));
+        return Err(GunzipError::TooLarge(limit));
     }
     Ok(out)
 }
@@ -475,10 +486,10 @@ async fn decode_body(
         let body = if gzip {
             match gunzip(&body, limit) {
                 Ok(body) => Bytes::from(body),
-                Err(why) if why.contains("over") => {
-                    return Err((StatusCode::PAYLOAD_TOO_LARGE, why));
+                Err(why @ GunzipError::TooLarge(_)) => {
+                    return Err((StatusCode::PAYLOAD_TOO_LARGE, why.to_string()));
                 }
-                Err(why) => return Err((StatusCode::BAD_REQUEST, why)),
+                Err(why) => return Err((StatusCode::BAD_REQUEST, why.to_string())),
             }
         } else {
             body

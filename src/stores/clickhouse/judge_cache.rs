@@ -175,7 +175,7 @@ impl Availability {
 /// A message to the writer task.
 enum WriterCommand {
     Put(DurableEntry),
-    Flush(oneshot::Sender<Result<(), String>>),
+    Flush(oneshot::Sender<Result<(), DurableCacheError>>),
 }
 
 /// State shared by the cache handle and its writer task.
@@ -362,13 +362,16 @@ impl DurableCache for ClickHouseJudgeCache {
             sender
                 .send(WriterCommand::Flush(ack))
                 .await
-                .map_err(|_| "the judge_cache writer has stopped".to_string())?;
+                .map_err(|_| DurableCacheError("the judge_cache writer has stopped".into()))?;
             done.await
-                .map_err(|_| "the judge_cache writer has stopped".to_string())?
+                .map_err(|_| DurableCacheError("the judge_cache writer has stopped".into()))?
         };
         let result = match tokio::time::timeout(limit, flushed).await {
             Ok(result) => result,
-            Err(_) => Err(format!("flush took longer than {} ms", limit.as_millis())),
+            Err(_) => Err(DurableCacheError(format!(
+                "flush took longer than {} ms",
+                limit.as_millis()
+            ))),
         };
         let stats = self.stats();
         tracing::info!(
@@ -381,7 +384,7 @@ impl DurableCache for ClickHouseJudgeCache {
             dropped = stats.dropped,
             "durable judge cache flushed"
         );
-        result.map_err(DurableCacheError)
+        result
     }
 }
 
@@ -424,10 +427,10 @@ async fn run_writer(shared: Arc<Shared>, mut queue: mpsc::Receiver<WriterCommand
                 let result = if pending.is_empty() {
                     Ok(())
                 } else {
-                    Err(format!(
+                    Err(DurableCacheError(format!(
                         "{} verdicts could not be written (ClickHouse unavailable)",
                         pending.len()
-                    ))
+                    )))
                 };
                 let _ = ack.send(result);
             }

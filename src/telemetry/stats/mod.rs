@@ -92,7 +92,7 @@ impl StefStats {
             self.results_ignored += 1;
         }
         if let Some(stef) = &row.stef {
-            count(&mut self.tiers, &stef.quality_tier);
+            count(&mut self.tiers, stef.quality_tier.as_str());
             count(&mut self.filter_statuses, &stef.filter_status);
             count(&mut self.verdicts, &stef.semantic_verdict);
             if row.status.is_scored() {

@@ -22,6 +22,68 @@ use sha2::{Digest, Sha256};
 
 use super::{JudgeError, JudgeTotals, TokenUsage};
 
+/// Why a model's reply was refused. Its text is shown to the model in the repair turn and kept
+/// in `details` when the repair fails too, so each variant reads as an instruction.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReplyError {
+    /// The server's answer carried no text to read (no choices, a refusal, empty content).
+    #[error("{0}")]
+    NoText(String),
+    /// The reply is JSON, but not an object.
+    #[error("reply is JSON but not an object (got {0})")]
+    NotAnObject(&'static str),
+    /// No JSON object anywhere in the reply; the reply's start.
+    #[error("reply contains no JSON object (starts with {0:?})")]
+    NoObject(String),
+    /// The object does not follow the reply type's schema (serde's strict types).
+    #[error("schema violation: {0}")]
+    Schema(#[source] Arc<serde_json::Error>),
+    /// The typed reply could not be written back as JSON.
+    #[error("re-encoding: {0}")]
+    Reencode(#[source] Arc<serde_json::Error>),
+    /// The reply follows the schema but fails a check serde cannot express.
+    #[error(transparent)]
+    Check(#[from] ReplyCheck),
+    /// The server stopped at the token cap, which is why the reply is unreadable.
+    #[error("the reply was cut off at {cap} (finish_reason = length): {error}")]
+    CutOff {
+        /// Which cap, and where it was set.
+        cap: String,
+        /// What was wrong with what came back.
+        #[source]
+        error: Box<ReplyError>,
+    },
+}
+
+/// A reply that follows its schema but breaks a check serde cannot express: a range, a length,
+/// consistency with the request. Written `{field} {problem}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {problem}")]
+pub struct ReplyCheck {
+    /// The reply's field, as the schema names it (`confidence`, `question_spec.outputs`).
+    pub field: String,
+    /// What is wrong with it (`must not be empty`).
+    pub problem: String,
+}
+
+impl ReplyCheck {
+    /// `field` fails with `problem`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> ReplyCheck {
+        ReplyCheck {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// A caller's extra check on a typed reply (see [`call_structured`]).
+pub type ReplyCheckFn<'c, T> = dyn Fn(&T) -> Result<(), ReplyCheck> + Sync + 'c;
+
+/// The check that accepts every reply.
+pub fn no_check<T>(_: &T) -> Result<(), ReplyCheck> {
+    Ok(())
+}
+
 /// One structured call: which prompt, with which variables, in which cache scope.
 #[derive(Debug, Clone, Copy)]
 pub struct StructuredCall<'a, V, K = V> {
@@ -99,7 +161,7 @@ pub trait ReplyDecoder: Sync {
 
     /// Validate `value` into the typed reply; also returns its canonical JSON (what caches
     /// store). The error message is shown to the model in the repair turn.
-    fn decode(&self, value: Value) -> Result<(AnyReply, Value), String>;
+    fn decode(&self, value: Value) -> Result<(AnyReply, Value), ReplyError>;
 }
 
 /// A [`StructuredCall`] with its variables and reply type erased (what a [`StructuredJudge`]
@@ -146,7 +208,7 @@ pub trait StructuredJudge: Send + Sync {
 
 /// [`ReplyDecoder`] for a concrete reply type `T` plus a caller's extra check.
 pub struct TypedDecoder<'c, T> {
-    check: &'c (dyn Fn(&T) -> Result<(), String> + Sync),
+    check: &'c ReplyCheckFn<'c, T>,
     schema: Option<&'static ReplySchema>,
 }
 
@@ -154,7 +216,7 @@ impl<'c, T> TypedDecoder<'c, T> {
     /// A decoder that also applies `check`, asking for `schema` (a narrowing of `T`'s own; `None`:
     /// `T::schema()`).
     pub fn new(
-        check: &'c (dyn Fn(&T) -> Result<(), String> + Sync),
+        check: &'c ReplyCheckFn<'c, T>,
         schema: Option<&'static ReplySchema>,
     ) -> TypedDecoder<'c, T> {
         TypedDecoder { check, schema }
@@ -166,7 +228,7 @@ impl<T: StructuredReply> ReplyDecoder for TypedDecoder<'_, T> {
         self.schema.unwrap_or_else(T::schema)
     }
 
-    fn decode(&self, value: Value) -> Result<(AnyReply, Value), String> {
+    fn decode(&self, value: Value) -> Result<(AnyReply, Value), ReplyError> {
         let (typed, canonical) = validate_value::<T>(value)?;
         (self.check)(&typed)?;
         Ok((Arc::new(typed), canonical))
@@ -177,7 +239,7 @@ impl<T: StructuredReply> ReplyDecoder for TypedDecoder<'_, T> {
 pub async fn call_structured<T, V, K>(
     judge: &dyn StructuredJudge,
     call: StructuredCall<'_, V, K>,
-    check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+    check: &ReplyCheckFn<'_, T>,
 ) -> Result<StructuredOutcome<T>, JudgeError>
 where
     T: StructuredReply,
@@ -328,20 +390,22 @@ pub trait StructuredReply: DeserializeOwned + Serialize + Clone + Send + Sync + 
 
     /// Checks beyond types (ranges, lengths, consistency). The message is shown to the model in
     /// the repair retry and ends up in `details` when the repair fails too.
-    fn validate(&self) -> Result<(), String>;
+    fn validate(&self) -> Result<(), ReplyCheck> {
+        Ok(())
+    }
 }
 
 /// Parse and validate a model's text as `T`, returning the typed value and its canonical JSON.
-pub fn parse_reply<T: StructuredReply>(text: &str) -> Result<(T, Value), String> {
+pub fn parse_reply<T: StructuredReply>(text: &str) -> Result<(T, Value), ReplyError> {
     let value = json_in_text(text)?;
     validate_value::<T>(value)
 }
 
 /// Validate an already-parsed JSON value as `T` (used for durable-cache entries too).
-pub fn validate_value<T: StructuredReply>(value: Value) -> Result<(T, Value), String> {
-    let typed: T = serde_json::from_value(value).map_err(|e| format!("schema violation: {e}"))?;
+pub fn validate_value<T: StructuredReply>(value: Value) -> Result<(T, Value), ReplyError> {
+    let typed: T = serde_json::from_value(value).map_err(|e| ReplyError::Schema(Arc::new(e)))?;
     typed.validate()?;
-    let canonical = serde_json::to_value(&typed).map_err(|e| format!("re-encoding: {e}"))?;
+    let canonical = serde_json::to_value(&typed).map_err(|e| ReplyError::Reencode(Arc::new(e)))?;
     Ok((typed, canonical))
 }
 
@@ -350,15 +414,12 @@ pub fn validate_value<T: StructuredReply>(value: Value) -> Result<(T, Value), St
 /// false-negative template invites (it ends without `}` or a closing fence) — is read from its
 /// first `{` to the end (less a trailing code fence) with at most [`MAX_MISSING_BRACES`] `}`
 /// appended, before any object nested inside it is considered.
-pub fn json_in_text(text: &str) -> Result<Value, String> {
+pub fn json_in_text(text: &str) -> Result<Value, ReplyError> {
     let trimmed = text.trim();
     match serde_json::from_str::<Value>(trimmed) {
         Ok(v @ Value::Object(_)) => return Ok(v),
         Ok(other) => {
-            return Err(format!(
-                "reply is JSON but not an object (got {})",
-                kind_of(&other)
-            ));
+            return Err(ReplyError::NotAnObject(kind_of(&other)));
         }
         Err(_) => {}
     }
@@ -377,10 +438,7 @@ pub fn json_in_text(text: &str) -> Result<Value, String> {
             return Ok(v);
         }
     }
-    Err(format!(
-        "reply contains no JSON object (starts with {:?})",
-        truncate_chars(trimmed, 80)
-    ))
+    Err(ReplyError::NoObject(truncate_chars(trimmed, 80)))
 }
 
 /// Closing braces [`json_in_text`] may add to an object that the reply left open.
@@ -425,10 +483,16 @@ mod tests {
         assert_eq!(json_in_text(fenced).unwrap()["a"]["b"], "}");
         // A broken brace before the real object is skipped.
         assert_eq!(json_in_text("{oops {\"a\":2}").unwrap()["a"], 2);
-        assert!(json_in_text("[1,2]").unwrap_err().contains("not an object"));
+        assert!(
+            json_in_text("[1,2]")
+                .unwrap_err()
+                .to_string()
+                .contains("not an object")
+        );
         assert!(
             json_in_text("no json here")
                 .unwrap_err()
+                .to_string()
                 .contains("no JSON")
         );
         assert!(json_in_text("").is_err());

@@ -208,9 +208,6 @@ impl StructuredReply for FlexReply {
     fn schema() -> &'static ReplySchema {
         &FLEX_SCHEMA
     }
-    fn validate(&self) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 /// One category of the categorisation reply.
@@ -283,9 +280,6 @@ impl StructuredReply for ErrorCategories {
     fn schema() -> &'static ReplySchema {
         &CATEGORIES_SCHEMA
     }
-    fn validate(&self) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 /// Why EX missed a correct prediction (flex.md §2.9, Fig 13 taxonomy; multi-label).
@@ -355,9 +349,6 @@ static FN_CATEGORIES_SCHEMA: LazyLock<ReplySchema> =
 impl StructuredReply for FnCategories {
     fn schema() -> &'static ReplySchema {
         &FN_CATEGORIES_SCHEMA
-    }
-    fn validate(&self) -> Result<(), String> {
-        Ok(())
     }
 }
 

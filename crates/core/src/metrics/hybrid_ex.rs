@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::exec::{ResultSet, SqlValue};
 use crate::judge::StructuredJudge;
-use crate::judge::structured::{ReplySchema, StructuredReply};
+use crate::judge::structured::{ReplyCheck, ReplySchema, StructuredReply};
 
 /// Hybrid-EX settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,11 +147,14 @@ impl StructuredReply for Alignment {
         &ALIGNMENT_SCHEMA
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ReplyCheck> {
         if let Some(s) = self.llm_judge_score
             && !(0.0..=1.0).contains(&s)
         {
-            return Err(format!("llm_judge_score {s} is outside [0, 1]"));
+            return Err(ReplyCheck::new(
+                "llm_judge_score",
+                format!("{s} is outside [0, 1]"),
+            ));
         }
         Ok(())
     }
@@ -825,7 +828,7 @@ async fn stage_two(
     pred: &std::sync::Arc<ResultSet>,
     alignment: &Alignment,
     tolerance: f64,
-) -> Result<HybridScore, String> {
+) -> Result<HybridScore, super::offload::OffloadError> {
     if gold.rows.len().saturating_mul(pred.rows.len()) <= INLINE_PAIR_LIMIT {
         return Ok(score_tables(gold, pred, alignment, tolerance));
     }

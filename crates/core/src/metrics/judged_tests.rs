@@ -117,13 +117,15 @@ impl StructuredJudge for ScriptedJudge {
                     Err(e) => {
                         return Err(JudgeError::InvalidReply(format!(
                             "{e} (after one repair retry; the first reply failed with: {})",
-                            first_error.unwrap_or_default()
+                            first_error.map(|e| e.to_string()).unwrap_or_default()
                         )));
                     }
                 },
             }
         }
-        Err(JudgeError::InvalidReply(first_error.unwrap_or_default()))
+        Err(JudgeError::InvalidReply(
+            first_error.map(|e| e.to_string()).unwrap_or_default(),
+        ))
     }
 
     fn prompt_version(&self, name: &str) -> Option<String> {

@@ -124,17 +124,11 @@ impl StructuredReply for ProverReply {
     fn schema() -> &'static ReplySchema {
         &PROVER_SCHEMA
     }
-    fn validate(&self) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 impl StructuredReply for RefuterReply {
     fn schema() -> &'static ReplySchema {
         &REFUTER_SCHEMA
-    }
-    fn validate(&self) -> Result<(), String> {
-        Ok(())
     }
 }
 

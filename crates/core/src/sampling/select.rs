@@ -18,7 +18,7 @@ use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::evaluation::EvaluationRow;
+use crate::evaluation::{ConfidenceTier, EvaluationRow, QualityTier};
 
 /// Why an event was selected for the LLM judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -129,9 +129,9 @@ pub struct LineRate {
     /// Its semantic verdict (`correct`, `likely_correct`, …).
     pub verdict: CompactString,
     /// Its quality tier.
-    pub quality_tier: CompactString,
+    pub quality_tier: QualityTier,
     /// Its confidence tier.
-    pub confidence_tier: CompactString,
+    pub confidence_tier: ConfidenceTier,
     /// Its row status (`ok`, `parse_error`, …).
     pub status: CompactString,
     /// Its boolean verdict (`p_correct ≥` the correctness model's threshold); absent in work
@@ -150,8 +150,8 @@ impl LineRate {
         Some(LineRate {
             phi: row.value,
             verdict: stef.semantic_verdict.clone(),
-            quality_tier: stef.quality_tier.clone(),
-            confidence_tier: stef.confidence_tier.clone(),
+            quality_tier: stef.quality_tier,
+            confidence_tier: stef.confidence_tier,
             status: CompactString::const_new(row.status.as_str()),
             correct: row.verdict,
             p_correct: stef.p_correct,
@@ -223,10 +223,10 @@ impl SelectionPolicy {
         if self.not_correct && !line.correct() {
             reasons.push(SelectionReason::NotCorrect);
         }
-        if self.poor_tier && line.quality_tier == crate::stef::QualityTier::Poor.as_str() {
+        if self.poor_tier && line.quality_tier == QualityTier::Poor {
             reasons.push(SelectionReason::PoorTier);
         }
-        if self.low_confidence && line.confidence_tier == "low" {
+        if self.low_confidence && line.confidence_tier == ConfidenceTier::Low {
             reasons.push(SelectionReason::LowConfidence);
         }
         if self.new_series > 0 && new_series {
@@ -319,8 +319,8 @@ mod tests {
         LineRate {
             phi: 50.0,
             verdict: verdict.into(),
-            quality_tier: tier.into(),
-            confidence_tier: confidence.into(),
+            quality_tier: tier.parse().expect("a tier's name"),
+            confidence_tier: confidence.parse().expect("a confidence tier's name"),
             status: "ok".into(),
             correct: None,
             p_correct: None,

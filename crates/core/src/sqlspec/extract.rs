@@ -418,9 +418,9 @@ fn spec_of_statements(
             }
             Ok(spec)
         }
-        Err(message) => Err(SpecError::Parse {
+        Err(too_deep) => Err(SpecError::Parse {
             dialect: dialect.name().to_string(),
-            message,
+            message: too_deep.to_string(),
         }),
     }
 }

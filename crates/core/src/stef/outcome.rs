@@ -479,11 +479,11 @@ impl StefOutcome {
             query_shape: &self.about.query_shape,
         });
         row.stef = Some(crate::evaluation::StefColumns {
-            quality_tier: CompactString::const_new(s.quality_tier.as_str()),
+            quality_tier: s.quality_tier,
             filter_status: CompactString::const_new(self.filter_status.as_str()),
             semantic_verdict: CompactString::const_new(a.verdict.as_str()),
             confidence: s.confidence,
-            confidence_tier: CompactString::const_new(s.confidence_tier.as_str()),
+            confidence_tier: s.confidence_tier,
             sigma_filters: s.sigma_filters,
             sigma_verdict: s.sigma_verdict,
             leniency: s.leniency,
@@ -614,11 +614,11 @@ pub fn non_scorable_row_with(
     row.status = status;
     row.details = non_scorable_details(event, error, status, &enrichment);
     row.stef = Some(crate::evaluation::StefColumns {
-        quality_tier: CompactString::const_new(QualityTier::Poor.as_str()),
+        quality_tier: QualityTier::Poor,
         filter_status: CompactString::const_new(FilterStatus::NotApplied.as_str()),
         semantic_verdict: CompactString::const_new(Verdict::Incorrect.as_str()),
         confidence: 0.0,
-        confidence_tier: CompactString::const_new(ConfidenceTier::Low.as_str()),
+        confidence_tier: ConfidenceTier::Low,
         sigma_filters: 0,
         sigma_verdict: 0,
         leniency: 0,

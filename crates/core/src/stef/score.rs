@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::evaluation::{ConfidenceTier, QualityTier};
+
 use super::{FilterStatus, Verdict};
 
 /// σ_filters for a filter status: 5 / 4 / 3 / 0.
@@ -24,71 +26,13 @@ pub fn sigma_verdict(verdict: Verdict) -> u8 {
     }
 }
 
-/// Confidence band of γ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConfidenceTier {
-    /// γ ≥ high threshold (default 0.85): Γ = 1.0.
-    High,
-    /// moderate ≤ γ < high (default 0.65–0.85): Γ = 0.8.
-    Moderate,
-    /// γ < moderate threshold: Γ = 0.5.
-    Low,
-}
-
 impl ConfidenceTier {
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConfidenceTier::High => "high",
-            ConfidenceTier::Moderate => "moderate",
-            ConfidenceTier::Low => "low",
-        }
-    }
-
     /// The multiplier Γ of the band.
     pub fn multiplier(self) -> f64 {
         match self {
             ConfidenceTier::High => 1.0,
             ConfidenceTier::Moderate => 0.8,
             ConfidenceTier::Low => 0.5,
-        }
-    }
-}
-
-/// Quality tier of Φ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QualityTier {
-    /// 90 ≤ Φ ≤ 100 by default.
-    Excellent,
-    /// 75 ≤ Φ < 90.
-    Good,
-    /// 50 ≤ Φ < 75.
-    Marginal,
-    /// Φ < 50.
-    Poor,
-}
-
-impl QualityTier {
-    /// Every tier, best first (the order every table of tiers shows).
-    pub const ALL: [QualityTier; 4] = [
-        QualityTier::Excellent,
-        QualityTier::Good,
-        QualityTier::Marginal,
-        QualityTier::Poor,
-    ];
-
-    /// Every tier's stored name, best first.
-    pub const NAMES: [&'static str; 4] = ["excellent", "good", "marginal", "poor"];
-
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QualityTier::Excellent => "excellent",
-            QualityTier::Good => "good",
-            QualityTier::Marginal => "marginal",
-            QualityTier::Poor => "poor",
         }
     }
 }

@@ -16,8 +16,21 @@ use super::tree::{Abort, Node, Step, V, py_eq};
 /// Plans a query against a database built from a schema (the edge implements it with an
 /// in-memory SQLite database; nothing is executed).
 pub trait PlanCheck: Send + Sync {
-    /// `Ok` when `sql` plans on a database with `schema`, else the planner's message.
-    fn plan(&self, schema: &DbSchema, sql: &str) -> Result<(), String>;
+    /// `Ok` when `sql` plans on a database with `schema`, else the planner's error.
+    fn plan(&self, schema: &DbSchema, sql: &str) -> Result<(), PlanError>;
+}
+
+/// Why a query does not plan: the planner's own error (SQLite's, or why no database could be
+/// built for the schema).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct PlanError(#[from] Box<dyn std::error::Error + Send + Sync>);
+
+impl PlanError {
+    /// The planner's error `error`.
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PlanError {
+        PlanError(error.into())
+    }
 }
 
 /// Why a pair did not match, when it is not simply that the trees differ.
@@ -46,11 +59,11 @@ pub struct EtmOutcome {
 }
 
 /// Why a pair could not be judged at all: the gold query is unusable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum EtmGoldError {
     /// The gold query does not plan on the schema (the script counts the pair false).
     #[error("the gold query does not plan on the schema: {0}")]
-    Invalid(String),
+    Invalid(#[source] PlanError),
     /// The gold query could not be read.
     #[error("the gold query cannot be read: {0}")]
     Unparsed(String),
@@ -158,7 +171,7 @@ pub fn etm(
     let pred = preprocess(pred, schema);
     planner.plan(db, &gold).map_err(EtmGoldError::Invalid)?;
     if let Err(e) = planner.plan(db, &pred) {
-        return Ok(miss(EtmMiss::PredInvalid, e));
+        return Ok(miss(EtmMiss::PredInvalid, e.to_string()));
     }
     let gold_tree = build::parse(&gold).map_err(|e| EtmGoldError::Unparsed(e.0))?;
     let pred_tree = match build::parse(&pred) {

@@ -18,7 +18,7 @@ mod engine;
 mod rules;
 mod tree;
 
-pub use engine::{EtmGoldError, EtmMiss, EtmOutcome, PlanCheck, etm, preprocess};
+pub use engine::{EtmGoldError, EtmMiss, EtmOutcome, PlanCheck, PlanError, etm, preprocess};
 pub use rules::{EtmSchema, EtmTable};
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::catalogue::{DbSchema, SchemaCatalog};
 struct PlansEverything;
 
 impl PlanCheck for PlansEverything {
-    fn plan(&self, _: &DbSchema, _: &str) -> Result<(), String> {
+    fn plan(&self, _: &DbSchema, _: &str) -> Result<(), PlanError> {
         Ok(())
     }
 }

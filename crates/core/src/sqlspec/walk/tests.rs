@@ -6,9 +6,13 @@ use sqlparser::dialect::{GenericDialect, SQLiteDialect, SnowflakeDialect};
 use sqlparser::parser::Parser;
 
 use super::spec_of_query;
+use super::walker::NestingTooDeep;
 use crate::sqlspec::{AggFunc, Clause, FilterOp, FilterValue, SortDir, SqlSpec};
 
-fn walk_with(dialect: &dyn sqlparser::dialect::Dialect, sql: &str) -> Result<SqlSpec, String> {
+fn walk_with(
+    dialect: &dyn sqlparser::dialect::Dialect,
+    sql: &str,
+) -> Result<SqlSpec, NestingTooDeep> {
     let statements = Parser::parse_sql(dialect, sql).expect("test SQL parses");
     match statements.into_iter().next() {
         Some(Statement::Query(query)) => spec_of_query(&query, true),
@@ -170,7 +174,7 @@ fn excessive_nesting_is_an_error_not_a_crash() {
         .and_then(|mut p| p.parse_query());
     let query = parsed.expect("parses with a raised recursion limit");
     let error = spec_of_query(&query, true).unwrap_err();
-    assert!(error.contains("nesting exceeds"), "{error}");
+    assert!(error.to_string().contains("nesting exceeds"), "{error}");
     // The query body is a SELECT; the limit is the walk's, not the parser's.
     assert!(matches!(*query.body, SetExpr::Select(_)));
 }

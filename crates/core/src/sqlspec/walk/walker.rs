@@ -84,8 +84,16 @@ pub(super) struct Walker {
     pub(super) dquote_strings: bool,
 }
 
-/// Walk `query` into a spec. `Err` carries the message when the input nests too deeply.
-pub(crate) fn spec_of_query(query: &Query, dquote_strings: bool) -> Result<SqlSpec, String> {
+/// A query nested deeper than the walk follows ([`MAX_NESTING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("query nesting exceeds {MAX_NESTING} levels (expressions, subqueries, boolean structure)")]
+pub(crate) struct NestingTooDeep;
+
+/// Walk `query` into a spec; `Err` when the input nests too deeply.
+pub(crate) fn spec_of_query(
+    query: &Query,
+    dquote_strings: bool,
+) -> Result<SqlSpec, NestingTooDeep> {
     let mut walker = Walker {
         spec: SqlSpec::default(),
         groups: Vec::new(),
@@ -97,9 +105,7 @@ pub(crate) fn spec_of_query(query: &Query, dquote_strings: bool) -> Result<SqlSp
     };
     walker.walk_query(query, 0, Role::TOP);
     if walker.too_deep {
-        return Err(format!(
-            "query nesting exceeds {MAX_NESTING} levels (expressions, subqueries, boolean structure)"
-        ));
+        return Err(NestingTooDeep);
     }
     let mut spec = walker.spec;
     dedup_in_place(&mut spec.aggregations);

@@ -76,6 +76,7 @@ pub(super) async fn score_stage(
                     tokio::task::yield_now().await;
                     slice_started = Instant::now();
                 }
+                message.ack.scoring();
                 done.push(match decoder.decode(message) {
                     Decoded::Work(work) => {
                         score_one(&scorer, work, planner.as_deref(), store_inputs).await

@@ -29,6 +29,10 @@ pub trait Acknowledge: Send + Sync {
         }
     }
 
+    /// The pipeline starts decoding and scoring `position`. Nothing by default; the Kafka
+    /// source's poison-event guard records it while recovering from a death.
+    fn scoring(&self, _position: &Position) {}
+
     /// The pipeline is done working on `position`: scored (its rows on their way to the sink)
     /// or dead-lettered. Nothing by default; the Kafka source's poison-event guard hands out
     /// the next message of a serial pass on it.
@@ -94,6 +98,13 @@ impl AckToken {
     /// The message's position.
     pub fn position(&self) -> &Position {
         &self.position
+    }
+
+    /// Tell the source the pipeline starts decoding and scoring the message.
+    pub fn scoring(&self) {
+        if let Some(t) = &self.target {
+            t.scoring(&self.position);
+        }
     }
 
     /// Tell the source the pipeline is done working on the message (scored or dead-lettered);

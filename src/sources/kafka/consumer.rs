@@ -666,10 +666,28 @@ impl Source for KafkaSource {
                 && guard.is_serial()
                 && !self.ready.is_empty()
             {
-                // After a death: one message at a time, each once the one before it is scored.
+                // After a death: a suspect is handed out alone — once every message handed out
+                // before it is stored, and nothing after it until it is scored; the others as
+                // usual, but none while one is alone.
                 tokio::select! {
                     _ = guard.wait_slot() => {}
                     _ = self.stop.wait() => continue,
+                }
+                let Some(front) = self.ready.front() else {
+                    continue;
+                };
+                let at = front.ack.position();
+                if !guard.alone_for(&at.stream, at.partition, at.offset) {
+                    return Ok(self.ready.pop_front());
+                }
+                // Registered messages are those handed out and those still waiting here.
+                let waiting = self.ready.len();
+                if self.tracker.in_flight() > waiting {
+                    tokio::select! {
+                        _ = self.tracker.wait_below(waiting + 1) => {}
+                        _ = self.stop.wait() => {}
+                    }
+                    continue;
                 }
                 if let Some(mut message) = self.ready.pop_front() {
                     let at = message.ack.position();

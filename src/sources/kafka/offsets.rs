@@ -270,6 +270,12 @@ impl Acknowledge for OffsetTracker {
         self.ack_all(&[position]);
     }
 
+    fn scoring(&self, position: &Position) {
+        if let Some(guard) = self.poison.get() {
+            guard.scoring(&position.stream, position.partition, position.offset);
+        }
+    }
+
     fn scored(&self, position: &Position) {
         if let Some(guard) = self.poison.get() {
             guard.settled(&position.stream, position.partition, position.offset);

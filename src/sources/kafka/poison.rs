@@ -2,7 +2,7 @@
 //! limit missed, the kernel's OOM killer) must not stop the stream for good. Its offset is never
 //! committed, so without this guard every restart would read it again and die again.
 //!
-//! How it knows, without a write per message in normal running:
+//! How it finds the message, without a write per message in normal running:
 //!
 //! - **A marker per partition**, a small file under `[source.poison] dir` (one folder per
 //!   consumer group), rewritten in place (one `pwrite`, no `fsync`: it must survive the
@@ -12,19 +12,27 @@
 //!   brokers differ in keeping it — tansu drops it — so the marker lives beside the process;
 //!   in Kubernetes on an `emptyDir`, which survives container restarts.)
 //! - **A death** is a start that finds its partition's marker not clean. Every message of the
-//!   window the marker names ([`Marker::from`]..=[`Marker::upto`]) may have been the one in
-//!   flight: each is charged that death, and the source goes **serial** — one message at a
-//!   time, the next one handed out only once the previous one was scored, its offset written
-//!   to the marker first ([`Marker::alone`]) — until it is past every such window.
-//! - **A death while serial** is charged to the one message that was being scored. A message
-//!   whose charged deaths reach `after_deaths` (default 2) is not scored again: it is handed to
-//!   the pipeline as a dead letter with the reason, and acknowledged like any other.
+//!   window the marker names may have been the one that killed it: each is charged that death,
+//!   and the partition is **recovering** until it is past the window.
+//! - **While any partition recovers**, messages are handed out at full concurrency as usual,
+//!   and the guard keeps a durable **scoring record** (`scoring.record` beside the markers): the
+//!   messages being scored right now, rewritten as each starts and ends (two small writes per
+//!   message, only while recovering). The next death names its suspects: the few messages being
+//!   scored when it came (at most `pipeline.workers`), not the whole window.
+//! - **A suspect** is scored **alone**: once every message handed out before it is stored, and
+//!   with nothing handed out after it until it is scored (its offset in the marker first). A
+//!   death while a message is alone — or while it was the only message being scored — is
+//!   charged to it for certain. A message charged `after_deaths` deaths (default 2), the last of
+//!   them for certain, is not scored again: it is handed to the pipeline as a dead letter with
+//!   the reason, and acknowledged like any other.
 //!
-//! So the first death with a poison event in flight costs one death and a serial pass over the
-//! window, the second is charged to the poison event alone, and the third start dead-letters
-//! it: two deaths, as `after_deaths = 2` says. A message that happens to be scored alone when
-//! something else kills the process (a node drained without SIGTERM) is charged one death; it
-//! is dead-lettered only if that happens again.
+//! So a poison event costs two deaths when nothing else was being scored beside it at the
+//! second (one pipeline worker, or luck), three otherwise (the third with it alone); the rest
+//! of the window is scored at full concurrency, the few other suspects alone. Where the record
+//! names nothing (it could not be written, or overflowed), the guard falls back to scoring the
+//! whole window one message at a time, which always finds the message. A message that happens to
+//! be scored alone when something else kills the process (a node drained without SIGTERM) is
+//! charged one death; it is dead-lettered only if that happens again.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -76,31 +84,46 @@ pub struct Marker {
     /// Written by a graceful stop or a revocation: nothing was in flight when the process let
     /// the partition go.
     pub clean: bool,
-    /// Lowest offset in flight when the marker was written.
+    /// Lowest offset in flight when the marker was written (the window's start while
+    /// recovering).
     pub from: i64,
-    /// Highest offset handed out when the marker was written.
+    /// Highest offset handed out when the marker was written (the window's end while
+    /// recovering).
     pub upto: i64,
-    /// Deaths charged to every message of `from..=upto` (deaths while not serial).
+    /// Deaths charged to every message of `from..=upto` (the window a death found in flight).
     pub window_deaths: u32,
-    /// While serial: the offset being scored alone.
+    /// Recovering from a death: the window `from..=upto` is not passed yet.
+    pub recovering: bool,
+    /// Deaths charged to single messages: (offset, deaths), each named by a scoring record or
+    /// scored alone when the process died.
+    pub charged: Vec<(i64, u32)>,
+    /// Offsets to be scored alone (a death's suspects).
+    pub suspects: Vec<i64>,
+    /// Every message of the window is scored alone (the scoring record named nothing).
+    pub serial: bool,
+    /// The offset being scored alone.
     pub alone: Option<i64>,
-    /// Deaths charged to `alone` while it was scored alone.
-    pub alone_deaths: u32,
-    /// While serial: the source stays serial for this partition up to this offset.
-    pub serial_upto: Option<i64>,
 }
 
 /// Bytes of a marker on disk: the JSON, padded with spaces, always this long, so one `pwrite`
-/// replaces it whole.
-const MARKER_BYTES: usize = 256;
+/// replaces it whole. Room for a few hundred suspects; a marker that would not fit drops its
+/// suspects for the serial fallback (which always finds the message).
+const MARKER_BYTES: usize = 8192;
 
 impl Marker {
-    fn encode(&self) -> [u8; MARKER_BYTES] {
-        let mut out = [b' '; MARKER_BYTES];
-        // Seven integers and two flags: far below the record's length.
-        if let Ok(json) = serde_json::to_vec(self)
-            && json.len() < MARKER_BYTES
-        {
+    fn encode(&self) -> Vec<u8> {
+        let mut json = serde_json::to_vec(self).unwrap_or_default();
+        if json.len() >= MARKER_BYTES {
+            let fallback = Marker {
+                charged: Vec::new(),
+                suspects: Vec::new(),
+                serial: true,
+                ..self.clone()
+            };
+            json = serde_json::to_vec(&fallback).unwrap_or_default();
+        }
+        let mut out = vec![b' '; MARKER_BYTES];
+        if json.len() < MARKER_BYTES {
             out[..json.len()].copy_from_slice(&json);
             out[MARKER_BYTES - 1] = b'\n';
         }
@@ -111,20 +134,98 @@ impl Marker {
         serde_json::from_slice(bytes.trim_ascii()).ok()
     }
 
-    /// Deaths charged to `offset`.
+    /// Deaths charged to `offset`: its window's, and its own.
     fn deaths_of(&self, offset: i64) -> u32 {
         let window = if (self.from..=self.upto).contains(&offset) {
             self.window_deaths
         } else {
             0
         };
-        let alone = if self.alone == Some(offset) {
-            self.alone_deaths
-        } else {
-            0
-        };
-        window + alone
+        let own = self
+            .charged
+            .iter()
+            .find(|(charged, _)| *charged == offset)
+            .map_or(0, |(_, deaths)| *deaths);
+        window + own
     }
+
+    /// Charge `offset` one more death; its deaths now.
+    fn charge(&mut self, offset: i64) -> u32 {
+        match self
+            .charged
+            .iter_mut()
+            .find(|(charged, _)| *charged == offset)
+        {
+            Some((_, deaths)) => *deaths += 1,
+            None => self.charged.push((offset, 1)),
+        }
+        self.deaths_of(offset)
+    }
+
+    /// Whether the message at `offset` is to be scored alone.
+    fn alone_for(&self, offset: i64) -> bool {
+        self.recovering
+            && ((self.serial && (self.from..=self.upto).contains(&offset))
+                || self.suspects.contains(&offset))
+    }
+
+    /// Whether anything of this partition is still to be scored alone.
+    fn has_alone_work(&self) -> bool {
+        self.recovering && (self.serial || !self.suspects.is_empty())
+    }
+}
+
+/// A message in the scoring record: topic, partition, offset.
+type RecordedPosition = (String, i32, i64);
+
+/// The scoring record on disk: while any partition recovers, the messages being scored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct ScoringRecord {
+    /// Written while recording: a start that finds it active follows a death while recording.
+    active: bool,
+    /// More messages were being scored than the record holds: it names nothing.
+    overflow: bool,
+    /// The messages being scored.
+    scoring: Vec<RecordedPosition>,
+}
+
+/// Bytes of the scoring record on disk (rewritten whole, as a marker): room for a few hundred
+/// messages being scored at once, far more than `pipeline.workers`.
+const RECORD_BYTES: usize = 16384;
+
+impl ScoringRecord {
+    fn encode(&self) -> Vec<u8> {
+        let mut json = serde_json::to_vec(self).unwrap_or_default();
+        if json.len() >= RECORD_BYTES {
+            let overflow = ScoringRecord {
+                active: self.active,
+                overflow: true,
+                scoring: Vec::new(),
+            };
+            json = serde_json::to_vec(&overflow).unwrap_or_default();
+        }
+        let mut out = vec![b' '; RECORD_BYTES];
+        if json.len() < RECORD_BYTES {
+            out[..json.len()].copy_from_slice(&json);
+            out[RECORD_BYTES - 1] = b'\n';
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Option<ScoringRecord> {
+        serde_json::from_slice(bytes.trim_ascii()).ok()
+    }
+}
+
+/// What the previous process's scoring record says of its death.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LastScoring {
+    /// It was not recording (or stopped gracefully): the markers say everything.
+    NotRecording,
+    /// It died while recording, with these messages being scored.
+    Named(Vec<RecordedPosition>),
+    /// It died while recording, but the record names nothing usable (overflow, unreadable).
+    Unknown,
 }
 
 /// One partition's marker and what this process decided from it.
@@ -145,9 +246,28 @@ impl PartitionGuard {
             self.file = None;
         }
     }
+}
 
-    fn serial_for(&self, offset: i64) -> bool {
-        self.marker.serial_upto.is_some_and(|upto| offset <= upto)
+/// The scoring record kept while recovering: the file and the messages being scored.
+struct Recorder {
+    file: Option<File>,
+    scoring: Vec<RecordedPosition>,
+}
+
+impl Recorder {
+    fn write(&mut self, active: bool) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let record = ScoringRecord {
+            active,
+            overflow: false,
+            scoring: self.scoring.clone(),
+        };
+        if let Err(error) = file.write_all_at(&record.encode(), 0) {
+            tracing::warn!(%error, "cannot write the poison-event scoring record; a death while recovering falls back to one message at a time");
+            self.file = None;
+        }
     }
 }
 
@@ -155,11 +275,18 @@ impl PartitionGuard {
 pub struct PoisonGuard {
     dir: PathBuf,
     after_deaths: u32,
+    /// What the previous process's scoring record named.
+    last_scoring: LastScoring,
     partitions: Mutex<HashMap<(String, i32), PartitionGuard>>,
-    /// Whether any partition is serial (read for every message handed out).
+    /// Whether any partition recovers (read for every message scored: the scoring record is kept
+    /// only then).
+    recording: AtomicBool,
+    /// Whether any partition has a message to score alone (read for every message handed out).
     serial: AtomicBool,
-    /// While serial: the message being scored alone (topic, partition, offset).
-    slot: Mutex<Option<(String, i32, i64)>>,
+    /// The scoring record (its file, and the messages being scored while recording).
+    recorder: Mutex<Recorder>,
+    /// While a message is scored alone: which (topic, partition, offset).
+    slot: Mutex<Option<RecordedPosition>>,
     /// Whether `slot` holds a message (read for every message scored and every batch stored).
     slot_taken: AtomicBool,
     /// Woken when the slot is freed.
@@ -175,6 +302,9 @@ impl std::fmt::Debug for PoisonGuard {
     }
 }
 
+/// The scoring record's file in the markers' folder.
+const RECORD_FILE: &str = "scoring.record";
+
 impl PoisonGuard {
     /// The guard for consumer group `group`; `None` when `after_deaths` is 0 (off). A folder
     /// that cannot be created turns the guard off with a warning: the stream goes on without it.
@@ -187,11 +317,21 @@ impl PoisonGuard {
             tracing::warn!(dir = %dir.display(), %error, "cannot create the poison-event markers' folder; a crash loop on one message would not be noticed");
             return None;
         }
+        let (file, last_scoring) = open_record(&dir.join(RECORD_FILE));
+        let mut recorder = Recorder {
+            file,
+            scoring: Vec::new(),
+        };
+        // What the last process recorded is read once; this one starts its own.
+        recorder.write(false);
         Some(PoisonGuard {
             dir,
             after_deaths: config.after_deaths,
+            last_scoring,
             partitions: Mutex::new(HashMap::new()),
+            recording: AtomicBool::new(false),
             serial: AtomicBool::new(false),
+            recorder: Mutex::new(recorder),
             slot: Mutex::new(None),
             slot_taken: AtomicBool::new(false),
             slot_free: tokio::sync::Notify::new(),
@@ -224,7 +364,7 @@ impl PoisonGuard {
                 };
             }
         };
-        let mut bytes = [0u8; MARKER_BYTES];
+        let mut bytes = vec![0u8; MARKER_BYTES];
         let read = file.read_at(&mut bytes, 0).unwrap_or(0);
         let before = Marker::decode(&bytes[..read]);
         let mut guard = PartitionGuard {
@@ -232,41 +372,96 @@ impl PoisonGuard {
             marker: Marker::default(),
             poison: None,
         };
-        match before {
-            Some(before) if !before.clean => {
-                let mut marker = before.clone();
-                if let Some(offset) = before.alone {
-                    // Died with `offset` scored alone: charged to it.
-                    marker.alone_deaths += 1;
-                    let deaths = marker.deaths_of(offset);
+        if let Some(before) = before
+            && !before.clean
+        {
+            guard.marker = self.after_death(topic, partition, before, &mut guard.poison);
+            guard.write();
+        }
+        guard
+    }
+
+    /// The marker after a death found `before` (not clean), and the poison event it names.
+    fn after_death(
+        &self,
+        topic: &str,
+        partition: i32,
+        before: Marker,
+        poison: &mut Option<(i64, u32)>,
+    ) -> Marker {
+        let mut marker = before.clone();
+        if let Some(offset) = before.alone {
+            // Died with `offset` scored alone: charged to it, for certain.
+            let deaths = marker.charge(offset);
+            tracing::warn!(
+                topic,
+                partition,
+                offset,
+                deaths,
+                "the process died while this message was being scored alone"
+            );
+            if deaths >= self.after_deaths {
+                *poison = Some((offset, deaths));
+            }
+            return marker;
+        }
+        if !before.recovering {
+            // Died with a window in flight: charged to every message of it.
+            marker.window_deaths = 1;
+            marker.recovering = true;
+            tracing::warn!(
+                topic,
+                partition,
+                from = before.from,
+                upto = before.upto,
+                "the process died with messages of this partition in flight; recording which are being scored"
+            );
+            return marker;
+        }
+        // Died while recovering: the scoring record names the suspects.
+        match &self.last_scoring {
+            LastScoring::Named(scoring) if !scoring.is_empty() => {
+                let mine: Vec<i64> = scoring
+                    .iter()
+                    .filter(|(t, p, _)| t == topic && *p == partition)
+                    .map(|(_, _, offset)| *offset)
+                    .collect();
+                let certain = scoring.len() == 1;
+                for offset in mine {
+                    let deaths = marker.charge(offset);
                     tracing::warn!(
                         topic,
                         partition,
                         offset,
                         deaths,
-                        "the process died while this message was being scored alone"
+                        suspects = scoring.len(),
+                        "the process died while this message was being scored"
                     );
-                    if deaths >= self.after_deaths {
-                        guard.poison = Some((offset, deaths));
+                    if certain && deaths >= self.after_deaths {
+                        *poison = Some((offset, deaths));
                     }
-                } else if before.serial_upto.is_none() {
-                    // Died with a window in flight: charged to every message of it.
-                    marker.window_deaths = 1;
-                    marker.serial_upto = Some(before.upto);
-                    tracing::warn!(
-                        topic,
-                        partition,
-                        from = before.from,
-                        upto = before.upto,
-                        "the process died with messages of this partition in flight; scoring them one at a time"
-                    );
+                    if !marker.suspects.contains(&offset) {
+                        marker.suspects.push(offset);
+                    }
                 }
-                guard.marker = marker;
-                guard.write();
             }
-            _ => {}
+            // Not recording yet when it died (before this partition's first batch): nothing of
+            // the window was being scored.
+            LastScoring::NotRecording => {}
+            // Nothing named (a death outside scoring, a record that could not be kept): the
+            // whole window one message at a time, which always finds the message.
+            LastScoring::Named(_) | LastScoring::Unknown => {
+                marker.serial = true;
+                tracing::warn!(
+                    topic,
+                    partition,
+                    from = before.from,
+                    upto = before.upto,
+                    "the process died again while recovering and no message was named; scoring the window one at a time"
+                );
+            }
         }
-        guard
+        marker
     }
 
     /// Run `f` on the partition's guard, opened (and its marker read) on first use.
@@ -277,22 +472,42 @@ impl PoisonGuard {
             Some(guard) => guard,
             None => {
                 let opened = self.open(topic, partition);
-                if opened.marker.serial_upto.is_some() {
+                let recovering = opened.marker.recovering;
+                let serial = opened.marker.has_alone_work();
+                let guard = partitions.entry(key).or_insert(opened);
+                if recovering {
+                    self.start_recording();
+                }
+                if serial {
                     self.serial.store(true, Ordering::Release);
                 }
-                partitions.entry(key).or_insert(opened)
+                guard
             }
         };
         f(guard)
     }
 
+    fn start_recording(&self) {
+        if !self.recording.swap(true, Ordering::AcqRel) {
+            lock(&self.recorder).write(true);
+        }
+    }
+
     /// A received batch of `partition` was registered: `from` is its lowest offset in flight,
-    /// `upto` the highest handed out so far. Writes the marker (not while serial: then each
-    /// message writes its own).
+    /// `upto` the highest handed out so far. Writes the marker; a recovering partition keeps its
+    /// window until `from` is past it (every message of it stored).
     pub fn registered(&self, topic: &str, partition: i32, from: i64, upto: i64) {
-        self.with(topic, partition, |guard| {
-            if guard.marker.serial_upto.is_some() {
-                return;
+        let left_recovery = self.with(topic, partition, |guard| {
+            let was_recovering = guard.marker.recovering;
+            // A suspect scored after the window (recorded while recovering) keeps it open too.
+            let end = guard
+                .marker
+                .suspects
+                .iter()
+                .copied()
+                .fold(guard.marker.upto, i64::max);
+            if was_recovering && from <= end {
+                return false;
             }
             guard.marker = Marker {
                 clean: false,
@@ -300,17 +515,28 @@ impl PoisonGuard {
                 upto,
                 ..Marker::default()
             };
+            guard.poison = None;
             guard.write();
+            was_recovering
         });
+        if left_recovery {
+            self.update_modes();
+        }
     }
 
-    /// Whether any partition is serial (one atomic load; the source asks for every message).
+    /// Whether any partition has a message to score alone (one atomic load; the source asks for
+    /// every message).
     pub fn is_serial(&self) -> bool {
         self.serial.load(Ordering::Acquire)
     }
 
-    /// Why the message at `offset` is to be dead-lettered instead of scored (it was in flight
-    /// at `after_deaths` deaths), if it is; otherwise it is handed out alone.
+    /// Whether the message at `offset` is to be scored alone (a suspect, or the serial
+    /// fallback's window).
+    pub fn alone_for(&self, topic: &str, partition: i32, offset: i64) -> bool {
+        self.with(topic, partition, |guard| guard.marker.alone_for(offset))
+    }
+
+    /// Why the message at `offset` is to be dead-lettered instead of scored, if it is.
     fn quarantine_reason(&self, topic: &str, partition: i32, offset: i64) -> Option<String> {
         self.with(topic, partition, |guard| {
             if let Some((poison, deaths)) = guard.poison
@@ -339,16 +565,13 @@ impl PoisonGuard {
         }
     }
 
-    /// The message at `offset` is handed out alone (the slot is free): its offset goes into the
-    /// marker first. Returns the reason to dead-letter it instead of scoring it, if it was in
-    /// flight at `after_deaths` deaths.
+    /// The message at `offset` is handed out alone (the slot is free, nothing else in the
+    /// pipeline): its offset goes into the marker first. Returns the reason to dead-letter it
+    /// instead of scoring it, if it was charged `after_deaths` deaths.
     pub fn hand_out_alone(&self, topic: &str, partition: i32, offset: i64) -> Option<String> {
         let reason = self.quarantine_reason(topic, partition, offset);
         self.with(topic, partition, |guard| {
-            if guard.marker.alone != Some(offset) {
-                guard.marker.alone = Some(offset);
-                guard.marker.alone_deaths = 0;
-            }
+            guard.marker.alone = Some(offset);
             guard.marker.clean = false;
             guard.write();
         });
@@ -357,10 +580,34 @@ impl PoisonGuard {
         reason
     }
 
-    /// The message at this position was scored, dead-lettered or stored: if it was the one
-    /// scored alone, the slot is freed (and its partition leaves serial mode when it was the
-    /// last of its window). One atomic load when no message is alone.
+    /// The message at this position starts being scored: while recording, it goes into the
+    /// scoring record first. One atomic load otherwise.
+    pub fn scoring(&self, topic: &str, partition: i32, offset: i64) {
+        if !self.recording.load(Ordering::Acquire) {
+            return;
+        }
+        let mut recorder = lock(&self.recorder);
+        recorder
+            .scoring
+            .push((topic.to_string(), partition, offset));
+        recorder.write(true);
+    }
+
+    /// The message at this position was scored, dead-lettered or stored: it leaves the scoring
+    /// record; if it was the one scored alone, the slot is freed. Two atomic loads when not
+    /// recovering.
     pub fn settled(&self, topic: &str, partition: i32, offset: i64) {
+        if self.recording.load(Ordering::Acquire) {
+            let mut recorder = lock(&self.recorder);
+            let at = recorder
+                .scoring
+                .iter()
+                .position(|(t, p, o)| t == topic && *p == partition && *o == offset);
+            if let Some(at) = at {
+                recorder.scoring.swap_remove(at);
+                recorder.write(true);
+            }
+        }
         if !self.slot_taken.load(Ordering::Acquire) {
             return;
         }
@@ -378,40 +625,42 @@ impl PoisonGuard {
         self.slot_free.notify_waiters();
     }
 
-    /// The message at `offset` was scored alone: the partition's window ends after it when it
-    /// was the last of it.
+    /// The message at `offset` was scored alone without a death: it is cleared.
     fn scored_alone(&self, topic: &str, partition: i32, offset: i64) {
         self.with(topic, partition, |guard| {
-            if guard.poison.is_some_and(|(p, _)| p <= offset) {
+            if guard.poison.is_some_and(|(p, _)| p == offset) {
                 guard.poison = None;
             }
-            if !guard.serial_for(offset + 1) {
-                // Past the window: back to batches.
-                guard.marker = Marker {
-                    clean: false,
-                    from: offset + 1,
-                    upto: offset,
-                    ..Marker::default()
-                };
-            } else {
-                guard.marker.alone = None;
-                guard.marker.alone_deaths = 0;
+            let marker = &mut guard.marker;
+            marker.alone = None;
+            marker.suspects.retain(|o| *o != offset);
+            marker.charged.retain(|(o, _)| *o != offset);
+            if marker.serial && offset >= marker.upto {
+                marker.serial = false;
             }
             guard.write();
         });
-        self.update_serial();
+        self.update_modes();
     }
 
-    /// Whether the message at `offset` falls in its partition's serial window.
-    pub fn serial_for(&self, topic: &str, partition: i32, offset: i64) -> bool {
-        self.with(topic, partition, |guard| guard.serial_for(offset))
+    /// Whether the message at `offset` falls in its partition's recovering window.
+    pub fn recovering_for(&self, topic: &str, partition: i32, offset: i64) -> bool {
+        self.with(topic, partition, |guard| {
+            guard.marker.recovering && (guard.marker.from..=guard.marker.upto).contains(&offset)
+        })
     }
 
-    fn update_serial(&self) {
-        let any = lock(&self.partitions)
-            .values()
-            .any(|g| g.marker.serial_upto.is_some());
-        self.serial.store(any, Ordering::Release);
+    fn update_modes(&self) {
+        let partitions = lock(&self.partitions);
+        let serial = partitions.values().any(|g| g.marker.has_alone_work());
+        let recording = partitions.values().any(|g| g.marker.recovering);
+        drop(partitions);
+        self.serial.store(serial, Ordering::Release);
+        if !recording && self.recording.swap(false, Ordering::AcqRel) {
+            let mut recorder = lock(&self.recorder);
+            recorder.scoring.clear();
+            recorder.write(false);
+        }
     }
 
     /// The partitions were let go gracefully (revoked, or the source stopped after its final
@@ -428,14 +677,44 @@ impl PoisonGuard {
             }
         }
         drop(map);
-        self.update_serial();
+        self.update_modes();
     }
 
     /// Every partition let go gracefully (the source's finish).
     pub fn release_all(&self) {
         let keys: Vec<(String, i32)> = lock(&self.partitions).keys().cloned().collect();
         self.release(keys.iter().map(|(t, p)| (t.as_str(), *p)));
+        let mut recorder = lock(&self.recorder);
+        recorder.scoring.clear();
+        recorder.write(false);
     }
+}
+
+/// Open the scoring record at `path`, and what the previous process left in it.
+fn open_record(path: &Path) -> (Option<File>, LastScoring) {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot open the poison-event scoring record; a death while recovering falls back to one message at a time");
+            return (None, LastScoring::Unknown);
+        }
+    };
+    let mut bytes = vec![0u8; RECORD_BYTES];
+    let read = file.read_at(&mut bytes, 0).unwrap_or(0);
+    let last = match ScoringRecord::decode(&bytes[..read]) {
+        None if read == 0 => LastScoring::NotRecording,
+        None => LastScoring::Unknown,
+        Some(record) if !record.active => LastScoring::NotRecording,
+        Some(record) if record.overflow => LastScoring::Unknown,
+        Some(record) => LastScoring::Named(record.scoring),
+    };
+    (Some(file), last)
 }
 
 #[cfg(test)]
@@ -463,62 +742,102 @@ mod tests {
         let g = guard(dir.path());
         g.registered("t", 0, 21, 30);
         assert!(!g.is_serial());
+        assert!(!g.recovering_for("t", 0, 21));
     }
 
+    /// The process dies with a window in flight, then again while the poison event was the only
+    /// message being scored: two deaths, the rest of the window at full concurrency.
     #[test]
-    fn two_deaths_with_the_same_message_in_flight_quarantine_it() {
+    fn a_message_scored_by_itself_at_the_second_death_is_quarantined() {
         let dir = tempfile::tempdir().unwrap();
-        // First life: batches registered, then the process dies (no release).
         let g = guard(dir.path());
         g.registered("t", 0, 10, 20);
         g.registered("t", 1, 5, 5);
         drop(g);
-        // Second life: both partitions are serial over their windows.
+        // Second life: recovering, nothing alone; what is scored is recorded.
         let g = guard(dir.path());
-        assert!(g.serial_for("t", 0, 10));
-        assert!(g.serial_for("t", 1, 5));
-        assert!(g.is_serial());
-        assert!(!g.serial_for("t", 0, 21));
-        assert_eq!(g.quarantine_reason("t", 0, 10), None);
-        g.hand_out_alone("t", 0, 10);
-        g.settled("t", 0, 10);
-        assert_eq!(g.quarantine_reason("t", 0, 11), None);
-        g.hand_out_alone("t", 0, 11);
-        // ... and dies scoring offset 11 alone.
-        drop(g);
-        // Third life: offset 11 was in flight at both deaths.
-        let g = guard(dir.path());
-        let reason = g.hand_out_alone("t", 0, 11).expect("quarantined");
-        assert!(reason.contains("died 2 times"), "{reason}");
-        g.settled("t", 0, 11);
-        // The others go on one at a time to the end of the window, then in batches.
-        assert_eq!(g.quarantine_reason("t", 0, 12), None);
-        for offset in 12..=20 {
-            g.hand_out_alone("t", 0, offset);
+        assert!(g.recovering_for("t", 0, 10));
+        assert!(!g.alone_for("t", 0, 10));
+        assert!(!g.is_serial());
+        for offset in [10, 12] {
+            g.scoring("t", 0, offset);
             g.settled("t", 0, offset);
         }
-        assert!(!g.serial_for("t", 0, 21));
-        // Partition 1 is still serial once seen (its window was never passed).
-        assert!(g.serial_for("t", 1, 5));
+        g.scoring("t", 0, 11);
+        drop(g); // dies scoring offset 11
+        // Third life: 11 was the one message being scored.
+        let g = guard(dir.path());
+        assert!(g.alone_for("t", 0, 11));
+        assert!(!g.alone_for("t", 0, 12));
         assert!(g.is_serial());
-        g.hand_out_alone("t", 1, 5);
-        g.settled("t", 1, 5);
+        let reason = g.hand_out_alone("t", 0, 11).expect("quarantined");
+        assert!(reason.contains("died 2 times"), "{reason}");
+        g.scoring("t", 0, 11);
+        g.settled("t", 0, 11);
+        assert!(!g.is_serial());
+        // Partition 1 was in flight at the first death but not being scored at the second.
+        assert!(g.recovering_for("t", 1, 5));
+        assert!(!g.alone_for("t", 1, 5));
+        // Past the window once every message of it is stored: recording stops.
+        g.registered("t", 0, 21, 30);
+        assert!(!g.recovering_for("t", 0, 21));
+        g.registered("t", 1, 6, 9);
+        assert!(!g.recording.load(Ordering::Acquire));
+    }
+
+    /// Two messages were being scored at the second death: each is scored alone; the innocent
+    /// one is cleared, the poison event dies alone and is quarantined at the third start.
+    #[test]
+    fn suspects_scored_beside_each_other_are_scored_alone_and_only_the_poison_is_quarantined() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = guard(dir.path());
+        g.registered("t", 0, 10, 20);
+        drop(g);
+        let g = guard(dir.path());
+        g.registered("t", 0, 10, 20);
+        g.scoring("t", 0, 11);
+        g.scoring("t", 0, 12);
+        drop(g);
+        let g = guard(dir.path());
+        assert!(g.alone_for("t", 0, 11) && g.alone_for("t", 0, 12));
+        assert!(!g.alone_for("t", 0, 13));
+        assert_eq!(g.hand_out_alone("t", 0, 11), None);
+        g.scoring("t", 0, 11);
+        g.settled("t", 0, 11);
+        assert!(!g.alone_for("t", 0, 11));
+        assert_eq!(g.hand_out_alone("t", 0, 12), None);
+        g.scoring("t", 0, 12);
+        drop(g); // dies with 12 alone
+        let g = guard(dir.path());
+        assert_eq!(g.quarantine_reason("t", 0, 11), None);
+        let reason = g.hand_out_alone("t", 0, 12).expect("quarantined");
+        assert!(reason.contains("died 3 times"), "{reason}");
+        g.settled("t", 0, 12);
         assert!(!g.is_serial());
     }
 
+    /// A death while recovering with nothing being scored names no suspect: the window is
+    /// scored one message at a time, which always finds the message.
     #[test]
-    fn one_death_alone_outside_a_window_is_not_enough() {
+    fn a_death_that_names_nothing_falls_back_to_one_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let g = guard(dir.path());
         g.registered("t", 0, 0, 3);
         drop(g);
         let g = guard(dir.path());
-        g.hand_out_alone("t", 0, 0);
+        g.registered("t", 0, 0, 3);
+        g.scoring("t", 0, 0);
         g.settled("t", 0, 0);
-        drop(g); // dies between messages: nothing alone in flight
+        drop(g); // dies between messages
         let g = guard(dir.path());
         assert_eq!(g.quarantine_reason("t", 0, 1), None);
-        assert!(g.serial_for("t", 0, 3));
+        assert!(g.is_serial());
+        for offset in 1..=3 {
+            assert!(g.alone_for("t", 0, offset));
+            g.hand_out_alone("t", 0, offset);
+            g.settled("t", 0, offset);
+        }
+        assert!(!g.is_serial());
     }
 
     #[test]
@@ -528,13 +847,30 @@ mod tests {
             from: i64::MIN,
             upto: i64::MAX,
             window_deaths: u32::MAX,
+            recovering: true,
+            charged: vec![(i64::MIN, u32::MAX)],
+            suspects: vec![i64::MAX],
+            serial: false,
             alone: Some(i64::MIN),
-            alone_deaths: u32::MAX,
-            serial_upto: Some(i64::MAX),
         };
         let bytes = m.encode();
-        assert_eq!(Marker::decode(&bytes), Some(m));
+        assert_eq!(bytes.len(), MARKER_BYTES);
+        assert_eq!(Marker::decode(&bytes), Some(m.clone()));
+        // Too many suspects to keep: the serial fallback instead.
+        let crowded = Marker {
+            suspects: (0..2_000).collect(),
+            ..m
+        };
+        let kept = Marker::decode(&crowded.encode()).unwrap();
+        assert!(kept.serial && kept.suspects.is_empty());
         assert_eq!(Marker::decode(b""), None);
+        let record = ScoringRecord {
+            active: true,
+            overflow: false,
+            scoring: (0..5_000).map(|o| ("topic".to_string(), 0, o)).collect(),
+        };
+        let kept = ScoringRecord::decode(&record.encode()).unwrap();
+        assert!(kept.overflow && kept.scoring.is_empty());
         assert_eq!(file_name("agents"), "agents");
         assert_ne!(file_name("a/b"), file_name("a_b"));
         assert!(!file_name("..").contains('/'));

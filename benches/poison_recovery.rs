@@ -2,18 +2,24 @@
 //! that was in flight is stored again.
 //!
 //!   SQLGRADE_BIN=BUILD cargo bench --bench poison_recovery -- [--events N]
-//!       [--max-in-flight M] [--poison-at K] [--lives L]
+//!       [--max-in-flight M] [--poison-at K] [--lives L] [--batch-rows B] [--flush-ms F]
+//!       [--serial-budget-ms S]
 //!
 //! `BUILD` is a `sqlgrade` built with the `test-hooks` feature (`cargo build --release
 //! --features test-hooks`): its `SQLGRADE_TEST_ABORT_ON` hook aborts the process when a payload
 //! holds the mark — a real crash (SIGABRT), not a simulated one. Starts its own tansu and
 //! ClickHouse (`scripts/services.sh install` first), produces N real events (default 5,000; 3
 //! partitions) with one marked event after the K-th (default N/2), then runs the daemon with
-//! `source.max_in_flight = M` (default 100,000, production's) until it has died once with the
-//! window in flight. From the first restart on it times the daemon until every event of the
+//! `source.max_in_flight = M` (default 100,000, production's) and the sink's batches of
+//! production's config (`batch_rows` B = 50,000, `flush_interval_ms` F = 1,000: what was scored
+//! in the last second is not stored yet) until it has died once with the window in flight (the
+//! windows each partition's marker names are printed from the second life's log). From the first restart on it times the daemon until every event of the
 //! window is stored in ClickHouse and the poison event is dead-lettered, counting the deaths on
 //! the way (each followed by the consumer group's eviction of the dead member, as the tests
 //! wait, which is inside the time and reported beside it). At most L lives (default 6).
+//!
+//! `--serial-budget-ms` sets `[source.poison] serial_budget_ms` (a build that knows it): 0 runs
+//! the window at full concurrency from the first restart, recording what is being scored.
 //!
 //! Prints one line: deaths, seconds from the first restart to the last row, the eviction waits
 //! inside that time, and the rows and dead letters stored.
@@ -58,6 +64,13 @@ async fn main() {
         return;
     };
     h.max_in_flight = max_in_flight;
+    if let Some(budget) = arg("--serial-budget-ms") {
+        h.source_config = format!("poison.serial_budget_ms = {budget}\n");
+    }
+    h.batch = (
+        arg("--batch-rows").unwrap_or(50_000),
+        arg("--flush-ms").unwrap_or(1_000) as u64,
+    );
     h.daemon_env
         .push(("SQLGRADE_TEST_ABORT_ON".to_string(), MARK.to_string()));
     h.produce(poison_at).await;
@@ -91,6 +104,13 @@ async fn main() {
                 rows >= events as u64 && dead >= 1
             }
         });
+        if deaths == 1 {
+            for line in daemon.log_text().lines() {
+                if line.contains("in flight") && line.contains("upto") {
+                    eprintln!("{line}");
+                }
+            }
+        }
         if daemon.exited().is_some() {
             deaths += 1;
             daemon.child = None;

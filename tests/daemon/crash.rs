@@ -57,18 +57,42 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
 }
 
 /// A message that kills the process every time it is scored: through real Kafka, the daemon dies
-/// on it with the window in flight, restarts at full concurrency recording what it scores, dies
-/// on it again (and once more scored alone, when another message was being scored beside it),
-/// then dead-letters it with the reason; every other event is stored, none lost, none other
-/// dead-lettered.
+/// on it with the window in flight, restarts scoring that window one message at a time (the
+/// default, within `serial_budget_ms`), dies on it alone, then dead-letters it with the reason;
+/// every other event is stored, none lost, none other dead-lettered.
 #[cfg(feature = "test-hooks")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_event_is_dead_lettered_after_two_or_three_deaths_and_the_rest_is_stored() {
+async fn a_poison_event_is_dead_lettered_after_two_deaths_one_at_a_time_and_the_rest_is_stored() {
     let _servers = crate::one_at_a_time().await;
+    poison_event_scenario("daemon_poison", "", 2..=2).await;
+}
+
+/// The same with no serial pass (`serial_budget_ms = 0`): the window runs at full concurrency
+/// while the guard records what is being scored; the second death names the few messages being
+/// scored, the poison event among them (a third death when another was scored beside it).
+#[cfg(feature = "test-hooks")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_at_full_concurrency_is_named_by_the_scoring_record() {
+    let _servers = crate::one_at_a_time().await;
+    poison_event_scenario(
+        "daemon_poison_record",
+        "poison.serial_budget_ms = 0\n",
+        2..=3,
+    )
+    .await;
+}
+
+#[cfg(feature = "test-hooks")]
+async fn poison_event_scenario(
+    test: &str,
+    source_config: &str,
+    deaths_expected: std::ops::RangeInclusive<u32>,
+) {
     const MARK: &str = "POISON-EVENT-3f9a1c";
-    let Some(mut h) = Harness::start("daemon_poison", 3_000, 0, false) else {
+    let Some(mut h) = Harness::start(test, 3_000, 0, false) else {
         return;
     };
+    h.source_config = source_config.to_string();
     h.daemon_env.push((
         sqlgrade::pipeline::ABORT_ON_ENV.to_string(),
         MARK.to_string(),
@@ -104,13 +128,20 @@ async fn a_poison_event_is_dead_lettered_after_two_or_three_deaths_and_the_rest_
         };
         deaths += 1;
         assert!(!status.success(), "life {deaths}: {status:?}");
-        assert!(deaths <= 3, "a fourth death:\n{}", daemon.log_text());
+        assert!(
+            deaths <= *deaths_expected.end(),
+            "death {deaths}:\n{}",
+            daemon.log_text()
+        );
         eprintln!("life {deaths} died: {status:?}");
         daemon.child = None;
         // The dead member must leave the group before the next one takes its partitions.
         tokio::time::sleep(support::DEAD_MEMBER_EVICTION).await;
     };
-    assert!(deaths >= 2, "the poison event killed only {deaths} lives");
+    assert!(
+        deaths_expected.contains(&deaths),
+        "the poison event killed {deaths} lives"
+    );
     assert!(
         h.wait_rows(3_000, Duration::from_secs(300)),
         "only {} rows; log:\n{}",

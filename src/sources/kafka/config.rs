@@ -143,9 +143,16 @@ impl KafkaSourceConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PoisonConfig {
-    /// Deaths with a message in flight after which it is dead-lettered instead of scored
-    /// again; 0 turns the guard off (a poison event then stops the stream).
+    /// Deaths charged to a message after which it is dead-lettered instead of scored again (the
+    /// first is the window's it was in flight in, the last one certain: it was being scored by
+    /// itself); 0 turns the guard off (a poison event then stops the stream).
     pub after_deaths: u32,
+    /// After a death, the window in flight is first scored one message at a time (so the next
+    /// death names the message: two deaths in all); past this many milliseconds of that, the
+    /// rest of the window runs at full concurrency while the guard records which messages are
+    /// being scored (the next death names those few; at most one death more). About what a
+    /// death costs: a restart, and the group's rebalance without static membership.
+    pub serial_budget_ms: u64,
     /// Folder of the markers (one folder per consumer group inside). Unset: `sqlgrade-poison`
     /// in the system's temporary folder. In Kubernetes, a volume that outlives the container
     /// (`emptyDir`): the deployment's manifests mount one.
@@ -156,6 +163,7 @@ impl Default for PoisonConfig {
     fn default() -> Self {
         PoisonConfig {
             after_deaths: 2,
+            serial_budget_ms: 30_000,
             dir: None,
         }
     }

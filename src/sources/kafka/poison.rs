@@ -14,11 +14,16 @@
 //! - **A death** is a start that finds its partition's marker not clean. Every message of the
 //!   window the marker names may have been the one that killed it: each is charged that death,
 //!   and the partition is **recovering** until it is past the window.
-//! - **While any partition recovers**, messages are handed out at full concurrency as usual,
-//!   and the guard keeps a durable **scoring record** (`scoring.record` beside the markers): the
-//!   messages being scored right now, rewritten as each starts and ends (two small writes per
-//!   message, only while recovering). The next death names its suspects: the few messages being
-//!   scored when it came (at most `pipeline.workers`), not the whole window.
+//! - **Recovering, first one message at a time**: each handed out alone (below), so the next
+//!   death names the message — two deaths in all. A serial pass costs the pipeline's latency per
+//!   message (about 0.2 ms on a 2-vCPU VM, `benches/README.md`), so a large window or slow
+//!   scoring could take minutes: past `[source.poison] serial_budget_ms` (default 30 s, about
+//!   what a death costs) the rest of the window runs at full concurrency instead.
+//! - **While any partition recovers**, the guard keeps a durable **scoring record**
+//!   (`scoring.record` beside the markers): the messages being scored right now, rewritten as
+//!   each starts and ends (two small writes per message, only while recovering). A death at full
+//!   concurrency names its suspects: the few messages being scored when it came (at most
+//!   `pipeline.workers`), not the whole window.
 //! - **A suspect** is scored **alone**: once every message handed out before it is stored, and
 //!   with nothing handed out after it until it is scored (its offset in the marker first). A
 //!   death while a message is alone — or while it was the only message being scored — is
@@ -26,9 +31,10 @@
 //!   them for certain, is not scored again: it is handed to the pipeline as a dead letter with
 //!   the reason, and acknowledged like any other.
 //!
-//! So a poison event costs two deaths when nothing else was being scored beside it at the
-//! second (one pipeline worker, or luck), three otherwise (the third with it alone); the rest
-//! of the window is scored at full concurrency, the few other suspects alone. Where the record
+//! So a poison event costs two deaths when the serial pass reaches it within its budget, or when
+//! nothing else was being scored beside it at the second death; three otherwise (the third with
+//! it alone): the rest of the window is scored at full concurrency, the few other suspects
+//! alone. Where the record
 //! names nothing (it could not be written, or overflowed), the guard falls back to scoring the
 //! whole window one message at a time, which always finds the message. A message that happens to
 //! be scored alone when something else kills the process (a node drained without SIGTERM) is
@@ -275,6 +281,11 @@ impl Recorder {
 pub struct PoisonGuard {
     dir: PathBuf,
     after_deaths: u32,
+    /// How long this process scores a window one message at a time before the rest of it runs
+    /// at full concurrency.
+    serial_budget: std::time::Duration,
+    /// When this process handed out its first message alone.
+    serial_started: std::sync::OnceLock<std::time::Instant>,
     /// What the previous process's scoring record named.
     last_scoring: LastScoring,
     partitions: Mutex<HashMap<(String, i32), PartitionGuard>>,
@@ -327,6 +338,8 @@ impl PoisonGuard {
         Some(PoisonGuard {
             dir,
             after_deaths: config.after_deaths,
+            serial_budget: std::time::Duration::from_millis(config.serial_budget_ms),
+            serial_started: std::sync::OnceLock::new(),
             last_scoring,
             partitions: Mutex::new(HashMap::new()),
             recording: AtomicBool::new(false),
@@ -406,15 +419,17 @@ impl PoisonGuard {
             return marker;
         }
         if !before.recovering {
-            // Died with a window in flight: charged to every message of it.
+            // Died with a window in flight: charged to every message of it, scored one at a
+            // time first.
             marker.window_deaths = 1;
             marker.recovering = true;
+            marker.serial = !self.serial_budget.is_zero();
             tracing::warn!(
                 topic,
                 partition,
                 from = before.from,
                 upto = before.upto,
-                "the process died with messages of this partition in flight; recording which are being scored"
+                "the process died with messages of this partition in flight; scoring them one at a time"
             );
             return marker;
         }
@@ -530,10 +545,34 @@ impl PoisonGuard {
         self.serial.load(Ordering::Acquire)
     }
 
-    /// Whether the message at `offset` is to be scored alone (a suspect, or the serial
-    /// fallback's window).
+    /// Whether the message at `offset` is to be scored alone (a suspect, or the serial pass's
+    /// window). A serial pass past its budget ends here: the rest of the window runs at full
+    /// concurrency, recorded.
     pub fn alone_for(&self, topic: &str, partition: i32, offset: i64) -> bool {
-        self.with(topic, partition, |guard| guard.marker.alone_for(offset))
+        let over_budget = self
+            .serial_started
+            .get()
+            .is_some_and(|started| started.elapsed() >= self.serial_budget);
+        let (alone, ended) = self.with(topic, partition, |guard| {
+            let marker = &mut guard.marker;
+            if over_budget && marker.serial && !marker.suspects.contains(&offset) {
+                marker.serial = false;
+                tracing::warn!(
+                    topic,
+                    partition,
+                    from = offset,
+                    upto = marker.upto,
+                    "one message at a time is over [source.poison] serial_budget_ms; the rest of the window at full concurrency, recording which messages are being scored"
+                );
+                guard.write();
+                return (false, true);
+            }
+            (marker.alone_for(offset), false)
+        });
+        if ended {
+            self.update_modes();
+        }
+        alone
     }
 
     /// Why the message at `offset` is to be dead-lettered instead of scored, if it is.
@@ -570,6 +609,7 @@ impl PoisonGuard {
     /// instead of scoring it, if it was charged `after_deaths` deaths.
     pub fn hand_out_alone(&self, topic: &str, partition: i32, offset: i64) -> Option<String> {
         let reason = self.quarantine_reason(topic, partition, offset);
+        self.serial_started.get_or_init(std::time::Instant::now);
         self.with(topic, partition, |guard| {
             guard.marker.alone = Some(offset);
             guard.marker.clean = false;
@@ -721,15 +761,51 @@ fn open_record(path: &Path) -> (Option<File>, LastScoring) {
 mod tests {
     use super::*;
 
+    /// A guard whose serial pass ends at once: recovery at full concurrency, recorded.
     fn guard(dir: &Path) -> PoisonGuard {
+        guard_with_budget(dir, 0)
+    }
+
+    fn guard_with_budget(dir: &Path, serial_budget_ms: u64) -> PoisonGuard {
         PoisonGuard::new(
             &PoisonConfig {
                 after_deaths: 2,
+                serial_budget_ms,
                 dir: Some(dir.to_path_buf()),
             },
             "group/with:odd chars",
         )
         .unwrap()
+    }
+
+    /// Within its budget the window is scored one message at a time: the second death is the
+    /// poison event's alone, and it is quarantined at the third start.
+    #[test]
+    fn within_the_budget_the_window_goes_one_at_a_time_and_two_deaths_find_the_poison() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = guard_with_budget(dir.path(), 60_000);
+        g.registered("t", 0, 10, 20);
+        drop(g);
+        let g = guard_with_budget(dir.path(), 60_000);
+        assert!(g.alone_for("t", 0, 10));
+        assert!(g.is_serial());
+        assert_eq!(g.hand_out_alone("t", 0, 10), None);
+        g.scoring("t", 0, 10);
+        g.settled("t", 0, 10);
+        assert!(g.alone_for("t", 0, 11));
+        assert_eq!(g.hand_out_alone("t", 0, 11), None);
+        g.scoring("t", 0, 11);
+        drop(g); // dies scoring offset 11 alone
+        let g = guard_with_budget(dir.path(), 60_000);
+        let reason = g.hand_out_alone("t", 0, 11).expect("quarantined");
+        assert!(reason.contains("died 2 times"), "{reason}");
+        g.settled("t", 0, 11);
+        for offset in 12..=20 {
+            assert!(g.alone_for("t", 0, offset));
+            assert_eq!(g.hand_out_alone("t", 0, offset), None);
+            g.settled("t", 0, offset);
+        }
+        assert!(!g.is_serial());
     }
 
     #[test]
@@ -816,28 +892,30 @@ mod tests {
         assert!(!g.is_serial());
     }
 
-    /// A death while recovering with nothing being scored names no suspect: the window is
-    /// scored one message at a time, which always finds the message.
+    /// A serial pass over its budget hands the rest of the window out at full concurrency; a
+    /// death there that names nothing (between messages) goes back to one at a time, which
+    /// always finds the message.
     #[test]
-    fn a_death_that_names_nothing_falls_back_to_one_at_a_time() {
+    fn past_the_budget_full_concurrency_and_a_death_that_names_nothing_goes_serial_again() {
         let dir = tempfile::tempdir().unwrap();
-        let g = guard(dir.path());
-        g.registered("t", 0, 0, 3);
+        let g = guard_with_budget(dir.path(), 1);
+        g.registered("t", 0, 0, 5);
         drop(g);
-        let g = guard(dir.path());
-        g.registered("t", 0, 0, 3);
+        let g = guard_with_budget(dir.path(), 1);
+        assert!(g.alone_for("t", 0, 0));
+        g.hand_out_alone("t", 0, 0);
         g.scoring("t", 0, 0);
         g.settled("t", 0, 0);
-        drop(g); // dies between messages
-        let g = guard(dir.path());
-        assert_eq!(g.quarantine_reason("t", 0, 1), None);
-        assert!(g.is_serial());
-        for offset in 1..=3 {
-            assert!(g.alone_for("t", 0, offset));
-            g.hand_out_alone("t", 0, offset);
-            g.settled("t", 0, offset);
-        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(!g.alone_for("t", 0, 1));
         assert!(!g.is_serial());
+        g.scoring("t", 0, 1);
+        g.settled("t", 0, 1);
+        drop(g); // dies between messages
+        let g = guard_with_budget(dir.path(), 1);
+        assert_eq!(g.quarantine_reason("t", 0, 2), None);
+        assert!(g.is_serial());
+        assert!(g.alone_for("t", 0, 2));
     }
 
     #[test]

@@ -123,6 +123,12 @@ async fn poison_event_scenario(
             deaths + 1,
             daemon.log_text()
         );
+        // What the guard decided in this life (read when a run goes wrong).
+        for line in daemon.log_text().lines() {
+            if line.contains("kafka::poison") {
+                eprintln!("life {}: {line}", deaths + 1);
+            }
+        }
         let Some(status) = daemon.exited() else {
             break daemon;
         };

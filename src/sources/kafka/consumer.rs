@@ -308,6 +308,9 @@ pub struct KafkaSource {
     topic_names: Vec<Arc<str>>,
     /// The poison-event guard (`None` when `[source.poison] after_deaths = 0`).
     poison: Option<Arc<PoisonGuard>>,
+    /// Messages were handed out that the guard does not track (before a partition was found
+    /// recovering): the next message scored alone waits until they are stored.
+    untracked: bool,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -465,6 +468,7 @@ impl KafkaSource {
             taken: Vec::with_capacity(RECEIVE_BATCH),
             topic_names: Vec::new(),
             poison,
+            untracked: false,
         })
     }
 
@@ -678,16 +682,26 @@ impl Source for KafkaSource {
                 };
                 let at = front.ack.position();
                 if !guard.alone_for(&at.stream, at.partition, at.offset) {
+                    guard.handed_out(&at.stream, at.partition, at.offset);
                     return Ok(self.ready.pop_front());
                 }
-                // Registered messages are those handed out and those still waiting here.
-                let waiting = self.ready.len();
-                if self.tracker.in_flight() > waiting {
-                    tokio::select! {
-                        _ = self.tracker.wait_below(waiting + 1) => {}
-                        _ = self.stop.wait() => {}
+                if self.untracked {
+                    // Registered messages are those handed out and those still waiting here:
+                    // wait until every one handed out untracked is stored.
+                    let waiting = self.ready.len();
+                    if self.tracker.in_flight() > waiting {
+                        tokio::select! {
+                            _ = self.tracker.wait_below(waiting + 1) => {}
+                            _ = self.stop.wait() => {}
+                        }
+                        continue;
                     }
-                    continue;
+                    self.untracked = false;
+                }
+                // Every message handed out since is scored (or stored) before this one goes.
+                tokio::select! {
+                    _ = guard.wait_handed_out_settled() => {}
+                    _ = self.stop.wait() => continue,
                 }
                 if let Some(mut message) = self.ready.pop_front() {
                     let at = message.ack.position();
@@ -700,6 +714,7 @@ impl Source for KafkaSource {
                 continue;
             }
             if let Some(message) = self.ready.pop_front() {
+                self.untracked = self.poison.is_some();
                 return Ok(Some(message));
             }
             let limit = self.settings.max_in_flight.get();
@@ -725,6 +740,7 @@ impl Source for KafkaSource {
         {
             return None;
         }
+        self.untracked = self.poison.is_some();
         self.ready.pop_front()
     }
 

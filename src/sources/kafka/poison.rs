@@ -302,6 +302,13 @@ pub struct PoisonGuard {
     slot_taken: AtomicBool,
     /// Woken when the slot is freed.
     slot_free: tokio::sync::Notify,
+    /// Messages handed out beside the serial pass (not to be scored alone) and not yet settled:
+    /// the next message scored alone waits for them.
+    handed_out: Mutex<Vec<RecordedPosition>>,
+    /// Whether `handed_out` holds any (read for every message settled).
+    handed_out_any: AtomicBool,
+    /// Woken when `handed_out` empties.
+    handed_out_settled: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for PoisonGuard {
@@ -348,6 +355,9 @@ impl PoisonGuard {
             slot: Mutex::new(None),
             slot_taken: AtomicBool::new(false),
             slot_free: tokio::sync::Notify::new(),
+            handed_out: Mutex::new(Vec::new()),
+            handed_out_any: AtomicBool::new(false),
+            handed_out_settled: tokio::sync::Notify::new(),
         })
     }
 
@@ -591,6 +601,26 @@ impl PoisonGuard {
         })
     }
 
+    /// A message not to be scored alone was handed out while a serial pass or suspects wait:
+    /// the next one scored alone waits until it is settled.
+    pub fn handed_out(&self, topic: &str, partition: i32, offset: i64) {
+        lock(&self.handed_out).push((topic.to_string(), partition, offset));
+        self.handed_out_any.store(true, Ordering::Release);
+    }
+
+    /// Wait until every message [`Self::handed_out`] is settled (scored, dead-lettered or stored).
+    pub async fn wait_handed_out_settled(&self) {
+        loop {
+            let settled = self.handed_out_settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !self.handed_out_any.load(Ordering::Acquire) {
+                return;
+            }
+            settled.await;
+        }
+    }
+
     /// Wait until no message is being scored alone.
     pub async fn wait_slot(&self) {
         loop {
@@ -646,6 +676,19 @@ impl PoisonGuard {
             if let Some(at) = at {
                 recorder.scoring.swap_remove(at);
                 recorder.write(true);
+            }
+        }
+        if self.handed_out_any.load(Ordering::Acquire) {
+            let mut handed_out = lock(&self.handed_out);
+            if let Some(at) = handed_out
+                .iter()
+                .position(|(t, p, o)| t == topic && *p == partition && *o == offset)
+            {
+                handed_out.swap_remove(at);
+                if handed_out.is_empty() {
+                    self.handed_out_any.store(false, Ordering::Release);
+                    self.handed_out_settled.notify_waiters();
+                }
             }
         }
         if !self.slot_taken.load(Ordering::Acquire) {

@@ -117,27 +117,22 @@ pub struct Marker {
 const MARKER_BYTES: usize = 8192;
 
 impl Marker {
+    /// The marker as `MARKER_BYTES` of padded JSON; one with too many suspects to fit drops
+    /// them for the serial fallback.
     fn encode(&self) -> Vec<u8> {
-        let mut json = serde_json::to_vec(self).unwrap_or_default();
-        if json.len() >= MARKER_BYTES {
+        padded_json(self, MARKER_BYTES).unwrap_or_else(|| {
             let fallback = Marker {
                 charged: Vec::new(),
                 suspects: Vec::new(),
                 serial: true,
                 ..self.clone()
             };
-            json = serde_json::to_vec(&fallback).unwrap_or_default();
-        }
-        let mut out = vec![b' '; MARKER_BYTES];
-        if json.len() < MARKER_BYTES {
-            out[..json.len()].copy_from_slice(&json);
-            out[MARKER_BYTES - 1] = b'\n';
-        }
-        out
+            padded_json(&fallback, MARKER_BYTES).unwrap_or_else(|| vec![b' '; MARKER_BYTES])
+        })
     }
 
     fn decode(bytes: &[u8]) -> Option<Marker> {
-        serde_json::from_slice(bytes.trim_ascii()).ok()
+        decode_padded(bytes)
     }
 
     /// Deaths charged to `offset`: its window's, and its own.
@@ -200,27 +195,39 @@ struct ScoringRecord {
 const RECORD_BYTES: usize = 16384;
 
 impl ScoringRecord {
+    /// The record as `RECORD_BYTES` of padded JSON; one too long to fit says it overflowed.
     fn encode(&self) -> Vec<u8> {
-        let mut json = serde_json::to_vec(self).unwrap_or_default();
-        if json.len() >= RECORD_BYTES {
+        padded_json(self, RECORD_BYTES).unwrap_or_else(|| {
             let overflow = ScoringRecord {
                 active: self.active,
                 overflow: true,
                 scoring: Vec::new(),
             };
-            json = serde_json::to_vec(&overflow).unwrap_or_default();
-        }
-        let mut out = vec![b' '; RECORD_BYTES];
-        if json.len() < RECORD_BYTES {
-            out[..json.len()].copy_from_slice(&json);
-            out[RECORD_BYTES - 1] = b'\n';
-        }
-        out
+            padded_json(&overflow, RECORD_BYTES).unwrap_or_else(|| vec![b' '; RECORD_BYTES])
+        })
     }
 
     fn decode(bytes: &[u8]) -> Option<ScoringRecord> {
-        serde_json::from_slice(bytes.trim_ascii()).ok()
+        decode_padded(bytes)
     }
+}
+
+/// `value` as JSON padded with spaces to exactly `len` bytes (the last a newline), so one
+/// `pwrite` replaces the file's whole content; `None` when the JSON does not fit.
+fn padded_json<T: Serialize>(value: &T, len: usize) -> Option<Vec<u8>> {
+    let json = serde_json::to_vec(value).ok()?;
+    if json.len() >= len {
+        return None;
+    }
+    let mut out = vec![b' '; len];
+    out[..json.len()].copy_from_slice(&json);
+    out[len - 1] = b'\n';
+    Some(out)
+}
+
+/// What [`padded_json`] wrote, or `None` for an empty or unreadable file.
+fn decode_padded<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    serde_json::from_slice(bytes.trim_ascii()).ok()
 }
 
 /// What the previous process's scoring record says of its death.
@@ -254,10 +261,10 @@ impl PartitionGuard {
     }
 }
 
-/// The scoring record kept while recovering: the file and the messages being scored.
+/// The scoring record kept while recovering: the file and what it holds.
 struct Recorder {
     file: Option<File>,
-    scoring: Vec<RecordedPosition>,
+    record: ScoringRecord,
 }
 
 impl Recorder {
@@ -265,12 +272,8 @@ impl Recorder {
         let Some(file) = &self.file else {
             return;
         };
-        let record = ScoringRecord {
-            active,
-            overflow: false,
-            scoring: self.scoring.clone(),
-        };
-        if let Err(error) = file.write_all_at(&record.encode(), 0) {
+        self.record.active = active;
+        if let Err(error) = file.write_all_at(&self.record.encode(), 0) {
             tracing::warn!(%error, "cannot write the poison-event scoring record; a death while recovering falls back to one message at a time");
             self.file = None;
         }
@@ -338,7 +341,7 @@ impl PoisonGuard {
         let (file, last_scoring) = open_record(&dir.join(RECORD_FILE));
         let mut recorder = Recorder {
             file,
-            scoring: Vec::new(),
+            record: ScoringRecord::default(),
         };
         // What the last process recorded is read once; this one starts its own.
         recorder.write(false);
@@ -658,6 +661,7 @@ impl PoisonGuard {
         }
         let mut recorder = lock(&self.recorder);
         recorder
+            .record
             .scoring
             .push((topic.to_string(), partition, offset));
         recorder.write(true);
@@ -670,11 +674,12 @@ impl PoisonGuard {
         if self.recording.load(Ordering::Acquire) {
             let mut recorder = lock(&self.recorder);
             let at = recorder
+                .record
                 .scoring
                 .iter()
                 .position(|(t, p, o)| t == topic && *p == partition && *o == offset);
             if let Some(at) = at {
-                recorder.scoring.swap_remove(at);
+                recorder.record.scoring.swap_remove(at);
                 recorder.write(true);
             }
         }
@@ -741,7 +746,7 @@ impl PoisonGuard {
         self.serial.store(serial, Ordering::Release);
         if !recording && self.recording.swap(false, Ordering::AcqRel) {
             let mut recorder = lock(&self.recorder);
-            recorder.scoring.clear();
+            recorder.record.scoring.clear();
             recorder.write(false);
         }
     }
@@ -768,7 +773,7 @@ impl PoisonGuard {
         let keys: Vec<(String, i32)> = lock(&self.partitions).keys().cloned().collect();
         self.release(keys.iter().map(|(t, p)| (t.as_str(), *p)));
         let mut recorder = lock(&self.recorder);
-        recorder.scoring.clear();
+        recorder.record.scoring.clear();
         recorder.write(false);
     }
 }

@@ -204,7 +204,8 @@ impl AlertEngine {
                 return out;
             }
         };
-        let defaults = self.config.defaults.clone();
+        let config = std::sync::Arc::clone(&self.config);
+        let defaults = &config.defaults;
         if defaults.dead_letter_min_increase > 0.0 {
             self.feed(
                 DetectorKey {
@@ -214,7 +215,7 @@ impl AlertEngine {
                 },
                 Direction::Increase,
                 defaults.dead_letter_min_increase,
-                &defaults,
+                defaults,
                 dead_letter_value,
                 now,
                 &mut out,

@@ -76,15 +76,15 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
     let mut explained_filters: Vec<bool> = vec![true; qe.filters.len()];
     let mut explained_aggs: Vec<bool> = vec![true; qe.aggregations.len()];
     let mut explained_groups: Vec<bool> = vec![true; qe.group_by.len()];
-    for &clause in evidence_clauses(texts) {
+    for clause in evidence_clauses(texts) {
         // Definitions explain terms; whether their subject is in Qu or not (a glossary entry
         // about something else), they do not add constraints. Their constraints only matter
         // for recognising that a reformulation kept Qu's constraints.
-        let definition = definition_parts(clause).is_some();
+        let definition = clause.definition.is_some();
         if definition && qu_included {
             continue;
         }
-        let c = text_constraints(clause);
+        let c = text_constraints(clause.text);
         for f in c.filters {
             if !qe.filters.contains(&f) {
                 qe.filters.push(f);

@@ -50,6 +50,17 @@ pub fn clip_marked(text: &str, max: usize) -> String {
     }
 }
 
+/// One clause of the evidence as every reader of the evidence needs it: the enrichment
+/// validation, the required text, the definition matching and the formula check each read
+/// every clause, and read it the same way, so it is split and read once per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvidenceClause<'a> {
+    /// The clause as written.
+    pub text: &'a str,
+    /// `(subject, definition)` when the clause is a definition (`question::definition_parts`).
+    pub definition: Option<(&'a str, &'a str)>,
+}
+
 /// One event's question texts as every phrase search reads them, built once per event: the
 /// question and the enriched question clipped to [`MAX_TEXT_BYTES`] (a blank enriched question
 /// is none), and both lowercased with whitespace collapsed ([`lower_collapsed`]). The question
@@ -78,8 +89,16 @@ pub struct QuestionTexts<'a> {
     pub evidence: Option<&'a str>,
     /// Whether the enriched question starts with the question verbatim.
     pub question_included: bool,
-    /// The evidence's clauses, split once when first needed (`question::evidence_clauses`).
-    pub evidence_clauses: std::cell::OnceCell<Vec<&'a str>>,
+    /// The evidence's clauses, split and read once when first needed
+    /// (`question::evidence_clauses`).
+    pub evidence_clauses: std::cell::OnceCell<Vec<EvidenceClause<'a>>>,
+    /// The question's structure read on its own (`question::extract`): the spec it states and
+    /// which tokens it used, made once per event (the extraction and the enrichment validation
+    /// both start from it).
+    pub question_structure: std::cell::OnceCell<(crate::stef::QuestionSpec, Vec<bool>)>,
+    /// Per evidence clause, whether it is a definition whose subject is about the question
+    /// (`question::definition_relevance`), decided once when first needed.
+    pub definition_relevance: std::cell::OnceCell<Vec<bool>>,
     /// `words::text_words(question)`, split once when first needed ([`QuestionTexts::words`]).
     pub comparable_words: std::cell::OnceCell<Vec<String>>,
 }
@@ -98,6 +117,8 @@ impl<'a> QuestionTexts<'a> {
             evidence: appended.or(enriched),
             question_included: appended.is_some(),
             evidence_clauses: std::cell::OnceCell::new(),
+            definition_relevance: std::cell::OnceCell::new(),
+            question_structure: std::cell::OnceCell::new(),
             question_lower: lower_collapsed(question),
             enriched_lower: enriched.map(lower_collapsed),
             question_tokens: tokenize(question),

@@ -7,7 +7,7 @@ use crate::catalogue::DbSchema;
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
 
 use super::{CheckInput, asks_distinct, clip, contains_word, push, truncating_dialect};
-use crate::stef::question::{definition_parts, evidence_clauses, relevant_definitions};
+use crate::stef::question::{evidence_clauses, relevant_definitions};
 use crate::stef::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
@@ -815,13 +815,13 @@ fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &
         u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
     };
     let mut out = Vec::new();
-    for &clause in evidence_clauses(input.texts) {
-        if !upper_has(clause) {
+    for clause in evidence_clauses(input.texts) {
+        if !upper_has(clause.text) {
             continue;
         }
-        let (subject, formula) = match definition_parts(clause) {
+        let (subject, formula) = match clause.definition {
             Some(parts) => parts,
-            None => match clause.split_once('=') {
+            None => match clause.text.split_once('=') {
                 Some((left, right)) => (left, right),
                 None => continue,
             },

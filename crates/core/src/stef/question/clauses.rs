@@ -1,12 +1,11 @@
 //! Reading the enriched question clause by clause: splitting, definitions (`X refers to …`),
 //! declarations (`'v' is a …`), and whether a definition's subject is about the question.
 
-use std::cell::OnceCell;
 use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
-use crate::stef::text::{QuestionTexts, TokenKind, lower_collapsed, tokenize};
+use crate::stef::text::{EvidenceClause, QuestionTexts, TokenKind, lower_collapsed, tokenize};
 
 use super::doc::{Doc, stem, word_set};
 use super::lexicon::{ENTITY_STOP, PHRASE_STOP, SUBJECT_STOP, is_in};
@@ -15,69 +14,126 @@ use super::lexicon::{ENTITY_STOP, PHRASE_STOP, SUBJECT_STOP, is_in};
 /// constraint side of definitions whose subject is (mostly) made of Qu's words. Glossary
 /// definitions about things Qu does not mention (`label = '+' means carcinogenic` for a question
 /// about bond types) are dropped. Subjects of kept definitions are collected in `defined`.
+///
+/// The clauses are the evidence's, read once per event ([`evidence_clauses`],
+/// [`definition_relevance`]); when Qe starts with Qu verbatim, Qe's own clauses (question
+/// included) are read here.
 pub(crate) fn required_text(
+    texts: &QuestionTexts<'_>,
     enriched: &str,
-    qu: &Doc<'_>,
-    qu_words_cell: &OnceCell<Vec<String>>,
     defined: &mut Vec<(String, String)>,
 ) -> String {
-    // Qu's words are only needed when Qe holds a definition.
     let mut out = String::with_capacity(enriched.len());
-    for clause in split_clauses(enriched) {
-        let piece = match definition_parts(clause) {
-            None => match declared_value(clause) {
-                // A declaration about a value Qu does not mention is glossary, too.
-                Some(value) => {
-                    let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
-                    if !subject_matches(value, qu_words) {
-                        continue;
-                    }
-                    value
-                }
-                None => clause,
-            },
-            Some((subject, definition)) => {
-                let qu_words = qu_words_cell.get_or_init(|| word_set(qu));
-                if !subject_matches(subject, qu_words) {
-                    continue;
-                }
-                defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+    if texts.question_included {
+        for clause in split_clauses(enriched) {
+            let definition = definition_parts(clause);
+            let relevant = || {
                 definition
-            }
-        };
-        if !out.is_empty() {
-            out.push_str(" ; ");
+                    .is_some_and(|(subject, _)| subject_matches(subject, question_words(texts)))
+            };
+            push_required(texts, clause, definition, relevant, defined, &mut out);
         }
-        out.push_str(piece.trim());
+    } else {
+        for (i, clause) in evidence_clauses(texts).iter().enumerate() {
+            let relevant = || definition_relevance(texts).get(i).copied().unwrap_or(false);
+            push_required(
+                texts,
+                clause.text,
+                clause.definition,
+                relevant,
+                defined,
+                &mut out,
+            );
+        }
     }
     out
 }
 
-/// The clauses of the event's evidence ([`QuestionTexts::evidence`]), split once per event: the
-/// enrichment validation, the definition matching and the formula check all read them.
-pub(crate) fn evidence_clauses<'t, 'a>(texts: &'t QuestionTexts<'a>) -> &'t [&'a str] {
+/// One clause's part of [`required_text`].
+fn push_required(
+    texts: &QuestionTexts<'_>,
+    clause: &str,
+    definition: Option<(&str, &str)>,
+    relevant: impl FnOnce() -> bool,
+    defined: &mut Vec<(String, String)>,
+    out: &mut String,
+) {
+    let piece = match definition {
+        None => match declared_value(clause) {
+            // A declaration about a value Qu does not mention is glossary, too.
+            Some(value) => {
+                if !subject_matches(value, question_words(texts)) {
+                    return;
+                }
+                value
+            }
+            None => clause,
+        },
+        Some((subject, definition)) => {
+            if !relevant() {
+                return;
+            }
+            defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+            definition
+        }
+    };
+    if !out.is_empty() {
+        out.push_str(" ; ");
+    }
+    out.push_str(piece.trim());
+}
+
+/// Qu's content-word set ([`word_set`]), made once per event when a definition needs it.
+fn question_words<'t>(texts: &'t QuestionTexts<'_>) -> &'t [String] {
     texts
-        .evidence_clauses
-        .get_or_init(|| texts.evidence.map(split_clauses).unwrap_or_default())
+        .question_words
+        .get_or_init(|| word_set(&Doc::question(texts)))
+}
+
+/// The clauses of the event's evidence ([`QuestionTexts::evidence`]) with their definition
+/// parts, split and read once per event: the enrichment validation, the required text, the
+/// definition matching and the formula check all read them.
+pub(crate) fn evidence_clauses<'t, 'a>(texts: &'t QuestionTexts<'a>) -> &'t [EvidenceClause<'a>] {
+    texts.evidence_clauses.get_or_init(|| {
+        texts
+            .evidence
+            .map(split_clauses)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|text| EvidenceClause {
+                text,
+                definition: definition_parts(text),
+            })
+            .collect()
+    })
+}
+
+/// Per evidence clause ([`evidence_clauses`]): whether it is a definition whose subject is
+/// (mostly) made of Qu's words ([`subject_matches`]), decided once per event.
+pub(crate) fn definition_relevance<'t>(texts: &'t QuestionTexts<'_>) -> &'t [bool] {
+    texts.definition_relevance.get_or_init(|| {
+        evidence_clauses(texts)
+            .iter()
+            .map(|clause| {
+                clause
+                    .definition
+                    .is_some_and(|(subject, _)| subject_matches(subject, question_words(texts)))
+            })
+            .collect()
+    })
 }
 
 /// The definitions of Qe whose subject is (mostly) made of Qu's words, as written:
 /// `(subject, definition)` — what the evidence checks hold the SQL to. Glossary definitions about
 /// other things are left out, as in [`required_text`].
 pub(crate) fn relevant_definitions<'e>(texts: &QuestionTexts<'e>) -> Vec<(&'e str, &'e str)> {
-    let mut out = Vec::new();
-    for &clause in evidence_clauses(texts) {
-        let Some((subject, definition)) = definition_parts(clause) else {
-            continue;
-        };
-        let words = texts
-            .question_words
-            .get_or_init(|| word_set(&Doc::question(texts)));
-        if subject_matches(subject, words) {
-            out.push((subject.trim(), definition.trim()));
-        }
-    }
-    out
+    evidence_clauses(texts)
+        .iter()
+        .zip(definition_relevance(texts))
+        .filter(|(_, relevant)| **relevant)
+        .filter_map(|(clause, _)| clause.definition)
+        .map(|(subject, definition)| (subject.trim(), definition.trim()))
+        .collect()
 }
 
 /// `<value> is a|an|the <description>` ("'Vice President' is a position of Student Club",

@@ -34,11 +34,10 @@ pub fn extract_texts(
     profile: &RuleProfile,
 ) -> QuestionSpec {
     let enriched = texts.enriched;
-    let qu_tokens = &texts.question_tokens;
     let qu = Doc::question(texts);
-    let mut spec = QuestionSpec::default();
-    let mut qu_used = vec![false; qu_tokens.len()];
-    structure(&qu, &mut spec, &mut qu_used);
+    let (question_spec, question_used) = question_structure(texts);
+    let mut spec = question_spec.clone();
+    let mut qu_used = question_used.clone();
     spec.outputs = outputs(&qu);
 
     let mut defined: Vec<(String, String)> = Vec::new();
@@ -49,7 +48,7 @@ pub fn extract_texts(
     let mut req_used;
     let (filter_doc, filter_used) = match enriched {
         Some(e) => {
-            req_text = required_text(e, &qu, &texts.question_words, &mut defined);
+            req_text = required_text(texts, e, &mut defined);
             req_tokens = tokenize(&req_text);
             req_lower = req_text.to_ascii_lowercase();
             req_doc = Doc {
@@ -130,9 +129,26 @@ pub fn text_constraints(text: &str) -> QuestionSpec {
     })
 }
 
-/// [`text_constraints`] of the event's question, from the tokens made once per event.
+/// [`text_constraints`] of the event's question, from the tokens and the structure made once
+/// per event.
 pub fn question_constraints(texts: &QuestionTexts<'_>) -> QuestionSpec {
-    constraints_of(&Doc::question(texts))
+    let (spec, used) = question_structure(texts);
+    let mut spec = spec.clone();
+    let mut used = used.clone();
+    spec.filters = text_filters(&Doc::question(texts), &mut used);
+    dedup_filters(&mut spec.filters);
+    spec
+}
+
+/// The question's structure on its own ([`structure`] on an empty spec): the spec and the
+/// tokens it used, read once per event.
+fn question_structure<'t>(texts: &'t QuestionTexts<'_>) -> &'t (QuestionSpec, Vec<bool>) {
+    texts.question_structure.get_or_init(|| {
+        let mut spec = QuestionSpec::default();
+        let mut used = vec![false; texts.question_tokens.len()];
+        structure(&Doc::question(texts), &mut spec, &mut used);
+        (spec, used)
+    })
 }
 
 fn constraints_of(doc: &Doc<'_>) -> QuestionSpec {

@@ -3,13 +3,16 @@
 //! mode. The review page (`sqlgrade serve --dir`) adds `labels.jsonl`; the alert service adds
 //! `alerts.jsonl`.
 //!
-//! Each batch is encoded in memory, appended with one write per file, then flushed and
-//! `fsync`ed before `write` returns, so an acknowledged message is on disk.
+//! Each batch is encoded in memory, appended with one write per file, then `fsync`ed before
+//! `write` returns, so an acknowledged message is on disk. The encoded buffer itself goes to the
+//! blocking write and comes back for the next batch: a `tokio::fs::File` would copy every byte
+//! of it into a buffer of its own first.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::io::AsyncWriteExt;
 
 use crate::stores::{Batch, Sink, SinkError, encode_json_lines, encode_json_lines_owned};
 
@@ -25,9 +28,9 @@ pub const DEAD_LETTERS_FILE: &str = "dead_letters.jsonl";
 /// Appends rows and dead letters to two JSONL files in a directory.
 pub struct JsonlSink {
     dir: PathBuf,
-    evaluations: tokio::fs::File,
-    inputs: Option<tokio::fs::File>,
-    dead_letters: tokio::fs::File,
+    evaluations: Arc<std::fs::File>,
+    inputs: Option<Arc<std::fs::File>>,
+    dead_letters: Arc<std::fs::File>,
     buffer: Vec<u8>,
 }
 
@@ -58,8 +61,8 @@ impl JsonlSink {
     }
 }
 
-async fn open_append(path: &Path) -> Result<tokio::fs::File, SinkError> {
-    tokio::fs::OpenOptions::new()
+async fn open_append(path: &Path) -> Result<Arc<std::fs::File>, SinkError> {
+    let file = tokio::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
@@ -67,21 +70,31 @@ async fn open_append(path: &Path) -> Result<tokio::fs::File, SinkError> {
         .map_err(|source| SinkError::Io {
             what: path.display().to_string(),
             source,
-        })
+        })?;
+    Ok(Arc::new(file.into_std().await))
 }
 
+/// Append `buffer` to `file` and `fsync` it on the blocking pool; `buffer` is moved there and
+/// back (its capacity serves the next batch), not copied.
 async fn append_durably(
-    file: &mut tokio::fs::File,
-    bytes: &[u8],
+    file: &Arc<std::fs::File>,
+    buffer: &mut Vec<u8>,
     what: &Path,
 ) -> Result<(), SinkError> {
     let io = |source| SinkError::Io {
         what: what.display().to_string(),
         source,
     };
-    file.write_all(bytes).await.map_err(io)?;
-    file.flush().await.map_err(io)?;
-    file.sync_data().await.map_err(io)
+    let bytes = std::mem::take(buffer);
+    let file = Arc::clone(file);
+    let (bytes, written) = tokio::task::spawn_blocking(move || {
+        let written = (&*file).write_all(&bytes).and_then(|()| file.sync_data());
+        (bytes, written)
+    })
+    .await
+    .map_err(|join| io(std::io::Error::other(join)))?;
+    *buffer = bytes;
+    written.map_err(io)
 }
 
 #[async_trait]
@@ -97,43 +110,29 @@ impl Sink for JsonlSink {
             if self.inputs.is_none() {
                 self.inputs = Some(open_append(&path).await?);
             }
-            if let Some(file) = self.inputs.as_mut() {
+            if let Some(file) = self.inputs.as_ref() {
                 self.buffer.clear();
                 encode_json_lines_owned(inputs, &mut self.buffer)?;
-                append_durably(file, &self.buffer, &path).await?;
+                append_durably(file, &mut self.buffer, &path).await?;
             }
         }
         if !rows.is_empty() {
             self.buffer.clear();
             encode_json_lines_owned(rows, &mut self.buffer)?;
             let path = self.dir.join(EVALUATIONS_FILE);
-            append_durably(&mut self.evaluations, &self.buffer, &path).await?;
+            append_durably(&self.evaluations, &mut self.buffer, &path).await?;
         }
         if !dead_letters.is_empty() {
             self.buffer.clear();
             encode_json_lines(&dead_letters, &mut self.buffer)?;
             let path = self.dir.join(DEAD_LETTERS_FILE);
-            append_durably(&mut self.dead_letters, &self.buffer, &path).await?;
+            append_durably(&self.dead_letters, &mut self.buffer, &path).await?;
         }
         Ok(())
     }
 
     async fn flush(&mut self) -> Result<(), SinkError> {
-        let io = |what: &str, source| SinkError::Io {
-            what: what.to_string(),
-            source,
-        };
-        self.evaluations
-            .flush()
-            .await
-            .map_err(|e| io(EVALUATIONS_FILE, e))?;
-        self.dead_letters
-            .flush()
-            .await
-            .map_err(|e| io(DEAD_LETTERS_FILE, e))?;
-        if let Some(inputs) = self.inputs.as_mut() {
-            inputs.flush().await.map_err(|e| io(INPUTS_FILE, e))?;
-        }
+        // Nothing is held back: every `write` appended and synced its bytes before returning.
         Ok(())
     }
 }

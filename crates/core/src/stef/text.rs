@@ -99,6 +99,9 @@ pub struct QuestionTexts<'a> {
     /// Per evidence clause, whether it is a definition whose subject is about the question
     /// (`question::definition_relevance`), decided once when first needed.
     pub definition_relevance: std::cell::OnceCell<Vec<bool>>,
+    /// The relevant definitions (`question::relevant_definitions`), subject and definition
+    /// `lower_collapsed`, made once when first needed.
+    pub relevant_definitions_lowered: std::cell::OnceCell<Vec<(String, String)>>,
     /// `words::text_words(question)`, split once when first needed ([`QuestionTexts::words`]).
     pub comparable_words: std::cell::OnceCell<Vec<String>>,
 }
@@ -118,6 +121,7 @@ impl<'a> QuestionTexts<'a> {
             question_included: appended.is_some(),
             evidence_clauses: std::cell::OnceCell::new(),
             definition_relevance: std::cell::OnceCell::new(),
+            relevant_definitions_lowered: std::cell::OnceCell::new(),
             question_structure: std::cell::OnceCell::new(),
             question_lower: lower_collapsed(question),
             enriched_lower: enriched.map(lower_collapsed),
@@ -658,7 +662,9 @@ pub fn contains_phrase(haystack: &str, needle: &str) -> bool {
     }
     let hb = haystack.as_bytes();
     let mut from = 0usize;
-    while let Some(pos) = haystack[from..].find(needle) {
+    // `memmem::find` rather than `str::find`: this runs several times per event on short
+    // texts, where building `str::find`'s two-way searcher cost more than the search.
+    while let Some(pos) = memchr::memmem::find(&hb[from..], needle.as_bytes()) {
         let at = from + pos;
         let end = at + needle.len();
         let left_ok = at == 0 || !is_alnum_before(haystack, at);

@@ -7,7 +7,7 @@ use crate::catalogue::DbSchema;
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
 
 use super::{CheckInput, asks_distinct, clip, contains_word, push, truncating_dialect};
-use crate::stef::question::{evidence_clauses, relevant_definitions};
+use crate::stef::question::{evidence_clauses, relevant_definitions, relevant_definitions_lowered};
 use crate::stef::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
@@ -20,17 +20,23 @@ pub(super) struct DefinedValue<'t> {
 
 /// The lowercased texts the checks search besides the question texts, each made at most once
 /// per event.
-struct Lowered {
-    /// The relevant definitions' subjects and texts, `lower_collapsed`.
-    definitions: Vec<(String, String)>,
-    /// The evidence (the enriched question without Qu repeated), `lower_collapsed`.
+struct Lowered<'t> {
+    /// The relevant definitions' subjects and texts, `lower_collapsed` (once per event:
+    /// `question::relevant_definitions_lowered`).
+    definitions: &'t [(String, String)],
+    /// The evidence (the enriched question without Qu repeated), `lower_collapsed`, when Qu is
+    /// repeated (else it is `QuestionTexts::enriched_lower`).
     evidence: OnceCell<Option<String>>,
     /// The SQL, ASCII-lowercased.
     sql: OnceCell<String>,
 }
 
-impl Lowered {
-    fn evidence(&self, input: &CheckInput<'_>) -> Option<&str> {
+impl Lowered<'_> {
+    fn evidence<'s>(&'s self, input: &'s CheckInput<'_>) -> Option<&'s str> {
+        if !input.texts.question_included {
+            // The evidence is the whole enriched question, lowercased once per event already.
+            return input.texts.enriched_lower.as_deref();
+        }
         self.evidence
             .get_or_init(|| input.texts.evidence.map(lower_collapsed))
             .as_deref()
@@ -45,10 +51,7 @@ pub(super) fn evidence_checks(input: &CheckInput<'_>, out: &mut Vec<Finding>) {
     let texts = input.texts;
     let definitions = relevant_definitions(texts);
     let lowered = Lowered {
-        definitions: definitions
-            .iter()
-            .map(|(s, d)| (lower_collapsed(s), lower_collapsed(d)))
-            .collect(),
+        definitions: relevant_definitions_lowered(texts),
         evidence: OnceCell::new(),
         sql: OnceCell::new(),
     };
@@ -215,7 +218,7 @@ fn filter_texts(rhs: &FilterValue) -> Vec<String> {
     }
 }
 
-fn division_checks(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
+fn division_checks(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<Finding>) {
     let Some(refs) = input.spec.references.as_ref() else {
         return;
     };
@@ -427,7 +430,7 @@ fn stated_numbers(texts: &QuestionTexts<'_>) -> Vec<String> {
 
 /// `rounding_missing`: a requested precision ("with three decimal places", "rounded to …")
 /// that nothing in the SQL produces.
-fn rounding_check(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
+fn rounding_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<Finding>) {
     let asks = |lower: &str| {
         (lower.contains("decimal")
             && (contains_word(lower, "decimal") || contains_word(lower, "decimals")))
@@ -512,7 +515,7 @@ fn word_variant(a: &str, b: &str) -> bool {
     common >= 5 && common * 3 >= shorter * 2
 }
 
-fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered, out: &mut Vec<Finding>) {
+fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<Finding>) {
     let asks = asks_distinct;
     let asked = asks(&input.texts.question_lower)
         || lowered.definitions.iter().any(|(s, d)| asks(s) || asks(d))

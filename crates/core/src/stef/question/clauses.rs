@@ -31,7 +31,14 @@ pub(crate) fn required_text(
                 definition
                     .is_some_and(|(subject, _)| subject_matches(subject, question_words(texts)))
             };
-            push_required(texts, clause, definition, relevant, defined, &mut out);
+            push_required(
+                texts,
+                clause,
+                definition,
+                relevant,
+                Some(&mut *defined),
+                &mut out,
+            );
         }
     } else {
         for (i, clause) in evidence_clauses(texts).iter().enumerate() {
@@ -41,10 +48,12 @@ pub(crate) fn required_text(
                 clause.text,
                 clause.definition,
                 relevant,
-                defined,
+                None,
                 &mut out,
             );
         }
+        // The kept definitions are the relevant ones, in order, lowercased once per event.
+        defined.extend_from_slice(relevant_definitions_lowered(texts));
     }
     out
 }
@@ -55,7 +64,7 @@ fn push_required(
     clause: &str,
     definition: Option<(&str, &str)>,
     relevant: impl FnOnce() -> bool,
-    defined: &mut Vec<(String, String)>,
+    defined: Option<&mut Vec<(String, String)>>,
     out: &mut String,
 ) {
     let piece = match definition {
@@ -73,7 +82,9 @@ fn push_required(
             if !relevant() {
                 return;
             }
-            defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+            if let Some(defined) = defined {
+                defined.push((lower_collapsed(subject), lower_collapsed(definition)));
+            }
             definition
         }
     };
@@ -119,6 +130,19 @@ pub(crate) fn definition_relevance<'t>(texts: &'t QuestionTexts<'_>) -> &'t [boo
                     .definition
                     .is_some_and(|(subject, _)| subject_matches(subject, question_words(texts)))
             })
+            .collect()
+    })
+}
+
+/// [`relevant_definitions`], subject and definition `lower_collapsed`, once per event (the
+/// required text and the evidence checks both read them).
+pub(crate) fn relevant_definitions_lowered<'t>(
+    texts: &'t QuestionTexts<'_>,
+) -> &'t [(String, String)] {
+    texts.relevant_definitions_lowered.get_or_init(|| {
+        relevant_definitions(texts)
+            .into_iter()
+            .map(|(subject, definition)| (lower_collapsed(subject), lower_collapsed(definition)))
             .collect()
     })
 }

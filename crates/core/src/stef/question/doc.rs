@@ -29,7 +29,7 @@ pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
             }
         }
     }
-    words.sort();
+    words.sort_unstable();
     words.dedup();
     words
 }

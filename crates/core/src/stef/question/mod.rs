@@ -62,7 +62,10 @@ mod structure;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use clauses::{definition_parts, evidence_clauses, relevant_definitions, split_clauses};
+pub(crate) use clauses::{
+    definition_parts, evidence_clauses, relevant_definitions, relevant_definitions_lowered,
+    split_clauses,
+};
 pub use extract::{extract, extract_texts, question_constraints, text_constraints};
 pub(crate) use lexicon::number_word;
 pub use structure::{COMPUTED, TOTAL};

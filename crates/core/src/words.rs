@@ -82,20 +82,18 @@ fn normal(word: &str) -> Option<String> {
 /// Split at non-alphanumerics and camel-case humps, lowercased, before normalization.
 fn raw_pieces(text: &str, split_camel: bool) -> Vec<String> {
     if text.is_ascii() {
-        return ascii_pieces(text.as_bytes(), split_camel);
+        return ascii_pieces(text, split_camel);
     }
     raw_pieces_chars(text, split_camel)
 }
 
 /// [`raw_pieces`] of ASCII text, byte by byte: each piece is cut out of the text and lowercased
 /// in one allocation of its own length (the questions of every event come this way).
-fn ascii_pieces(bytes: &[u8], split_camel: bool) -> Vec<String> {
+fn ascii_pieces(text: &str, split_camel: bool) -> Vec<String> {
+    let bytes = text.as_bytes();
     let mut out = Vec::new();
-    let mut push = |piece: &[u8]| {
-        let mut word = String::from_utf8_lossy(piece).into_owned();
-        word.make_ascii_lowercase();
-        out.push(word);
-    };
+    // Cuts fall between ASCII bytes, so every piece is a `str` of its own.
+    let mut push = |piece: std::ops::Range<usize>| out.push(text[piece].to_ascii_lowercase());
     let mut i = 0;
     while i < bytes.len() {
         if !bytes[i].is_ascii_alphanumeric() {
@@ -112,13 +110,13 @@ fn ascii_pieces(bytes: &[u8], split_camel: bool) -> Vec<String> {
                     || prev.is_ascii_digit()
                     || (prev.is_ascii_uppercase() && next_lower)
                 {
-                    push(&bytes[start..i]);
+                    push(start..i);
                     start = i;
                 }
             }
             i += 1;
         }
-        push(&bytes[start..i]);
+        push(start..i);
     }
     out
 }
@@ -240,7 +238,7 @@ mod tests {
         for t in texts.iter().filter(|t| t.is_ascii()) {
             for camel in [true, false] {
                 assert_eq!(
-                    ascii_pieces(t.as_bytes(), camel),
+                    ascii_pieces(t, camel),
                     raw_pieces_chars(t, camel),
                     "{t:?} camel={camel}"
                 );

@@ -613,28 +613,12 @@ impl PoisonGuard {
 
     /// Wait until every message [`Self::handed_out`] is settled (scored, dead-lettered or stored).
     pub async fn wait_handed_out_settled(&self) {
-        loop {
-            let settled = self.handed_out_settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            if !self.handed_out_any.load(Ordering::Acquire) {
-                return;
-            }
-            settled.await;
-        }
+        wait_until_clear(&self.handed_out_settled, &self.handed_out_any).await;
     }
 
     /// Wait until no message is being scored alone.
     pub async fn wait_slot(&self) {
-        loop {
-            let freed = self.slot_free.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if !self.slot_taken.load(Ordering::Acquire) {
-                return;
-            }
-            freed.await;
-        }
+        wait_until_clear(&self.slot_free, &self.slot_taken).await;
     }
 
     /// The message at `offset` is handed out alone (the slot is free, nothing else in the
@@ -805,6 +789,20 @@ fn open_record(path: &Path) -> (Option<File>, LastScoring) {
     (Some(file), last)
 }
 
+/// Wait until `flag` is false; whoever clears it calls `cleared.notify_waiters()`. The waiter
+/// registers before it reads the flag, so a clearing between the read and the wait is not
+/// missed.
+async fn wait_until_clear(cleared: &tokio::sync::Notify, flag: &AtomicBool) {
+    loop {
+        let notified = cleared.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !flag.load(Ordering::Acquire) {
+            return;
+        }
+        notified.await;
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,7 @@ use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Span, Tokenizer};
 
 use super::normalize::{leading_keyword, lenient_clean};
+use super::prefix::PlainPrefixes;
 use super::tokens::{self, DialectChars};
 use super::walk::{references_of_query, spec_of_query};
 use super::{SpecError, SqlSpec};
@@ -261,10 +262,11 @@ pub fn canonical_dialect(name: &str) -> &'static str {
 /// type before a literal — and rendering those locations was ~3 % of a line-rate event's
 /// instructions. Nothing downstream reads spans, so the parse is the same; only a failed
 /// parse's message needs them (`extract_inner` parses again with them to report where the SQL
-/// went wrong).
+/// went wrong). The parser runs with [`PlainPrefixes`] around the dialect, which parses column
+/// names and literals without sqlparser's data-type guess in front of each (same statements).
 fn parse_tokens(
     which: SqlDialect,
-    dialect: &dyn Dialect,
+    dialect: &'static dyn Dialect,
     sql: &str,
     locations: bool,
 ) -> Result<Vec<Statement>, ParserError> {
@@ -285,7 +287,7 @@ fn parse_tokens(
             })?;
         }
     }
-    Parser::new(dialect)
+    Parser::new(&PlainPrefixes::new(dialect))
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
         .with_tokens_with_locations(tokens)
         .parse_statements()

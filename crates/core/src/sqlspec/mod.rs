@@ -43,6 +43,7 @@ use crate::evaluation::RowStatus;
 
 mod extract;
 mod normalize;
+mod prefix;
 pub mod syntax;
 pub mod tokens;
 mod walk;

@@ -20,6 +20,32 @@ pub(super) struct DetectorKey {
     pub(super) labels: Vec<(SeriesLabel, String)>,
 }
 
+/// A [`DetectorKey`] borrowed from the observation at hand: the detectors are looked up with
+/// it, and an owned key is made only for a new series. Its hash is the owned key's (the same
+/// fields in the same order: a `&str` hashes as a `String`, a slice as a `Vec`).
+#[derive(Debug, Clone, Copy, Hash)]
+pub(super) struct DetectorKeyRef<'a> {
+    pub(super) rule: RuleKind,
+    pub(super) metric: &'a str,
+    pub(super) labels: &'a [(SeriesLabel, String)],
+}
+
+impl hashbrown::Equivalent<DetectorKey> for DetectorKeyRef<'_> {
+    fn equivalent(&self, key: &DetectorKey) -> bool {
+        self.rule == key.rule && self.metric == key.metric && self.labels == key.labels.as_slice()
+    }
+}
+
+impl From<&DetectorKeyRef<'_>> for DetectorKey {
+    fn from(key: &DetectorKeyRef<'_>) -> DetectorKey {
+        DetectorKey {
+            rule: key.rule,
+            metric: key.metric.to_string(),
+            labels: key.labels.to_vec(),
+        }
+    }
+}
+
 /// An incident in progress.
 #[derive(Debug, Clone)]
 pub(super) struct Firing {

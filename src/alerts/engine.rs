@@ -45,7 +45,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use rustc_hash::FxHashMap;
+use hashbrown::hash_map::EntryRef;
+use rustc_hash::FxBuildHasher;
 use serde::Serialize;
 
 use super::config::{AlertsConfig, RuleSet, SeriesLabel};
@@ -59,7 +60,8 @@ use crate::stef::Elements;
 use crate::stores::breakdown::Dimension;
 
 use super::detector::{
-    Detector, DetectorKey, Firing, Hysteresis, Transition, fingerprint, finish_note, summary_line,
+    Detector, DetectorKey, DetectorKeyRef, Firing, Hysteresis, Transition, fingerprint,
+    finish_note, summary_line,
 };
 use super::estimate::{EstimateDetector, EstimateSource, estimate_notes};
 pub use super::notification::{
@@ -126,8 +128,9 @@ pub struct AlertEngine {
     /// Shared so that a row's rules are borrowed, not cloned, while the detectors change.
     config: std::sync::Arc<AlertsConfig>,
     /// Keyed with the Fx hash: a row updates several detectors, and SipHash over each key's
-    /// labels was most of the engine's cost per row once the ranks stopped being sorted.
-    detectors: FxHashMap<DetectorKey, Detector>,
+    /// labels was most of the engine's cost per row once the ranks stopped being sorted. Looked
+    /// up with a [`DetectorKeyRef`] borrowed from the row: no key is built per observation.
+    detectors: hashbrown::HashMap<DetectorKey, Detector, FxBuildHasher>,
     estimates: HashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
@@ -142,7 +145,7 @@ impl AlertEngine {
         let window = config.defaults.agreement_window;
         AlertEngine {
             config: std::sync::Arc::new(config),
-            detectors: FxHashMap::default(),
+            detectors: hashbrown::HashMap::default(),
             estimates: HashMap::new(),
             agreement: AgreementTracker::new(window),
             agreement_states: HashMap::new(),
@@ -208,10 +211,10 @@ impl AlertEngine {
         let defaults = &config.defaults;
         if defaults.dead_letter_min_increase > 0.0 {
             self.feed(
-                DetectorKey {
+                DetectorKeyRef {
                     rule: RuleKind::DeadLetters,
-                    metric: "dead_letter_share".into(),
-                    labels: Vec::new(),
+                    metric: "dead_letter_share",
+                    labels: &[],
                 },
                 Direction::Increase,
                 defaults.dead_letter_min_increase,
@@ -258,10 +261,10 @@ impl AlertEngine {
             || (row.metric != Metric::Stef && row.status == RowStatus::ExecError);
         if scored && rules.metrics.iter().any(|m| m == metric) {
             self.feed(
-                DetectorKey {
+                DetectorKeyRef {
                     rule: RuleKind::ScoreDrop,
-                    metric: metric.to_string(),
-                    labels: labels.clone(),
+                    metric,
+                    labels: &labels,
                 },
                 Direction::Decrease,
                 rules.min_drop(metric),
@@ -288,10 +291,10 @@ impl AlertEngine {
                 .as_ref()
                 .is_some_and(|s| s.quality_tier == crate::stef::QualityTier::Poor);
             self.feed(
-                DetectorKey {
+                DetectorKeyRef {
                     rule: RuleKind::PoorShare,
-                    metric: "poor_share".into(),
-                    labels: labels.clone(),
+                    metric: "poor_share",
+                    labels: &labels,
                 },
                 Direction::Increase,
                 rules.poor_share_min_increase,
@@ -310,10 +313,10 @@ impl AlertEngine {
             for &dimension in &rules.element_flagged_by {
                 for element in elements.of_dimension(dimension) {
                     self.feed(
-                        DetectorKey {
+                        DetectorKeyRef {
                             rule: RuleKind::ElementFlagged,
-                            metric: format!("flagged_share:{}:{element}", dimension.as_str()),
-                            labels: labels.clone(),
+                            metric: &format!("flagged_share:{}:{element}", dimension.as_str()),
+                            labels: &labels,
                         },
                         Direction::Increase,
                         rules.element_flagged_min_increase,
@@ -328,10 +331,10 @@ impl AlertEngine {
         if rules.judge_fallback_min_increase > 0.0 {
             let fallback = row.status == RowStatus::JudgeFallback;
             self.feed(
-                DetectorKey {
+                DetectorKeyRef {
                     rule: RuleKind::JudgeFallback,
-                    metric: "judge_fallback_share".into(),
-                    labels,
+                    metric: "judge_fallback_share",
+                    labels: &labels,
                 },
                 Direction::Increase,
                 rules.judge_fallback_min_increase,
@@ -455,10 +458,10 @@ impl AlertEngine {
         }
         if rules.judge_disagreement_min_increase > 0.0 {
             self.feed(
-                DetectorKey {
+                DetectorKeyRef {
                     rule: RuleKind::JudgeDisagreement,
-                    metric: "judge_disagreement_share".into(),
-                    labels,
+                    metric: "judge_disagreement_share",
+                    labels: &labels,
                 },
                 Direction::Increase,
                 rules.judge_disagreement_min_increase,
@@ -598,7 +601,7 @@ impl AlertEngine {
     #[allow(clippy::too_many_arguments)]
     fn feed(
         &mut self,
-        key: DetectorKey,
+        key: DetectorKeyRef<'_>,
         direction: Direction,
         min_effect: f64,
         rules: &RuleSet,
@@ -606,22 +609,21 @@ impl AlertEngine {
         now: DateTime<Utc>,
         out: &mut Vec<AlertNotification>,
     ) {
-        if !self.detectors.contains_key(&key) {
-            if self.detectors.len() >= self.config.max_series {
-                self.stats.ignored_over_max_series += 1;
-                return;
+        let series = self.detectors.len();
+        let detector = match self.detectors.entry_ref(&key) {
+            EntryRef::Occupied(entry) => entry.into_mut(),
+            EntryRef::Vacant(entry) => {
+                if series >= self.config.max_series {
+                    self.stats.ignored_over_max_series += 1;
+                    return;
+                }
+                entry.insert(Detector::new(direction, min_effect, rules.clone()))
             }
-            self.detectors.insert(
-                key.clone(),
-                Detector::new(direction, min_effect, rules.clone()),
-            );
-        }
-        let Some(detector) = self.detectors.get_mut(&key) else {
-            return;
         };
         let Some(transition) = detector.push(value) else {
             return;
         };
+        let key = DetectorKey::from(&key);
         let fingerprint = fingerprint(&key);
         let observations = detector.observations;
         let (recent_samples, baseline_samples) = (detector.recent.len(), detector.baseline.len());
@@ -674,6 +676,58 @@ fn event_time(row: &EvaluationRow) -> i64 {
 mod tests {
     use super::*;
     use crate::event::Event;
+
+    /// A borrowed key finds the detector its owned key was stored under: the same hash, and
+    /// equal exactly when every part is.
+    #[test]
+    fn borrowed_detector_keys_find_their_owned_keys() {
+        use std::hash::BuildHasher;
+        let labels = [
+            (SeriesLabel::AppId, "app".to_string()),
+            (SeriesLabel::AgentVersion, "v2".to_string()),
+        ];
+        let keys = [
+            (RuleKind::ScoreDrop, "stef", &labels[..]),
+            (RuleKind::ScoreDrop, "stef", &labels[..1]),
+            (RuleKind::ScoreDrop, "ex", &labels[..]),
+            (RuleKind::PoorShare, "stef", &labels[..]),
+            (RuleKind::DeadLetters, "dead_letter_share", &[][..]),
+            (RuleKind::ScoreDrop, "", &[][..]),
+        ];
+        let mut map: hashbrown::HashMap<DetectorKey, usize, FxBuildHasher> =
+            hashbrown::HashMap::default();
+        for (i, &(rule, metric, labels)) in keys.iter().enumerate() {
+            let borrowed = DetectorKeyRef {
+                rule,
+                metric,
+                labels,
+            };
+            let owned = DetectorKey::from(&borrowed);
+            assert_eq!(
+                FxBuildHasher.hash_one(borrowed),
+                FxBuildHasher.hash_one(&owned)
+            );
+            map.insert(owned, i);
+        }
+        assert_eq!(map.len(), keys.len());
+        for (i, &(rule, metric, labels)) in keys.iter().enumerate() {
+            let borrowed = DetectorKeyRef {
+                rule,
+                metric,
+                labels,
+            };
+            assert_eq!(map.get(&borrowed), Some(&i));
+        }
+        let other = [(SeriesLabel::AppId, "other".to_string())];
+        assert_eq!(
+            map.get(&DetectorKeyRef {
+                rule: RuleKind::ScoreDrop,
+                metric: "stef",
+                labels: &other,
+            }),
+            None
+        );
+    }
 
     fn stef_row(version: &str, value: f64) -> EvaluationRow {
         let e = Event::decode(br#"{"question":"q","sql":"SELECT 1","app_id":"a"}"#).unwrap();

@@ -393,7 +393,7 @@ impl Scorer {
                 (assessment, Some(error))
             }
         };
-        let outcome = stef::finish(&prepared, assessment, profile);
+        let outcome = stef::finish_owned(prepared, assessment, profile);
         let mut row = outcome.to_row_with(event, ts, profile, 0, &self.verdict_model);
         if let Some(error) = judge_error {
             mark_judge_fallback(&mut row, &error);

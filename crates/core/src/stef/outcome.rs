@@ -356,12 +356,70 @@ pub fn finish(
     let alignment = if assessment.question_spec == prepared.question_spec {
         prepared.alignment.clone()
     } else {
-        let mut spec = assessment.question_spec.clone();
-        for f in &mut spec.filters {
-            f.value = text::normalize_value(&f.value);
-        }
-        align::align(&spec, &prepared.sql_spec, profile)
+        judged_alignment(&assessment, prepared, profile)
     };
+    outcome_of(
+        alignment,
+        assessment,
+        profile,
+        SqlSummary::of(&prepared.sql_spec),
+        prepared.findings.clone(),
+        prepared.catalogue.clone(),
+        prepared.evidence,
+        prepared.about.clone(),
+    )
+}
+
+/// [`finish`] for a `prepared` nothing reads afterwards (the line-rate row): its alignment,
+/// findings, catalogue note and elements move into the outcome instead of being copied.
+pub fn finish_owned(
+    prepared: Prepared,
+    assessment: JudgeAssessment,
+    profile: &RuleProfile,
+) -> StefOutcome {
+    let sql_summary = SqlSummary::of(&prepared.sql_spec);
+    let alignment = if assessment.question_spec == prepared.question_spec {
+        prepared.alignment
+    } else {
+        judged_alignment(&assessment, &prepared, profile)
+    };
+    outcome_of(
+        alignment,
+        assessment,
+        profile,
+        sql_summary,
+        prepared.findings,
+        prepared.catalogue,
+        prepared.evidence,
+        prepared.about,
+    )
+}
+
+/// The alignment of a judge's own question spec (its values normalized like SQL literals).
+fn judged_alignment(
+    assessment: &JudgeAssessment,
+    prepared: &Prepared,
+    profile: &RuleProfile,
+) -> Alignment {
+    let mut spec = assessment.question_spec.clone();
+    for f in &mut spec.filters {
+        f.value = text::normalize_value(&f.value);
+    }
+    align::align(&spec, &prepared.sql_spec, profile)
+}
+
+/// Φ and the outcome from the alignment and the judge's assessment (the body of [`finish`]).
+#[allow(clippy::too_many_arguments)]
+fn outcome_of(
+    alignment: Alignment,
+    assessment: JudgeAssessment,
+    profile: &RuleProfile,
+    sql_summary: SqlSummary,
+    findings: Vec<Finding>,
+    catalogue: Option<CatalogueNote>,
+    evidence: Evidence,
+    about: super::About,
+) -> StefOutcome {
     let filter_status = alignment
         .filter_status
         .unwrap_or(FilterStatus::FullyApplied);
@@ -380,11 +438,11 @@ pub fn finish(
         judge_filter_status,
         alignment,
         assessment,
-        sql_summary: SqlSummary::of(&prepared.sql_spec),
-        findings: prepared.findings.clone(),
-        catalogue: prepared.catalogue.clone(),
-        evidence: prepared.evidence,
-        about: prepared.about.clone(),
+        sql_summary,
+        findings,
+        catalogue,
+        evidence,
+        about,
     }
 }
 

@@ -46,7 +46,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use hashbrown::hash_map::EntryRef;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::Serialize;
 
 use super::config::{AlertsConfig, RuleSet, SeriesLabel};
@@ -131,10 +131,10 @@ pub struct AlertEngine {
     /// labels was most of the engine's cost per row once the ranks stopped being sorted. Looked
     /// up with a [`DetectorKeyRef`] borrowed from the row: no key is built per observation.
     detectors: hashbrown::HashMap<DetectorKey, Detector, FxBuildHasher>,
-    estimates: HashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
+    estimates: FxHashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
-    mixes: HashMap<(MixKind, Vec<(SeriesLabel, String)>), MixTracker>,
+    mixes: FxHashMap<(MixKind, Vec<(SeriesLabel, String)>), MixTracker>,
     stats: EngineStats,
     estimate_source: EstimateSource,
 }
@@ -146,10 +146,10 @@ impl AlertEngine {
         AlertEngine {
             config: std::sync::Arc::new(config),
             detectors: hashbrown::HashMap::default(),
-            estimates: HashMap::new(),
+            estimates: FxHashMap::default(),
             agreement: AgreementTracker::new(window),
             agreement_states: HashMap::new(),
-            mixes: HashMap::new(),
+            mixes: FxHashMap::default(),
             stats: EngineStats::default(),
             estimate_source: EstimateSource::Judge,
         }

@@ -70,7 +70,7 @@ impl std::ops::Deref for CatalogHandle {
 }
 
 /// A thread's copy of the loaded files.
-type LocalFiles = HashMap<PathBuf, Result<CatalogHandle, Arc<SchemaError>>>;
+type LocalFiles = rustc_hash::FxHashMap<PathBuf, Result<CatalogHandle, Arc<SchemaError>>>;
 
 /// The catalogues of a run; cheap to clone.
 #[derive(Clone)]

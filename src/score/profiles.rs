@@ -16,6 +16,8 @@
 //! written between reloads) and clones a reference count only its own thread uses.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -97,7 +99,7 @@ pub struct ReloadReport {
 
 #[derive(Debug, Default)]
 struct StoreState {
-    profiles: HashMap<String, Arc<RuleProfile>>,
+    profiles: FxHashMap<String, Arc<RuleProfile>>,
     /// Content hash of every file last seen (valid or not), so unchanged files are not reparsed
     /// and a rejected file is not re-reported until it changes again.
     stamps: HashMap<PathBuf, String>,
@@ -129,7 +131,7 @@ impl StoreInner {
 
 /// The profile of `app_id` among `profiles`: its own, else `default`, else `builtin`.
 fn resolve<'p>(
-    profiles: &'p HashMap<String, Arc<RuleProfile>>,
+    profiles: &'p FxHashMap<String, Arc<RuleProfile>>,
     builtin: &'p Arc<RuleProfile>,
     app_id: Option<&str>,
 ) -> &'p Arc<RuleProfile> {
@@ -141,7 +143,7 @@ fn resolve<'p>(
 
 /// One thread's copy of a store's profiles.
 struct Snapshot {
-    profiles: HashMap<String, Arc<RuleProfile>>,
+    profiles: FxHashMap<String, Arc<RuleProfile>>,
     builtin: Arc<RuleProfile>,
 }
 

@@ -11,10 +11,11 @@
 //! Reading files happens at the edge (the daemon reads files and introspects SQLite databases
 //! into [`IntrospectedDb`]); this module parses and merges, and its readers only look up.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use std::sync::OnceLock;
 
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::words::{identifier_words, text_words};
@@ -210,9 +211,9 @@ pub struct SchemaWords {
     /// Every phrase of two words or more (a column's natural or written name), by its first
     /// word: `(column, natural)` — so a question is matched with one lookup per word instead of
     /// one scan of every column.
-    pub phrases: HashMap<String, Vec<(usize, bool)>>,
+    pub phrases: FxHashMap<String, Vec<(usize, bool)>>,
     /// Columns by their written name, lowercased.
-    pub by_name: HashMap<String, Vec<usize>>,
+    pub by_name: FxHashMap<String, Vec<usize>>,
 }
 
 impl SchemaWords {
@@ -235,8 +236,8 @@ impl SchemaWords {
                 .iter()
                 .map(|c| c.natural.as_deref().map(text_words).unwrap_or_default())
                 .collect(),
-            phrases: HashMap::new(),
-            by_name: HashMap::new(),
+            phrases: FxHashMap::default(),
+            by_name: FxHashMap::default(),
         };
         for (i, c) in schema.columns.iter().enumerate() {
             if c.table == usize::MAX {
@@ -271,7 +272,7 @@ impl SchemaWords {
                     })
                     .sum::<usize>()
         };
-        let map = |m: &HashMap<String, Vec<usize>>| {
+        let map = |m: &FxHashMap<String, Vec<usize>>| {
             m.capacity() * (std::mem::size_of::<String>() + std::mem::size_of::<Vec<usize>>() + 8)
                 + m.iter()
                     .map(|(k, v)| k.capacity() + v.capacity() * std::mem::size_of::<usize>())
@@ -485,7 +486,7 @@ pub struct IntrospectedDb {
 /// Schemas of every known database, by `db_id`.
 #[derive(Debug, Clone, Default)]
 pub struct SchemaCatalog {
-    dbs: HashMap<String, DbSchema>,
+    dbs: FxHashMap<String, DbSchema>,
 }
 
 impl SchemaCatalog {
@@ -500,7 +501,7 @@ impl SchemaCatalog {
         let arr = v
             .as_array()
             .ok_or_else(|| SchemaError::Format("expected a JSON array".into()))?;
-        let mut dbs = HashMap::new();
+        let mut dbs = FxHashMap::default();
         for entry in arr {
             let s = DbSchema::from_json(entry)?;
             dbs.insert(s.db_id.clone(), s);

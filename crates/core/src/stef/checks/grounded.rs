@@ -5,7 +5,7 @@
 //! kept because people's verdicts say it is right far more often than wrong
 //! (`examples/stef_labels.rs`; its measured precision is in the findings reference, `docs/reference/findings.md`).
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{QueryReferences, RefSourceKind};
@@ -57,7 +57,7 @@ pub(super) fn grounded_checks(
             sql: input.sql,
             sql_lower: std::cell::OnceCell::new(),
         };
-        let tables_read: HashSet<usize> = tables_read(schema, refs).into_iter().collect();
+        let tables_read: FxHashSet<usize> = tables_read(schema, refs).into_iter().collect();
         evidence_columns(schema, grounding, &named, out);
         named_columns(schema, grounding, &named, &tables_read, out);
     }
@@ -235,12 +235,12 @@ fn named_columns(
     schema: &DbSchema,
     grounding: &Grounding,
     named: &Named<'_>,
-    tables_read: &HashSet<usize>,
+    tables_read: &FxHashSet<usize>,
     out: &mut Vec<Finding>,
 ) {
     let words = schema.words();
     let mut used: Option<Vec<usize>> = None;
-    let mut reported: HashSet<usize> = HashSet::new();
+    let mut reported: FxHashSet<usize> = FxHashSet::default();
     for link in &grounding.columns {
         if link.via == LinkVia::Evidence || reported.contains(&link.column) {
             continue;
@@ -448,7 +448,7 @@ fn unused_join_tables(
     let sources: Vec<Option<(usize, usize)>> = (0..refs.columns.len())
         .map(|i| source_of(schema, refs, &tables, i))
         .collect();
-    let in_join: HashSet<usize> = refs.equalities.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let in_join: FxHashSet<usize> = refs.equalities.iter().flat_map(|&(a, b)| [a, b]).collect();
     for (s, scope) in refs.scopes.iter().enumerate() {
         if scope.sources.len() < 2 {
             continue;
@@ -543,7 +543,7 @@ fn sole_join_partner(
             }
         }
     }
-    let partner_sources: HashSet<Option<(usize, usize)>> = partners
+    let partner_sources: FxHashSet<Option<(usize, usize)>> = partners
         .iter()
         .map(|&(_, o)| sources.get(o).copied().flatten())
         .collect();

@@ -49,9 +49,12 @@ impl PlainPrefixes {
 ///
 /// sqlparser's `parse_prefix_inner` reads a data type first and keeps it only when it is not a
 /// custom (non-keyword) type name — a bare `xml` is one, but `xml` is a keyword — or when a
-/// `[]` / `ARRAY` suffix makes it an array type; then, for a word that is no keyword, `Expr::Identifier` unless a `(`
-/// (function call), a string (an introducer like `_utf8'…'`) or an `->` (lambda) follows; for
-/// a number or a single-quoted string, `Expr::Value(parse_value())`.
+/// `[]` / `ARRAY` suffix makes it an array type; then, for a word that is no keyword,
+/// `Expr::Identifier` unless a `(` (function call), a string (an introducer like `_utf8'…'`)
+/// or an `->` (lambda) follows; for a number or a single-quoted string,
+/// `Expr::Value(parse_value())`. Neither can fail, which is why only these are taken: sqlparser
+/// remembers where a prefix failed (its guard against re-parsing the same failure over and
+/// over), and a prefix parsed here never passes through that memo.
 fn plain_prefix(parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
     let token = parser.peek_token_ref();
     match &token.token {

@@ -21,6 +21,8 @@ pub mod judge;
 pub mod metrics;
 pub mod review;
 pub mod sampling;
+#[cfg(test)]
+mod shared_data;
 pub mod spans;
 pub mod sqlspec;
 pub mod stef;

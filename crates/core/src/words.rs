@@ -199,27 +199,10 @@ mod tests {
     fn ascii_pieces_are_the_char_by_char_pieces() {
         // Every question and evidence text of the shared data, and random ASCII made of the
         // characters that decide a split (humps, digits, separators).
-        let shared = std::env::var_os("SQLGRADE_SHARED_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
-            })
-            .join("data");
-        let mut texts: Vec<String> = Vec::new();
-        for file in ["bird/dev.jsonl", "spider/dev.jsonl"] {
-            let Ok(body) = std::fs::read_to_string(shared.join(file)) else {
-                continue;
-            };
-            for line in body.lines() {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
-                    for key in ["question", "evidence", "gold_sql", "query"] {
-                        if let Some(t) = v[key].as_str() {
-                            texts.push(t.to_string());
-                        }
-                    }
-                }
-            }
-        }
+        let mut texts = crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence", "gold_sql", "query"],
+        );
         let alphabet = b"aZbYc09 _-.(xXyA1Bq'";
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         for _ in 0..20_000 {

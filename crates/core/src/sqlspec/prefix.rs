@@ -896,39 +896,22 @@ mod tests {
 
     #[test]
     fn every_sql_text_of_the_shared_data_parses_as_sqlparser_parses_it() {
-        let shared = std::env::var_os("SQLGRADE_SHARED_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
-            })
-            .join("data");
-        let mut texts: Vec<String> = Vec::new();
-        for file in [
-            "bird/dev.jsonl",
-            "spider/dev.jsonl",
-            "bird/predictions/CHESS-GPT-4o-mini.jsonl",
-            "bird/predictions/DAIL-SQL.jsonl",
-            "bird/predictions/SuperSQL.jsonl",
-            "spider/predictions/DAIL-SQL-GPT-4.jsonl",
-            "spider/predictions/SuperSQL.jsonl",
-            "spider/predictions/TA-ACL.jsonl",
-            "labels/nl2sql-bugs-dev.jsonl",
-            "labels/nl2sql-bugs-toxicology.jsonl",
-            "labels/rose-vec-bird-dev.jsonl",
-        ] {
-            let Ok(body) = std::fs::read_to_string(shared.join(file)) else {
-                continue;
-            };
-            for line in body.lines() {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
-                    for key in ["gold_sql", "query", "predicted_sql", "sql"] {
-                        if let Some(t) = v[key].as_str() {
-                            texts.push(t.to_string());
-                        }
-                    }
-                }
-            }
-        }
+        let mut texts = crate::shared_data::texts(
+            &[
+                "bird/dev.jsonl",
+                "spider/dev.jsonl",
+                "bird/predictions/CHESS-GPT-4o-mini.jsonl",
+                "bird/predictions/DAIL-SQL.jsonl",
+                "bird/predictions/SuperSQL.jsonl",
+                "spider/predictions/DAIL-SQL-GPT-4.jsonl",
+                "spider/predictions/SuperSQL.jsonl",
+                "spider/predictions/TA-ACL.jsonl",
+                "labels/nl2sql-bugs-dev.jsonl",
+                "labels/nl2sql-bugs-toxicology.jsonl",
+                "labels/rose-vec-bird-dev.jsonl",
+            ],
+            &["gold_sql", "query", "predicted_sql", "sql"],
+        );
         texts.sort();
         texts.dedup();
         // Every text with the dialects BIRD and Spider are written in and the default one;

@@ -1,0 +1,38 @@
+//! Test support inside the core: the texts of the shared benchmark data (`shared/data`), for the
+//! tests that hold a fast path to its reference on every real question and query.
+//!
+//! The data is at `$SQLGRADE_SHARED_DIR/data` when that is set, else `shared/data` beside the
+//! repository — where `sqlgrade-testkit` finds it for the other crates; the testkit depends on
+//! this crate, so the core's own tests read it here. A file that is not there is skipped.
+
+use std::path::PathBuf;
+
+/// `shared/data`.
+fn data_dir() -> PathBuf {
+    std::env::var_os("SQLGRADE_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
+        .join("data")
+}
+
+/// Every string value of `keys` on every JSON line of `files` (paths under `shared/data`), in
+/// file and line order.
+pub(crate) fn texts(files: &[&str], keys: &[&str]) -> Vec<String> {
+    let dir = data_dir();
+    let mut texts = Vec::new();
+    for file in files {
+        let Ok(body) = std::fs::read_to_string(dir.join(file)) else {
+            continue;
+        };
+        for line in body.lines() {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+                for key in keys {
+                    if let Some(t) = v[*key].as_str() {
+                        texts.push(t.to_string());
+                    }
+                }
+            }
+        }
+    }
+    texts
+}

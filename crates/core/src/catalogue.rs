@@ -196,6 +196,10 @@ pub struct DbSchema {
     /// The names split into comparable words ([`SchemaWords`]), built on first use and kept
     /// with the schema: once per catalogue load, not once per event.
     pub words: OnceLock<SchemaWords>,
+    /// Per table, the indices of its columns in [`DbSchema::columns`] order, built on first
+    /// use ([`DbSchema::table_columns`]): a column lookup reads one table's columns, not the
+    /// database's.
+    pub columns_by_table: OnceLock<Vec<Vec<usize>>>,
 }
 
 /// Every table and column name of one database as comparable words ([`crate::words`]): what
@@ -364,9 +368,26 @@ impl DbSchema {
 
     /// The column `name` of table `table` (case-insensitive): its index in [`DbSchema::columns`].
     pub fn column_index(&self, table: usize, name: &str) -> Option<usize> {
-        self.columns
-            .iter()
-            .position(|c| c.table == table && c.name.eq_ignore_ascii_case(name))
+        self.table_columns(table).iter().copied().find(|&i| {
+            self.columns
+                .get(i)
+                .is_some_and(|c| c.name.eq_ignore_ascii_case(name))
+        })
+    }
+
+    /// The indices of table `table`'s columns, in [`DbSchema::columns`] order (empty for an
+    /// unknown table, and for `usize::MAX`, the `*` entry's).
+    pub fn table_columns(&self, table: usize) -> &[usize] {
+        let by_table = self.columns_by_table.get_or_init(|| {
+            let mut by_table = vec![Vec::new(); self.tables.len()];
+            for (i, c) in self.columns.iter().enumerate() {
+                if let Some(columns) = by_table.get_mut(c.table) {
+                    columns.push(i);
+                }
+            }
+            by_table
+        });
+        by_table.get(table).map_or(&[], Vec::as_slice)
     }
 
     /// Columns of table `table`, with their indices.
@@ -462,6 +483,7 @@ impl DbSchema {
             unique: BTreeSet::new(),
             constraints: ConstraintSource::TablesJson,
             words: OnceLock::new(),
+            columns_by_table: OnceLock::new(),
         })
     }
 }
@@ -652,6 +674,7 @@ impl SchemaCatalog {
                         unique: BTreeSet::new(),
                         constraints: ConstraintSource::Sqlite,
                         words: OnceLock::new(),
+                        columns_by_table: OnceLock::new(),
                     },
                 );
                 match self.dbs.get_mut(db_id) {
@@ -680,6 +703,7 @@ impl SchemaCatalog {
         schema.constraints = ConstraintSource::Sqlite;
         // Names did not change, but keep the index honest should a merge ever add columns.
         schema.words = OnceLock::new();
+        schema.columns_by_table = OnceLock::new();
     }
 }
 
@@ -832,6 +856,7 @@ impl SimpleDb {
             unique,
             constraints: ConstraintSource::TablesJson,
             words: OnceLock::new(),
+            columns_by_table: OnceLock::new(),
         })
     }
 }

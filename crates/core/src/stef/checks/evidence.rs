@@ -809,14 +809,7 @@ fn formula_columns(operand: &str, sql_lower: &str) -> Vec<String> {
 /// `percentage = DIVIDE(…)`) and definitions (`<subject> refers to <formula>`) whose subject's
 /// words are the question's, holding `DIVIDE(`, `SUBTRACT(` or `/`.
 fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &'e str)> {
-    let upper_has = |t: &str| {
-        // Most clauses have neither a call nor a slash: one scan rules them out.
-        if !t.contains(['(', '/']) {
-            return false;
-        }
-        let u = t.to_ascii_uppercase();
-        u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
-    };
+    let upper_has = states_formula;
     let mut out = Vec::new();
     for clause in evidence_clauses(input.texts) {
         if !upper_has(clause.text) {
@@ -842,6 +835,37 @@ fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &
         }
     }
     out
+}
+
+/// Whether a text writes a formula: a `DIVIDE(` or `SUBTRACT(` call (any case) or a `/`
+/// outside quoted strings. Reads the text in place, with no uppercase or unquoted copy.
+pub(super) fn states_formula(text: &str) -> bool {
+    // Most clauses have neither a call nor a slash: one scan rules them out.
+    if !text.contains(['(', '/']) {
+        return false;
+    }
+    let calls = |name: &[u8]| {
+        text.as_bytes()
+            .windows(name.len())
+            .any(|w| w.eq_ignore_ascii_case(name))
+    };
+    calls(b"divide(") || calls(b"subtract(") || has_unquoted(text, b'/')
+}
+
+/// Whether ASCII byte `wanted` occurs in `text` outside quoted strings (as [`unquoted`] keeps
+/// them: a quote opens at `'` or `"` and closes at the same quote).
+fn has_unquoted(text: &str, wanted: u8) -> bool {
+    let mut quote: Option<u8> = None;
+    for &b in text.as_bytes() {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == wanted => return true,
+            None => {}
+        }
+    }
+    false
 }
 
 /// `text` with the contents of quoted strings removed (`'a/b'` says nothing about division).

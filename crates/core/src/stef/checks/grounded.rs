@@ -323,6 +323,9 @@ pub(super) fn names_table(schema: &DbSchema, t: usize, words: &[String]) -> bool
 }
 
 /// Whether the SQL returns whole rows (`*`, `t.*`): then every table's columns are used.
+///
+/// Reads the text as its whitespace-collapsed lowercase would: `select *`, `select distinct *`
+/// (any run of whitespace between the words) or `.*` anywhere, without building that copy.
 fn selects_everything(input: &CheckInput<'_>) -> bool {
     if input
         .spec
@@ -332,15 +335,30 @@ fn selects_everything(input: &CheckInput<'_>) -> bool {
     {
         return true;
     }
-    let collapsed: String = input
-        .sql
-        .to_ascii_lowercase()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    collapsed.contains("select *")
-        || collapsed.contains("select distinct *")
-        || collapsed.contains(".*")
+    sql_selects_everything(input.sql)
+}
+
+/// The text half of [`selects_everything`].
+fn sql_selects_everything(sql: &str) -> bool {
+    if memchr::memmem::find(sql.as_bytes(), b".*").is_some() {
+        return true;
+    }
+    // After `word`, a run of whitespace (as `split_whitespace` sees it), then what follows.
+    fn after_spaced(rest: &str) -> Option<&str> {
+        let after = rest.trim_start();
+        (after.len() < rest.len()).then_some(after)
+    }
+    let lower = sql.to_ascii_lowercase();
+    memchr::memmem::find_iter(lower.as_bytes(), b"select").any(|pos| {
+        let Some(after) = lower.get(pos + "select".len()..).and_then(after_spaced) else {
+            return false;
+        };
+        after.starts_with('*')
+            || after
+                .strip_prefix("distinct")
+                .and_then(after_spaced)
+                .is_some_and(|a| a.starts_with('*'))
+    })
 }
 
 /// The catalogue table of every FROM source, scope by scope (`None`: derived, or unknown).
@@ -656,5 +674,82 @@ fn code_instead_of_name(
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql_selects_everything;
+
+    /// What [`sql_selects_everything`] stands for: the collapsed lowercase text searched.
+    fn collapsed_selects_everything(sql: &str) -> bool {
+        let collapsed = sql
+            .to_ascii_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        collapsed.contains("select *")
+            || collapsed.contains("select distinct *")
+            || collapsed.contains(".*")
+    }
+
+    #[test]
+    fn whole_rows_are_found_as_in_the_collapsed_text() {
+        let mut texts = crate::shared_data::texts(
+            &[
+                "bird/dev.jsonl",
+                "spider/dev.jsonl",
+                "bird/predictions/CHESS-GPT-4o-mini.jsonl",
+                "bird/predictions/DAIL-SQL.jsonl",
+                "spider/predictions/DAIL-SQL-GPT-4.jsonl",
+            ],
+            &["gold_sql", "predicted_sql"],
+        );
+        texts.extend(
+            [
+                "SELECT * FROM t",
+                "select\n\t *",
+                "SELECT DISTINCT   * FROM t",
+                "select distinct\u{a0}*",
+                "select\u{2003}*",
+                "select*",
+                "select distinct*",
+                "selectdistinct *",
+                "SELECT t . * FROM t",
+                "SELECT t.* FROM t",
+                "xselect * y",
+                "select select *",
+                "select é *",
+                "SELECT DISTINCTé *",
+                "select",
+                "select ",
+                "select distinct",
+                "select distinct ",
+                "",
+                ". *",
+            ]
+            .map(str::to_string),
+        );
+        let alphabet = [
+            "select", "distinct", "*", ".", " ", "\n", "\u{a0}", "x", "SeLeCt", "é",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..20_000 {
+            let mut t = String::new();
+            for _ in 0..(state % 7) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                t.push_str(alphabet[(state % alphabet.len() as u64) as usize]);
+            }
+            texts.push(t);
+        }
+        let mut found = 0;
+        for sql in &texts {
+            let expected = collapsed_selects_everything(sql);
+            assert_eq!(sql_selects_everything(sql), expected, "{sql:?}");
+            found += usize::from(expected);
+        }
+        assert!(found > 10, "only {found} texts select everything");
     }
 }

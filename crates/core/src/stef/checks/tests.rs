@@ -386,3 +386,45 @@ fn a_formulas_operands_are_compared_with_the_sqls_division() {
     );
     assert_eq!(divide_operands("DIVIDE(SUM(a)"), None);
 }
+
+#[test]
+fn formulas_are_recognised_as_on_the_uppercase_unquoted_copy() {
+    // What `states_formula` stands for: the uppercase text searched for the calls, the text
+    // without its quoted strings for a slash.
+    let copied = |t: &str| {
+        if !t.contains(['(', '/']) {
+            return false;
+        }
+        let u = t.to_ascii_uppercase();
+        u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
+    };
+    let mut texts = crate::shared_data::texts(
+        &["bird/dev.jsonl", "spider/dev.jsonl"],
+        &["evidence", "question", "gold_sql"],
+    );
+    texts.extend(
+        [
+            "x = DIVIDE(a, b)",
+            "x = divide (a, b)",
+            "x = Subtract(a, b)",
+            "'a/b'",
+            "\"a/b\" / 2",
+            "'it''s' / 2",
+            "'unterminated / here",
+            "é/ü",
+            "'é/' ü",
+            "subtract(",
+            "SUBTRACT",
+            "(/)",
+            "",
+        ]
+        .map(str::to_string),
+    );
+    let mut formulas = 0;
+    for t in &texts {
+        let expected = copied(t);
+        assert_eq!(states_formula(t), expected, "{t:?}");
+        formulas += usize::from(expected);
+    }
+    assert!(formulas > 100, "only {formulas} texts state a formula");
+}

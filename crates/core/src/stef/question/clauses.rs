@@ -7,7 +7,7 @@ use memchr::memmem::Finder;
 
 use crate::stef::text::{EvidenceClause, QuestionTexts, TokenKind, lower_collapsed, tokenize};
 
-use super::doc::{Doc, stem, word_set};
+use super::doc::{Doc, stem_form, word_set};
 use super::lexicon::{ENTITY_STOP, PHRASE_STOP, SUBJECT_STOP, is_in};
 
 /// The part of Qe that states requirements: every clause that is not a definition, plus the
@@ -371,32 +371,41 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
     static COPULAS: LazyLock<[Finder<'static>; 2]> =
         LazyLock::new(|| [" are ", " is "].map(Finder::new));
     let lower = subject.to_ascii_lowercase();
-    let subject = COPULAS
+    // The compared part: after the copula when there is one; `from` is where it starts.
+    let from = COPULAS
         .iter()
-        .find_map(|m| {
-            m.find(lower.as_bytes())
-                .and_then(|pos| subject.get(pos + m.needle().len()..))
-        })
-        .filter(|rest| !rest.trim().is_empty())
-        .unwrap_or(subject);
-    let toks = tokenize(subject);
+        .find_map(|m| m.find(lower.as_bytes()).map(|pos| pos + m.needle().len()))
+        .filter(|&from| subject.get(from..).is_some_and(|r| !r.trim().is_empty()))
+        .unwrap_or(0);
+    let Some(compared) = subject.get(from..) else {
+        return false;
+    };
+    let in_question = |w: &str| {
+        let s = stem_form(w);
+        qu_words
+            .binary_search_by(|q| q.as_str().cmp(s.as_ref()))
+            .is_ok()
+    };
     let mut total = 0usize;
     let mut found = 0usize;
-    for t in &toks {
+    for t in &tokenize(compared) {
         if t.kind != TokenKind::Word {
             continue;
         }
-        let w = t.text.to_ascii_lowercase();
-        if w.len() < 2 || is_in(PHRASE_STOP | SUBJECT_STOP, &w) {
+        // The word lowercased: the same bytes of the lowercased subject.
+        let start = from + t.start;
+        let Some(w) = lower.get(start..start + t.text.len()) else {
+            continue;
+        };
+        if w.len() < 2 || is_in(PHRASE_STOP | SUBJECT_STOP, w) {
             continue;
         }
         total += 1;
-        let s = stem(&w);
-        let hit = qu_words.binary_search(&s).is_ok()
+        let hit = in_question(w)
             || (w.contains('-')
                 && w.split('-')
                     .filter(|p| !p.is_empty())
-                    .all(|p| qu_words.binary_search(&stem(p)).is_ok()));
+                    .all(|p| in_question(p)));
         if hit {
             found += 1;
         }

@@ -1,7 +1,9 @@
 //! A tokenized question text ([`Doc`]) and its content-word set.
 
+use std::borrow::Cow;
+
 use crate::stef::text::{
-    QuestionTexts, Token, TokenKind, canonical_number, singular, strip_possessive,
+    QuestionTexts, Token, TokenKind, canonical_number, singular_form, strip_possessive,
 };
 
 use super::lexicon::number_word;
@@ -36,6 +38,11 @@ pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
 
 /// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.
 pub(super) fn stem(w: &str) -> String {
+    stem_form(w).into_owned()
+}
+
+/// [`stem`], borrowed from `w` unless the singular changes a letter (`-ies` → `-y`).
+pub(super) fn stem_form(w: &str) -> Cow<'_, str> {
     let w = strip_possessive(w);
     let base = if w.len() > 5 {
         w.strip_suffix("ing")
@@ -44,7 +51,7 @@ pub(super) fn stem(w: &str) -> String {
     } else {
         w
     };
-    singular(base)
+    singular_form(base)
 }
 
 /// A tokenized text with an ASCII-lowercased copy (same byte offsets).

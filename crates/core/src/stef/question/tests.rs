@@ -392,3 +392,85 @@ fn hostile_text_never_panics() {
     let e = crate::stef::enrichment::validate(&huge, Some(&huge[1..]), &profile);
     assert!(e.added.len() <= 2 * MAX_FILTERS);
 }
+
+#[test]
+fn subjects_match_as_with_a_lowercased_copy_of_each_word() {
+    use super::clauses::subject_matches;
+    use super::doc::{Doc, stem, word_set};
+    use super::lexicon::{PHRASE_STOP, SUBJECT_STOP, is_in};
+    use crate::stef::text::{QuestionTexts, TokenKind, tokenize};
+    use memchr::memmem::Finder;
+
+    // What `subject_matches` stands for: each word lowercased and stemmed into its own copy.
+    fn copied(subject: &str, qu_words: &[String]) -> bool {
+        let lower = subject.to_ascii_lowercase();
+        let subject = [" are ", " is "]
+            .iter()
+            .find_map(|m| {
+                Finder::new(m)
+                    .find(lower.as_bytes())
+                    .and_then(|pos| subject.get(pos + m.len()..))
+            })
+            .filter(|rest| !rest.trim().is_empty())
+            .unwrap_or(subject);
+        let (mut total, mut found) = (0, 0);
+        for t in &tokenize(subject) {
+            if t.kind != TokenKind::Word {
+                continue;
+            }
+            let w = t.text.to_ascii_lowercase();
+            if w.len() < 2 || is_in(PHRASE_STOP | SUBJECT_STOP, &w) {
+                continue;
+            }
+            total += 1;
+            let hit = qu_words.binary_search(&stem(&w)).is_ok()
+                || (w.contains('-')
+                    && w.split('-')
+                        .filter(|p| !p.is_empty())
+                        .all(|p| qu_words.binary_search(&stem(p)).is_ok()));
+            found += usize::from(hit);
+        }
+        total > 0 && found * 3 >= total * 2
+    }
+
+    // Every BIRD row has both keys: the texts come in (question, evidence) pairs.
+    let texts = crate::shared_data::texts(&["bird/dev.jsonl"], &["question", "evidence"]);
+    let rows: Vec<&[String]> = texts.chunks_exact(2).collect();
+    assert!(rows.len() >= 400, "{} questions", rows.len());
+    let extra = [
+        "Molecules are carcinogenic",
+        "molecules are ",
+        "the bond is  ",
+        "Hero's powers is Super-Strength",
+        "non-carcinogenic molecules",
+        "double-bond",
+        "categories",
+        "ÉLITE players are Élite",
+        "carcinogenic is the label are ",
+    ];
+    let (mut checked, mut matched) = (0, 0);
+    for row in &rows {
+        let (question, evidence) = (row[0].as_str(), row[1].as_str());
+        let texts = QuestionTexts::new(question, Some(evidence));
+        let words = word_set(&Doc::question(&texts));
+        let subjects = split_clauses(evidence)
+            .into_iter()
+            .filter_map(definition_parts)
+            .flat_map(|(subject, definition)| [subject, definition])
+            .chain(extra);
+        for subject in subjects {
+            let expected = copied(subject, &words);
+            assert_eq!(
+                subject_matches(subject, &words),
+                expected,
+                "{subject:?} in {question:?}"
+            );
+            checked += 1;
+            matched += usize::from(expected);
+        }
+    }
+    assert!(
+        matched > 500 && checked > matched * 2,
+        "{matched} of {checked}"
+    );
+}

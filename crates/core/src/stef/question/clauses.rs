@@ -402,10 +402,7 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
         }
         total += 1;
         let hit = in_question(w)
-            || (w.contains('-')
-                && w.split('-')
-                    .filter(|p| !p.is_empty())
-                    .all(|p| in_question(p)));
+            || (w.contains('-') && w.split('-').filter(|p| !p.is_empty()).all(&in_question));
         if hit {
             found += 1;
         }

@@ -392,10 +392,9 @@ impl DbSchema {
 
     /// Columns of table `table`, with their indices.
     pub fn columns_of(&self, table: usize) -> impl Iterator<Item = (usize, &Column)> {
-        self.columns
+        self.table_columns(table)
             .iter()
-            .enumerate()
-            .filter(move |(_, c)| c.table == table)
+            .filter_map(|&i| Some((i, self.columns.get(i)?)))
     }
 
     /// Whether columns `a` and `b` (indices) are joined by a declared foreign key, either way.

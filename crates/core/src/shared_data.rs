@@ -36,3 +36,20 @@ pub(crate) fn texts(files: &[&str], keys: &[&str]) -> Vec<String> {
     }
     texts
 }
+
+/// Holds a fast path to the form it stands for on every text (a mismatch fails with the text),
+/// and returns how many texts both say yes to: the caller asserts enough of them do, so a
+/// check that never fires cannot pass for one that agrees.
+pub(crate) fn agree_on(
+    texts: &[String],
+    fast: impl Fn(&str) -> bool,
+    reference: impl Fn(&str) -> bool,
+) -> usize {
+    let mut yes = 0;
+    for text in texts {
+        let expected = reference(text);
+        assert_eq!(fast(text), expected, "{text:?}");
+        yes += usize::from(expected);
+    }
+    yes
+}

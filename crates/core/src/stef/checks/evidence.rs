@@ -809,10 +809,9 @@ fn formula_columns(operand: &str, sql_lower: &str) -> Vec<String> {
 /// `percentage = DIVIDE(…)`) and definitions (`<subject> refers to <formula>`) whose subject's
 /// words are the question's, holding `DIVIDE(`, `SUBTRACT(` or `/`.
 fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &'e str)> {
-    let upper_has = states_formula;
     let mut out = Vec::new();
     for clause in evidence_clauses(input.texts) {
-        if !upper_has(clause.text) {
+        if !states_formula(clause.text) {
             continue;
         }
         let (subject, formula) = match clause.definition {
@@ -829,7 +828,7 @@ fn formulas<'e>(input: &CheckInput<'e>, question_lower: &str) -> Vec<(&'e str, &
             .collect();
         if !words.is_empty()
             && words.iter().all(|w| contains_word(question_lower, w))
-            && upper_has(formula)
+            && states_formula(formula)
         {
             out.push((subject, formula));
         }
@@ -849,38 +848,30 @@ pub(super) fn states_formula(text: &str) -> bool {
             .windows(name.len())
             .any(|w| w.eq_ignore_ascii_case(name))
     };
-    calls(b"divide(") || calls(b"subtract(") || has_unquoted(text, b'/')
-}
-
-/// Whether ASCII byte `wanted` occurs in `text` outside quoted strings (as [`unquoted`] keeps
-/// them: a quote opens at `'` or `"` and closes at the same quote).
-fn has_unquoted(text: &str, wanted: u8) -> bool {
-    let mut quote: Option<u8> = None;
-    for &b in text.as_bytes() {
-        match quote {
-            Some(q) if b == q => quote = None,
-            Some(_) => {}
-            None if b == b'\'' || b == b'"' => quote = Some(b),
-            None if b == wanted => return true,
-            None => {}
-        }
-    }
-    false
+    calls(b"divide(") || calls(b"subtract(") || unquoted_chars(text).any(|c| c == '/')
 }
 
 /// `text` with the contents of quoted strings removed (`'a/b'` says nothing about division).
 pub(super) fn unquoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    unquoted_chars(text).collect()
+}
+
+/// The characters of `text` outside quoted strings: a quote opens at `'` or `"` and closes at
+/// the same quote; the quotes themselves are left out too.
+fn unquoted_chars(text: &str) -> impl Iterator<Item = char> + '_ {
     let mut quote: Option<char> = None;
-    for c in text.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == '\'' || c == '"' => quote = Some(c),
-            None => out.push(c),
+    text.chars().filter(move |&c| match quote {
+        Some(q) if c == q => {
+            quote = None;
+            false
         }
-    }
-    out
+        Some(_) => false,
+        None if c == '\'' || c == '"' => {
+            quote = Some(c);
+            false
+        }
+        None => true,
+    })
 }
 
 /// The profile's column mappings (NL term → column) whose term the question uses, when the

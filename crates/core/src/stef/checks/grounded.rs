@@ -744,12 +744,11 @@ mod tests {
             }
             texts.push(t);
         }
-        let mut found = 0;
-        for sql in &texts {
-            let expected = collapsed_selects_everything(sql);
-            assert_eq!(sql_selects_everything(sql), expected, "{sql:?}");
-            found += usize::from(expected);
-        }
+        let found = crate::shared_data::agree_on(
+            &texts,
+            sql_selects_everything,
+            collapsed_selects_everything,
+        );
         assert!(found > 10, "only {found} texts select everything");
     }
 }

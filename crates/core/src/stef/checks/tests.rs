@@ -420,11 +420,6 @@ fn formulas_are_recognised_as_on_the_uppercase_unquoted_copy() {
         ]
         .map(str::to_string),
     );
-    let mut formulas = 0;
-    for t in &texts {
-        let expected = copied(t);
-        assert_eq!(states_formula(t), expected, "{t:?}");
-        formulas += usize::from(expected);
-    }
+    let formulas = crate::shared_data::agree_on(&texts, states_formula, copied);
     assert!(formulas > 100, "only {formulas} texts state a formula");
 }

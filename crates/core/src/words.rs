@@ -47,6 +47,36 @@ pub const STOP_WORDS: [&str; 24] = [
     "is", "it", "its", "of", "on", "or", "that", "the", "to", "with",
 ];
 
+/// The longest of [`ABBREVIATIONS`]' short forms and of [`STOP_WORDS`], in bytes: a longer word
+/// is neither, and is not searched for in them.
+const ABBREVIATION_MAX_LEN: usize = {
+    let mut max = 0;
+    let mut i = 0;
+    while i < ABBREVIATIONS.len() {
+        if ABBREVIATIONS[i].0.len() > max {
+            max = ABBREVIATIONS[i].0.len();
+        }
+        i += 1;
+    }
+    max
+};
+const STOP_WORD_MAX_LEN: usize = {
+    let mut max = 0;
+    let mut i = 0;
+    while i < STOP_WORDS.len() {
+        if STOP_WORDS[i].len() > max {
+            max = STOP_WORDS[i].len();
+        }
+        i += 1;
+    }
+    max
+};
+
+/// Whether `word` (lowercase) is one of [`STOP_WORDS`].
+pub fn is_stop_word(word: &str) -> bool {
+    word.len() <= STOP_WORD_MAX_LEN && STOP_WORDS.contains(&word)
+}
+
 /// The singular of an English plural (`scores` → `score`, `cities` → `city`, `classes` →
 /// `class`, `matches` → `match`); other words unchanged. Short words and words that only look
 /// plural (`status`, `class`, `analysis`) are left alone.
@@ -70,7 +100,9 @@ pub fn singular(word: &str) -> Cow<'_, str> {
 /// One word in the comparable form (lowercase input): abbreviation expanded, singular; `None`
 /// when it is already in that form.
 fn normal(word: &str) -> Option<String> {
-    if let Some((_, full)) = ABBREVIATIONS.iter().find(|(a, _)| *a == word) {
+    if word.len() <= ABBREVIATION_MAX_LEN
+        && let Some((_, full)) = ABBREVIATIONS.iter().find(|(a, _)| *a == word)
+    {
         return Some((*full).to_string());
     }
     match singular(word) {
@@ -90,10 +122,17 @@ fn raw_pieces(text: &str, split_camel: bool) -> Vec<String> {
 /// [`raw_pieces`] of ASCII text, byte by byte: each piece is cut out of the text and lowercased
 /// in one allocation of its own length (the questions of every event come this way).
 fn ascii_pieces(text: &str, split_camel: bool) -> Vec<String> {
-    let bytes = text.as_bytes();
     let mut out = Vec::new();
     // Cuts fall between ASCII bytes, so every piece is a `str` of its own.
-    let mut push = |piece: std::ops::Range<usize>| out.push(text[piece].to_ascii_lowercase());
+    ascii_piece_ranges(text, split_camel, |piece| {
+        out.push(text[piece].to_ascii_lowercase())
+    });
+    out
+}
+
+/// Where [`ascii_pieces`] cuts ASCII `text`: each piece's byte range, in order, to `push`.
+fn ascii_piece_ranges(text: &str, split_camel: bool, mut push: impl FnMut(std::ops::Range<usize>)) {
+    let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
         if !bytes[i].is_ascii_alphanumeric() {
@@ -118,7 +157,6 @@ fn ascii_pieces(text: &str, split_camel: bool) -> Vec<String> {
         }
         push(start..i);
     }
-    out
 }
 
 /// [`raw_pieces`] of any text, char by char (Unicode letters and digits, Unicode lowercase).
@@ -163,13 +201,53 @@ fn raw_pieces_chars(text: &str, split_camel: bool) -> Vec<String> {
 /// The words of a schema name (table or column, as written: `AvgScrRead`, `free meal count
 /// (k-12)`, `team_long_name`), in order, stop words dropped.
 pub fn identifier_words(name: &str) -> Vec<String> {
-    let mut words = raw_pieces(name, true);
-    words.retain(|w| !STOP_WORDS.contains(&w.as_str()));
+    if name.is_ascii() {
+        return ascii_identifier_words(name);
+    }
+    identifier_words_of_pieces(raw_pieces(name, true))
+}
+
+/// [`identifier_words`] from the name's pieces: stop words dropped, the rest normalized.
+fn identifier_words_of_pieces(mut words: Vec<String>) -> Vec<String> {
+    words.retain(|w| !is_stop_word(w));
     for w in &mut words {
         if let Some(n) = normal(w) {
             *w = n;
         }
     }
+    words
+}
+
+/// Longest piece lowercased on the stack by [`ascii_identifier_words`]; longer ones are
+/// lowercased into a `String` of their own.
+const STACK_PIECE_BYTES: usize = 32;
+
+/// [`identifier_words`] of an ASCII name (every question comes this way): each piece is
+/// lowercased on the stack, so a stop word costs no allocation and a kept word one, of its
+/// final form.
+fn ascii_identifier_words(name: &str) -> Vec<String> {
+    let mut words = Vec::with_capacity(name.len() / 6 + 1);
+    ascii_piece_ranges(name, true, |piece| {
+        let piece = &name.as_bytes()[piece];
+        let mut stack = [0u8; STACK_PIECE_BYTES];
+        let heap;
+        let lower: &str = match stack.get_mut(..piece.len()) {
+            Some(buffer) => {
+                for (to, from) in buffer.iter_mut().zip(piece) {
+                    *to = from.to_ascii_lowercase();
+                }
+                // Lowercased ASCII is ASCII.
+                std::str::from_utf8(buffer).unwrap_or_default()
+            }
+            None => {
+                heap = String::from_utf8_lossy(piece).to_ascii_lowercase();
+                &heap
+            }
+        };
+        if !is_stop_word(lower) {
+            words.push(normal(lower).unwrap_or_else(|| lower.to_string()));
+        }
+    });
     words
 }
 
@@ -227,6 +305,46 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn ascii_names_give_the_words_of_their_pieces() {
+        // Every question, evidence and SQL text of the shared data (words of every length,
+        // stop words, abbreviations, plurals), long pieces past the stack buffer, and random
+        // ASCII made of the characters that decide a cut or a fold.
+        let mut texts = crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence", "gold_sql", "query"],
+        );
+        texts.extend([
+            "a".repeat(STACK_PIECE_BYTES),
+            "B".repeat(STACK_PIECE_BYTES + 1),
+            format!("the {}ies of AvgScr", "x".repeat(40)),
+            "Of THE Avg_scr NUM cities Classes".to_string(),
+        ]);
+        let alphabet = b"aZs eiOfThN_1-(Av";
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..20_000 {
+            let len = (state % 14) as usize;
+            let mut t = String::new();
+            for _ in 0..len {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                t.push(char::from(
+                    alphabet[(state % alphabet.len() as u64) as usize],
+                ));
+            }
+            texts.push(t);
+        }
+        let mut dropped = 0;
+        for t in texts.iter().filter(|t| t.is_ascii()) {
+            let pieces = ascii_pieces(t, true);
+            let expected = identifier_words_of_pieces(pieces.clone());
+            dropped += pieces.len() - expected.len();
+            assert_eq!(ascii_identifier_words(t), expected, "{t:?}");
+        }
+        assert!(dropped > 1_000, "stop words dropped: {dropped}");
     }
 
     #[test]

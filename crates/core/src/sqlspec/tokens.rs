@@ -303,15 +303,22 @@ fn bucket(word: &[u8]) -> Option<usize> {
         .then(|| first * (MAX_KEYWORD_LEN + 1) + word.len())
 }
 
-/// The keyword an unquoted word is (ASCII case-insensitively), as sqlparser decides it.
+/// The keyword an unquoted word is (ASCII case-insensitively), as sqlparser decides it. A
+/// bucket holds ~7 keywords (28 for `S` and six letters): their last bytes are compared first,
+/// so a word is compared in full with one candidate or none, mostly.
 fn keyword(word: &str) -> Keyword {
     let word = word.as_bytes();
+    let Some(&last) = word.last() else {
+        return Keyword::NoKeyword;
+    };
+    let last = last.to_ascii_uppercase();
     bucket(word)
         .and_then(|slot| keyword_table().get(slot))
         .and_then(|candidates| {
-            candidates
-                .iter()
-                .find(|(text, _)| text.eq_ignore_ascii_case(word))
+            candidates.iter().find(|(text, _)| {
+                text.last().map(u8::to_ascii_uppercase) == Some(last)
+                    && text.eq_ignore_ascii_case(word)
+            })
         })
         .map_or(Keyword::NoKeyword, |&(_, keyword)| keyword)
 }

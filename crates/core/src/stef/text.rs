@@ -586,13 +586,26 @@ fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
 }
 
+/// ASCII letters, digits and `_` (the bytes a word runs over), looked up in one load instead of
+/// three range tests per byte.
+static ASCII_WORD_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = byte.is_ascii_alphanumeric() || byte == b'_';
+        b += 1;
+    }
+    table
+};
+
 /// End of a word starting at `i`: alphanumerics, `_`, and `'`/`-` between word characters.
 fn word_end(text: &str, i: usize) -> usize {
     let bytes = text.as_bytes();
     let mut j = i;
     // ASCII fast path; at the first non-ASCII byte the character loop takes over.
     while let Some(&b) = bytes.get(j) {
-        if b.is_ascii_alphanumeric() || b == b'_' {
+        if ASCII_WORD_BYTES[usize::from(b)] {
             j += 1;
         } else if b == b'\'' || b == b'-' {
             match bytes.get(j + 1) {
@@ -654,6 +667,43 @@ fn find_closing_quote(bytes: &[u8], from: usize, quote: u8) -> Option<usize> {
     None
 }
 
+/// Longest needle [`find_bytes`] verifies at each occurrence of its first byte; a longer one
+/// goes to `memchr::memmem`, whose search stays linear in the haystack whatever the input.
+const SHORT_NEEDLE_BYTES: usize = 32;
+
+/// Where `needle` first occurs in `haystack` (as `memchr::memmem::find`, and `str::find` for
+/// text). The checks search the short texts of an event (a question, a clause, a filter, the
+/// SQL) many times each, mostly for short words: building a searcher — `memmem`'s (pair
+/// selection, a Rabin–Karp hash) or `str::find`'s two-way one — cost more than the search. A
+/// short needle is found by `memchr` on its first byte and a comparison of the rest at each
+/// hit, which needs no set-up and does at most [`SHORT_NEEDLE_BYTES`] byte comparisons per
+/// haystack byte.
+pub fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let Some((&first, rest)) = needle.split_first() else {
+        return Some(0);
+    };
+    if needle.len() > SHORT_NEEDLE_BYTES {
+        return memchr::memmem::find(haystack, needle);
+    }
+    let mut from = 0;
+    while let Some(pos) = haystack.get(from..).and_then(|h| memchr::memchr(first, h)) {
+        let at = from + pos;
+        if haystack
+            .get(at + 1..)
+            .is_some_and(|after| after.starts_with(rest))
+        {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// `haystack.contains(needle)`, by [`find_bytes`].
+pub fn contains_text(haystack: &str, needle: &str) -> bool {
+    find_bytes(haystack.as_bytes(), needle.as_bytes()).is_some()
+}
+
 /// Whether `needle` (already normalized/lowercase) occurs in `haystack` (lowercase) with word
 /// boundaries on both sides (a boundary is a non-alphanumeric character or the text edge).
 pub fn contains_phrase(haystack: &str, needle: &str) -> bool {
@@ -662,9 +712,9 @@ pub fn contains_phrase(haystack: &str, needle: &str) -> bool {
     }
     let hb = haystack.as_bytes();
     let mut from = 0usize;
-    // `memmem::find` rather than `str::find`: this runs several times per event on short
-    // texts, where building `str::find`'s two-way searcher cost more than the search.
-    while let Some(pos) = memchr::memmem::find(&hb[from..], needle.as_bytes()) {
+    // `find_bytes` rather than `str::find`: this runs several times per event on short texts,
+    // where building a searcher cost more than the search.
+    while let Some(pos) = find_bytes(&hb[from..], needle.as_bytes()) {
         let at = from + pos;
         let end = at + needle.len();
         let left_ok = at == 0 || !is_alnum_before(haystack, at);
@@ -725,6 +775,81 @@ pub fn lower_collapsed(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `find_bytes` finds what `memchr::memmem::find` finds: every text of the shared data
+    /// searched for the words and phrases the checks look for and for pieces of itself, and
+    /// random texts over a four-letter alphabet (partial matches everywhere), with needles
+    /// from empty to past the short-needle bound.
+    #[test]
+    fn find_bytes_finds_what_memmem_finds() {
+        let mut texts = crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence", "gold_sql", "query"],
+        );
+        let mut state = 0x2d35_8dcc_aa6c_78a5_u64;
+        let mut random = |len: usize| {
+            (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(b"aab."[(state % 4) as usize])
+                })
+                .collect::<String>()
+        };
+        let mut needles: Vec<String> = [
+            "",
+            "a",
+            ".*",
+            "decimal",
+            "round",
+            "distinct",
+            "group by",
+            "number of",
+            " is ",
+            "select",
+            "aab",
+            "ba.",
+            "aaaa",
+        ]
+        .map(String::from)
+        .to_vec();
+        for len in [
+            1,
+            2,
+            3,
+            5,
+            8,
+            SHORT_NEEDLE_BYTES,
+            SHORT_NEEDLE_BYTES + 1,
+            40,
+        ] {
+            needles.push(random(len));
+            needles.push("a".repeat(len));
+        }
+        for len in [0, 1, 7, 64, 200] {
+            for _ in 0..200 {
+                texts.push(random(len));
+            }
+        }
+        let mut found = 0;
+        for text in &texts {
+            let own: Vec<String> = [(0, 4), (3, 12), (10, 45)]
+                .iter()
+                .filter_map(|&(from, to)| text.get(from..to.min(text.len())).map(String::from))
+                .collect();
+            for needle in needles.iter().chain(&own) {
+                let expected = memchr::memmem::find(text.as_bytes(), needle.as_bytes());
+                assert_eq!(
+                    find_bytes(text.as_bytes(), needle.as_bytes()),
+                    expected,
+                    "{needle:?} in {text:?}"
+                );
+                found += usize::from(expected.is_some_and(|at| at > 0));
+            }
+        }
+        assert!(found > 10_000, "found past the start {found} times");
+    }
 
     #[test]
     fn numbers_are_canonical() {

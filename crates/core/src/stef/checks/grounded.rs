@@ -340,7 +340,7 @@ fn selects_everything(input: &CheckInput<'_>) -> bool {
 
 /// The text half of [`selects_everything`].
 fn sql_selects_everything(sql: &str) -> bool {
-    if memchr::memmem::find(sql.as_bytes(), b".*").is_some() {
+    if crate::stef::text::find_bytes(sql.as_bytes(), b".*").is_some() {
         return true;
     }
     // After `word`, a run of whitespace (as `split_whitespace` sees it), then what follows.

@@ -201,10 +201,10 @@ pub(crate) fn contains_word(text: &str, word: &str) -> bool {
     let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let bytes = text.as_bytes();
     let mut from = 0;
-    // `memmem::find`: cheaper than `str::find`'s searcher on these short texts.
+    // `find_bytes`: no searcher to build for these short texts (see there).
     while let Some(pos) = bytes
         .get(from..)
-        .and_then(|t| memchr::memmem::find(t, word.as_bytes()))
+        .and_then(|t| crate::stef::text::find_bytes(t, word.as_bytes()))
     {
         let at = from + pos;
         let end = at + word.len();

@@ -7,7 +7,7 @@ use memchr::memmem::Finder;
 
 use crate::stef::text::{EvidenceClause, QuestionTexts, TokenKind, lower_collapsed, tokenize};
 
-use super::doc::{Doc, stem_form, word_set};
+use super::doc::{Doc, stem_form, word_set, word_set_contains};
 use super::lexicon::{ENTITY_STOP, PHRASE_STOP, SUBJECT_STOP, is_in};
 
 /// The part of Qe that states requirements: every clause that is not a definition, plus the
@@ -380,12 +380,7 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
     let Some(compared) = subject.get(from..) else {
         return false;
     };
-    let in_question = |w: &str| {
-        let s = stem_form(w);
-        qu_words
-            .binary_search_by(|q| q.as_str().cmp(s.as_ref()))
-            .is_ok()
-    };
+    let in_question = |w: &str| word_set_contains(qu_words, &stem_form(w));
     let mut total = 0usize;
     let mut found = 0usize;
     for t in &tokenize(compared) {

@@ -8,7 +8,8 @@ use crate::stef::text::{
 
 use super::lexicon::number_word;
 
-/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole).
+/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole), deduplicated and
+/// ordered by [`word_order`] (look one up with [`word_set_contains`]).
 pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
     let mut words: Vec<String> = Vec::with_capacity(doc.toks.len() + 4);
     for i in 0..doc.toks.len() {
@@ -31,9 +32,22 @@ pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
             }
         }
     }
-    words.sort_unstable();
+    words.sort_unstable_by(|a, b| word_order(a, b));
     words.dedup();
     words
+}
+
+/// The order of a [`word_set`]: by length, then by bytes. Any total order serves a membership
+/// test; this one settles most comparisons on the lengths, without comparing bytes.
+fn word_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len()
+        .cmp(&b.len())
+        .then_with(|| a.as_bytes().cmp(b.as_bytes()))
+}
+
+/// Whether `word` is in `set` (a [`word_set`]).
+pub(crate) fn word_set_contains(set: &[String], word: &str) -> bool {
+    set.binary_search_by(|w| word_order(w, word)).is_ok()
 }
 
 /// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.

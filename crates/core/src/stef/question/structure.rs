@@ -141,8 +141,9 @@ pub(super) fn structure(doc: &Doc<'_>, spec: &mut QuestionSpec, used: &mut [bool
         let f = lex(w);
         if w.is_empty() {
             // Numbers directly before a superlative: "3 tallest", "5 highest", "3 most populated".
-            if let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
-                && is_in(MAX_WORDS | MIN_WORDS | ORDER_SUPERLATIVES, doc.w(i + 1))
+            // The next word first: it is a lexicon lookup, the number a parse.
+            if is_in(MAX_WORDS | MIN_WORDS | ORDER_SUPERLATIVES, doc.w(i + 1))
+                && let Some(k) = doc.number(i).and_then(|v| v.parse::<u64>().ok())
             {
                 spec.top_k = Some(k);
                 spec.explicit_order = true;
@@ -392,24 +393,27 @@ pub(super) fn column_after(doc: &Doc<'_>, mut i: usize) -> Option<String> {
 
 /// Up to `max` consecutive content words starting at `i`, lowercased, last word singular.
 pub(super) fn phrase_at(doc: &Doc<'_>, i: usize, max: usize) -> Option<String> {
-    let mut words: Vec<&str> = Vec::with_capacity(max);
-    let mut j = i;
-    while words.len() < max {
-        let w = doc.w(j);
-        if w.is_empty() || is_in(PHRASE_STOP | MAX_WORDS | MIN_WORDS, w) || doc.is_punct(j + 1, "(")
+    // The phrase is the tokens `i..end`: counted first, then written once.
+    let mut end = i;
+    while end - i < max {
+        let w = doc.w(end);
+        if w.is_empty()
+            || is_in(PHRASE_STOP | MAX_WORDS | MIN_WORDS, w)
+            || doc.is_punct(end + 1, "(")
         {
             break;
         }
-        words.push(w);
-        j += 1;
+        end += 1;
     }
-    let (last, rest) = words.split_last()?;
-    let mut out = String::new();
-    for w in rest {
-        out.push_str(w);
+    let last = end.checked_sub(1).filter(|&last| last >= i)?;
+    let last_word = singular(strip_possessive(doc.w(last)));
+    let rest_len: usize = (i..last).map(|k| doc.w(k).len() + 1).sum();
+    let mut out = String::with_capacity(rest_len + last_word.len());
+    for k in i..last {
+        out.push_str(doc.w(k));
         out.push(' ');
     }
-    out.push_str(&singular(strip_possessive(last)));
+    out.push_str(&last_word);
     Some(out)
 }
 

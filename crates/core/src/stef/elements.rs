@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::checks::{Resolved, Resolver, contains_word};
-use super::text::{QuestionTexts, contains_text};
+use super::text::QuestionTexts;
 use super::{Elements, Finding, FindingCode};
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{Clause, RefSourceKind, SqlSpec};
@@ -549,13 +549,13 @@ pub fn question_intent(question_lower: &str) -> QuestionIntent {
         QuestionIntent::Ratio
     } else if has(COUNT)
         || question_lower.starts_with("how many")
-        || contains_text(question_lower, "number of")
+        || question_lower.contains("number of")
     {
         QuestionIntent::Count
     } else if has(COMPARE)
         || has(WHICH | OR | COMPARATIVE)
-        || contains_text(question_lower, "how much more")
-        || contains_text(question_lower, "how much less")
+        || question_lower.contains("how much more")
+        || question_lower.contains("how much less")
     {
         QuestionIntent::Comparison
     } else if has(AGGREGATE) {

@@ -699,11 +699,6 @@ pub fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
-/// `haystack.contains(needle)`, by [`find_bytes`].
-pub fn contains_text(haystack: &str, needle: &str) -> bool {
-    find_bytes(haystack.as_bytes(), needle.as_bytes()).is_some()
-}
-
 /// Whether `needle` (already normalized/lowercase) occurs in `haystack` (lowercase) with word
 /// boundaries on both sides (a boundary is a non-alphanumeric character or the text edge).
 pub fn contains_phrase(haystack: &str, needle: &str) -> bool {

@@ -8,9 +8,7 @@ use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
 
 use super::{CheckInput, asks_distinct, clip, contains_word, push, truncating_dialect};
 use crate::stef::question::{evidence_clauses, relevant_definitions, relevant_definitions_lowered};
-use crate::stef::text::{
-    QuestionTexts, canonical_number, contains_text, lower_collapsed, normalize_value,
-};
+use crate::stef::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// `col op 'v'` constraints read from a definition's text.
@@ -434,9 +432,9 @@ fn stated_numbers(texts: &QuestionTexts<'_>) -> Vec<String> {
 /// that nothing in the SQL produces.
 fn rounding_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<Finding>) {
     let asks = |lower: &str| {
-        (contains_text(lower, "decimal")
+        (lower.contains("decimal")
             && (contains_word(lower, "decimal") || contains_word(lower, "decimals")))
-            || (contains_text(lower, "round")
+            || (lower.contains("round")
                 && ["rounded", "round to", "round it", "round the"]
                     .iter()
                     .any(|w| contains_word(lower, w)))
@@ -477,7 +475,7 @@ fn text_literals(rhs: &FilterValue) -> Vec<&str> {
 /// "fundraisers"). A LIKE pattern's pieces between wildcards are looked up one by one.
 fn literal_in_text(literal: &str, wildcards: bool, text: &str) -> bool {
     let found = |piece: &str| {
-        contains_text(text, piece)
+        text.contains(piece)
             || text
                 .split(' ')
                 .collect::<String>()
@@ -523,7 +521,7 @@ fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<F
         || lowered.definitions.iter().any(|(s, d)| asks(s) || asks(d))
         || lowered
             .evidence(input)
-            .is_some_and(|e| contains_text(e, "distinct") && contains_word(e, "distinct"));
+            .is_some_and(|e| e.contains("distinct") && contains_word(e, "distinct"));
     if !asked {
         return;
     }
@@ -533,8 +531,8 @@ fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<F
         || spec.aggregations.iter().any(|a| a.distinct)
         || !spec.group_by.is_empty()
         || spec.set_operations
-        || contains_text(sql_lower, "distinct")
-        || contains_text(sql_lower, "group by");
+        || sql_lower.contains("distinct")
+        || sql_lower.contains("group by");
     if !deduplicates {
         push(
             out,

@@ -529,89 +529,40 @@ pub(crate) fn number_word(w: &str) -> Option<u64> {
 /// `rustc_hash`'s Fx, which reads a word several bytes at a time (a byte-at-a-time FNV-1a cost
 /// ~1 % of an event's instructions); the keys are the fixed lists, so a hostile word costs one
 /// probe like any other.
-pub(super) struct Lexicon {
-    words: HashMap<&'static str, u32, FxBuildHasher>,
-    /// One bit per word shape — length, first and last byte ([`Lexicon::shape`]) — that some
-    /// lexicon word has: a word of another shape is in no list, which one load says without
-    /// hashing it (about a third of a question's words, most of a definition's).
-    shapes: Vec<u64>,
-}
-
-/// Longest word looked up; longer ones are in no list.
-const MAX_WORD_LEN: usize = 24;
-/// Byte classes of a shape's first and last byte: `a`–`z`, and any other byte.
-const SHAPE_CLASSES: usize = 27;
-
-impl Lexicon {
-    /// The bit index of `w`'s shape (`w` non-empty, at most [`MAX_WORD_LEN`] bytes).
-    fn shape(w: &[u8]) -> usize {
-        let class = |b: u8| match b {
-            b'a'..=b'z' => usize::from(b - b'a'),
-            _ => SHAPE_CLASSES - 1,
-        };
-        let (first, last) = (
-            w.first().copied().unwrap_or(0),
-            w.last().copied().unwrap_or(0),
-        );
-        (w.len() * SHAPE_CLASSES + class(first)) * SHAPE_CLASSES + class(last)
-    }
-
-    fn get(&self, w: &str) -> u32 {
-        let shape = Self::shape(w.as_bytes());
-        let possible = self
-            .shapes
-            .get(shape / 64)
-            .is_some_and(|bits| bits & (1 << (shape % 64)) != 0);
-        if !possible {
-            return 0;
+pub(super) static LEXICON: LazyLock<HashMap<&'static str, u32, FxBuildHasher>> =
+    LazyLock::new(|| {
+        let mut map: HashMap<&'static str, u32, FxBuildHasher> = HashMap::default();
+        for (list, bit) in [
+            (AVG_WORDS_LIST, AVG_WORDS),
+            (COLUMN_SKIP_LIST, COLUMN_SKIP),
+            (COMPUTED_WORDS_LIST, COMPUTED_WORDS),
+            (DISTINCT_WORDS_LIST, DISTINCT_WORDS),
+            (ENTITY_STOP_LIST, ENTITY_STOP),
+            (LESS_WORDS_LIST, LESS_WORDS),
+            (LIST_VERBS_LIST, LIST_VERBS),
+            (MAX_WORDS_LIST, MAX_WORDS),
+            (MIN_WORDS_LIST, MIN_WORDS),
+            (NOT_SUPERLATIVE_LIST, NOT_SUPERLATIVE),
+            (NUMBER_ATTRIBUTES_LIST, NUMBER_ATTRIBUTES),
+            (ORDER_SUPERLATIVES_LIST, ORDER_SUPERLATIVES),
+            (ORDER_WORDS_LIST, ORDER_WORDS),
+            (PARTICIPLE_BY_LIST, PARTICIPLE_BY),
+            (PHRASE_STOP_LIST, PHRASE_STOP),
+            (SUBJECT_STOP_LIST, SUBJECT_STOP),
+        ] {
+            for w in list {
+                *map.entry(w).or_insert(0) |= bit;
+            }
         }
-        self.words.get(w).copied().unwrap_or(0)
-    }
-}
-
-pub(super) static LEXICON: LazyLock<Lexicon> = LazyLock::new(|| {
-    let mut words: HashMap<&'static str, u32, FxBuildHasher> = HashMap::default();
-    for (list, bit) in [
-        (AVG_WORDS_LIST, AVG_WORDS),
-        (COLUMN_SKIP_LIST, COLUMN_SKIP),
-        (COMPUTED_WORDS_LIST, COMPUTED_WORDS),
-        (DISTINCT_WORDS_LIST, DISTINCT_WORDS),
-        (ENTITY_STOP_LIST, ENTITY_STOP),
-        (LESS_WORDS_LIST, LESS_WORDS),
-        (LIST_VERBS_LIST, LIST_VERBS),
-        (MAX_WORDS_LIST, MAX_WORDS),
-        (MIN_WORDS_LIST, MIN_WORDS),
-        (NOT_SUPERLATIVE_LIST, NOT_SUPERLATIVE),
-        (NUMBER_ATTRIBUTES_LIST, NUMBER_ATTRIBUTES),
-        (ORDER_SUPERLATIVES_LIST, ORDER_SUPERLATIVES),
-        (ORDER_WORDS_LIST, ORDER_WORDS),
-        (PARTICIPLE_BY_LIST, PARTICIPLE_BY),
-        (PHRASE_STOP_LIST, PHRASE_STOP),
-        (SUBJECT_STOP_LIST, SUBJECT_STOP),
-    ] {
-        for w in list {
-            *words.entry(w).or_insert(0) |= bit;
-        }
-    }
-    let mut shapes = vec![0u64; ((MAX_WORD_LEN + 1) * SHAPE_CLASSES * SHAPE_CLASSES).div_ceil(64)];
-    for w in words
-        .keys()
-        .filter(|w| !w.is_empty() && w.len() <= MAX_WORD_LEN)
-    {
-        let shape = Lexicon::shape(w.as_bytes());
-        if let Some(bits) = shapes.get_mut(shape / 64) {
-            *bits |= 1 << (shape % 64);
-        }
-    }
-    Lexicon { words, shapes }
-});
+        map
+    });
 
 /// The lexicon bits of a (lowercase) word.
 pub(super) fn lex(w: &str) -> u32 {
-    if w.is_empty() || w.len() > MAX_WORD_LEN {
+    if w.is_empty() || w.len() > 24 {
         return 0;
     }
-    LEXICON.get(w)
+    LEXICON.get(w).copied().unwrap_or(0)
 }
 
 pub(super) fn is_in(list: u32, w: &str) -> bool {
@@ -632,61 +583,3 @@ pub(super) const LESS_WORDS_LIST: &[&str] = &[
     "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
     "lesser", "worse", "below",
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The shape filter never hides a lexicon word: every word of every text in the shared
-    /// data, every lexicon word, and random lowercase words get the bits the map holds.
-    #[test]
-    fn the_shape_filter_only_skips_words_in_no_list() {
-        let texts = crate::shared_data::texts(
-            &["bird/dev.jsonl", "spider/dev.jsonl"],
-            &["question", "evidence"],
-        );
-        let mut words: Vec<String> = texts
-            .iter()
-            .flat_map(|t| {
-                t.to_lowercase()
-                    .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        words.extend(LEXICON.words.keys().map(|w| w.to_string()));
-        let alphabet = b"aestinoz-'9";
-        let mut state = 0x51_7cc1_b727_220a_u64;
-        for _ in 0..20_000 {
-            let len = (state % 9) as usize;
-            let mut w = String::new();
-            for _ in 0..len {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                w.push(char::from(
-                    alphabet[(state % alphabet.len() as u64) as usize],
-                ));
-            }
-            words.push(w);
-        }
-        let (mut listed, mut skipped) = (0, 0);
-        for w in &words {
-            let expected = if w.is_empty() || w.len() > MAX_WORD_LEN {
-                0
-            } else {
-                LEXICON.words.get(w.as_str()).copied().unwrap_or(0)
-            };
-            assert_eq!(lex(w), expected, "{w:?}");
-            listed += usize::from(expected != 0);
-            let shape =
-                (!w.is_empty() && w.len() <= MAX_WORD_LEN).then(|| Lexicon::shape(w.as_bytes()));
-            skipped +=
-                usize::from(shape.is_some_and(|s| LEXICON.shapes[s / 64] & (1 << (s % 64)) == 0));
-        }
-        assert!(
-            listed > 10_000 && skipped > 5_000,
-            "{listed} listed, {skipped} skipped"
-        );
-    }
-}

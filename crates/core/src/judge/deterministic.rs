@@ -93,14 +93,10 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
         .findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
-        .map(|f| format!("{}: {}", f.code.as_str(), f.evidence))
+        .map(finding_line)
         .collect();
     if !errors.is_empty() {
-        return (
-            Verdict::Incorrect,
-            0.75,
-            format!("rule 0: {}", errors.join("; ")),
-        );
+        return (Verdict::Incorrect, 0.75, rule_line("rule 0: ", &errors));
     }
     // Rule 1.
     if status == FilterStatus::NotApplied {
@@ -132,7 +128,7 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
         return (
             Verdict::PotentiallyIncorrect,
             0.60,
-            format!("rule 3: {}", rule3.join("; ")),
+            rule_line("rule 3: ", &rule3),
         );
     }
     // Rule 4.
@@ -148,11 +144,7 @@ pub fn verdict(prepared: &Prepared) -> (Verdict, f64, String) {
         rule4.push("nothing in the question could be checked".into());
     }
     if !rule4.is_empty() {
-        return (
-            Verdict::LikelyCorrect,
-            0.70,
-            format!("rule 4: {}", rule4.join("; ")),
-        );
+        return (Verdict::LikelyCorrect, 0.70, rule_line("rule 4: ", &rule4));
     }
     // Rule 5.
     let confidence = if checked >= 2 { MAX_CONFIDENCE } else { 0.70 };
@@ -191,9 +183,27 @@ fn rule3_reasons(
             .findings
             .iter()
             .filter(|f| f.severity == Severity::Warning)
-            .map(|f| format!("{}: {}", f.code.as_str(), f.evidence)),
+            .map(finding_line),
     );
     rule3
+}
+
+/// `"<code>: <evidence>"`, a finding as the verdict rules list it. Built by copying, as the
+/// other rationale lines below: the formatting machinery cost more than the copies.
+fn finding_line(f: &crate::stef::Finding) -> String {
+    let code = f.code.as_str();
+    let mut line = String::with_capacity(code.len() + 2 + f.evidence.len());
+    line.push_str(code);
+    line.push_str(": ");
+    line.push_str(&f.evidence);
+    line
+}
+
+/// `"<rule><reasons joined by "; ">"`.
+fn rule_line(rule: &str, reasons: &[String]) -> String {
+    let mut line = String::from(rule);
+    line.push_str(&reasons.join("; "));
+    line
 }
 
 /// Rule 5's rationale: how many aspects were checked, and the normalization rules that fired.
@@ -201,10 +211,8 @@ fn rule5_rationale(a: &Alignment, checked: usize) -> String {
     let mut why = format!("rule 5: {checked} aspect(s) checked, all aligned");
     if !a.rules_fired.is_empty() {
         let fired: Vec<&str> = a.rules_fired.iter().map(|r| r.as_str()).collect();
-        why.push_str(&format!(
-            "; normalization rules fired: {}",
-            fired.join(", ")
-        ));
+        why.push_str("; normalization rules fired: ");
+        why.push_str(&fired.join(", "));
     }
     why
 }
@@ -241,6 +249,10 @@ fn aspects_checked(q: &QuestionSpec, a: &Alignment) -> usize {
 /// Push `"<label> a, b, c"` when `items` is not empty (diagnosis lines of the verdict rules).
 fn push_listed(out: &mut Vec<String>, label: &str, items: &[String]) {
     if !items.is_empty() {
-        out.push(format!("{label} {}", items.join(", ")));
+        let mut line = String::with_capacity(label.len() + 1 + items.len() * 16);
+        line.push_str(label);
+        line.push(' ');
+        line.push_str(&items.join(", "));
+        out.push(line);
     }
 }

@@ -196,10 +196,15 @@ impl<'s> QueryNames<'s> {
             } else {
                 (*b, *a)
             };
-            let edge = format!(
-                "{} = {}",
-                self.columns[first].canonical, self.columns[second].canonical
+            // Pushed, not `format!`ted: the formatting machinery cost more than the copy.
+            let (x, y) = (
+                &self.columns[first].canonical,
+                &self.columns[second].canonical,
             );
+            let mut edge = String::with_capacity(x.len() + 3 + y.len());
+            edge.push_str(x);
+            edge.push_str(" = ");
+            edge.push_str(y);
             if !self.joins.iter().any(|(e, _, _)| *e == edge) {
                 self.joins.push((edge, first, second));
             }

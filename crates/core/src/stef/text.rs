@@ -155,19 +155,27 @@ pub fn strip_quotes(s: &str) -> &str {
 /// removed, every non-alphanumeric character dropped. Function-call forms keep their function
 /// name (`year(t.order_date)` → `yearorderdate`).
 pub fn name_key(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
     if name.is_ascii() {
+        // Bytes, not chars: no UTF-8 encoding per pushed byte, no boundary check per truncate.
+        let mut key = Vec::with_capacity(name.len());
         let mut ident_start = 0usize;
         for b in name.bytes() {
             match b {
-                b'.' => out.truncate(ident_start),
-                b'(' | b',' | b' ' => ident_start = out.len(),
-                b if b.is_ascii_alphanumeric() => out.push(char::from(b.to_ascii_lowercase())),
+                b'.' => key.truncate(ident_start),
+                b'(' | b',' | b' ' => ident_start = key.len(),
+                b if b.is_ascii_alphanumeric() => key.push(b.to_ascii_lowercase()),
                 _ => {}
             }
         }
-        return out;
+        // ASCII letters and digits: always UTF-8.
+        return String::from_utf8(key).unwrap_or_default();
     }
+    name_key_chars(name)
+}
+
+/// [`name_key`] char by char (any text; the ASCII path is the same rule on bytes).
+fn name_key_chars(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
     // Drop qualifiers: keep what follows the last '.' that is outside parentheses and quotes,
     // applied per identifier by resetting on '.'.
     let mut ident_start = 0usize;
@@ -863,6 +871,36 @@ mod tests {
         assert_eq!(normalize_value("\"2023\""), "2023");
         assert_eq!(normalize_value("2023.0"), "2023");
         assert_eq!(normalize_value("-"), "-");
+    }
+
+    #[test]
+    fn ascii_name_keys_are_the_char_by_char_keys() {
+        let mut texts = crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence", "gold_sql", "query"],
+        );
+        let alphabet = b"aZ9_.(, )'\"`[]-";
+        let mut state = 0x6a09_e667_f3bc_c908_u64;
+        for _ in 0..20_000 {
+            let len = (state % 12) as usize;
+            let mut t = String::new();
+            for _ in 0..len {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                t.push(char::from(
+                    alphabet[(state % alphabet.len() as u64) as usize],
+                ));
+            }
+            texts.push(t);
+        }
+        let mut truncated = 0;
+        for t in texts.iter().filter(|t| t.is_ascii()) {
+            let expected = name_key_chars(t);
+            assert_eq!(name_key(t), expected, "{t:?}");
+            truncated += usize::from(t.contains('.') && !expected.is_empty());
+        }
+        assert!(truncated > 1_000, "{truncated} keys past a qualifier");
     }
 
     #[test]

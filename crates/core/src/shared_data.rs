@@ -53,3 +53,25 @@ pub(crate) fn agree_on(
     }
     yes
 }
+
+/// `count` random texts, each of fewer than `max_len` characters drawn from `alphabet` (a
+/// xorshift sequence from `seed`: the same texts on every run), for the tests that hold a fast
+/// path to its reference beyond the shared data.
+pub(crate) fn random_texts(alphabet: &[u8], count: usize, max_len: u64, seed: u64) -> Vec<String> {
+    let mut state = seed;
+    let mut texts = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = state % max_len;
+        let mut text = String::new();
+        for _ in 0..len {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            text.push(char::from(
+                alphabet[(state % alphabet.len() as u64) as usize],
+            ));
+        }
+        texts.push(text);
+    }
+    texts
+}

@@ -281,21 +281,12 @@ mod tests {
             &["bird/dev.jsonl", "spider/dev.jsonl"],
             &["question", "evidence", "gold_sql", "query"],
         );
-        let alphabet = b"aZbYc09 _-.(xXyA1Bq'";
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        for _ in 0..20_000 {
-            let len = (state % 12) as usize;
-            let mut t = String::new();
-            for _ in 0..len {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                t.push(char::from(
-                    alphabet[(state % alphabet.len() as u64) as usize],
-                ));
-            }
-            texts.push(t);
-        }
+        texts.extend(crate::shared_data::random_texts(
+            b"aZbYc09 _-.(xXyA1Bq'",
+            20_000,
+            12,
+            0x2545_f491_4f6c_dd1d_u64,
+        ));
         for t in texts.iter().filter(|t| t.is_ascii()) {
             for camel in [true, false] {
                 assert_eq!(
@@ -322,21 +313,12 @@ mod tests {
             format!("the {}ies of AvgScr", "x".repeat(40)),
             "Of THE Avg_scr NUM cities Classes".to_string(),
         ]);
-        let alphabet = b"aZs eiOfThN_1-(Av";
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        for _ in 0..20_000 {
-            let len = (state % 14) as usize;
-            let mut t = String::new();
-            for _ in 0..len {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                t.push(char::from(
-                    alphabet[(state % alphabet.len() as u64) as usize],
-                ));
-            }
-            texts.push(t);
-        }
+        texts.extend(crate::shared_data::random_texts(
+            b"aZs eiOfThN_1-(Av",
+            20_000,
+            14,
+            0x9e37_79b9_7f4a_7c15_u64,
+        ));
         let mut dropped = 0;
         for t in texts.iter().filter(|t| t.is_ascii()) {
             let pieces = ascii_pieces(t, true);

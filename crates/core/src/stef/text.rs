@@ -879,21 +879,12 @@ mod tests {
             &["bird/dev.jsonl", "spider/dev.jsonl"],
             &["question", "evidence", "gold_sql", "query"],
         );
-        let alphabet = b"aZ9_.(, )'\"`[]-";
-        let mut state = 0x6a09_e667_f3bc_c908_u64;
-        for _ in 0..20_000 {
-            let len = (state % 12) as usize;
-            let mut t = String::new();
-            for _ in 0..len {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                t.push(char::from(
-                    alphabet[(state % alphabet.len() as u64) as usize],
-                ));
-            }
-            texts.push(t);
-        }
+        texts.extend(crate::shared_data::random_texts(
+            b"aZ9_.(, )'\"`[]-",
+            20_000,
+            12,
+            0x6a09_e667_f3bc_c908_u64,
+        ));
         let mut truncated = 0;
         for t in texts.iter().filter(|t| t.is_ascii()) {
             let expected = name_key_chars(t);

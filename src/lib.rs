@@ -14,8 +14,8 @@
 //! per command.
 
 pub use sqlgrade_core::{
-    catalogue, errors, evaluation, event, exec, judge, metrics, review, sampling, spans, sqlspec,
-    stef,
+    catalogue, errors, evaluation, event, exec, json_text, judge, metrics, review, sampling, spans,
+    sqlspec, stef,
 };
 
 pub mod alerts;

@@ -41,6 +41,9 @@ pub enum SinkError {
     /// Serialization.
     #[error("sink serialization error: {0}")]
     Serialize(#[source] serde_json::Error),
+    /// Writing a JSON line ([`crate::json_text`]).
+    #[error("sink serialization error: {0}")]
+    Encode(#[source] crate::json_text::JsonTextError),
     /// The remote store failed (after its retries): what was being done, and the client's error.
     #[error("sink store error: {what}: {source}")]
     Backend {
@@ -152,13 +155,14 @@ pub fn encode_json_lines_in_chunks<T: serde::Serialize + Send>(
     Ok(())
 }
 
-/// Serialize `items` as JSON lines (one object per line, `\n`-terminated) into `out`.
+/// Serialize `items` as JSON lines (one object per line, `\n`-terminated) into `out`: the bytes
+/// of `serde_json::to_writer`, written by [`crate::json_text`].
 pub fn encode_json_lines<T: serde::Serialize>(
     items: &[T],
     out: &mut Vec<u8>,
 ) -> Result<(), SinkError> {
     for item in items {
-        serde_json::to_writer(&mut *out, item).map_err(SinkError::Serialize)?;
+        crate::json_text::write(out, item).map_err(SinkError::Encode)?;
         out.push(b'\n');
     }
     Ok(())

@@ -721,15 +721,22 @@ pub enum Details {
     /// A JSON value (normally an object).
     Tree(Value),
     /// JSON text rendered from typed data; always a valid JSON object.
-    Rendered(Box<serde_json::value::RawValue>),
+    Rendered(String),
 }
 
 impl Details {
     /// Render `value` once as JSON text. Serialising the typed data cannot normally fail (only
     /// maps with non-string keys can); if it does, the details say so instead of vanishing.
     pub fn rendered<T: Serialize + ?Sized>(value: &T) -> Details {
-        match serde_json::value::to_raw_value(value) {
-            Ok(raw) => Details::Rendered(raw),
+        // Room for a line-rate row's details (~1,500 bytes) without growing the text as it is
+        // written.
+        let mut text = Vec::with_capacity(RENDERED_CAPACITY);
+        let written = crate::json_text::write(&mut text, value).and_then(|()| {
+            String::from_utf8(text)
+                .map_err(|error| crate::json_text::JsonTextError::Custom(error.to_string()))
+        });
+        match written {
+            Ok(text) => Details::Rendered(text),
             Err(error) => Details::Tree(serde_json::json!({
                 "details_error": format!("details could not be rendered: {error}"),
             })),
@@ -757,7 +764,7 @@ impl Details {
     pub fn json_text(&self) -> std::borrow::Cow<'_, str> {
         match self {
             Details::Tree(value) => std::borrow::Cow::Owned(value.to_string()),
-            Details::Rendered(raw) => std::borrow::Cow::Borrowed(raw.get()),
+            Details::Rendered(raw) => std::borrow::Cow::Borrowed(raw),
         }
     }
 
@@ -775,8 +782,8 @@ impl Details {
 
 /// Rendered details are produced by `serde_json` from typed data, so they always parse; a
 /// failure would be a bug in `serde_json`, reported in the value rather than by a panic.
-fn parse_rendered(raw: &serde_json::value::RawValue) -> Value {
-    serde_json::from_str(raw.get()).unwrap_or_else(|error| {
+fn parse_rendered(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|error| {
         serde_json::json!({"details_error": format!("rendered details do not parse: {error}")})
     })
 }
@@ -786,7 +793,7 @@ impl std::fmt::Display for Details {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Details::Tree(value) => value.fmt(f),
-            Details::Rendered(raw) => f.write_str(raw.get()),
+            Details::Rendered(raw) => f.write_str(raw),
         }
     }
 }
@@ -808,7 +815,7 @@ impl PartialEq for Details {
     fn eq(&self, other: &Details) -> bool {
         match (self, other) {
             (Details::Tree(a), Details::Tree(b)) => a == b,
-            (Details::Rendered(a), Details::Rendered(b)) if a.get() == b.get() => true,
+            (Details::Rendered(a), Details::Rendered(b)) if a == b => true,
             _ => self.to_value() == other.to_value(),
         }
     }
@@ -818,10 +825,15 @@ impl Serialize for Details {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Details::Tree(value) => value.serialize(serializer),
-            // serde_json writes the text verbatim; other serialisers get the parsed value.
+            // JSON writers write the text verbatim (as they write a `serde_json` `RawValue`, the
+            // same struct); other serialisers get the parsed value.
             Details::Rendered(raw) => {
                 if serializer_is_json::<S>() {
-                    raw.serialize(serializer)
+                    use serde::ser::SerializeStruct;
+                    let token = crate::json_text::RAW_VALUE_TOKEN;
+                    let mut text = serializer.serialize_struct(token, 1)?;
+                    text.serialize_field(token, raw.as_str())?;
+                    text.end()
                 } else {
                     parse_rendered(raw).serialize(serializer)
                 }
@@ -836,12 +848,18 @@ impl<'de> Deserialize<'de> for Details {
     }
 }
 
-/// Whether `S` is one of serde_json's serialisers (the writer or `to_value`), which pass a
-/// [`RawValue`](serde_json::value::RawValue) through as JSON. Other serialisers would see its
-/// private wrapper struct instead, so they are given the parsed value.
+/// Whether `S` is one of serde_json's serialisers (the writer or `to_value`) or
+/// [`crate::json_text`]'s writer, which pass a [`RawValue`](serde_json::value::RawValue) through
+/// as JSON. Other serialisers would see its private wrapper struct instead, so they are given the
+/// parsed value.
 fn serializer_is_json<S>() -> bool {
-    std::any::type_name::<S>().contains("serde_json::")
+    let name = std::any::type_name::<S>();
+    name.contains("serde_json::") || name.contains("json_text::")
 }
+
+/// The capacity a rendered `details` text starts with: a line-rate row's is ~1,500 bytes (BIRD
+/// dev), so most are written without growing the buffer.
+const RENDERED_CAPACITY: usize = 2048;
 
 /// A payload that could not be decoded or validated, kept losslessly with the reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

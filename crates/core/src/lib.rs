@@ -17,6 +17,7 @@ pub mod errors;
 pub mod evaluation;
 pub mod event;
 pub mod exec;
+pub mod json_text;
 pub mod judge;
 pub mod metrics;
 pub mod review;

@@ -75,3 +75,42 @@ pub(crate) fn random_texts(alphabet: &[u8], count: usize, max_len: u64, seed: u6
     }
     texts
 }
+
+/// Every JSON document under `shared/data`: each line of every `.jsonl` file and every `.json`
+/// file whole (the `tables.json` schemas, the reference verdicts), in path order.
+pub(crate) fn json_documents() -> Vec<serde_json::Value> {
+    let mut paths = Vec::new();
+    let mut dirs = vec![data_dir()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|e| e == "json" || e == "jsonl")
+            {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    let mut documents = Vec::new();
+    for path in paths {
+        let Ok(body) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            documents.extend(
+                body.lines()
+                    .filter_map(|line| serde_json::from_str(line).ok()),
+            );
+        } else if let Ok(document) = serde_json::from_str(&body) {
+            documents.push(document);
+        }
+    }
+    documents
+}

@@ -229,7 +229,7 @@ pub fn add_schema_context(prepared: &mut Prepared, event: &Event, schema: &DbSch
 /// per row.
 pub fn result_ignored(details: &crate::evaluation::Details) -> bool {
     match details {
-        crate::evaluation::Details::Rendered(raw) => raw.get().starts_with("{\"result_ignored\":"),
+        crate::evaluation::Details::Rendered(raw) => raw.starts_with("{\"result_ignored\":"),
         crate::evaluation::Details::Tree(value) => value.get("result_ignored").is_some(),
     }
 }

@@ -63,8 +63,28 @@ impl SourceTime {
     }
 
     /// The RFC 3339 text rows carry (UTC, milliseconds: `2026-01-02T03:04:05.678Z`).
+    ///
+    /// Messages received together share their millisecond, so each thread keeps the last text
+    /// it wrote and hands out a copy for the same millisecond (formatting one was ~700
+    /// instructions per event on the line rate; a copy is a tenth of that).
     pub fn rfc3339(self) -> String {
-        rfc3339_from_millis(self.0).unwrap_or_default()
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<(i64, String)>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let Ok(mut last) = last.try_borrow_mut() else {
+                return rfc3339_from_millis(self.0).unwrap_or_default();
+            };
+            match &*last {
+                Some((millis, text)) if *millis == self.0 => text.clone(),
+                _ => {
+                    let text = rfc3339_from_millis(self.0).unwrap_or_default();
+                    *last = Some((self.0, text.clone()));
+                    text
+                }
+            }
+        })
     }
 }
 
@@ -268,5 +288,15 @@ mod tests {
         assert_eq!(SourceTime::from_millis(i64::MAX), None, "out of range");
         let now = SourceTime::now().rfc3339();
         assert!(chrono::DateTime::parse_from_rfc3339(&now).is_ok(), "{now}");
+        // The same millisecond again, another one, and back: each its own text (the thread's
+        // last text is reused only for its own millisecond).
+        for millis in [5, 5, 6, 5, 5, 0, 1_767_323_045_678, 1_767_323_045_678] {
+            let time = SourceTime::from_millis(millis).expect("in range");
+            assert_eq!(
+                Some(time.rfc3339()),
+                rfc3339_from_millis(millis),
+                "{millis}"
+            );
+        }
     }
 }

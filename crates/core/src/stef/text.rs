@@ -747,15 +747,28 @@ fn is_alnum_at(s: &str, at: usize) -> bool {
 /// Lowercase and collapse whitespace (for phrase search in question text).
 pub fn lower_collapsed(text: &str) -> String {
     if text.is_ascii() {
-        let mut out = String::with_capacity(text.len());
-        for w in text.split_ascii_whitespace() {
-            if !out.is_empty() {
-                out.push(' ');
+        // One pass over the bytes into a buffer of the text's length (the result is never
+        // longer: a space is written only for a run of whitespace that is dropped), instead of
+        // a copy per word and a second pass to lowercase.
+        let mut out = vec![0u8; text.len()];
+        let mut len = 0;
+        let mut pending_space = false;
+        for &byte in text.as_bytes() {
+            if byte.is_ascii_whitespace() {
+                pending_space = len > 0;
+                continue;
             }
-            out.push_str(w);
+            if pending_space {
+                out[len] = b' ';
+                len += 1;
+                pending_space = false;
+            }
+            out[len] = byte.to_ascii_lowercase();
+            len += 1;
         }
-        out.make_ascii_lowercase();
-        return out;
+        out.truncate(len);
+        // Lowercased ASCII is ASCII.
+        return String::from_utf8(out).unwrap_or_default();
     }
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
@@ -984,14 +997,29 @@ mod tests {
     fn lower_collapsed_joins_ascii_words_with_one_space() {
         // ASCII whitespace runs become one space, none at either end, letters lowercased;
         // \x0b is not ASCII whitespace. Non-ASCII text takes the character path.
-        let cases = [
+        let mut cases: Vec<String> = [
             "",
             "   ",
             "What IS  the\tname?",
             "\n a\r\nb \x0c c\x0bd ",
             "element = 'Cl'  AND\t\tlabel='+'",
-        ];
-        for text in cases {
+        ]
+        .map(String::from)
+        .to_vec();
+        // Every question and evidence text of the shared data, and random texts heavy in
+        // whitespace runs and capitals.
+        cases.extend(crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence"],
+        ));
+        assert!(cases.len() > 1_000, "{} texts", cases.len());
+        cases.extend(crate::shared_data::random_texts(
+            b" \t\n\r\x0c\x0baZ.'",
+            20_000,
+            16,
+            0x9e37_79b9_7f4a_7c15,
+        ));
+        for text in cases.iter().filter(|t| t.is_ascii()) {
             let expected = text
                 .split_ascii_whitespace()
                 .collect::<Vec<_>>()

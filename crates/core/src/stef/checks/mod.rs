@@ -107,10 +107,6 @@ pub(crate) use catalogue::{Resolved, Resolver};
 pub use entry::{CheckRun, run, run_grounded};
 pub use probe::*;
 
-use std::sync::LazyLock;
-
-use memchr::memmem::Finder;
-
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{QueryReferences, RefSourceKind, SqlSpec};
 
@@ -159,12 +155,19 @@ fn push(
 /// Whether a lowercased text asks for distinct values ("distinct / different / unique"), not
 /// counting what the words do not mean there ("unique id", "different from").
 pub(crate) fn asks_distinct(lower: &str) -> bool {
-    // Most texts have none of the words: one scan each rules them out, with searchers built
-    // once rather than per call.
-    static WORDS: LazyLock<[(&str, Finder<'static>); 3]> =
-        LazyLock::new(|| ["distinct", "different", "unique"].map(|w| (w, Finder::new(w))));
-    WORDS.iter().any(|(w, finder)| {
-        finder.find(lower.as_bytes()).is_some()
+    const WORDS: [&str; 3] = ["distinct", "different", "unique"];
+    // Most texts have none of the words: one `memchr` pass over their first letters finds
+    // which occur at all, instead of one substring search per word.
+    let bytes = lower.as_bytes();
+    let mut occurs = [false; WORDS.len()];
+    for at in memchr::memchr2_iter(b'd', b'u', bytes) {
+        let rest = bytes.get(at..).unwrap_or_default();
+        for (word, occurs) in WORDS.iter().zip(&mut occurs) {
+            *occurs |= rest.starts_with(word.as_bytes());
+        }
+    }
+    WORDS.iter().zip(occurs).any(|(w, occurs)| {
+        occurs
             && contains_word(lower, w)
             && ![" id", " identifier", " from", " than"]
                 .iter()

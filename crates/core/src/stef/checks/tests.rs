@@ -396,7 +396,7 @@ fn formulas_are_recognised_as_on_the_uppercase_unquoted_copy() {
             return false;
         }
         let u = t.to_ascii_uppercase();
-        u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted(t).contains('/')
+        u.contains("DIVIDE(") || u.contains("SUBTRACT(") || unquoted_chars(t).any(|c| c == '/')
     };
     let mut texts = crate::shared_data::texts(
         &["bird/dev.jsonl", "spider/dev.jsonl"],
@@ -422,4 +422,66 @@ fn formulas_are_recognised_as_on_the_uppercase_unquoted_copy() {
     );
     let formulas = crate::shared_data::agree_on(&texts, states_formula, copied);
     assert!(formulas > 100, "only {formulas} texts state a formula");
+}
+
+#[test]
+fn unquoted_runs_are_the_unquoted_characters() {
+    // `unquoted` copies runs between the quotes; the reference keeps character by character
+    // what lies outside them. Every shared-data text, and random texts heavy in both quotes.
+    let mut texts = crate::shared_data::texts(
+        &["bird/dev.jsonl", "spider/dev.jsonl"],
+        &["evidence", "question", "gold_sql"],
+    );
+    texts.extend(crate::shared_data::random_texts(
+        b"'\"a/ ()",
+        20_000,
+        14,
+        0x2545_f491_4f6c_dd1d,
+    ));
+    texts.extend(["'é/' ü", "\"ü'\" é", "'", "\"", ""].map(str::to_string));
+    let mut shortened = 0;
+    for text in &texts {
+        let expected: String = unquoted_chars(text).collect();
+        assert_eq!(unquoted(text), expected, "{text:?}");
+        shortened += usize::from(expected.len() < text.len());
+    }
+    assert!(shortened > 1_000, "only {shortened} texts have quotes");
+}
+
+#[test]
+fn distinct_asks_are_found_as_by_substring_search() {
+    // `asks_distinct` finds which of its words occur in one pass over their first letters; the
+    // reference searches for each word. Every lowercased shared-data text, and random texts made
+    // of the words' pieces.
+    let reference = |lower: &str| {
+        ["distinct", "different", "unique"].iter().any(|w| {
+            lower.contains(w)
+                && contains_word(lower, w)
+                && ![" id", " identifier", " from", " than"]
+                    .iter()
+                    .any(|after| contains_word(lower, &format!("{w}{after}")))
+        })
+    };
+    let mut texts: Vec<String> = crate::shared_data::texts(
+        &["bird/dev.jsonl", "spider/dev.jsonl"],
+        &["evidence", "question", "gold_sql"],
+    )
+    .iter()
+    .map(|t| t.to_lowercase())
+    .collect();
+    for seed in [1u64, 2, 3] {
+        texts.extend(
+            crate::shared_data::random_texts(b"xywzv. ", 5_000, 12, seed)
+                .iter()
+                .map(|t| {
+                    t.replace('x', "distinct")
+                        .replace('y', "unique")
+                        .replace('w', "different")
+                        .replace('z', " id")
+                        .replace('v', " from")
+                }),
+        );
+    }
+    let asks = crate::shared_data::agree_on(&texts, asks_distinct, reference);
+    assert!(asks > 100, "only {asks} texts ask for distinct values");
 }

@@ -196,6 +196,22 @@ fn write_finite<F: zmij::Float>(out: &mut Vec<u8>, value: F) {
     out.extend_from_slice(zmij::Buffer::new().format_finite(value).as_bytes());
 }
 
+/// `serialize_*` methods for the integer types, each `$body` with the value as `$value` and the
+/// serializer as `$this`.
+macro_rules! integers {
+    (|$this:ident, $value:ident| $body:expr) => {
+        integers!(@each |$this, $value| $body;
+            serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+            serialize_i128(i128), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+            serialize_u64(u64), serialize_u128(u128));
+    };
+    (@each |$this:ident, $value:ident| $body:expr; $($method:ident($ty:ty)),*) => {
+        $(fn $method($this, $value: $ty) -> Result<(), JsonTextError> {
+            $body
+        })*
+    };
+}
+
 impl<'a, 'b> ser::Serializer for &'a mut JsonWriter<'b> {
     type Ok = ();
     type Error = JsonTextError;
@@ -213,55 +229,10 @@ impl<'a, 'b> ser::Serializer for &'a mut JsonWriter<'b> {
         Ok(())
     }
 
-    fn serialize_i8(self, value: i8) -> Result<(), JsonTextError> {
+    integers!(|self, value| {
         write_integer(self.out, value);
         Ok(())
-    }
-
-    fn serialize_i16(self, value: i16) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_i32(self, value: i32) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_i64(self, value: i64) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_i128(self, value: i128) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_u8(self, value: u8) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_u16(self, value: u16) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_u32(self, value: u32) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_u64(self, value: u64) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
-
-    fn serialize_u128(self, value: u128) -> Result<(), JsonTextError> {
-        write_integer(self.out, value);
-        Ok(())
-    }
+    });
 
     fn serialize_f32(self, value: f32) -> Result<(), JsonTextError> {
         if value.is_finite() {
@@ -486,57 +457,30 @@ impl<'a, 'b> Compound<'a, 'b> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = JsonTextError;
+/// The four array-shaped traits: each element after a separator, the bracket closed at the end.
+macro_rules! array_shaped {
+    ($($trait:ident::$method:ident),* $(,)?) => {
+        $(impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = JsonTextError;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonTextError> {
-        self.element(value)
-    }
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonTextError> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), JsonTextError> {
-        self.finish()
-    }
+            fn end(self) -> Result<(), JsonTextError> {
+                self.finish()
+            }
+        })*
+    };
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = JsonTextError;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonTextError> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), JsonTextError> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = JsonTextError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonTextError> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), JsonTextError> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = JsonTextError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonTextError> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), JsonTextError> {
-        self.finish()
-    }
-}
+array_shaped!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
@@ -605,6 +549,107 @@ impl ser::SerializeStructVariant for Compound<'_, '_> {
     }
 }
 
+/// The associated types of a serializer that writes one value and no compound (a map key, a raw
+/// value's text).
+macro_rules! no_compounds {
+    () => {
+        type Ok = ();
+        type Error = JsonTextError;
+        type SerializeSeq = Impossible<(), JsonTextError>;
+        type SerializeTuple = Impossible<(), JsonTextError>;
+        type SerializeTupleStruct = Impossible<(), JsonTextError>;
+        type SerializeTupleVariant = Impossible<(), JsonTextError>;
+        type SerializeMap = Impossible<(), JsonTextError>;
+        type SerializeStruct = Impossible<(), JsonTextError>;
+        type SerializeStructVariant = Impossible<(), JsonTextError>;
+    };
+}
+
+/// `serialize_*` methods that refuse their value with `$error`: scalars by their type, the rest
+/// by name.
+macro_rules! refuse {
+    ($error:expr; scalars: $($scalar:ident($ty:ty)),* $(,)?) => {
+        $(fn $scalar(self, _value: $ty) -> Result<(), JsonTextError> {
+            Err($error)
+        })*
+    };
+    ($error:expr; shapes) => {
+        fn serialize_bytes(self, _value: &[u8]) -> Result<(), JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_none(self) -> Result<(), JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_unit(self) -> Result<(), JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_unit_struct(self, _name: &'static str) -> Result<(), JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _value: &T,
+        ) -> Result<(), JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_tuple_struct(
+            self,
+            _name: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleStruct, JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_tuple_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleVariant, JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_struct(
+            self,
+            _name: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeStruct, JsonTextError> {
+            Err($error)
+        }
+
+        fn serialize_struct_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeStructVariant, JsonTextError> {
+            Err($error)
+        }
+    };
+}
+
 /// Writes a map key: strings as they are, numbers and booleans quoted, anything else an error.
 struct KeyWriter<'a> {
     out: &'a mut Vec<u8>,
@@ -630,15 +675,7 @@ impl KeyWriter<'_> {
 }
 
 impl ser::Serializer for KeyWriter<'_> {
-    type Ok = ();
-    type Error = JsonTextError;
-    type SerializeSeq = Impossible<(), JsonTextError>;
-    type SerializeTuple = Impossible<(), JsonTextError>;
-    type SerializeTupleStruct = Impossible<(), JsonTextError>;
-    type SerializeTupleVariant = Impossible<(), JsonTextError>;
-    type SerializeMap = Impossible<(), JsonTextError>;
-    type SerializeStruct = Impossible<(), JsonTextError>;
-    type SerializeStructVariant = Impossible<(), JsonTextError>;
+    no_compounds!();
 
     fn serialize_str(self, value: &str) -> Result<(), JsonTextError> {
         write_str(self.out, value);
@@ -678,45 +715,7 @@ impl ser::Serializer for KeyWriter<'_> {
         Ok(())
     }
 
-    fn serialize_i8(self, value: i8) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_i16(self, value: i16) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_i32(self, value: i32) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_i64(self, value: i64) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_i128(self, value: i128) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_u8(self, value: u8) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_u16(self, value: u16) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_u32(self, value: u32) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_u64(self, value: u64) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
-
-    fn serialize_u128(self, value: u128) -> Result<(), JsonTextError> {
-        self.quoted_integer(value)
-    }
+    integers!(|self, value| self.quoted_integer(value));
 
     fn serialize_f32(self, value: f32) -> Result<(), JsonTextError> {
         self.quoted_float(value, value.is_finite())
@@ -726,79 +725,7 @@ impl ser::Serializer for KeyWriter<'_> {
         self.quoted_float(value, value.is_finite())
     }
 
-    fn serialize_bytes(self, _value: &[u8]) -> Result<(), JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_none(self) -> Result<(), JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_unit(self) -> Result<(), JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<(), JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
-
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, JsonTextError> {
-        Err(JsonTextError::KeyMustBeAString)
-    }
+    refuse!(JsonTextError::KeyMustBeAString; shapes);
 }
 
 /// Writes a raw value's text verbatim; its content must be a string, as in `serde_json`.
@@ -807,86 +734,20 @@ struct RawWriter<'a> {
 }
 
 impl ser::Serializer for RawWriter<'_> {
-    type Ok = ();
-    type Error = JsonTextError;
-    type SerializeSeq = Impossible<(), JsonTextError>;
-    type SerializeTuple = Impossible<(), JsonTextError>;
-    type SerializeTupleStruct = Impossible<(), JsonTextError>;
-    type SerializeTupleVariant = Impossible<(), JsonTextError>;
-    type SerializeMap = Impossible<(), JsonTextError>;
-    type SerializeStruct = Impossible<(), JsonTextError>;
-    type SerializeStructVariant = Impossible<(), JsonTextError>;
+    no_compounds!();
 
     fn serialize_str(self, value: &str) -> Result<(), JsonTextError> {
         self.out.extend_from_slice(value.as_bytes());
         Ok(())
     }
 
-    fn serialize_bool(self, _value: bool) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_i8(self, _value: i8) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_i16(self, _value: i16) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_i32(self, _value: i32) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_i64(self, _value: i64) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_u8(self, _value: u8) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_u16(self, _value: u16) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_u32(self, _value: u32) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_u64(self, _value: u64) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_f32(self, _value: f32) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_f64(self, _value: f64) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_char(self, _value: char) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_bytes(self, _value: &[u8]) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_none(self) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
+    refuse!(JsonTextError::InvalidRawValue; scalars:
+        serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32),
+        serialize_i64(i64), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+        serialize_u64(u64), serialize_f32(f32), serialize_f64(f64), serialize_char(char),
+    );
 
     fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_unit(self) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), JsonTextError> {
         Err(JsonTextError::InvalidRawValue)
     }
 
@@ -907,63 +768,7 @@ impl ser::Serializer for RawWriter<'_> {
         Err(JsonTextError::InvalidRawValue)
     }
 
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<(), JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
-
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, JsonTextError> {
-        Err(JsonTextError::InvalidRawValue)
-    }
+    refuse!(JsonTextError::InvalidRawValue; shapes);
 }
 
 #[cfg(test)]

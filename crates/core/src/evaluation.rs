@@ -730,12 +730,7 @@ impl Details {
     pub fn rendered<T: Serialize + ?Sized>(value: &T) -> Details {
         // Room for a line-rate row's details (~1,500 bytes) without growing the text as it is
         // written.
-        let mut text = Vec::with_capacity(RENDERED_CAPACITY);
-        let written = crate::json_text::write(&mut text, value).and_then(|()| {
-            String::from_utf8(text)
-                .map_err(|error| crate::json_text::JsonTextError::Custom(error.to_string()))
-        });
-        match written {
+        match crate::json_text::to_string_with_capacity(value, RENDERED_CAPACITY) {
             Ok(text) => Details::Rendered(text),
             Err(error) => Details::Tree(serde_json::json!({
                 "details_error": format!("details could not be rendered: {error}"),

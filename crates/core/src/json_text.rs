@@ -58,7 +58,16 @@ pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), 
 
 /// `value`'s compact JSON text (what `serde_json::to_string` returns).
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, JsonTextError> {
-    let mut out = Vec::with_capacity(128);
+    to_string_with_capacity(value, 128)
+}
+
+/// [`to_string`] into a buffer that starts with room for `capacity` bytes (a caller that knows
+/// its texts' size writes them without growing it).
+pub fn to_string_with_capacity<T: Serialize + ?Sized>(
+    value: &T,
+    capacity: usize,
+) -> Result<String, JsonTextError> {
+    let mut out = Vec::with_capacity(capacity);
     write(&mut out, value)?;
     // Only `&str` pieces and ASCII are ever written, so this cannot fail; if it did, say so.
     String::from_utf8(out).map_err(|error| JsonTextError::Custom(error.to_string()))
@@ -946,6 +955,21 @@ mod tests {
         assert!(serde_json::to_string(&as_map).is_err());
         assert_same_text(&FloatKeyMap(vec![(1.5, 1), (2.0, 2)]));
         assert_same_text(&map);
+        // A raw value whose content is not a string.
+        assert_eq!(to_string(&NotRawText), Err(JsonTextError::InvalidRawValue));
+        assert!(serde_json::to_string(&NotRawText).is_err());
+    }
+
+    /// What a raw value serialises as, with a number where its text belongs.
+    struct NotRawText;
+
+    impl Serialize for NotRawText {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct;
+            let mut raw = s.serialize_struct(RAW_VALUE_TOKEN, 1)?;
+            raw.serialize_field(RAW_VALUE_TOKEN, &1)?;
+            raw.end()
+        }
     }
 
     /// A map with float keys (no std map holds them).

@@ -156,6 +156,27 @@ fn push(
 /// counting what the words do not mean there ("unique id", "different from").
 pub(crate) fn asks_distinct(lower: &str) -> bool {
     const WORDS: [&str; 3] = ["distinct", "different", "unique"];
+    /// Each word followed by what makes it mean something else.
+    const NOT_DISTINCT: [[&str; 4]; 3] = [
+        [
+            "distinct id",
+            "distinct identifier",
+            "distinct from",
+            "distinct than",
+        ],
+        [
+            "different id",
+            "different identifier",
+            "different from",
+            "different than",
+        ],
+        [
+            "unique id",
+            "unique identifier",
+            "unique from",
+            "unique than",
+        ],
+    ];
     // Most texts have none of the words: one `memchr` pass over their first letters finds
     // which occur at all, instead of one substring search per word.
     let bytes = lower.as_bytes();
@@ -166,18 +187,17 @@ pub(crate) fn asks_distinct(lower: &str) -> bool {
             *occurs |= rest.starts_with(word.as_bytes());
         }
     }
-    WORDS.iter().zip(occurs).any(|(w, occurs)| {
-        occurs
-            && contains_word(lower, w)
-            && ![" id", " identifier", " from", " than"]
-                .iter()
-                .any(|after| {
-                    let mut phrase = String::with_capacity(w.len() + after.len());
-                    phrase.push_str(w);
-                    phrase.push_str(after);
-                    contains_word(lower, &phrase)
-                })
-    })
+    WORDS
+        .iter()
+        .zip(occurs)
+        .zip(NOT_DISTINCT)
+        .any(|((w, occurs), not_distinct)| {
+            occurs
+                && contains_word(lower, w)
+                && !not_distinct
+                    .iter()
+                    .any(|phrase| contains_word(lower, phrase))
+        })
 }
 
 /// SQL dialects in which `INTEGER / INTEGER` is integer division.

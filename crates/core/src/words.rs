@@ -227,11 +227,13 @@ const STACK_PIECE_BYTES: usize = 32;
 /// final form.
 fn ascii_identifier_words(name: &str) -> Vec<String> {
     let mut words = Vec::with_capacity(name.len() / 6 + 1);
-    ascii_piece_ranges(name, true, |piece| {
-        let piece = &name.as_bytes()[piece];
+    ascii_piece_ranges(name, true, |range| {
+        let piece = &name.as_bytes()[range.clone()];
         let mut stack = [0u8; STACK_PIECE_BYTES];
         let heap;
         let lower: &str = match stack.get_mut(..piece.len()) {
+            // Already lowercase (most pieces): the name's own text, no copy to validate.
+            _ if !piece.iter().any(u8::is_ascii_uppercase) => name.get(range).unwrap_or_default(),
             Some(buffer) => {
                 for (to, from) in buffer.iter_mut().zip(piece) {
                     *to = from.to_ascii_lowercase();

@@ -156,19 +156,19 @@ pub fn strip_quotes(s: &str) -> &str {
 /// name (`year(t.order_date)` → `yearorderdate`).
 pub fn name_key(name: &str) -> String {
     if name.is_ascii() {
-        // Bytes, not chars: no UTF-8 encoding per pushed byte, no boundary check per truncate.
-        let mut key = Vec::with_capacity(name.len());
+        // Bytes, not chars: no decoding per character; the key is ASCII, pushed as it is made
+        // (no UTF-8 validation of the whole key afterwards).
+        let mut key = String::with_capacity(name.len());
         let mut ident_start = 0usize;
         for b in name.bytes() {
             match b {
                 b'.' => key.truncate(ident_start),
                 b'(' | b',' | b' ' => ident_start = key.len(),
-                b if b.is_ascii_alphanumeric() => key.push(b.to_ascii_lowercase()),
+                b if b.is_ascii_alphanumeric() => key.push(char::from(b.to_ascii_lowercase())),
                 _ => {}
             }
         }
-        // ASCII letters and digits: always UTF-8.
-        return String::from_utf8(key).unwrap_or_default();
+        return key;
     }
     name_key_chars(name)
 }

@@ -67,7 +67,7 @@ pub(super) fn grounded_checks(
             .spec
             .projections
             .iter()
-            .any(|p| p.is_aggregate() && p.expr.replace(' ', "").contains("count(*)"));
+            .any(|p| p.is_aggregate() && counts_all_rows(&p.expr));
         unused_join_tables(
             schema,
             refs,
@@ -338,6 +338,20 @@ fn selects_everything(input: &CheckInput<'_>) -> bool {
     sql_selects_everything(input.sql)
 }
 
+/// Whether `expr` without its spaces contains `count(*)` (no copy of it without them).
+fn counts_all_rows(expr: &str) -> bool {
+    const NEEDLE: &[u8] = b"count(*)";
+    let bytes = expr.as_bytes();
+    memchr::memchr_iter(b'c', bytes).any(|start| {
+        let mut rest = bytes
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|&&b| b != b' ');
+        NEEDLE.iter().all(|n| rest.next() == Some(n))
+    })
+}
+
 /// The text half of [`selects_everything`].
 fn sql_selects_everything(sql: &str) -> bool {
     if crate::stef::text::find_bytes(sql.as_bytes(), b".*").is_some() {
@@ -348,8 +362,11 @@ fn sql_selects_everything(sql: &str) -> bool {
         let after = rest.trim_start();
         (after.len() < rest.len()).then_some(after)
     }
+    // Built once: this runs for every query with a join.
+    static SELECT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("select"));
     let lower = sql.to_ascii_lowercase();
-    memchr::memmem::find_iter(lower.as_bytes(), b"select").any(|pos| {
+    SELECT.find_iter(lower.as_bytes()).any(|pos| {
         let Some(after) = lower.get(pos + "select".len()..).and_then(after_spaced) else {
             return false;
         };
@@ -679,7 +696,7 @@ fn code_instead_of_name(
 
 #[cfg(test)]
 mod tests {
-    use super::sql_selects_everything;
+    use super::{counts_all_rows, sql_selects_everything};
 
     /// What [`sql_selects_everything`] stands for: the collapsed lowercase text searched.
     fn collapsed_selects_everything(sql: &str) -> bool {
@@ -750,5 +767,39 @@ mod tests {
             collapsed_selects_everything,
         );
         assert!(found > 10, "only {found} texts select everything");
+    }
+
+    /// `counts_all_rows` is `replace(' ', "").contains("count(*)")` on every projection-like
+    /// text: the shared data's SQL, edge cases, and random texts over the needle's pieces.
+    #[test]
+    fn count_star_is_found_as_without_spaces() {
+        let mut texts =
+            crate::shared_data::texts(&["bird/dev.jsonl", "spider/dev.jsonl"], &["gold_sql"]);
+        texts.iter_mut().for_each(|t| t.make_ascii_lowercase());
+        texts.extend(
+            [
+                "count(*)",
+                "count ( * )",
+                "c o u n t ( * )",
+                "count(\t*)",
+                "ccount(*)",
+                "count(*",
+                "count (distinct *)",
+                "coun t(*) + 1",
+                "",
+                "c",
+            ]
+            .map(str::to_string),
+        );
+        texts.extend(crate::shared_data::random_texts(
+            b"count(*) ",
+            20_000,
+            14,
+            0x5eed,
+        ));
+        let found = crate::shared_data::agree_on(&texts, counts_all_rows, |t| {
+            t.replace(' ', "").contains("count(*)")
+        });
+        assert!(found > 100, "only {found} texts count all rows");
     }
 }

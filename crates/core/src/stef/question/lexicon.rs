@@ -524,45 +524,90 @@ pub(crate) fn number_word(w: &str) -> Option<u64> {
     NUMBER_WORDS.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
 }
 
-/// Every lexicon in one map: word → bit set of the lists it belongs to, so a token's memberships
-/// cost one lookup (SipHash lookups per list dominated the first profile). Hashed with
-/// `rustc_hash`'s Fx, which reads a word several bytes at a time (a byte-at-a-time FNV-1a cost
-/// ~1 % of an event's instructions); the keys are the fixed lists, so a hostile word costs one
-/// probe like any other.
-pub(super) static LEXICON: LazyLock<HashMap<&'static str, u32, FxBuildHasher>> =
-    LazyLock::new(|| {
-        let mut map: HashMap<&'static str, u32, FxBuildHasher> = HashMap::default();
-        for (list, bit) in [
-            (AVG_WORDS_LIST, AVG_WORDS),
-            (COLUMN_SKIP_LIST, COLUMN_SKIP),
-            (COMPUTED_WORDS_LIST, COMPUTED_WORDS),
-            (DISTINCT_WORDS_LIST, DISTINCT_WORDS),
-            (ENTITY_STOP_LIST, ENTITY_STOP),
-            (LESS_WORDS_LIST, LESS_WORDS),
-            (LIST_VERBS_LIST, LIST_VERBS),
-            (MAX_WORDS_LIST, MAX_WORDS),
-            (MIN_WORDS_LIST, MIN_WORDS),
-            (NOT_SUPERLATIVE_LIST, NOT_SUPERLATIVE),
-            (NUMBER_ATTRIBUTES_LIST, NUMBER_ATTRIBUTES),
-            (ORDER_SUPERLATIVES_LIST, ORDER_SUPERLATIVES),
-            (ORDER_WORDS_LIST, ORDER_WORDS),
-            (PARTICIPLE_BY_LIST, PARTICIPLE_BY),
-            (PHRASE_STOP_LIST, PHRASE_STOP),
-            (SUBJECT_STOP_LIST, SUBJECT_STOP),
-        ] {
-            for w in list {
-                *map.entry(w).or_insert(0) |= bit;
+/// Every lexicon in one map: a word's bit set of the lists it belongs to, so a token's
+/// memberships cost one lookup (SipHash lookups per list dominated the first profile). The key
+/// is the word itself packed into an integer ([`packed_word`]: every list word is at most
+/// [`MAX_LEXICON_WORD`] bytes), so a lookup hashes two words and compares two, with no string
+/// hashing or `memcmp` per probe (a `&str`-keyed Fx map cost ~67 instructions per lookup, ~78
+/// lookups per event). The keys are the fixed lists, so a hostile word costs one probe like any
+/// other.
+static LEXICON: LazyLock<HashMap<u128, u32, FxBuildHasher>> = LazyLock::new(|| {
+    let mut map: HashMap<u128, u32, FxBuildHasher> = HashMap::default();
+    for (list, bit) in LISTS {
+        for w in list {
+            // Every list word packs (a unit test holds the lists to it).
+            if let Some(key) = packed_word(w) {
+                *map.entry(key).or_insert(0) |= bit;
             }
         }
-        map
-    });
+    }
+    map
+});
+
+/// Every list with its bit.
+const LISTS: [(&[&str], u32); 16] = [
+    (AVG_WORDS_LIST, AVG_WORDS),
+    (COLUMN_SKIP_LIST, COLUMN_SKIP),
+    (COMPUTED_WORDS_LIST, COMPUTED_WORDS),
+    (DISTINCT_WORDS_LIST, DISTINCT_WORDS),
+    (ENTITY_STOP_LIST, ENTITY_STOP),
+    (LESS_WORDS_LIST, LESS_WORDS),
+    (LIST_VERBS_LIST, LIST_VERBS),
+    (MAX_WORDS_LIST, MAX_WORDS),
+    (MIN_WORDS_LIST, MIN_WORDS),
+    (NOT_SUPERLATIVE_LIST, NOT_SUPERLATIVE),
+    (NUMBER_ATTRIBUTES_LIST, NUMBER_ATTRIBUTES),
+    (ORDER_SUPERLATIVES_LIST, ORDER_SUPERLATIVES),
+    (ORDER_WORDS_LIST, ORDER_WORDS),
+    (PARTICIPLE_BY_LIST, PARTICIPLE_BY),
+    (PHRASE_STOP_LIST, PHRASE_STOP),
+    (SUBJECT_STOP_LIST, SUBJECT_STOP),
+];
+
+/// The longest word a list may hold: [`packed_word`] keeps 15 bytes and the length.
+const MAX_LEXICON_WORD: usize = 15;
+
+/// A word of 1–15 bytes as one integer: its bytes little-endian in the low 120 bits (zeros
+/// above the last), its length in the top byte — distinct words, distinct keys. Read with at
+/// most two loads that may overlap (an overlapping byte is the same in both, so OR keeps it).
+/// `None` for the empty word and longer ones (in no list).
+fn packed_word(w: &str) -> Option<u128> {
+    let b = w.as_bytes();
+    let len = b.len();
+    if len > MAX_LEXICON_WORD {
+        return None;
+    }
+    let (first, last, width) = match b {
+        [] => return None,
+        [x] => (u64::from(*x), 0, 1),
+        [x, y, ..] if len < 4 => {
+            let last = b.last_chunk::<2>().map_or(0, |c| u16::from_le_bytes(*c));
+            (u64::from(u16::from_le_bytes([*x, *y])), u64::from(last), 2)
+        }
+        [x, y, z, t, ..] if len < 8 => {
+            let last = b.last_chunk::<4>().map_or(0, |c| u32::from_le_bytes(*c));
+            (
+                u64::from(u32::from_le_bytes([*x, *y, *z, *t])),
+                u64::from(last),
+                4,
+            )
+        }
+        _ => (
+            b.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c)),
+            b.last_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c)),
+            8,
+        ),
+    };
+    // `last` holds bytes `len - width ..`; shifted to their place (at most bit 120).
+    let bytes = u128::from(first) | (u128::from(last) << (8 * (len - width)));
+    Some(bytes | ((len as u128) << 120))
+}
 
 /// The lexicon bits of a (lowercase) word.
 pub(super) fn lex(w: &str) -> u32 {
-    if w.is_empty() || w.len() > 24 {
-        return 0;
-    }
-    LEXICON.get(w).copied().unwrap_or(0)
+    packed_word(w)
+        .and_then(|key| LEXICON.get(&key).copied())
+        .unwrap_or(0)
 }
 
 pub(super) fn is_in(list: u32, w: &str) -> bool {
@@ -583,3 +628,93 @@ pub(super) const LESS_WORDS_LIST: &[&str] = &[
     "less", "fewer", "lower", "smaller", "shorter", "younger", "lighter", "cheaper", "earlier",
     "lesser", "worse", "below",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bits of a word straight from the lists: what [`lex`] must return.
+    fn listed(w: &str) -> u32 {
+        LISTS
+            .iter()
+            .filter(|(list, _)| list.contains(&w))
+            .fold(0, |bits, (_, bit)| bits | bit)
+    }
+
+    #[test]
+    fn every_list_word_packs() {
+        for (list, _) in LISTS {
+            for w in list {
+                assert!(
+                    packed_word(w).is_some(),
+                    "{w:?} is longer than {MAX_LEXICON_WORD}"
+                );
+            }
+        }
+    }
+
+    /// Packing is one-to-one: the integer gives the word back.
+    #[test]
+    fn packed_words_give_the_word_back() {
+        let mut words: Vec<String> = vec!["a".into(), "ab".into(), "abc".into()];
+        for len in 1..=MAX_LEXICON_WORD {
+            let word: String = (0..len).map(|i| char::from(b'a' + i as u8)).collect();
+            words.push(word.clone());
+            words.push(word.to_uppercase());
+            words.push(format!("{}\u{e9}", &word[..len.saturating_sub(2)]));
+        }
+        for w in words.iter().filter(|w| w.len() <= MAX_LEXICON_WORD) {
+            let key = packed_word(w).expect("packs");
+            let len = (key >> 120) as usize;
+            let bytes: Vec<u8> = (0..len).map(|i| (key >> (8 * i)) as u8).collect();
+            assert_eq!(len, w.len(), "{w:?}");
+            assert_eq!(bytes, w.as_bytes(), "{w:?}");
+            assert_eq!(
+                (key & ((1u128 << 120) - 1)) >> (8 * len),
+                0,
+                "{w:?}: zeros above"
+            );
+        }
+        assert_eq!(packed_word(""), None);
+        assert_eq!(packed_word("abcdefghijklmnop"), None);
+    }
+
+    /// `lex` returns the lists' bits for every list word, every prefix and suffix of one, the
+    /// shared data's question and evidence words (lowercased and as written), and random
+    /// words over a small alphabet (near misses everywhere).
+    #[test]
+    fn lex_is_membership_in_the_lists() {
+        let mut words: Vec<String> = Vec::new();
+        for (list, _) in LISTS {
+            for w in list {
+                for cut in 0..=w.len() {
+                    words.push(w[..cut].to_string());
+                    words.push(w[cut..].to_string());
+                }
+                words.push(format!("{w}s"));
+                words.push(w.to_uppercase());
+            }
+        }
+        let texts = crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence"],
+        );
+        for text in &texts {
+            for w in text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '\'') {
+                words.push(w.to_string());
+                words.push(w.to_lowercase());
+            }
+        }
+        words.extend(crate::shared_data::random_texts(
+            b"estaxm",
+            20_000,
+            18,
+            0x9e37_79b9,
+        ));
+        for w in &words {
+            assert_eq!(lex(w), listed(w), "{w:?}");
+        }
+        assert!(texts.len() > 1_000, "shared data");
+        assert!(words.iter().filter(|w| lex(w) != 0).count() > 1_000);
+    }
+}

@@ -35,8 +35,7 @@ use crate::sqlspec::{AggFunc, FilterOp};
 
 use super::align::agg_name;
 use super::question::{
-    COMPUTED, definition_parts, evidence_clauses, question_constraints, split_clauses,
-    text_constraints,
+    COMPUTED, clauses_with_definitions, evidence_clauses, question_constraints, text_constraints,
 };
 use super::text::{
     QuestionTexts, contains_phrase, name_words, render_question_filter, words_match,
@@ -144,9 +143,9 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
         let defined = || {
             definition_filters
                 .get_or_init(|| {
-                    split_clauses(enriched)
+                    clauses_with_definitions(enriched)
                         .into_iter()
-                        .filter_map(definition_parts)
+                        .filter_map(|(_, parts)| parts)
                         .flat_map(|(_, definition)| text_constraints(definition).filters)
                         .collect()
                 })

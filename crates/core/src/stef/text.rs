@@ -57,7 +57,7 @@ pub fn clip_marked(text: &str, max: usize) -> String {
 pub struct EvidenceClause<'a> {
     /// The clause as written.
     pub text: &'a str,
-    /// `(subject, definition)` when the clause is a definition (`question::definition_parts`).
+    /// `(subject, definition)` when the clause is a definition (`question::clauses_with_definitions`).
     pub definition: Option<(&'a str, &'a str)>,
 }
 

@@ -470,16 +470,31 @@ fn text_literals(rhs: &FilterValue) -> Vec<&str> {
     }
 }
 
+/// Whether `text` without its spaces contains `piece` without its spaces (read in place: no
+/// spaceless copies).
+pub(super) fn contains_without_spaces(text: &str, piece: &str) -> bool {
+    let text = text.as_bytes();
+    let mut needle = piece.bytes().filter(|&b| b != b' ');
+    let Some(first) = needle.next() else {
+        return true;
+    };
+    memchr::memchr_iter(first, text).any(|start| {
+        let mut rest = text
+            .get(start + 1..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|&&b| b != b' ');
+        needle.clone().all(|n| rest.next() == Some(&n))
+    })
+}
+
 /// Whether a (lowercased) literal occurs in a lowercased text: as a substring, with spaces
 /// ignored (`'northcarolina'`), or word by word as plural or stem variants (`'fundraising'` for
 /// "fundraisers"). A LIKE pattern's pieces between wildcards are looked up one by one.
 fn literal_in_text(literal: &str, wildcards: bool, text: &str) -> bool {
     let found = |piece: &str| {
         text.contains(piece)
-            || text
-                .split(' ')
-                .collect::<String>()
-                .contains(&piece.split(' ').collect::<String>())
+            || contains_without_spaces(text, piece)
             || piece
                 .split(|c: char| !c.is_alphanumeric())
                 .filter(|w| !w.is_empty())

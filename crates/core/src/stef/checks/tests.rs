@@ -485,3 +485,77 @@ fn distinct_asks_are_found_as_by_substring_search() {
     let asks = crate::shared_data::agree_on(&texts, asks_distinct, reference);
     assert!(asks > 100, "only {asks} texts ask for distinct values");
 }
+
+/// `contains_without_spaces` is the spaceless copies' `contains`: every question and evidence
+/// of the shared data against the gold SQL's quoted literals and pieces of the texts
+/// themselves, edge cases, and random texts over a small alphabet with spaces.
+#[test]
+fn spaceless_containment_is_as_on_the_spaceless_copies() {
+    let copied = |text: &str, piece: &str| {
+        text.split(' ')
+            .collect::<String>()
+            .contains(&piece.split(' ').collect::<String>())
+    };
+    let texts = crate::shared_data::texts(
+        &["bird/dev.jsonl", "spider/dev.jsonl"],
+        &["question", "evidence"],
+    );
+    let sqls = crate::shared_data::texts(&["bird/dev.jsonl", "spider/dev.jsonl"], &["gold_sql"]);
+    let literals: Vec<String> = sqls
+        .iter()
+        .flat_map(|sql| sql.split('\'').skip(1).step_by(2).map(str::to_lowercase))
+        .collect();
+    let (mut checked, mut found) = (0, 0);
+    for (i, text) in texts.iter().enumerate() {
+        let text = text.to_lowercase();
+        let own: Vec<String> = text
+            .split(' ')
+            .collect::<Vec<_>>()
+            .windows(2)
+            .map(|w| w.join(""))
+            .collect();
+        for piece in literals.iter().skip(i % 50).step_by(50).chain(&own) {
+            let expected = copied(&text, piece);
+            assert_eq!(
+                contains_without_spaces(&text, piece),
+                expected,
+                "{piece:?} in {text:?}"
+            );
+            checked += 1;
+            found += usize::from(expected);
+        }
+    }
+    for (text, piece) in [
+        ("north carolina", "northcarolina"),
+        ("northcarolina", "north carolina"),
+        ("a b", " "),
+        ("", ""),
+        ("", "a"),
+        ("ab", "abc"),
+        ("aab", "ab"),
+        ("é t é", "été"),
+    ] {
+        assert_eq!(
+            contains_without_spaces(text, piece),
+            copied(text, piece),
+            "{piece:?} in {text:?}"
+        );
+    }
+    let random = crate::shared_data::random_texts(b"ab  c", 4_000, 12, 0x1234_5678);
+    for pair in random.chunks(2) {
+        if let [text, piece] = pair {
+            let expected = copied(text, piece);
+            assert_eq!(
+                contains_without_spaces(text, piece),
+                expected,
+                "{piece:?} in {text:?}"
+            );
+            found += usize::from(expected);
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 10_000 && found > 1_000,
+        "{checked} checked, {found} found"
+    );
+}

@@ -25,8 +25,7 @@ pub(crate) fn required_text(
 ) -> String {
     let mut out = String::with_capacity(enriched.len());
     if texts.question_included {
-        for clause in split_clauses(enriched) {
-            let definition = definition_parts(clause);
+        for (clause, definition) in clauses_with_definitions(enriched) {
             let relevant = || {
                 definition
                     .is_some_and(|(subject, _)| subject_matches(subject, question_words(texts)))
@@ -108,13 +107,10 @@ pub(crate) fn evidence_clauses<'t, 'a>(texts: &'t QuestionTexts<'a>) -> &'t [Evi
     texts.evidence_clauses.get_or_init(|| {
         texts
             .evidence
-            .map(split_clauses)
+            .map(clauses_with_definitions)
             .unwrap_or_default()
             .into_iter()
-            .map(|text| EvidenceClause {
-                text,
-                definition: definition_parts(text),
-            })
+            .map(|(text, definition)| EvidenceClause { text, definition })
             .collect()
     })
 }
@@ -204,8 +200,19 @@ pub(super) fn declared_value(clause: &str) -> Option<&str> {
 }
 
 /// Split text into clauses at `;`, newlines and sentence ends (`.`, `?`, `!` before whitespace
-/// or the end), outside parentheses.
-pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
+/// or the end), outside parentheses — clauses chaining definitions ("element = 'o' means
+/// Oxygen, element = 's' means Sulfur") again at their commas — each with its definition parts
+/// ([`definition_parts_at`]). The definition marker the split looks for in a clause (to tell
+/// chained definitions apart) is the one its parts are cut at: found once per clause.
+pub(crate) fn clauses_with_definitions(text: &str) -> Vec<(&str, Option<(&str, &str)>)> {
+    split_marked(text)
+        .into_iter()
+        .map(|(clause, marker)| (clause, definition_parts_at(clause, marker)))
+        .collect()
+}
+
+/// The clauses of `text`, each with its first definition marker ([`find_marker`]).
+fn split_marked(text: &str) -> Vec<(&str, Option<(usize, usize)>)> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut depth = 0i32;
@@ -249,8 +256,9 @@ pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
     // clause are split at their commas.
     let mut split = Vec::with_capacity(out.len());
     for clause in out {
-        if !has_two_markers(clause) {
-            split.push(clause);
+        let marker = find_marker(clause);
+        if !marker.is_some_and(|first| has_marker_after(clause, first)) {
+            split.push((clause, marker));
             continue;
         }
         let mut depth = 0i32;
@@ -263,7 +271,7 @@ pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
                     if let Some(piece) = clause.get(from..i)
                         && !piece.trim().is_empty()
                     {
-                        split.push(piece);
+                        split.push((piece, find_marker(piece)));
                     }
                     from = i + 1;
                 }
@@ -273,7 +281,7 @@ pub(crate) fn split_clauses(text: &str) -> Vec<&str> {
         if let Some(piece) = clause.get(from..)
             && !piece.trim().is_empty()
         {
-            split.push(piece);
+            split.push((piece, find_marker(piece)));
         }
     }
     split
@@ -316,10 +324,8 @@ pub(super) fn find_marker(text: &str) -> Option<(usize, usize)> {
     None
 }
 
-pub(super) fn has_two_markers(text: &str) -> bool {
-    let Some((pos, len)) = find_marker(text) else {
-        return false;
-    };
+/// Whether `text` has another definition marker after `first` (its first, [`find_marker`]).
+fn has_marker_after(text: &str, (pos, len): (usize, usize)) -> bool {
     text.get(pos + len - 1..)
         .is_some_and(|rest| find_marker(rest).is_some())
 }
@@ -337,8 +343,10 @@ pub(super) fn has_constraint(s: &str) -> bool {
 /// Split a definition clause into (subject, definition): `<subject> refers to <definition>`,
 /// `<definition> means <subject>`, `<multi-word subject> = <formula>`. `None` for clauses that
 /// are not definitions.
-pub(crate) fn definition_parts(clause: &str) -> Option<(&str, &str)> {
-    if let Some((pos, len)) = find_marker(clause) {
+///
+/// `marker` is the clause's first definition marker ([`find_marker`]), found while splitting.
+fn definition_parts_at(clause: &str, marker: Option<(usize, usize)>) -> Option<(&str, &str)> {
+    if let Some((pos, len)) = marker {
         let left = clause.get(..pos)?;
         let right = clause.get(pos + len..)?;
         return if has_constraint(right) || !has_constraint(left) {

@@ -63,8 +63,7 @@ mod structure;
 mod tests;
 
 pub(crate) use clauses::{
-    definition_parts, evidence_clauses, relevant_definitions, relevant_definitions_lowered,
-    split_clauses,
+    clauses_with_definitions, evidence_clauses, relevant_definitions, relevant_definitions_lowered,
 };
 pub use extract::{extract, extract_texts, question_constraints, text_constraints};
 pub(crate) use lexicon::number_word;

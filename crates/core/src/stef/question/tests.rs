@@ -453,9 +453,9 @@ fn subjects_match_as_with_a_lowercased_copy_of_each_word() {
         let (question, evidence) = (row[0].as_str(), row[1].as_str());
         let texts = QuestionTexts::new(question, Some(evidence));
         let words = word_set(&Doc::question(&texts));
-        let subjects = split_clauses(evidence)
+        let subjects = clauses_with_definitions(evidence)
             .into_iter()
-            .filter_map(definition_parts)
+            .filter_map(|(_, parts)| parts)
             .flat_map(|(subject, definition)| [subject, definition])
             .chain(extra);
         for subject in subjects {

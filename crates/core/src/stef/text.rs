@@ -61,6 +61,48 @@ pub struct EvidenceClause<'a> {
     pub definition: Option<(&'a str, &'a str)>,
 }
 
+/// A set of words held in one buffer, each word a range of it: a question's content words,
+/// made with one buffer and one list instead of a `String` per word. Membership is a scan that
+/// compares lengths first (a question has a few dozen words; sorting and deduplicating them cost
+/// more than the lookups they would speed up).
+#[derive(Debug, Clone, Default)]
+pub struct WordSet {
+    text: String,
+    words: Vec<(usize, usize)>,
+}
+
+impl WordSet {
+    /// An empty set whose buffer holds `bytes` and whose list holds `words` before growing.
+    pub(crate) fn with_capacity(bytes: usize, words: usize) -> Self {
+        WordSet {
+            text: String::with_capacity(bytes),
+            words: Vec::with_capacity(words),
+        }
+    }
+
+    /// Add `word` (a repeat is harmless).
+    pub(crate) fn push(&mut self, word: &str) {
+        let start = self.text.len();
+        self.text.push_str(word);
+        self.words.push((start, self.text.len()));
+    }
+
+    /// Whether `word` is in the set.
+    pub fn contains(&self, word: &str) -> bool {
+        let text = self.text.as_bytes();
+        self.words.iter().any(|&(start, end)| {
+            end - start == word.len() && text.get(start..end) == Some(word.as_bytes())
+        })
+    }
+
+    /// The words, in the order they were added (repeats included).
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.words
+            .iter()
+            .map(|&(start, end)| self.text.get(start..end).unwrap_or_default())
+    }
+}
+
 /// One event's question texts as every phrase search reads them, built once per event: the
 /// question and the enriched question clipped to [`MAX_TEXT_BYTES`] (a blank enriched question
 /// is none), and both lowercased with whitespace collapsed ([`lower_collapsed`]). The question
@@ -83,7 +125,7 @@ pub struct QuestionTexts<'a> {
     /// `question.to_ascii_lowercase()` (byte offsets as in `question`).
     pub question_ascii_lower: String,
     /// The question's content-word set, computed once when a definition needs it.
-    pub question_words: std::cell::OnceCell<Vec<String>>,
+    pub question_words: std::cell::OnceCell<WordSet>,
     /// The enriched question without the question repeated at its start (BIRD's evidence is
     /// appended to the question), else the whole enriched question.
     pub evidence: Option<&'a str>,

@@ -5,9 +5,11 @@ use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
-use crate::stef::text::{EvidenceClause, QuestionTexts, TokenKind, lower_collapsed, tokenize};
+use crate::stef::text::{
+    EvidenceClause, QuestionTexts, TokenKind, WordSet, lower_collapsed, tokenize,
+};
 
-use super::doc::{Doc, stem_form, word_set, word_set_contains};
+use super::doc::{Doc, stem_form, word_set};
 use super::lexicon::{ENTITY_STOP, PHRASE_STOP, SUBJECT_STOP, is_in};
 
 /// The part of Qe that states requirements: every clause that is not a definition, plus the
@@ -94,7 +96,7 @@ fn push_required(
 }
 
 /// Qu's content-word set ([`word_set`]), made once per event when a definition needs it.
-fn question_words<'t>(texts: &'t QuestionTexts<'_>) -> &'t [String] {
+fn question_words<'t>(texts: &'t QuestionTexts<'_>) -> &'t WordSet {
     texts
         .question_words
         .get_or_init(|| word_set(&Doc::question(texts)))
@@ -374,7 +376,7 @@ fn definition_parts_at(clause: &str, marker: Option<(usize, usize)>) -> Option<(
 /// `double` and `bond`, but `non-carcinogenic` is never `carcinogenic`, and `not carcinogenic`
 /// counts as `non-carcinogenic`). For `<noun> are|is <predicate>` subjects only the predicate is
 /// compared.
-pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
+pub(crate) fn subject_matches(subject: &str, qu_words: &WordSet) -> bool {
     // "molecules are carcinogenic": the predicate is the distinctive part.
     static COPULAS: LazyLock<[Finder<'static>; 2]> =
         LazyLock::new(|| [" are ", " is "].map(Finder::new));
@@ -388,7 +390,7 @@ pub(crate) fn subject_matches(subject: &str, qu_words: &[String]) -> bool {
     let Some(compared) = subject.get(from..) else {
         return false;
     };
-    let in_question = |w: &str| word_set_contains(qu_words, &stem_form(w));
+    let in_question = |w: &str| qu_words.contains(&stem_form(w));
     let mut total = 0usize;
     let mut found = 0usize;
     for t in &tokenize(compared) {

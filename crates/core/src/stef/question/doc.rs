@@ -3,59 +3,48 @@
 use std::borrow::Cow;
 
 use crate::stef::text::{
-    QuestionTexts, Token, TokenKind, canonical_number, singular_form, strip_possessive,
+    QuestionTexts, Token, TokenKind, WordSet, canonical_number, singular_form, strip_possessive,
 };
 
 use super::lexicon::number_word;
 
-/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole), deduplicated and
-/// ordered by [`word_order`] (look one up with [`word_set_contains`]).
-pub(crate) fn word_set(doc: &Doc<'_>) -> Vec<String> {
-    let mut words: Vec<String> = Vec::with_capacity(doc.toks.len() + 4);
+/// Lowercase singular words of Qu's word tokens (hyphenated words kept whole, and their parts);
+/// look one up with [`WordSet::contains`].
+pub(crate) fn word_set(doc: &Doc<'_>) -> WordSet {
+    let mut words = WordSet::with_capacity(doc.lower.len() + 16, doc.toks.len() + 4);
     for i in 0..doc.toks.len() {
         let w = doc.w(i);
         if w.is_empty() {
             continue;
         }
-        words.push(stem(w));
-        if let Some((head, _)) = w.split_once('-') {
+        words.push(&stem_form(w));
+        if let Some(hyphen) = w.bytes().position(|b| b == b'-') {
             // "double-bond" also says "double" and "bond"; "non-carcinogenic" says neither
             // "carcinogenic" nor anything positive.
-            if !matches!(head, "non" | "un" | "anti" | "not" | "in" | "dis") {
-                words.extend(w.split('-').filter(|p| !p.is_empty()).map(stem));
+            if !matches!(&w[..hyphen], "non" | "un" | "anti" | "not" | "in" | "dis") {
+                for part in w.split('-').filter(|p| !p.is_empty()) {
+                    words.push(&stem_form(part));
+                }
             }
         } else if matches!(w, "not" | "non" | "no") {
             // "not carcinogenic" is "non-carcinogenic".
             let next = doc.w(i + 1);
             if !next.is_empty() {
-                words.push(stem(&format!("non-{next}")));
+                words.push(&stem_form(&format!("non-{next}")));
             }
         }
     }
-    words.sort_unstable_by(|a, b| word_order(a, b));
-    words.dedup();
     words
 }
 
-/// The order of a [`word_set`]: by length, then by bytes. Any total order serves a membership
-/// test; this one settles most comparisons on the lengths, without comparing bytes.
-fn word_order(a: &str, b: &str) -> std::cmp::Ordering {
-    a.len()
-        .cmp(&b.len())
-        .then_with(|| a.as_bytes().cmp(b.as_bytes()))
-}
-
-/// Whether `word` is in `set` (a [`word_set`]).
-pub(crate) fn word_set_contains(set: &[String], word: &str) -> bool {
-    set.binary_search_by(|w| word_order(w, word)).is_ok()
-}
-
 /// Crude stem for definition-subject matching: singular, minus `-ed`/`-ing` on long words.
+#[cfg(test)]
 pub(super) fn stem(w: &str) -> String {
     stem_form(w).into_owned()
 }
 
-/// [`stem`], borrowed from `w` unless the singular changes a letter (`-ies` → `-y`).
+/// The crude stem for definition-subject matching — singular, minus `-ed`/`-ing` on long
+/// words — borrowed from `w` unless the singular changes a letter (`-ies` → `-y`).
 pub(super) fn stem_form(w: &str) -> Cow<'_, str> {
     let w = strip_possessive(w);
     let base = if w.len() > 5 {

@@ -401,6 +401,32 @@ fn subjects_match_as_with_a_lowercased_copy_of_each_word() {
     use crate::stef::text::{QuestionTexts, TokenKind, tokenize};
     use memchr::memmem::Finder;
 
+    // What `word_set` stands for: each word stemmed into its own `String`, sorted by length
+    // then bytes, repeats dropped.
+    fn word_set_copied(doc: &Doc<'_>) -> Vec<String> {
+        let mut words: Vec<String> = Vec::new();
+        for i in 0..doc.toks.len() {
+            let w = doc.w(i);
+            if w.is_empty() {
+                continue;
+            }
+            words.push(stem(w));
+            if let Some((head, _)) = w.split_once('-') {
+                if !matches!(head, "non" | "un" | "anti" | "not" | "in" | "dis") {
+                    words.extend(w.split('-').filter(|p| !p.is_empty()).map(stem));
+                }
+            } else if matches!(w, "not" | "non" | "no") {
+                let next = doc.w(i + 1);
+                if !next.is_empty() {
+                    words.push(stem(&format!("non-{next}")));
+                }
+            }
+        }
+        words.sort_unstable_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+        words.dedup();
+        words
+    }
+
     // What `subject_matches` stands for: each word lowercased and stemmed into its own copy.
     fn copied(subject: &str, qu_words: &[String]) -> bool {
         let lower = subject.to_ascii_lowercase();
@@ -452,14 +478,20 @@ fn subjects_match_as_with_a_lowercased_copy_of_each_word() {
     for row in &rows {
         let (question, evidence) = (row[0].as_str(), row[1].as_str());
         let texts = QuestionTexts::new(question, Some(evidence));
-        let words = word_set(&Doc::question(&texts));
+        let doc = Doc::question(&texts);
+        let words = word_set(&doc);
+        let copied_words = word_set_copied(&doc);
+        let mut held: Vec<&str> = words.iter().collect();
+        held.sort_unstable_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+        held.dedup();
+        assert_eq!(held, copied_words, "{question:?}");
         let subjects = clauses_with_definitions(evidence)
             .into_iter()
             .filter_map(|(_, parts)| parts)
             .flat_map(|(subject, definition)| [subject, definition])
             .chain(extra);
         for subject in subjects {
-            let expected = copied(subject, &words);
+            let expected = copied(subject, &copied_words);
             assert_eq!(
                 subject_matches(subject, &words),
                 expected,

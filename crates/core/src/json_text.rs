@@ -130,15 +130,24 @@ const STRING_SLACK: usize = 2 + 8;
 /// Append `text` as a JSON string.
 ///
 /// Most strings here are short keys and names, so the cost per string matters more than per
-/// byte: the text is copied a `u64` word at a time (a fixed-size copy, no `memcpy` call), and the
-/// last 1–7 bytes are gathered into one padded word with at most two overlapping loads, written
-/// whole, and the padding cut off again. A word with a byte to escape is written up to that byte,
-/// the escape after it, and the scan goes on from the next byte.
+/// byte: whole words with nothing to escape are copied a `u64` at a time in a tight loop (a
+/// fixed-size copy, no `memcpy` call); the last 1–7 bytes are gathered into one padded word with
+/// at most two overlapping loads, written whole, and the padding cut off again. A word with a
+/// byte to escape is written up to that byte, the escape after it, and the scan goes on from the
+/// next byte.
 fn write_str(out: &mut Vec<u8>, text: &str) {
     out.reserve(text.len() + STRING_SLACK);
     out.push(b'"');
     let mut rest = text.as_bytes();
     loop {
+        while let Some((chunk, after)) = rest.split_first_chunk::<8>() {
+            if lanes_to_escape(u64::from_le_bytes(*chunk)) != 0 {
+                break;
+            }
+            out.extend_from_slice(chunk);
+            rest = after;
+        }
+        // A whole word with a byte to escape, or the last 1–7 bytes, or nothing.
         let (word, len) = match rest.first_chunk::<8>() {
             Some(chunk) => (u64::from_le_bytes(*chunk), 8),
             None if rest.is_empty() => break,
@@ -153,11 +162,11 @@ fn write_str(out: &mut Vec<u8>, text: &str) {
         out.extend_from_slice(&word.to_le_bytes());
         out.truncate(out.len() - (8 - plain));
         if plain == len {
-            rest = rest.get(len..).unwrap_or_default();
-        } else {
-            write_escape(out, word.to_le_bytes()[plain]);
-            rest = rest.get(plain + 1..).unwrap_or_default();
+            // Only a tail is ever plain to its end here: the string is done.
+            break;
         }
+        write_escape(out, word.to_le_bytes()[plain]);
+        rest = rest.get(plain + 1..).unwrap_or_default();
     }
     out.push(b'"');
 }

@@ -848,8 +848,13 @@ impl<'de> Deserialize<'de> for Details {
 /// as JSON. Other serialisers would see its private wrapper struct instead, so they are given the
 /// parsed value.
 fn serializer_is_json<S>() -> bool {
-    let name = std::any::type_name::<S>();
-    name.contains("serde_json::") || name.contains("json_text::")
+    // Searchers built once: this runs for every row a JSON sink writes.
+    static JSON_PATHS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> =
+        std::sync::LazyLock::new(|| {
+            ["serde_json::", "json_text::"].map(memchr::memmem::Finder::new)
+        });
+    let name = std::any::type_name::<S>().as_bytes();
+    JSON_PATHS.iter().any(|path| path.find(name).is_some())
 }
 
 /// The capacity a rendered `details` text starts with: a line-rate row's is ~1,500 bytes (BIRD

@@ -334,7 +334,7 @@ fn has_marker_after(text: &str, (pos, len): (usize, usize)) -> bool {
 
 /// Whether a piece of a clause states a constraint or a formula (comparison, function call).
 pub(super) fn has_constraint(s: &str) -> bool {
-    s.contains(['=', '<', '>', '('])
+    s.bytes().any(|b| matches!(b, b'=' | b'<' | b'>' | b'('))
         || s.split_ascii_whitespace().any(|w| {
             w.eq_ignore_ascii_case("like")
                 || w.eq_ignore_ascii_case("in")

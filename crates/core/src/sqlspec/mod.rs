@@ -52,6 +52,7 @@ pub use extract::{
     DEFAULT_MAX_SQL_BYTES, ExtractOptions, HARD_MAX_SQL_BYTES, PARSER_RECURSION_LIMIT, SqlDialect,
     canonical_dialect, extract, extract_with,
 };
+pub(crate) use normalize::single_spaced;
 pub use normalize::{canonical_number, normalize_name, normalize_text_value};
 
 /// The SQL-side specification Ssql of one query.

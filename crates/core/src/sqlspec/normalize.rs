@@ -75,12 +75,51 @@ pub(crate) fn push_lowercase(out: &mut String, s: &str) {
     }
 }
 
+/// Whether ASCII `bytes` needs no collapsing: no byte below `0x21` but spaces, and no space at
+/// either end or next to another. Checked a `u64` word at a time; a word it cannot clear
+/// (a control byte, two spaces, or a `!` after a space, which the test cannot tell from a
+/// space) answers `false`, and the caller collapses the text the long way.
+pub(crate) fn single_spaced(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    if bytes.first() == Some(&b' ') || bytes.last() == Some(&b' ') {
+        return false;
+    }
+    let mut chunks = bytes.chunks_exact(8);
+    let mut space_before = false;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        // Lanes below 0x20 (ASCII: no lane has its high bit set).
+        if word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0 {
+            return false;
+        }
+        // Space lanes (exact up to the first; a lane after a space may be flagged too).
+        let x = word ^ (ONES * u64::from(b' '));
+        let spaces = x.wrapping_sub(ONES) & !x & HIGHS;
+        if spaces & (spaces << 8) != 0 || (space_before && spaces & 0x80 != 0) {
+            return false;
+        }
+        space_before = spaces >> 63 != 0;
+    }
+    for &b in chunks.remainder() {
+        if b < 0x20 || (b == b' ' && space_before) {
+            return false;
+        }
+        space_before = b == b' ';
+    }
+    true
+}
+
 /// Normalize a text value: lowercase, trim, collapse internal whitespace runs to one space, and
 /// remove one level of surrounding quotes (`'x'`, `"x"`) if present.
 pub fn normalize_text_value(value: &str) -> String {
     let mut v = value.trim();
     if let [b'\'', .., b'\''] | [b'"', .., b'"'] = v.as_bytes() {
         v = v.get(1..v.len() - 1).unwrap_or(v).trim();
+    }
+    if v.is_ascii() && single_spaced(v.as_bytes()) {
+        // Nothing to collapse (most values): one copy, lowercased in place.
+        return v.to_ascii_lowercase();
     }
     let mut out = String::with_capacity(v.len());
     let mut pending_space = false;
@@ -253,6 +292,57 @@ mod tests {
         assert_eq!(normalize_text_value("  'Hello   World' "), "hello world");
         assert_eq!(normalize_text_value("\"China\""), "china");
         assert_eq!(normalize_text_value("ÉCOLE\t x"), "école x");
+    }
+
+    /// The single-spaced shortcut changes nothing: every question, evidence and SQL text of the
+    /// shared data and its quoted literals, and random texts heavy in whitespace, quotes and
+    /// capitals, normalized as the character loop alone normalizes them.
+    #[test]
+    fn text_values_are_normalized_as_by_the_character_loop() {
+        fn by_chars(value: &str) -> String {
+            let mut v = value.trim();
+            if let [b'\'', .., b'\''] | [b'"', .., b'"'] = v.as_bytes() {
+                v = v.get(1..v.len() - 1).unwrap_or(v).trim();
+            }
+            let mut out = String::new();
+            let mut pending_space = false;
+            for c in v.chars() {
+                if c.is_whitespace() {
+                    pending_space = !out.is_empty();
+                    continue;
+                }
+                if pending_space {
+                    out.push(' ');
+                    pending_space = false;
+                }
+                out.extend(c.to_lowercase());
+            }
+            out
+        }
+        let texts = crate::shared_data::texts(
+            &["bird/dev.jsonl", "spider/dev.jsonl"],
+            &["question", "evidence", "gold_sql"],
+        );
+        let mut values: Vec<String> = texts
+            .iter()
+            .flat_map(|t| t.split('\'').skip(1).step_by(2).map(|v| format!("'{v}'")))
+            .collect();
+        values.extend(texts);
+        assert!(values.len() > 4_000, "{} values", values.len());
+        values.extend(crate::shared_data::random_texts(
+            b" \t\n\x0b\x0c\raZ'\"!",
+            20_000,
+            12,
+            0x0dd_c0ffee,
+        ));
+        values.extend(["\u{a0}x", "x\u{2003}y", "É  t", "'a'", "' A '", "\"\""].map(String::from));
+        for value in &values {
+            assert_eq!(normalize_text_value(value), by_chars(value), "{value:?}");
+        }
+        assert!(single_spaced(b"a b cd efgh ijklmno pq"));
+        assert!(!single_spaced(b"a b  c"));
+        assert!(!single_spaced(b" ab"));
+        assert!(!single_spaced(b"abcdefg\t"));
     }
 
     #[test]

@@ -786,45 +786,10 @@ fn is_alnum_at(s: &str, at: usize) -> bool {
     s[at..].chars().next().is_some_and(char::is_alphanumeric)
 }
 
-/// Whether ASCII `bytes` needs no collapsing: no byte below `0x21` but spaces, and no space at
-/// either end or next to another. Checked a `u64` word at a time; a word it cannot clear
-/// (a control byte, two spaces, or a `!` after a space, which the test cannot tell from a
-/// space) answers `false`, and the caller collapses the text the long way.
-fn single_spaced(bytes: &[u8]) -> bool {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    if bytes.first() == Some(&b' ') || bytes.last() == Some(&b' ') {
-        return false;
-    }
-    let mut chunks = bytes.chunks_exact(8);
-    let mut space_before = false;
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        // Lanes below 0x20 (ASCII: no lane has its high bit set).
-        if word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0 {
-            return false;
-        }
-        // Space lanes (exact up to the first; a lane after a space may be flagged too).
-        let x = word ^ (ONES * u64::from(b' '));
-        let spaces = x.wrapping_sub(ONES) & !x & HIGHS;
-        if spaces & (spaces << 8) != 0 || (space_before && spaces & 0x80 != 0) {
-            return false;
-        }
-        space_before = spaces >> 63 != 0;
-    }
-    for &b in chunks.remainder() {
-        if b < 0x20 || (b == b' ' && space_before) {
-            return false;
-        }
-        space_before = b == b' ';
-    }
-    true
-}
-
 /// Lowercase and collapse whitespace (for phrase search in question text).
 pub fn lower_collapsed(text: &str) -> String {
     if text.is_ascii() {
-        if single_spaced(text.as_bytes()) {
+        if crate::sqlspec::single_spaced(text.as_bytes()) {
             // Already collapsed (most questions): one copy, lowercased in place.
             return text.to_ascii_lowercase();
         }

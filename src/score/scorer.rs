@@ -359,7 +359,8 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        let for_llm = self.judge.kind().starts_with("llm");
+        let deterministic = self.judge.as_deterministic();
+        let for_llm = deterministic.is_none() && self.judge.kind().starts_with("llm");
         let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,
             Err(error) => {
@@ -372,6 +373,12 @@ impl Scorer {
                 );
             }
         };
+        if let Some(judge) = deterministic {
+            // The line rate's judge: no call to wait for, nothing that can fail, the prepared
+            // question spec moved into the assessment rather than copied.
+            let outcome = judge.finish(prepared, profile);
+            return outcome.to_row_with(event, ts, profile, 0, &self.verdict_model);
+        }
         let request = JudgeRequest {
             event,
             prepared: &prepared,

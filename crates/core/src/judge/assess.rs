@@ -55,4 +55,11 @@ pub trait Judge: Send + Sync {
     fn structured_judge(&self) -> Option<Arc<dyn StructuredJudge>> {
         None
     }
+
+    /// This judge as the deterministic judge, when it is that judge itself (not a wrapper):
+    /// the scorer then finishes an event without the asynchronous call and without copying the
+    /// prepared question spec ([`super::deterministic::DeterministicJudge::finish`]).
+    fn as_deterministic(&self) -> Option<&super::deterministic::DeterministicJudge> {
+        None
+    }
 }

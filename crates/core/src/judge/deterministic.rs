@@ -20,7 +20,8 @@ use async_trait::async_trait;
 
 use super::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
 use crate::stef::{
-    Alignment, EnrichmentStatus, FilterStatus, Prepared, QuestionSpec, Severity, Verdict,
+    Alignment, Enrichment, EnrichmentStatus, FilterStatus, Prepared, QuestionSpec, RuleProfile,
+    Severity, StefOutcome, Verdict,
 };
 
 /// Highest confidence the deterministic judge ever reports (below the 0.85 `high` band).
@@ -52,6 +53,37 @@ impl DeterministicJudge {
     }
 }
 
+impl DeterministicJudge {
+    /// [`DeterministicJudge::assess_prepared`], the question spec and enrichment moved out of
+    /// `prepared` instead of copied (they are the assessment's; `prepared` keeps defaults).
+    fn assess_owned(&self, prepared: &mut Prepared) -> JudgeAssessment {
+        let (verdict, confidence, rationale) = verdict(prepared);
+        JudgeAssessment {
+            question_spec: std::mem::take(&mut prepared.question_spec),
+            enrichment: std::mem::replace(&mut prepared.enrichment, Enrichment::absent()),
+            filter_status: None,
+            verdict,
+            confidence,
+            rationale,
+            judge: "deterministic".into(),
+            cached: false,
+            prompt_version: None,
+            usage: TokenUsage::default(),
+            response_mode: None,
+            identity: None,
+        }
+    }
+
+    /// The outcome of `prepared` with this judge — `stef::finish_owned(prepared,
+    /// assess_prepared(&prepared), profile)`, without copying the question spec and enrichment
+    /// into the assessment and comparing them with the originals: the assessment's spec is the
+    /// prepared one, so the prepared alignment stands.
+    pub fn finish(&self, mut prepared: Prepared, profile: &RuleProfile) -> StefOutcome {
+        let assessment = self.assess_owned(&mut prepared);
+        crate::stef::finish_own_spec(prepared, assessment, profile)
+    }
+}
+
 #[async_trait]
 impl Judge for DeterministicJudge {
     fn kind(&self) -> String {
@@ -60,6 +92,10 @@ impl Judge for DeterministicJudge {
 
     async fn assess(&self, request: JudgeRequest<'_>) -> Result<JudgeAssessment, JudgeError> {
         Ok(self.assess_prepared(request.prepared))
+    }
+
+    fn as_deterministic(&self) -> Option<&DeterministicJudge> {
+        Some(self)
     }
 }
 

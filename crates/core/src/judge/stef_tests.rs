@@ -727,3 +727,48 @@ fn deterministic_verdict_rules() {
         out.assessment.rationale
     );
 }
+
+/// `DeterministicJudge::finish` is `finish_owned` with the judge's copied assessment, on every
+/// question, evidence and gold query of the shared data's BIRD and Spider dev sets (with and
+/// without the evidence as the enriched question), and the scorer's trait object finds it.
+#[test]
+fn the_deterministic_finish_is_finish_owned_with_the_copied_assessment() {
+    let profile = RuleProfile::default();
+    let texts = crate::shared_data::texts(
+        &["bird/dev.jsonl", "spider/dev.jsonl"],
+        &["question", "gold_sql"],
+    );
+    let evidence = crate::shared_data::texts(&["bird/dev.jsonl"], &["evidence"]);
+    let mut compared = 0;
+    for (i, pair) in texts.chunks_exact(2).enumerate() {
+        let [question, sql] = pair else { continue };
+        for enriched in [None, evidence.get(i)] {
+            let line = serde_json::json!({
+                "event_id": format!("e{i}"),
+                "question": question,
+                "enriched_question": enriched,
+                "sql": sql,
+            });
+            let Ok(event) = Event::decode_with_limit(line.to_string().as_bytes(), 1 << 20) else {
+                continue;
+            };
+            let Ok(prepared) = prepare(&event, &profile) else {
+                continue;
+            };
+            let copied = finish_owned(
+                prepared.clone(),
+                DeterministicJudge.assess_prepared(&prepared),
+                &profile,
+            );
+            assert_eq!(
+                DeterministicJudge.finish(prepared, &profile),
+                copied,
+                "{line}"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 2_000, "only {compared} events compared");
+    let judge: &dyn crate::judge::Judge = &DeterministicJudge;
+    assert!(judge.as_deterministic().is_some());
+}

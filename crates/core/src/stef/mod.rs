@@ -30,9 +30,9 @@ mod outcome;
 
 pub use findings::{FINDINGS, FindingCode, FindingEntry};
 pub use outcome::{
-    CatalogueSelection, PrepareOptions, StefOutcome, add_schema_context, finish, finish_owned,
-    non_scorable_row, non_scorable_row_with, prepare, prepare_with, prepare_with_limit,
-    prepare_with_spec, result_ignored,
+    CatalogueSelection, PrepareOptions, StefOutcome, add_schema_context, finish, finish_own_spec,
+    finish_owned, non_scorable_row, non_scorable_row_with, prepare, prepare_with,
+    prepare_with_limit, prepare_with_spec, result_ignored,
 };
 pub use summary::SqlSummary;
 

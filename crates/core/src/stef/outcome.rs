@@ -395,6 +395,27 @@ pub fn finish_owned(
     )
 }
 
+/// [`finish_owned`] for an assessment whose question spec and enrichment were moved out of
+/// `prepared` (the deterministic judge's): its spec is the prepared one, so the prepared
+/// alignment stands, with nothing compared.
+pub fn finish_own_spec(
+    prepared: Prepared,
+    assessment: JudgeAssessment,
+    profile: &RuleProfile,
+) -> StefOutcome {
+    let sql_summary = SqlSummary::of(&prepared.sql_spec);
+    outcome_of(
+        prepared.alignment,
+        assessment,
+        profile,
+        sql_summary,
+        prepared.findings,
+        prepared.catalogue,
+        prepared.evidence,
+        prepared.about,
+    )
+}
+
 /// The alignment of a judge's own question spec (its values normalized like SQL literals).
 fn judged_alignment(
     assessment: &JudgeAssessment,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::evaluation::{EvaluationRow, RowStatus};
 use crate::event::{Event, Gold};
 use crate::judge::deterministic::DeterministicJudge;
-use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
+use crate::judge::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use crate::stef::correctness::VerdictModel;
 use crate::stef::{self, Prepared, RuleProfile, Verdict};
 
@@ -436,20 +436,13 @@ fn last_resort_assessment(
     first: &JudgeError,
     second: &JudgeError,
 ) -> JudgeAssessment {
-    JudgeAssessment {
-        question_spec: prepared.question_spec.clone(),
-        enrichment: prepared.enrichment.clone(),
-        filter_status: None,
-        verdict: Verdict::PotentiallyIncorrect,
-        confidence: 0.5,
-        rationale: format!("no judge could assess this event: {first}; fallback: {second}"),
-        judge: "deterministic".into(),
-        cached: false,
-        prompt_version: None,
-        usage: TokenUsage::default(),
-        response_mode: None,
-        identity: None,
-    }
+    JudgeAssessment::deterministic(
+        prepared.question_spec.clone(),
+        prepared.enrichment.clone(),
+        Verdict::PotentiallyIncorrect,
+        0.5,
+        format!("no judge could assess this event: {first}; fallback: {second}"),
+    )
 }
 
 /// The current time as RFC 3339 with milliseconds (`2026-11-21T10:00:00.000Z`).

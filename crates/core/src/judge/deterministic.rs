@@ -18,7 +18,7 @@
 
 use async_trait::async_trait;
 
-use super::{Judge, JudgeAssessment, JudgeError, JudgeRequest, TokenUsage};
+use super::{Judge, JudgeAssessment, JudgeError, JudgeRequest};
 use crate::stef::{
     Alignment, Enrichment, EnrichmentStatus, FilterStatus, Prepared, QuestionSpec, RuleProfile,
     Severity, StefOutcome, Verdict,
@@ -36,42 +36,26 @@ impl DeterministicJudge {
     /// Synchronous assessment (the deterministic judge never waits on anything).
     pub fn assess_prepared(&self, prepared: &Prepared) -> JudgeAssessment {
         let (verdict, confidence, rationale) = verdict(prepared);
-        JudgeAssessment {
-            question_spec: prepared.question_spec.clone(),
-            enrichment: prepared.enrichment.clone(),
-            filter_status: None,
+        JudgeAssessment::deterministic(
+            prepared.question_spec.clone(),
+            prepared.enrichment.clone(),
             verdict,
             confidence,
             rationale,
-            judge: "deterministic".into(),
-            cached: false,
-            prompt_version: None,
-            usage: TokenUsage::default(),
-            response_mode: None,
-            identity: None,
-        }
+        )
     }
-}
 
-impl DeterministicJudge {
     /// [`DeterministicJudge::assess_prepared`], the question spec and enrichment moved out of
     /// `prepared` instead of copied (they are the assessment's; `prepared` keeps defaults).
     fn assess_owned(&self, prepared: &mut Prepared) -> JudgeAssessment {
         let (verdict, confidence, rationale) = verdict(prepared);
-        JudgeAssessment {
-            question_spec: std::mem::take(&mut prepared.question_spec),
-            enrichment: std::mem::replace(&mut prepared.enrichment, Enrichment::absent()),
-            filter_status: None,
+        JudgeAssessment::deterministic(
+            std::mem::take(&mut prepared.question_spec),
+            std::mem::replace(&mut prepared.enrichment, Enrichment::absent()),
             verdict,
             confidence,
             rationale,
-            judge: "deterministic".into(),
-            cached: false,
-            prompt_version: None,
-            usage: TokenUsage::default(),
-            response_mode: None,
-            identity: None,
-        }
+        )
     }
 
     /// The outcome of `prepared` with this judge — `stef::finish_owned(prepared,

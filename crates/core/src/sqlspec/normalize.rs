@@ -113,14 +113,25 @@ pub(crate) fn single_spaced(bytes: &[u8]) -> bool {
 /// Normalize a text value: lowercase, trim, collapse internal whitespace runs to one space, and
 /// remove one level of surrounding quotes (`'x'`, `"x"`) if present.
 pub fn normalize_text_value(value: &str) -> String {
-    let mut v = value.trim();
-    if let [b'\'', .., b'\''] | [b'"', .., b'"'] = v.as_bytes() {
-        v = v.get(1..v.len() - 1).unwrap_or(v).trim();
-    }
+    let v = unquoted_trimmed(value);
     if v.is_ascii() && single_spaced(v.as_bytes()) {
         // Nothing to collapse (most values): one copy, lowercased in place.
         return v.to_ascii_lowercase();
     }
+    lowercase_collapsed_chars(v)
+}
+
+/// `value` trimmed, and without one pair of surrounding quotes, trimmed again.
+fn unquoted_trimmed(value: &str) -> &str {
+    let v = value.trim();
+    match v.as_bytes() {
+        [b'\'', .., b'\''] | [b'"', .., b'"'] => v.get(1..v.len() - 1).unwrap_or(v).trim(),
+        _ => v,
+    }
+}
+
+/// `v` lowercased character by character, each whitespace run one space, none at the ends.
+fn lowercase_collapsed_chars(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     let mut pending_space = false;
     for c in v.chars() {
@@ -299,26 +310,7 @@ mod tests {
     /// capitals, normalized as the character loop alone normalizes them.
     #[test]
     fn text_values_are_normalized_as_by_the_character_loop() {
-        fn by_chars(value: &str) -> String {
-            let mut v = value.trim();
-            if let [b'\'', .., b'\''] | [b'"', .., b'"'] = v.as_bytes() {
-                v = v.get(1..v.len() - 1).unwrap_or(v).trim();
-            }
-            let mut out = String::new();
-            let mut pending_space = false;
-            for c in v.chars() {
-                if c.is_whitespace() {
-                    pending_space = !out.is_empty();
-                    continue;
-                }
-                if pending_space {
-                    out.push(' ');
-                    pending_space = false;
-                }
-                out.extend(c.to_lowercase());
-            }
-            out
-        }
+        let by_chars = |value: &str| lowercase_collapsed_chars(unquoted_trimmed(value));
         let texts = crate::shared_data::texts(
             &["bird/dev.jsonl", "spider/dev.jsonl"],
             &["question", "evidence", "gold_sql"],

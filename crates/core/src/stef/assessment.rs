@@ -51,6 +51,34 @@ pub struct JudgeAssessment {
     pub identity: Option<String>,
 }
 
+impl JudgeAssessment {
+    /// An assessment by the deterministic rules (the deterministic judge, and the scorer's last
+    /// resort when every judge failed): no filter status of its own, no cache, no prompt, no
+    /// tokens, its identity its kind.
+    pub fn deterministic(
+        question_spec: QuestionSpec,
+        enrichment: Enrichment,
+        verdict: Verdict,
+        confidence: f64,
+        rationale: String,
+    ) -> JudgeAssessment {
+        JudgeAssessment {
+            question_spec,
+            enrichment,
+            filter_status: None,
+            verdict,
+            confidence,
+            rationale,
+            judge: "deterministic".into(),
+            cached: false,
+            prompt_version: None,
+            usage: TokenUsage::default(),
+            response_mode: None,
+            identity: None,
+        }
+    }
+}
+
 /// The sqlgrade version, part of every judge identity that runs sqlgrade's own rules.
 pub const SQLGRADE_VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -377,26 +377,22 @@ pub fn finish_owned(
     assessment: JudgeAssessment,
     profile: &RuleProfile,
 ) -> StefOutcome {
-    let sql_summary = SqlSummary::of(&prepared.sql_spec);
-    let alignment = if assessment.question_spec == prepared.question_spec {
-        prepared.alignment
-    } else {
-        judged_alignment(&assessment, &prepared, profile)
-    };
-    outcome_of(
-        alignment,
+    if assessment.question_spec == prepared.question_spec {
+        return finish_own_spec(prepared, assessment, profile);
+    }
+    let alignment = judged_alignment(&assessment, &prepared, profile);
+    finish_own_spec(
+        Prepared {
+            alignment,
+            ..prepared
+        },
         assessment,
         profile,
-        sql_summary,
-        prepared.findings,
-        prepared.catalogue,
-        prepared.evidence,
-        prepared.about,
     )
 }
 
-/// [`finish_owned`] for an assessment whose question spec and enrichment were moved out of
-/// `prepared` (the deterministic judge's): its spec is the prepared one, so the prepared
+/// [`finish_owned`] for an assessment whose question spec is `prepared`'s own — moved out of
+/// it by the deterministic judge, or aligned into `prepared.alignment` already: the prepared
 /// alignment stands, with nothing compared.
 pub fn finish_own_spec(
     prepared: Prepared,

@@ -359,8 +359,8 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        let deterministic = self.judge.as_deterministic();
-        let for_llm = deterministic.is_none() && self.judge.kind().starts_with("llm");
+        let deterministic = self.judge.is_deterministic();
+        let for_llm = !deterministic && self.judge.kind().starts_with("llm");
         let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,
             Err(error) => {
@@ -373,10 +373,11 @@ impl Scorer {
                 );
             }
         };
-        if let Some(judge) = deterministic {
-            // The line rate's judge: no call to wait for, nothing that can fail, the prepared
-            // question spec moved into the assessment rather than copied.
-            let outcome = judge.finish(prepared, profile);
+        if deterministic {
+            // The line rate's judge (stateless: the fallback is the same judge): no call to wait
+            // for, nothing that can fail, the prepared question spec moved into the assessment
+            // rather than copied.
+            let outcome = self.fallback.finish(prepared, profile);
             return outcome.to_row_with(event, ts, profile, 0, &self.verdict_model);
         }
         let request = JudgeRequest {

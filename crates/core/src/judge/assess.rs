@@ -56,10 +56,11 @@ pub trait Judge: Send + Sync {
         None
     }
 
-    /// This judge as the deterministic judge, when it is that judge itself (not a wrapper):
-    /// the scorer then finishes an event without the asynchronous call and without copying the
-    /// prepared question spec ([`super::deterministic::DeterministicJudge::finish`]).
-    fn as_deterministic(&self) -> Option<&super::deterministic::DeterministicJudge> {
-        None
+    /// Whether this judge is the deterministic judge itself (not a wrapper around it): its
+    /// assessment is then the deterministic rules' on the prepared event, and the scorer finishes
+    /// the event with them directly, without the asynchronous call and without copying the
+    /// prepared question spec (the deterministic judge's `finish`).
+    fn is_deterministic(&self) -> bool {
+        false
     }
 }

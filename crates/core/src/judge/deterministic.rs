@@ -78,8 +78,8 @@ impl Judge for DeterministicJudge {
         Ok(self.assess_prepared(request.prepared))
     }
 
-    fn as_deterministic(&self) -> Option<&DeterministicJudge> {
-        Some(self)
+    fn is_deterministic(&self) -> bool {
+        true
     }
 }
 

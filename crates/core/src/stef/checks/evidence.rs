@@ -6,7 +6,10 @@ use std::cell::OnceCell;
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
 
-use super::{CheckInput, asks_distinct, clip, contains_word, push, truncating_dialect};
+use super::{
+    CheckInput, asks_distinct, clip, contains_without_spaces, contains_word, push,
+    truncating_dialect,
+};
 use crate::stef::question::{evidence_clauses, relevant_definitions, relevant_definitions_lowered};
 use crate::stef::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
@@ -468,24 +471,6 @@ fn text_literals(rhs: &FilterValue) -> Vec<&str> {
         FilterValue::List(items) => items.iter().flat_map(text_literals).collect(),
         _ => Vec::new(),
     }
-}
-
-/// Whether `text` without its spaces contains `piece` without its spaces (read in place: no
-/// spaceless copies).
-pub(super) fn contains_without_spaces(text: &str, piece: &str) -> bool {
-    let text = text.as_bytes();
-    let mut needle = piece.bytes().filter(|&b| b != b' ');
-    let Some(first) = needle.next() else {
-        return true;
-    };
-    memchr::memchr_iter(first, text).any(|start| {
-        let mut rest = text
-            .get(start + 1..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|&&b| b != b' ');
-        needle.clone().all(|n| rest.next() == Some(&n))
-    })
 }
 
 /// Whether a (lowercased) literal occurs in a lowercased text: as a substring, with spaces

@@ -340,16 +340,7 @@ fn selects_everything(input: &CheckInput<'_>) -> bool {
 
 /// Whether `expr` without its spaces contains `count(*)` (no copy of it without them).
 fn counts_all_rows(expr: &str) -> bool {
-    const NEEDLE: &[u8] = b"count(*)";
-    let bytes = expr.as_bytes();
-    memchr::memchr_iter(b'c', bytes).any(|start| {
-        let mut rest = bytes
-            .get(start..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|&&b| b != b' ');
-        NEEDLE.iter().all(|n| rest.next() == Some(n))
-    })
+    super::contains_without_spaces(expr, "count(*)")
 }
 
 /// The text half of [`selects_everything`].

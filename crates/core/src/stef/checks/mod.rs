@@ -152,6 +152,24 @@ fn push(
     });
 }
 
+/// Whether `text` without its spaces contains `piece` without its spaces (read in place: no
+/// spaceless copies).
+pub(super) fn contains_without_spaces(text: &str, piece: &str) -> bool {
+    let text = text.as_bytes();
+    let mut needle = piece.bytes().filter(|&b| b != b' ');
+    let Some(first) = needle.next() else {
+        return true;
+    };
+    memchr::memchr_iter(first, text).any(|start| {
+        let mut rest = text
+            .get(start + 1..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|&&b| b != b' ');
+        needle.clone().all(|n| rest.next() == Some(&n))
+    })
+}
+
 /// Whether a lowercased text asks for distinct values ("distinct / different / unique"), not
 /// counting what the words do not mean there ("unique id", "different from").
 pub(crate) fn asks_distinct(lower: &str) -> bool {

@@ -584,7 +584,12 @@ pub fn tokenize(text: &str) -> Vec<Token<'_>> {
             i = j;
             continue;
         }
-        let ch = text[i..].chars().next().unwrap_or(' ');
+        // An ASCII byte is its character (no decoding on the common path).
+        let ch = if b.is_ascii() {
+            char::from(b)
+        } else {
+            text[i..].chars().next().unwrap_or(' ')
+        };
         if ch.is_alphanumeric() || ch == '_' {
             let end = word_end(text, i);
             tokens.push(Token {

@@ -161,7 +161,13 @@ pub fn canonical_number(s: &str) -> Option<String> {
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    if digits.is_empty() {
+    // A number starts with a digit or a period, with an exponent or without (text — most
+    // literals and question values — is turned away here, before any scan or float parse).
+    if !digits
+        .as_bytes()
+        .first()
+        .is_some_and(|&c| c.is_ascii_digit() || c == b'.')
+    {
         return None;
     }
     if digits.bytes().any(|c| c == b'e' || c == b'E') {
@@ -349,6 +355,25 @@ mod tests {
         assert_eq!(canonical_number("abc"), None);
         assert_eq!(canonical_number("."), None);
         assert_eq!(canonical_number("-"), None);
+        // Exponents with a sign or a leading period; text with an `e` and the float words that
+        // `f64` parses are not numbers.
+        assert_eq!(canonical_number("-.5e1").as_deref(), Some("-5"));
+        assert_eq!(canonical_number("+2E2").as_deref(), Some("200"));
+        assert_eq!(canonical_number(" 1.5e-1 ").as_deref(), Some("0.15"));
+        for text in [
+            "e5",
+            "E",
+            "inf",
+            "-infinity",
+            "NaN",
+            "the",
+            "-e3",
+            "+-1e3",
+            ".e3",
+            "1e",
+        ] {
+            assert_eq!(canonical_number(text), None, "{text}");
+        }
     }
 
     #[test]

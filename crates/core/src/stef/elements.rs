@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::checks::{Resolved, Resolver, contains_word};
-use super::text::QuestionTexts;
+use super::text::{QuestionTexts, find_bytes};
 use super::{Elements, Finding, FindingCode};
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{Clause, RefSourceKind, SqlSpec};
@@ -550,17 +550,16 @@ pub fn question_intent(question_lower: &str) -> QuestionIntent {
         };
     }
     let has = |bits: u16| seen & bits == bits;
+    let contains =
+        |phrase: &str| find_bytes(question_lower.as_bytes(), phrase.as_bytes()).is_some();
     if has(RATIO) {
         QuestionIntent::Ratio
-    } else if has(COUNT)
-        || question_lower.starts_with("how many")
-        || question_lower.contains("number of")
-    {
+    } else if has(COUNT) || question_lower.starts_with("how many") || contains("number of") {
         QuestionIntent::Count
     } else if has(COMPARE)
         || has(WHICH | OR | COMPARATIVE)
-        || question_lower.contains("how much more")
-        || question_lower.contains("how much less")
+        || contains("how much more")
+        || contains("how much less")
     {
         QuestionIntent::Comparison
     } else if has(AGGREGATE) {

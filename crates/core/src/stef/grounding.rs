@@ -202,7 +202,7 @@ pub fn written_identifiers(definition: &str) -> Vec<&str> {
 }
 
 fn last_part(name: &str) -> &str {
-    name.rsplit('.').next().unwrap_or(name)
+    super::text::last_dotted_part(name)
 }
 
 /// Most tables a [`SchemaContext`] shows.

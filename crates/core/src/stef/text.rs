@@ -754,6 +754,29 @@ pub fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
+/// The part of a dotted name after its last `.` (`t1.name` → `name`), the whole name without
+/// one: `rsplit('.').next()` by one `memrchr`.
+pub fn last_dotted_part(name: &str) -> &str {
+    match memchr::memrchr(b'.', name.as_bytes()) {
+        Some(dot) => name.get(dot + 1..).unwrap_or_default(),
+        None => name,
+    }
+}
+
+/// Where each occurrence of `needle` (not empty) starts in `haystack`, left to right and not
+/// overlapping (as `str::match_indices`), found by [`find_bytes`]: no searcher built per call.
+pub fn match_starts<'a>(haystack: &'a str, needle: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        if needle.is_empty() {
+            return None;
+        }
+        let at = from + find_bytes(haystack.as_bytes().get(from..)?, needle.as_bytes())?;
+        from = at + needle.len();
+        Some(at)
+    })
+}
+
 /// Whether `needle` (already normalized/lowercase) occurs in `haystack` (lowercase) with word
 /// boundaries on both sides (a boundary is a non-alphanumeric character or the text edge).
 pub fn contains_phrase(haystack: &str, needle: &str) -> bool {

@@ -530,7 +530,7 @@ fn fan_out_table(
         // per `t` row, and people accept the count then: only a join used for nothing else
         // surely repeats rows.
         let conditioned = filters.iter().any(|f| {
-            let name = f.lhs.rsplit('.').next().unwrap_or(&f.lhs);
+            let name = crate::stef::text::last_dotted_part(&f.lhs);
             schema.column_index(u, name).is_some()
         });
         (references_key && !conditioned).then(|| schema.tables.get(u).cloned().unwrap_or_default())

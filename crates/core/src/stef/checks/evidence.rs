@@ -2,6 +2,9 @@
 //! literals and numbers the question states, divisions, rounding, DISTINCT — no schema needed.
 
 use std::cell::OnceCell;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
@@ -11,7 +14,9 @@ use super::{
     truncating_dialect,
 };
 use crate::stef::question::{evidence_clauses, relevant_definitions, relevant_definitions_lowered};
-use crate::stef::text::{QuestionTexts, canonical_number, lower_collapsed, normalize_value};
+use crate::stef::text::{
+    QuestionTexts, canonical_number, find_bytes, last_dotted_part, lower_collapsed, normalize_value,
+};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// `col op 'v'` constraints read from a definition's text.
@@ -434,10 +439,14 @@ fn stated_numbers(texts: &QuestionTexts<'_>) -> Vec<String> {
 /// `rounding_missing`: a requested precision ("with three decimal places", "rounded to …")
 /// that nothing in the SQL produces.
 fn rounding_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<Finding>) {
+    // Searchers built once: a question and an evidence text are searched for both per event.
+    static DECIMAL_ROUND: LazyLock<[Finder<'static>; 2]> =
+        LazyLock::new(|| ["decimal", "round"].map(Finder::new));
+    let [decimal, round] = &*DECIMAL_ROUND;
     let asks = |lower: &str| {
-        (lower.contains("decimal")
+        (decimal.find(lower.as_bytes()).is_some()
             && (contains_word(lower, "decimal") || contains_word(lower, "decimals")))
-            || (lower.contains("round")
+            || (round.find(lower.as_bytes()).is_some()
                 && ["rounded", "round to", "round it", "round the"]
                     .iter()
                     .any(|w| contains_word(lower, w)))
@@ -478,7 +487,7 @@ fn text_literals(rhs: &FilterValue) -> Vec<&str> {
 /// "fundraisers"). A LIKE pattern's pieces between wildcards are looked up one by one.
 fn literal_in_text(literal: &str, wildcards: bool, text: &str) -> bool {
     let found = |piece: &str| {
-        text.contains(piece)
+        find_bytes(text.as_bytes(), piece.as_bytes()).is_some()
             || contains_without_spaces(text, piece)
             || piece
                 .split(|c: char| !c.is_alphanumeric())
@@ -519,9 +528,9 @@ fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<F
     let asks = asks_distinct;
     let asked = asks(&input.texts.question_lower)
         || lowered.definitions.iter().any(|(s, d)| asks(s) || asks(d))
-        || lowered
-            .evidence(input)
-            .is_some_and(|e| e.contains("distinct") && contains_word(e, "distinct"));
+        || lowered.evidence(input).is_some_and(|e| {
+            find_bytes(e.as_bytes(), b"distinct").is_some() && contains_word(e, "distinct")
+        });
     if !asked {
         return;
     }
@@ -531,8 +540,8 @@ fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<F
         || spec.aggregations.iter().any(|a| a.distinct)
         || !spec.group_by.is_empty()
         || spec.set_operations
-        || sql_lower.contains("distinct")
-        || sql_lower.contains("group by");
+        || find_bytes(sql_lower.as_bytes(), b"distinct").is_some()
+        || find_bytes(sql_lower.as_bytes(), b"group by").is_some();
     if !deduplicates {
         push(
             out,
@@ -739,10 +748,11 @@ fn formula_operands(
 
 /// Whether an unquoted, lowercased formula text compares (`=`, `<`, `>`, LIKE, IN, BETWEEN).
 fn has_comparison(text: &str) -> bool {
-    text.contains(['=', '<', '>'])
+    let bytes = text.as_bytes();
+    memchr::memchr3(b'=', b'<', b'>', bytes).is_some()
         || [" like ", " in ", " in(", " between "]
             .iter()
-            .any(|w| text.contains(w))
+            .any(|w| find_bytes(bytes, w.as_bytes()).is_some())
 }
 
 /// The two arguments of a formula's first `DIVIDE(…)` (split at its top-level comma or
@@ -780,13 +790,10 @@ fn formula_columns(operand: &str, sql_lower: &str) -> Vec<String> {
     let text = unquoted(operand);
     let mut out: Vec<String> = Vec::new();
     for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
-        let Some(name) = word
-            .rsplit('.')
-            .next()
-            .filter(|n| n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
-        else {
+        let name = last_dotted_part(word);
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             continue;
-        };
+        }
         let lower = name.to_ascii_lowercase();
         let alias = lower.len() > 1
             && lower.starts_with('t')
@@ -967,5 +974,5 @@ pub(super) fn defined_columns<'d>(definition: &'d str, schema: Option<&DbSchema>
 }
 
 fn last_part(name: &str) -> &str {
-    name.rsplit('.').next().unwrap_or(name)
+    last_dotted_part(name)
 }

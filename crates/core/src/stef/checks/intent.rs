@@ -12,6 +12,7 @@
 
 use super::{CheckInput, contains_word, push};
 use crate::sqlspec::AggFunc;
+use crate::stef::text::{find_bytes, match_starts};
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
 /// Words that ask for a quantity: a question with one of them wants a number, not a list.
@@ -63,12 +64,11 @@ fn asks_numerous(q: &str, evidence: Option<&str>) -> bool {
         "numerous", "common", "frequent", "popular", "often", "times",
     ];
     let in_question = ["most ", "least ", "fewest "].iter().any(|m| {
-        q.match_indices(m)
-            .any(|(at, _)| WHICH.iter().any(|w| q[at + m.len()..].starts_with(w)))
+        match_starts(q, m).any(|at| WHICH.iter().any(|w| q[at + m.len()..].starts_with(w)))
     });
     in_question
         || evidence.is_some_and(|e| {
-            e.contains("count")
+            find_bytes(e.as_bytes(), b"count").is_some()
                 && e.split_whitespace()
                     .collect::<String>()
                     .split("(count(")

@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use super::super::summary::SqlSummary;
+use super::super::text::find_bytes;
 use super::super::{
     Alignment, ConfirmedBy, EnrichmentStatus, ErrorCategory, Evidence, FilterStatus, Finding,
     FindingCode, NormalizationRule, Severity, Verdict,
@@ -272,7 +273,11 @@ impl FeatureInput<'_> {
         let benign = a.extras.iter().filter(|e| e.benign).count();
         let rules = |r: NormalizationRule| flag(a.rules_fired.contains(&r));
         let sql = self.sql;
-        let marked = |mark: &str| sql.filters.iter().any(|x| x.contains(mark));
+        let marked = |mark: &str| {
+            sql.filters
+                .iter()
+                .any(|x| find_bytes(x.as_bytes(), mark.as_bytes()).is_some())
+        };
         let severity = |s: Severity| self.findings.iter().filter(|x| x.severity == s).count();
         let mut codes = [false; FindingCode::ALL.len()];
         for finding in self.findings {

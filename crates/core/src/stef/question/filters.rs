@@ -2,6 +2,8 @@
 //! capitalised entities; SQL literals found in the question; mappings, deduplication and
 //! schema terms; yes/no questions.
 
+use std::borrow::Cow;
+
 use crate::sqlspec::{FilterOp, FilterValue, SqlSpec};
 use crate::stef::text::{
     TokenKind, canonical_number, contains_phrase, lower_collapsed, name_key, normalize_value,
@@ -196,6 +198,27 @@ pub(super) fn lhs_ident<'a>(doc: &Doc<'a>, i: usize) -> Option<&'a str> {
     Some(t.text)
 }
 
+/// `text` without its commas (`1,000` → `1000`), borrowed when it has none.
+fn without_commas(text: &str) -> Cow<'_, str> {
+    if memchr::memchr(b',', text.as_bytes()).is_some() {
+        Cow::Owned(text.replace(',', ""))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// `word` without the possessive endings it ends with (`'s` as often as it is repeated, then
+/// `’s`): `trim_end_matches` by suffix comparisons, with no searcher built per word.
+fn without_possessives(mut word: &str) -> &str {
+    while let Some(stem) = word.strip_suffix("'s") {
+        word = stem;
+    }
+    while let Some(stem) = word.strip_suffix("’s") {
+        word = stem;
+    }
+    word
+}
+
 /// Filters a text states: explicit comparisons, between, comparatives, numbers, years, dates,
 /// quoted values and capitalised entities (module doc).
 pub(super) fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilter> {
@@ -241,7 +264,7 @@ pub(super) fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilt
         let Some(vt) = doc.tok(v) else { continue };
         let (value, mut op) = match vt.kind {
             TokenKind::Quoted => (vt.text.to_string(), op),
-            TokenKind::Number => match canonical_number(&vt.text.replace(',', "")) {
+            TokenKind::Number => match canonical_number(&without_commas(vt.text)) {
                 Some(num) => (date_or_number(doc, v, num, used), op),
                 None => continue,
             },
@@ -352,7 +375,7 @@ pub(super) fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilt
                 let arithmetic = (i > 0 && (doc.is_punct(i - 1, "*") || doc.is_punct(i - 1, "/")))
                     || doc.is_punct(i + 1, "*")
                     || doc.is_punct(i + 1, "/");
-                if !arithmetic && let Some(num) = canonical_number(&t.text.replace(',', "")) {
+                if !arithmetic && let Some(num) = canonical_number(&without_commas(t.text)) {
                     let op = comparative_before(doc, i).or_else(|| comparative_after(doc, i));
                     let value = date_or_number(doc, i, num, used);
                     // A bare number is a requirement only when compared ("over 15"), or when it
@@ -418,7 +441,7 @@ pub(super) fn text_filters(doc: &Doc<'_>, used: &mut [bool]) -> Vec<QuestionFilt
                         // A possessive ends the name ("Abomination's powers"); inside a name
                         // it belongs to it ("Women's Soccer").
                         if k + 1 == end {
-                            value.push_str(tk.text.trim_end_matches("'s").trim_end_matches("’s"));
+                            value.push_str(without_possessives(tk.text));
                         } else {
                             value.push_str(tk.text);
                         }
@@ -671,7 +694,7 @@ pub(super) fn sql_literal_filters(
 pub(super) fn number_in(doc: &Doc<'_>, value: &str) -> bool {
     doc.toks.iter().enumerate().any(|(i, t)| {
         t.kind == TokenKind::Number
-            && canonical_number(&t.text.replace(',', "")).as_deref() == Some(value)
+            && canonical_number(&without_commas(t.text)).as_deref() == Some(value)
             // Top-k numbers ("top 5") are not filter values.
             && !(i > 0 && matches!(doc.w(i - 1), "top" | "first" | "last"))
     })

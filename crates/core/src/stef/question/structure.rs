@@ -2,7 +2,9 @@
 //! and the structure a definition's formula implies.
 
 use crate::sqlspec::AggFunc;
-use crate::stef::text::{TokenKind, contains_phrase, singular, strip_possessive, tokenize};
+use crate::stef::text::{
+    TokenKind, contains_phrase, match_starts, singular, strip_possessive, tokenize,
+};
 use crate::stef::{QuestionAggregation, QuestionSpec};
 
 use super::doc::Doc;
@@ -77,7 +79,7 @@ fn nested_extreme(formula: &str) -> Option<AggFunc> {
             .any(|f| rest.starts_with(f))
     };
     for (name, func) in [("max(", AggFunc::Max), ("min(", AggFunc::Min)] {
-        let found = compact.match_indices(name).any(|(pos, _)| {
+        let found = match_starts(&compact, name).any(|pos| {
             compact[..pos]
                 .chars()
                 .next_back()
@@ -116,7 +118,7 @@ pub(super) fn function_calls(formula: &str) -> Vec<AggFunc> {
         ("max(", AggFunc::Max),
         ("min(", AggFunc::Min),
     ] {
-        let found = formula.match_indices(name).any(|(pos, _)| {
+        let found = match_starts(formula, name).any(|pos| {
             formula[..pos]
                 .chars()
                 .next_back()

@@ -97,7 +97,7 @@ pub fn extract_with(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecErr
             limit,
         });
     }
-    if sql.trim().is_empty() {
+    if super::trimmed(sql).is_empty() {
         return Err(SpecError::Empty);
     }
     if sql.len() > LARGE_INPUT_BYTES {
@@ -148,7 +148,7 @@ impl SqlDialect {
     /// Look a dialect up by name (case-insensitive; `postgresql`, `tsql`, `sqlserver`, `spark`
     /// are accepted aliases). `None` for unknown names.
     pub fn from_name(name: &str) -> Option<SqlDialect> {
-        let name = name.trim();
+        let name = super::trimmed(name);
         let is = |candidate: &str| name.eq_ignore_ascii_case(candidate);
         Some(if is("generic") {
             SqlDialect::Generic
@@ -346,7 +346,7 @@ fn extract_inner(sql: &str, opts: &ExtractOptions) -> Result<SqlSpec, SpecError>
                     .collect(),
             ),
         };
-        if text.trim().is_empty() {
+        if super::trimmed(text).is_empty() {
             return Err(SpecError::Empty);
         }
         for dialect in dialects {

@@ -52,8 +52,8 @@ pub use extract::{
     DEFAULT_MAX_SQL_BYTES, ExtractOptions, HARD_MAX_SQL_BYTES, PARSER_RECURSION_LIMIT, SqlDialect,
     canonical_dialect, extract, extract_with,
 };
-pub(crate) use normalize::single_spaced;
 pub use normalize::{canonical_number, normalize_name, normalize_text_value};
+pub(crate) use normalize::{single_spaced, trimmed};
 
 /// The SQL-side specification Ssql of one query.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -75,6 +75,18 @@ pub(crate) fn push_lowercase(out: &mut String, s: &str) {
     }
 }
 
+/// `text.trim()`, answered without decoding when both ends are printable ASCII (no whitespace
+/// there, Unicode's included): most values, names and clauses are, and `str::trim` decodes a
+/// character at each end to test it.
+#[inline]
+pub(crate) fn trimmed(text: &str) -> &str {
+    match text.as_bytes() {
+        [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => text,
+        [only] if only.is_ascii_graphic() => text,
+        _ => text.trim(),
+    }
+}
+
 /// Whether ASCII `bytes` needs no collapsing: no byte below `0x21` but spaces, and no space at
 /// either end or next to another. Checked a `u64` word at a time; a word it cannot clear
 /// (a control byte, two spaces, or a `!` after a space, which the test cannot tell from a
@@ -123,9 +135,9 @@ pub fn normalize_text_value(value: &str) -> String {
 
 /// `value` trimmed, and without one pair of surrounding quotes, trimmed again.
 fn unquoted_trimmed(value: &str) -> &str {
-    let v = value.trim();
+    let v = trimmed(value);
     match v.as_bytes() {
-        [b'\'', .., b'\''] | [b'"', .., b'"'] => v.get(1..v.len() - 1).unwrap_or(v).trim(),
+        [b'\'', .., b'\''] | [b'"', .., b'"'] => trimmed(v.get(1..v.len() - 1).unwrap_or(v)),
         _ => v,
     }
 }
@@ -155,7 +167,7 @@ fn lowercase_collapsed_chars(v: &str) -> String {
 /// Canonical form of a decimal number literal: `507.0` → `507`, `0.50` → `0.5`, `.5` → `0.5`,
 /// `007` → `7`, `-0` → `0`, `1e3` → `1000`. `None` if `s` is not a plain decimal number.
 pub fn canonical_number(s: &str) -> Option<String> {
-    let s = s.trim();
+    let s = trimmed(s);
     let (negative, digits) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),

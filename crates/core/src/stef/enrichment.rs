@@ -54,7 +54,7 @@ pub fn validate_texts(texts: &QuestionTexts<'_>, profile: &RuleProfile) -> Enric
         return Enrichment::absent();
     };
     let question = texts.question;
-    if enriched.trim() == question.trim() {
+    if crate::sqlspec::trimmed(enriched) == crate::sqlspec::trimmed(question) {
         return faithful();
     }
     let rules = profile.compiled();

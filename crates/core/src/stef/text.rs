@@ -16,7 +16,7 @@ use crate::sqlspec::{Filter, FilterOp, FilterValue, normalize_text_value};
 /// [`crate::sqlspec::normalize_text_value`] (trim, one pair of quotes removed, whitespace
 /// collapsed, lowercase).
 pub fn normalize_value(raw: &str) -> String {
-    let trimmed = strip_quotes(raw.trim()).trim();
+    let trimmed = crate::sqlspec::trimmed(strip_quotes(crate::sqlspec::trimmed(raw)));
     if let Some(n) = canonical_number(trimmed) {
         return n;
     }
@@ -153,9 +153,12 @@ impl<'a> QuestionTexts<'a> {
     pub fn new(question: &'a str, enriched: Option<&'a str>) -> Self {
         let question = clip(question, MAX_TEXT_BYTES);
         let enriched = enriched
-            .filter(|e| !e.trim().is_empty())
+            .filter(|e| !crate::sqlspec::trimmed(e).is_empty())
             .map(|e| clip(e, MAX_TEXT_BYTES));
-        let appended = enriched.and_then(|e| e.trim_start().strip_prefix(question.trim()));
+        let appended = enriched.and_then(|e| {
+            e.trim_start()
+                .strip_prefix(crate::sqlspec::trimmed(question))
+        });
         QuestionTexts {
             question,
             enriched,

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use memchr::memmem::Finder;
 
 use crate::catalogue::DbSchema;
-use crate::sqlspec::{AggFunc, FilterOp, FilterValue};
+use crate::sqlspec::{AggFunc, FilterOp, FilterValue, trimmed};
 
 use super::{
     CheckInput, asks_distinct, clip, contains_without_spaces, contains_word, push,
@@ -189,12 +189,12 @@ fn value_checks(
         };
         for (dv, subject) in defined {
             if dv.value != lit.text
-                && dv.value.trim().eq_ignore_ascii_case(lit.text.trim())
-                && dv.value.trim() != lit.text.trim()
+                && trimmed(dv.value).eq_ignore_ascii_case(trimmed(&lit.text))
+                && trimmed(dv.value) != trimmed(&lit.text)
                 && last_part(dv.column).eq_ignore_ascii_case(&cref.name)
                 && !defined
                     .iter()
-                    .any(|(o, _)| o.value.trim() == lit.text.trim())
+                    .any(|(o, _)| trimmed(o.value) == trimmed(&lit.text))
             {
                 // Information only: on people's labels it was right 6 times in 10
                 // (`examples/stef_labels.rs`) — definitions are often not spelled as the data

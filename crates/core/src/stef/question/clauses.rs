@@ -92,7 +92,7 @@ fn push_required(
     if !out.is_empty() {
         out.push_str(" ; ");
     }
-    out.push_str(piece.trim());
+    out.push_str(crate::sqlspec::trimmed(piece));
 }
 
 /// Qu's content-word set ([`word_set`]), made once per event when a definition needs it.
@@ -154,7 +154,12 @@ pub(crate) fn relevant_definitions<'e>(texts: &QuestionTexts<'e>) -> Vec<(&'e st
         .zip(definition_relevance(texts))
         .filter(|(_, relevant)| **relevant)
         .filter_map(|(clause, _)| clause.definition)
-        .map(|(subject, definition)| (subject.trim(), definition.trim()))
+        .map(|(subject, definition)| {
+            (
+                crate::sqlspec::trimmed(subject),
+                crate::sqlspec::trimmed(definition),
+            )
+        })
         .collect()
 }
 
@@ -177,7 +182,7 @@ pub(super) fn declared_value(clause: &str) -> Option<&str> {
     let lower = clause.to_ascii_lowercase();
     for m in MARKERS.iter() {
         if let Some(pos) = m.find(lower.as_bytes()) {
-            let value = clause.get(..pos)?.trim();
+            let value = crate::sqlspec::trimmed(clause.get(..pos)?);
             // Only short value-like subjects ('President', TR000, Women's Soccer), never prose
             // ("What is the …", "In how many atoms is …").
             let first = value
@@ -241,7 +246,7 @@ fn split_marked(text: &str) -> Vec<(&str, Option<(usize, usize)>)> {
         };
         if end_here {
             if let Some(piece) = text.get(start..i)
-                && !piece.trim().is_empty()
+                && !crate::sqlspec::trimmed(piece).is_empty()
             {
                 out.push(piece);
             }
@@ -250,7 +255,7 @@ fn split_marked(text: &str) -> Vec<(&str, Option<(usize, usize)>)> {
         }
     }
     if let Some(piece) = text.get(start..)
-        && !piece.trim().is_empty()
+        && !crate::sqlspec::trimmed(piece).is_empty()
     {
         out.push(piece);
     }
@@ -271,7 +276,7 @@ fn split_marked(text: &str) -> Vec<(&str, Option<(usize, usize)>)> {
                 b')' => depth -= 1,
                 b',' if depth <= 0 => {
                     if let Some(piece) = clause.get(from..i)
-                        && !piece.trim().is_empty()
+                        && !crate::sqlspec::trimmed(piece).is_empty()
                     {
                         split.push((piece, find_marker(piece)));
                     }
@@ -281,7 +286,7 @@ fn split_marked(text: &str) -> Vec<(&str, Option<(usize, usize)>)> {
             }
         }
         if let Some(piece) = clause.get(from..)
-            && !piece.trim().is_empty()
+            && !crate::sqlspec::trimmed(piece).is_empty()
         {
             split.push((piece, find_marker(piece)));
         }

@@ -16,10 +16,13 @@
 //! when both its columns are named — or, for the findings about joins, both its tables. The
 //! evidence is the checks' own sentence, so what it names is what the check looked at.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde::{Deserialize, Serialize};
 
 use super::checks::{Resolved, Resolver, contains_word};
-use super::text::{QuestionTexts, find_bytes};
+use super::text::QuestionTexts;
 use super::{Elements, Finding, FindingCode};
 use crate::catalogue::DbSchema;
 use crate::sqlspec::{Clause, RefSourceKind, SqlSpec};
@@ -550,16 +553,19 @@ pub fn question_intent(question_lower: &str) -> QuestionIntent {
         };
     }
     let has = |bits: u16| seen & bits == bits;
-    let contains =
-        |phrase: &str| find_bytes(question_lower.as_bytes(), phrase.as_bytes()).is_some();
+    // Searchers built once (a search by the phrase's first byte stopped at every `n` and `h`).
+    static PHRASES: LazyLock<[Finder<'static>; 3]> =
+        LazyLock::new(|| ["number of", "how much more", "how much less"].map(Finder::new));
+    let [number_of, how_much_more, how_much_less] = &*PHRASES;
+    let contains = |phrase: &Finder<'_>| phrase.find(question_lower.as_bytes()).is_some();
     if has(RATIO) {
         QuestionIntent::Ratio
-    } else if has(COUNT) || question_lower.starts_with("how many") || contains("number of") {
+    } else if has(COUNT) || question_lower.starts_with("how many") || contains(number_of) {
         QuestionIntent::Count
     } else if has(COMPARE)
         || has(WHICH | OR | COMPARATIVE)
-        || contains("how much more")
-        || contains("how much less")
+        || contains(how_much_more)
+        || contains(how_much_less)
     {
         QuestionIntent::Comparison
     } else if has(AGGREGATE) {

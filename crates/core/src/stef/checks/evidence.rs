@@ -15,7 +15,7 @@ use super::{
 };
 use crate::stef::question::{evidence_clauses, relevant_definitions, relevant_definitions_lowered};
 use crate::stef::text::{
-    QuestionTexts, canonical_number, find_bytes, last_dotted_part, lower_collapsed, normalize_value,
+    QuestionTexts, canonical_number, last_dotted_part, lower_collapsed, normalize_value,
 };
 use crate::stef::{ErrorCategory, Finding, FindingCode, Severity};
 
@@ -487,7 +487,7 @@ fn text_literals(rhs: &FilterValue) -> Vec<&str> {
 /// "fundraisers"). A LIKE pattern's pieces between wildcards are looked up one by one.
 fn literal_in_text(literal: &str, wildcards: bool, text: &str) -> bool {
     let found = |piece: &str| {
-        find_bytes(text.as_bytes(), piece.as_bytes()).is_some()
+        text.contains(piece)
             || contains_without_spaces(text, piece)
             || piece
                 .split(|c: char| !c.is_alphanumeric())
@@ -524,12 +524,16 @@ fn word_variant(a: &str, b: &str) -> bool {
     common >= 5 && common * 3 >= shorter * 2
 }
 
+/// Searchers for `distinct` and `group by`, built once.
+static DISTINCT_GROUP_BY: LazyLock<[Finder<'static>; 2]> =
+    LazyLock::new(|| ["distinct", "group by"].map(Finder::new));
+
 fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<Finding>) {
     let asks = asks_distinct;
     let asked = asks(&input.texts.question_lower)
         || lowered.definitions.iter().any(|(s, d)| asks(s) || asks(d))
         || lowered.evidence(input).is_some_and(|e| {
-            find_bytes(e.as_bytes(), b"distinct").is_some() && contains_word(e, "distinct")
+            DISTINCT_GROUP_BY[0].find(e.as_bytes()).is_some() && contains_word(e, "distinct")
         });
     if !asked {
         return;
@@ -540,8 +544,9 @@ fn distinct_check(input: &CheckInput<'_>, lowered: &Lowered<'_>, out: &mut Vec<F
         || spec.aggregations.iter().any(|a| a.distinct)
         || !spec.group_by.is_empty()
         || spec.set_operations
-        || find_bytes(sql_lower.as_bytes(), b"distinct").is_some()
-        || find_bytes(sql_lower.as_bytes(), b"group by").is_some();
+        || DISTINCT_GROUP_BY
+            .iter()
+            .any(|words| words.find(sql_lower.as_bytes()).is_some());
     if !deduplicates {
         push(
             out,
@@ -748,11 +753,11 @@ fn formula_operands(
 
 /// Whether an unquoted, lowercased formula text compares (`=`, `<`, `>`, LIKE, IN, BETWEEN).
 fn has_comparison(text: &str) -> bool {
+    static WORDS: LazyLock<[Finder<'static>; 4]> =
+        LazyLock::new(|| [" like ", " in ", " in(", " between "].map(Finder::new));
     let bytes = text.as_bytes();
     memchr::memchr3(b'=', b'<', b'>', bytes).is_some()
-        || [" like ", " in ", " in(", " between "]
-            .iter()
-            .any(|w| find_bytes(bytes, w.as_bytes()).is_some())
+        || WORDS.iter().any(|w| w.find(bytes).is_some())
 }
 
 /// The two arguments of a formula's first `DIVIDE(…)` (split at its top-level comma or

@@ -13,12 +13,13 @@
 //! `finding:empty_result`) or `group.count` (`sql.tables`); counts are capped (the cap is in
 //! [`FEATURES`]' doc line) so that one odd query cannot dominate a linear model.
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
+
+use memchr::memmem::Finder;
 
 use serde_json::Value;
 
 use super::super::summary::SqlSummary;
-use super::super::text::find_bytes;
 use super::super::{
     Alignment, ConfirmedBy, EnrichmentStatus, ErrorCategory, Evidence, FilterStatus, Finding,
     FindingCode, NormalizationRule, Severity, Verdict,
@@ -273,10 +274,15 @@ impl FeatureInput<'_> {
         let benign = a.extras.iter().filter(|e| e.benign).count();
         let rules = |r: NormalizationRule| flag(a.rules_fired.contains(&r));
         let sql = self.sql;
-        let marked = |mark: &str| {
+        // The marks' searchers are built once: `[` is rare in a rendered filter, and the
+        // searcher's prefilter jumps to it (a search by the first byte would stop at every space).
+        static MARKS: LazyLock<[Finder<'static>; 2]> =
+            LazyLock::new(|| [" [or]", " [having]"].map(Finder::new));
+        let [or_mark, having_mark] = &*MARKS;
+        let marked = |mark: &Finder<'_>| {
             sql.filters
                 .iter()
-                .any(|x| find_bytes(x.as_bytes(), mark.as_bytes()).is_some())
+                .any(|x| mark.find(x.as_bytes()).is_some())
         };
         let severity = |s: Severity| self.findings.iter().filter(|x| x.severity == s).count();
         let mut codes = [false; FindingCode::ALL.len()];
@@ -331,8 +337,8 @@ impl FeatureInput<'_> {
             flag(sql.window_functions),
             count(sql.aggregations.len(), 4),
             count(sql.filters.len(), 6),
-            flag(marked(" [or]")),
-            flag(marked(" [having]")),
+            flag(marked(or_mark)),
+            flag(marked(having_mark)),
             count(sql.group_by.len(), 4),
             count(sql.order_by.len(), 4),
             flag(sql.limit.is_some()),

@@ -27,12 +27,14 @@ pub(super) struct DetectorKey {
 pub(super) struct DetectorKeyRef<'a> {
     pub(super) rule: RuleKind,
     pub(super) metric: &'a str,
-    pub(super) labels: &'a [(SeriesLabel, String)],
+    pub(super) labels: &'a [(SeriesLabel, &'a str)],
 }
 
 impl hashbrown::Equivalent<DetectorKey> for DetectorKeyRef<'_> {
     fn equivalent(&self, key: &DetectorKey) -> bool {
-        self.rule == key.rule && self.metric == key.metric && self.labels == key.labels.as_slice()
+        self.rule == key.rule
+            && self.metric == key.metric
+            && SeriesLabelsRef(self.labels).equivalent(&key.labels)
     }
 }
 
@@ -41,9 +43,40 @@ impl From<&DetectorKeyRef<'_>> for DetectorKey {
         DetectorKey {
             rule: key.rule,
             metric: key.metric.to_string(),
-            labels: key.labels.to_vec(),
+            labels: owned_labels(key.labels),
         }
     }
+}
+
+/// A series' labels borrowed from the row at hand (no `String` copied per observation), to look
+/// up what is stored under the owned labels: it hashes as they do (a slice of `(label, &str)`
+/// as a `Vec` of `(label, String)`) and is equal to them exactly when every pair is.
+#[derive(Debug, Clone, Copy, Hash)]
+pub(super) struct SeriesLabelsRef<'a>(pub(super) &'a [(SeriesLabel, &'a str)]);
+
+impl hashbrown::Equivalent<Vec<(SeriesLabel, String)>> for SeriesLabelsRef<'_> {
+    fn equivalent(&self, labels: &Vec<(SeriesLabel, String)>) -> bool {
+        self.0.len() == labels.len()
+            && self
+                .0
+                .iter()
+                .zip(labels)
+                .all(|((label, value), (other, text))| label == other && *value == text.as_str())
+    }
+}
+
+impl From<&SeriesLabelsRef<'_>> for Vec<(SeriesLabel, String)> {
+    fn from(labels: &SeriesLabelsRef<'_>) -> Self {
+        owned_labels(labels.0)
+    }
+}
+
+/// Borrowed labels as stored.
+pub(super) fn owned_labels(labels: &[(SeriesLabel, &str)]) -> Vec<(SeriesLabel, String)> {
+    labels
+        .iter()
+        .map(|&(label, value)| (label, value.to_string()))
+        .collect()
 }
 
 /// An incident in progress.

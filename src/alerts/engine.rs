@@ -60,8 +60,8 @@ use crate::stef::Elements;
 use crate::stores::breakdown::Dimension;
 
 use super::detector::{
-    Detector, DetectorKey, DetectorKeyRef, Firing, Hysteresis, Transition, fingerprint,
-    finish_note, summary_line,
+    Detector, DetectorKey, DetectorKeyRef, Firing, Hysteresis, SeriesLabelsRef, Transition,
+    fingerprint, finish_note, owned_labels, summary_line,
 };
 use super::estimate::{EstimateDetector, EstimateSource, estimate_notes};
 pub use super::notification::{
@@ -131,7 +131,7 @@ pub struct AlertEngine {
     /// labels was most of the engine's cost per row once the ranks stopped being sorted. Looked
     /// up with a [`DetectorKeyRef`] borrowed from the row: no key is built per observation.
     detectors: hashbrown::HashMap<DetectorKey, Detector, FxBuildHasher>,
-    estimates: FxHashMap<Vec<(SeriesLabel, String)>, EstimateDetector>,
+    estimates: hashbrown::HashMap<Vec<(SeriesLabel, String)>, EstimateDetector, FxBuildHasher>,
     agreement: AgreementTracker,
     agreement_states: HashMap<AgreementKey, Hysteresis>,
     mixes: FxHashMap<(MixKind, Vec<(SeriesLabel, String)>), MixTracker>,
@@ -148,7 +148,7 @@ impl AlertEngine {
         AlertEngine {
             config: std::sync::Arc::new(config),
             detectors: hashbrown::HashMap::default(),
-            estimates: FxHashMap::default(),
+            estimates: hashbrown::HashMap::default(),
             agreement: AgreementTracker::new(window),
             agreement_states: HashMap::new(),
             mixes: FxHashMap::default(),
@@ -243,7 +243,8 @@ impl AlertEngine {
     ) {
         let config = std::sync::Arc::clone(&self.config);
         let rules = config.rules_for(row.app_id.as_deref());
-        let labels: Vec<(SeriesLabel, String)> = self
+        // Borrowed from the row: the detectors are looked up without copying a label.
+        let labels: Vec<(SeriesLabel, &str)> = self
             .config
             .series_key
             .iter()
@@ -255,7 +256,7 @@ impl AlertEngine {
                     SeriesLabel::Model => row.model.as_ref(),
                     SeriesLabel::RunId => row.run_id.as_ref(),
                 }?;
-                Some((*label, value.to_string()))
+                Some((*label, value.as_str()))
             })
             .collect();
         let metric = row.metric.as_str();
@@ -278,7 +279,7 @@ impl AlertEngine {
             );
         }
         if row.metric == Metric::StefJudged {
-            self.observe_judged(row, &rules, labels, now, out);
+            self.observe_judged(row, &rules, &labels, now, out);
             return;
         }
         if row.metric != Metric::Stef {
@@ -309,7 +310,7 @@ impl AlertEngine {
             );
         }
         if rules.new_question_type_min_share > 0.0 || rules.question_mix_divergence > 0.0 {
-            self.observe_mix(row, &labels, &rules, now, out);
+            self.observe_mix(row, &owned_labels(&labels), &rules, now, out);
         }
         if rules.element_flagged_min_increase > 0.0 && scored {
             let flagged = f64::from(u8::from(row.verdict != Some(true)));
@@ -441,7 +442,7 @@ impl AlertEngine {
         &mut self,
         row: &EvaluationRow,
         rules: &RuleSet,
-        labels: Vec<(SeriesLabel, String)>,
+        labels: &[(SeriesLabel, &str)],
         now: DateTime<Utc>,
         out: &mut Vec<AlertNotification>,
     ) {
@@ -455,17 +456,17 @@ impl AlertEngine {
         let line_correct = judged.line_correct();
         if judged.uniform()
             && (rules.estimate_floor > 0.0 || rules.estimate_drop)
-            && let Some(detector) = self.estimate_detector(&labels, rules)
+            && let Some(detector) = self.estimate_detector(labels, rules)
             && let Some(eval) = detector.judged(llm_correct, judged.line_p(), event_time(row))
         {
-            estimate_notes(detector, &labels, eval, now, out);
+            estimate_notes(detector, &owned_labels(labels), eval, now, out);
         }
         if rules.judge_disagreement_min_increase > 0.0 {
             self.feed(
                 DetectorKeyRef {
                     rule: RuleKind::JudgeDisagreement,
                     metric: "judge_disagreement_share",
-                    labels: &labels,
+                    labels,
                 },
                 Direction::Increase,
                 rules.judge_disagreement_min_increase,
@@ -479,25 +480,26 @@ impl AlertEngine {
 
     fn estimate_detector(
         &mut self,
-        labels: &[(SeriesLabel, String)],
+        labels: &[(SeriesLabel, &str)],
         rules: &RuleSet,
     ) -> Option<&mut EstimateDetector> {
-        if !self.estimates.contains_key(labels) {
-            if self.detectors.len() + self.estimates.len() >= self.config.max_series {
-                self.stats.ignored_over_max_series += 1;
-                return None;
+        // One lookup by the borrowed labels; the owned ones are made for a new series only.
+        let series = self.detectors.len() + self.estimates.len();
+        match self.estimates.entry_ref(&SeriesLabelsRef(labels)) {
+            EntryRef::Occupied(entry) => Some(entry.into_mut()),
+            EntryRef::Vacant(entry) => {
+                if series >= self.config.max_series {
+                    self.stats.ignored_over_max_series += 1;
+                    return None;
+                }
+                Some(entry.insert(EstimateDetector::new(rules.clone(), self.estimate_source)))
             }
-            self.estimates.insert(
-                labels.to_vec(),
-                EstimateDetector::new(rules.clone(), self.estimate_source),
-            );
         }
-        self.estimates.get_mut(labels)
     }
 
     fn observe_estimate_line(
         &mut self,
-        labels: &[(SeriesLabel, String)],
+        labels: &[(SeriesLabel, &str)],
         rules: &RuleSet,
         line_p: f64,
         ts: i64,
@@ -508,7 +510,7 @@ impl AlertEngine {
             return;
         };
         if let Some(eval) = detector.line(line_p, ts) {
-            estimate_notes(detector, labels, eval, now, out);
+            estimate_notes(detector, &owned_labels(labels), eval, now, out);
         }
     }
 
@@ -708,8 +710,8 @@ mod tests {
     fn borrowed_detector_keys_find_their_owned_keys() {
         use std::hash::BuildHasher;
         let labels = [
-            (SeriesLabel::AppId, "app".to_string()),
-            (SeriesLabel::AgentVersion, "v2".to_string()),
+            (SeriesLabel::AppId, "app"),
+            (SeriesLabel::AgentVersion, "v2"),
         ];
         let keys = [
             (RuleKind::ScoreDrop, "stef", &labels[..]),
@@ -732,6 +734,15 @@ mod tests {
                 FxBuildHasher.hash_one(borrowed),
                 FxBuildHasher.hash_one(&owned)
             );
+            // The series' labels alone (the estimate detectors' key) likewise.
+            assert_eq!(
+                FxBuildHasher.hash_one(SeriesLabelsRef(labels)),
+                FxBuildHasher.hash_one(&owned.labels)
+            );
+            assert!(hashbrown::Equivalent::equivalent(
+                &SeriesLabelsRef(labels),
+                &owned.labels
+            ));
             map.insert(owned, i);
         }
         assert_eq!(map.len(), keys.len());
@@ -743,7 +754,7 @@ mod tests {
             };
             assert_eq!(map.get(&borrowed), Some(&i));
         }
-        let other = [(SeriesLabel::AppId, "other".to_string())];
+        let other = [(SeriesLabel::AppId, "other")];
         assert_eq!(
             map.get(&DetectorKeyRef {
                 rule: RuleKind::ScoreDrop,

@@ -154,7 +154,8 @@ pub(super) async fn score_one(
     // The rows' time: the event's own `ts`, else the fallback the decoder wrote for it.
     let row_ts = event.ts.as_deref().unwrap_or(&fallback_ts);
     let scoring = tracing::Instrument::instrument(scorer.score_at(&event, row_ts), span);
-    let scored = CatchUnwind(Box::pin(scoring)).await;
+    // Pinned in place (in this task's own state): no allocation, no copy into a box per event.
+    let scored = CatchUnwind(std::pin::pin!(scoring)).await;
     ack.scored();
     match scored {
         Ok(rows) => {
@@ -214,7 +215,7 @@ impl ScoringPanic {
 }
 
 /// Polls a future and turns a panic into [`ScoringPanic`].
-pub(super) struct CatchUnwind<'a, T>(Pin<Box<dyn Future<Output = T> + Send + 'a>>);
+pub(super) struct CatchUnwind<'a, T>(Pin<&'a mut (dyn Future<Output = T> + Send + 'a)>);
 
 impl<T> Future for CatchUnwind<'_, T> {
     type Output = Result<T, ScoringPanic>;

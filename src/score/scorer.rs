@@ -139,18 +139,8 @@ impl Scorer {
         profile: &RuleProfile,
         for_llm: bool,
     ) -> Result<Prepared, crate::sqlspec::SpecError> {
-        let selected = match &self.catalogues {
-            Some(store) => store.select(event, profile),
-            None => SelectedSchema::None,
-        };
-        let mut prepared = stef::prepare_with(
-            event,
-            profile,
-            &stef::PrepareOptions {
-                max_sql_bytes: self.options.max_sql_bytes,
-                catalogue: selected.as_selection(),
-            },
-        )?;
+        let selected = self.select_schema(event, profile);
+        let mut prepared = self.prepare_with_schema(event, profile, &selected)?;
         if let (Some(prober), Some(schema)) = (&self.prober, selected.schema()) {
             prober.probe(event, schema, &mut prepared).await;
         }
@@ -158,6 +148,51 @@ impl Scorer {
             stef::add_schema_context(&mut prepared, event, schema);
         }
         Ok(prepared)
+    }
+
+    /// The catalogue schema of `event`'s database, if a catalogue has it.
+    fn select_schema(&self, event: &Event, profile: &RuleProfile) -> SelectedSchema {
+        match &self.catalogues {
+            Some(store) => store.select(event, profile),
+            None => SelectedSchema::None,
+        }
+    }
+
+    /// [`stef::prepare_with`] with the scorer's options and `selected`'s schema.
+    fn prepare_with_schema(
+        &self,
+        event: &Event,
+        profile: &RuleProfile,
+        selected: &SelectedSchema,
+    ) -> Result<Prepared, crate::sqlspec::SpecError> {
+        stef::prepare_with(
+            event,
+            profile,
+            &stef::PrepareOptions {
+                max_sql_bytes: self.options.max_sql_bytes,
+                catalogue: selected.as_selection(),
+            },
+        )
+    }
+
+    /// The line-rate row when nothing is waited for (the deterministic judge, no probe): the
+    /// event prepared, finished and written in one call, its parts never held across an
+    /// `await` (each move of the ~1 KB prepared event and its outcome between the states of a
+    /// future was a copy).
+    fn score_stef_now(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
+        let selected = self.select_schema(event, profile);
+        match self.prepare_with_schema(event, profile, &selected) {
+            Ok(prepared) => self.fallback.finish(prepared, profile).to_row_with(
+                event,
+                ts,
+                profile,
+                0,
+                &self.verdict_model,
+            ),
+            Err(error) => {
+                stef::non_scorable_row_with(event, ts, &error, profile, &self.verdict_model)
+            }
+        }
     }
 
     /// Judge selected events a second time with `judge` (the LLM judge): their `stef_judged`
@@ -360,6 +395,9 @@ impl Scorer {
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
         let deterministic = self.judge.is_deterministic();
+        if deterministic && self.prober.is_none() {
+            return self.score_stef_now(event, ts, profile);
+        }
         let for_llm = !deterministic && self.judge.kind().starts_with("llm");
         let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,

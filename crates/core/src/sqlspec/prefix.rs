@@ -1,13 +1,17 @@
 //! A sqlparser dialect that parses the plainest expression prefixes — a column name, a number,
-//! a quoted string — straight away, and is otherwise exactly the dialect it wraps.
+//! a quoted string, a plain function call — straight away, and is otherwise exactly the dialect
+//! it wraps.
 //!
 //! Why: before every expression prefix, sqlparser first tries to read a data type
 //! (`DATE '2020-05-20'`, `INTERVAL '7' DAY`): it parses one, fails, formats an error message
 //! for it and rewinds. On a column name or a literal that guess can never succeed, and it was
 //! ~12,000 instructions of a line-rate event (the whole parse is ~56,000). [`plain_prefix`]
 //! returns what sqlparser returns for such a prefix after its guess has failed, for exactly the
-//! token sequences where the guess cannot succeed; everything else (keywords, function calls,
-//! typed strings, lambdas, introducers) goes sqlparser's own way.
+//! token sequences where the guess cannot succeed; before a call (`count(x)`, read as a custom
+//! type with modifiers, then refused) it calls sqlparser's own `parse_function`, as sqlparser
+//! does next, for calls whose tokens make its success certain ([`plain_call_follows`]);
+//! everything else (other keywords, other calls, typed strings, lambdas, introducers) goes
+//! sqlparser's own way.
 //!
 //! What it promises: the same statements as the wrapped dialect for every SQL text. Every
 //! other method of [`sqlparser::dialect::Dialect`] is forwarded to the wrapped dialect (its
@@ -25,7 +29,9 @@ use core::any::TypeId;
 use core::iter::Peekable;
 use core::str::Chars;
 
-use sqlparser::ast::{ColumnOption, Expr, GranteesType, Ident, ObjectNamePart, Statement};
+use sqlparser::ast::{
+    ColumnOption, Expr, GranteesType, Ident, ObjectName, ObjectNamePart, Statement,
+};
 use sqlparser::dialect::{Dialect, Precedence};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -67,7 +73,84 @@ fn plain_prefix(parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
             parser.advance_token();
             Some(Ok(Expr::Identifier(ident)))
         }
+        // A plain call: sqlparser's own `parse_function`, as its identifier path calls it once
+        // the data-type guess (`count(x)` read as a custom type with modifiers) has failed.
+        Token::Word(word) if plain_call_follows(parser, word.keyword) => {
+            let name = ObjectName::from(vec![word.to_ident(token.span)]);
+            parser.advance_token();
+            Some(parser.parse_function(name))
+        }
         _ => None,
+    }
+}
+
+/// Whether the tokens at the parser's position are a call that sqlparser parses with
+/// `parse_function` after its data-type guess fails, and that cannot fail: a name that is no
+/// keyword, or one of the aggregates that is (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`: neither
+/// data types nor words with an expression of their own), then `(`, then `*` or an optional
+/// `DISTINCT` and plain arguments (`a`, `t.a`, a number, a single-quoted string) separated by
+/// commas, then `)`; and after it nothing that `parse_function` reads on (`(` — ClickHouse's
+/// parameters —, `OVER`, `FILTER`, `WITHIN`, `RESPECT`, `IGNORE`) or that turns the guess's
+/// custom type into an array type that may succeed (`[`, `ARRAY`). A call outside this shape
+/// goes sqlparser's way, so that a failure is remembered by sqlparser's memo as before (a
+/// prefix parsed here never passes through it).
+fn plain_call_follows(parser: &Parser, keyword: Keyword) -> bool {
+    if !matches!(
+        keyword,
+        Keyword::NoKeyword
+            | Keyword::COUNT
+            | Keyword::SUM
+            | Keyword::AVG
+            | Keyword::MIN
+            | Keyword::MAX
+    ) || parser.peek_nth_token_ref(1).token != Token::LParen
+    {
+        return false;
+    }
+    let plain_name = |n: usize| matches!(&parser.peek_nth_token_ref(n).token, Token::Word(w) if w.keyword == Keyword::NoKeyword);
+    let mut n = 2;
+    if parser.peek_nth_token_ref(n).token == Token::Mul {
+        n += 1;
+    } else {
+        if matches!(&parser.peek_nth_token_ref(n).token, Token::Word(w) if w.keyword == Keyword::DISTINCT)
+        {
+            n += 1;
+        }
+        loop {
+            match &parser.peek_nth_token_ref(n).token {
+                Token::Number(..) | Token::SingleQuotedString(_) => n += 1,
+                Token::Word(_) if plain_name(n) => {
+                    n += 1;
+                    while parser.peek_nth_token_ref(n).token == Token::Period {
+                        if !plain_name(n + 1) {
+                            return false;
+                        }
+                        n += 2;
+                    }
+                }
+                _ => return false,
+            }
+            if parser.peek_nth_token_ref(n).token != Token::Comma {
+                break;
+            }
+            n += 1;
+        }
+    }
+    if parser.peek_nth_token_ref(n).token != Token::RParen {
+        return false;
+    }
+    match &parser.peek_nth_token_ref(n + 1).token {
+        Token::LParen | Token::LBracket => false,
+        Token::Word(w) => !matches!(
+            w.keyword,
+            Keyword::OVER
+                | Keyword::FILTER
+                | Keyword::WITHIN
+                | Keyword::RESPECT
+                | Keyword::IGNORE
+                | Keyword::ARRAY
+        ),
+        _ => true,
     }
 }
 
@@ -871,6 +954,14 @@ mod tests {
             "SELECT x'ab', b'01', r'raw', 0x1F, 1e5, .5 FROM t",
             "SELECT map['a'], struct(1), array[1, 2], point '(1,2)', circle '((0,0),1)' FROM t",
             "SELECT current_user, session_user, user, current_date, localtime FROM t",
+            "SELECT COUNT(*), count(DISTINCT a), SUM(t.b), avg(1), min('x'), MAX(a, b, 2) FROM t",
+            "SELECT iif(a, 1, 0), strftime('%Y', d), f(), f(a,), f(a b), f(a = 1), f(a => 1) FROM t",
+            "SELECT count(x) OVER (PARTITION BY y), count(x) OVER w, sum(x) FILTER (WHERE y) FROM t",
+            "SELECT count(x) WITHIN GROUP (ORDER BY y), f(x) IGNORE NULLS, f(x) RESPECT NULLS FROM t",
+            "SELECT f(x)(y), f(x)[1], f(x)[] 'a', f(x) ARRAY, f(x).y, f(x)::int, f(x) 'a' FROM t",
+            "SELECT f(x) OVER (, count(a.) , sum(SELECT 1), f(DISTINCT), f(*, a), f(a.*) FROM t",
+            "SELECT xml(a), xmlparse(a), t.a(+), \"f\"(a), [f](a), `f`(a), f(\"a\".b) FROM t",
+            "SELECT count(a.b.c), f(-1), f(+1), f(1.5), f('a''b'), f(NULL), f(TRUE) FROM t",
         ];
         // Nesting beyond the parser's limit fails alike on both sides.
         let deep = format!(

@@ -536,7 +536,7 @@ impl Event {
             });
         }
         let text = std::str::from_utf8(bytes).map_err(DecodeError::NotUtf8)?;
-        if crate::sqlspec::trimmed(text).is_empty() {
+        if text.trim().is_empty() {
             return Err(DecodeError::Empty);
         }
         // An object is read straight into its fields (no map of every key, no key copied for
@@ -562,7 +562,7 @@ impl Event {
     /// failing one is the dead letter's reason).
     fn from_fields(mut obj: Fields) -> Result<Event, DecodeError> {
         let question = required_string(&mut obj, "question")?;
-        if crate::sqlspec::trimmed(&question).is_empty() {
+        if question.trim().is_empty() {
             return Err(DecodeError::InvalidField {
                 field: "question",
                 reason: "must not be empty".into(),
@@ -655,7 +655,7 @@ impl Event {
                 return Err(DecodeError::InvalidField { field, reason });
             }
         }
-        if crate::sqlspec::trimmed(&event.event_id).is_empty() {
+        if event.event_id.trim().is_empty() {
             event.event_id = event.content_hash();
         }
         Ok(event)

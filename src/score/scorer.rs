@@ -181,7 +181,22 @@ impl Scorer {
     /// future was a copy).
     fn score_stef_now(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
         let selected = self.select_schema(event, profile);
-        match self.prepare_with_schema(event, profile, &selected) {
+        let prepared = self.prepare_with_schema(event, profile, &selected);
+        self.deterministic_row(prepared, event, ts, profile)
+    }
+
+    /// The deterministic judge's row for a prepared event (stateless: the fallback is the same
+    /// judge): no call to wait for, nothing that can fail, the prepared question spec moved
+    /// into the assessment rather than copied; the non-scorable row when it could not be
+    /// prepared.
+    fn deterministic_row(
+        &self,
+        prepared: Result<Prepared, crate::sqlspec::SpecError>,
+        event: &Event,
+        ts: &str,
+        profile: &RuleProfile,
+    ) -> EvaluationRow {
+        match prepared {
             Ok(prepared) => self.fallback.finish(prepared, profile).to_row_with(
                 event,
                 ts,
@@ -394,11 +409,15 @@ impl Scorer {
     }
 
     async fn score_stef(&self, event: &Event, ts: &str, profile: &RuleProfile) -> EvaluationRow {
-        let deterministic = self.judge.is_deterministic();
-        if deterministic && self.prober.is_none() {
-            return self.score_stef_now(event, ts, profile);
+        if self.judge.is_deterministic() {
+            // The line rate's judge; with a probe, the prepared event waits for it first.
+            if self.prober.is_none() {
+                return self.score_stef_now(event, ts, profile);
+            }
+            let prepared = self.prepare(event, profile, false).await;
+            return self.deterministic_row(prepared, event, ts, profile);
         }
-        let for_llm = !deterministic && self.judge.kind().starts_with("llm");
+        let for_llm = self.judge.kind().starts_with("llm");
         let prepared = match self.prepare(event, profile, for_llm).await {
             Ok(prepared) => prepared,
             Err(error) => {
@@ -411,13 +430,6 @@ impl Scorer {
                 );
             }
         };
-        if deterministic {
-            // The line rate's judge (stateless: the fallback is the same judge): no call to wait
-            // for, nothing that can fail, the prepared question spec moved into the assessment
-            // rather than copied.
-            let outcome = self.fallback.finish(prepared, profile);
-            return outcome.to_row_with(event, ts, profile, 0, &self.verdict_model);
-        }
         let request = JudgeRequest {
             event,
             prepared: &prepared,

@@ -26,7 +26,7 @@ use crate::catalogue::DbSchema;
 use crate::words::text_words;
 
 use super::question::relevant_definitions;
-use super::text::{QuestionTexts, clip_marked};
+use super::text::{QuestionTexts, clip_marked, last_dotted_part};
 use super::{SchemaContext, TableContext};
 
 /// How a column came to be linked.
@@ -153,7 +153,7 @@ pub fn written_identifiers(definition: &str) -> Vec<&str> {
                 break;
             };
             if let Some(name) = definition.get(i + 1..i + 1 + end) {
-                out.push(last_part(name.trim()));
+                out.push(last_dotted_part(name.trim()));
             }
             i += end + 2;
             continue;
@@ -179,7 +179,7 @@ pub fn written_identifiers(definition: &str) -> Vec<&str> {
                 break;
             };
             let word = word.trim_end_matches('.');
-            let name = last_part(word);
+            let name = last_dotted_part(word);
             let rest = definition.get(i..).unwrap_or("").trim_start();
             let before = definition.get(..start).unwrap_or("").trim_end();
             let shaped = name.contains('_')
@@ -199,10 +199,6 @@ pub fn written_identifiers(definition: &str) -> Vec<&str> {
         i += 1;
     }
     out
-}
-
-fn last_part(name: &str) -> &str {
-    super::text::last_dotted_part(name)
 }
 
 /// Most tables a [`SchemaContext`] shows.

@@ -139,17 +139,19 @@ fn value_checks(
 ) {
     // Mismatch: the SQL compares the defined column for equality, never with a defined value.
     for (dv, subject) in defined {
-        let column = last_part(dv.column).to_ascii_lowercase();
+        let column = last_dotted_part(dv.column).to_ascii_lowercase();
         let all_for_column: Vec<String> = defined
             .iter()
-            .filter(|(o, _)| last_part(o.column).eq_ignore_ascii_case(&column))
+            .filter(|(o, _)| last_dotted_part(o.column).eq_ignore_ascii_case(&column))
             .map(|(o, _)| normalize_value(o.value))
             .collect();
         let eq_values: Vec<String> = input
             .spec
             .filters
             .iter()
-            .filter(|f| last_part(&f.lhs) == column && matches!(f.op, FilterOp::Eq | FilterOp::In))
+            .filter(|f| {
+                last_dotted_part(&f.lhs) == column && matches!(f.op, FilterOp::Eq | FilterOp::In)
+            })
             .flat_map(|f| filter_texts(&f.rhs))
             .collect();
         if !eq_values.is_empty()
@@ -191,7 +193,7 @@ fn value_checks(
             if dv.value != lit.text
                 && trimmed(dv.value).eq_ignore_ascii_case(trimmed(&lit.text))
                 && trimmed(dv.value) != trimmed(&lit.text)
-                && last_part(dv.column).eq_ignore_ascii_case(&cref.name)
+                && last_dotted_part(dv.column).eq_ignore_ascii_case(&cref.name)
                 && !defined
                     .iter()
                     .any(|(o, _)| trimmed(o.value) == trimmed(&lit.text))
@@ -924,7 +926,7 @@ fn mapped_columns(
 ) {
     for (term, column) in &input.profile.column_mappings {
         let term_lower = lower_collapsed(term);
-        let column_lower = last_part(column).to_ascii_lowercase();
+        let column_lower = last_dotted_part(column).to_ascii_lowercase();
         if contains_word(question_lower, &term_lower)
             && schema
                 .columns
@@ -968,16 +970,12 @@ pub(super) fn defined_columns<'d>(definition: &'d str, schema: Option<&DbSchema>
             || schema.is_some_and(|db| {
                 db.columns
                     .iter()
-                    .any(|c| c.name.eq_ignore_ascii_case(last_part(piece)))
+                    .any(|c| c.name.eq_ignore_ascii_case(last_dotted_part(piece)))
             });
         if !is_identifier || !looks_like_column {
             return Vec::new();
         }
-        out.push(last_part(piece));
+        out.push(last_dotted_part(piece));
     }
     out
-}
-
-fn last_part(name: &str) -> &str {
-    last_dotted_part(name)
 }

@@ -209,10 +209,8 @@ fn without_commas(text: &str) -> Cow<'_, str> {
 
 /// `word` without the possessive endings it ends with (`'s` as often as it is repeated, then
 /// `’s`): `trim_end_matches` by suffix comparisons, with no searcher built per word.
-fn without_possessives(mut word: &str) -> &str {
-    while let Some(stem) = word.strip_suffix("'s") {
-        word = stem;
-    }
+fn without_possessives(word: &str) -> &str {
+    let mut word = strip_possessive(word);
     while let Some(stem) = word.strip_suffix("’s") {
         word = stem;
     }
